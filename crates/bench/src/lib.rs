@@ -1,0 +1,1 @@
+//! handled-bench
