@@ -6,5 +6,21 @@
 pub mod codec;
 pub mod value;
 
+// Framing and messages (§1, §3, §4.1, §5 wire forms).
+pub mod credential;
+pub mod digest;
+pub mod envelope;
+pub mod header;
+pub mod message;
+pub mod request;
+pub mod response;
+pub mod session;
+pub mod udp;
+
+// Structured value data (§2) and the JSON forms of §4.5.1.
+pub mod data;
+pub mod handle;
+pub mod json;
+
 pub use codec::{Codec, DecodeError, DecodeResult, Reader};
 pub use value::{HandleValue, TtlType, ValuePermissions, ValueReference};

@@ -1,0 +1,1 @@
+//! Structured value data (§2).
