@@ -1,1 +1,218 @@
-//! handled-store
+//! Handle storage for `handled`.
+//!
+//! One [`Store`] trait and two backends:
+//! * [`EmbeddedStore`]: durable, one redb file, reads inline on the caller, writes
+//!   group-committed by one writer thread (one fsync per batch);
+//! * [`MemoryStore`]: a `BTreeMap` behind a lock, for `--ephemeral` runs and tests.
+//!
+//! The trait is shaped so a distributed backend (Apache Cassandra) can implement it
+//! too: everything is async, atomicity is per handle only (compare-and-set through
+//! [`Store::swap`], which maps onto a lightweight transaction), there are no
+//! multi-key transactions, and listing is a key-prefix scan with paging.
+//!
+//! [`conformance`] holds the behaviour suite every backend must pass.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub mod conformance;
+mod embedded;
+mod memory;
+mod record;
+
+pub use embedded::{EmbeddedOptions, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
+pub use memory::MemoryStore;
+pub use record::{HandleRecord, InvalidRecord, RecordError};
+
+/// What [`Store::swap`] requires of the current state of the handle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    /// The handle must not exist (create).
+    Absent,
+    /// The handle must exist with exactly this record (all values equal, in order).
+    Present(HandleRecord),
+    /// No condition (unconditional overwrite or delete).
+    Any,
+}
+
+/// Result of a [`Store::swap`] that ran (errors aside).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SwapOutcome {
+    /// The expectation held and the new state is written (durably, on durable
+    /// backends). `previous` is the state it replaced. With [`Expect::Any`] over a
+    /// stored record that cannot be decoded, `previous` is `None`.
+    Done { previous: Option<HandleRecord> },
+    /// The expectation did not hold; nothing was written. `current` is the state
+    /// that was found.
+    Conflict { current: Option<HandleRecord> },
+}
+
+impl SwapOutcome {
+    pub fn is_done(&self) -> bool {
+        matches!(self, SwapOutcome::Done { .. })
+    }
+}
+
+/// Storage failures.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("storage I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// Stored bytes that cannot be decoded, or a damaged database file.
+    #[error("storage corrupt: {0}")]
+    Corrupt(String),
+    /// The store has been shut down (or its writer stopped).
+    #[error("store is closed")]
+    Closed,
+    /// Any other backend failure (database engine, network, timeouts…).
+    #[error("storage backend error: {0}")]
+    Backend(String),
+    /// The caller asked to store something that could never be read back.
+    #[error("{0}")]
+    Invalid(#[from] InvalidRecord),
+}
+
+impl StoreError {
+    /// A copy of this error, for reporting one failure to several waiters
+    /// (`std::io::Error` is not `Clone`).
+    pub fn duplicate(&self) -> StoreError {
+        match self {
+            StoreError::Io(e) => StoreError::Io(std::io::Error::new(e.kind(), e.to_string())),
+            StoreError::Corrupt(s) => StoreError::Corrupt(s.clone()),
+            StoreError::Closed => StoreError::Closed,
+            StoreError::Backend(s) => StoreError::Backend(s.clone()),
+            StoreError::Invalid(e) => StoreError::Invalid(e.clone()),
+        }
+    }
+}
+
+/// Counters for metrics. All totals since the store was opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Write transactions committed (group commits, meta writes and imports).
+    pub commits: u64,
+    /// Durable flushes (fsync) done by those commits; 0 for the memory store.
+    pub fsyncs: u64,
+    /// Write operations (swap, meta_put) acknowledged, conflicts included.
+    pub write_ops: u64,
+    /// Write operations that failed (commit failure or other error).
+    pub failed_ops: u64,
+    /// Commits that failed (every operation of the batch failed with it).
+    pub failed_commits: u64,
+    /// Largest number of operations committed together.
+    pub max_batch: u64,
+    /// Group-commit sizes: bucket `i` counts commits of `2^i ..= 2^(i+1)-1`
+    /// operations (the last bucket is open-ended: ≥ 512).
+    pub batch_sizes: [u64; 10],
+    /// Records written by `put_many`.
+    pub imported: u64,
+    /// Total time spent committing (including fsync), in microseconds.
+    pub commit_micros: u64,
+}
+
+impl StoreStats {
+    /// Mean operations per commit.
+    pub fn mean_batch(&self) -> f64 {
+        let n: u64 = self.batch_sizes.iter().sum();
+        if n == 0 {
+            0.0
+        } else {
+            self.write_ops as f64 / n as f64
+        }
+    }
+}
+
+/// Lock-free counters behind [`StoreStats`].
+#[derive(Debug, Default)]
+pub(crate) struct StatCounters {
+    commits: AtomicU64,
+    fsyncs: AtomicU64,
+    write_ops: AtomicU64,
+    failed_ops: AtomicU64,
+    failed_commits: AtomicU64,
+    max_batch: AtomicU64,
+    batch_sizes: [AtomicU64; 10],
+    imported: AtomicU64,
+    commit_micros: AtomicU64,
+}
+
+impl StatCounters {
+    /// A committed batch of `ops` write operations (plus `imported` records).
+    pub(crate) fn committed(&self, ops: u64, imported: u64, durable: bool, micros: u64) {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        if durable {
+            self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        }
+        self.commit_micros.fetch_add(micros, Ordering::Relaxed);
+        self.imported.fetch_add(imported, Ordering::Relaxed);
+        if ops > 0 {
+            self.write_ops.fetch_add(ops, Ordering::Relaxed);
+            self.max_batch.fetch_max(ops, Ordering::Relaxed);
+            let bucket = (63 - ops.leading_zeros() as usize).min(self.batch_sizes.len() - 1);
+            self.batch_sizes[bucket].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn failed(&self, ops: u64) {
+        self.failed_commits.fetch_add(1, Ordering::Relaxed);
+        self.failed_ops.fetch_add(ops, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> StoreStats {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StoreStats {
+            commits: l(&self.commits),
+            fsyncs: l(&self.fsyncs),
+            write_ops: l(&self.write_ops),
+            failed_ops: l(&self.failed_ops),
+            failed_commits: l(&self.failed_commits),
+            max_batch: l(&self.max_batch),
+            batch_sizes: std::array::from_fn(|i| l(&self.batch_sizes[i])),
+            imported: l(&self.imported),
+            commit_micros: l(&self.commit_micros),
+        }
+    }
+}
+
+/// Handle storage. Keys are opaque bytes (the server passes normalized handles) and
+/// sort bytewise.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Point read by storage key (the server passes the normalized handle bytes).
+    async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError>;
+
+    /// Atomic compare-and-set of one handle: write `new` (`None` = delete) if the
+    /// current state matches `expect`. Durable before it returns `Ok` on durable
+    /// backends. Deleting an absent handle with `Expect::Any` is `Done { previous: None }`.
+    async fn swap(&self, key: &[u8], expect: Expect, new: Option<HandleRecord>) -> Result<SwapOutcome, StoreError>;
+
+    /// Keys starting with `prefix`, in key order, strictly after `start_after`, at
+    /// most `limit`.
+    async fn scan_keys(&self, prefix: &[u8], start_after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError>;
+
+    /// Bulk load (import): overwrite these records, no CAS; durable on return. If a
+    /// key appears twice the later record wins. Callers should pass sorted chunks of
+    /// some thousands of records.
+    async fn put_many(&self, records: Vec<(Vec<u8>, HandleRecord)>) -> Result<(), StoreError>;
+
+    /// Small server metadata (homed prefixes, serials).
+    async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Set (`Some`) or delete (`None`) a metadata entry; durable on return.
+    async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError>;
+    /// Metadata entries whose key starts with `prefix`, in key order.
+    async fn meta_scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+
+    /// Approximate number of handles.
+    async fn count(&self) -> Result<u64, StoreError>;
+
+    /// Counters for metrics.
+    fn stats(&self) -> StoreStats;
+}
+
+/// Is `key` within `prefix`, strictly after `start_after`?
+pub(crate) fn scan_start<'a>(prefix: &'a [u8], start_after: Option<&'a [u8]>) -> std::ops::Bound<&'a [u8]> {
+    use std::ops::Bound;
+    match start_after {
+        Some(s) if s >= prefix => Bound::Excluded(s),
+        _ => Bound::Included(prefix),
+    }
+}

@@ -1,0 +1,569 @@
+//! Embedded durable backend on redb: one file, two tables.
+//!
+//! * Reads (`get`, `scan_keys`, `meta_*` reads, `count`) run inline on the caller in
+//!   a fresh redb read transaction (an MVCC snapshot: a few µs, never blocked by the
+//!   writer).
+//! * Writes go to ONE writer thread through a bounded channel. The thread takes the
+//!   first pending operation, drains whatever else is already queued (up to
+//!   [`EmbeddedOptions::max_batch_ops`] / [`EmbeddedOptions::max_batch_bytes`]),
+//!   applies the batch in arrival order inside one write transaction (each swap checks
+//!   its expectation against the state inside that transaction, so two swaps of one
+//!   key in a batch behave as if serialized), commits with `Durability::Immediate`
+//!   (one fsync), and only then answers every operation. If the commit fails, every
+//!   operation of the batch fails: nothing unwritten is ever acknowledged.
+//!
+//! Batching needs no timer: while one fsync runs, the next batch queues up.
+
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::{scan_start, Expect, HandleRecord, StatCounters, Store, StoreError, StoreStats, SwapOutcome};
+
+/// File name of the store inside a data directory.
+pub const STORE_FILE_NAME: &str = "handles.redb";
+/// redb table of handles: normalized handle bytes → [`HandleRecord`] stored form.
+pub const HANDLES_TABLE: &str = "handles.v1";
+/// redb table of server metadata: key → bytes.
+pub const META_TABLE: &str = "meta.v1";
+
+const HANDLES: TableDefinition<&[u8], &[u8]> = TableDefinition::new(HANDLES_TABLE);
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
+
+/// Tuning of [`EmbeddedStore`].
+#[derive(Debug, Clone)]
+pub struct EmbeddedOptions {
+    /// redb page cache; `None` keeps redb's default (1 GiB).
+    pub cache_bytes: Option<usize>,
+    /// Most operations committed together.
+    pub max_batch_ops: usize,
+    /// Most encoded bytes committed together (an import chunk may exceed it alone).
+    pub max_batch_bytes: usize,
+    /// Writes that may wait for the writer before callers are held back.
+    pub queue_depth: usize,
+    /// redb quick-repair: each commit also saves the allocator state so that opening
+    /// after a crash is instant instead of a walk of the whole file. Costs an extra
+    /// fsync per commit. Off by default.
+    pub quick_repair: bool,
+    /// Verify every page checksum on every open (slow on big stores). Off by default;
+    /// redb always checks and repairs after an unclean shutdown.
+    pub check_integrity_on_open: bool,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        EmbeddedOptions {
+            cache_bytes: None,
+            max_batch_ops: 1024,
+            max_batch_bytes: 8 << 20,
+            queue_depth: 4096,
+            quick_repair: false,
+            check_integrity_on_open: false,
+        }
+    }
+}
+
+/// The durable store: see the module documentation.
+pub struct EmbeddedStore {
+    db: Arc<Database>,
+    path: PathBuf,
+    tx: Option<mpsc::Sender<Pending>>,
+    writer: Option<JoinHandle<()>>,
+    shared: Arc<Shared>,
+    repaired: bool,
+}
+
+struct Shared {
+    stats: StatCounters,
+    /// Why the writer stopped, if it stopped on its own.
+    fatal: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for EmbeddedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedStore").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl EmbeddedStore {
+    /// Open (or create) the store. `path` is the database file; if it names an
+    /// existing directory, the file is `path/handles.redb`. Opening does not scan
+    /// the data; after an unclean shutdown redb repairs the file first (progress is
+    /// logged) and [`Self::was_repaired`] tells.
+    pub fn open(path: &Path, options: EmbeddedOptions) -> Result<Self, StoreError> {
+        let path = if path.is_dir() { path.join(STORE_FILE_NAME) } else { path.to_path_buf() };
+        let repair_seen = Arc::new(AtomicBool::new(false));
+        let mut builder = Database::builder();
+        if let Some(c) = options.cache_bytes {
+            builder.set_cache_size(c);
+        }
+        builder.set_check_integrity_on_open(options.check_integrity_on_open);
+        {
+            let seen = repair_seen.clone();
+            let shown = AtomicU64::new(u64::MAX);
+            let p = path.clone();
+            builder.set_repair_callback(move |s| {
+                if !seen.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(path = %p.display(), "store was not shut down cleanly: repairing");
+                }
+                let decile = (s.progress() * 10.0) as u64;
+                if shown.swap(decile, Ordering::Relaxed) != decile {
+                    tracing::info!(path = %p.display(), "store repair {:.0}%", s.progress() * 100.0);
+                }
+            });
+        }
+        let db = builder.create(&path).map_err(|e| open_error(&path, map_redb(e.into())))?;
+        let repaired = repair_seen.load(Ordering::Relaxed);
+        if repaired {
+            tracing::warn!(path = %path.display(), "store repaired");
+        }
+        ensure_tables(&db).map_err(|e| open_error(&path, e))?;
+
+        let db = Arc::new(db);
+        let shared = Arc::new(Shared { stats: StatCounters::default(), fatal: Mutex::new(None) });
+        let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
+        let writer = {
+            let db = db.clone();
+            let shared = shared.clone();
+            let opts = options.clone();
+            std::thread::Builder::new()
+                .name("store-writer".into())
+                .spawn(move || writer_loop(db, rx, shared, opts))
+                .map_err(StoreError::Io)?
+        };
+        Ok(EmbeddedStore { db, path, tx: Some(tx), writer: Some(writer), shared, repaired })
+    }
+
+    /// Open `dir/handles.redb`, creating `dir` if needed.
+    pub fn open_dir(dir: &Path, options: EmbeddedOptions) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir)?;
+        Self::open(&dir.join(STORE_FILE_NAME), options)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Did this open have to repair the file (unclean shutdown)?
+    pub fn was_repaired(&self) -> bool {
+        self.repaired
+    }
+
+    /// Stop the writer after it has committed everything queued, and close the file.
+    /// Dropping the store does the same.
+    pub fn close(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.tx.take();
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+    }
+
+    fn sender(&self) -> Result<&mpsc::Sender<Pending>, StoreError> {
+        self.tx.as_ref().ok_or(StoreError::Closed)
+    }
+
+    /// Queue one write and wait for its acknowledgement.
+    async fn submit<T>(&self, op: Op, wrap: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Reply) -> Result<T, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let bytes = op.bytes();
+        self.sender()?
+            .send(Pending { op, bytes, reply: wrap(reply) })
+            .await
+            .map_err(|_| self.writer_gone())?;
+        answer.await.map_err(|_| self.writer_gone())?
+    }
+
+    fn writer_gone(&self) -> StoreError {
+        match &*self.shared.fatal.lock() {
+            Some(m) => StoreError::Backend(m.clone()),
+            None => StoreError::Closed,
+        }
+    }
+
+    fn read_txn(&self) -> Result<redb::ReadTransaction, StoreError> {
+        self.db.begin_read().map_err(|e| map_redb(e.into()))
+    }
+}
+
+impl Drop for EmbeddedStore {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for EmbeddedStore {
+    async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
+        let txn = self.read_txn()?;
+        let table = txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
+        match table.get(key).map_err(|e| map_redb(e.into()))? {
+            Some(g) => HandleRecord::decode_stored(key, g.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn swap(&self, key: &[u8], expect: Expect, new: Option<HandleRecord>) -> Result<SwapOutcome, StoreError> {
+        if let Some(r) = &new {
+            r.validate()?;
+        }
+        let (raw_expect, expected) = match expect {
+            Expect::Absent => (RawExpect::Absent, None),
+            Expect::Any => (RawExpect::Any, None),
+            Expect::Present(r) => (RawExpect::Present(r.encode()), Some(r)),
+        };
+        let op = Op::Swap { key: key.to_vec(), expect: raw_expect, new: new.map(|r| r.encode()) };
+        let raw = self.submit(op, Reply::Swap).await?;
+        Ok(match raw {
+            RawOutcome::DoneAsExpected => SwapOutcome::Done { previous: expected },
+            RawOutcome::Done { previous: None } => SwapOutcome::Done { previous: None },
+            RawOutcome::Done { previous: Some(b) } => {
+                // Only `Expect::Any` gets here: the write happened, so a previous
+                // record that no longer decodes is reported as unknown, not as an error.
+                let previous = match HandleRecord::decode_stored(key, &b) {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        tracing::warn!("overwrote undecodable record: {e}");
+                        None
+                    }
+                };
+                SwapOutcome::Done { previous }
+            }
+            RawOutcome::Conflict { current: None } => SwapOutcome::Conflict { current: None },
+            RawOutcome::Conflict { current: Some(b) } => {
+                SwapOutcome::Conflict { current: Some(HandleRecord::decode_stored(key, &b)?) }
+            }
+        })
+    }
+
+    async fn scan_keys(&self, prefix: &[u8], start_after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let txn = self.read_txn()?;
+        let table = txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
+        let range = table
+            .range::<&[u8]>((scan_start(prefix, start_after), Bound::Unbounded))
+            .map_err(|e| map_redb(e.into()))?;
+        let mut out = Vec::new();
+        for item in range {
+            let (k, _) = item.map_err(|e| map_redb(e.into()))?;
+            let k = k.value();
+            if !k.starts_with(prefix) {
+                break;
+            }
+            out.push(k.to_vec());
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn put_many(&self, records: Vec<(Vec<u8>, HandleRecord)>) -> Result<(), StoreError> {
+        for (_, r) in &records {
+            r.validate()?;
+        }
+        // Encode and sort here, on the caller, to keep the writer thread free. The
+        // sort is stable so the later of two equal keys is inserted last and wins.
+        let mut encoded: Vec<(Vec<u8>, Vec<u8>)> = records.into_iter().map(|(k, r)| (k, r.encode())).collect();
+        if !encoded.is_sorted_by(|a, b| a.0 <= b.0) {
+            encoded.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        self.submit(Op::Import { records: encoded }, Reply::Unit).await
+    }
+
+    async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let txn = self.read_txn()?;
+        let table = txn.open_table(META).map_err(|e| map_redb(e.into()))?;
+        Ok(table.get(key).map_err(|e| map_redb(e.into()))?.map(|g| g.value().to_vec()))
+    }
+
+    async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
+        self.submit(Op::Meta { key: key.to_owned(), value }, Reply::Unit).await
+    }
+
+    async fn meta_scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let txn = self.read_txn()?;
+        let table = txn.open_table(META).map_err(|e| map_redb(e.into()))?;
+        let range = table.range::<&str>(prefix..).map_err(|e| map_redb(e.into()))?;
+        let mut out = Vec::new();
+        for item in range {
+            let (k, v) = item.map_err(|e| map_redb(e.into()))?;
+            if !k.value().starts_with(prefix) {
+                break;
+            }
+            out.push((k.value().to_owned(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
+
+    async fn count(&self) -> Result<u64, StoreError> {
+        let txn = self.read_txn()?;
+        let table = txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
+        table.len().map_err(|e| map_redb(e.into()))
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.shared.stats.snapshot()
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The writer
+
+enum RawExpect {
+    Absent,
+    Present(Vec<u8>),
+    Any,
+}
+
+enum RawOutcome {
+    /// `Expect::Present` held: the previous record is the expected one.
+    DoneAsExpected,
+    Done { previous: Option<Vec<u8>> },
+    Conflict { current: Option<Vec<u8>> },
+}
+
+enum Op {
+    Swap { key: Vec<u8>, expect: RawExpect, new: Option<Vec<u8>> },
+    Meta { key: String, value: Option<Vec<u8>> },
+    Import { records: Vec<(Vec<u8>, Vec<u8>)> },
+}
+
+impl Op {
+    fn bytes(&self) -> usize {
+        match self {
+            Op::Swap { key, expect, new } => {
+                key.len() + new.as_ref().map_or(0, Vec::len) + if let RawExpect::Present(e) = expect { e.len() } else { 0 }
+            }
+            Op::Meta { key, value } => key.len() + value.as_ref().map_or(0, Vec::len),
+            Op::Import { records } => records.iter().map(|(k, v)| k.len() + v.len()).sum(),
+        }
+    }
+}
+
+enum Reply {
+    Swap(oneshot::Sender<Result<RawOutcome, StoreError>>),
+    Unit(oneshot::Sender<Result<(), StoreError>>),
+}
+
+enum Ack {
+    Swap(RawOutcome),
+    Unit,
+}
+
+struct Pending {
+    op: Op,
+    bytes: usize,
+    reply: Reply,
+}
+
+impl Pending {
+    fn answer(self, result: Result<Ack, StoreError>) {
+        // A caller that went away no longer needs its answer: ignore send errors.
+        match (self.reply, result) {
+            (Reply::Swap(r), Ok(Ack::Swap(o))) => drop(r.send(Ok(o))),
+            (Reply::Unit(r), Ok(Ack::Unit)) => drop(r.send(Ok(()))),
+            (Reply::Swap(r), Err(e)) => drop(r.send(Err(e))),
+            (Reply::Unit(r), Err(e)) => drop(r.send(Err(e))),
+            (Reply::Swap(r), Ok(Ack::Unit)) => drop(r.send(Err(StoreError::Backend("internal: wrong reply".into())))),
+            (Reply::Unit(r), Ok(Ack::Swap(_))) => drop(r.send(Err(StoreError::Backend("internal: wrong reply".into())))),
+        }
+    }
+}
+
+fn writer_loop(db: Arc<Database>, mut rx: mpsc::Receiver<Pending>, shared: Arc<Shared>, opts: EmbeddedOptions) {
+    let max_ops = opts.max_batch_ops.max(1);
+    let mut batch: Vec<Pending> = Vec::with_capacity(max_ops);
+    while let Some(first) = rx.blocking_recv() {
+        let mut bytes = first.bytes;
+        batch.push(first);
+        while batch.len() < max_ops && bytes < opts.max_batch_bytes {
+            match rx.try_recv() {
+                Ok(p) => {
+                    bytes += p.bytes;
+                    batch.push(p);
+                }
+                Err(_) => break,
+            }
+        }
+        let ops = batch.iter().filter(|p| !matches!(p.op, Op::Import { .. })).count() as u64;
+        let imported: u64 =
+            batch.iter().map(|p| if let Op::Import { records } = &p.op { records.len() as u64 } else { 0 }).sum();
+
+        let started = Instant::now();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| apply(&db, &batch, opts.quick_repair)));
+        match result {
+            Ok(Ok(acks)) => {
+                shared.stats.committed(ops, imported, true, started.elapsed().as_micros() as u64);
+                for (p, a) in batch.drain(..).zip(acks) {
+                    p.answer(Ok(a));
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::error!("store commit of {} operations failed: {e}", batch.len());
+                shared.stats.failed(batch.len() as u64);
+                for p in batch.drain(..) {
+                    p.answer(Err(e.duplicate()));
+                }
+            }
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                let msg = format!("store writer stopped after a panic: {msg}");
+                tracing::error!("{msg}");
+                shared.stats.failed(batch.len() as u64);
+                *shared.fatal.lock() = Some(msg.clone());
+                for p in batch.drain(..) {
+                    p.answer(Err(StoreError::Backend(msg.clone())));
+                }
+                // The database may be in any state: take no more writes.
+                rx.close();
+                while let Ok(p) = rx.try_recv() {
+                    p.answer(Err(StoreError::Backend(msg.clone())));
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Apply a batch in one write transaction and commit it durably.
+fn apply(db: &Database, batch: &[Pending], quick_repair: bool) -> Result<Vec<Ack>, StoreError> {
+    let r = |e: redb::StorageError| map_redb(e.into());
+    let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
+    txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
+    txn.set_quick_repair(quick_repair);
+    let mut acks = Vec::with_capacity(batch.len());
+    {
+        let mut handles = txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
+        let mut meta = None;
+        for p in batch {
+            match &p.op {
+                Op::Swap { key, expect, new } => {
+                    let key = key.as_slice();
+                    let outcome = match expect {
+                        RawExpect::Any => {
+                            let previous = match new {
+                                Some(v) => handles.insert(key, v.as_slice()).map_err(r)?.map(|g| g.value().to_vec()),
+                                None => handles.remove(key).map_err(r)?.map(|g| g.value().to_vec()),
+                            };
+                            RawOutcome::Done { previous }
+                        }
+                        RawExpect::Absent | RawExpect::Present(_) => {
+                            let conflict = {
+                                let current = handles.get(key).map_err(r)?;
+                                match (expect, current) {
+                                    (RawExpect::Absent, None) => None,
+                                    (RawExpect::Present(e), Some(c)) if c.value() == e.as_slice() => None,
+                                    (_, c) => Some(c.map(|g| g.value().to_vec())),
+                                }
+                            };
+                            match conflict {
+                                Some(current) => RawOutcome::Conflict { current },
+                                None => {
+                                    match new {
+                                        Some(v) => drop(handles.insert(key, v.as_slice()).map_err(r)?),
+                                        None => drop(handles.remove(key).map_err(r)?),
+                                    }
+                                    match expect {
+                                        RawExpect::Present(_) => RawOutcome::DoneAsExpected,
+                                        _ => RawOutcome::Done { previous: None },
+                                    }
+                                }
+                            }
+                        }
+                    };
+                    acks.push(Ack::Swap(outcome));
+                }
+                Op::Meta { key, value } => {
+                    if meta.is_none() {
+                        meta = Some(txn.open_table(META).map_err(|e| map_redb(e.into()))?);
+                    }
+                    let t = meta.as_mut().expect("opened above");
+                    match value {
+                        Some(v) => drop(t.insert(key.as_str(), v.as_slice()).map_err(r)?),
+                        None => drop(t.remove(key.as_str()).map_err(r)?),
+                    }
+                    acks.push(Ack::Unit);
+                }
+                Op::Import { records } => {
+                    for (k, v) in records {
+                        handles.insert(k.as_slice(), v.as_slice()).map_err(r)?;
+                    }
+                    acks.push(Ack::Unit);
+                }
+            }
+        }
+    }
+    txn.commit().map_err(|e| map_redb(e.into()))?;
+    Ok(acks)
+}
+
+// ---------------------------------------------------------------------------------
+// Open and errors
+
+/// Create the tables if this is a new file (a no-op read otherwise).
+fn ensure_tables(db: &Database) -> Result<(), StoreError> {
+    let missing = {
+        let txn = db.begin_read().map_err(|e| map_redb(e.into()))?;
+        let h = matches!(txn.open_table(HANDLES), Err(redb::TableError::TableDoesNotExist(_)));
+        let m = matches!(txn.open_table(META), Err(redb::TableError::TableDoesNotExist(_)));
+        h || m
+    };
+    if missing {
+        let txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
+        txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
+        txn.open_table(META).map_err(|e| map_redb(e.into()))?;
+        txn.commit().map_err(|e| map_redb(e.into()))?;
+    }
+    Ok(())
+}
+
+fn open_error(path: &Path, e: StoreError) -> StoreError {
+    let p = path.display();
+    match e {
+        StoreError::Io(io) => StoreError::Io(std::io::Error::new(io.kind(), format!("opening store {p}: {io}"))),
+        StoreError::Corrupt(m) => StoreError::Corrupt(format!("store {p}: {m}")),
+        StoreError::Backend(m) => StoreError::Backend(format!("opening store {p}: {m}")),
+        other => other,
+    }
+}
+
+/// redb errors → [`StoreError`].
+fn map_redb(e: redb::Error) -> StoreError {
+    match e {
+        redb::Error::Io(io) => StoreError::Io(io),
+        redb::Error::Corrupted(m) => StoreError::Corrupt(m),
+        redb::Error::DatabaseClosed => StoreError::Closed,
+        redb::Error::DatabaseAlreadyOpen => {
+            StoreError::Backend("the database file is already open (another handled process?)".into())
+        }
+        redb::Error::PreviousIo => {
+            StoreError::Backend("an earlier I/O error left the store unusable: restart the server".into())
+        }
+        redb::Error::RepairAborted => StoreError::Backend("repair of the database file was aborted".into()),
+        redb::Error::UpgradeRequired(v) => {
+            StoreError::Backend(format!("the database file has format version {v}: it needs an upgrade"))
+        }
+        redb::Error::TableTypeMismatch { table, key, value } => StoreError::Corrupt(format!(
+            "table {table} has key type {key:?} and value type {value:?}: not a handled store?"
+        )),
+        other => StoreError::Backend(other.to_string()),
+    }
+}

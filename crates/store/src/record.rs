@@ -1,0 +1,174 @@
+//! The stored form of one handle: its values, encoded as `u32 count ‖ value records`
+//! (each value in the §2.2 wire form of `handled_proto::HandleValue`).
+
+use handled_proto::codec::{put_u32, MAX_ARRAY_LEN};
+use handled_proto::{Codec, DecodeError, HandleValue, Reader};
+
+use crate::StoreError;
+
+/// Smallest encoded value record: index, timestamp, ttl type, ttl, permissions,
+/// empty type, empty data, empty reference list.
+const MIN_VALUE_LEN: usize = 4 + 4 + 1 + 4 + 1 + 4 + 4 + 4;
+
+/// All values of one handle, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HandleRecord {
+    pub values: Vec<HandleValue>,
+}
+
+/// Why a stored record could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("bad handle record: {0}")]
+    Decode(#[from] DecodeError),
+}
+
+/// Why a record cannot be stored (it would not decode again).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("handle record cannot be stored: {0}")]
+pub struct InvalidRecord(pub String);
+
+impl HandleRecord {
+    pub fn new(values: Vec<HandleValue>) -> Self {
+        HandleRecord { values }
+    }
+
+    /// Encoded length, without encoding.
+    pub fn encoded_len(&self) -> usize {
+        4 + self.values.iter().map(HandleValue::encoded_len).sum::<usize>()
+    }
+
+    /// Append the stored form to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.values.len() as u32);
+        for v in &self.values {
+            v.encode(out);
+        }
+    }
+
+    /// The stored form.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Decode a stored form; trailing bytes are an error. Never panics.
+    pub fn decode(buf: &[u8]) -> Result<Self, RecordError> {
+        let mut r = Reader::new(buf);
+        let values = r.list("handle record values", MIN_VALUE_LEN, HandleValue::read)?;
+        r.expect_end("handle record")?;
+        Ok(HandleRecord { values })
+    }
+
+    /// Decode a stored form read under `key`, mapping failure to [`StoreError::Corrupt`].
+    pub fn decode_stored(key: &[u8], buf: &[u8]) -> Result<Self, StoreError> {
+        Self::decode(buf).map_err(|e| StoreError::Corrupt(format!("handle {}: {e}", show_key(key))))
+    }
+
+    /// Check that the record's encoding would decode again (every length within the
+    /// decoder's limits), so that nothing unreadable is ever written.
+    pub fn validate(&self) -> Result<(), InvalidRecord> {
+        let too_long = |what: &str, n: usize| {
+            if n > MAX_ARRAY_LEN {
+                Err(InvalidRecord(format!("{what} has length {n}, more than {MAX_ARRAY_LEN}")))
+            } else {
+                Ok(())
+            }
+        };
+        too_long("value list", self.values.len())?;
+        for v in &self.values {
+            too_long("value type", v.value_type.len())?;
+            too_long("value data", v.data.len())?;
+            too_long("reference list", v.references.len())?;
+            for r in &v.references {
+                too_long("reference handle", r.handle.len())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A key for error messages: UTF-8 when it is, escaped otherwise; cut when long.
+pub(crate) fn show_key(key: &[u8]) -> String {
+    let k = &key[..key.len().min(200)];
+    let mut s = String::from_utf8_lossy(k).into_owned();
+    if std::str::from_utf8(k).is_err() {
+        s = k.escape_ascii().to_string();
+    }
+    if key.len() > k.len() {
+        s.push('…');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handled_proto::ValueReference;
+
+    fn sample() -> HandleRecord {
+        let mut v = HandleValue::new(1, "URL", "https://example.org/");
+        v.references.push(ValueReference { handle: b"20.5000/x".to_vec(), index: 2 });
+        HandleRecord::new(vec![v, HandleValue::new(100, "HS_ADMIN", vec![0u8; 40])])
+    }
+
+    #[test]
+    fn round_trip() {
+        let r = sample();
+        let b = r.encode();
+        assert_eq!(b.len(), r.encoded_len());
+        assert_eq!(HandleRecord::decode(&b).unwrap(), r);
+        let empty = HandleRecord::default();
+        assert_eq!(HandleRecord::decode(&empty.encode()).unwrap(), empty);
+    }
+
+    #[test]
+    fn min_value_len_is_right() {
+        assert_eq!(HandleValue::new(1, "", "").encoded_len(), MIN_VALUE_LEN);
+    }
+
+    #[test]
+    fn every_truncation_and_extension_is_an_error() {
+        let b = sample().encode();
+        for n in 0..b.len() {
+            assert!(HandleRecord::decode(&b[..n]).is_err(), "prefix {n}");
+        }
+        let mut longer = b.clone();
+        longer.push(0);
+        assert!(HandleRecord::decode(&longer).is_err());
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        // A cheap deterministic fuzz: flip bytes and lengths of a valid record.
+        let b = sample().encode();
+        let mut x: u32 = 12345;
+        for _ in 0..20_000 {
+            let mut c = b.clone();
+            for _ in 0..3 {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                let i = (x as usize >> 8) % c.len();
+                c[i] = (x >> 16) as u8;
+            }
+            let _ = HandleRecord::decode(&c);
+        }
+        assert!(HandleRecord::decode(&[0xff, 0xff, 0xff, 0xff]).is_err());
+        assert!(HandleRecord::decode(&[0x00, 0x10, 0x00, 0x00]).is_err());
+    }
+
+    #[test]
+    fn decode_stored_maps_to_corrupt() {
+        match HandleRecord::decode_stored(b"20.5000/\xff", &[1, 2, 3]) {
+            Err(StoreError::Corrupt(m)) => assert!(m.contains("20.5000/\\xff"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn validate_rejects_oversized() {
+        assert!(sample().validate().is_ok());
+        let big = HandleRecord::new(vec![HandleValue::new(1, "URL", vec![0u8; MAX_ARRAY_LEN + 1])]);
+        assert!(big.validate().is_err());
+    }
+}
