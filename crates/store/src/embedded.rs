@@ -538,6 +538,10 @@ fn ensure_tables(db: &Database) -> Result<(), StoreError> {
 fn open_error(path: &Path, e: StoreError) -> StoreError {
     let p = path.display();
     match e {
+        // redb reports a file that is not a database as InvalidData.
+        StoreError::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+            StoreError::Corrupt(format!("store {p}: {io}"))
+        }
         StoreError::Io(io) => StoreError::Io(std::io::Error::new(io.kind(), format!("opening store {p}: {io}"))),
         StoreError::Corrupt(m) => StoreError::Corrupt(format!("store {p}: {m}")),
         StoreError::Backend(m) => StoreError::Backend(format!("opening store {p}: {m}")),
@@ -565,5 +569,58 @@ fn map_redb(e: redb::Error) -> StoreError {
             "table {table} has key type {key:?} and value type {value:?}: not a handled store?"
         )),
         other => StoreError::Backend(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(d: &str) -> Vec<u8> {
+        HandleRecord::new(vec![handled_proto::HandleValue::new(1, "URL", d)]).encode()
+    }
+
+    fn swap(key: &[u8], expect: RawExpect, new: Option<Vec<u8>>) -> Pending {
+        let (reply, _rx) = oneshot::channel();
+        let op = Op::Swap { key: key.to_vec(), expect, new };
+        Pending { bytes: op.bytes(), op, reply: Reply::Swap(reply) }
+    }
+
+    fn outcome(a: &Ack) -> &RawOutcome {
+        match a {
+            Ack::Swap(o) => o,
+            Ack::Unit => panic!("unit ack"),
+        }
+    }
+
+    /// Several operations on one key inside ONE transaction behave as if serialized
+    /// in arrival order.
+    #[test]
+    fn same_key_ops_in_one_batch_are_serialized() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        ensure_tables(&db).unwrap();
+        let k = b"20.5000/k";
+        let batch = vec![
+            swap(k, RawExpect::Absent, Some(rec("a"))),                 // Done
+            swap(k, RawExpect::Absent, Some(rec("x"))),                 // Conflict(a)
+            swap(k, RawExpect::Present(rec("a")), Some(rec("b"))),      // Done
+            swap(k, RawExpect::Present(rec("a")), Some(rec("y"))),      // Conflict(b)
+            swap(k, RawExpect::Any, None),                              // Done(prev b)
+            swap(k, RawExpect::Present(rec("b")), Some(rec("z"))),      // Conflict(None)
+            swap(k, RawExpect::Absent, Some(rec("c"))),                 // Done
+        ];
+        let acks = apply(&db, &batch, false).unwrap();
+        assert!(matches!(outcome(&acks[0]), RawOutcome::Done { previous: None }));
+        assert!(matches!(outcome(&acks[1]), RawOutcome::Conflict { current: Some(c) } if *c == rec("a")));
+        assert!(matches!(outcome(&acks[2]), RawOutcome::DoneAsExpected));
+        assert!(matches!(outcome(&acks[3]), RawOutcome::Conflict { current: Some(c) } if *c == rec("b")));
+        assert!(matches!(outcome(&acks[4]), RawOutcome::Done { previous: Some(p) } if *p == rec("b")));
+        assert!(matches!(outcome(&acks[5]), RawOutcome::Conflict { current: None }));
+        assert!(matches!(outcome(&acks[6]), RawOutcome::Done { previous: None }));
+        let txn = db.begin_read().unwrap();
+        let t = txn.open_table(HANDLES).unwrap();
+        assert_eq!(t.get(k.as_slice()).unwrap().unwrap().value(), rec("c").as_slice());
+        assert_eq!(t.len().unwrap(), 1);
     }
 }

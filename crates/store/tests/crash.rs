@@ -1,0 +1,160 @@
+//! Crash safety of the durable backend: a child process (this test executable,
+//! re-run with an environment switch) swaps at full speed and prints every
+//! acknowledged write; the parent kills it with SIGKILL after a random short delay,
+//! reopens the store (redb repairs it) and checks that every acknowledged write is
+//! there. 3 rounds by default; set HANDLED_STORE_CRASH_RUNS for more.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use handled_store::conformance::url_record;
+use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, Store, SwapOutcome};
+use rand::Rng;
+
+const CHILD_DIR: &str = "HANDLED_STORE_CRASH_CHILD";
+const CHILD_ROUND: &str = "HANDLED_STORE_CRASH_ROUND";
+const HOT: &[u8] = b"20.5000/hot";
+/// The child stops by itself after this long, should the parent fail to kill it.
+const CHILD_MAX: Duration = Duration::from_secs(20);
+
+/// The child's body; a no-op test in normal runs.
+#[test]
+fn crash_child() {
+    let Ok(dir) = std::env::var(CHILD_DIR) else { return };
+    let round: u32 = std::env::var(CHILD_ROUND).unwrap().parse().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(child(Path::new(&dir), round));
+    std::process::exit(0);
+}
+
+fn say(line: String) {
+    let mut out = std::io::stdout().lock();
+    out.write_all(line.as_bytes()).unwrap();
+    out.write_all(b"\n").unwrap();
+    out.flush().unwrap();
+}
+
+async fn child(dir: &Path, round: u32) {
+    let s: Arc<dyn Store> = Arc::new(EmbeddedStore::open_dir(dir, EmbeddedOptions::default()).unwrap());
+    if s.get(HOT).await.unwrap().is_none() {
+        s.swap(HOT, Expect::Absent, Some(url_record("0"))).await.unwrap();
+    }
+    say("READY".into());
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..32u32 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut i = 0u64;
+            while start.elapsed() < CHILD_MAX {
+                if t % 8 == 0 {
+                    // CAS increment of the shared counter.
+                    let mut cur = s.get(HOT).await.unwrap().unwrap();
+                    loop {
+                        let n: u64 = std::str::from_utf8(&cur.values[0].data).unwrap().parse().unwrap();
+                        let next = url_record(&(n + 1).to_string());
+                        match s.swap(HOT, Expect::Present(cur), Some(next)).await.unwrap() {
+                            SwapOutcome::Done { .. } => {
+                                say(format!("H {}", n + 1));
+                                break;
+                            }
+                            SwapOutcome::Conflict { current } => cur = current.unwrap(),
+                        }
+                    }
+                } else {
+                    let key = format!("20.5000/r{round}-t{t}-{i}");
+                    let out = s.swap(key.as_bytes(), Expect::Absent, Some(url_record(&key))).await.unwrap();
+                    assert!(out.is_done());
+                    say(format!("C {key}"));
+                }
+                i += 1;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill() {
+    if std::env::var_os(CHILD_DIR).is_some() {
+        return;
+    }
+    let rounds: u32 = std::env::var("HANDLED_STORE_CRASH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut rng = rand::rng();
+    let mut created: Vec<String> = Vec::new();
+    let mut hot_acked = 0u64;
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+
+    for round in 0..rounds {
+        let mut child = Command::new(&exe)
+            .args(["--exact", "crash_child", "--nocapture", "--test-threads=1", "-q"])
+            .env(CHILD_DIR, dir.path())
+            .env(CHILD_ROUND, round.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        // Wait until the child has opened the store, then let it run a little.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let line = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("child never got ready");
+            if line == "READY" {
+                break;
+            }
+        }
+        let delay = rng.random_range(20..400);
+        std::thread::sleep(Duration::from_millis(delay));
+        child.kill().unwrap(); // SIGKILL
+        let status = child.wait().unwrap();
+        reader.join().unwrap();
+        // Every complete line printed before the kill is an acknowledged write.
+        let (mut c, mut h) = (0usize, 0usize);
+        for line in rx.try_iter() {
+            if let Some(k) = line.strip_prefix("C ") {
+                created.push(k.to_owned());
+                c += 1;
+            } else if let Some(n) = line.strip_prefix("H ") {
+                hot_acked = hot_acked.max(n.parse().unwrap());
+                h += 1;
+            }
+        }
+        assert!(c > 0, "the child acknowledged nothing in {delay} ms");
+
+        let opened = Instant::now();
+        let s = EmbeddedStore::open_dir(dir.path(), EmbeddedOptions::default()).unwrap();
+        let open_time = opened.elapsed();
+        rt.block_on(async {
+            for k in &created {
+                assert_eq!(s.get(k.as_bytes()).await.unwrap(), Some(url_record(k)), "acknowledged {k} lost");
+            }
+            let hot = s.get(HOT).await.unwrap().expect("counter lost");
+            let n: u64 = std::str::from_utf8(&hot.values[0].data).unwrap().parse().unwrap();
+            assert!(n >= hot_acked, "counter at {n}, but {hot_acked} was acknowledged");
+            assert!(s.count().await.unwrap() >= created.len() as u64 + 1);
+        });
+        eprintln!(
+            "round {round}: killed after {delay} ms ({status}); {c} creates + {h} increments acknowledged, \
+             {} total verified; reopen {open_time:?}, repaired: {}",
+            created.len(),
+            s.was_repaired()
+        );
+    }
+}
