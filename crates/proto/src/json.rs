@@ -4,15 +4,14 @@
 //! `preserve_order`); input accepts what the Java reader accepts.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv6Addr};
 
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
 use crate::codec::Codec;
 use crate::data::admin::{AdminPermissions, AdminRecord};
-use crate::data::pubkey::{java_bigint, unsigned, PublicKey};
-use crate::data::site::{Interface, InterfaceKind, ServerInfo, SiteAttribute, SiteInfo, TransportProtocol};
+use crate::data::pubkey::PublicKey;
+use crate::data::site::SiteInfo;
 use crate::data::vlist::ValueList;
 use crate::value::{types, HandleValue, TtlType, ValuePermissions, ValueReference};
 
@@ -39,13 +38,19 @@ impl fmt::Display for JsonValueError {
 
 impl std::error::Error for JsonValueError {}
 
-type JResult<T> = Result<T, JsonValueError>;
+mod key;
+mod site;
 
-fn err<T>(message: impl Into<String>) -> JResult<T> {
+pub use key::{public_key_from_jwk, public_key_to_jwk};
+pub use site::{java_address_string, site_from_json, site_to_json};
+
+pub(crate) type JResult<T> = Result<T, JsonValueError>;
+
+pub(crate) fn err<T>(message: impl Into<String>) -> JResult<T> {
     Err(JsonValueError::new(message))
 }
 
-fn lossy(b: &[u8]) -> String {
+pub(crate) fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
@@ -99,7 +104,7 @@ pub fn data_to_json(value_type: &[u8], data: &[u8]) -> Value {
     } else if is(types::HS_SITE) || is(types::HS_SITE_PREFIX) || is(types::HS_NA_DELEGATE) {
         SiteInfo::decode_data(data).ok().map(|s| ("site", site_to_json(&s)))
     } else if is(types::HS_PUBKEY) {
-        PublicKey::decode_data(data).ok().and_then(|k| java_jwk(&k)).map(|j| ("key", j))
+        PublicKey::decode_data(data).ok().and_then(|k| key::java_jwk(&k)).map(|j| ("key", j))
     } else {
         None
     };
@@ -145,126 +150,6 @@ pub fn vlist_to_json(list: &ValueList) -> Value {
     Value::Array(list.0.iter().map(reference_to_json).collect())
 }
 
-/// The siteinfo.json form (§2.7) **[vec: site_info_value]**.
-pub fn site_to_json(site: &SiteInfo) -> Value {
-    let mut o = Map::new();
-    o.insert("version".into(), site.data_version.into());
-    // Java prints the version bytes (and hash option) as signed bytes.
-    o.insert("protocolVersion".into(), format!("{}.{}", site.protocol_major as i8, site.protocol_minor as i8).into());
-    o.insert("serialNumber".into(), site.serial.into());
-    o.insert("primarySite".into(), site.primary.into());
-    o.insert("multiPrimary".into(), site.multi_primary.into());
-    if site.hash_option != crate::data::site::HASH_BY_ALL {
-        o.insert("hashOption".into(), (site.hash_option as i8).into());
-    }
-    if !site.hash_filter.is_empty() {
-        o.insert("hashFilter".into(), lossy(&site.hash_filter).into());
-    }
-    let attributes = site.attributes.iter().map(|a| json!({ "name": lossy(&a.name), "value": lossy(&a.value) }));
-    o.insert("attributes".into(), Value::Array(attributes.collect()));
-    o.insert("servers".into(), Value::Array(site.servers.iter().map(server_to_json).collect()));
-    Value::Object(o)
-}
-
-fn server_to_json(s: &ServerInfo) -> Value {
-    let key = PublicKey::decode_data(&s.public_key).ok().and_then(|k| java_jwk(&k));
-    let public_key = match key {
-        Some(jwk) => json!({ "format": "key", "value": jwk }),
-        None => json!({ "format": "base64", "value": base64::engine::general_purpose::STANDARD.encode(&s.public_key) }),
-    };
-    let interfaces = s.interfaces.iter().map(|i| {
-        let protocol = match i.protocol.name() {
-            Some(n) => Value::from(n),
-            None => Value::from(i.protocol.code() as i8),
-        };
-        json!({ "query": i.kind.query(), "admin": i.kind.admin(), "protocol": protocol, "port": i.port })
-    });
-    json!({
-        "serverId": s.server_id,
-        "address": java_address_string(&s.address),
-        "publicKey": public_key,
-        "interfaces": interfaces.collect::<Vec<_>>(),
-    })
-}
-
-/// A server address as Java prints it: dotted IPv4 for 12-zero-prefixed and
-/// `::ffff:`-mapped addresses, otherwise Java's IPv6 shortening (which, unlike
-/// RFC 5952, never shortens a zero run at the very end).
-pub fn java_address_string(address: &[u8; 16]) -> String {
-    let server = ServerInfo { server_id: 0, address: *address, public_key: Vec::new(), interfaces: Vec::new() };
-    let words = match server.ip_addr() {
-        IpAddr::V4(v4) => return v4.to_string(),
-        IpAddr::V6(v6) => v6.segments(),
-    };
-    let (mut cur_start, mut cur, mut best_start, mut best) = (0usize, 0usize, None, 0usize);
-    for (i, &w) in words.iter().enumerate() {
-        if w == 0 {
-            if cur == 0 {
-                cur_start = i;
-            }
-            cur += 1;
-        } else {
-            if cur > best {
-                best_start = Some(cur_start);
-                best = cur;
-            }
-            cur = 0;
-        }
-    }
-    if best == 1 {
-        best_start = None;
-    }
-    let mut out = String::new();
-    let mut i = 0;
-    while i < 8 {
-        if Some(i) == best_start {
-            if i == 0 {
-                out.push(':');
-            }
-            out.push(':');
-            i += best;
-        } else {
-            out.push_str(&format!("{:x}", words[i]));
-            if i < 7 {
-                out.push(':');
-            }
-            i += 1;
-        }
-    }
-    out
-}
-
-/// The JWK form of a public key: `{"kty":"RSA","n","e"}`,
-/// `{"kty":"DSA","y","p","q","g"}` (Java's order), base64url without padding,
-/// leading zeros stripped. Java has no JWK for DH keys; we write
-/// `{"kty":"DH","y","p","g"}` (non-standard) so callers always get something,
-/// but value and site JSON fall back to base64 for DH keys, as Java does.
-pub fn public_key_to_jwk(key: &PublicKey) -> Value {
-    match java_jwk(key) {
-        Some(v) => v,
-        None => match key {
-            PublicKey::Dh { y, p, g } => json!({ "kty": "DH", "y": b64url(y), "p": b64url(p), "g": b64url(g) }),
-            _ => Value::Null, // unreachable: java_jwk covers RSA and DSA
-        },
-    }
-}
-
-fn java_jwk(key: &PublicKey) -> Option<Value> {
-    match key {
-        PublicKey::Rsa { exponent, modulus } => Some(json!({ "kty": "RSA", "n": b64url(modulus), "e": b64url(exponent) })),
-        PublicKey::Dsa { q, p, g, y } => {
-            Some(json!({ "kty": "DSA", "y": b64url(y), "p": b64url(p), "q": b64url(q), "g": b64url(g) }))
-        }
-        PublicKey::Dh { .. } => None,
-    }
-}
-
-fn b64url(twos_complement: &[u8]) -> String {
-    let mag = unsigned(twos_complement);
-    let mag: &[u8] = if mag.is_empty() { &[0] } else { mag };
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mag)
-}
-
 /// Unix seconds as ISO-8601 UTC without fraction, e.g. `2023-11-14T22:13:20Z`.
 pub fn format_timestamp(secs: i32) -> String {
     const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] =
@@ -288,27 +173,25 @@ pub fn parse_timestamp(s: &str) -> JResult<i32> {
         .or_else(|_| time::OffsetDateTime::parse(s, &Iso8601::DEFAULT))
         .map(|t| t.unix_timestamp())
         .or_else(|_| time::PrimitiveDateTime::parse(s, &Iso8601::DEFAULT).map(|t| t.assume_utc().unix_timestamp()))
-        .or_else(|_| {
-            time::Date::parse(s, &Iso8601::DEFAULT).map(|d| d.midnight().assume_utc().unix_timestamp())
-        })
+        .or_else(|_| time::Date::parse(s, &Iso8601::DEFAULT).map(|d| d.midnight().assume_utc().unix_timestamp()))
         .map_err(|_| JsonValueError::new(format!("invalid ISO-8601 date-time {s:?}")))?;
     i32::try_from(secs).map_err(|_| JsonValueError::new(format!("date-time {s:?} is out of range")))
 }
 
-fn field<'a>(o: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+pub(crate) fn field<'a>(o: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     o.get(key).filter(|v| !v.is_null())
 }
 
-fn require<'a>(o: &'a Map<String, Value>, key: &str, what: &str) -> JResult<&'a Value> {
+pub(crate) fn require<'a>(o: &'a Map<String, Value>, key: &str, what: &str) -> JResult<&'a Value> {
     field(o, key).ok_or_else(|| JsonValueError::new(format!("{what}: missing \"{key}\"")))
 }
 
-fn as_object<'a>(v: &'a Value, what: &str) -> JResult<&'a Map<String, Value>> {
+pub(crate) fn as_object<'a>(v: &'a Value, what: &str) -> JResult<&'a Map<String, Value>> {
     v.as_object().ok_or_else(|| JsonValueError::new(format!("{what} must be a JSON object")))
 }
 
 /// Gson `getAsString`: strings, and the text of numbers and booleans.
-fn as_text(v: &Value, what: &str) -> JResult<String> {
+pub(crate) fn as_text(v: &Value, what: &str) -> JResult<String> {
     match v {
         Value::String(s) => Ok(s.clone()),
         Value::Number(n) => Ok(n.to_string()),
@@ -318,21 +201,23 @@ fn as_text(v: &Value, what: &str) -> JResult<String> {
 }
 
 /// Gson `getAsInt`-like: an integral number, or a string holding one.
-fn as_i64(v: &Value, what: &str) -> JResult<i64> {
+pub(crate) fn as_i64(v: &Value, what: &str) -> JResult<i64> {
     let n = match v {
-        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9e18).map(|f| f as i64)),
+        Value::Number(n) => {
+            n.as_i64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9e18).map(|f| f as i64))
+        }
         Value::String(s) => s.trim().parse().ok(),
         _ => None,
     };
     n.ok_or_else(|| JsonValueError::new(format!("{what} must be an integer")))
 }
 
-fn as_i32(v: &Value, what: &str) -> JResult<i32> {
+pub(crate) fn as_i32(v: &Value, what: &str) -> JResult<i32> {
     i32::try_from(as_i64(v, what)?).map_err(|_| JsonValueError::new(format!("{what} is out of range")))
 }
 
 /// A Java `byte`: -128..=255 accepted, stored as its low 8 bits.
-fn as_byte(v: &Value, what: &str) -> JResult<u8> {
+pub(crate) fn as_byte(v: &Value, what: &str) -> JResult<u8> {
     match as_i64(v, what)? {
         n @ -128..=255 => Ok(n as u8),
         _ => err(format!("{what} is out of range")),
@@ -340,7 +225,7 @@ fn as_byte(v: &Value, what: &str) -> JResult<u8> {
 }
 
 /// Gson `getAsBoolean`: booleans, and `Boolean.parseBoolean` of anything else.
-fn as_bool(v: &Value) -> bool {
+pub(crate) fn as_bool(v: &Value) -> bool {
     match v {
         Value::Bool(b) => *b,
         Value::String(s) => s.eq_ignore_ascii_case("true"),
@@ -446,10 +331,13 @@ pub fn admin_from_json(j: &Value) -> JResult<AdminRecord> {
         None => 0,
         Some(Value::String(s)) if s == "*" => AdminPermissions::ALL,
         Some(Value::String(s)) => bit_string(s),
-        Some(Value::Bool(b)) => if *b { AdminPermissions::ALL } else { 0 },
+        Some(Value::Bool(true)) => AdminPermissions::ALL,
+        Some(Value::Bool(false)) => 0,
         // Java: Integer.toBinaryString(n), i.e. the low 12 bits of the number.
         Some(n @ Value::Number(_)) => (as_i64(n, "admin permissions")? & i64::from(AdminPermissions::ALL)) as u16,
-        Some(Value::Array(a)) => a.iter().take(12).enumerate().filter(|(_, v)| truthy(v)).fold(0, |acc, (i, _)| acc | 1 << i),
+        Some(Value::Array(a)) => {
+            a.iter().take(12).enumerate().filter(|(_, v)| truthy(v)).fold(0, |acc, (i, _)| acc | 1 << i)
+        }
         Some(_) => return err("admin permissions must be a string, number, boolean or array"),
     };
     Ok(AdminRecord { permissions: AdminPermissions(bits), handle, index })
@@ -458,7 +346,13 @@ pub fn admin_from_json(j: &Value) -> JResult<AdminRecord> {
 /// Rightmost char is bit 0; only `'1'` sets a bit; at most 12 chars count.
 fn bit_string(s: &str) -> u16 {
     let units: Vec<u16> = s.encode_utf16().collect();
-    units.into_iter().rev().take(12).enumerate().filter(|&(_, c)| c == u16::from(b'1')).fold(0, |acc, (i, _)| acc | 1 << i)
+    units
+        .into_iter()
+        .rev()
+        .take(12)
+        .enumerate()
+        .filter(|&(_, c)| c == u16::from(b'1'))
+        .fold(0, |acc, (i, _)| acc | 1 << i)
 }
 
 /// JavaScript-like truthiness, as Java's `isTruthy`.
@@ -488,169 +382,6 @@ pub fn vlist_from_json(j: &Value) -> JResult<ValueList> {
     Ok(ValueList(references_from_json(j, "value list")?))
 }
 
-/// Java's `lowerCaseIfNeeded`: old site JSON used capitalised keys.
-fn legacy_keys(o: &Map<String, Value>) -> Option<Map<String, Value>> {
-    if !["ServerList", "Address", "Port"].iter().any(|k| o.contains_key(*k)) {
-        return None;
-    }
-    let lower = |k: &String| {
-        let mut c = k.chars();
-        c.next().map(|f| f.to_lowercase().chain(c).collect()).unwrap_or_default()
-    };
-    Some(o.iter().map(|(k, v)| (lower(k), v.clone())).collect())
-}
-
-/// A site record from its siteinfo.json form. Missing fields take Java's
-/// defaults (version 1, protocol 2.10, hash option 2, no servers).
-pub fn site_from_json(j: &Value) -> JResult<SiteInfo> {
-    let orig = as_object(j, "site")?;
-    let fixed = legacy_keys(orig);
-    let o = fixed.as_ref().unwrap_or(orig);
-    let mut site = SiteInfo {
-        data_version: 1,
-        protocol_major: 2,
-        protocol_minor: 10,
-        serial: 0,
-        primary: false,
-        multi_primary: false,
-        hash_option: crate::data::site::HASH_BY_ALL,
-        hash_filter: Vec::new(),
-        attributes: Vec::new(),
-        servers: Vec::new(),
-    };
-    if let Some(v) = field(o, "version") {
-        site.data_version = as_i32(v, "site version")? as u16;
-    }
-    if let Some(v) = field(o, "protocolVersion") {
-        let text = as_text(v, "protocolVersion")?;
-        let (major, minor) =
-            text.split_once('.').ok_or_else(|| JsonValueError::new(format!("protocolVersion {text:?} is not major.minor")))?;
-        site.protocol_major = as_byte(&Value::from(major), "protocol major version")?;
-        site.protocol_minor = as_byte(&Value::from(minor), "protocol minor version")?;
-    }
-    if let Some(v) = field(o, "serialNumber") {
-        site.serial = as_i32(v, "serialNumber")? as u16;
-    }
-    site.primary = field(o, "primarySite").is_some_and(as_bool);
-    site.multi_primary = field(o, "multiPrimary").is_some_and(as_bool);
-    if let Some(v) = field(o, "hashOption") {
-        site.hash_option = as_byte(v, "hashOption")?;
-    }
-    if let Some(v) = field(o, "hashFilter") {
-        site.hash_filter = as_text(v, "hashFilter")?.into_bytes();
-    }
-    if let Some(v) = field(o, "attributes") {
-        site.attributes = attributes_from_json(v)?;
-    }
-    if let Some(v) = field(o, "servers").or_else(|| field(o, "serverList")) {
-        let a = v.as_array().ok_or_else(|| JsonValueError::new("servers must be an array"))?;
-        site.servers = a.iter().map(server_from_json).collect::<JResult<_>>()?;
-    }
-    Ok(site)
-}
-
-/// `[{"name","value"}]`, or an object `{name: value | [values]}`.
-fn attributes_from_json(j: &Value) -> JResult<Vec<SiteAttribute>> {
-    let attr = |name: &str, value: &Value| -> JResult<SiteAttribute> {
-        Ok(SiteAttribute { name: name.as_bytes().to_vec(), value: as_text(value, "attribute value")?.into_bytes() })
-    };
-    match j {
-        Value::Array(a) => a
-            .iter()
-            .map(|e| {
-                let o = as_object(e, "site attribute")?;
-                attr(&as_text(require(o, "name", "site attribute")?, "attribute name")?, require(o, "value", "site attribute")?)
-            })
-            .collect(),
-        Value::Object(o) => {
-            let mut out = Vec::new();
-            for (name, v) in o {
-                match v {
-                    Value::Array(values) => {
-                        for value in values {
-                            out.push(attr(name, value)?);
-                        }
-                    }
-                    _ => out.push(attr(name, v)?),
-                }
-            }
-            Ok(out)
-        }
-        _ => err("site attributes must be an array or an object"),
-    }
-}
-
-fn server_from_json(j: &Value) -> JResult<ServerInfo> {
-    let orig = as_object(j, "server")?;
-    let fixed = legacy_keys(orig);
-    let o = fixed.as_ref().unwrap_or(orig);
-    let server_id = field(o, "serverId").map(|v| as_i32(v, "serverId")).transpose()?.unwrap_or(0);
-    let address_text = as_text(require(o, "address", "server")?, "server address")?;
-    let address = parse_address(&address_text)?;
-    let public_key = match field(o, "publicKey") {
-        None => Vec::new(),
-        Some(Value::String(hex)) if fixed.is_some() => decode_hex(hex)?,
-        Some(v) => data_from_json(v)?,
-    };
-    let interfaces = match field(o, "interfaces").or_else(|| field(o, "interfaceList")) {
-        None => Vec::new(),
-        Some(v) => {
-            let a = v.as_array().ok_or_else(|| JsonValueError::new("interfaces must be an array"))?;
-            a.iter().map(interface_from_json).collect::<JResult<_>>()?
-        }
-    };
-    Ok(ServerInfo { server_id, address, public_key, interfaces })
-}
-
-/// An IP literal (IPv6 optionally in brackets); IPv4 and `::ffff:`-mapped
-/// addresses become the 12-zero-byte form, as Java's `fill16` makes them.
-/// Host names are not resolved (no I/O here).
-fn parse_address(text: &str) -> JResult<[u8; 16]> {
-    let t = text.trim();
-    let t = t.strip_prefix('[').and_then(|x| x.strip_suffix(']')).unwrap_or(t);
-    match t.parse::<IpAddr>() {
-        Ok(IpAddr::V4(v4)) => Ok(ServerInfo::ipv4(v4.octets())),
-        Ok(IpAddr::V6(v6)) => Ok(match v6.to_ipv4_mapped() {
-            Some(v4) => ServerInfo::ipv4(v4.octets()),
-            None => Ipv6Addr::octets(&v6),
-        }),
-        Err(_) => err(format!("server address {text:?} is not an IP address")),
-    }
-}
-
-fn interface_from_json(j: &Value) -> JResult<Interface> {
-    let orig = as_object(j, "interface")?;
-    let fixed = legacy_keys(orig);
-    let o = fixed.as_ref().unwrap_or(orig);
-    let query = field(o, "query").is_some_and(as_bool);
-    let admin = field(o, "admin").is_some_and(as_bool);
-    let p = require(o, "protocol", "interface")?;
-    let protocol = match p.as_str().and_then(TransportProtocol::from_name) {
-        Some(known) => known,
-        None => TransportProtocol::from_code(as_byte(p, "interface protocol")?),
-    };
-    let port = as_i32(require(o, "port", "interface")?, "interface port")?;
-    Ok(Interface { kind: InterfaceKind::from_flags(query, admin), protocol, port })
-}
-
-/// A public key from its JWK form (`kty` RSA or DSA, any case; DH as written
-/// by [`public_key_to_jwk`]). Parameters may be base64url or base64, padded or
-/// not; they are stored as Java's `BigInteger.toByteArray()` would write them.
-pub fn public_key_from_jwk(j: &Value) -> JResult<PublicKey> {
-    let o = as_object(j, "JWK")?;
-    let kty = as_text(require(o, "kty", "JWK")?, "JWK kty")?;
-    let param = |name: &str| -> JResult<Vec<u8>> {
-        let text = as_text(require(o, name, "JWK")?, "JWK parameter")?;
-        Ok(java_bigint(&decode_base64_lenient(&text)))
-    };
-    match kty.to_ascii_uppercase().as_str() {
-        "RSA" => Ok(PublicKey::Rsa { exponent: param("e")?, modulus: param("n")? }),
-        "DSA" => Ok(PublicKey::Dsa { q: param("q")?, p: param("p")?, g: param("g")?, y: param("y")? }),
-        "DH" => Ok(PublicKey::Dh { y: param("y")?, p: param("p")?, g: param("g")? }),
-        _ => err(format!("unsupported key type {kty:?}")),
-    }
-}
-
 /// Base64 as Apache commons-codec decodes it: standard and URL-safe alphabets,
 /// padding optional, other characters (whitespace) skipped, stops at `=`.
 pub fn decode_base64_lenient(s: &str) -> Vec<u8> {
@@ -678,9 +409,11 @@ pub fn decode_base64_lenient(s: &str) -> Vec<u8> {
 
 /// Strict hex (either case), as commons-codec `Hex.decodeHex`.
 pub fn decode_hex(s: &str) -> JResult<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if s.len() & 1 == 1 {
         return err("hex data has an odd number of digits");
     }
-    let digit = |c: u8| (c as char).to_digit(16).ok_or_else(|| JsonValueError::new(format!("invalid hex digit {:?}", c as char)));
+    let digit = |c: u8| {
+        (c as char).to_digit(16).ok_or_else(|| JsonValueError::new(format!("invalid hex digit {:?}", c as char)))
+    };
     s.as_bytes().chunks(2).map(|p| Ok((digit(p[0])? << 4 | digit(p[1])?) as u8)).collect()
 }

@@ -191,7 +191,10 @@ fn rsa_keys() {
         // The SPKI DER carries the same two's-complement integers.
         let PublicKey::Rsa { exponent, modulus } = &key else { panic!("{who}: not RSA") };
         let spki = k["x509_spki_public_der_hex"].as_str().unwrap();
-        assert!(spki.contains(&hex::encode(modulus)) && spki.ends_with(&format!("02{:02x}{}", exponent.len(), hex::encode(exponent))));
+        assert!(
+            spki.contains(&hex::encode(modulus))
+                && spki.ends_with(&format!("02{:02x}{}", exponent.len(), hex::encode(exponent)))
+        );
         assert_eq!(PublicKey::rsa(unsigned(exponent), unsigned(modulus)), key);
     }
 }

@@ -185,9 +185,7 @@ impl ServerInfo {
 
     /// The first interface with this protocol that accepts queries or admin requests.
     pub fn interface(&self, protocol: TransportProtocol, admin: bool) -> Option<&Interface> {
-        self.interfaces
-            .iter()
-            .find(|i| i.protocol == protocol && if admin { i.kind.admin() } else { i.kind.query() })
+        self.interfaces.iter().find(|i| i.protocol == protocol && if admin { i.kind.admin() } else { i.kind.query() })
     }
 }
 
@@ -260,7 +258,8 @@ impl Codec for SiteInfo {
         put_u8(out, self.protocol_major);
         put_u8(out, self.protocol_minor);
         put_u16(out, self.serial);
-        let flags = if self.primary { FLAG_PRIMARY } else { 0 } | if self.multi_primary { FLAG_MULTI_PRIMARY } else { 0 };
+        let flags =
+            if self.primary { FLAG_PRIMARY } else { 0 } | if self.multi_primary { FLAG_MULTI_PRIMARY } else { 0 };
         put_u8(out, flags);
         put_u8(out, self.hash_option);
         put_bytes(out, &self.hash_filter);

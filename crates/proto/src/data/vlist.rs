@@ -49,7 +49,10 @@ mod tests {
     fn errors() {
         let mut b = sample().to_bytes();
         b.push(0);
-        assert_eq!(ValueList::decode_data(&b), Err(DecodeError::TrailingBytes { what: std::any::type_name::<ValueList>(), count: 1 }));
+        assert_eq!(
+            ValueList::decode_data(&b),
+            Err(DecodeError::TrailingBytes { what: std::any::type_name::<ValueList>(), count: 1 })
+        );
         let b = sample().to_bytes();
         for cut in 0..b.len() {
             assert!(ValueList::decode_data(&b[..cut]).is_err(), "cut {cut}");
