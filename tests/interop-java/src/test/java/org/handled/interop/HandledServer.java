@@ -1,0 +1,222 @@
+package org.handled.interop;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.Writer;
+import java.net.DatagramSocket;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * One {@code handled serve --ephemeral} process on 127.0.0.1 with free ports.
+ *
+ * <pre>
+ * handled serve --ephemeral --listen 127.0.0.1 --port P --http-port H --prefix TEST --import FILE
+ * </pre>
+ *
+ * Started with {@link #start}, which waits (at most {@link #READY_TIMEOUT_MS}) for the line
+ * {@code ready} on the server's stdout. stdout and stderr go to log files in the server's work
+ * directory under {@code target/interop/}.
+ */
+public final class HandledServer implements AutoCloseable {
+    public static final long READY_TIMEOUT_MS = 10_000;
+    public static final InetAddress LOOPBACK = loopback();
+
+    private static InetAddress loopback() {
+        try {
+            return InetAddress.getByAddress("127.0.0.1", new byte[] {127, 0, 0, 1});
+        } catch (java.net.UnknownHostException e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    public final Path binary;
+    public final Path workDir;
+    public final Path stdoutLog;
+    public final Path stderrLog;
+    public final int port;
+    public final int httpPort;
+    private final Process process;
+    private final Thread shutdownHook;
+
+    private HandledServer(Path binary, Path workDir, int port, int httpPort, Process process,
+            Path stdoutLog, Path stderrLog) {
+        this.binary = binary;
+        this.workDir = workDir;
+        this.port = port;
+        this.httpPort = httpPort;
+        this.process = process;
+        this.stdoutLog = stdoutLog;
+        this.stderrLog = stderrLog;
+        this.shutdownHook = new Thread(process::destroyForcibly, "kill-handled-" + port);
+        Runtime.getRuntime().addShutdownHook(shutdownHook);
+    }
+
+    /** Path of the server binary: system property {@code handled.bin}, default ../../target/release/handled. */
+    public static Path binaryPath() {
+        String prop = System.getProperty("handled.bin");
+        Path p = Paths.get(prop == null || prop.isBlank() ? "../../target/release/handled" : prop);
+        return p.toAbsolutePath().normalize();
+    }
+
+    /** Work directory root for servers and client config dirs (target/interop by default). */
+    public static Path workRoot() throws IOException {
+        String prop = System.getProperty("interop.workDir");
+        Path p = Paths.get(prop == null || prop.isBlank() ? "target/interop" : prop).toAbsolutePath();
+        Files.createDirectories(p);
+        return p;
+    }
+
+    /** Starts a server importing {@code importFile}; {@code name} labels the work dir and logs. */
+    public static HandledServer start(String name, Path workDir, Path importFile) throws Exception {
+        Path bin = binaryPath();
+        if (!Files.isRegularFile(bin) || !Files.isExecutable(bin)) {
+            throw new IllegalStateException("handled binary not found or not executable: " + bin
+                    + " (build it with `cargo build --release`, or pass -Dhandled.bin=/path/to/handled)");
+        }
+        Exception last = null;
+        // Retry only when the process exits early (e.g. a port grabbed by someone else in between).
+        for (int attempt = 1; attempt <= 3; attempt++) {
+            int[] ports = freePorts();
+            Path out = workDir.resolve("handled-" + attempt + ".stdout.log");
+            Path err = workDir.resolve("handled-" + attempt + ".stderr.log");
+            List<String> cmd = List.of(bin.toString(), "serve", "--ephemeral",
+                    "--listen", "127.0.0.1",
+                    "--port", Integer.toString(ports[0]),
+                    "--http-port", Integer.toString(ports[1]),
+                    "--prefix", Fixtures.PREFIX,
+                    "--import", importFile.toString());
+            Files.writeString(workDir.resolve("handled-" + attempt + ".cmdline"), String.join(" ", cmd) + "\n");
+            ProcessBuilder pb = new ProcessBuilder(cmd)
+                    .directory(workDir.toFile())
+                    .redirectError(err.toFile())
+                    .redirectInput(ProcessBuilder.Redirect.PIPE);
+            pb.environment().putIfAbsent("RUST_BACKTRACE", "1");
+            Process p = pb.start();
+            p.getOutputStream().close();
+            CompletableFuture<Void> ready = new CompletableFuture<>();
+            Thread pump = new Thread(() -> pumpStdout(p, out, ready), "handled-stdout-" + ports[0]);
+            pump.setDaemon(true);
+            pump.start();
+            try {
+                ready.get(READY_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+                return new HandledServer(bin, workDir, ports[0], ports[1], p, out, err);
+            } catch (TimeoutException e) {
+                kill(p);
+                throw new IllegalStateException("handled did not print 'ready' within "
+                        + READY_TIMEOUT_MS + " ms: " + String.join(" ", cmd)
+                        + "\n--- stderr tail (" + err + ") ---\n" + tail(err)
+                        + "\n--- stdout tail ---\n" + tail(out));
+            } catch (java.util.concurrent.ExecutionException e) {
+                p.waitFor(2, TimeUnit.SECONDS);
+                kill(p);
+                String exit = p.isAlive() ? "still running" : "exit code " + p.exitValue();
+                last = new IllegalStateException("handled exited before 'ready' (" + exit + "): "
+                        + String.join(" ", cmd) + "\n--- stderr tail (" + err + ") ---\n" + tail(err)
+                        + "\n--- stdout tail ---\n" + tail(out));
+            }
+        }
+        throw last;
+    }
+
+    private static void pumpStdout(Process p, Path log, CompletableFuture<Void> ready) {
+        try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
+                Writer w = Files.newBufferedWriter(log, StandardCharsets.UTF_8)) {
+            String line;
+            while ((line = r.readLine()) != null) {
+                w.write(line);
+                w.write('\n');
+                w.flush();
+                if (line.trim().equals("ready")) {
+                    ready.complete(null);
+                }
+            }
+        } catch (IOException e) {
+            // process went away
+        } finally {
+            ready.completeExceptionally(new IOException("stdout closed before 'ready'"));
+        }
+    }
+
+    /** A port free for both TCP and UDP on 127.0.0.1, and another free TCP port. */
+    private static int[] freePorts() throws IOException {
+        for (int i = 0; i < 100; i++) {
+            try (ServerSocket tcp = new ServerSocket()) {
+                tcp.setReuseAddress(false);
+                tcp.bind(new InetSocketAddress(LOOPBACK, 0));
+                int p = tcp.getLocalPort();
+                try (DatagramSocket udp = new DatagramSocket(new InetSocketAddress(LOOPBACK, p));
+                        ServerSocket http = new ServerSocket()) {
+                    http.bind(new InetSocketAddress(LOOPBACK, 0));
+                    return new int[] {p, http.getLocalPort()};
+                } catch (IOException busy) {
+                    // UDP port taken: try another
+                }
+            }
+        }
+        throw new IOException("no free TCP+UDP port pair found on 127.0.0.1");
+    }
+
+    public boolean isAlive() {
+        return process.isAlive();
+    }
+
+    /** Exit code if the server has exited, else null. */
+    public Integer exitCode() {
+        return process.isAlive() ? null : process.exitValue();
+    }
+
+    public String stderrTail() {
+        return tail(stderrLog);
+    }
+
+    @Override
+    public void close() {
+        kill(process);
+        try {
+            Runtime.getRuntime().removeShutdownHook(shutdownHook);
+        } catch (IllegalStateException e) {
+            // JVM shutting down
+        }
+    }
+
+    private static void kill(Process p) {
+        if (!p.isAlive()) {
+            return;
+        }
+        p.destroy();
+        try {
+            if (!p.waitFor(5, TimeUnit.SECONDS)) {
+                p.destroyForcibly();
+                p.waitFor(5, TimeUnit.SECONDS);
+            }
+        } catch (InterruptedException e) {
+            p.destroyForcibly();
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    static String tail(Path file) {
+        try {
+            if (!Files.exists(file)) {
+                return "(no file)";
+            }
+            List<String> lines = List.of(new String(Files.readAllBytes(file), StandardCharsets.UTF_8).split("\n"));
+            List<String> last = new ArrayList<>(lines.subList(Math.max(0, lines.size() - 40), lines.size()));
+            return String.join("\n", last);
+        } catch (IOException e) {
+            return "(unreadable: " + e + ")";
+        }
+    }
+}
