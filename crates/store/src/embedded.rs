@@ -1,8 +1,12 @@
 //! Embedded durable backend on redb: one file, two tables.
 //!
-//! * Reads (`get`, `scan_keys`, `meta_*` reads, `count`) run inline on the caller in
-//!   a fresh redb read transaction (an MVCC snapshot: a few µs, never blocked by the
-//!   writer).
+//! * Reads (`get`, `scan_keys`, `meta_*` reads, `count`) run inline on the caller
+//!   against a published snapshot: the writer opens a redb read transaction on each
+//!   commit it makes and publishes its two tables (an `ArcSwap`) *before* it
+//!   acknowledges the batch, so an acknowledged write is visible to every later read,
+//!   and a read costs one atomic load plus the B-tree lookup. Readers never wait for
+//!   the writer. Should publishing fail, reads fall back to a fresh read transaction
+//!   each.
 //! * Writes go to ONE writer thread through a bounded channel. The thread takes the
 //!   first pending operation, drains whatever else is already queued (up to
 //!   [`EmbeddedOptions::max_batch_ops`] / [`EmbeddedOptions::max_batch_bytes`]),
@@ -21,8 +25,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use arc_swap::ArcSwapOption;
 use parking_lot::Mutex;
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{
+    Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{scan_start, Expect, HandleRecord, StatCounters, Store, StoreError, StoreStats, SwapOutcome};
@@ -82,6 +89,8 @@ pub struct EmbeddedStore {
 
 struct Shared {
     stats: StatCounters,
+    /// The tables as of the latest commit (None if it could not be opened).
+    snapshot: ArcSwapOption<Snapshot>,
     /// Why the writer stopped, if it stopped on its own.
     fatal: Mutex<Option<String>>,
 }
@@ -127,7 +136,12 @@ impl EmbeddedStore {
         ensure_tables(&db).map_err(|e| open_error(&path, e))?;
 
         let db = Arc::new(db);
-        let shared = Arc::new(Shared { stats: StatCounters::default(), fatal: Mutex::new(None) });
+        let snapshot = Snapshot::open(&db).map_err(|e| open_error(&path, e))?;
+        let shared = Arc::new(Shared {
+            stats: StatCounters::default(),
+            snapshot: ArcSwapOption::from_pointee(snapshot),
+            fatal: Mutex::new(None),
+        });
         let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
         let writer = {
             let db = db.clone();
@@ -168,6 +182,8 @@ impl EmbeddedStore {
         if let Some(w) = self.writer.take() {
             let _ = w.join();
         }
+        // The snapshot holds a read transaction: release it before the database.
+        self.shared.snapshot.store(None);
     }
 
     fn sender(&self) -> Result<&mpsc::Sender<Pending>, StoreError> {
@@ -192,8 +208,12 @@ impl EmbeddedStore {
         }
     }
 
-    fn read_txn(&self) -> Result<redb::ReadTransaction, StoreError> {
-        self.db.begin_read().map_err(|e| map_redb(e.into()))
+    /// The latest committed state.
+    fn snapshot(&self) -> Result<Arc<Snapshot>, StoreError> {
+        match self.shared.snapshot.load_full() {
+            Some(s) => Ok(s),
+            None => Snapshot::open(&self.db).map(Arc::new),
+        }
     }
 }
 
@@ -206,9 +226,8 @@ impl Drop for EmbeddedStore {
 #[async_trait::async_trait]
 impl Store for EmbeddedStore {
     async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
-        let txn = self.read_txn()?;
-        let table = txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
-        match table.get(key).map_err(|e| map_redb(e.into()))? {
+        let snap = self.snapshot()?;
+        match snap.handles.get(key).map_err(|e| map_redb(e.into()))? {
             Some(g) => HandleRecord::decode_stored(key, g.value()).map(Some),
             None => Ok(None),
         }
@@ -251,9 +270,9 @@ impl Store for EmbeddedStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let txn = self.read_txn()?;
-        let table = txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
-        let range = table
+        let snap = self.snapshot()?;
+        let range = snap
+            .handles
             .range::<&[u8]>((scan_start(prefix, start_after), Bound::Unbounded))
             .map_err(|e| map_redb(e.into()))?;
         let mut out = Vec::new();
@@ -285,9 +304,8 @@ impl Store for EmbeddedStore {
     }
 
     async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let txn = self.read_txn()?;
-        let table = txn.open_table(META).map_err(|e| map_redb(e.into()))?;
-        Ok(table.get(key).map_err(|e| map_redb(e.into()))?.map(|g| g.value().to_vec()))
+        let snap = self.snapshot()?;
+        Ok(snap.meta.get(key).map_err(|e| map_redb(e.into()))?.map(|g| g.value().to_vec()))
     }
 
     async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
@@ -295,9 +313,8 @@ impl Store for EmbeddedStore {
     }
 
     async fn meta_scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        let txn = self.read_txn()?;
-        let table = txn.open_table(META).map_err(|e| map_redb(e.into()))?;
-        let range = table.range::<&str>(prefix..).map_err(|e| map_redb(e.into()))?;
+        let snap = self.snapshot()?;
+        let range = snap.meta.range::<&str>(prefix..).map_err(|e| map_redb(e.into()))?;
         let mut out = Vec::new();
         for item in range {
             let (k, v) = item.map_err(|e| map_redb(e.into()))?;
@@ -310,9 +327,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn count(&self) -> Result<u64, StoreError> {
-        let txn = self.read_txn()?;
-        let table = txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
-        table.len().map_err(|e| map_redb(e.into()))
+        self.snapshot()?.handles.len().map_err(|e| map_redb(e.into()))
     }
 
     fn stats(&self) -> StoreStats {
@@ -408,6 +423,14 @@ fn writer_loop(db: Arc<Database>, mut rx: mpsc::Receiver<Pending>, shared: Arc<S
         match result {
             Ok(Ok(acks)) => {
                 shared.stats.committed(ops, imported, true, started.elapsed().as_micros() as u64);
+                // Publish the new state before anyone learns of it.
+                match Snapshot::open(&db) {
+                    Ok(snap) => shared.snapshot.store(Some(Arc::new(snap))),
+                    Err(e) => {
+                        tracing::warn!("could not open a read snapshot after a commit: {e}");
+                        shared.snapshot.store(None);
+                    }
+                }
                 for (p, a) in batch.drain(..).zip(acks) {
                     p.answer(Ok(a));
                 }
@@ -517,6 +540,22 @@ fn apply(db: &Database, batch: &[Pending], quick_repair: bool) -> Result<Vec<Ack
 
 // ---------------------------------------------------------------------------------
 // Open and errors
+
+/// Both tables in one read transaction.
+struct Snapshot {
+    handles: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    meta: ReadOnlyTable<&'static str, &'static [u8]>,
+}
+
+impl Snapshot {
+    fn open(db: &Database) -> Result<Snapshot, StoreError> {
+        let txn = db.begin_read().map_err(|e| map_redb(e.into()))?;
+        Ok(Snapshot {
+            handles: txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?,
+            meta: txn.open_table(META).map_err(|e| map_redb(e.into()))?,
+        })
+    }
+}
 
 /// Create the tables if this is a new file (a no-op read otherwise).
 fn ensure_tables(db: &Database) -> Result<(), StoreError> {
