@@ -34,6 +34,7 @@ for f in target/surefire-reports/TEST-*.xml; do
   done
 done
 failed=$((failures + errors))
+echo # mvn may leave a colour-reset sequence without a newline
 echo "interop-java: $((tests - failed - skipped)) passed, $failed failed, $skipped skipped"
 if [ "$rc" -ne 0 ]; then
   echo "interop-java: server logs and client output under $here/target/interop/" >&2
