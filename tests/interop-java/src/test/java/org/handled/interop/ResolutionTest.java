@@ -1,6 +1,8 @@
 package org.handled.interop;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.stream.Stream;
@@ -40,6 +42,32 @@ class ResolutionTest extends ServerTestBase {
             assertTrue(ts > 0 && ts <= now + 300,
                     "value " + v.getIndex() + " timestamp " + ts + " should be set by the server (now=" + now + ")");
         }
+    }
+
+    /**
+     * Header fields of a plain (PO, REC, CA) resolution answer, as the Java server sets them
+     * (§1.2, §1.3, §1.7): PO and CA copied, REC set, AT set on a primary site, CT/RD not set,
+     * the site's serial, version min(request's suggested 2.11, the site's version).
+     */
+    @ParameterizedTest
+    @MethodSource("org.handled.interop.ServerTestBase#routesAndProtocols")
+    void responseHeaderFields(Route route, Proto proto) throws Exception {
+        ResolutionRequest req = resolution(Fixtures.H2);
+        AbstractResponse resp = send(route, proto, req);
+        String ctx = "TEST/2 via " + route + "/" + proto + ": " + describe(resp);
+        assertResolved(req, resp, ctx);
+        assertTrue(resp.ignoreRestrictedValues, ctx + " -> PO should be copied from the request");
+        assertTrue(resp.cacheCertify, ctx + " -> CA should be copied from the request");
+        assertTrue(resp.recursive, ctx + " -> REC is always set in Java server responses");
+        assertTrue(resp.authoritative, ctx + " -> AT should be set by a primary site");
+        assertFalse(resp.certify, ctx + " -> CT was not requested");
+        assertFalse(resp.returnRequestDigest, ctx + " -> RD was not requested");
+        assertFalse(resp.continuous, ctx + " -> CN on a single-message answer");
+        assertEquals(site().serialNumber, resp.siteInfoSerial, ctx + " -> site serial in the header");
+        assertEquals(Math.min(11, site().minorProtocolVersion), resp.minorProtocolVersion,
+                ctx + " -> response minor version should be min(2.11 suggested, site's version)");
+        assertTrue(resp.suggestMinorProtocolVersion >= resp.minorProtocolVersion,
+                ctx + " -> suggested version below the version used");
     }
 
     static Stream<Arguments> filters() {
