@@ -1,1 +1,58 @@
-fn main() {}
+//! `handled`: the thin binary. Each subcommand lives in its own module.
+
+mod bench;
+mod import;
+mod resolve;
+mod serve;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "handled", version, about = "A Handle System registry server")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (initialises an empty data directory on first start).
+    Serve(serve::ServeArgs),
+    /// Resolve a handle over UDP, TCP or the HTTP tunnel.
+    Resolve(resolve::ResolveArgs),
+    /// Measure a Handle server under load.
+    Bench(bench::BenchArgs),
+    /// Bulk-load handle records from a JSON-lines file into the data directory.
+    Import(import::ImportArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("HANDLED_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve::run(args).await,
+            Command::Resolve(args) => resolve::run(args).await,
+            Command::Import(args) => import::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

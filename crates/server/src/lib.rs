@@ -1,1 +1,78 @@
-//! handled-server
+//! The `handled` server: request handling, transports and start-up.
+//!
+//! Layout after hickory-dns's server crate: [`transport`] frames bytes,
+//! [`native`] answers protocol requests, the store lives behind `handled_store::Store`.
+
+pub mod bootstrap;
+pub mod config;
+pub mod import;
+pub mod keys;
+pub mod native;
+pub mod site;
+pub mod state;
+pub mod transport;
+
+use state::ServerState;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::task::JoinSet;
+
+/// Addresses the listeners actually bound (ports may have been 0).
+#[derive(Debug, Clone, Copy)]
+pub struct BoundAddrs {
+    pub udp: SocketAddr,
+    pub tcp: SocketAddr,
+    pub http: SocketAddr,
+}
+
+/// Bound but not yet serving listeners. Bind first, so that ports picked by
+/// the OS (port 0) are known before the site record is built.
+pub struct Listeners {
+    pub addrs: BoundAddrs,
+    udp: Vec<tokio::net::UdpSocket>,
+    tcp: tokio::net::TcpListener,
+    http: tokio::net::TcpListener,
+}
+
+impl Listeners {
+    pub fn bind(config: &config::Config) -> std::io::Result<Listeners> {
+        let tcp = transport::tcp::bind(SocketAddr::new(config.listen, config.port))?;
+        let tcp_addr = tcp.local_addr()?;
+        // UDP shares the native port number with TCP (matters when it was 0).
+        let udp = transport::udp::bind(SocketAddr::new(config.listen, tcp_addr.port()), config.udp_socket_count())?;
+        let udp_addr = udp[0].local_addr()?;
+        let http = transport::tcp::bind(SocketAddr::new(config.listen, config.http_port))?;
+        let http_addr = http.local_addr()?;
+        Ok(Listeners { addrs: BoundAddrs { udp: udp_addr, tcp: tcp_addr, http: http_addr }, udp, tcp, http })
+    }
+
+    /// Record the bound ports in the configuration the site record is built from.
+    pub fn apply_ports(&self, config: &mut config::Config) {
+        config.port = self.addrs.tcp.port();
+        config.http_port = self.addrs.http.port();
+    }
+
+    /// Start serving on every listener.
+    pub fn serve(self, state: Arc<ServerState>) -> RunningServer {
+        let mut tasks = JoinSet::new();
+        for socket in self.udp {
+            tasks.spawn(transport::udp::serve(state.clone(), socket));
+        }
+        tasks.spawn(transport::tcp::serve(state.clone(), self.tcp));
+        tasks.spawn(transport::http::serve(state, self.http));
+        RunningServer { addrs: self.addrs, tasks }
+    }
+}
+
+/// A started server: its addresses and the tasks serving them.
+pub struct RunningServer {
+    pub addrs: BoundAddrs,
+    tasks: JoinSet<()>,
+}
+
+impl RunningServer {
+    /// Wait until a listener task ends (which only happens on a bug or panic).
+    pub async fn wait(mut self) {
+        self.tasks.join_next().await;
+    }
+}

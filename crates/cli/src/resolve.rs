@@ -1,0 +1,78 @@
+//! `handled resolve HANDLE`: print a handle's values, or the error code.
+
+use anyhow::Context;
+use clap::Args;
+use handled_client::{resolved_values, Connection, Protocol, ResolveOptions};
+use handled_proto::header::ResponseCode;
+use handled_proto::json::value_to_json;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Args)]
+pub struct ResolveArgs {
+    /// The handle, e.g. TEST/1.
+    handle: String,
+    /// Server host.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port: native port for --udp/--tcp (default 2641), HTTP port for --http (default 8000).
+    #[arg(long)]
+    port: Option<u16>,
+    #[arg(long, conflicts_with_all = ["tcp", "http"])]
+    udp: bool,
+    #[arg(long, conflicts_with = "http")]
+    tcp: bool,
+    #[arg(long)]
+    http: bool,
+    /// Only values with these indexes (repeatable).
+    #[arg(long = "index")]
+    indexes: Vec<i32>,
+    /// Only values of these types (repeatable; `URL.` matches the family).
+    #[arg(long = "type")]
+    types: Vec<String>,
+    /// Ask the server to sign the response.
+    #[arg(long)]
+    certify: bool,
+    /// Seconds to wait for an answer.
+    #[arg(long, default_value_t = 5.0)]
+    timeout: f64,
+}
+
+pub async fn run(args: ResolveArgs) -> anyhow::Result<ExitCode> {
+    let protocol = if args.tcp {
+        Protocol::Tcp
+    } else if args.http {
+        Protocol::Http
+    } else {
+        Protocol::Udp
+    };
+    let default_port = if protocol == Protocol::Http { 8000 } else { 2641 };
+    let addr: SocketAddr = (args.host.as_str(), args.port.unwrap_or(default_port))
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve host {}", args.host))?
+        .next()
+        .context("host has no address")?;
+    let timeout = Duration::from_secs_f64(args.timeout.max(0.001));
+    let mut conn = Connection::open(protocol, addr, timeout, false).await.with_context(|| format!("cannot connect to {addr}"))?;
+    let options = ResolveOptions {
+        indexes: args.indexes,
+        types: args.types.into_iter().map(String::into_bytes).collect(),
+        certify: args.certify,
+        ..ResolveOptions::default()
+    };
+    let response = conn.resolve(args.handle.as_bytes(), &options).await?;
+    match resolved_values(&response) {
+        Some(values) => {
+            let json: Vec<_> = values.iter().map(value_to_json).collect();
+            let out = serde_json::json!({ "handle": args.handle, "values": json });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            let code = response.code();
+            eprintln!("{}: {} ({}){}", args.handle, code.name(), code.0, response.message().map(|m| format!(": {m}")).unwrap_or_default());
+            Ok(ExitCode::from(if code == ResponseCode::HANDLE_NOT_FOUND { 2 } else { 3 }))
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! `handled serve`: configuration from file, environment and flags; bind, bootstrap, serve.
+
+use anyhow::Context;
+use clap::Args;
+use handled_server::bootstrap::{bootstrap, open_store};
+use handled_server::config::Config;
+use handled_server::Listeners;
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// TOML configuration file.
+    #[arg(long, short, env = "HANDLED_CONFIG")]
+    config: Option<PathBuf>,
+    /// Data directory (store, server key, credentials).
+    #[arg(long, env = "HANDLED_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Keep everything in memory; nothing is written to disk.
+    #[arg(long, env = "HANDLED_EPHEMERAL")]
+    ephemeral: bool,
+    /// Address to bind.
+    #[arg(long, env = "HANDLED_LISTEN")]
+    listen: Option<IpAddr>,
+    /// Native protocol port (UDP and TCP).
+    #[arg(long, env = "HANDLED_PORT")]
+    port: Option<u16>,
+    /// HTTP port.
+    #[arg(long, env = "HANDLED_HTTP_PORT")]
+    http_port: Option<u16>,
+    /// Prefix to home (repeatable); replaces the configured list.
+    #[arg(long = "prefix", env = "HANDLED_PREFIX", value_delimiter = ',')]
+    prefixes: Vec<String>,
+    /// Load these JSON-lines handle records before serving.
+    #[arg(long)]
+    import: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    fn config(&self) -> anyhow::Result<Config> {
+        let mut c = Config::load(self.config.as_deref())?;
+        if let Some(d) = &self.data_dir {
+            c.data_dir = d.clone();
+        }
+        c.ephemeral |= self.ephemeral;
+        if let Some(l) = self.listen {
+            c.listen = l;
+        }
+        if let Some(p) = self.port {
+            c.port = p;
+        }
+        if let Some(p) = self.http_port {
+            c.http_port = p;
+        }
+        if !self.prefixes.is_empty() {
+            c.prefixes = self.prefixes.clone();
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let mut config = args.config()?;
+    let listeners = Listeners::bind(&config).with_context(|| format!("cannot bind on {}", config.listen))?;
+    listeners.apply_ports(&mut config);
+    let store = open_store(&config)?;
+    if let Some(path) = &args.import {
+        let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let n = handled_server::import::import(&*store, std::io::BufReader::new(file), config.case_sensitive, |_| {}).await?;
+        tracing::info!("imported {n} handles from {}", path.display());
+    }
+    let booted = bootstrap(config, store).await?;
+    for path in &booted.new_credentials {
+        eprintln!("admin credentials written to {} (keep this file secret)", path.display());
+    }
+    let running = listeners.serve(booted.state.clone());
+    let a = running.addrs;
+    let homed: Vec<String> = booted.state.homed_prefixes().iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+    eprintln!("handled serving {} on udp {} tcp {} http {}", homed.join(", "), a.udp, a.tcp, a.http);
+    // Test harnesses wait for this line.
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    tokio::select! {
+        _ = running.wait() => anyhow::bail!("a listener stopped unexpectedly"),
+        _ = shutdown_signal() => {
+            eprintln!("shutting down");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,180 @@
+//! Framing per protocol: UDP datagrams (with 492-byte chunking), TCP streams
+//! and HTTP/1.1 POSTs of `application/x-hdl-message`.
+
+use crate::ClientError;
+use bytes::Bytes;
+use handled_proto::codec::{Codec, Reader};
+use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
+use handled_proto::header::{Header, OpFlags, HEADER_LEN};
+use handled_proto::udp::{split_datagrams, Reassembly};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Udp,
+    Tcp,
+    Http,
+}
+
+pub(crate) enum Transport {
+    Udp { socket: UdpSocket, retry_after: Duration },
+    Tcp { addr: SocketAddr, stream: Option<TcpStream>, persistent: bool, opened: u64 },
+    Http { addr: SocketAddr, sender: SendRequest<Full<Bytes>>, opened: u64 },
+}
+
+async fn http_connect(addr: SocketAddr) -> Result<SendRequest<Full<Bytes>>, ClientError> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| ClientError::Http(e.to_string()))?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+impl Transport {
+    pub(crate) async fn open(protocol: Protocol, addr: SocketAddr, timeout: Duration, persistent: bool) -> Result<Self, ClientError> {
+        Ok(match protocol {
+            Protocol::Udp => {
+                let local: SocketAddr = if addr.is_ipv4() { "0.0.0.0:0".parse().unwrap() } else { "[::]:0".parse().unwrap() };
+                let socket = UdpSocket::bind(local).await?;
+                socket.connect(addr).await?;
+                // The Java client retries after 0.5 s; keep at least that.
+                Transport::Udp { socket, retry_after: (timeout / 3).max(Duration::from_millis(500)) }
+            }
+            Protocol::Tcp => Transport::Tcp { addr, stream: None, persistent, opened: 0 },
+            Protocol::Http => Transport::Http { addr, sender: http_connect(addr).await?, opened: 1 },
+        })
+    }
+
+    pub(crate) fn connections_opened(&self) -> u64 {
+        match self {
+            Transport::Udp { .. } => 0,
+            Transport::Tcp { opened, .. } | Transport::Http { opened, .. } => *opened,
+        }
+    }
+
+    /// Send a request unit; return the response units.
+    pub(crate) async fn exchange(&mut self, unit: &[u8], request_id: i32) -> Result<Vec<Vec<u8>>, ClientError> {
+        match self {
+            Transport::Udp { socket, retry_after } => udp_exchange(socket, *retry_after, unit, request_id).await.map(|u| vec![u]),
+            Transport::Tcp { addr, stream, persistent, opened } => {
+                let mut conn = match stream.take() {
+                    Some(s) => s,
+                    None => {
+                        *opened += 1;
+                        let s = TcpStream::connect(*addr).await?;
+                        s.set_nodelay(true)?;
+                        s
+                    }
+                };
+                conn.write_all(unit).await?;
+                let units = read_units(&mut conn).await?;
+                if *persistent {
+                    *stream = Some(conn);
+                }
+                Ok(units)
+            }
+            Transport::Http { addr, sender, opened } => {
+                if sender.ready().await.is_err() {
+                    *sender = http_connect(*addr).await?;
+                    *opened += 1;
+                }
+                let request = hyper::Request::post("/")
+                    .header("host", addr.to_string())
+                    .header("content-type", "application/x-hdl-message")
+                    .header("accept", "application/x-hdl-message")
+                    .body(Full::new(Bytes::copy_from_slice(unit)))
+                    .map_err(|e| ClientError::Http(e.to_string()))?;
+                let response = sender.send_request(request).await.map_err(|e| ClientError::Http(e.to_string()))?;
+                if !response.status().is_success() {
+                    return Err(ClientError::Http(format!("status {}", response.status())));
+                }
+                let body = response.into_body().collect().await.map_err(|e| ClientError::Http(e.to_string()))?.to_bytes();
+                split_units(&body)
+            }
+        }
+    }
+}
+
+/// Does this response unit say more messages follow (CN)?
+fn continues(unit: &[u8]) -> bool {
+    unit.len() >= ENVELOPE_LEN + HEADER_LEN
+        && Header::read(&mut Reader::new(&unit[ENVELOPE_LEN..])).is_ok_and(|h| h.op_flags.contains(OpFlags::CN))
+}
+
+
+async fn read_units(stream: &mut TcpStream) -> Result<Vec<Vec<u8>>, ClientError> {
+    let mut units = Vec::new();
+    loop {
+        let mut unit = vec![0u8; ENVELOPE_LEN];
+        stream.read_exact(&mut unit).await?;
+        let envelope = Envelope::read(&mut Reader::new(&unit))?;
+        let length = envelope.check_message_length()?;
+        unit.resize(ENVELOPE_LEN + length, 0);
+        stream.read_exact(&mut unit[ENVELOPE_LEN..]).await?;
+        let more = continues(&unit);
+        units.push(unit);
+        if !more {
+            return Ok(units);
+        }
+    }
+}
+
+fn split_units(mut body: &[u8]) -> Result<Vec<Vec<u8>>, ClientError> {
+    let mut units = Vec::new();
+    while !body.is_empty() {
+        let envelope = Envelope::read(&mut Reader::new(body))?;
+        let end = ENVELOPE_LEN + envelope.check_message_length()?;
+        if body.len() < end {
+            return Err(ClientError::Http(format!("body truncated: {} of {end} bytes", body.len())));
+        }
+        units.push(body[..end].to_vec());
+        body = &body[end..];
+    }
+    Ok(units)
+}
+
+async fn udp_exchange(socket: &UdpSocket, retry_after: Duration, unit: &[u8], request_id: i32) -> Result<Vec<u8>, ClientError> {
+    let envelope = Envelope::read(&mut Reader::new(unit))?;
+    let datagrams = if unit.len() <= handled_proto::udp::MAX_DATAGRAM {
+        vec![unit.to_vec()]
+    } else {
+        split_datagrams(&envelope, &unit[ENVELOPE_LEN..], true)
+    };
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        for d in &datagrams {
+            socket.send(d).await?;
+        }
+        let deadline = tokio::time::Instant::now() + retry_after;
+        let mut reassembly: Option<(Vec<u8>, Reassembly)> = None;
+        loop {
+            let n = match tokio::time::timeout_at(deadline, socket.recv(&mut buf)).await {
+                Ok(r) => r?,
+                Err(_) => break, // resend
+            };
+            let datagram = &buf[..n];
+            let Ok(env) = Envelope::read(&mut Reader::new(datagram)) else { continue };
+            if env.request_id != request_id {
+                continue; // a late answer to an earlier try
+            }
+            let length = env.check_message_length()?;
+            if reassembly.is_none() && n == ENVELOPE_LEN + length {
+                return Ok(datagram.to_vec());
+            }
+            let (first, r) = reassembly.get_or_insert_with(|| (datagram[..ENVELOPE_LEN].to_vec(), Reassembly::new(&env)));
+            if let Some(message) = r.add(env.sequence, &datagram[ENVELOPE_LEN..])? {
+                let mut whole = std::mem::take(first);
+                whole.extend_from_slice(&message);
+                return Ok(whole);
+            }
+        }
+    }
+}

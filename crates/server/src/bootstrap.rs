@@ -1,0 +1,214 @@
+//! Start-up: open (or create) everything a server needs from one data directory.
+//! On first start this makes the server key, homes the configured prefixes and
+//! creates for each a prefix handle and an admin handle with fresh credentials.
+
+use crate::config::Config;
+use crate::keys::{write_private, KeyError, RsaSigner};
+use crate::site::{build_site, fingerprint};
+use crate::state::{ServerState, HOMED_META_PREFIX};
+use base64::Engine;
+use handled_proto::codec::Codec;
+use handled_proto::data::admin::{AdminPermissions, AdminRecord};
+use handled_proto::handle;
+use handled_proto::value::{types, HandleValue, ValuePermissions};
+use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, MemoryStore, Store, StoreError, SwapOutcome};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const SERVER_KEY_FILE: &str = "server_key.pk8";
+const STORE_FILE: &str = "handles.redb";
+const META_SITE_SERIAL: &str = "site/serial";
+const META_SITE_FINGERPRINT: &str = "site/fingerprint";
+
+/// Index conventions of the handles we create.
+pub const ADMIN_INDEX: i32 = 100;
+pub const SITE_INDEX: i32 = 1;
+pub const SECKEY_INDEX: i32 = 300;
+pub const PUBKEY_INDEX: i32 = 301;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    #[error("cannot create data directory {path}: {source}")]
+    DataDir { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Result of bootstrapping: the shared state, and where newly generated admin
+/// credentials were written (one file per newly created admin handle).
+pub struct Bootstrapped {
+    pub state: Arc<ServerState>,
+    pub new_credentials: Vec<PathBuf>,
+}
+
+/// Open the store the configuration names (embedded by default, memory when ephemeral).
+pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapError> {
+    if config.ephemeral {
+        return Ok(Arc::new(MemoryStore::new()));
+    }
+    ensure_dir(&config.data_dir)?;
+    let store = EmbeddedStore::open(&config.data_dir.join(STORE_FILE), EmbeddedOptions::default())?;
+    Ok(Arc::new(store))
+}
+
+pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstrapped, BootstrapError> {
+    config.validate().map_err(|e| BootstrapError::Invalid(e.to_string()))?;
+    let key = load_or_create_key(&config)?;
+    let hs_pubkey = key.hs_pubkey();
+
+    // Bump the serial only when the published record really changed (§6.3).
+    let fresh = build_site(&config, hs_pubkey.clone(), 0);
+    let print = fingerprint(&fresh);
+    let old_serial = read_u16(&*store, META_SITE_SERIAL).await?;
+    let serial = match (old_serial, store.meta_get(META_SITE_FINGERPRINT).await?) {
+        (Some(serial), Some(old)) if old == print => serial,
+        (serial, _) => {
+            let next = serial.unwrap_or(0).wrapping_add(1).max(1);
+            store.meta_put(META_SITE_FINGERPRINT, Some(print)).await?;
+            store.meta_put(META_SITE_SERIAL, Some(next.to_be_bytes().to_vec())).await?;
+            next
+        }
+    };
+    let site = build_site(&config, hs_pubkey, serial);
+    let site_bytes = site.to_bytes();
+
+    let mut homed: HashSet<Vec<u8>> = store
+        .meta_scan(HOMED_META_PREFIX)
+        .await?
+        .into_iter()
+        .map(|(k, _)| k[HOMED_META_PREFIX.len()..].as_bytes().to_vec())
+        .collect();
+
+    let mut new_credentials = Vec::new();
+    for prefix in &config.prefixes {
+        let prefix_handle = handle::normalize(format!("0.NA/{prefix}").as_bytes(), false);
+        if homed.insert(prefix_handle.clone()) {
+            let meta_key = format!("{HOMED_META_PREFIX}{}", String::from_utf8_lossy(&prefix_handle));
+            store.meta_put(&meta_key, Some(Vec::new())).await?;
+        }
+        let admin_handle = format!("{prefix}/ADMIN").into_bytes();
+        let admin_ref = AdminRecord { permissions: AdminPermissions(AdminPermissions::ALL), handle: admin_handle.clone(), index: 0 };
+        upsert_prefix_handle(&*store, &prefix_handle, &admin_ref, &site_bytes).await?;
+        let admin_key = handle::normalize(&admin_handle, config.case_sensitive);
+        if store.get(&admin_key).await?.is_none() {
+            let path = create_admin_handle(&config, &*store, prefix, &admin_key, &admin_handle, &admin_ref).await?;
+            new_credentials.push(path);
+        }
+    }
+
+    let state = ServerState::new(config, store, key, site_bytes, serial, homed);
+    Ok(Bootstrapped { state: Arc::new(state), new_credentials })
+}
+
+fn ensure_dir(path: &Path) -> Result<(), BootstrapError> {
+    std::fs::create_dir_all(path).map_err(|source| BootstrapError::DataDir { path: path.to_owned(), source })
+}
+
+fn load_or_create_key(config: &Config) -> Result<RsaSigner, BootstrapError> {
+    if config.ephemeral {
+        return Ok(RsaSigner::generate()?);
+    }
+    let path = config.data_dir.join(SERVER_KEY_FILE);
+    if path.exists() {
+        return Ok(RsaSigner::load(&path)?);
+    }
+    let key = RsaSigner::generate()?;
+    key.save(&path)?;
+    Ok(key)
+}
+
+async fn read_u16(store: &dyn Store, key: &str) -> Result<Option<u16>, BootstrapError> {
+    Ok(store.meta_get(key).await?.and_then(|b| <[u8; 2]>::try_from(b.as_slice()).ok()).map(u16::from_be_bytes))
+}
+
+fn now_secs() -> i32 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i32).unwrap_or(0)
+}
+
+fn stamped(mut v: HandleValue) -> HandleValue {
+    v.timestamp = now_secs();
+    v
+}
+
+/// Make sure `0.NA/<prefix>` exists with an HS_ADMIN and our current HS_SITE.
+async fn upsert_prefix_handle(
+    store: &dyn Store,
+    key: &[u8],
+    admin: &AdminRecord,
+    site_bytes: &[u8],
+) -> Result<(), BootstrapError> {
+    loop {
+        let current = store.get(key).await?;
+        let mut record = current.clone().unwrap_or_default();
+        if !record.values.iter().any(|v| v.is_type(types::HS_ADMIN)) {
+            record.values.push(stamped(HandleValue::new(ADMIN_INDEX, types::HS_ADMIN, admin.to_bytes())));
+        }
+        match record.values.iter().position(|v| v.index == SITE_INDEX) {
+            Some(i) if record.values[i].is_type(types::HS_SITE) && record.values[i].data != site_bytes => {
+                record.values[i] = stamped(HandleValue { data: site_bytes.to_vec(), ..record.values[i].clone() });
+            }
+            Some(_) => {}
+            None => record.values.insert(0, stamped(HandleValue::new(SITE_INDEX, types::HS_SITE, site_bytes.to_vec()))),
+        }
+        if current.as_ref() == Some(&record) {
+            return Ok(());
+        }
+        let expect = match current {
+            Some(r) => Expect::Present(r),
+            None => Expect::Absent,
+        };
+        if let SwapOutcome::Done { .. } = store.swap(key, expect, Some(record)).await? {
+            return Ok(());
+        }
+    }
+}
+
+/// Create `<prefix>/ADMIN` with a random secret key and an RSA key, and write
+/// both secrets to a credentials file only the owner can read.
+async fn create_admin_handle(
+    config: &Config,
+    store: &dyn Store,
+    prefix: &str,
+    key: &[u8],
+    admin_handle: &[u8],
+    admin_ref: &AdminRecord,
+) -> Result<PathBuf, BootstrapError> {
+    let secret: String = {
+        use rand::distr::{Alphanumeric, SampleString};
+        Alphanumeric.sample_string(&mut rand::rng(), 32)
+    };
+    let admin_key = RsaSigner::generate()?;
+    let mut seckey = HandleValue::new(SECKEY_INDEX, types::HS_SECKEY, secret.as_bytes().to_vec());
+    seckey.permissions = ValuePermissions(ValuePermissions::ADMIN_READ | ValuePermissions::ADMIN_WRITE);
+    let record = HandleRecord {
+        values: vec![
+            stamped(HandleValue::new(ADMIN_INDEX, types::HS_ADMIN, admin_ref.to_bytes())),
+            stamped(seckey),
+            stamped(HandleValue::new(PUBKEY_INDEX, types::HS_PUBKEY, admin_key.hs_pubkey())),
+        ],
+    };
+    store.swap(key, Expect::Absent, Some(record)).await?;
+
+    let dir = if config.ephemeral { std::env::temp_dir() } else { config.data_dir.clone() };
+    let name = if config.ephemeral {
+        format!("handled-{}-admin-{prefix}.json", std::process::id())
+    } else {
+        format!("admin-{prefix}.json")
+    };
+    let handle_text = String::from_utf8_lossy(admin_handle).into_owned();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let credentials = serde_json::json!({
+        "handle": handle_text,
+        "secret_key": { "index": SECKEY_INDEX, "secret": secret },
+        "public_key": { "index": PUBKEY_INDEX, "private_key_pkcs8": b64.encode(admin_key.pkcs8()) },
+    });
+    let path = dir.join(name);
+    let text = serde_json::to_vec_pretty(&credentials).map_err(|e| BootstrapError::Invalid(e.to_string()))?;
+    write_private(&path, &text)?;
+    Ok(path)
+}

@@ -1,0 +1,117 @@
+//! Server configuration: one TOML file, overridden by command-line flags and
+//! environment variables (the CLI applies those on top of [`Config::load`]).
+
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where the store, the server key and the generated credentials live.
+    pub data_dir: PathBuf,
+    /// Keep everything in memory and forget it on exit (tests, CI).
+    pub ephemeral: bool,
+    /// Address every listener binds to.
+    pub listen: IpAddr,
+    /// Address published in the site record; defaults to `listen`.
+    pub public_address: Option<IpAddr>,
+    /// Native protocol port, UDP and TCP.
+    pub port: u16,
+    /// HTTP port (native tunnel, later the JSON API).
+    pub http_port: u16,
+    /// Prefixes homed at first start (e.g. `TEST` or `20.5000`).
+    pub prefixes: Vec<String>,
+    /// Compare handle suffixes case-sensitively (the prefix never is).
+    pub case_sensitive: bool,
+    /// Free-text description published in the site record.
+    pub description: String,
+    /// UDP sockets (with SO_REUSEPORT); 0 = one per core.
+    pub udp_sockets: usize,
+    /// Seconds an idle TCP connection may stay open between requests.
+    pub tcp_idle_timeout_secs: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("data"),
+            ephemeral: false,
+            listen: IpAddr::from([127, 0, 0, 1]),
+            public_address: None,
+            port: 2641,
+            http_port: 8000,
+            prefixes: vec!["TEST".to_string()],
+            case_sensitive: false,
+            description: "handled".to_string(),
+            udp_sockets: 0,
+            tcp_idle_timeout_secs: 60,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("invalid config file {path}: {source}")]
+    Parse { path: PathBuf, source: toml::de::Error },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Read a TOML file; a missing `path` means all defaults.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let Some(path) = path else { return Ok(Config::default()) };
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.to_owned(), source })
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.prefixes.is_empty() {
+            return Err(ConfigError::Invalid("at least one prefix must be homed".into()));
+        }
+        for p in &self.prefixes {
+            if p.is_empty() || p.contains('/') || p.chars().any(|c| c.is_control() || c == ' ') {
+                return Err(ConfigError::Invalid(format!("bad prefix {p:?}: no '/', spaces or control characters")));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn public_address(&self) -> IpAddr {
+        self.public_address.unwrap_or(self.listen)
+    }
+
+    pub fn udp_socket_count(&self) -> usize {
+        if self.udp_sockets > 0 {
+            self.udp_sockets
+        } else {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_toml_and_rejects_unknown_keys() {
+        let c: Config = toml::from_str("port = 3000\nprefixes = [\"20.5000\"]\n").unwrap();
+        assert_eq!(c.port, 3000);
+        assert_eq!(c.http_port, 8000);
+        assert!(toml::from_str::<Config>("prot = 1").is_err());
+    }
+
+    #[test]
+    fn validates_prefixes() {
+        let mut c = Config::default();
+        c.prefixes = vec!["A/B".into()];
+        assert!(c.validate().is_err());
+        c.prefixes.clear();
+        assert!(c.validate().is_err());
+    }
+}

@@ -1,0 +1,73 @@
+//! What every request handler shares: configuration, store, server key, our
+//! site record and the set of homed prefixes.
+
+use crate::config::Config;
+use crate::keys::RsaSigner;
+use handled_proto::handle;
+use handled_store::Store;
+use std::collections::HashSet;
+use std::sync::{Arc, RwLock};
+
+/// Meta-table key under which each homed prefix handle is recorded.
+pub const HOMED_META_PREFIX: &str = "homed/";
+
+pub struct ServerState {
+    pub config: Config,
+    pub store: Arc<dyn Store>,
+    pub key: RsaSigner,
+    /// Encoded HS_SITE record answered by GET_SITE_INFO.
+    pub site_bytes: Vec<u8>,
+    pub site_serial: u16,
+    /// Normalized prefix handles (`0.NA/TEST`) this server is responsible for.
+    homed: RwLock<HashSet<Vec<u8>>>,
+}
+
+impl ServerState {
+    pub fn new(
+        config: Config,
+        store: Arc<dyn Store>,
+        key: RsaSigner,
+        site_bytes: Vec<u8>,
+        site_serial: u16,
+        homed: HashSet<Vec<u8>>,
+    ) -> Self {
+        ServerState { config, store, key, site_bytes, site_serial, homed: RwLock::new(homed) }
+    }
+
+    /// Storage key of a handle (§7.3 case rules).
+    pub fn storage_key(&self, h: &[u8]) -> Vec<u8> {
+        handle::normalize(&handle::canonical(h), self.config.case_sensitive)
+    }
+
+    /// Is this server responsible for `h` (§7.2)? Prefix handles `0.NA/a.b.c`
+    /// are served when any ancestor prefix is homed.
+    pub fn is_homed(&self, h: &[u8]) -> bool {
+        let homed = self.homed.read().unwrap_or_else(|e| e.into_inner());
+        let canonical = handle::canonical(h);
+        let governing = handle::normalize(&handle::prefix_handle(&canonical), false);
+        if homed.contains(&governing) {
+            return true;
+        }
+        if handle::is_prefix_handle(&canonical) {
+            let own = handle::normalize(&canonical, false);
+            return handle::ancestors(&own).iter().any(|a| homed.contains(a.as_slice()));
+        }
+        false
+    }
+
+    pub fn homed_prefixes(&self) -> Vec<Vec<u8>> {
+        let homed = self.homed.read().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<_> = homed.iter().cloned().collect();
+        v.sort();
+        v
+    }
+
+    pub fn set_homed(&self, prefix_handle: Vec<u8>, homed: bool) {
+        let mut set = self.homed.write().unwrap_or_else(|e| e.into_inner());
+        if homed {
+            set.insert(prefix_handle);
+        } else {
+            set.remove(&prefix_handle);
+        }
+    }
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Every test of the project: Rust unit/property/integration tests, then the
+# interoperability suite against the official Java client library.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo test (workspace)"
+cargo test --workspace --locked
+
+echo "== build the release binary for the black-box suites"
+cargo build --release --locked -p handled
+
+echo "== Java interop (net.handle:handle-client against target/release/handled)"
+tests/interop-java/run.sh target/release/handled
+echo "all test suites passed"
