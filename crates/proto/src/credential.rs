@@ -98,7 +98,16 @@ impl Codec for Credential {
         let algorithm = section.bytes("credential algorithm")?.to_vec();
         let signature = section.bytes("credential signature")?.to_vec();
         section.expect_end("credential signature section")?;
-        Ok(Credential { version, reserved, flags, signer_handle, session_counter, credential_type, algorithm, signature })
+        Ok(Credential {
+            version,
+            reserved,
+            flags,
+            signer_handle,
+            session_counter,
+            credential_type,
+            algorithm,
+            signature,
+        })
     }
 }
 
@@ -131,7 +140,10 @@ pub fn check_credential_type(c: &Credential) -> DecodeResult<()> {
     if c.is_signature() || c.is_mac() {
         Ok(())
     } else {
-        Err(DecodeError::Invalid { what: "credential type", detail: String::from_utf8_lossy(&c.credential_type).into_owned() })
+        Err(DecodeError::Invalid {
+            what: "credential type",
+            detail: String::from_utf8_lossy(&c.credential_type).into_owned(),
+        })
     }
 }
 

@@ -108,7 +108,11 @@ impl ResponseCode {
         self.is_known()
             && !matches!(
                 self,
-                Self::RESERVED | Self::SUCCESS | Self::SERVICE_REFERRAL | Self::PREFIX_REFERRAL | Self::AUTHENTICATION_NEEDED
+                Self::RESERVED
+                    | Self::SUCCESS
+                    | Self::SERVICE_REFERRAL
+                    | Self::PREFIX_REFERRAL
+                    | Self::AUTHENTICATION_NEEDED
             )
     }
 }
@@ -135,7 +139,8 @@ impl OpFlags {
     /// What a Java request carries by default: REC | CA | PO.
     pub const JAVA_REQUEST_DEFAULT: OpFlags = OpFlags(0x1900_0000);
     /// Flags the Java server copies from a request into its response.
-    pub const COPIED_TO_RESPONSE: OpFlags = OpFlags(0x8000_0000 | 0x4000_0000 | 0x2000_0000 | 0x0800_0000 | 0x0100_0000 | 0x0080_0000 | 0x0010_0000);
+    pub const COPIED_TO_RESPONSE: OpFlags =
+        OpFlags(0x8000_0000 | 0x4000_0000 | 0x2000_0000 | 0x0800_0000 | 0x0100_0000 | 0x0080_0000 | 0x0010_0000);
 
     const NAMES: [(OpFlags, &'static str); 12] = [
         (Self::AT, "AT"),
@@ -322,6 +327,11 @@ mod tests {
         assert_eq!(h.expiration, 1_700_043_200);
         assert_eq!(h.body_length, 26);
         assert_eq!(h.to_bytes(), b);
+        // The reserved byte is ignored on receipt and written as 0 (found by fuzzing:
+        // re-encoding is byte-exact except for this byte).
+        let mut odd = b.clone();
+        odd[15] = 0x41;
+        assert_eq!(Header::from_bytes(&odd).unwrap(), h);
         let resp = Header::response_to(&h, ResponseCode::SUCCESS);
         assert_eq!(resp.op_flags, OpFlags::JAVA_REQUEST_DEFAULT);
     }

@@ -40,23 +40,55 @@ pub const AUTH_TYPE_PUBKEY: &[u8] = b"HS_PUBKEY";
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum RequestBody {
     Resolution(ResolutionRequest),
-    GetSiteInfo { handle: Vec<u8> },
-    CreateHandle { handle: Vec<u8>, values: Vec<HandleValue> },
-    DeleteHandle { handle: Vec<u8> },
-    AddValue { handle: Vec<u8>, values: Vec<HandleValue> },
-    RemoveValue { handle: Vec<u8>, indexes: Vec<i32> },
-    ModifyValue { handle: Vec<u8>, values: Vec<HandleValue> },
-    ListHandles { prefix: Vec<u8> },
+    GetSiteInfo {
+        handle: Vec<u8>,
+    },
+    CreateHandle {
+        handle: Vec<u8>,
+        values: Vec<HandleValue>,
+    },
+    DeleteHandle {
+        handle: Vec<u8>,
+    },
+    AddValue {
+        handle: Vec<u8>,
+        values: Vec<HandleValue>,
+    },
+    RemoveValue {
+        handle: Vec<u8>,
+        indexes: Vec<i32>,
+    },
+    ModifyValue {
+        handle: Vec<u8>,
+        values: Vec<HandleValue>,
+    },
+    ListHandles {
+        prefix: Vec<u8>,
+    },
     ChallengeAnswer(ChallengeAnswer),
     VerifyChallenge(VerifyChallengeRequest),
-    HomeNa { prefix: Vec<u8> },
-    UnhomeNa { prefix: Vec<u8> },
-    ListHomedNas { handle: Vec<u8> },
+    HomeNa {
+        prefix: Vec<u8>,
+    },
+    UnhomeNa {
+        prefix: Vec<u8>,
+    },
+    ListHomedNas {
+        handle: Vec<u8>,
+    },
     SessionSetup(SessionSetupRequest),
-    SessionTerminate { handle: Vec<u8> },
-    SessionExchangeKey { encrypted_key: Vec<u8> },
-    GetNextTxnId { handle: Vec<u8> },
-    BackupServer { handle: Vec<u8> },
+    SessionTerminate {
+        handle: Vec<u8>,
+    },
+    SessionExchangeKey {
+        encrypted_key: Vec<u8>,
+    },
+    GetNextTxnId {
+        handle: Vec<u8>,
+    },
+    BackupServer {
+        handle: Vec<u8>,
+    },
     /// An op code whose body we don't parse (replication streams, unknown or 0).
     /// The body is ignored; encoding it writes nothing.
     Unsupported(OpCode),
@@ -268,12 +300,7 @@ mod tests {
 
     #[test]
     fn worked_example_body() {
-        let body = [
-            &[0, 0, 0, 14][..],
-            b"20.5000/test-1",
-            &[0, 0, 0, 0, 0, 0, 0, 0],
-        ]
-        .concat();
+        let body = [&[0, 0, 0, 14][..], b"20.5000/test-1", &[0, 0, 0, 0, 0, 0, 0, 0]].concat();
         let req = RequestBody::decode(OpCode::RESOLUTION, &body).unwrap();
         assert_eq!(req.handle(), Some(&b"20.5000/test-1"[..]));
         assert_eq!(req.to_vec(), body);
@@ -292,10 +319,7 @@ mod tests {
         let mut body = vec![0, 0, 0, 1, b'x'];
         body.extend(3000u32.to_be_bytes());
         body.extend(vec![0; 3000 * MIN_VALUE_LEN]);
-        assert!(matches!(
-            RequestBody::decode(OpCode::ADD_VALUE, &body),
-            Err(DecodeError::BadLength { .. })
-        ));
+        assert!(matches!(RequestBody::decode(OpCode::ADD_VALUE, &body), Err(DecodeError::BadLength { .. })));
         assert_eq!(RequestBody::decode(OpCode(7), b"zz").unwrap(), RequestBody::Unsupported(OpCode(7)));
     }
 }

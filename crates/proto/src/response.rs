@@ -4,8 +4,8 @@ use crate::codec::{put_bytes, put_u64, put_u8, Codec, DecodeError, DecodeResult,
 use crate::digest::{DigestAlg, RequestDigest};
 use crate::envelope::Version;
 use crate::header::{Header, OpCode, OpFlags, ResponseCode};
-use crate::request::{put_byte_strings, put_values, read_byte_strings, read_values, MAX_HANDLE_LEN};
 pub use crate::request::AsHandleValue;
+use crate::request::{put_byte_strings, put_values, read_byte_strings, read_values, MAX_HANDLE_LEN};
 use crate::session::SessionSetupResponse;
 use crate::value::HandleValue;
 
@@ -67,11 +67,12 @@ pub fn decode_response_body(
     let code = header.response_code;
     let r = &mut Reader::new(body);
     let old_challenge = code == ResponseCode::AUTHENTICATION_NEEDED && version.is_pre_2_1();
-    let mut digest = if !old_challenge && (header.op_flags.contains(OpFlags::RD) || code == ResponseCode::AUTHENTICATION_NEEDED) {
-        Some(RequestDigest::read(r)?)
-    } else {
-        None
-    };
+    let mut digest =
+        if !old_challenge && (header.op_flags.contains(OpFlags::RD) || code == ResponseCode::AUTHENTICATION_NEEDED) {
+            Some(RequestDigest::read(r)?)
+        } else {
+            None
+        };
 
     let body = match code {
         ResponseCode::SUCCESS => decode_success(header.op_code, r)?,
@@ -228,7 +229,11 @@ mod tests {
     fn variants_by_code() {
         let d = RequestDigest::compute(Version::V2_10, b"req");
         let cases = [
-            (OpCode::RESOLUTION, ResponseCode::SUCCESS, ResponseBody::Resolution { handle: b"a/b".to_vec(), values: vec![HandleValue::new(1, "URL", "x")] }),
+            (
+                OpCode::RESOLUTION,
+                ResponseCode::SUCCESS,
+                ResponseBody::Resolution { handle: b"a/b".to_vec(), values: vec![HandleValue::new(1, "URL", "x")] },
+            ),
             (OpCode::CREATE_HANDLE, ResponseCode::SUCCESS, ResponseBody::Created { handle: None }),
             (OpCode::CREATE_HANDLE, ResponseCode::SUCCESS, ResponseBody::Created { handle: Some(b"a/b".to_vec()) }),
             (OpCode::DELETE_HANDLE, ResponseCode::SUCCESS, ResponseBody::Empty),
@@ -236,13 +241,25 @@ mod tests {
             (OpCode::VERIFY_CHALLENGE, ResponseCode::SUCCESS, ResponseBody::VerifyResult { valid: true }),
             (OpCode::GET_NEXT_TXN_ID, ResponseCode::SUCCESS, ResponseBody::NextTxnId(u64::MAX - 3)),
             (OpCode::GET_SITE_INFO, ResponseCode::SUCCESS, ResponseBody::SiteInfo(vec![0, 1, 2])),
-            (OpCode::RESOLUTION, ResponseCode::SERVICE_REFERRAL, ResponseBody::Referral { handle: vec![], values: vec![] }),
-            (OpCode::CREATE_HANDLE, ResponseCode::AUTHENTICATION_NEEDED, ResponseBody::Challenge { nonce: vec![1; 16] }),
+            (
+                OpCode::RESOLUTION,
+                ResponseCode::SERVICE_REFERRAL,
+                ResponseBody::Referral { handle: vec![], values: vec![] },
+            ),
+            (
+                OpCode::CREATE_HANDLE,
+                ResponseCode::AUTHENTICATION_NEEDED,
+                ResponseBody::Challenge { nonce: vec![1; 16] },
+            ),
             (OpCode::RESERVED, ResponseCode::PROTOCOL_ERROR, ResponseBody::error("bad")),
         ];
         for (op, code, body) in cases {
             for dig in [None, Some(&d)] {
-                let flags = if dig.is_some() || code == ResponseCode::AUTHENTICATION_NEEDED { OpFlags::RD } else { OpFlags::NONE };
+                let flags = if dig.is_some() || code == ResponseCode::AUTHENTICATION_NEEDED {
+                    OpFlags::RD
+                } else {
+                    OpFlags::NONE
+                };
                 let dig = if code == ResponseCode::AUTHENTICATION_NEEDED { Some(&d) } else { dig };
                 let mut out = Vec::new();
                 encode_response_body(dig, &body, &mut out);
@@ -267,7 +284,8 @@ mod tests {
 
         let h = header(OpCode::RESOLUTION, ResponseCode::PREFIX_REFERRAL, OpFlags::NONE);
         assert_eq!(decode_response_body(&h, Version::V2_4, &[0, 0, 0, 0]).unwrap().1, ResponseBody::error(""));
-        assert!(decode_response_body(&header(OpCode::RESOLUTION, ResponseCode(9), OpFlags::NONE), Version::V2_10, &[]).is_err());
+        assert!(decode_response_body(&header(OpCode::RESOLUTION, ResponseCode(9), OpFlags::NONE), Version::V2_10, &[])
+            .is_err());
     }
 
     #[test]
@@ -275,7 +293,11 @@ mod tests {
         let vals = [HandleValue::new(1, "URL", "x"), HandleValue::new(2, "EMAIL", "y")];
         let d = RequestDigest::compute(Version::V2_10, b"req");
         let mut a = Vec::new();
-        encode_response_body(Some(&d), &ResponseBody::Resolution { handle: b"h".to_vec(), values: vals.to_vec() }, &mut a);
+        encode_response_body(
+            Some(&d),
+            &ResponseBody::Resolution { handle: b"h".to_vec(), values: vals.to_vec() },
+            &mut a,
+        );
         let mut b = Vec::new();
         encode_resolution_body(Some(&d), b"h", vals.iter(), &mut b);
         let refs: Vec<&HandleValue> = vals.iter().collect();

@@ -219,7 +219,12 @@ const LEGACY_MD5_LEN: usize = 16;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum SecretKeyAnswer {
     /// `HMAC-SHA1(PBKDF2-HMAC-SHA1(K, salt, iterations, key_bits/8), m)`.
-    Pbkdf2HmacSha1 { salt: Vec<u8>, iterations: i32, key_bits: i32, mac: Vec<u8> },
+    Pbkdf2HmacSha1 {
+        salt: Vec<u8>,
+        iterations: i32,
+        key_bits: i32,
+        mac: Vec<u8>,
+    },
     HmacSha256(Vec<u8>),
     HmacSha1(Vec<u8>),
     /// `SHA256(K ‖ m ‖ K)`.
@@ -318,7 +323,10 @@ impl PublicKeyAnswer {
     /// Decode; trailing bytes are ignored.
     pub fn decode(answer: &[u8]) -> DecodeResult<Self> {
         let mut r = Reader::new(answer);
-        Ok(PublicKeyAnswer { hash_name: r.bytes("answer hash name")?.to_vec(), signature: r.bytes("answer signature")?.to_vec() })
+        Ok(PublicKeyAnswer {
+            hash_name: r.bytes("answer hash name")?.to_vec(),
+            signature: r.bytes("answer signature")?.to_vec(),
+        })
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -344,7 +352,8 @@ mod tests {
 
     #[test]
     fn secret_key_answers() {
-        let pb = SecretKeyAnswer::Pbkdf2HmacSha1 { salt: vec![1; 16], iterations: 10_000, key_bits: 160, mac: vec![2; 20] };
+        let pb =
+            SecretKeyAnswer::Pbkdf2HmacSha1 { salt: vec![1; 16], iterations: 10_000, key_bits: 160, mac: vec![2; 20] };
         for a in [
             pb,
             SecretKeyAnswer::HmacSha256(vec![3; 32]),

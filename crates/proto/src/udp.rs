@@ -133,7 +133,10 @@ impl Reassembly {
             return Err(DecodeError::Invalid { what: "datagram", detail: "belongs to another message".into() });
         }
         if envelope.message_length != self.first.message_length {
-            return Err(DecodeError::BadLength { what: "datagram message length", len: envelope.message_length as i64 });
+            return Err(DecodeError::BadLength {
+                what: "datagram message length",
+                len: envelope.message_length as i64,
+            });
         }
         self.add(envelope.sequence, payload)
     }
@@ -149,10 +152,10 @@ impl Reassembly {
             return Err(DecodeError::Invalid { what: "datagram", detail: "message already complete".into() });
         }
         let n = self.expected_chunks();
-        let idx = usize::try_from(seq).ok().filter(|&i| i < n).ok_or(DecodeError::BadLength {
-            what: "datagram sequence number",
-            len: seq as i64,
-        })?;
+        let idx = usize::try_from(seq)
+            .ok()
+            .filter(|&i| i < n)
+            .ok_or(DecodeError::BadLength { what: "datagram sequence number", len: seq as i64 })?;
         let want = if idx + 1 == n { self.total - idx * UDP_PAYLOAD } else { UDP_PAYLOAD };
         if chunk.len() != want {
             return Err(DecodeError::BadLength { what: "datagram payload", len: chunk.len() as i64 });
@@ -161,7 +164,10 @@ impl Reassembly {
             if prev.as_slice() == chunk {
                 return Ok(None);
             }
-            return Err(DecodeError::Invalid { what: "datagram", detail: format!("chunk {idx} differs from an earlier copy") });
+            return Err(DecodeError::Invalid {
+                what: "datagram",
+                detail: format!("chunk {idx} differs from an earlier copy"),
+            });
         }
         self.chunks.insert(idx, chunk.to_vec());
         self.buffered += chunk.len();

@@ -8,7 +8,9 @@ use handled_proto::envelope::{Envelope, Version};
 use handled_proto::header::{Header, OpCode, OpFlags, ResponseCode};
 use handled_proto::message::{encode_message, encode_unit, parse_message, split_unit};
 use handled_proto::request::{ChallengeAnswer, RequestBody, ResolutionRequest};
-use handled_proto::response::{decode_response_body, encode_response_body, encode_response_body_for_version, ResponseBody};
+use handled_proto::response::{
+    decode_response_body, encode_response_body, encode_response_body_for_version, ResponseBody,
+};
 use handled_proto::session::{
     KeyData, KeyExchange, PublicKeyAnswer, SecretKeyAnswer, SessionSetupRequest, SessionSetupResponse,
     VerifyChallengeRequest,
@@ -27,7 +29,13 @@ fn version() -> impl Strategy<Value = Version> {
 
 fn envelope() -> impl Strategy<Value = Envelope> {
     (version(), 1u8..=3, any::<u8>(), any::<(bool, bool, bool)>(), any::<(i32, i32, i32, i32)>()).prop_map(
-        |(version, smaj, smin, (compressed, encrypted, truncated), (session_id, request_id, sequence, message_length))| {
+        |(
+            version,
+            smaj,
+            smin,
+            (compressed, encrypted, truncated),
+            (session_id, request_id, sequence, message_length),
+        )| {
             Envelope {
                 version,
                 suggested: Version::new(smaj, smin),
@@ -60,7 +68,10 @@ fn value() -> impl Strategy<Value = HandleValue> {
         any::<(i32, i32, bool, i32, u8)>(),
         bytes(12),
         bytes(40),
-        prop::collection::vec((bytes(12), any::<i32>()).prop_map(|(handle, index)| ValueReference { handle, index }), 0..3),
+        prop::collection::vec(
+            (bytes(12), any::<i32>()).prop_map(|(handle, index)| ValueReference { handle, index }),
+            0..3,
+        ),
     )
         .prop_map(|((index, timestamp, abs, ttl, perms), value_type, data, references)| HandleValue {
             index,
@@ -122,7 +133,8 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
         (h(), values()).prop_map(|(handle, values)| RequestBody::CreateHandle { handle, values }),
         h().prop_map(|handle| RequestBody::DeleteHandle { handle }),
         (h(), values()).prop_map(|(handle, values)| RequestBody::AddValue { handle, values }),
-        (h(), prop::collection::vec(any::<i32>(), 0..4)).prop_map(|(handle, indexes)| RequestBody::RemoveValue { handle, indexes }),
+        (h(), prop::collection::vec(any::<i32>(), 0..4))
+            .prop_map(|(handle, indexes)| RequestBody::RemoveValue { handle, indexes }),
         (h(), values()).prop_map(|(handle, values)| RequestBody::ModifyValue { handle, values }),
         h().prop_map(|prefix| RequestBody::ListHandles { prefix }),
         (h(), h(), any::<i32>(), bytes(60)).prop_map(|(auth_type, identity_handle, identity_index, answer)| {
@@ -132,9 +144,11 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
         h().prop_map(|prefix| RequestBody::HomeNa { prefix }),
         h().prop_map(|prefix| RequestBody::UnhomeNa { prefix }),
         h().prop_map(|handle| RequestBody::ListHomedNas { handle }),
-        (any::<i32>(), h(), any::<i32>(), key_exchange()).prop_map(|(timeout, identity_handle, identity_index, exchange)| {
-            RequestBody::SessionSetup(SessionSetupRequest { timeout, identity_handle, identity_index, exchange })
-        }),
+        (any::<i32>(), h(), any::<i32>(), key_exchange()).prop_map(
+            |(timeout, identity_handle, identity_index, exchange)| {
+                RequestBody::SessionSetup(SessionSetupRequest { timeout, identity_handle, identity_index, exchange })
+            }
+        ),
         h().prop_map(|handle| RequestBody::SessionTerminate { handle }),
         bytes(60).prop_map(|encrypted_key| RequestBody::SessionExchangeKey { encrypted_key }),
         h().prop_map(|handle| RequestBody::GetNextTxnId { handle }),
@@ -145,7 +159,8 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
 }
 
 const MESSAGE_CODES: [u32; 26] = [
-    2, 3, 4, 5, 6, 7, 100, 101, 102, 200, 201, 202, 300, 301, 400, 401, 403, 404, 405, 406, 500, 501, 502, 503, 504, 505,
+    2, 3, 4, 5, 6, 7, 100, 101, 102, 200, 201, 202, 300, 301, 400, 401, 403, 404, 405, 406, 500, 501, 502, 503, 504,
+    505,
 ];
 
 const EMPTY_OPS: [u32; 9] = [101, 102, 103, 104, 300, 301, 401, 402, 1003];
@@ -159,34 +174,51 @@ fn response() -> impl Strategy<Value = (OpCode, ResponseCode, ResponseBody)> {
             (o, c, ResponseBody::Resolution { handle, values })
         }),
         bytes(80).prop_map(move |r| (OpCode(2), ResponseCode::SUCCESS, ResponseBody::SiteInfo(r))),
-        prop::option::of(bytes(30)).prop_map(|handle| (OpCode(100), ResponseCode::SUCCESS, ResponseBody::Created { handle })),
+        prop::option::of(bytes(30)).prop_map(|handle| (
+            OpCode(100),
+            ResponseCode::SUCCESS,
+            ResponseBody::Created { handle }
+        )),
         prop::sample::select(&EMPTY_OPS[..]).prop_map(|op| (OpCode(op), ResponseCode::SUCCESS, ResponseBody::Empty)),
-        (prop::sample::select(&[105u32, 302][..]), prop::collection::vec(bytes(20), 0..5))
-            .prop_map(|(op, hs)| (OpCode(op), ResponseCode::SUCCESS, ResponseBody::HandleList(hs))),
-        (any::<u32>(), bytes(20)).prop_map(|(op, nonce)| (OpCode(op), ResponseCode(402), ResponseBody::Challenge { nonce })),
+        (prop::sample::select(&[105u32, 302][..]), prop::collection::vec(bytes(20), 0..5)).prop_map(|(op, hs)| (
+            OpCode(op),
+            ResponseCode::SUCCESS,
+            ResponseBody::HandleList(hs)
+        )),
+        (any::<u32>(), bytes(20)).prop_map(|(op, nonce)| (
+            OpCode(op),
+            ResponseCode(402),
+            ResponseBody::Challenge { nonce }
+        )),
         any::<bool>().prop_map(|valid| (OpCode(201), ResponseCode::SUCCESS, ResponseBody::VerifyResult { valid })),
         (any::<u16>(), bytes(60)).prop_map(|(mode, data)| {
             (OpCode(400), ResponseCode::SUCCESS, ResponseBody::SessionSetup(SessionSetupResponse { mode, data }))
         }),
         any::<u64>().prop_map(|id| (OpCode(1000), ResponseCode::SUCCESS, ResponseBody::NextTxnId(id))),
-        (any::<u32>(), prop::sample::select(&[302u32, 303][..]), bytes(30), values())
-            .prop_map(|(op, c, handle, values)| (OpCode(op), ResponseCode(c), ResponseBody::Referral { handle, values })),
-        (any::<u32>(), prop::sample::select(&MESSAGE_CODES[..]), bytes(40))
-            .prop_map(|(op, c, message)| (OpCode(op), ResponseCode(c), ResponseBody::Error { message })),
+        (any::<u32>(), prop::sample::select(&[302u32, 303][..]), bytes(30), values()).prop_map(
+            |(op, c, handle, values)| (OpCode(op), ResponseCode(c), ResponseBody::Referral { handle, values })
+        ),
+        (any::<u32>(), prop::sample::select(&MESSAGE_CODES[..]), bytes(40)).prop_map(|(op, c, message)| (
+            OpCode(op),
+            ResponseCode(c),
+            ResponseBody::Error { message }
+        )),
     ]
 }
 
 fn credential() -> impl Strategy<Value = Credential> {
     (any::<(u8, u8, u16, i32)>(), bytes(10), bytes(14), bytes(14), bytes(300)).prop_map(
-        |((version, reserved, flags, session_counter), signer_handle, credential_type, algorithm, signature)| Credential {
-            version,
-            reserved,
-            flags,
-            signer_handle,
-            session_counter,
-            credential_type,
-            algorithm,
-            signature,
+        |((version, reserved, flags, session_counter), signer_handle, credential_type, algorithm, signature)| {
+            Credential {
+                version,
+                reserved,
+                flags,
+                signer_handle,
+                session_counter,
+                credential_type,
+                algorithm,
+                signature,
+            }
         },
     )
 }
@@ -214,7 +246,11 @@ fn decode_everything(data: &[u8], op: u32, code: u32, flags: u32, v: Version) {
         let _ = decode_response_body(&view.header, v, view.body);
     }
     let _ = RequestBody::decode(OpCode(op), data);
-    let h = Header { response_code: ResponseCode(code), op_flags: OpFlags(flags), ..Header::request(OpCode(op), OpFlags::NONE) };
+    let h = Header {
+        response_code: ResponseCode(code),
+        op_flags: OpFlags(flags),
+        ..Header::request(OpCode(op), OpFlags::NONE)
+    };
     let _ = decode_response_body(&h, v, data);
     let _ = SecretKeyAnswer::decode(data);
     let _ = PublicKeyAnswer::decode(data);
@@ -225,7 +261,10 @@ fn decode_everything(data: &[u8], op: u32, code: u32, flags: u32, v: Version) {
 
 fn interesting_op() -> impl Strategy<Value = u32> {
     prop_oneof![
-        prop::sample::select(&[0u32, 1, 2, 100, 101, 102, 103, 104, 105, 200, 201, 300, 301, 302, 400, 401, 402, 1000, 1001, 1002, 1003][..]),
+        prop::sample::select(
+            &[0u32, 1, 2, 100, 101, 102, 103, 104, 105, 200, 201, 300, 301, 302, 400, 401, 402, 1000, 1001, 1002, 1003]
+                [..]
+        ),
         any::<u32>(),
     ]
 }

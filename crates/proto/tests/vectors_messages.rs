@@ -184,7 +184,9 @@ fn check_request(at: &str, j: &Value, op: OpCode, req: &RequestBody) {
             assert_eq!(text(&j["identity_handle"]), &s.identity_handle[..], "{at}");
             assert_eq!(int(&j["identity_index"]), s.identity_index as i64, "{at}");
             match &s.exchange {
-                KeyExchange::DiffieHellman(k) | KeyExchange::ClientKey(k) => assert_eq!(&hx(&j["public_key_hex"]), k, "{at}"),
+                KeyExchange::DiffieHellman(k) | KeyExchange::ClientKey(k) => {
+                    assert_eq!(&hx(&j["public_key_hex"]), k, "{at}")
+                }
                 other => panic!("{at}: exchange {other:?}"),
             }
         }
@@ -221,7 +223,9 @@ fn check_response(at: &str, j: &Value, digest: &Option<RequestDigest>, body: &Re
             assert_eq!(int(&j["key_exchange_mode"]), s.mode as i64, "{at}");
             assert_eq!(hx(&j["data_hex"]), s.data, "{at}");
         }
-        ("ListHandlesResponse", ResponseBody::HandleList(handles)) => assert_eq!(&strings(&j["handles"]), handles, "{at}"),
+        ("ListHandlesResponse", ResponseBody::HandleList(handles)) => {
+            assert_eq!(&strings(&j["handles"]), handles, "{at}")
+        }
         ("GenericResponse", ResponseBody::Empty) => {}
         _ => panic!("{at}: library class {class} vs {body:?}"),
     }
@@ -360,7 +364,10 @@ fn signed_response_input_and_digest() {
     assert!(cred.is_signature());
     assert_eq!(cred.algorithm, b"SHA-256");
     assert_eq!(cred.digest_alg(), Some(DigestAlg::Sha256));
-    assert_eq!(hex::encode(signed_input(&env, view.header_and_body, cred.session_counter)), v["signed_input_hex"].as_str().unwrap());
+    assert_eq!(
+        hex::encode(signed_input(&env, view.header_and_body, cred.session_counter)),
+        v["signed_input_hex"].as_str().unwrap()
+    );
 
     let (req_env, req_msg) = unit(&load("resolution_request_certified.json"));
     let req_view = parse_message(&req_msg).unwrap();
@@ -377,7 +384,9 @@ fn session_dh_setup_mac_and_encryption() {
     let v = load("session_dh.json");
     let (_, msg) = unit(&v["session_setup_request"]);
     let view = parse_message(&msg).unwrap();
-    let RequestBody::SessionSetup(setup) = RequestBody::decode(view.header.op_code, view.body).unwrap() else { panic!() };
+    let RequestBody::SessionSetup(setup) = RequestBody::decode(view.header.op_code, view.body).unwrap() else {
+        panic!()
+    };
     assert_eq!(setup.exchange, KeyExchange::DiffieHellman(hx(&v["client_dh_public_encoding_hex"])));
     assert!(view.header.op_flags.contains(OpFlags::CT | OpFlags::RD));
 
@@ -469,7 +478,9 @@ fn secret_key_challenge_material() {
     // Server-to-server verification carries the same digest, length-prefixed.
     let (_, m4) = unit(&v["step4_verify_request"]);
     let vr = parse_message(&m4).unwrap();
-    let RequestBody::VerifyChallenge(ver) = RequestBody::decode(OpCode::VERIFY_CHALLENGE, vr.body).unwrap() else { panic!() };
+    let RequestBody::VerifyChallenge(ver) = RequestBody::decode(OpCode::VERIFY_CHALLENGE, vr.body).unwrap() else {
+        panic!()
+    };
     assert_eq!(ver.request_digest, digest.digest);
     assert_eq!(ver.answer, ca.answer);
     let (env5, m5) = unit(&v["step5_verify_response"]);
@@ -485,7 +496,9 @@ fn public_key_answer() {
     let v = load("challenge_pubkey.json");
     let (_, m) = unit(&v["step3_challenge_answer"]);
     let view = parse_message(&m).unwrap();
-    let RequestBody::ChallengeAnswer(ca) = RequestBody::decode(view.header.op_code, view.body).unwrap() else { panic!() };
+    let RequestBody::ChallengeAnswer(ca) = RequestBody::decode(view.header.op_code, view.body).unwrap() else {
+        panic!()
+    };
     assert_eq!(ca.auth_type, b"HS_PUBKEY");
     let pk = PublicKeyAnswer::decode(&ca.answer).unwrap();
     assert_eq!(pk.hash_name, text(&v["hash_alg_id"]));
