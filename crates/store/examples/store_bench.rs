@@ -28,10 +28,12 @@ struct Args {
     chunk: usize,
     secs: f64,
     quick_repair: bool,
+    /// Import in random key order (each chunk sorted, as `handled import` does).
+    shuffle: bool,
 }
 
 fn args() -> Args {
-    let mut a = Args { dir: PathBuf::from("store-bench"), keys: 1_000_000, chunk: 10_000, secs: 3.0, quick_repair: false };
+    let mut a = Args { dir: PathBuf::from("store-bench"), keys: 1_000_000, chunk: 10_000, secs: 3.0, quick_repair: false, shuffle: false };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         match x.as_str() {
@@ -39,6 +41,20 @@ fn args() -> Args {
             "--chunk" => a.chunk = it.next().unwrap().parse().unwrap(),
             "--secs" => a.secs = it.next().unwrap().parse().unwrap(),
             "--quick-repair" => a.quick_repair = true,
+            "--shuffle" => a.shuffle = true,
+            "--open-only" => {
+                // Time opens of an existing store (no writes).
+                let f = PathBuf::from(it.next().unwrap());
+                for _ in 0..5 {
+                    let t = Instant::now();
+                    let s = EmbeddedStore::open(&f, EmbeddedOptions::default()).unwrap();
+                    let el = t.elapsed();
+                    let t2 = Instant::now();
+                    drop(s);
+                    println!("open {:.2} ms, close {:.2} ms", el.as_secs_f64() * 1e3, t2.elapsed().as_secs_f64() * 1e3);
+                }
+                std::process::exit(0);
+            }
             "--crash-child" => {
                 crash_child(Path::new(&it.next().unwrap()), a.quick_repair);
             }
@@ -66,7 +82,14 @@ fn main() {
     let file = a.dir.join(handled_store::STORE_FILE_NAME);
     let _ = std::fs::remove_file(&file);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    println!("dir {} keys {} chunk {} quick_repair {}", a.dir.display(), a.keys, a.chunk, a.quick_repair);
+    println!(
+        "dir {} keys {} chunk {} quick_repair {} shuffle {}",
+        a.dir.display(),
+        a.keys,
+        a.chunk,
+        a.quick_repair,
+        a.shuffle
+    );
 
     // 1. fsync rate (measured again before each group-commit run: it varies).
     fsync_rate(&a.dir, a.secs.min(2.0));
@@ -75,11 +98,22 @@ fn main() {
     {
         let s = EmbeddedStore::open(&file, options(&a)).unwrap();
         let start = Instant::now();
+        // Key numbers in import order: sequential, or a permutation.
+        let order: Box<dyn Fn(u64) -> u64> = if a.shuffle {
+            // i ↦ i·p mod n with p prime to n: a cheap permutation that scatters.
+            let n = a.keys;
+            let p = (n / 2..).find(|p| gcd(*p, n) == 1 && p % 2 == 1).unwrap() + 7_919;
+            let p = (p..).find(|p| gcd(*p, n) == 1).unwrap();
+            Box::new(move |i| ((i as u128 * p as u128) % n as u128) as u64)
+        } else {
+            Box::new(|i| i)
+        };
         rt.block_on(async {
             let mut i = 0;
             while i < a.keys {
                 let end = (i + a.chunk as u64).min(a.keys);
-                let recs = (i..end).map(|j| (key(j), record(j))).collect();
+                let mut recs: Vec<_> = (i..end).map(|j| (key(order(j)), record(order(j)))).collect();
+                recs.sort_by(|x, y| x.0.cmp(&y.0));
                 s.put_many(recs).await.unwrap();
                 i = end;
             }
@@ -93,6 +127,17 @@ fn main() {
             a.keys as f64 / el,
             st.commits,
             std::fs::metadata(&file).unwrap().len() as f64 / (1 << 20) as f64
+        );
+    }
+
+    if a.shuffle {
+        let t = Instant::now();
+        let (b, af) = EmbeddedStore::compact_file(&file).unwrap();
+        println!(
+            "compact after import: {:.1} → {:.1} MiB in {:.1} s",
+            b as f64 / 1048576.0,
+            af as f64 / 1048576.0,
+            t.elapsed().as_secs_f64()
         );
     }
 
@@ -221,6 +266,10 @@ fn main() {
         s.was_repaired(),
         rt.block_on(s.count()).unwrap()
     );
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// Plain write + fsync loops on a file in `dir` (redb commits with one fdatasync).

@@ -161,6 +161,19 @@ impl EmbeddedStore {
         Self::open(&dir.join(STORE_FILE_NAME), options)
     }
 
+    /// Compact a store that is not open (e.g. after a large import): rewrite it so
+    /// that free space is given back. Returns the file size before and after.
+    /// Fails if the store is open elsewhere.
+    pub fn compact_file(path: &Path) -> Result<(u64, u64), StoreError> {
+        let path = if path.is_dir() { path.join(STORE_FILE_NAME) } else { path.to_path_buf() };
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).map_err(StoreError::Io);
+        let before = size(&path)?;
+        let mut db = Database::open(&path).map_err(|e| open_error(&path, map_redb(e.into())))?;
+        while db.compact().map_err(|e| map_redb(e.into()))? {}
+        drop(db);
+        Ok((before, size(&path)?))
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path

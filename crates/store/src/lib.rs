@@ -186,7 +186,10 @@ pub trait Store: Send + Sync + 'static {
     async fn swap(&self, key: &[u8], expect: Expect, new: Option<HandleRecord>) -> Result<SwapOutcome, StoreError>;
 
     /// Keys starting with `prefix`, in key order, strictly after `start_after`, at
-    /// most `limit`.
+    /// most `limit`. Page by passing the last key of a page as the next
+    /// `start_after`. (The server scans `<PREFIX>/`-style prefixes; a partitioned
+    /// backend can map the part before `/` to its partition and keep the rest
+    /// sorted within it.)
     async fn scan_keys(&self, prefix: &[u8], start_after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError>;
 
     /// Bulk load (import): overwrite these records, no CAS; durable on return. If a
@@ -208,7 +211,8 @@ pub trait Store: Send + Sync + 'static {
     fn stats(&self) -> StoreStats;
 }
 
-/// Is `key` within `prefix`, strictly after `start_after`?
+/// Lower bound of a prefix scan: the prefix itself, or just after `start_after` when
+/// that sorts at or after the prefix.
 pub(crate) fn scan_start<'a>(prefix: &'a [u8], start_after: Option<&'a [u8]>) -> std::ops::Bound<&'a [u8]> {
     use std::ops::Bound;
     match start_after {
