@@ -239,7 +239,16 @@ impl Drop for EmbeddedStore {
 #[async_trait::async_trait]
 impl Store for EmbeddedStore {
     async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
-        let snap = self.snapshot()?;
+        // The hot path: borrow the snapshot without touching its reference count.
+        let guard = self.shared.snapshot.load();
+        let fallback;
+        let snap = match guard.as_deref() {
+            Some(s) => s,
+            None => {
+                fallback = Snapshot::open(&self.db)?;
+                &fallback
+            }
+        };
         match snap.handles.get(key).map_err(|e| map_redb(e.into()))? {
             Some(g) => HandleRecord::decode_stored(key, g.value()).map(Some),
             None => Ok(None),
