@@ -149,7 +149,10 @@ impl EmbeddedStore {
             let opts = options.clone();
             std::thread::Builder::new()
                 .name("store-writer".into())
-                .spawn(move || writer_loop(db, rx, shared, opts))
+                .spawn(move || {
+                    let quick_repair = opts.quick_repair;
+                    writer_loop(db, rx, shared, opts, move |db, batch| apply(db, batch, quick_repair))
+                })
                 .map_err(StoreError::Io)?
         };
         Ok(EmbeddedStore { db, path, tx: Some(tx), writer: Some(writer), shared, repaired })
@@ -421,7 +424,15 @@ impl Pending {
     }
 }
 
-fn writer_loop(db: Arc<Database>, mut rx: mpsc::Receiver<Pending>, shared: Arc<Shared>, opts: EmbeddedOptions) {
+/// Take batches off the queue, `apply` each (one transaction, one commit), publish
+/// the new snapshot, then answer. `apply` is a parameter so tests can make it fail.
+fn writer_loop(
+    db: Arc<Database>,
+    mut rx: mpsc::Receiver<Pending>,
+    shared: Arc<Shared>,
+    opts: EmbeddedOptions,
+    apply: impl Fn(&Database, &[Pending]) -> Result<Vec<Ack>, StoreError>,
+) {
     let max_ops = opts.max_batch_ops.max(1);
     let mut batch: Vec<Pending> = Vec::with_capacity(max_ops);
     while let Some(first) = rx.blocking_recv() {
@@ -441,7 +452,7 @@ fn writer_loop(db: Arc<Database>, mut rx: mpsc::Receiver<Pending>, shared: Arc<S
             batch.iter().map(|p| if let Op::Import { records } = &p.op { records.len() as u64 } else { 0 }).sum();
 
         let started = Instant::now();
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| apply(&db, &batch, opts.quick_repair)));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| apply(&db, &batch)));
         match result {
             Ok(Ok(acks)) => {
                 shared.stats.committed(ops, imported, true, started.elapsed().as_micros() as u64);
@@ -683,5 +694,100 @@ mod tests {
         let t = txn.open_table(HANDLES).unwrap();
         assert_eq!(t.get(k.as_slice()).unwrap().unwrap().value(), rec("c").as_slice());
         assert_eq!(t.len().unwrap(), 1);
+    }
+
+    fn unit(key: &str) -> (Pending, oneshot::Receiver<Result<(), StoreError>>) {
+        let (reply, rx) = oneshot::channel();
+        let op = Op::Meta { key: key.into(), value: Some(vec![1]) };
+        (Pending { bytes: op.bytes(), op, reply: Reply::Unit(reply) }, rx)
+    }
+
+    fn test_shared(db: &Database) -> Arc<Shared> {
+        Arc::new(Shared {
+            stats: StatCounters::default(),
+            snapshot: ArcSwapOption::from_pointee(Snapshot::open(db).unwrap()),
+            fatal: Mutex::new(None),
+        })
+    }
+
+    /// A failed commit fails every operation of its batch, and only those.
+    #[test]
+    fn failed_commit_fails_the_whole_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        ensure_tables(&db).unwrap();
+        let db = Arc::new(db);
+        let shared = test_shared(&db);
+        let (tx, rx) = mpsc::channel(16);
+        // Queue a batch before the writer starts, so it is drained as one.
+        let mut answers = Vec::new();
+        for k in ["a", "fail", "b"] {
+            let (p, r) = unit(k);
+            tx.blocking_send(p).unwrap();
+            answers.push(r);
+        }
+        let writer = {
+            let (db, shared) = (db.clone(), shared.clone());
+            std::thread::spawn(move || {
+                writer_loop(db, rx, shared, EmbeddedOptions::default(), |db, batch| {
+                    let fail = batch.iter().any(|p| matches!(&p.op, Op::Meta { key, .. } if key == "fail"));
+                    if fail {
+                        Err(StoreError::Io(std::io::Error::other("disk on fire")))
+                    } else {
+                        apply(db, batch, false)
+                    }
+                })
+            })
+        };
+        for r in answers {
+            match r.blocking_recv().unwrap() {
+                Err(StoreError::Io(e)) => assert!(e.to_string().contains("disk on fire")),
+                other => panic!("{other:?}"),
+            }
+        }
+        // The next batch is unaffected.
+        let (p, r) = unit("c");
+        tx.blocking_send(p).unwrap();
+        r.blocking_recv().unwrap().unwrap();
+        drop(tx);
+        writer.join().unwrap();
+        let st = shared.stats.snapshot();
+        assert_eq!((st.failed_commits, st.failed_ops, st.commits, st.write_ops), (1, 3, 1, 1));
+        // Nothing of the failed batch was written.
+        let txn = db.begin_read().unwrap();
+        let meta = txn.open_table(META).unwrap();
+        assert!(meta.get("a").unwrap().is_none());
+        assert!(meta.get("c").unwrap().is_some());
+    }
+
+    /// A panic in the writer fails its batch and stops the writer for good.
+    #[test]
+    fn writer_panic_stops_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        ensure_tables(&db).unwrap();
+        let db = Arc::new(db);
+        let shared = test_shared(&db);
+        let (tx, rx) = mpsc::channel(16);
+        let (p1, r1) = unit("a");
+        let (p2, r2) = unit("b");
+        tx.blocking_send(p1).unwrap();
+        tx.blocking_send(p2).unwrap();
+        let writer = {
+            let (db, shared) = (db.clone(), shared.clone());
+            std::thread::spawn(move || {
+                writer_loop(db, rx, shared, EmbeddedOptions::default(), |_, _| panic!("boom"))
+            })
+        };
+        for r in [r1, r2] {
+            match r.blocking_recv().unwrap() {
+                Err(StoreError::Backend(m)) => assert!(m.contains("boom"), "{m}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        writer.join().unwrap();
+        assert!(shared.fatal.lock().as_deref().unwrap().contains("boom"));
+        let (p3, _r3) = unit("c");
+        assert!(tx.blocking_send(p3).is_err(), "the writer must take no more writes");
     }
 }
