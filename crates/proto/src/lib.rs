@@ -4,6 +4,7 @@
 //! sockets, spawns no tasks and knows nothing of storage.
 
 pub mod codec;
+pub mod crypto;
 pub mod value;
 
 // Framing and messages (§1, §3, §4.1, §5 wire forms).
