@@ -76,7 +76,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     for path in &booted.new_credentials {
         eprintln!("admin credentials written to {} (keep this file secret)", path.display());
     }
-    let running = listeners.serve(booted.state.clone());
+    let running = listeners.serve(booted.state.clone())?;
     let a = running.addrs;
     let homed: Vec<String> = booted.state.homed_prefixes().iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
     eprintln!("handled serving {} on udp {} tcp {} http {}", homed.join(", "), a.udp, a.tcp, a.http);

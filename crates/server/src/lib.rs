@@ -29,7 +29,7 @@ pub struct BoundAddrs {
 /// the OS (port 0) are known before the site record is built.
 pub struct Listeners {
     pub addrs: BoundAddrs,
-    udp: Vec<tokio::net::UdpSocket>,
+    udp: Vec<std::net::UdpSocket>,
     tcp: tokio::net::TcpListener,
     http: tokio::net::TcpListener,
 }
@@ -52,15 +52,17 @@ impl Listeners {
         config.http_port = self.addrs.http.port();
     }
 
-    /// Start serving on every listener.
-    pub fn serve(self, state: Arc<ServerState>) -> RunningServer {
+    /// Start serving on every listener (must be called inside the runtime).
+    pub fn serve(self, state: Arc<ServerState>) -> std::io::Result<RunningServer> {
         let mut tasks = JoinSet::new();
+        let runtime = tokio::runtime::Handle::current();
         for socket in self.udp {
-            tasks.spawn(transport::udp::serve(state.clone(), socket));
+            // UDP threads run until the process exits; they hold no state worth flushing.
+            transport::udp::spawn(state.clone(), socket, runtime.clone())?;
         }
         tasks.spawn(transport::tcp::serve(state.clone(), self.tcp));
         tasks.spawn(transport::http::serve(state, self.http));
-        RunningServer { addrs: self.addrs, tasks }
+        Ok(RunningServer { addrs: self.addrs, tasks })
     }
 }
 

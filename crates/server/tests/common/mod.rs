@@ -37,7 +37,7 @@ pub async fn start() -> TestServer {
         let _ = std::fs::remove_file(p);
     }
     let public_key = booted.state.key.hs_pubkey();
-    let running = listeners.serve(booted.state);
+    let running = listeners.serve(booted.state).expect("serve");
     let addrs = running.addrs;
     tokio::spawn(running.wait());
     TestServer { addrs, public_key }
