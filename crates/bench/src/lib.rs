@@ -1,8 +1,28 @@
 //! `handled bench`: load generation against any Handle server (it speaks the
 //! protocol, not our internals) and the figures the published benchmarks report.
 
+
+pub mod coord;
 pub mod cpu;
+pub mod html;
+pub mod http;
 pub mod report;
 pub mod run;
+pub mod scenario;
+mod scenario_more;
+pub mod spec;
 
-pub use run::{run_closed_loop, BenchConfig, KeySet};
+pub mod stats;
+pub mod stub;
+
+pub mod sweep;
+pub mod target;
+pub mod tls;
+pub mod workload;
+
+pub use run::{run, Model, Plan, Schedule};
+pub use stats::Stats;
+pub use sweep::{rate_sweep, RateSweep};
+pub use target::Target;
+pub use workload::{KeySet, OpKind, Workload};
+pub use spec::{TargetSpec, Transport};

@@ -1,68 +1,146 @@
-//! Printing results: a human table and one JSON object per run.
+//! Text outputs: the human table and one JSON object per run (JSON lines).
 
-use crate::run::BenchResult;
-use handled_client::Protocol;
+use crate::stats::Stats;
+use serde_json::json;
 
-fn protocol_name(r: &BenchResult) -> &'static str {
-    match (r.config.protocol, r.config.persistent) {
-        (Protocol::Udp, _) => "udp",
-        (Protocol::Tcp, false) => "tcp (new connection per request)",
-        (Protocol::Tcp, true) => "tcp (persistent)",
-        (Protocol::Http, _) => "http tunnel (keep-alive)",
-    }
+fn q(s: &Stats, q: f64) -> f64 {
+    s.ms(q)
 }
 
-fn ms(us: u64) -> f64 {
-    us as f64 / 1000.0
+/// Network (and client) time: mean latency from send minus the server's own mean time.
+pub fn network_mean_ms(s: &Stats) -> Option<f64> {
+    (!s.server_us.is_empty()).then(|| (s.service_us.mean() - s.server_us.mean()).max(0.0) / 1000.0)
 }
 
-pub fn human(r: &BenchResult) -> String {
-    let h = &r.latency_us;
+pub fn table(runs: &[Stats]) -> String {
+    let width = runs.iter().map(|s| s.label.len()).max().unwrap_or(3).max(3);
     let mut out = format!(
-        "{}  {} clients  {:.1} s\n  requests {}  ok {}  throughput {:.0}/s\n  latency ms  p50 {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}\n",
-        protocol_name(r),
-        r.config.concurrency,
-        r.elapsed.as_secs_f64(),
-        r.total(),
-        r.ok,
-        r.throughput(),
-        ms(h.value_at_quantile(0.50)),
-        ms(h.value_at_quantile(0.90)),
-        ms(h.value_at_quantile(0.99)),
-        ms(h.max()),
+        "{:<width$}  {:>9} {:>7} {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {:>8} {:>5}\n",
+        "run", "requests", "errors", "req/s", "mean ms", "p50", "p90", "p99", "p99.9", "max", "sockets", "peak"
     );
-    if r.connections_opened > 0 {
-        out += &format!("  connections opened {}\n", r.connections_opened);
+    for s in runs {
+        out += &format!(
+            "{:<width$}  {:>9} {:>7} {:>9.0}  {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3}  {:>8} {:>5}\n",
+            s.label,
+            s.total(),
+            s.error_count(),
+            s.throughput(),
+            s.latency_us.mean() / 1000.0,
+            q(s, 0.5),
+            q(s, 0.9),
+            q(s, 0.99),
+            q(s, 0.999),
+            s.latency_us.max() as f64 / 1000.0,
+            s.sockets_opened,
+            s.peak_sockets,
+        );
     }
-    if let (Some(cpu), Some(per)) = (r.server_cpu, r.per_server_core_second()) {
-        out += &format!("  server cpu {:.2} s  → {:.0} requests per server core-second\n", cpu.as_secs_f64(), per);
-    }
-    if !r.errors.is_empty() {
-        let list: Vec<String> = r.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        out += &format!("  errors: {}\n", list.join(", "));
+    for s in runs {
+        let mut notes = Vec::new();
+        if let Some(r) = s.solicited_rate {
+            notes.push(format!("solicited {r:.0}/s, effective {:.0}/s", s.throughput()));
+        }
+        if s.latency_us.max() > s.service_us.max() + 1000 || s.ms(0.99) > s.service_us.value_at_quantile(0.99) as f64 / 1000.0 * 1.5 {
+            notes.push(format!(
+                "uncorrected (from send) p50 {:.3} p99 {:.3} max {:.3} ms",
+                s.service_us.value_at_quantile(0.5) as f64 / 1000.0,
+                s.service_us.value_at_quantile(0.99) as f64 / 1000.0,
+                s.service_us.max() as f64 / 1000.0
+            ));
+        }
+        if let Some(net) = network_mean_ms(s) {
+            notes.push(format!(
+                "server time mean {:.3} ms p99 {:.3} ms; network+client mean {net:.3} ms",
+                s.server_us.mean() / 1000.0,
+                s.server_us.value_at_quantile(0.99) as f64 / 1000.0
+            ));
+        }
+        if let (Some(cpu), Some(per)) = (s.server_cpu_s, s.per_server_core_second()) {
+            notes.push(format!("server cpu {cpu:.2} s → {per:.0} requests per server core-second"));
+        }
+        if s.sockets_opened > 0 {
+            notes.push(format!("{:.1} requests per socket", s.total() as f64 / s.sockets_opened as f64));
+        }
+        if let Some(tw) = s.time_wait_after.filter(|n| *n > 0) {
+            notes.push(format!("{tw} more sockets in TIME_WAIT"));
+        }
+        if !s.errors.is_empty() {
+            let list: Vec<String> = s.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            notes.push(format!("errors: {}", list.join(", ")));
+        }
+        match s.recovery_s() {
+            Some(r) if r.is_finite() => notes.push(format!("recovery {r:.1} s after the first failure at {:.1} s", s.first_error_s.unwrap_or(0.0))),
+            Some(_) => notes.push("no second without failures after the first failure".into()),
+            None => {}
+        }
+        if !notes.is_empty() {
+            out += &format!("  {}: {}\n", s.label, notes.join("; "));
+        }
     }
     out
 }
 
-pub fn json(r: &BenchResult) -> serde_json::Value {
-    let h = &r.latency_us;
-    serde_json::json!({
-        "protocol": protocol_name(r),
-        "concurrency": r.config.concurrency,
-        "elapsed_s": r.elapsed.as_secs_f64(),
-        "requests": r.total(),
-        "ok": r.ok,
-        "throughput": r.throughput(),
-        "latency_ms": {
+/// One JSON object summarising a run (percentiles in ms).
+pub fn json_line(s: &Stats) -> serde_json::Value {
+    let pct = |h: &hdrhistogram::Histogram<u64>| {
+        json!({
             "mean": h.mean() / 1000.0,
-            "p50": ms(h.value_at_quantile(0.50)),
-            "p90": ms(h.value_at_quantile(0.90)),
-            "p99": ms(h.value_at_quantile(0.99)),
-            "max": ms(h.max()),
-        },
-        "errors": r.errors,
-        "connections_opened": r.connections_opened,
-        "server_cpu_s": r.server_cpu.map(|c| c.as_secs_f64()),
-        "per_server_core_second": r.per_server_core_second(),
+            "p50": h.value_at_quantile(0.5) as f64 / 1000.0,
+            "p90": h.value_at_quantile(0.9) as f64 / 1000.0,
+            "p99": h.value_at_quantile(0.99) as f64 / 1000.0,
+            "p99.9": h.value_at_quantile(0.999) as f64 / 1000.0,
+            "max": h.max() as f64 / 1000.0,
+        })
+    };
+    json!({
+        "label": s.label,
+        "clients": s.clients,
+        "elapsed_s": s.elapsed_s,
+        "requests": s.total(),
+        "ok": s.ok,
+        "errors": s.errors,
+        "throughput": s.throughput(),
+        "solicited_rate": s.solicited_rate,
+        "latency_ms": pct(&s.latency_us),
+        "service_ms": pct(&s.service_us),
+        "server_ms": (!s.server_us.is_empty()).then(|| pct(&s.server_us)),
+        "network_mean_ms": network_mean_ms(s),
+        "sockets_opened": s.sockets_opened,
+        "peak_sockets": s.peak_sockets,
+        "time_wait_after": s.time_wait_after,
+        "sessions": s.sessions,
+        "server_cpu_s": s.server_cpu_s,
+        "per_server_core_second": s.per_server_core_second(),
+        "first_error_s": s.first_error_s,
+        "recovery_s": s.recovery_s().map(|r| if r.is_finite() { json!(r) } else { json!("not recovered") }),
+        "series_100ms": s.series.iter().map(|b| json!([b.ok, b.errors, b.latency_max_us, b.sockets])).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_shows_rates_errors_and_sockets() {
+        let mut s = Stats::empty("close");
+        s.ok = 990;
+        s.errors.insert("timeout".into(), 10);
+        s.elapsed_s = 2.0;
+        s.sockets_opened = 1000;
+        s.peak_sockets = 12;
+        s.solicited_rate = Some(600.0);
+        for v in 1..=990 {
+            s.latency_us.record(v * 10).unwrap();
+            s.service_us.record(v * 10).unwrap();
+        }
+        let t = table(&[s.clone()]);
+        assert!(t.contains("close") && t.contains(" 1000 ") && t.contains("500"), "{t}");
+        assert!(t.contains("solicited 600/s, effective 500/s"), "{t}");
+        assert!(t.contains("errors: timeout 10") && t.contains("1.0 requests per socket"), "{t}");
+        let j = json_line(&s);
+        assert_eq!(j["requests"], 1000);
+        assert_eq!(j["peak_sockets"], 12);
+        assert!((j["latency_ms"]["p50"].as_f64().unwrap() - 4.95).abs() < 0.01);
+    }
 }

@@ -1,179 +1,369 @@
-//! The closed-loop load model: N clients, each sending its next request as soon
-//! as the previous one is answered (or timed out, which counts as an error).
+//! The load models. Closed loop: N clients each send their next request when
+//! the previous one is answered (plus a pause). Open loop: requests are due on
+//! a schedule whatever the answers, and latency counts from when a request was
+//! due, not when it went out (coordinated omission corrected, as wrk2 does).
 
 use crate::cpu::process_cpu_time;
-use handled_client::{ClientError, Connection, Protocol, ResolveOptions};
-use handled_proto::header::ResponseCode;
-use hdrhistogram::Histogram;
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use crate::stats::{Recorder, Stats, BUCKET};
+use crate::target::Target;
+use crate::workload::Workload;
+use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Which handles the clients resolve.
-#[derive(Debug, Clone)]
-pub enum KeySet {
-    /// Always the same handle.
-    One(Vec<u8>),
-    /// Uniformly random over `prefix/0 .. prefix/count-1`.
-    Uniform { prefix: String, count: u64 },
+/// What to run against, independent of the load model.
+#[derive(Clone)]
+pub struct Plan {
+    pub label: String,
+    pub target: Arc<Target>,
+    pub workload: Workload,
+    /// A request not answered within this is an error.
+    pub timeout: Duration,
+    pub server_pid: Option<u32>,
+    /// Print a live progress line on stderr.
+    pub progress: bool,
+    /// Run this shell command this long after measurement starts (induced failure).
+    pub induce: Option<(Duration, String)>,
 }
 
-impl KeySet {
-    fn pick(&self, rng: &mut impl rand::Rng) -> Vec<u8> {
-        match self {
-            KeySet::One(h) => h.clone(),
-            KeySet::Uniform { prefix, count } => format!("{prefix}/{}", rng.random_range(0..*count)).into_bytes(),
+impl Plan {
+    pub fn new(label: impl Into<String>, target: Target, workload: Workload) -> Plan {
+        Plan {
+            label: label.into(),
+            target: Arc::new(target),
+            workload,
+            timeout: Duration::from_secs(5),
+            server_pid: None,
+            progress: false,
+            induce: None,
         }
     }
 }
 
 #[derive(Debug, Clone)]
-pub struct BenchConfig {
-    pub protocol: Protocol,
-    pub addr: SocketAddr,
-    pub concurrency: usize,
-    /// Stop after this long (whichever of duration and requests comes first).
-    pub duration: Option<Duration>,
-    /// Stop after this many requests in total.
-    pub requests: Option<u64>,
-    /// Requests sent before measuring starts.
-    pub warmup: Duration,
-    pub keys: KeySet,
-    /// Keep TCP connections open between requests (the Java client does not).
-    pub persistent: bool,
-    pub timeout: Duration,
-    /// Pause between a client's requests.
-    pub pause: Duration,
-    /// Server process whose CPU time is measured over the run.
-    pub server_pid: Option<u32>,
+pub enum Model {
+    Closed {
+        clients: usize,
+        /// Each client stops after this many (CNRI: 2000)...
+        requests_per_client: Option<u64>,
+        /// ...or after this long, whichever comes first.
+        duration: Option<Duration>,
+        pause: Duration,
+        warmup: Duration,
+    },
+    Open { schedule: Schedule, connections: usize, warmup: Duration },
 }
 
-/// What a run measured.
-#[derive(Debug)]
-pub struct BenchResult {
-    pub config: BenchConfig,
-    pub elapsed: Duration,
-    /// Answered with SUCCESS.
-    pub ok: u64,
-    /// Failures by kind: a response code name, "timeout", "io", ...
-    pub errors: BTreeMap<String, u64>,
-    /// Latency of every answered request, in microseconds.
-    pub latency_us: Histogram<u64>,
-    pub connections_opened: u64,
-    pub server_cpu: Option<Duration>,
+/// Requests per second as a piecewise-linear function of time; request j is
+/// due when the integral of the rate reaches j.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    segments: Vec<Segment>,
 }
 
-impl BenchResult {
-    pub fn total(&self) -> u64 {
-        self.ok + self.errors.values().sum::<u64>()
+#[derive(Debug, Clone)]
+struct Segment {
+    start: f64,
+    length: f64,
+    r0: f64,
+    r1: f64,
+    /// Requests due before this segment.
+    before: f64,
+}
+
+impl Schedule {
+    /// Segments of (seconds, rate at start, rate at end).
+    pub fn new(parts: &[(f64, f64, f64)]) -> Schedule {
+        let (mut start, mut before) = (0.0, 0.0);
+        let mut segments = Vec::new();
+        for &(length, r0, r1) in parts.iter().filter(|p| p.0 > 0.0) {
+            segments.push(Segment { start, length, r0: r0.max(0.0), r1: r1.max(0.0), before });
+            start += length;
+            before += (r0.max(0.0) + r1.max(0.0)) / 2.0 * length;
+        }
+        Schedule { segments }
     }
 
-    pub fn throughput(&self) -> f64 {
-        self.total() as f64 / self.elapsed.as_secs_f64()
+    pub fn fixed(rate: f64, seconds: f64) -> Schedule {
+        Schedule::new(&[(seconds, rate, rate)])
     }
 
-    /// Requests per second of server CPU time.
-    pub fn per_server_core_second(&self) -> Option<f64> {
-        self.server_cpu.filter(|c| !c.is_zero()).map(|c| self.total() as f64 / c.as_secs_f64())
+    /// Ramp from `base` to `peak`, hold, ramp back down.
+    pub fn surge(base: f64, peak: f64, up: f64, hold: f64, down: f64) -> Schedule {
+        Schedule::new(&[(up, base, peak), (hold, peak, peak), (down, peak, base)])
+    }
+
+    pub fn duration(&self) -> f64 {
+        self.segments.last().map_or(0.0, |s| s.start + s.length)
+    }
+
+    pub fn total(&self) -> f64 {
+        self.segments.last().map_or(0.0, |s| s.before + (s.r0 + s.r1) / 2.0 * s.length)
+    }
+
+    /// Seconds from the start at which request `j` is due; None past the end.
+    pub fn time_of(&self, j: u64) -> Option<f64> {
+        let x = j as f64;
+        let seg = self.segments.iter().find(|s| x < s.before + (s.r0 + s.r1) / 2.0 * s.length)?;
+        let need = x - seg.before;
+        let a = (seg.r1 - seg.r0) / seg.length;
+        // r0·τ + a·τ²/2 = need
+        let tau = if a.abs() < 1e-12 {
+            need / seg.r0
+        } else {
+            (-seg.r0 + (seg.r0 * seg.r0 + 2.0 * a * need).max(0.0).sqrt()) / a
+        };
+        Some(seg.start + tau.clamp(0.0, seg.length))
+    }
+
+    /// Rate at `t` seconds from the start.
+    pub fn rate_at(&self, t: f64) -> f64 {
+        self.segments
+            .iter()
+            .find(|s| t < s.start + s.length)
+            .map_or(0.0, |s| s.r0 + (s.r1 - s.r0) * (t - s.start) / s.length)
     }
 }
 
-struct Worker {
-    ok: u64,
-    errors: BTreeMap<String, u64>,
-    latency_us: Histogram<u64>,
-    connections_opened: u64,
+/// Sockets in TIME_WAIT with `port` at either end, from /proc/net/tcp{,6}.
+pub fn time_wait_count(port: u16) -> Option<u64> {
+    let mut n = 0;
+    let mut any = false;
+    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(file) else { continue };
+        any = true;
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 4 || f[3] != "06" {
+                continue;
+            }
+            let port_of = |a: &str| a.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+            if port_of(f[1]) == Some(port) || port_of(f[2]) == Some(port) {
+                n += 1;
+            }
+        }
+    }
+    any.then_some(n)
 }
 
-fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000, 3).expect("static histogram bounds are valid")
+/// Everything around the workers: progress, socket sampling, server CPU,
+/// the induced failure, TIME_WAIT accounting.
+pub(crate) struct Harness {
+    pub recorder: Arc<Recorder>,
+    stop: Arc<AtomicU64>,
+    sampler: tokio::task::JoinHandle<()>,
+    cpu_before: Option<tokio::task::JoinHandle<Option<Duration>>>,
+    time_wait_before: Option<u64>,
 }
 
-fn error_kind(e: &ClientError) -> String {
-    match e {
-        ClientError::Timeout(_) => "timeout".into(),
-        ClientError::Io(_) => "io".into(),
-        ClientError::Decode(_) => "malformed".into(),
-        ClientError::Http(_) => "http".into(),
-        ClientError::WrongRequestId { .. } => "wrong-request-id".into(),
+impl Harness {
+    pub fn start(plan: &Plan, start: Instant) -> Harness {
+        let recorder = Arc::new(Recorder::new(start));
+        let stop = Arc::new(AtomicU64::new(0));
+        let sampler = tokio::spawn(sample(recorder.clone(), stop.clone(), plan.progress, plan.label.clone()));
+        let cpu_before = plan.server_pid.map(|pid| {
+            tokio::spawn(async move {
+                tokio::time::sleep_until(start.into()).await;
+                process_cpu_time(pid).ok()
+            })
+        });
+        if let Some((after, command)) = plan.induce.clone() {
+            tokio::spawn(async move {
+                tokio::time::sleep_until((start + after).into()).await;
+                match tokio::process::Command::new("sh").arg("-c").arg(&command).status().await {
+                    Ok(s) if s.success() => {}
+                    other => eprintln!("induced failure command {command:?}: {other:?}"),
+                }
+            });
+        }
+        let time_wait_before = time_wait_count(plan.target.first_addr().port());
+        Harness { recorder, stop, sampler, cpu_before, time_wait_before }
+    }
+
+    pub async fn finish(self, plan: &Plan, clients: usize) -> Stats {
+        let elapsed = self.recorder.start().elapsed();
+        self.stop.store(1, Ordering::Relaxed);
+        let _ = self.sampler.await;
+        let mut stats = self.recorder.finish(&plan.label, elapsed);
+        stats.clients = clients;
+        if let (Some(pid), Some(before)) = (plan.server_pid, self.cpu_before) {
+            let before = before.await.ok().flatten();
+            let after = process_cpu_time(pid).ok();
+            stats.server_cpu_s = before.zip(after).map(|(a, b)| b.saturating_sub(a).as_secs_f64());
+        }
+        let after = time_wait_count(plan.target.first_addr().port());
+        stats.time_wait_after = after.zip(self.time_wait_before).map(|(a, b)| a.saturating_sub(b));
+        stats
     }
 }
 
-pub async fn run_closed_loop(config: BenchConfig) -> Result<BenchResult, ClientError> {
-    // Open every connection first so set-up cost is not measured as latency.
-    let mut connections = Vec::with_capacity(config.concurrency);
-    for _ in 0..config.concurrency.max(1) {
-        connections.push(Connection::open(config.protocol, config.addr, config.timeout, config.persistent).await?);
+async fn sample(recorder: Arc<Recorder>, stop: Arc<AtomicU64>, progress: bool, label: String) {
+    let start = recorder.start();
+    tokio::time::sleep_until(start.into()).await;
+    let mut tick = tokio::time::interval_at((start + BUCKET).into(), BUCKET);
+    let mut n = 0u64;
+    let mut last_done = 0;
+    while stop.load(Ordering::Relaxed) == 0 {
+        tick.tick().await;
+        recorder.sample_sockets();
+        n += 1;
+        if progress && n % 10 == 0 {
+            let done = recorder.done.load(Ordering::Relaxed);
+            let _ = write!(
+                std::io::stderr(),
+                "\r{label}  {:>6.1} s  {done:>9} requests  {:>8}/s  errors {:>6}  sockets {:>5}   ",
+                n as f64 * BUCKET.as_secs_f64(),
+                done - last_done,
+                recorder.failed.load(Ordering::Relaxed),
+                recorder.sockets.in_use()
+            );
+            last_done = done;
+        }
     }
-    let budget = Arc::new(AtomicU64::new(config.requests.unwrap_or(u64::MAX)));
-    let warmup_end = Instant::now() + config.warmup;
-    let mut tasks = Vec::new();
-    for mut conn in connections {
-        let cfg = config.clone();
-        let budget = budget.clone();
+    if progress && n >= 10 {
+        let _ = writeln!(std::io::stderr());
+    }
+}
+
+/// Run one load model.
+pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
+    let mut clients_state = Vec::new();
+    let clients = match model {
+        Model::Closed { clients, .. } => *clients,
+        Model::Open { connections, .. } => *connections,
+    }
+    .max(1);
+    for _ in 0..clients {
+        clients_state.push(plan.workload.client()?);
+    }
+    if let Some(op) = plan.workload.ops.iter().find(|op| !plan.target.supports(**op)) {
+        return Err(format!("{op:?} cannot go over {}", plan.target.describe()));
+    }
+    let warmup = match model {
+        Model::Closed { warmup, .. } | Model::Open { warmup, .. } => *warmup,
+    };
+    let origin = Instant::now();
+    let start = origin + warmup;
+    let harness = Harness::start(plan, start);
+    let next = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::with_capacity(clients);
+    for (i, mut client) in clients_state.into_iter().enumerate() {
+        let (target, recorder, timeout, model, next) = (plan.target.clone(), harness.recorder.clone(), plan.timeout, model.clone(), next.clone());
         tasks.push(tokio::spawn(async move {
             let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::from_rng(&mut rand::rng());
-            let options = ResolveOptions::default();
-            while Instant::now() < warmup_end {
-                let _ = conn.resolve(&cfg.keys.pick(&mut rng), &options).await;
-            }
-            let started = Instant::now();
-            let deadline = cfg.duration.map(|d| started + d);
-            let mut w = Worker { ok: 0, errors: BTreeMap::new(), latency_us: new_histogram(), connections_opened: 0 };
-            let opened_before = conn.connections_opened();
-            loop {
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    break;
-                }
-                if budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_err() {
-                    break;
-                }
-                let key = cfg.keys.pick(&mut rng);
-                let t0 = Instant::now();
-                match conn.resolve(&key, &options).await {
-                    Ok(r) if r.code() == ResponseCode::SUCCESS => {
-                        w.ok += 1;
-                        let _ = w.latency_us.record(t0.elapsed().as_micros().max(1) as u64);
+            let mut conn = target.conn();
+            match model {
+                Model::Closed { requests_per_client, duration, pause, .. } => {
+                    while Instant::now() < start {
+                        let op = client.next(&mut rng);
+                        target.call(&mut conn, &op, &recorder, timeout).await;
                     }
-                    Ok(r) => {
-                        *w.errors.entry(r.code().name().to_string()).or_default() += 1;
-                        let _ = w.latency_us.record(t0.elapsed().as_micros().max(1) as u64);
+                    let deadline = duration.map(|d| start + d);
+                    let mut sent = 0u64;
+                    while requests_per_client.is_none_or(|r| sent < r) && deadline.is_none_or(|d| Instant::now() < d) {
+                        let op = client.next(&mut rng);
+                        let t0 = Instant::now();
+                        let outcome = target.call(&mut conn, &op, &recorder, timeout).await;
+                        recorder.record(i, t0, t0, Instant::now(), &outcome);
+                        sent += 1;
+                        if !pause.is_zero() {
+                            tokio::time::sleep(pause).await;
+                        }
                     }
-                    Err(e) => *w.errors.entry(error_kind(&e)).or_default() += 1,
                 }
-                if !cfg.pause.is_zero() {
-                    tokio::time::sleep(cfg.pause).await;
+                Model::Open { schedule, .. } => {
+                    while let Some(at) = schedule.time_of(next.fetch_add(1, Ordering::Relaxed)) {
+                        let due = origin + Duration::from_secs_f64(at);
+                        // The timer ticks in whole milliseconds: aim half a tick early.
+                        // A request sent early is timed from its send.
+                        let wake = due.checked_sub(Duration::from_micros(500)).unwrap_or(due);
+                        if wake > Instant::now() {
+                            tokio::time::sleep_until(wake.into()).await;
+                        }
+                        let op = client.next(&mut rng);
+                        let sent = Instant::now();
+                        let outcome = target.call(&mut conn, &op, &recorder, timeout).await;
+                        recorder.record(i, due, sent, Instant::now(), &outcome);
+                    }
                 }
             }
-            w.connections_opened = conn.connections_opened() - opened_before;
-            w
+            target.close(conn, &recorder);
         }));
     }
-    tokio::time::sleep_until(warmup_end.into()).await;
-    let cpu_before = config.server_pid.and_then(|p| process_cpu_time(p).ok());
-    let started = Instant::now();
-    let mut result = BenchResult {
-        config: config.clone(),
-        elapsed: Duration::ZERO,
-        ok: 0,
-        errors: BTreeMap::new(),
-        latency_us: new_histogram(),
-        connections_opened: 0,
-        server_cpu: None,
-    };
     for t in tasks {
-        let w = t.await.map_err(|e| ClientError::Io(std::io::Error::other(e.to_string())))?;
-        result.ok += w.ok;
-        for (k, v) in w.errors {
-            *result.errors.entry(k).or_default() += v;
-        }
-        result.latency_us.add(&w.latency_us).expect("histograms share bounds");
-        result.connections_opened += w.connections_opened;
+        t.await.map_err(|e| format!("client task: {e}"))?;
     }
-    result.elapsed = started.elapsed();
-    let cpu_after = config.server_pid.and_then(|p| process_cpu_time(p).ok());
-    result.server_cpu = cpu_before.zip(cpu_after).map(|(a, b)| b.saturating_sub(a));
-    Ok(result)
+    let mut stats = harness.finish(plan, clients).await;
+    if let Model::Open { schedule, warmup, .. } = model {
+        let measured = schedule.duration() - warmup.as_secs_f64();
+        if measured > 0.0 {
+            let due_after_warmup = schedule.total() - count_before(schedule, warmup.as_secs_f64());
+            stats.solicited_rate = Some(due_after_warmup / measured);
+        }
+    }
+    Ok(stats)
+}
+
+fn count_before(schedule: &Schedule, t: f64) -> f64 {
+    // Requests due before t (binary search on time_of).
+    let (mut lo, mut hi) = (0u64, schedule.total().ceil() as u64 + 1);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if schedule.time_of(mid).is_some_and(|x| x < t) { lo = mid + 1 } else { hi = mid }
+    }
+    lo as f64
+}
+
+/// Throughput and latency for each client count (1, 2, 4, ... by default).
+pub async fn concurrency_sweep(plan: &Plan, levels: &[usize], duration: Duration, warmup: Duration) -> Result<Vec<Stats>, String> {
+    let mut out = Vec::new();
+    for &clients in levels {
+        let mut p = plan.clone();
+        p.label = format!("{} c={clients}", plan.label);
+        let model = Model::Closed { clients, requests_per_client: None, duration: Some(duration), pause: Duration::ZERO, warmup };
+        out.push(run(&p, &model).await?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_schedule_is_evenly_spaced() {
+        let s = Schedule::fixed(1000.0, 2.0);
+        assert_eq!(s.time_of(0), Some(0.0));
+        assert!((s.time_of(500).unwrap() - 0.5).abs() < 1e-9);
+        assert!(s.time_of(1999).is_some());
+        assert_eq!(s.time_of(2000), None);
+        assert!((count_before(&s, 1.0) - 1000.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn surge_schedule_follows_the_ramp() {
+        // 0 → 1000/s over 2 s (1000 requests), hold 1 s (1000), down over 2 s (1000).
+        let s = Schedule::surge(0.0, 1000.0, 2.0, 1.0, 2.0);
+        assert!((s.total() - 3000.0).abs() < 1e-9);
+        // Half-way up the ramp (1 s) only a quarter of its requests are due.
+        assert!((s.time_of(250).unwrap() - 1.0).abs() < 1e-6);
+        assert!((s.time_of(1500).unwrap() - 2.5).abs() < 1e-6);
+        // Down-ramp mirrors the up-ramp.
+        assert!((s.time_of(2750).unwrap() - 4.0).abs() < 1e-6);
+        assert_eq!(s.time_of(3000), None);
+        assert!((s.rate_at(1.0) - 500.0).abs() < 1e-9);
+        let mut last = 0.0;
+        for j in 0..3000 {
+            let t = s.time_of(j).unwrap();
+            assert!(t >= last);
+            last = t;
+        }
+    }
+
+    #[test]
+    fn time_wait_reader_parses_proc() {
+        // Whatever the count, reading must work on Linux.
+        assert!(time_wait_count(1).is_some());
+    }
 }

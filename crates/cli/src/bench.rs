@@ -1,109 +1,364 @@
-//! `handled bench`: closed-loop resolution load against any Handle server.
+//! `handled bench`: load against any Handle server (or any HTTP URL), its
+//! green-flag coordinator, a stall-able stub server for validation, and the
+//! named scenarios reproducing published benchmark methods.
 
-use anyhow::Context;
-use clap::{Args, ValueEnum};
-use handled_bench::report::{human, json};
-use handled_bench::{run_closed_loop, BenchConfig, KeySet};
-use handled_client::Protocol;
-use std::net::{SocketAddr, ToSocketAddrs};
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand, ValueEnum};
+use handled_bench::coord::{coordinate, merge, GreenFlag};
+use handled_bench::html::{concurrency_charts, rate_charts, runs_section, Report};
+use handled_bench::report::{json_line, table};
+use handled_bench::scenario::{self, ScenarioEnv};
+use handled_bench::{KeySet, Model, OpKind, Plan, RateSweep, Schedule, Stats, TargetSpec, Transport, Workload};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Clone, Copy, ValueEnum)]
-enum Transport {
+enum TransportArg {
     Udp,
     /// TCP, a new connection per request (what the Java client does).
     Tcp,
     /// TCP, one connection per client kept open.
     TcpPersistent,
-    /// The HTTP tunnel with keep-alive.
+    /// The HTTP tunnel (keep-alive unless --close).
     Http,
+    /// The HTTP tunnel over TLS.
+    Https,
 }
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
-    /// Server host.
+    #[command(subcommand)]
+    command: Option<BenchCommand>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Run a named, documented reproduction of a published method (`--list`).
+    Scenario(ScenarioArgs),
+    /// Release several `handled bench --green-flag ADDR` processes together and merge their figures.
+    Coordinator(CoordinatorArgs),
+    /// A static-JSON HTTP server that can stall on purpose (validation target).
+    Stub(StubArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Server host (any Handle server).
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
-    /// Port (native port for udp/tcp, HTTP port for http); defaults 2641 / 8000.
+    /// Port: native (udp/tcp) default 2641, HTTP default 8000.
     #[arg(long)]
     port: Option<u16>,
     #[arg(long, value_enum, default_value = "udp")]
-    transport: Transport,
-    /// Concurrent clients.
-    #[arg(long, short = 'c', default_value_t = 16)]
-    concurrency: usize,
-    /// Seconds to run (default 10 unless --requests is given).
-    #[arg(long, short = 'd')]
-    duration: Option<f64>,
-    /// Total requests to send.
-    #[arg(long, short = 'n')]
-    requests: Option<u64>,
-    /// Seconds of warm-up before measuring.
-    #[arg(long, default_value_t = 1.0)]
-    warmup: f64,
+    transport: TransportArg,
+    /// GET this URL template instead: {handle}, {handle_enc} (percent-encoded), {n}.
+    /// E.g. http://127.0.0.1:8000/api/handles/{handle}
+    #[arg(long)]
+    url: Option<String>,
+    /// HTTP: send `Connection: close` (a new connection per request).
+    #[arg(long)]
+    close: bool,
+    /// HTTPS: accept any server certificate (self-signed servers).
+    #[arg(long)]
+    insecure: bool,
+    /// HTTPS: trust this PEM CA file besides the Mozilla roots.
+    #[arg(long)]
+    cacert: Option<PathBuf>,
+    /// Fail-over address host:port (repeatable): a client whose server fails moves on.
+    #[arg(long)]
+    failover: Vec<String>,
     /// Resolve this one handle...
     #[arg(long, default_value = "TEST/ADMIN")]
     handle: String,
-    /// ...or random handles PREFIX/0 .. PREFIX/(N-1), with --keys N.
+    /// ...or handles PREFIX/0 .. PREFIX/(N-1) with --keys N (uniform, or --zipf S).
     #[arg(long)]
     key_prefix: Option<String>,
     #[arg(long, requires = "key_prefix")]
     keys: Option<u64>,
+    #[arg(long, requires = "keys")]
+    zipf: Option<f64>,
+    /// Operations each client loops over, comma-separated (resolve, site-info).
+    #[arg(long, value_delimiter = ',', default_value = "resolve")]
+    ops: Vec<OpKind>,
+    /// Concurrent clients (connections in open loop).
+    #[arg(long, short = 'c', default_value_t = 16)]
+    concurrency: usize,
+    /// Seconds to measure (default 10 unless --requests/--per-client).
+    #[arg(long, short = 'd')]
+    duration: Option<f64>,
+    /// Total requests (split evenly over clients).
+    #[arg(long, short = 'n')]
+    requests: Option<u64>,
+    /// Requests per client (the CNRI method: 200 clients × 2000 requests).
+    #[arg(long)]
+    per_client: Option<u64>,
     /// Milliseconds each client pauses between requests.
     #[arg(long, default_value_t = 0.0)]
     pause_ms: f64,
-    /// Seconds after which an unanswered request counts as an error.
+    /// Seconds of warm-up before measuring.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Open loop at this many requests/s (latency from the intended start).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Open-loop surge BASE,PEAK,UP,HOLD,DOWN (rates /s, seconds).
+    #[arg(long, value_delimiter = ',', num_args = 5)]
+    surge: Option<Vec<f64>>,
+    /// httperf/autobench rate sweep FROM,TO,STEP (requests/s), --per-conn requests per connection.
+    #[arg(long, value_delimiter = ',', num_args = 3)]
+    rate_sweep: Option<Vec<f64>>,
+    #[arg(long, default_value_t = 10)]
+    per_conn: u64,
+    /// Seconds per sweep step.
+    #[arg(long, default_value_t = 5.0)]
+    step_duration: f64,
+    /// Closed-loop runs at each of these client counts, e.g. 1,2,4,8,16,32.
+    #[arg(long, value_delimiter = ',')]
+    concurrency_sweep: Option<Vec<usize>>,
+    /// Seconds after which an unanswered request is an error.
     #[arg(long, default_value_t = 5.0)]
     timeout: f64,
-    /// Measure this server process's CPU time over the run.
+    /// Measure this server process's CPU time (requests per server core-second).
     #[arg(long)]
     server_pid: Option<u32>,
-    /// Print one JSON object instead of the table.
+    /// Induce a failure: run this shell command --induce-at seconds into the run.
+    #[arg(long, requires = "induce_at")]
+    induce: Option<String>,
+    #[arg(long)]
+    induce_at: Option<f64>,
+    /// Wait for the green flag from this coordinator (host:port), report back to it.
+    #[arg(long)]
+    green_flag: Option<String>,
+    /// Name of the run in tables.
+    #[arg(long)]
+    label: Option<String>,
+    /// JSON lines instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write a self-contained HTML report.
+    #[arg(long)]
+    html: Option<PathBuf>,
+    /// No live progress line.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct ScenarioArgs {
+    /// Scenario name; --list shows them.
+    name: Option<String>,
+    #[arg(long)]
+    list: bool,
+    /// Minutes-to-seconds: a tiny run (CI).
+    #[arg(long)]
+    quick: bool,
+    /// Target an existing server instead of starting `handled serve --ephemeral`.
+    #[arg(long)]
+    host: Option<String>,
+    #[arg(long, default_value_t = 2641)]
+    port: u16,
+    #[arg(long, default_value_t = 8000)]
+    http_port: u16,
+    /// Handle to resolve on an existing server (any prefix).
+    #[arg(long, default_value = "TEST/ADMIN")]
+    handle: String,
+    /// URL template for registry-get (default: the started server's JSON API).
+    #[arg(long)]
+    url: Option<String>,
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// HTML report (default: bench-NAME.html).
+    #[arg(long)]
+    html: Option<PathBuf>,
     #[arg(long)]
     json: bool,
 }
 
+#[derive(Args)]
+struct CoordinatorArgs {
+    #[arg(long, default_value = "127.0.0.1:7900")]
+    listen: String,
+    /// Number of bench processes to wait for.
+    #[arg(long)]
+    clients: usize,
+    /// Seconds to wait for clients and for their results.
+    #[arg(long, default_value_t = 600.0)]
+    deadline: f64,
+    #[arg(long)]
+    json: bool,
+    #[arg(long)]
+    html: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct StubArgs {
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: String,
+    /// Freeze every answer from this many seconds after start...
+    #[arg(long)]
+    stall_at: Option<f64>,
+    /// ...for this many seconds.
+    #[arg(long, default_value_t = 1.0)]
+    stall_for: f64,
+}
+
 pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let (protocol, persistent, default_port) = match args.transport {
-        Transport::Udp => (Protocol::Udp, false, 2641),
-        Transport::Tcp => (Protocol::Tcp, false, 2641),
-        Transport::TcpPersistent => (Protocol::Tcp, true, 2641),
-        Transport::Http => (Protocol::Http, true, 8000),
-    };
-    let addr: SocketAddr = (args.host.as_str(), args.port.unwrap_or(default_port))
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve host {}", args.host))?
-        .next()
-        .context("host has no address")?;
-    let keys = match (args.key_prefix, args.keys) {
-        (Some(prefix), Some(count)) if count > 0 => KeySet::Uniform { prefix, count },
-        (Some(_), _) => anyhow::bail!("--keys must be a positive count"),
-        _ => KeySet::One(args.handle.into_bytes()),
-    };
-    let duration = match (args.duration, args.requests) {
-        (Some(d), _) => Some(Duration::from_secs_f64(d)),
-        (None, Some(_)) => None,
-        (None, None) => Some(Duration::from_secs(10)),
-    };
-    let config = BenchConfig {
-        protocol,
-        addr,
-        concurrency: args.concurrency.max(1),
-        duration,
-        requests: args.requests,
-        warmup: Duration::from_secs_f64(args.warmup.max(0.0)),
-        keys,
-        persistent,
-        timeout: Duration::from_secs_f64(args.timeout.max(0.001)),
-        pause: Duration::from_secs_f64(args.pause_ms.max(0.0) / 1000.0),
-        server_pid: args.server_pid,
-    };
-    let result = run_closed_loop(config).await.with_context(|| format!("cannot reach {addr}"))?;
-    if args.json {
-        println!("{}", json(&result));
-    } else {
-        print!("{}", human(&result));
+    match args.command {
+        None => run_load(args.run).await,
+        Some(BenchCommand::Scenario(a)) => run_scenario(a).await,
+        Some(BenchCommand::Coordinator(a)) => run_coordinator(a).await,
+        Some(BenchCommand::Stub(a)) => run_stub(a).await,
     }
-    Ok(if result.ok == 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn spec(a: &RunArgs) -> TargetSpec {
+    let transport = match a.transport {
+        TransportArg::Udp => Transport::Udp,
+        TransportArg::Tcp => Transport::Tcp,
+        TransportArg::TcpPersistent => Transport::TcpPersistent,
+        TransportArg::Http => Transport::Http,
+        TransportArg::Https => Transport::Https,
+    };
+    let mut s = TargetSpec::new(transport, &a.host, a.port);
+    s.url = a.url.clone();
+    s.keep_alive = !a.close;
+    s.insecure = a.insecure;
+    s.cacert = a.cacert.clone();
+    s.failover = a.failover.clone();
+    s
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.0))
+}
+
+async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
+    let target = spec(&a).build().map_err(anyhow::Error::msg)?;
+    let keys = match (&a.key_prefix, a.keys, a.zipf) {
+        (Some(prefix), Some(count), None) if count > 0 => KeySet::Uniform { prefix: prefix.clone(), count },
+        (Some(prefix), Some(count), Some(s)) if count > 0 => KeySet::Zipf { prefix: prefix.clone(), count, s },
+        (Some(_), _, _) => bail!("--key-prefix needs --keys N > 0"),
+        _ => KeySet::One(a.handle.clone()),
+    };
+    let label = a.label.clone().unwrap_or_else(|| target.describe());
+    let mut plan = Plan::new(label, target, Workload { keys, ops: a.ops.clone() });
+    plan.timeout = secs(a.timeout).max(Duration::from_millis(1));
+    plan.server_pid = a.server_pid;
+    plan.progress = !a.quiet && !a.json;
+    plan.induce = a.induce.clone().zip(a.induce_at).map(|(cmd, at)| (secs(at), cmd));
+    let clients = a.concurrency.max(1);
+    let warmup = secs(a.warmup);
+    let flag = match &a.green_flag {
+        Some(addr) => Some(GreenFlag::wait(addr, &plan.label).await.map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let (runs, charts) = if let Some(r) = &a.rate_sweep {
+        let sweep = RateSweep { from: r[0], to: r[1], step: r[2], per_connection: a.per_conn, step_duration: secs(a.step_duration), max_open: 4096 };
+        let runs = handled_bench::rate_sweep(&plan, &sweep).await.map_err(anyhow::Error::msg)?;
+        let charts = rate_charts(&runs);
+        (runs, charts)
+    } else if let Some(levels) = &a.concurrency_sweep {
+        let d = secs(a.duration.unwrap_or(5.0));
+        let runs = handled_bench::run::concurrency_sweep(&plan, levels, d, warmup).await.map_err(anyhow::Error::msg)?;
+        let charts = concurrency_charts(&runs);
+        (runs, charts)
+    } else {
+        let model = if let Some(s) = &a.surge {
+            Model::Open { schedule: Schedule::surge(s[0], s[1], s[2], s[3], s[4]), connections: clients, warmup: Duration::ZERO }
+        } else if let Some(rate) = a.rate {
+            let d = a.duration.unwrap_or(10.0);
+            Model::Open { schedule: Schedule::fixed(rate, a.warmup.max(0.0) + d), connections: clients, warmup }
+        } else {
+            let per_client = a.per_client.or(a.requests.map(|n| n.div_ceil(clients as u64)));
+            let duration = match (a.duration, per_client) {
+                (Some(d), _) => Some(secs(d)),
+                (None, Some(_)) => None,
+                (None, None) => Some(Duration::from_secs(10)),
+            };
+            Model::Closed { clients, requests_per_client: per_client, duration, pause: secs(a.pause_ms / 1000.0), warmup }
+        };
+        (vec![handled_bench::run(&plan, &model).await.map_err(anyhow::Error::msg)?], Vec::new())
+    };
+    if let Some(flag) = flag {
+        flag.report(&runs).await.map_err(anyhow::Error::msg)?;
+    }
+    output(&runs, a.json, a.html.as_deref(), &plan.label, charts)?;
+    Ok(if runs.iter().all(|r| r.ok == 0) { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn output(runs: &[Stats], json: bool, html: Option<&std::path::Path>, title: &str, extra: Vec<String>) -> anyhow::Result<()> {
+    if json {
+        for r in runs {
+            println!("{}", json_line(r));
+        }
+    } else {
+        print!("{}", table(runs));
+    }
+    if let Some(path) = html {
+        let mut section = runs_section(title, "", runs, if runs.len() == 1 { 1 } else { 0 });
+        section.charts.splice(0..0, extra);
+        let report = Report { title: format!("handled bench: {title}"), intro: String::new(), sections: vec![section] };
+        std::fs::write(path, report.to_html()).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("report written to {}", path.display());
+    }
+    Ok(())
+}
+
+async fn run_coordinator(a: CoordinatorArgs) -> anyhow::Result<ExitCode> {
+    let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("cannot listen on {}", a.listen))?;
+    eprintln!("coordinator on {}: waiting for {} clients", listener.local_addr()?, a.clients);
+    let results = coordinate(listener, a.clients, Duration::from_millis(200), secs(a.deadline)).await.map_err(anyhow::Error::msg)?;
+    let mut rows: Vec<Stats> = results.iter().flat_map(|(_, runs)| runs.iter().cloned()).collect();
+    rows.extend(merge(&results));
+    output(&rows, a.json, a.html.as_deref(), "green-flag fleet", Vec::new())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_stub(a: StubArgs) -> anyhow::Result<ExitCode> {
+    let stub = handled_bench::stub::Stub::default();
+    let addr = stub.start(a.listen.parse().context("--listen host:port")?).await?;
+    if let Some(at) = a.stall_at {
+        stub.stall(std::time::Instant::now() + secs(at), secs(a.stall_for));
+    }
+    println!("stub serving on http://{addr}/");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    tokio::signal::ctrl_c().await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_scenario(a: ScenarioArgs) -> anyhow::Result<ExitCode> {
+    if a.list || a.name.is_none() {
+        for s in scenario::SCENARIOS {
+            println!("{:<18} {}", s.name, s.about);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let name = a.name.clone().unwrap_or_default();
+    let env = ScenarioEnv {
+        handled_bin: std::env::current_exe().ok(),
+        host: a.host.clone(),
+        port: a.port,
+        http_port: a.http_port,
+        handle: a.handle.clone(),
+        url: a.url.clone(),
+        server_pid: a.server_pid,
+        quick: a.quick,
+    };
+    let out = scenario::run(&name, &env).await.map_err(anyhow::Error::msg)?;
+    if a.json {
+        for r in &out.runs {
+            println!("{}", json_line(r));
+        }
+    } else {
+        print!("{}", out.table);
+    }
+    let path = a.html.clone().unwrap_or_else(|| PathBuf::from(format!("bench-{name}.html")));
+    std::fs::write(&path, out.report.to_html()).with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!("report written to {}", path.display());
+    Ok(ExitCode::SUCCESS)
 }
