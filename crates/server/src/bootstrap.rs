@@ -196,7 +196,8 @@ async fn create_admin_handle(
 
     let dir = if config.ephemeral { std::env::temp_dir() } else { config.data_dir.clone() };
     let name = if config.ephemeral {
-        format!("handled-{}-admin-{prefix}.json", std::process::id())
+        // Unique per server: several ephemeral servers may share a process (tests).
+        format!("handled-{}-{:08x}-admin-{prefix}.json", std::process::id(), rand::random::<u32>())
     } else {
         format!("admin-{prefix}.json")
     };

@@ -30,6 +30,18 @@ pub struct Config {
     pub udp_sockets: usize,
     /// Seconds an idle TCP connection may stay open between requests.
     pub tcp_idle_timeout_secs: u64,
+    /// Server administrators, `index:handle` or `handle` (= index 0, any key of
+    /// that handle). Empty: `<prefix>/ADMIN` of every configured prefix.
+    pub server_admins: Vec<String>,
+    /// Server administrators may do anything, not only home/unhome/list prefixes.
+    pub server_admin_full_access: bool,
+    /// Longest idle time of a session; clients ask for a timeout (86 400 s by
+    /// default) and get at most this.
+    pub max_session_secs: u64,
+    /// How long a challenge waits for its answer.
+    pub challenge_timeout_secs: u64,
+    /// Allow LIST_HANDLES (§3.5: a server may disable it).
+    pub allow_list_handles: bool,
 }
 
 impl Default for Config {
@@ -46,6 +58,11 @@ impl Default for Config {
             description: "handled".to_string(),
             udp_sockets: 0,
             tcp_idle_timeout_secs: 60,
+            server_admins: Vec::new(),
+            server_admin_full_access: true,
+            max_session_secs: 86_400,
+            challenge_timeout_secs: 60,
+            allow_list_handles: true,
         }
     }
 }
@@ -78,7 +95,16 @@ impl Config {
                 return Err(ConfigError::Invalid(format!("bad prefix {p:?}: no '/', spaces or control characters")));
             }
         }
+        self.parsed_server_admins()?;
         Ok(())
+    }
+
+    /// The server administrators as (handle, index) references.
+    pub fn parsed_server_admins(&self) -> Result<Vec<(Vec<u8>, i32)>, ConfigError> {
+        if self.server_admins.is_empty() {
+            return Ok(self.prefixes.iter().map(|p| (format!("{p}/ADMIN").into_bytes(), 0)).collect());
+        }
+        self.server_admins.iter().map(|a| parse_admin_ref(a)).collect()
     }
 
     pub fn public_address(&self) -> IpAddr {
@@ -92,6 +118,19 @@ impl Config {
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
         }
     }
+}
+
+/// `300:TEST/ADMIN` or `TEST/ADMIN` (index 0).
+pub fn parse_admin_ref(text: &str) -> Result<(Vec<u8>, i32), ConfigError> {
+    let bad = || ConfigError::Invalid(format!("bad admin reference {text:?}: expected INDEX:PREFIX/SUFFIX"));
+    let (index, handle) = match text.split_once(':') {
+        Some((i, h)) if !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()) => (i.parse().map_err(|_| bad())?, h),
+        _ => (0, text),
+    };
+    if !handle.contains('/') || handle.starts_with('/') {
+        return Err(bad());
+    }
+    Ok((handle.as_bytes().to_vec(), index))
 }
 
 #[cfg(test)]
@@ -112,6 +151,16 @@ mod tests {
         c.prefixes = vec!["A/B".into()];
         assert!(c.validate().is_err());
         c.prefixes.clear();
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn server_admins_default_and_parse() {
+        let mut c = Config { prefixes: vec!["A".into(), "20.5000".into()], ..Config::default() };
+        assert_eq!(c.parsed_server_admins().unwrap(), vec![(b"A/ADMIN".to_vec(), 0), (b"20.5000/ADMIN".to_vec(), 0)]);
+        c.server_admins = vec!["300:X/Y".into(), "X/Z".into()];
+        assert_eq!(c.parsed_server_admins().unwrap(), vec![(b"X/Y".to_vec(), 300), (b"X/Z".to_vec(), 0)]);
+        c.server_admins = vec!["nohandle".into()];
         assert!(c.validate().is_err());
     }
 }

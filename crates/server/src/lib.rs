@@ -3,11 +3,14 @@
 //! Layout after hickory-dns's server crate: [`transport`] frames bytes,
 //! [`native`] answers protocol requests, the store lives behind `handled_store::Store`.
 
+pub mod auth;
 pub mod bootstrap;
 pub mod config;
 pub mod import;
 pub mod keys;
 pub mod native;
+pub mod ops;
+pub mod session;
 pub mod site;
 pub mod state;
 pub mod transport;

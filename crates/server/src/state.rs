@@ -1,8 +1,10 @@
 //! What every request handler shares: configuration, store, server key, our
 //! site record and the set of homed prefixes.
 
+use crate::auth::challenge::Challenges;
 use crate::config::Config;
 use crate::keys::RsaSigner;
+use crate::session::Sessions;
 use handled_proto::handle;
 use handled_store::Store;
 use std::collections::HashSet;
@@ -20,6 +22,10 @@ pub struct ServerState {
     pub site_serial: u16,
     /// Normalized prefix handles (`0.NA/TEST`) this server is responsible for.
     homed: RwLock<HashSet<Vec<u8>>>,
+    /// Server administrators as (handle, index) references.
+    server_admins: Vec<(Vec<u8>, i32)>,
+    pub challenges: Challenges,
+    pub sessions: Sessions,
 }
 
 impl ServerState {
@@ -31,7 +37,35 @@ impl ServerState {
         site_serial: u16,
         homed: HashSet<Vec<u8>>,
     ) -> Self {
-        ServerState { config, store, key, site_bytes, site_serial, homed: RwLock::new(homed) }
+        // Config::validate has checked the list; bootstrap refuses invalid configs.
+        let server_admins = config.parsed_server_admins().unwrap_or_default();
+        let challenges = Challenges::new(std::time::Duration::from_secs(config.challenge_timeout_secs.max(1)));
+        ServerState {
+            config,
+            store,
+            key,
+            site_bytes,
+            site_serial,
+            homed: RwLock::new(homed),
+            server_admins,
+            challenges,
+            sessions: Sessions::default(),
+        }
+    }
+
+    pub fn server_admins(&self) -> &[(Vec<u8>, i32)] {
+        &self.server_admins
+    }
+
+    /// A fresh id for a challenge or a session: one id space for both (§7.5),
+    /// random so that ids reveal nothing about other clients.
+    pub fn new_auth_id(&self) -> i32 {
+        loop {
+            let id = rand::random::<i32>() & 0x7fff_ffff;
+            if id != 0 && !self.sessions.contains(id) && !self.challenges.contains(id) {
+                return id;
+            }
+        }
     }
 
     /// Storage key of a handle (§7.3 case rules).

@@ -1,17 +1,26 @@
 //! The native Handle protocol: one function turns a received unit (envelope +
 //! message) into the response units to send back, whatever the transport.
+//! Sessions (decryption, MAC and counter checks) and challenges are handled
+//! here; what operations do is in [`crate::ops`], who may do it in [`crate::auth`].
 
-mod resolve;
+mod auth;
+mod dispatch;
 pub mod respond;
+mod session;
 
+use crate::auth::Caller;
+use crate::session::Session;
 use crate::state::ServerState;
 use handled_proto::codec::{Codec, Reader};
+use handled_proto::credential::Credential;
+use handled_proto::crypto::session as session_crypto;
 use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
-use handled_proto::header::{Header, OpCode, ResponseCode, HEADER_LEN};
+use handled_proto::header::{Header, OpCode, OpFlags, ResponseCode, HEADER_LEN};
 use handled_proto::message::parse_message;
 use handled_proto::request::RequestBody;
 use handled_proto::response::ResponseBody;
-use respond::{encode_response, error_response, RequestContext};
+use respond::{encode_response, error_reply, error_response, Reply, RequestContext};
+use std::sync::Arc;
 
 /// Which listener a request came in on: UDP is query-only in our site record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,11 +60,24 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
         let text = format!("Expecting {} bytes, only received {}", envelope.message_length, message.len());
         return vec![error_response(state, &bare, ResponseCode::PROTOCOL_ERROR, &text)];
     }
-    if envelope.encrypted {
-        // No session can exist yet, so nothing encrypted can be for us (§1.6).
-        let code = if envelope.session_id == 0 { ResponseCode::SESSION_FAILED } else { ResponseCode::SESSION_TIMEOUT };
-        return vec![error_response(state, &bare, code, "Unknown session")];
-    }
+    let session = (envelope.session_id != 0).then(|| state.sessions.get(envelope.session_id)).flatten();
+    let decrypted;
+    let message = if envelope.encrypted {
+        // Encrypted messages need the session's key (§1.6).
+        let Some(s) = &session else {
+            let code = if envelope.session_id == 0 { ResponseCode::SESSION_FAILED } else { ResponseCode::SESSION_TIMEOUT };
+            return vec![error_response(state, &bare, code, "Unknown session")];
+        };
+        match session_crypto::decrypt(&s.key, message) {
+            Ok(plain) => {
+                decrypted = plain;
+                &decrypted[..]
+            }
+            Err(e) => return vec![error_response(state, &bare, ResponseCode::SESSION_FAILED, &format!("Cannot decrypt message: {e}"))],
+        }
+    } else {
+        message
+    };
 
     let view = match parse_message(message) {
         Ok(view) => view,
@@ -72,21 +94,115 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
         Err(e) => return vec![error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &format!("Invalid request body: {e}"))],
     };
 
-    match request {
-        RequestBody::Resolution(req) => vec![resolve::resolve(state, &ctx, &req).await],
+    match &request {
         RequestBody::GetSiteInfo { .. } => {
-            vec![encode_response(state, &ctx, ResponseCode::SUCCESS, &ResponseBody::SiteInfo(state.site_bytes.clone()), false)]
+            return vec![encode_response(state, &ctx, ResponseCode::SUCCESS, &ResponseBody::SiteInfo(state.site_bytes.clone()), false)];
         }
-        RequestBody::Unsupported(op) if !is_known_op(op) => {
-            vec![error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &format!("Unknown operation code {}", op.0))]
+        RequestBody::Unsupported(op) if !is_known_op(*op) => {
+            return vec![error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &format!("Unknown operation code {}", op.0))];
         }
+        // Answers carry the challenge id (not necessarily a session) in the envelope.
+        RequestBody::ChallengeAnswer(a) => return auth::answer(state, &ctx, a, transport).await,
+        RequestBody::VerifyChallenge(v) => return vec![auth::verify_challenge(state, &ctx, v).await],
+        RequestBody::SessionSetup(s) => return vec![session::setup(state, &ctx, s)],
+        _ => {}
+    }
+
+    // Everything else may come inside a session: check MAC and counter first.
+    let mut caller = Caller::Anonymous;
+    let session = match (envelope.session_id, session) {
+        (0, _) => None,
+        (_, None) => return vec![error_response(state, &ctx, ResponseCode::SESSION_TIMEOUT, "Session expired or unknown")],
+        (_, Some(s)) => {
+            let reply = Reply { session: Some(&s), ..Reply::default() };
+            match check_session_message(&s, &envelope, view.header_and_body, view.credential.as_ref()) {
+                Err((code, text)) => return vec![error_reply(state, &ctx, code, text, reply)],
+                Ok(true) => {
+                    if let Some(identity) = s.identity() {
+                        caller = Caller::Authenticated(identity);
+                    }
+                }
+                Ok(false) if s.identity().is_some() && is_admin_op(request.op_code()) => {
+                    return vec![error_reply(state, &ctx, ResponseCode::INVALID_CREDENTIAL, "Session requests must carry the session MAC", reply)];
+                }
+                Ok(false) => {}
+            }
+            Some(s)
+        }
+    };
+    let reply = Reply {
+        session: session.as_deref(),
+        encrypt: session.as_ref().is_some_and(|s| s.encrypt_all) || ctx.flags().contains(OpFlags::ENC),
+        ..Reply::default()
+    };
+
+    match &request {
+        RequestBody::SessionTerminate { .. } => match &session {
+            Some(s) => vec![session::terminate(state, &ctx, s)],
+            None => vec![error_response(state, &ctx, ResponseCode::SESSION_TIMEOUT, "Not in a session")],
+        },
         other if transport == Transport::Udp && is_admin_op(other.op_code()) => {
-            vec![error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, "Administrative requests are not accepted over UDP")]
+            vec![error_reply(state, &ctx, ResponseCode::PROTOCOL_ERROR, "Administrative requests are not accepted over UDP", reply)]
+        }
+        // §3.3: with PO clear, a request in a session is always authenticated.
+        RequestBody::Resolution(_) if !ctx.flags().contains(OpFlags::PO) && caller == Caller::Anonymous && session.is_some() => {
+            vec![auth::challenge(state, &ctx, session.as_deref())]
+        }
+        other if is_admin_op(other.op_code()) || other.op_code() == OpCode::RESOLUTION => {
+            match dispatch::run(state, &ctx, other, &caller, reply).await {
+                Ok(units) => units,
+                Err(e) if e.is_authentication_needed() => vec![auth::challenge(state, &ctx, session.as_deref())],
+                Err(e) => vec![error_reply(state, &ctx, e.code, &e.message, reply)],
+            }
         }
         other => {
             let op = other.op_code();
-            vec![error_response(state, &ctx, ResponseCode::OPERATION_NOT_SUPPORTED, &format!("Operation {} ({}) is not supported by this server", op.0, op_name(op)))]
+            let text = format!("Operation {} ({}) is not supported by this server", op.0, op_name(op));
+            vec![error_reply(state, &ctx, ResponseCode::OPERATION_NOT_SUPPORTED, &text, reply)]
         }
+    }
+}
+
+/// MAC and replay check of a message in session `s`. Ok(true): MAC verified;
+/// Ok(false): no MAC (the message counts as unauthenticated).
+fn check_session_message(
+    s: &Arc<Session>,
+    envelope: &Envelope,
+    header_and_body: &[u8],
+    credential: Option<&Credential>,
+) -> Result<bool, (ResponseCode, &'static str)> {
+    match credential.filter(|c| c.is_mac()) {
+        Some(c) => {
+            if !session_crypto::verify_mac(&s.key, envelope, header_and_body, c) {
+                return Err((ResponseCode::INVALID_SESSION_KEY, "Session MAC does not verify"));
+            }
+            s.accept_counter(c.session_counter).map_err(|_| (ResponseCode::SESSION_MESSAGE_REJECTED, "Session counter already used"))?;
+            Ok(true)
+        }
+        None => {
+            s.touch();
+            Ok(false)
+        }
+    }
+}
+
+/// Run a request whose challenge was just answered: the caller is proven, so
+/// a second request for authentication means the identity can't do this.
+async fn run_authenticated(
+    state: &ServerState,
+    ctx: &RequestContext<'_>,
+    request: &RequestBody,
+    caller: &Caller,
+    reply: Reply<'_>,
+    transport: Transport,
+) -> Vec<Vec<u8>> {
+    if transport == Transport::Udp && is_admin_op(request.op_code()) {
+        return vec![error_reply(state, ctx, ResponseCode::PROTOCOL_ERROR, "Administrative requests are not accepted over UDP", reply)];
+    }
+    match dispatch::run(state, ctx, request, caller, reply).await {
+        Ok(units) => units,
+        Err(e) if e.is_authentication_needed() => vec![error_reply(state, ctx, ResponseCode::AUTHENTICATION_FAILED, "Authenticated identity not accepted", reply)],
+        Err(e) => vec![error_reply(state, ctx, e.code, &e.message, reply)],
     }
 }
 

@@ -2,8 +2,10 @@
 //! request id echoed, version negotiated, expiration set, flags copied, the
 //! request digest when asked for, and a server signature when CT is set.
 
+use crate::session::Session;
 use crate::site::OUR_VERSION;
 use crate::state::ServerState;
+use handled_proto::crypto::session as session_crypto;
 use handled_proto::codec::put_u32;
 use handled_proto::credential::{signed_input, Credential, HS_SIGNED};
 use handled_proto::digest::RequestDigest;
@@ -49,6 +51,18 @@ fn expiration() -> u32 {
     (now + EXPIRATION_SECS) as u32
 }
 
+/// How a response relates to sessions: the session id its envelope carries,
+/// the session whose key MACs (CT) and encrypts it, and whether to encrypt.
+#[derive(Clone, Copy, Default)]
+pub struct Reply<'s> {
+    /// Envelope session id; `None` echoes the request's.
+    pub session_id: Option<i32>,
+    pub session: Option<&'s Session>,
+    pub encrypt: bool,
+    /// Flags to set beyond those copied from the request (OW after an overwrite).
+    pub extra_flags: OpFlags,
+}
+
 /// Encode one complete response unit (envelope + message). `more` sets CN for
 /// all but the last message of a multi-message answer.
 pub fn encode_response(
@@ -58,9 +72,23 @@ pub fn encode_response(
     body: &ResponseBody,
     more: bool,
 ) -> Vec<u8> {
+    encode_reply(state, ctx, code, body, more, Reply::default())
+}
+
+/// [`encode_response`] with session handling: inside a live session CT is
+/// answered with an HS_MAC (the server's own counter) instead of an RSA
+/// signature, and the message is encrypted when asked to.
+pub fn encode_reply(
+    state: &ServerState,
+    ctx: &RequestContext<'_>,
+    code: ResponseCode,
+    body: &ResponseBody,
+    more: bool,
+    reply: Reply<'_>,
+) -> Vec<u8> {
     let version = ctx.response_version();
     let request_flags = ctx.flags();
-    let mut flags = OpFlags(request_flags.0 & COPIED_FLAGS).with(OpFlags::REC).with(OpFlags::AT);
+    let mut flags = OpFlags(request_flags.0 & COPIED_FLAGS).with(OpFlags::REC).with(OpFlags::AT).with(reply.extra_flags);
     if more {
         flags = flags.with(OpFlags::CN);
     }
@@ -81,13 +109,13 @@ pub fn encode_response(
         expiration: expiration(),
         body_length: body_bytes.len() as u32,
     };
-    let envelope = Envelope {
+    let mut envelope = Envelope {
         version,
         suggested: OUR_VERSION,
         compressed: false,
         encrypted: false,
         truncated: false,
-        session_id: ctx.envelope.session_id,
+        session_id: reply.session_id.unwrap_or(ctx.envelope.session_id),
         request_id: ctx.envelope.request_id,
         sequence: 0,
         message_length: 0,
@@ -96,13 +124,30 @@ pub fn encode_response(
     let mut message = Vec::with_capacity(24 + body_bytes.len() + 300);
     header.encode(&mut message);
     message.extend_from_slice(&body_bytes);
-    match request_flags.contains(OpFlags::CT).then(|| sign(state, &envelope, &message)).flatten() {
+    let credential = if request_flags.contains(OpFlags::CT) {
+        match reply.session {
+            Some(s) => session_crypto::mac_credential(&s.key, &envelope, &message, s.next_server_counter()),
+            None => sign(state, &envelope, &message),
+        }
+    } else {
+        None
+    };
+    match credential {
         Some(credential) => {
             let cred = credential.to_bytes();
             put_u32(&mut message, cred.len() as u32);
             message.extend_from_slice(&cred);
         }
         None => put_u32(&mut message, 0),
+    }
+    if let (true, Some(s)) = (reply.encrypt, reply.session) {
+        match session_crypto::encrypt(&s.key, &rand::random(), &message) {
+            Ok(ct) => {
+                envelope.encrypted = true;
+                message = ct;
+            }
+            Err(e) => tracing::error!("cannot encrypt response: {e}"),
+        }
     }
     encode_unit(&envelope, &message)
 }
@@ -131,4 +176,9 @@ fn sign(state: &ServerState, envelope: &Envelope, header_and_body: &[u8]) -> Opt
 /// An error response with a message body.
 pub fn error_response(state: &ServerState, ctx: &RequestContext<'_>, code: ResponseCode, message: &str) -> Vec<u8> {
     encode_response(state, ctx, code, &ResponseBody::Error { message: message.as_bytes().to_vec() }, false)
+}
+
+/// [`error_response`] inside a session.
+pub fn error_reply(state: &ServerState, ctx: &RequestContext<'_>, code: ResponseCode, message: &str, reply: Reply<'_>) -> Vec<u8> {
+    encode_reply(state, ctx, code, &ResponseBody::Error { message: message.as_bytes().to_vec() }, false, reply)
 }

@@ -1,0 +1,79 @@
+//! Authorization (§5.6): does an identity hold the permissions an operation
+//! needs, through an HS_ADMIN value that names it directly or through admin
+//! groups (HS_VLIST, nested, expanded breadth-first), or as server admin?
+
+use super::Identity;
+use crate::state::ServerState;
+use handled_proto::data::admin::{AdminPermissions, AdminRecord};
+use handled_proto::data::vlist::ValueList;
+use handled_proto::value::{types, HandleValue};
+use handled_store::StoreError;
+use std::collections::{HashSet, VecDeque};
+
+/// Group expansion stops after visiting this many references (cycles are
+/// already cut by the visited set; this bounds fan-out).
+const MAX_GROUP_VISITS: usize = 256;
+
+/// The HS_ADMIN records among `values`; undecodable ones are ignored.
+pub fn admin_records(values: &[HandleValue]) -> Vec<AdminRecord> {
+    values.iter().filter(|v| v.is_type(types::HS_ADMIN)).filter_map(|v| AdminRecord::decode_data(&v.data).ok()).collect()
+}
+
+/// May `identity` act with `needed` permissions, given the HS_ADMIN records
+/// that govern the target? Server admins with full access always may.
+pub async fn permitted(state: &ServerState, identity: &Identity, admins: &[AdminRecord], needed: AdminPermissions) -> Result<bool, StoreError> {
+    // Only records granting everything needed count (§5.6).
+    let relevant: Vec<(Vec<u8>, i32)> =
+        admins.iter().filter(|a| a.permissions.contains(needed)).map(|a| (a.handle.clone(), a.index)).collect();
+    if relevant.iter().any(|(h, i)| identity.matches(h, *i)) {
+        return Ok(true);
+    }
+    if state.config.server_admin_full_access && is_server_admin(state, identity).await? {
+        return Ok(true);
+    }
+    group_member(state, identity, relevant).await
+}
+
+/// Is `identity` one of the configured server administrators (or in a group
+/// one of them names)?
+pub async fn is_server_admin(state: &ServerState, identity: &Identity) -> Result<bool, StoreError> {
+    let admins = state.server_admins();
+    if admins.iter().any(|(h, i)| identity.matches(h, *i)) {
+        return Ok(true);
+    }
+    group_member(state, identity, admins.to_vec()).await
+}
+
+/// Breadth-first over admin groups: each reference names a value that may be
+/// an HS_VLIST whose members are matched (and expanded) in turn. References
+/// with index 0 name a whole handle, not a value, and are not expanded.
+async fn group_member(state: &ServerState, identity: &Identity, start: Vec<(Vec<u8>, i32)>) -> Result<bool, StoreError> {
+    let mut queue: VecDeque<(Vec<u8>, i32)> = start.into_iter().filter(|(_, i)| *i != 0).collect();
+    let mut visited: HashSet<(Vec<u8>, i32)> = HashSet::new();
+    while let Some((handle, index)) = queue.pop_front() {
+        if !visited.insert((state.storage_key(&handle), index)) {
+            continue;
+        }
+        if visited.len() > MAX_GROUP_VISITS {
+            tracing::warn!("admin group expansion stopped after {MAX_GROUP_VISITS} references");
+            break;
+        }
+        // Groups are resolved locally only; a registry server holds its admins.
+        if !state.is_homed(&handle) {
+            continue;
+        }
+        let Some(record) = state.store.get(&state.storage_key(&handle)).await? else { continue };
+        for v in record.values.iter().filter(|v| v.index == index && v.is_type(types::HS_VLIST)) {
+            let Ok(members) = ValueList::decode_data(&v.data) else { continue };
+            for m in members.0 {
+                if identity.matches(&m.handle, m.index) {
+                    return Ok(true);
+                }
+                if m.index != 0 {
+                    queue.push_back((m.handle, m.index));
+                }
+            }
+        }
+    }
+    Ok(false)
+}

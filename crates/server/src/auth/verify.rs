@@ -1,0 +1,134 @@
+//! Checking proofs of identity against admin handles stored on this server
+//! (§5.2): secret-key answers, public-key answers, and plain secrets (for the
+//! REST API's Basic authentication).
+
+use super::{signature, Identity};
+use crate::state::ServerState;
+use handled_proto::crypto::{ct_eq, seckey};
+use handled_proto::data::pubkey::PublicKey;
+use handled_proto::header::ResponseCode;
+use handled_proto::session::{PublicKeyAnswer, SecretKeyAnswer};
+use handled_proto::value::{types, HandleValue};
+
+/// A failed authentication: 403 when the proof is wrong or names nothing
+/// usable, 406 for other errors (§5.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthError {
+    pub code: ResponseCode,
+    pub message: String,
+}
+
+impl AuthError {
+    pub fn failed(message: impl Into<String>) -> Self {
+        AuthError { code: ResponseCode::AUTHENTICATION_FAILED, message: message.into() }
+    }
+
+    pub fn error(message: impl Into<String>) -> Self {
+        AuthError { code: ResponseCode::AUTHEN_ERROR, message: message.into() }
+    }
+}
+
+fn show(handle: &[u8]) -> String {
+    String::from_utf8_lossy(handle).into_owned()
+}
+
+/// The identity handle's values of `value_type` that an identity `index` may
+/// use: the one at `index`, or all of them (lowest index first) for index 0.
+async fn key_values(state: &ServerState, handle: &[u8], index: i32, value_type: &[u8]) -> Result<Vec<HandleValue>, AuthError> {
+    if !state.is_homed(handle) {
+        return Err(AuthError::failed(format!("identity handle {} is not served by this server", show(handle))));
+    }
+    let record = match state.store.get(&state.storage_key(handle)).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return Err(AuthError::failed(format!("identity handle {} not found", show(handle)))),
+        Err(e) => {
+            tracing::error!("store read during authentication: {e}");
+            return Err(AuthError::error("internal storage error"));
+        }
+    };
+    let mut values: Vec<HandleValue> =
+        record.values.into_iter().filter(|v| v.is_type(value_type) && (index == 0 || v.index == index)).collect();
+    values.sort_by_key(|v| v.index);
+    if values.is_empty() {
+        let kind = String::from_utf8_lossy(value_type);
+        return Err(AuthError::failed(format!("no {kind} at {index}:{}", show(handle))));
+    }
+    Ok(values)
+}
+
+/// Verify an HS_SECKEY challenge answer (§5.3) over `nonce ‖ digest`.
+pub async fn secret_key_answer(
+    state: &ServerState,
+    handle: &[u8],
+    index: i32,
+    answer: &[u8],
+    nonce: &[u8],
+    digest: &[u8],
+) -> Result<Identity, AuthError> {
+    let answer = SecretKeyAnswer::decode(answer).map_err(|e| AuthError::failed(format!("malformed secret key answer: {e}")))?;
+    let secrets: Vec<Vec<u8>> = key_values(state, handle, index, types::HS_SECKEY).await?.into_iter().map(|v| v.data).collect();
+    let (nonce, digest) = (nonce.to_vec(), digest.to_vec());
+    // PBKDF2 costs milliseconds: keep it off the I/O threads.
+    let verdict = tokio::task::spawn_blocking(move || -> Result<bool, seckey::AnswerError> {
+        for s in &secrets {
+            if seckey::verify(&answer, s, &nonce, &digest)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    })
+    .await
+    .map_err(|e| AuthError::error(format!("verification task failed: {e}")))?;
+    match verdict {
+        Ok(true) => Ok(Identity::new(handle, index)),
+        Ok(false) => Err(AuthError::failed(format!("wrong secret key answer for {index}:{}", show(handle)))),
+        Err(e) => Err(AuthError::failed(e.to_string())),
+    }
+}
+
+/// Verify an HS_PUBKEY answer (§5.4): a signature over `signed` (`nonce ‖
+/// digest`). Index 0 tries every HS_PUBKEY and records the one that verified.
+pub async fn public_key_answer(state: &ServerState, handle: &[u8], index: i32, answer: &[u8], signed: &[u8]) -> Result<Identity, AuthError> {
+    let answer = PublicKeyAnswer::decode(answer).map_err(|e| AuthError::failed(format!("malformed public key answer: {e}")))?;
+    signature_by(state, handle, index, &answer.hash_name, &answer.signature, signed).await
+}
+
+/// Verify a signature over `signed` by an HS_PUBKEY of the identity, the hash
+/// named by `hash_name` (also used by the REST API's Handle authorization).
+pub async fn signature_by(
+    state: &ServerState,
+    handle: &[u8],
+    index: i32,
+    hash_name: &[u8],
+    sig: &[u8],
+    signed: &[u8],
+) -> Result<Identity, AuthError> {
+    let Some(alg) = handled_proto::digest::DigestAlg::from_name(hash_name) else {
+        return Err(AuthError::failed(format!("unknown signature hash {:?}", String::from_utf8_lossy(hash_name))));
+    };
+    let keys = key_values(state, handle, index, types::HS_PUBKEY).await?;
+    let (sig, signed) = (sig.to_vec(), signed.to_vec());
+    let matched = tokio::task::spawn_blocking(move || {
+        keys.iter().find_map(|v| {
+            let key = PublicKey::decode_data(&v.data).ok()?;
+            signature::verify(&key, alg, &signed, &sig).then_some(v.index)
+        })
+    })
+    .await
+    .map_err(|e| AuthError::error(format!("verification task failed: {e}")))?;
+    match matched {
+        Some(k) => Ok(Identity { handle: handle.to_vec(), index, key_index: (index == 0).then_some(k) }),
+        None => Err(AuthError::failed(format!("signature does not verify with the public key at {index}:{}", show(handle)))),
+    }
+}
+
+/// Check a plain secret against the identity's HS_SECKEY values, as the REST
+/// API's Basic authentication does.
+pub async fn secret(state: &ServerState, handle: &[u8], index: i32, secret: &[u8]) -> Result<Identity, AuthError> {
+    let values = key_values(state, handle, index, types::HS_SECKEY).await?;
+    if values.iter().any(|v| ct_eq(&v.data, secret)) {
+        Ok(Identity::new(handle, index))
+    } else {
+        Err(AuthError::failed(format!("wrong secret key for {index}:{}", show(handle))))
+    }
+}

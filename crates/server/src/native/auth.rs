@@ -1,0 +1,92 @@
+//! Challenge–response on the native protocol (§5.1, §5.2): issuing 402
+//! challenges, taking answers (op 200) and running the challenged request,
+//! and answering VERIFY_CHALLENGE (op 201) for other servers.
+
+use super::respond::{encode_reply, error_reply, Reply, RequestContext};
+use super::Transport;
+use crate::auth::challenge::Pending;
+use crate::auth::{verify, Caller};
+use crate::session::Session;
+use crate::state::ServerState;
+use handled_proto::digest::RequestDigest;
+use handled_proto::envelope::Envelope;
+use handled_proto::header::{Header, ResponseCode};
+use handled_proto::message::parse_message;
+use handled_proto::request::{ChallengeAnswer, RequestBody, AUTH_TYPE_PUBKEY, AUTH_TYPE_SECKEY};
+use handled_proto::response::ResponseBody;
+use handled_proto::session::VerifyChallengeRequest;
+use std::sync::Arc;
+
+/// Answer a request with a challenge (402): a fresh nonce, the request digest,
+/// and a challenge id in the envelope (the session's own id inside a session).
+pub fn challenge(state: &ServerState, ctx: &RequestContext<'_>, session: Option<&Session>) -> Vec<u8> {
+    let id = session.map_or_else(|| state.new_auth_id(), |s| s.id);
+    let nonce: [u8; 16] = rand::random();
+    let digest = RequestDigest::compute(ctx.response_version(), ctx.header_and_body);
+    let pending = Pending::new(nonce.to_vec(), digest.digest, ctx.envelope, ctx.header_and_body.to_vec(), session.map_or(0, |s| s.id));
+    let reply = Reply { session, ..Reply::default() };
+    if !state.challenges.insert(id, pending) {
+        return error_reply(state, ctx, ResponseCode::SERVER_TOO_BUSY, "Too many pending challenges", reply);
+    }
+    encode_reply(state, ctx, ResponseCode::AUTHENTICATION_NEEDED, &ResponseBody::Challenge { nonce: nonce.to_vec() }, false, Reply { session_id: Some(id), ..reply })
+}
+
+/// A challenge answer: verify it against the challenge it names, then run the
+/// original request as the proven identity and answer it on this exchange.
+pub async fn answer(state: &ServerState, ctx: &RequestContext<'_>, answer: &ChallengeAnswer, transport: Transport) -> Vec<Vec<u8>> {
+    let Some(pending) = state.challenges.take(ctx.envelope.session_id) else {
+        let text = "No outstanding challenge for this id (expired or already answered)";
+        return vec![error_reply(state, ctx, ResponseCode::AUTHEN_TIMEOUT, text, Reply::default())];
+    };
+    let session: Option<Arc<Session>> = (pending.session_id != 0).then(|| state.sessions.get(pending.session_id)).flatten();
+    // The challenged request was checked when it arrived; it decodes again.
+    let Ok(view) = parse_message(&pending.message) else {
+        return vec![error_reply(state, ctx, ResponseCode::ERROR, "Challenged request unreadable", Reply::default())];
+    };
+    let Ok(original) = RequestBody::decode(view.header.op_code, view.body) else {
+        return vec![error_reply(state, ctx, ResponseCode::ERROR, "Challenged request unreadable", Reply::default())];
+    };
+    // The final response is the original operation's, on the answer's exchange.
+    let header = ctx.header.map(|h| Header { op_code: view.header.op_code, ..h });
+    let rctx = RequestContext { envelope: Envelope { session_id: pending.session_id, ..ctx.envelope }, header, header_and_body: ctx.header_and_body };
+    let reply = Reply { session: session.as_deref(), ..Reply::default() };
+
+    let verified = if answer.auth_type == AUTH_TYPE_SECKEY {
+        verify::secret_key_answer(state, &answer.identity_handle, answer.identity_index, &answer.answer, &pending.nonce, &pending.digest).await
+    } else if answer.auth_type == AUTH_TYPE_PUBKEY {
+        let signed = [pending.nonce.as_slice(), &pending.digest].concat();
+        verify::public_key_answer(state, &answer.identity_handle, answer.identity_index, &answer.answer, &signed).await
+    } else {
+        Err(verify::AuthError::failed(format!("Unknown authentication type {:?}", String::from_utf8_lossy(&answer.auth_type))))
+    };
+    let identity = match verified {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::debug!("authentication failed: {}", e.message);
+            return vec![error_reply(state, &rctx, e.code, &e.message, reply)];
+        }
+    };
+    if let Some(s) = &session {
+        s.authenticate(&identity);
+    }
+    super::run_authenticated(state, &rctx, &original, &Caller::Authenticated(identity), reply, transport).await
+}
+
+/// VERIFY_CHALLENGE (201): does this answer prove the identity, whose handle
+/// lives here? Replies `valid` true or false, signed when CT is set.
+pub async fn verify_challenge(state: &ServerState, ctx: &RequestContext<'_>, req: &VerifyChallengeRequest) -> Vec<u8> {
+    let reply = Reply::default();
+    if !state.is_homed(&req.handle) {
+        return error_reply(state, ctx, ResponseCode::SERVER_NOT_RESP, "That prefix doesn't live here", reply);
+    }
+    match state.store.get(&state.storage_key(&handled_proto::handle::canonical(&req.handle))).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return error_reply(state, ctx, ResponseCode::HANDLE_NOT_FOUND, "Handle not found", reply),
+        Err(e) => {
+            tracing::error!("store: {e}");
+            return error_reply(state, ctx, ResponseCode::ERROR, "Internal storage error", reply);
+        }
+    }
+    let valid = verify::secret_key_answer(state, &req.handle, req.index, &req.answer, &req.nonce, &req.request_digest).await.is_ok();
+    encode_reply(state, ctx, ResponseCode::SUCCESS, &ResponseBody::VerifyResult { valid }, false, reply)
+}

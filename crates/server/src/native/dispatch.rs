@@ -1,0 +1,89 @@
+//! Native requests onto the operations layer: request bodies become typed
+//! operations, outcomes become response messages (several for long lists).
+
+use super::respond::{encode_reply, Reply, RequestContext};
+use crate::auth::Caller;
+use crate::ops::{self, OpError};
+use crate::state::ServerState;
+use handled_proto::envelope::Version;
+use handled_proto::header::{OpFlags, ResponseCode};
+use handled_proto::request::RequestBody;
+use handled_proto::response::ResponseBody;
+
+/// Handles per message of a list answer, as the Java server sends them (§3.5).
+pub const LIST_CHUNK: usize = 50;
+
+/// Run an administration or resolution request for `caller`. Ok holds the
+/// response units; an `OpError` is for the caller to encode (or to turn into
+/// a challenge when it asks for authentication).
+pub async fn run(state: &ServerState, ctx: &RequestContext<'_>, request: &RequestBody, caller: &Caller, reply: Reply<'_>) -> Result<Vec<Vec<u8>>, OpError> {
+    let flags = ctx.flags();
+    let one = |body: ResponseBody, reply: Reply<'_>| vec![encode_reply(state, ctx, ResponseCode::SUCCESS, &body, false, reply)];
+    Ok(match request {
+        RequestBody::Resolution(r) => {
+            let req = ops::Resolve { handle: r.handle.clone(), indexes: r.indexes.clone(), types: r.types.clone(), public_only: flags.contains(OpFlags::PO) };
+            let values = ops::resolve(state, caller, &req).await?;
+            // ≥ 2.8: non-public values travel encrypted inside a session (§1.7).
+            let secret = values.iter().any(|v| !v.permissions.public_read()) && ctx.response_version() >= Version::V2_8;
+            let reply = Reply { encrypt: reply.encrypt || (secret && reply.session.is_some()), ..reply };
+            one(ResponseBody::Resolution { handle: r.handle.clone(), values }, reply)
+        }
+        RequestBody::CreateHandle { handle, values } => {
+            let req = ops::CreateHandle {
+                handle: handle.clone(),
+                values: values.clone(),
+                overwrite: flags.contains(OpFlags::OW),
+                mint: flags.contains(OpFlags::MINT),
+            };
+            let created = ops::create_handle(state, caller, req).await?;
+            let reply = Reply { extra_flags: if created.overwritten { OpFlags::OW } else { OpFlags::NONE }, ..reply };
+            one(ResponseBody::Created { handle: Some(created.handle) }, reply)
+        }
+        RequestBody::DeleteHandle { handle } => {
+            ops::delete_handle(state, caller, handle).await?;
+            one(ResponseBody::Empty, reply)
+        }
+        RequestBody::AddValue { handle, values } => {
+            let replaced = ops::add_values(state, caller, handle, values, flags.contains(OpFlags::OW)).await?;
+            let reply = Reply { extra_flags: if replaced { OpFlags::OW } else { OpFlags::NONE }, ..reply };
+            one(ResponseBody::Empty, reply)
+        }
+        RequestBody::RemoveValue { handle, indexes } => {
+            ops::remove_values(state, caller, handle, indexes).await?;
+            one(ResponseBody::Empty, reply)
+        }
+        RequestBody::ModifyValue { handle, values } => {
+            ops::modify_values(state, caller, handle, values).await?;
+            one(ResponseBody::Empty, reply)
+        }
+        RequestBody::ListHandles { prefix } => list(state, ctx, ops::list_handles(state, caller, prefix).await?, reply),
+        RequestBody::HomeNa { prefix } => {
+            ops::home_prefix(state, caller, prefix).await?;
+            one(ResponseBody::Empty, reply)
+        }
+        RequestBody::UnhomeNa { prefix } => {
+            ops::unhome_prefix(state, caller, prefix).await?;
+            one(ResponseBody::Empty, reply)
+        }
+        RequestBody::ListHomedNas { .. } => list(state, ctx, ops::list_homed_prefixes(state, caller).await?, reply),
+        other => {
+            let op = other.op_code();
+            return Err(OpError::new(ResponseCode::OPERATION_NOT_SUPPORTED, format!("Operation {} is not supported here", op.0)));
+        }
+    })
+}
+
+/// A list answer: 50 entries per message, CN on all but the last; an empty
+/// list is one message with no entries.
+fn list(state: &ServerState, ctx: &RequestContext<'_>, items: Vec<Vec<u8>>, reply: Reply<'_>) -> Vec<Vec<u8>> {
+    if items.is_empty() {
+        return vec![encode_reply(state, ctx, ResponseCode::SUCCESS, &ResponseBody::HandleList(Vec::new()), false, reply)];
+    }
+    let chunks: Vec<&[Vec<u8>]> = items.chunks(LIST_CHUNK).collect();
+    let last = chunks.len() - 1;
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| encode_reply(state, ctx, ResponseCode::SUCCESS, &ResponseBody::HandleList(c.to_vec()), i < last, reply))
+        .collect()
+}

@@ -1,0 +1,86 @@
+//! LIST_HANDLES and the prefix operations HOME_NA, UNHOME_NA, LIST_HOMED_NAS (§3.5).
+
+use super::*;
+use crate::auth::authorize::is_server_admin;
+use crate::state::HOMED_META_PREFIX;
+use handled_proto::handle;
+
+/// Keys fetched per store scan while listing.
+const SCAN_PAGE: usize = 1000;
+
+/// All handles under a prefix, in stored form (§3.5: upper-case on a
+/// case-insensitive server). Needs LIST_HANDLES in the prefix handle's HS_ADMIN.
+pub async fn list_handles(state: &ServerState, caller: &Caller, prefix: &[u8]) -> Result<Vec<Vec<u8>>, OpError> {
+    if !state.config.allow_list_handles {
+        return Err(OpError::new(ResponseCode::OPERATION_NOT_SUPPORTED, "Listing handles is disabled on this server"));
+    }
+    let canonical = handle::canonical(prefix);
+    if !handle::is_prefix_handle(&canonical) {
+        return Err(OpError::new(ResponseCode::INVALID_HANDLE, "List handles needs a prefix handle (0.NA/...)"));
+    }
+    let prefix_handle = handle::normalize(&canonical, false);
+    if !state.is_homed(&[&prefix_handle[handle::NA_HANDLE_PREFIX.len()..], b"/x"].concat()) {
+        return Err(OpError::new(ResponseCode::SERVER_NOT_RESP, "That prefix doesn't live here"));
+    }
+    let identity = require(caller)?;
+    let admins = load(state, &prefix_handle).await?.map(|r| admins_of(&r)).unwrap_or_default();
+    permit(state, identity, &admins, AdminPermissions(AdminPermissions::LIST_HANDLES)).await?;
+
+    let mut scan_prefix = prefix_handle[handle::NA_HANDLE_PREFIX.len()..].to_vec();
+    scan_prefix.push(b'/');
+    let mut out = Vec::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let page = state.store.scan_keys(&scan_prefix, after.as_deref(), SCAN_PAGE).await?;
+        let done = page.len() < SCAN_PAGE;
+        after = page.last().cloned();
+        out.extend(page);
+        if done {
+            return Ok(out);
+        }
+    }
+}
+
+/// `x` or `0.NA/x` → normalized `0.NA/X`; anything else is 102 (§3.5).
+fn prefix_handle_of(h: &[u8]) -> Result<Vec<u8>, OpError> {
+    let canonical = handle::canonical(h);
+    if !handle::is_prefix_handle(&canonical) || canonical.len() <= handle::NA_HANDLE_PREFIX.len() {
+        return Err(OpError::new(ResponseCode::INVALID_HANDLE, format!("{} is not a prefix handle (0.NA/...)", show(h))));
+    }
+    Ok(handle::normalize(&canonical, false))
+}
+
+async fn require_server_admin<'a>(state: &ServerState, caller: &'a Caller) -> Result<&'a Identity, OpError> {
+    let identity = require(caller)?;
+    if is_server_admin(state, identity).await? {
+        Ok(identity)
+    } else {
+        Err(OpError::new(ResponseCode::INVALID_ADMIN, format!("{} is not a server administrator", identity.display())))
+    }
+}
+
+fn meta_key(prefix_handle: &[u8]) -> String {
+    format!("{HOMED_META_PREFIX}{}", String::from_utf8_lossy(prefix_handle))
+}
+
+/// Make this server responsible for `<prefix>/*`, persistently.
+pub async fn home_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
+    let prefix_handle = prefix_handle_of(h)?;
+    require_server_admin(state, caller).await?;
+    state.store.meta_put(&meta_key(&prefix_handle), Some(Vec::new())).await?;
+    state.set_homed(prefix_handle, true);
+    Ok(())
+}
+
+pub async fn unhome_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
+    let prefix_handle = prefix_handle_of(h)?;
+    require_server_admin(state, caller).await?;
+    state.store.meta_put(&meta_key(&prefix_handle), None).await?;
+    state.set_homed(prefix_handle, false);
+    Ok(())
+}
+
+pub async fn list_homed_prefixes(state: &ServerState, caller: &Caller) -> Result<Vec<Vec<u8>>, OpError> {
+    require_server_admin(state, caller).await?;
+    Ok(state.homed_prefixes())
+}

@@ -1,0 +1,62 @@
+//! Resolution (§3.3): index/type filters, public-only semantics, and read
+//! access to non-public values for authenticated admins with READ_VALUE.
+
+use super::*;
+use handled_proto::handle;
+
+/// A resolution request as every front end states it.
+#[derive(Debug, Clone, Default)]
+pub struct Resolve {
+    pub handle: Vec<u8>,
+    pub indexes: Vec<i32>,
+    pub types: Vec<Vec<u8>>,
+    /// PO: only publicly readable values, never a challenge.
+    pub public_only: bool,
+}
+
+/// Values selected by index and type lists: the union of both; empty lists mean all.
+pub fn select<'a>(values: &'a [HandleValue], indexes: &[i32], types: &[Vec<u8>]) -> Vec<&'a HandleValue> {
+    if indexes.is_empty() && types.is_empty() {
+        return values.iter().collect();
+    }
+    values.iter().filter(|v| indexes.contains(&v.index) || types.iter().any(|t| v.type_matches(t))).collect()
+}
+
+/// The selected values, in stored order. Non-public values need PO clear and
+/// an identity with READ_VALUE; values without admin read are never served.
+pub async fn resolve(state: &ServerState, caller: &Caller, req: &Resolve) -> Result<Vec<HandleValue>, OpError> {
+    let canonical = handle::canonical(&req.handle);
+    check_homed(state, &canonical)?;
+    let record = load(state, &state.storage_key(&canonical))
+        .await?
+        .ok_or_else(|| OpError::new(ResponseCode::HANDLE_NOT_FOUND, "Handle not found"))?;
+    let mut selected = select(&record.values, &req.indexes, &req.types);
+    if req.public_only {
+        selected.retain(|v| v.permissions.public_read());
+    } else if selected.iter().any(|v| !v.permissions.public_read()) {
+        if selected.iter().any(|v| !v.permissions.public_read() && !v.permissions.admin_read()) {
+            return Err(OpError::new(ResponseCode::INSUFFICIENT_PERMISSIONS, "Values are not readable"));
+        }
+        let identity = require(caller)?;
+        permit(state, identity, &admins_of(&record), AdminPermissions(AdminPermissions::READ_VALUE)).await?;
+    }
+    if selected.is_empty() {
+        return Err(OpError::new(ResponseCode::VALUES_NOT_FOUND, "No values found"));
+    }
+    Ok(selected.into_iter().cloned().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_are_a_union() {
+        let values = vec![HandleValue::new(1, "URL", "a"), HandleValue::new(2, "EMAIL", "b"), HandleValue::new(3, "URL.x", "c")];
+        let idx = |sel: Vec<&HandleValue>| sel.iter().map(|v| v.index).collect::<Vec<_>>();
+        assert_eq!(idx(select(&values, &[], &[])), vec![1, 2, 3]);
+        assert_eq!(idx(select(&values, &[2], &[b"URL".to_vec()])), vec![1, 2]);
+        assert_eq!(idx(select(&values, &[], &[b"url.".to_vec()])), vec![1, 3]);
+        assert!(select(&values, &[9], &[]).is_empty());
+    }
+}
