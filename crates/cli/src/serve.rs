@@ -87,6 +87,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         _ = running.wait() => anyhow::bail!("a listener stopped unexpectedly"),
         _ = shutdown_signal() => {
             eprintln!("shutting down");
+            // Queued writes finish; the store file is left cleanly closed, so the
+            // next start needs no repair.
+            booted.state.store.close();
             Ok(ExitCode::SUCCESS)
         }
     }

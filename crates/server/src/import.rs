@@ -8,6 +8,8 @@ use handled_proto::json::value_from_json;
 use handled_store::{HandleRecord, Store, StoreError};
 use std::io::BufRead;
 
+/// Records sorted together: random-order input becomes mostly sequential writes.
+pub const SORT_GROUP: usize = 1_000_000;
 /// Records per transaction.
 pub const CHUNK: usize = 50_000;
 
@@ -56,7 +58,7 @@ pub async fn import(
     mut progress: impl FnMut(u64),
 ) -> Result<u64, ImportError> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i32).unwrap_or(0);
-    let mut chunk = Vec::with_capacity(CHUNK);
+    let mut group = Vec::with_capacity(CHUNK);
     let mut loaded = 0u64;
     for (n, line) in input.lines().enumerate() {
         let line = line?;
@@ -64,24 +66,31 @@ pub async fn import(
             continue;
         }
         let (h, record) = parse_line(&line, now).map_err(|message| ImportError::Line { line: n as u64 + 1, message })?;
-        chunk.push((handle::normalize(&h, case_sensitive), record));
-        if chunk.len() == CHUNK {
-            loaded += flush(store, &mut chunk).await?;
-            progress(loaded);
+        group.push((handle::normalize(&h, case_sensitive), record));
+        if group.len() == SORT_GROUP {
+            flush(store, &mut group, &mut loaded, &mut progress).await?;
         }
     }
-    loaded += flush(store, &mut chunk).await?;
-    progress(loaded);
+    flush(store, &mut group, &mut loaded, &mut progress).await?;
     Ok(loaded)
 }
 
-async fn flush(store: &dyn Store, chunk: &mut Vec<(Vec<u8>, HandleRecord)>) -> Result<u64, StoreError> {
-    chunk.sort_by(|a, b| a.0.cmp(&b.0));
-    let n = chunk.len() as u64;
-    if n > 0 {
-        store.put_many(std::mem::take(chunk)).await?;
+/// Sort a group and store it in transactions of `CHUNK` records.
+async fn flush(
+    store: &dyn Store,
+    group: &mut Vec<(Vec<u8>, HandleRecord)>,
+    loaded: &mut u64,
+    progress: &mut impl FnMut(u64),
+) -> Result<(), StoreError> {
+    group.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut rest = std::mem::take(group).into_iter().peekable();
+    while rest.peek().is_some() {
+        let chunk: Vec<_> = rest.by_ref().take(CHUNK).collect();
+        *loaded += chunk.len() as u64;
+        store.put_many(chunk).await?;
+        progress(*loaded);
     }
-    Ok(n)
+    Ok(())
 }
 
 #[cfg(test)]

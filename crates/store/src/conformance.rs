@@ -40,6 +40,7 @@ all!(
     concurrent_same_key,
     same_key_racing_creates,
     stats_count_writes,
+    closed_store_refuses,
 );
 
 /// A record of one URL value with the given data.
@@ -464,4 +465,13 @@ pub async fn stats_count_writes(s: Arc<dyn Store>) {
     assert!(after.commits > before.commits);
     assert!(after.max_batch >= 1);
     assert_eq!(after.failed_ops, 0);
+}
+
+/// After `close`, reads and writes fail with `Closed` instead of hanging or panicking.
+pub async fn closed_store_refuses(s: Arc<dyn Store>) {
+    s.swap(b"20.5000/a", Expect::Absent, Some(url_record("a"))).await.unwrap();
+    s.close();
+    assert!(matches!(s.swap(b"20.5000/b", Expect::Absent, Some(url_record("b"))).await, Err(StoreError::Closed)));
+    assert!(matches!(s.meta_put("k", Some(vec![1])).await, Err(StoreError::Closed)));
+    s.close(); // twice is harmless
 }

@@ -79,10 +79,12 @@ impl Default for EmbeddedOptions {
 
 /// The durable store: see the module documentation.
 pub struct EmbeddedStore {
-    db: Arc<Database>,
+    /// Taken by `close`: redb marks the file cleanly shut down only when the
+    /// database is dropped, and an unclean file is repaired (slowly) at next open.
+    db: Mutex<Option<Arc<Database>>>,
     path: PathBuf,
-    tx: Option<mpsc::Sender<Pending>>,
-    writer: Option<JoinHandle<()>>,
+    tx: Mutex<Option<mpsc::Sender<Pending>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
     shared: Arc<Shared>,
     repaired: bool,
 }
@@ -155,7 +157,7 @@ impl EmbeddedStore {
                 })
                 .map_err(StoreError::Io)?
         };
-        Ok(EmbeddedStore { db, path, tx: Some(tx), writer: Some(writer), shared, repaired })
+        Ok(EmbeddedStore { db: Mutex::new(Some(db)), path, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)), shared, repaired })
     }
 
     /// Open `dir/handles.redb`, creating `dir` if needed.
@@ -189,21 +191,23 @@ impl EmbeddedStore {
 
     /// Stop the writer after it has committed everything queued, and close the file.
     /// Dropping the store does the same.
-    pub fn close(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        self.tx.take();
-        if let Some(w) = self.writer.take() {
+    fn shutdown(&self) {
+        self.tx.lock().take();
+        let writer = self.writer.lock().take();
+        if let Some(w) = writer {
             let _ = w.join();
         }
         // The snapshot holds a read transaction: release it before the database.
         self.shared.snapshot.store(None);
+        self.db.lock().take();
     }
 
-    fn sender(&self) -> Result<&mpsc::Sender<Pending>, StoreError> {
-        self.tx.as_ref().ok_or(StoreError::Closed)
+    fn sender(&self) -> Result<mpsc::Sender<Pending>, StoreError> {
+        self.tx.lock().clone().ok_or(StoreError::Closed)
+    }
+
+    fn database(&self) -> Result<Arc<Database>, StoreError> {
+        self.db.lock().clone().ok_or(StoreError::Closed)
     }
 
     /// Queue one write and wait for its acknowledgement.
@@ -228,7 +232,7 @@ impl EmbeddedStore {
     fn snapshot(&self) -> Result<Arc<Snapshot>, StoreError> {
         match self.shared.snapshot.load_full() {
             Some(s) => Ok(s),
-            None => Snapshot::open(&self.db).map(Arc::new),
+            None => Snapshot::open(&*self.database()?).map(Arc::new),
         }
     }
 }
@@ -248,7 +252,7 @@ impl Store for EmbeddedStore {
         let snap = match guard.as_deref() {
             Some(s) => s,
             None => {
-                fallback = Snapshot::open(&self.db)?;
+                fallback = Snapshot::open(&*self.database()?)?;
                 &fallback
             }
         };
@@ -357,6 +361,10 @@ impl Store for EmbeddedStore {
 
     fn stats(&self) -> StoreStats {
         self.shared.stats.snapshot()
+    }
+
+    fn close(&self) {
+        self.shutdown();
     }
 }
 

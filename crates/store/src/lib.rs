@@ -209,6 +209,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Counters for metrics.
     fn stats(&self) -> StoreStats;
+
+    /// Finish the writes already queued, then release the backing storage so it
+    /// is left cleanly shut down. Later calls fail with [`StoreError::Closed`].
+    fn close(&self);
 }
 
 /// Lower bound of a prefix scan: the prefix itself, or just after `start_after` when

@@ -14,21 +14,31 @@ pub struct MemoryStore {
     handles: RwLock<BTreeMap<Vec<u8>, HandleRecord>>,
     meta: RwLock<BTreeMap<String, Vec<u8>>>,
     stats: StatCounters,
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl MemoryStore {
     pub fn new() -> Self {
         Self::default()
     }
+
+    fn check_open(&self) -> Result<(), StoreError> {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        Ok(())
+    }
 }
 
 #[async_trait::async_trait]
 impl Store for MemoryStore {
     async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
+        self.check_open()?;
         Ok(self.handles.read().get(key).cloned())
     }
 
     async fn swap(&self, key: &[u8], expect: Expect, new: Option<HandleRecord>) -> Result<SwapOutcome, StoreError> {
+        self.check_open()?;
         if let Some(r) = &new {
             r.validate()?;
         }
@@ -55,6 +65,7 @@ impl Store for MemoryStore {
     }
 
     async fn scan_keys(&self, prefix: &[u8], start_after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.check_open()?;
         let map = self.handles.read();
         Ok(map
             .range::<[u8], _>((scan_start(prefix, start_after), Bound::Unbounded))
@@ -66,6 +77,7 @@ impl Store for MemoryStore {
     }
 
     async fn put_many(&self, records: Vec<(Vec<u8>, HandleRecord)>) -> Result<(), StoreError> {
+        self.check_open()?;
         for (_, r) in &records {
             r.validate()?;
         }
@@ -80,10 +92,12 @@ impl Store for MemoryStore {
     }
 
     async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.check_open()?;
         Ok(self.meta.read().get(key).cloned())
     }
 
     async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
+        self.check_open()?;
         let mut meta = self.meta.write();
         match value {
             Some(v) => meta.insert(key.to_owned(), v),
@@ -95,6 +109,7 @@ impl Store for MemoryStore {
     }
 
     async fn meta_scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.check_open()?;
         let meta = self.meta.read();
         Ok(meta
             .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
@@ -104,10 +119,15 @@ impl Store for MemoryStore {
     }
 
     async fn count(&self) -> Result<u64, StoreError> {
+        self.check_open()?;
         Ok(self.handles.read().len() as u64)
     }
 
     fn stats(&self) -> StoreStats {
         self.stats.snapshot()
+    }
+
+    fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::Release);
     }
 }

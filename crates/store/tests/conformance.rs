@@ -56,6 +56,7 @@ both!(
     concurrent_same_key,
     same_key_racing_creates,
     stats_count_writes,
+    closed_store_refuses,
 );
 
 #[test]

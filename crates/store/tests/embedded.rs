@@ -241,3 +241,18 @@ async fn quick_repair_option_works() {
     let s = EmbeddedStore::open_dir(dir.path(), opts).unwrap();
     assert_eq!(s.count().await.unwrap(), 20);
 }
+
+/// The server shares its store behind an Arc and cannot drop it on shutdown:
+/// `close` through the trait must still leave a file that reopens without repair.
+#[tokio::test(flavor = "multi_thread")]
+async fn close_through_a_shared_handle_is_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared: std::sync::Arc<dyn handled_store::Store> = std::sync::Arc::new(open(dir.path()));
+    let other_holder = shared.clone();
+    shared.swap(b"20.5000/x", Expect::Absent, Some(url_record("x"))).await.unwrap();
+    shared.close();
+    let s = open(dir.path());
+    assert!(!s.was_repaired(), "closed while still shared: must not need a repair");
+    assert_eq!(s.get(b"20.5000/x").await.unwrap(), Some(url_record("x")));
+    drop(other_holder);
+}
