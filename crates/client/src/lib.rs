@@ -2,12 +2,18 @@
 //! One [`Connection`] per peer and protocol; it frames requests and reads
 //! replies (multi-datagram UDP and multi-message CN answers included).
 
+pub mod admin;
+pub mod credentials;
+pub mod session;
 mod transport;
 
+pub use admin::{AdminError, AdminSession, ConnectParams};
+pub use credentials::{Credentials, KeyChoice};
 pub use transport::Protocol;
 
 use handled_proto::codec::{put_u32, Codec, Reader};
 use handled_proto::credential::Credential;
+use handled_proto::digest::RequestDigest;
 use handled_proto::envelope::{Envelope, Version, ENVELOPE_LEN};
 use handled_proto::header::{Header, OpFlags, ResponseCode};
 use handled_proto::message::{encode_unit, parse_message};
@@ -40,6 +46,8 @@ pub struct Response {
     pub envelope: Envelope,
     pub header: Header,
     pub body: ResponseBody,
+    /// The request digest prefix (RD, and always in challenges).
+    pub digest: Option<RequestDigest>,
     /// The signature or MAC, if the server sent one.
     pub credential: Option<Credential>,
     /// Header and body as received: with the envelope, what a signature covers.
@@ -91,6 +99,14 @@ impl Connection {
     /// TCP connections opened so far (one per request unless persistent).
     pub fn connections_opened(&self) -> u64 {
         self.transport.connections_opened()
+    }
+
+    /// Send a complete request unit and collect the response units (several
+    /// when CN is set), undecoded: for callers that build their own units.
+    pub async fn exchange(&mut self, unit: &[u8], request_id: i32) -> Result<Vec<Vec<u8>>, ClientError> {
+        tokio::time::timeout(self.timeout, self.transport.exchange(unit, request_id))
+            .await
+            .map_err(|_| ClientError::Timeout(self.timeout))?
     }
 
     /// Send one request and collect its response messages (several when CN is set).
@@ -173,6 +189,13 @@ pub fn decode_response(unit: &[u8], request_id: i32) -> Result<Response, ClientE
         return Err(ClientError::WrongRequestId { expected: request_id, got: envelope.request_id });
     }
     let view = parse_message(&unit[ENVELOPE_LEN..])?;
-    let (_, body) = decode_response_body(&view.header, envelope.version, view.body)?;
-    Ok(Response { envelope, header: view.header, body, credential: view.credential.clone(), header_and_body: view.header_and_body.to_vec() })
+    let (digest, body) = decode_response_body(&view.header, envelope.version, view.body)?;
+    Ok(Response {
+        envelope,
+        header: view.header,
+        body,
+        digest,
+        credential: view.credential.clone(),
+        header_and_body: view.header_and_body.to_vec(),
+    })
 }
