@@ -10,6 +10,9 @@ cargo test --workspace --locked
 echo "== build the release binary for the black-box suites"
 cargo build --release --locked -p handled
 
+echo "== bench HTML report per scenario, opened in headless Chromium"
+tests/bench-report/run.sh target/release/handled
+
 echo "== Java interop (net.handle:handle-client against target/release/handled)"
 tests/interop-java/run.sh target/release/handled
 echo "all test suites passed"

@@ -208,7 +208,7 @@ async fn sample(recorder: Arc<Recorder>, stop: Arc<AtomicU64>, progress: bool, l
         tick.tick().await;
         recorder.sample_sockets();
         n += 1;
-        if progress && n % 10 == 0 {
+        if progress && n.is_multiple_of(10) {
             let done = recorder.done.load(Ordering::Relaxed);
             let _ = write!(
                 std::io::stderr(),

@@ -302,18 +302,15 @@ impl Recorder {
                 None
             }
         };
-        match answered_server {
-            Some(server) => {
-                let _ = s.latency.record(latency);
-                let _ = s.service.record(service);
-                if let Some(t) = server {
-                    let _ = s.server.record(t.as_micros().max(1) as u64);
-                }
-                let b = &mut s.series[slice];
-                b.latency_sum_us += latency;
-                b.latency_max_us = b.latency_max_us.max(latency);
+        if let Some(server) = answered_server {
+            let _ = s.latency.record(latency);
+            let _ = s.service.record(service);
+            if let Some(t) = server {
+                let _ = s.server.record(t.as_micros().max(1) as u64);
             }
-            None => {}
+            let b = &mut s.series[slice];
+            b.latency_sum_us += latency;
+            b.latency_max_us = b.latency_max_us.max(latency);
         }
         if matches!(outcome, Outcome::Ok { .. }) {
             s.series[slice].ok += 1;

@@ -31,8 +31,9 @@ enum TransportArg {
 pub struct BenchArgs {
     #[command(subcommand)]
     command: Option<BenchCommand>,
+    // Boxed: the run options are large next to the other subcommands' arguments.
     #[command(flatten)]
-    run: RunArgs,
+    run: Box<RunArgs>,
 }
 
 #[derive(Subcommand)]
@@ -208,7 +209,7 @@ struct StubArgs {
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     match args.command {
-        None => run_load(args.run).await,
+        None => run_load(*args.run).await,
         Some(BenchCommand::Scenario(a)) => run_scenario(a).await,
         Some(BenchCommand::Coordinator(a)) => run_coordinator(a).await,
         Some(BenchCommand::Stub(a)) => run_stub(a).await,
