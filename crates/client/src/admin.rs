@@ -110,6 +110,16 @@ impl AdminSession {
         self.session.as_ref().map(|s| s.id)
     }
 
+    /// The open session, for callers building their own units.
+    pub fn session(&self) -> Option<&ClientSession> {
+        self.session.as_ref()
+    }
+
+    /// The underlying connection, for raw exchanges.
+    pub fn connection(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
     async fn setup_session(&mut self) -> Result<ClientSession, AdminError> {
         let (secret, body) = setup_request(Some((&self.creds.handle, self.creds.index)), self.params.session_timeout);
         let rid = request_id();

@@ -104,8 +104,11 @@ impl Transport {
 }
 
 /// Does this response unit say more messages follow (CN)?
+/// An encrypted unit's header can't be read here; it counts as the last one.
 fn continues(unit: &[u8]) -> bool {
-    unit.len() >= ENVELOPE_LEN + HEADER_LEN
+    let encrypted = Envelope::read(&mut Reader::new(unit)).is_ok_and(|e| e.encrypted);
+    !encrypted
+        && unit.len() >= ENVELOPE_LEN + HEADER_LEN
         && Header::read(&mut Reader::new(&unit[ENVELOPE_LEN..])).is_ok_and(|h| h.op_flags.contains(OpFlags::CN))
 }
 
