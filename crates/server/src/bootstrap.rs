@@ -52,7 +52,8 @@ pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapError> {
         return Ok(Arc::new(MemoryStore::new()));
     }
     ensure_dir(&config.data_dir)?;
-    let store = EmbeddedStore::open(&config.data_dir.join(STORE_FILE), EmbeddedOptions::default())?;
+    let options = EmbeddedOptions { cache_bytes: Some(config.store_cache_mb.max(1) << 20), ..EmbeddedOptions::default() };
+    let store = EmbeddedStore::open(&config.data_dir.join(STORE_FILE), options)?;
     Ok(Arc::new(store))
 }
 
@@ -168,6 +169,27 @@ async fn upsert_prefix_handle(
     }
 }
 
+/// Where the credentials of `prefix`'s new admin handle go.
+fn credentials_path(config: &Config, prefix: &str) -> PathBuf {
+    if let Some(p) = &config.admin_credentials {
+        if config.prefixes.len() <= 1 {
+            return p.clone();
+        }
+        let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = match p.extension() {
+            Some(ext) => format!("{stem}-{prefix}.{}", ext.to_string_lossy()),
+            None => format!("{stem}-{prefix}"),
+        };
+        return p.with_file_name(name);
+    }
+    if config.ephemeral {
+        // Unique per server: several ephemeral servers may share a process (tests).
+        let name = format!("handled-{}-{:08x}-admin-{prefix}.json", std::process::id(), rand::random::<u32>());
+        return std::env::temp_dir().join(name);
+    }
+    config.data_dir.join(format!("admin-{prefix}.json"))
+}
+
 /// Create `<prefix>/ADMIN` with a random secret key and an RSA key, and write
 /// both secrets to a credentials file only the owner can read.
 async fn create_admin_handle(
@@ -194,13 +216,7 @@ async fn create_admin_handle(
     };
     store.swap(key, Expect::Absent, Some(record)).await?;
 
-    let dir = if config.ephemeral { std::env::temp_dir() } else { config.data_dir.clone() };
-    let name = if config.ephemeral {
-        // Unique per server: several ephemeral servers may share a process (tests).
-        format!("handled-{}-{:08x}-admin-{prefix}.json", std::process::id(), rand::random::<u32>())
-    } else {
-        format!("admin-{prefix}.json")
-    };
+    let path = credentials_path(config, prefix);
     let handle_text = String::from_utf8_lossy(admin_handle).into_owned();
     let b64 = base64::engine::general_purpose::STANDARD;
     let credentials = serde_json::json!({
@@ -208,7 +224,6 @@ async fn create_admin_handle(
         "secret_key": { "index": SECKEY_INDEX, "secret": secret },
         "public_key": { "index": PUBKEY_INDEX, "private_key_pkcs8": b64.encode(admin_key.pkcs8()) },
     });
-    let path = dir.join(name);
     let text = serde_json::to_vec_pretty(&credentials).map_err(|e| BootstrapError::Invalid(e.to_string()))?;
     write_private(&path, &text)?;
     Ok(path)

@@ -30,6 +30,9 @@ pub struct Config {
     pub udp_sockets: usize,
     /// Seconds an idle TCP connection may stay open between requests.
     pub tcp_idle_timeout_secs: u64,
+    /// Memory for the embedded store's page cache, in MiB (the OS page cache
+    /// still holds the rest of the file).
+    pub store_cache_mb: usize,
     /// Server administrators, `index:handle` or `handle` (= index 0, any key of
     /// that handle). Empty: `<prefix>/ADMIN` of every configured prefix.
     pub server_admins: Vec<String>,
@@ -42,6 +45,9 @@ pub struct Config {
     pub challenge_timeout_secs: u64,
     /// Allow LIST_HANDLES (§3.5: a server may disable it).
     pub allow_list_handles: bool,
+    /// Write newly generated admin credentials here instead of the data
+    /// directory (with several prefixes, `-<prefix>` goes before the extension).
+    pub admin_credentials: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -59,10 +65,12 @@ impl Default for Config {
             udp_sockets: 0,
             tcp_idle_timeout_secs: 60,
             server_admins: Vec::new(),
+            store_cache_mb: 64,
             server_admin_full_access: true,
             max_session_secs: 86_400,
             challenge_timeout_secs: 60,
             allow_list_handles: true,
+            admin_credentials: None,
         }
     }
 }
