@@ -15,6 +15,8 @@ use handled_proto::{HandleValue, TtlType, ValuePermissions, ValueReference};
 
 use crate::{Expect, HandleRecord, Store, StoreError, SwapOutcome};
 
+pub use crate::conformance_docs::*;
+
 type Test = fn(Arc<dyn Store>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
 macro_rules! all {
@@ -41,6 +43,12 @@ all!(
     same_key_racing_creates,
     stats_count_writes,
     closed_store_refuses,
+    doc_swap_basics,
+    doc_index_maintenance,
+    doc_lookup_prefix_order_paging,
+    doc_scan_collection,
+    doc_concurrent_cas,
+    doc_closed_refuses,
 );
 
 /// A record of one URL value with the given data.

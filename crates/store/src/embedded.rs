@@ -17,6 +17,10 @@
 //!   operation of the batch fails: nothing unwritten is ever acknowledged.
 //!
 //! Batching needs no timer: while one fsync runs, the next batch queues up.
+//!
+//! Documents live in two more tables (documents, index entries; see
+//! `embedded_docs.rs`); a document swap is one more kind of batched operation, so
+//! it is group-committed and durable before its acknowledgement like the rest.
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -32,7 +36,13 @@ use redb::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use crate::{scan_start, Expect, HandleRecord, StatCounters, Store, StoreError, StoreStats, SwapOutcome};
+use crate::{
+    scan_start, DocExpect, DocOutcome, Document, Expect, HandleRecord, IndexHit, IndexMatch, StatCounters, Store,
+    StoreError, StoreStats, SwapOutcome,
+};
+
+#[path = "embedded_docs.rs"]
+mod docs;
 
 /// File name of the store inside a data directory.
 pub const STORE_FILE_NAME: &str = "handles.redb";
@@ -43,6 +53,12 @@ pub const META_TABLE: &str = "meta.v1";
 
 const HANDLES: TableDefinition<&[u8], &[u8]> = TableDefinition::new(HANDLES_TABLE);
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new(META_TABLE);
+/// redb table of documents: `documents::doc_key` → `Document` stored form.
+pub const DOCS_TABLE: &str = "docs.v1";
+/// redb table of document index entries: `documents::index_key` → ().
+pub const DOC_INDEX_TABLE: &str = "docindex.v1";
+const DOCS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(DOCS_TABLE);
+const DOC_INDEX: TableDefinition<&[u8], ()> = TableDefinition::new(DOC_INDEX_TABLE);
 
 /// Tuning of [`EmbeddedStore`].
 #[derive(Debug, Clone)]
@@ -366,6 +382,43 @@ impl Store for EmbeddedStore {
     fn close(&self) {
         self.shutdown();
     }
+
+    async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
+        docs::get(&*self.snapshot()?, collection, id)
+    }
+
+    async fn doc_swap(
+        &self,
+        collection: &str,
+        id: &[u8],
+        expect: DocExpect,
+        new: Option<Document>,
+    ) -> Result<DocOutcome, StoreError> {
+        let op = docs::swap_op(collection, id, expect, new)?;
+        let raw = self.submit(op, Reply::Swap).await?;
+        docs::outcome(raw)
+    }
+
+    async fn doc_lookup(
+        &self,
+        collection: &str,
+        index: &str,
+        key: IndexMatch<'_>,
+        start_after: Option<&IndexHit>,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        docs::lookup(&*self.snapshot()?, collection, index, key, start_after, limit)
+    }
+
+    async fn doc_scan(
+        &self,
+        collection: &str,
+        prefix: &[u8],
+        start_after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
+        docs::scan(&*self.snapshot()?, collection, prefix, start_after, limit)
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -388,6 +441,9 @@ enum Op {
     Swap { key: Vec<u8>, expect: RawExpect, new: Option<Vec<u8>> },
     Meta { key: String, value: Option<Vec<u8>> },
     Import { records: Vec<(Vec<u8>, Vec<u8>)> },
+    /// A document swap: stored document key, the index-entry keys of the new
+    /// state, the id (to rebuild the old state's entry keys) and the collection.
+    DocSwap(docs::DocOp),
 }
 
 impl Op {
@@ -398,6 +454,7 @@ impl Op {
             }
             Op::Meta { key, value } => key.len() + value.as_ref().map_or(0, Vec::len),
             Op::Import { records } => records.iter().map(|(k, v)| k.len() + v.len()).sum(),
+            Op::DocSwap(d) => d.bytes(),
         }
     }
 }
@@ -517,6 +574,7 @@ fn apply(db: &Database, batch: &[Pending], quick_repair: bool) -> Result<Vec<Ack
     {
         let mut handles = txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
         let mut meta = None;
+        let mut doc_tables = None;
         for p in batch {
             match &p.op {
                 Op::Swap { key, expect, new } => {
@@ -572,6 +630,15 @@ fn apply(db: &Database, batch: &[Pending], quick_repair: bool) -> Result<Vec<Ack
                     }
                     acks.push(Ack::Unit);
                 }
+                Op::DocSwap(d) => {
+                    if doc_tables.is_none() {
+                        let t = txn.open_table(DOCS).map_err(|e| map_redb(e.into()))?;
+                        let i = txn.open_table(DOC_INDEX).map_err(|e| map_redb(e.into()))?;
+                        doc_tables = Some((t, i));
+                    }
+                    let (t, i) = doc_tables.as_mut().expect("opened above");
+                    acks.push(Ack::Swap(docs::apply(t, i, d)?));
+                }
             }
         }
     }
@@ -586,6 +653,8 @@ fn apply(db: &Database, batch: &[Pending], quick_repair: bool) -> Result<Vec<Ack
 struct Snapshot {
     handles: ReadOnlyTable<&'static [u8], &'static [u8]>,
     meta: ReadOnlyTable<&'static str, &'static [u8]>,
+    docs: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    doc_index: ReadOnlyTable<&'static [u8], ()>,
 }
 
 impl Snapshot {
@@ -594,6 +663,8 @@ impl Snapshot {
         Ok(Snapshot {
             handles: txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?,
             meta: txn.open_table(META).map_err(|e| map_redb(e.into()))?,
+            docs: txn.open_table(DOCS).map_err(|e| map_redb(e.into()))?,
+            doc_index: txn.open_table(DOC_INDEX).map_err(|e| map_redb(e.into()))?,
         })
     }
 }
@@ -604,12 +675,16 @@ fn ensure_tables(db: &Database) -> Result<(), StoreError> {
         let txn = db.begin_read().map_err(|e| map_redb(e.into()))?;
         let h = matches!(txn.open_table(HANDLES), Err(redb::TableError::TableDoesNotExist(_)));
         let m = matches!(txn.open_table(META), Err(redb::TableError::TableDoesNotExist(_)));
-        h || m
+        let d = matches!(txn.open_table(DOCS), Err(redb::TableError::TableDoesNotExist(_)));
+        let i = matches!(txn.open_table(DOC_INDEX), Err(redb::TableError::TableDoesNotExist(_)));
+        h || m || d || i
     };
     if missing {
         let txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
         txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
         txn.open_table(META).map_err(|e| map_redb(e.into()))?;
+        txn.open_table(DOCS).map_err(|e| map_redb(e.into()))?;
+        txn.open_table(DOC_INDEX).map_err(|e| map_redb(e.into()))?;
         txn.commit().map_err(|e| map_redb(e.into()))?;
     }
     Ok(())

@@ -10,16 +10,28 @@
 //! [`Store::swap`], which maps onto a lightweight transaction), there are no
 //! multi-key transactions, and listing is a key-prefix scan with paging.
 //!
+//! Besides handles, a store keeps **documents** (the `doc_*` methods): named
+//! collections of opaque bodies, each carrying the secondary-index entries it is
+//! found under. A document and its own index entries change together, atomically,
+//! by compare-and-set; lookups go by index key (exact or prefix) and a collection
+//! can be scanned by id prefix. Still no multi-key transactions: a partitioned
+//! backend keeps one table of documents and one of index entries
+//! (materialized-view style) and writes both in one lightweight transaction per
+//! document. The domain registry and the reverse-lookup index are built on them.
+//!
 //! [`conformance`] holds the behaviour suite every backend must pass.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub mod conformance;
+mod conformance_docs;
+mod documents;
 mod embedded;
 mod memory;
 mod record;
 
 pub use embedded::{EmbeddedOptions, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
+pub use documents::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, IndexMatch, MAX_INDEX_KEY};
 pub use memory::MemoryStore;
 pub use record::{HandleRecord, InvalidRecord, RecordError};
 
@@ -210,9 +222,75 @@ pub trait Store: Send + Sync + 'static {
     /// Counters for metrics.
     fn stats(&self) -> StoreStats;
 
+    // -- Documents -----------------------------------------------------------------
+    //
+    // A document lives in a `collection` under an `id` (bytes); collections are
+    // independent name spaces and need no creation. Each document carries a set of
+    // [`IndexEntry`]s (index name, key); the store maintains the indexes itself:
+    // a write removes the entries of the document it replaces and adds the new
+    // ones in the same atomic step, so a lookup never sees an entry without its
+    // document or a document state's entries mixed with another state's.
+    // Wrappers around a store must forward these methods; the defaults refuse, so
+    // a store without documents fails loudly rather than losing data.
+
+    /// Read one document (body and index entries, entries sorted).
+    async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
+        let _ = (collection, id);
+        Err(no_documents())
+    }
+
+    /// Atomic compare-and-set of one document and its index entries: write `new`
+    /// (`None` = delete it and its entries) if the current document matches
+    /// `expect`. Durable before `Ok` on durable backends (the embedded store
+    /// group-commits these with every other write). Same outcomes as [`Store::swap`].
+    async fn doc_swap(
+        &self,
+        collection: &str,
+        id: &[u8],
+        expect: DocExpect,
+        new: Option<Document>,
+    ) -> Result<DocOutcome, StoreError> {
+        let _ = (collection, id, expect, new);
+        Err(no_documents())
+    }
+
+    /// Index entries of `collection` under index `index` whose key matches `key`
+    /// (exactly, or starting with a prefix), in (key, id) order, strictly after
+    /// `start_after`, at most `limit`. Page with the last hit of a page. Keys sort
+    /// bytewise, so big-endian numbers give range scans (e.g. deadlines).
+    async fn doc_lookup(
+        &self,
+        collection: &str,
+        index: &str,
+        key: IndexMatch<'_>,
+        start_after: Option<&IndexHit>,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        let _ = (collection, index, key, start_after, limit);
+        Err(no_documents())
+    }
+
+    /// Documents of `collection` whose id starts with `prefix`, in id order,
+    /// strictly after `start_after`, at most `limit` (maintenance and start-up
+    /// only: request paths use lookups).
+    async fn doc_scan(
+        &self,
+        collection: &str,
+        prefix: &[u8],
+        start_after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
+        let _ = (collection, prefix, start_after, limit);
+        Err(no_documents())
+    }
+
     /// Finish the writes already queued, then release the backing storage so it
     /// is left cleanly shut down. Later calls fail with [`StoreError::Closed`].
     fn close(&self);
+}
+
+fn no_documents() -> StoreError {
+    StoreError::Backend("this store does not support documents".into())
 }
 
 /// Lower bound of a prefix scan: the prefix itself, or just after `start_after` when

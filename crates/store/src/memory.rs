@@ -1,20 +1,33 @@
 //! In-memory backend: for `--ephemeral` runs and tests. Same semantics as the
 //! durable one, nothing survives the process.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use parking_lot::RwLock;
 
-use crate::{scan_start, Expect, HandleRecord, StatCounters, Store, StoreError, StoreStats, SwapOutcome};
+use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
+use crate::{
+    scan_start, DocExpect, DocOutcome, Document, Expect, HandleRecord, IndexHit, IndexMatch, StatCounters, Store,
+    StoreError, StoreStats, SwapOutcome,
+};
 
 /// A `BTreeMap` of handles and one of metadata, each behind a reader-writer lock.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     handles: RwLock<BTreeMap<Vec<u8>, HandleRecord>>,
     meta: RwLock<BTreeMap<String, Vec<u8>>>,
+    /// Documents and their index entries under one lock: a write changes both at once.
+    docs: RwLock<Docs>,
     stats: StatCounters,
     closed: std::sync::atomic::AtomicBool,
+}
+
+/// Keys as built by `documents` (same order as the embedded backend).
+#[derive(Debug, Default)]
+struct Docs {
+    docs: BTreeMap<Vec<u8>, Document>,
+    index: BTreeSet<Vec<u8>>,
 }
 
 impl MemoryStore {
@@ -125,6 +138,98 @@ impl Store for MemoryStore {
 
     fn stats(&self) -> StoreStats {
         self.stats.snapshot()
+    }
+
+    async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
+        self.check_open()?;
+        Ok(self.docs.read().docs.get(&doc_key(collection, id)).cloned())
+    }
+
+    async fn doc_swap(
+        &self,
+        collection: &str,
+        id: &[u8],
+        expect: DocExpect,
+        new: Option<Document>,
+    ) -> Result<DocOutcome, StoreError> {
+        self.check_open()?;
+        let new = new.map(Document::normalized);
+        if let Some(d) = &new {
+            d.validate()?;
+        }
+        let key = doc_key(collection, id);
+        let mut docs = self.docs.write();
+        let current = docs.docs.get(&key);
+        let ok = match expect {
+            DocExpect::Any => true,
+            DocExpect::Absent => current.is_none(),
+            DocExpect::Present(d) => current == Some(&d.normalized()),
+        };
+        if !ok {
+            let current = current.cloned();
+            drop(docs);
+            self.stats.committed(1, 0, false, 0);
+            return Ok(DocOutcome::Conflict { current });
+        }
+        let previous = match new {
+            Some(d) => {
+                for e in &d.index {
+                    docs.index.insert(index_key(collection, e, id));
+                }
+                docs.docs.insert(key, d.clone())
+            }
+            None => docs.docs.remove(&key),
+        };
+        // Entries of the replaced state that the new one does not carry.
+        if let Some(p) = &previous {
+            let keep = docs.docs.get(&doc_key(collection, id)).map(|d| d.index.clone()).unwrap_or_default();
+            for e in p.index.iter().filter(|e| !keep.contains(e)) {
+                docs.index.remove(&index_key(collection, e, id));
+            }
+        }
+        drop(docs);
+        self.stats.committed(1, 0, false, 0);
+        Ok(DocOutcome::Done { previous })
+    }
+
+    async fn doc_lookup(
+        &self,
+        collection: &str,
+        index: &str,
+        key: IndexMatch<'_>,
+        start_after: Option<&IndexHit>,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        self.check_open()?;
+        let range = LookupRange::new(collection, index, key, start_after);
+        let docs = self.docs.read();
+        docs.index
+            .range::<[u8], _>((range.start(), Bound::Unbounded))
+            .take_while(|k| k.starts_with(&range.prefix))
+            .take(limit)
+            .map(|k| range.parse(k))
+            .collect()
+    }
+
+    async fn doc_scan(
+        &self,
+        collection: &str,
+        prefix: &[u8],
+        start_after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
+        self.check_open()?;
+        let head = doc_key_prefix_len(collection);
+        let lower = doc_key(collection, prefix);
+        let after = start_after.map(|a| doc_key(collection, a));
+        let docs = self.docs.read();
+        Ok(docs
+            .docs
+            .range::<[u8], _>((scan_start(&lower, after.as_deref()), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(&lower))
+            .take(limit)
+            .map(|(k, d)| (k[head..].to_vec(), d.clone()))
+            .collect())
     }
 
     fn close(&self) {

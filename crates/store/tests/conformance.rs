@@ -57,6 +57,12 @@ both!(
     same_key_racing_creates,
     stats_count_writes,
     closed_store_refuses,
+    doc_swap_basics,
+    doc_index_maintenance,
+    doc_lookup_prefix_order_paging,
+    doc_scan_collection,
+    doc_concurrent_cas,
+    doc_closed_refuses,
 );
 
 #[test]

@@ -1,0 +1,156 @@
+//! Documents on the embedded store: reads against the published snapshot, writes
+//! as one more operation kind of the group-committing writer (so a document, the
+//! removal of its old index entries and the insertion of its new ones commit in
+//! the same transaction as everything else of the batch).
+
+use std::ops::Bound;
+
+use redb::{ReadableTable, Table};
+
+use super::{map_redb, RawExpect, RawOutcome, Snapshot};
+use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
+use crate::{scan_start, DocExpect, DocOutcome, Document, IndexHit, IndexMatch, StoreError};
+
+/// A queued document swap, encoded on the caller so the writer thread only copies bytes.
+pub(super) struct DocOp {
+    collection: String,
+    id: Vec<u8>,
+    key: Vec<u8>,
+    expect: RawExpect,
+    /// Stored form of the new document and the keys of its index entries.
+    new: Option<(Vec<u8>, Vec<Vec<u8>>)>,
+}
+
+impl DocOp {
+    pub(super) fn bytes(&self) -> usize {
+        let new = self.new.as_ref().map_or(0, |(d, ks)| d.len() + ks.iter().map(Vec::len).sum::<usize>());
+        let expect = if let RawExpect::Present(e) = &self.expect { e.len() } else { 0 };
+        self.key.len() + new + expect
+    }
+}
+
+pub(super) fn swap_op(collection: &str, id: &[u8], expect: DocExpect, new: Option<Document>) -> Result<super::Op, StoreError> {
+    let new = match new.map(Document::normalized) {
+        Some(d) => {
+            d.validate()?;
+            let keys = d.index.iter().map(|e| index_key(collection, e, id)).collect();
+            Some((d.encode(), keys))
+        }
+        None => None,
+    };
+    let expect = match expect {
+        DocExpect::Absent => RawExpect::Absent,
+        DocExpect::Any => RawExpect::Any,
+        DocExpect::Present(d) => RawExpect::Present(d.normalized().encode()),
+    };
+    Ok(super::Op::DocSwap(DocOp { collection: collection.to_owned(), id: id.to_vec(), key: doc_key(collection, id), expect, new }))
+}
+
+/// Inside the writer's transaction.
+pub(super) fn apply(docs: &mut Table<&[u8], &[u8]>, index: &mut Table<&[u8], ()>, op: &DocOp) -> Result<RawOutcome, StoreError> {
+    let r = |e: redb::StorageError| map_redb(e.into());
+    let current = docs.get(op.key.as_slice()).map_err(r)?.map(|g| g.value().to_vec());
+    let holds = match (&op.expect, &current) {
+        (RawExpect::Any, _) | (RawExpect::Absent, None) => true,
+        (RawExpect::Present(e), Some(c)) => e == c,
+        _ => false,
+    };
+    if !holds {
+        return Ok(RawOutcome::Conflict { current });
+    }
+    if let Some(c) = &current {
+        match Document::decode(c) {
+            Ok(old) => {
+                for e in &old.index {
+                    index.remove(index_key(&op.collection, e, &op.id).as_slice()).map_err(r)?;
+                }
+            }
+            // Its entries cannot be found again; overwriting is still the right thing.
+            Err(e) => tracing::warn!("replacing an undecodable document: {e}"),
+        }
+    }
+    match &op.new {
+        Some((doc, keys)) => {
+            docs.insert(op.key.as_slice(), doc.as_slice()).map_err(r)?;
+            for k in keys {
+                index.insert(k.as_slice(), ()).map_err(r)?;
+            }
+        }
+        None => drop(docs.remove(op.key.as_slice()).map_err(r)?),
+    }
+    Ok(RawOutcome::Done { previous: current })
+}
+
+pub(super) fn outcome(raw: RawOutcome) -> Result<DocOutcome, StoreError> {
+    let decode = |b: Option<Vec<u8>>| b.map(|b| Document::decode(&b)).transpose();
+    Ok(match raw {
+        RawOutcome::DoneAsExpected => return Err(StoreError::Backend("internal: unexpected document outcome".into())),
+        RawOutcome::Done { previous } => DocOutcome::Done { previous: decode(previous)? },
+        RawOutcome::Conflict { current } => DocOutcome::Conflict { current: decode(current)? },
+    })
+}
+
+pub(super) fn get(snap: &Snapshot, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
+    match snap.docs.get(doc_key(collection, id).as_slice()).map_err(|e| map_redb(e.into()))? {
+        Some(g) => Document::decode(g.value()).map(Some),
+        None => Ok(None),
+    }
+}
+
+pub(super) fn lookup(
+    snap: &Snapshot,
+    collection: &str,
+    index: &str,
+    key: IndexMatch<'_>,
+    start_after: Option<&IndexHit>,
+    limit: usize,
+) -> Result<Vec<IndexHit>, StoreError> {
+    let range = LookupRange::new(collection, index, key, start_after);
+    let mut out = Vec::new();
+    if limit == 0 {
+        return Ok(out);
+    }
+    let iter = snap.doc_index.range::<&[u8]>((range.start(), Bound::Unbounded)).map_err(|e| map_redb(e.into()))?;
+    for item in iter {
+        let (k, _) = item.map_err(|e| map_redb(e.into()))?;
+        if !k.value().starts_with(&range.prefix) {
+            break;
+        }
+        out.push(range.parse(k.value())?);
+        if out.len() >= limit {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn scan(
+    snap: &Snapshot,
+    collection: &str,
+    prefix: &[u8],
+    start_after: Option<&[u8]>,
+    limit: usize,
+) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
+    let head = doc_key_prefix_len(collection);
+    let lower = doc_key(collection, prefix);
+    let after = start_after.map(|a| doc_key(collection, a));
+    let mut out = Vec::new();
+    if limit == 0 {
+        return Ok(out);
+    }
+    let iter = snap
+        .docs
+        .range::<&[u8]>((scan_start(&lower, after.as_deref()), Bound::Unbounded))
+        .map_err(|e| map_redb(e.into()))?;
+    for item in iter {
+        let (k, v) = item.map_err(|e| map_redb(e.into()))?;
+        if !k.value().starts_with(&lower) {
+            break;
+        }
+        out.push((k.value()[head..].to_vec(), Document::decode(v.value())?));
+        if out.len() >= limit {
+            break;
+        }
+    }
+    Ok(out)
+}
