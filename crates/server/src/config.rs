@@ -33,6 +33,14 @@ pub struct Config {
     /// Memory for the embedded store's page cache, in MiB (the OS page cache
     /// still holds the rest of the file).
     pub store_cache_mb: usize,
+    /// Byte budget of the resolution cache in MiB; 0 switches it off.
+    pub cache_mb: usize,
+    /// Admission control: requests processed at once...
+    pub max_concurrent: usize,
+    /// ...requests allowed to wait for a turn...
+    pub queue_length: usize,
+    /// ...and for how long, before being refused as too busy.
+    pub max_queue_wait_ms: u64,
     /// Server administrators, `index:handle` or `handle` (= index 0, any key of
     /// that handle). Empty: `<prefix>/ADMIN` of every configured prefix.
     pub server_admins: Vec<String>,
@@ -66,6 +74,10 @@ impl Default for Config {
             tcp_idle_timeout_secs: 60,
             server_admins: Vec::new(),
             store_cache_mb: 64,
+            cache_mb: 16,
+            max_concurrent: 256,
+            queue_length: 2048,
+            max_queue_wait_ms: 1000,
             server_admin_full_access: true,
             max_session_secs: 86_400,
             challenge_timeout_secs: 60,

@@ -3,11 +3,14 @@
 //! Layout after hickory-dns's server crate: [`transport`] frames bytes,
 //! [`native`] answers protocol requests, the store lives behind `handled_store::Store`.
 
+pub mod admission;
 pub mod auth;
 pub mod bootstrap;
+pub mod cache;
 pub mod config;
 pub mod import;
 pub mod keys;
+pub mod metrics;
 pub mod native;
 pub mod ops;
 pub mod session;
@@ -64,7 +67,8 @@ impl Listeners {
             transport::udp::spawn(state.clone(), socket, runtime.clone())?;
         }
         tasks.spawn(transport::tcp::serve(state.clone(), self.tcp));
-        tasks.spawn(transport::http::serve(state, self.http));
+        tasks.spawn(transport::http::serve(state.clone(), self.http));
+        state.set_ready();
         Ok(RunningServer { addrs: self.addrs, tasks })
     }
 }

@@ -1,9 +1,12 @@
 //! What every request handler shares: configuration, store, server key, our
 //! site record and the set of homed prefixes.
 
+use crate::admission::{Admission, AdmissionConfig};
 use crate::auth::challenge::Challenges;
+use crate::cache::CachingStore;
 use crate::config::Config;
 use crate::keys::RsaSigner;
+use crate::metrics::Metrics;
 use crate::session::Sessions;
 use handled_proto::handle;
 use handled_store::Store;
@@ -26,6 +29,12 @@ pub struct ServerState {
     server_admins: Vec<(Vec<u8>, i32)>,
     pub challenges: Challenges,
     pub sessions: Sessions,
+    pub admission: Admission,
+    pub metrics: Metrics,
+    /// The cache in front of `store` (which already goes through it), for its figures.
+    pub cache: Option<Arc<CachingStore>>,
+    /// Set once every listener serves (`/readyz`).
+    ready: std::sync::atomic::AtomicBool,
 }
 
 impl ServerState {
@@ -40,7 +49,21 @@ impl ServerState {
         // Config::validate has checked the list; bootstrap refuses invalid configs.
         let server_admins = config.parsed_server_admins().unwrap_or_default();
         let challenges = Challenges::new(std::time::Duration::from_secs(config.challenge_timeout_secs.max(1)));
+        let admission = Admission::new(AdmissionConfig {
+            max_concurrent: config.max_concurrent,
+            queue: config.queue_length,
+            max_wait: std::time::Duration::from_millis(config.max_queue_wait_ms),
+        });
+        let cache = (config.cache_mb > 0).then(|| Arc::new(CachingStore::new(store.clone(), (config.cache_mb as u64) << 20)));
+        let store = match &cache {
+            Some(c) => c.clone() as Arc<dyn Store>,
+            None => store,
+        };
         ServerState {
+            admission,
+            metrics: Metrics::default(),
+            cache,
+            ready: Default::default(),
             config,
             store,
             key,
@@ -51,6 +74,14 @@ impl ServerState {
             challenges,
             sessions: Sessions::default(),
         }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub fn set_ready(&self) {
+        self.ready.store(true, std::sync::atomic::Ordering::Release);
     }
 
     pub fn server_admins(&self) -> &[(Vec<u8>, i32)] {

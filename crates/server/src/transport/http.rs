@@ -2,7 +2,8 @@
 //! (`application/x-hdl-message`), HTTP/1.0 and HTTP/1.1 keep-alive alike. Every
 //! response carries `Server-Timing` with the server's own time for the request.
 
-use crate::native::{handle_unit, Transport};
+use super::serve_unit;
+use crate::native::Transport;
 use crate::state::ServerState;
 use bytes::Bytes;
 use handled_proto::envelope::{ENVELOPE_LEN, MAX_MESSAGE_LEN};
@@ -35,6 +36,7 @@ pub async fn serve(state: Arc<ServerState>, listener: TcpListener) {
         let _ = stream.set_nodelay(true);
         let state = state.clone();
         tokio::spawn(async move {
+            let _open = state.metrics.connection("http");
             let service = hyper::service::service_fn(move |req| {
                 let state = state.clone();
                 async move { Ok::<_, Infallible>(timed(&state, req).await) }
@@ -65,11 +67,59 @@ fn is_hdl(req: &Request<Incoming>) -> bool {
 }
 
 async fn route(state: &ServerState, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    // Operations endpoints answer even when the server is saturated.
+    if req.method() == Method::GET {
+        match req.uri().path() {
+            "/healthz" => return text(StatusCode::OK, "text/plain", "ok\n".into()),
+            "/readyz" => return readiness(state).await,
+            "/metrics" => return text(StatusCode::OK, "text/plain; version=0.0.4", metrics_text(state)),
+            _ => {}
+        }
+    }
     if req.method() == Method::POST && is_hdl(&req) {
+        // Admission happens per native message, like on the other transports.
         return tunnel(state, req).await;
     }
+    let started = Instant::now();
+    let _permit = match state.admission.admit().await {
+        Ok(p) => p,
+        Err(why) => {
+            let mut r = json_error(StatusCode::SERVICE_UNAVAILABLE, 3, &format!("Server too busy ({})", why.as_str()));
+            r.headers_mut().insert("retry-after", HeaderValue::from(state.admission.retry_after_secs()));
+            state.metrics.observe_http("api", 503, started.elapsed());
+            return r;
+        }
+    };
     let message = format!("Unknown HTTP API endpoint {} {}", req.method(), req.uri());
-    json_error(StatusCode::NOT_FOUND, 4, &message)
+    let response = json_error(StatusCode::NOT_FOUND, 4, &message);
+    state.metrics.observe_http("api", response.status().as_u16(), started.elapsed());
+    response
+}
+
+fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+fn metrics_text(state: &ServerState) -> String {
+    let cache = state.cache.as_ref().map(|c| c.cache_stats());
+    state.metrics.render(&state.admission.stats(), cache.as_ref(), &state.store.stats())
+}
+
+/// Ready when the listeners are serving and the store answers.
+async fn readiness(state: &ServerState) -> Response<Full<Bytes>> {
+    let store = state.store.count().await;
+    let listening = state.is_ready();
+    let ok = store.is_ok() && listening;
+    let body = serde_json::json!({
+        "ready": ok,
+        "listeners": listening,
+        "store": match &store { Ok(_) => "open".to_string(), Err(e) => e.to_string() },
+    });
+    let status = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    text(status, "application/json", body.to_string())
 }
 
 async fn tunnel(state: &ServerState, req: Request<Incoming>) -> Response<Full<Bytes>> {
@@ -82,7 +132,7 @@ async fn tunnel(state: &ServerState, req: Request<Incoming>) -> Response<Full<By
         Some(b'\r' | b'\n') => &body[1..],
         _ => &body[..],
     };
-    let responses = handle_unit(state, unit, Transport::Http).await;
+    let responses = serve_unit(state, unit, Transport::Http).await;
     if responses.is_empty() {
         return json_error(StatusCode::BAD_REQUEST, 4, "Message shorter than an envelope");
     }

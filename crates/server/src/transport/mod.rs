@@ -1,5 +1,38 @@
-//! Listeners: each turns its framing into calls of [`crate::native::handle_unit`].
+//! Listeners: each turns its framing into calls of [`serve_unit`], which applies
+//! admission control and records metrics around [`crate::native::handle_unit`].
 
 pub mod http;
 pub mod tcp;
 pub mod udp;
+
+use crate::admission::Rejection;
+use crate::native::respond::{error_response, RequestContext};
+use crate::native::{handle_unit, read_envelope, Transport};
+use crate::state::ServerState;
+use handled_proto::codec::Codec;
+use handled_proto::envelope::ENVELOPE_LEN;
+use handled_proto::header::{Header, ResponseCode, HEADER_LEN};
+use std::time::Instant;
+
+/// Answer one native request unit, or refuse it at once when the server is too busy.
+pub async fn serve_unit(state: &ServerState, unit: &[u8], transport: Transport) -> Vec<Vec<u8>> {
+    let started = Instant::now();
+    let responses = match state.admission.admit().await {
+        Ok(_permit) => handle_unit(state, unit, transport).await,
+        Err(why) => busy_response(state, unit, why).into_iter().collect(),
+    };
+    state.metrics.observe(transport.name(), &responses, started.elapsed());
+    responses
+}
+
+/// RC_SERVER_TOO_BUSY with the request id echoed (and the op code, when the header reads).
+fn busy_response(state: &ServerState, unit: &[u8], why: Rejection) -> Option<Vec<u8>> {
+    let envelope = read_envelope(unit)?;
+    let header = unit.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN).and_then(|h| Header::from_bytes(h).ok());
+    let ctx = RequestContext { envelope, header, header_and_body: &[] };
+    let message = match why {
+        Rejection::QueueFull => "Server too busy: request queue full",
+        Rejection::WaitedTooLong => "Server too busy: request waited too long",
+    };
+    Some(error_response(state, &ctx, ResponseCode::SERVER_TOO_BUSY, message))
+}

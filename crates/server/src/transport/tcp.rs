@@ -2,7 +2,8 @@
 //! the connection open; we answer requests until the peer closes or idles out.
 
 use crate::native::respond::{error_response, RequestContext};
-use crate::native::{handle_unit, read_envelope, Transport};
+use super::serve_unit;
+use crate::native::{read_envelope, Transport};
 use crate::state::ServerState;
 use handled_proto::envelope::ENVELOPE_LEN;
 use handled_proto::header::ResponseCode;
@@ -68,6 +69,7 @@ async fn fill(stream: &mut (impl AsyncRead + Unpin), buf: &mut [u8], limit: Dura
 }
 
 async fn connection(state: &ServerState, mut stream: TcpStream) -> std::io::Result<()> {
+    let _open = state.metrics.connection("tcp");
     stream.set_nodelay(true)?;
     let idle = Duration::from_secs(state.config.tcp_idle_timeout_secs);
     let mut unit = Vec::new();
@@ -83,7 +85,7 @@ async fn connection(state: &ServerState, mut stream: TcpStream) -> std::io::Resu
             Ok(n) => n,
             Err(_) => {
                 // The rest of the stream can't be framed any more: answer, then close.
-                let responses = handle_unit(state, &unit, Transport::Tcp).await;
+                let responses = serve_unit(state, &unit, Transport::Tcp).await;
                 for r in responses {
                     stream.write_all(&r).await?;
                 }
@@ -97,7 +99,7 @@ async fn connection(state: &ServerState, mut stream: TcpStream) -> std::io::Resu
             let _ = stream.write_all(&error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &text)).await;
             return Ok(());
         }
-        let responses = handle_unit(state, &unit, Transport::Tcp).await;
+        let responses = serve_unit(state, &unit, Transport::Tcp).await;
         match responses.as_slice() {
             [one] => stream.write_all(one).await?,
             many => stream.write_all(&many.concat()).await?,

@@ -4,7 +4,8 @@
 //! spent per request. Multi-datagram requests are reassembled by (peer,
 //! request id); replies over 512 bytes go out in 492-byte chunks.
 
-use crate::native::{handle_unit, read_envelope, Transport};
+use super::serve_unit;
+use crate::native::{read_envelope, Transport};
 use crate::state::ServerState;
 use handled_proto::envelope::ENVELOPE_LEN;
 use handled_proto::udp::{split_datagrams, Reassembly, MAX_DATAGRAM};
@@ -81,7 +82,7 @@ fn serve(state: &ServerState, socket: &UdpSocket, runtime: &tokio::runtime::Hand
         let replies = runtime.block_on(async {
             let mut replies = Vec::with_capacity(units.len());
             for (peer, unit) in &units {
-                for response in handle_unit(state, unit, Transport::Udp).await {
+                for response in serve_unit(state, unit, Transport::Udp).await {
                     replies.push((*peer, response));
                 }
             }

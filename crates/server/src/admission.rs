@@ -1,0 +1,189 @@
+//! Admission control, one policy for every transport: at most `max_concurrent`
+//! requests are processed at once; up to `queue` more wait in FIFO order (tokio's
+//! semaphore is fair) for at most `max_wait`. Anything beyond is refused at once,
+//! so a surge is answered honestly (RC_SERVER_TOO_BUSY / HTTP 503) instead of
+//! growing latency and memory without bound.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// The queue was full when the request arrived.
+    QueueFull,
+    /// It waited `max_wait` without getting its turn.
+    WaitedTooLong,
+}
+
+impl Rejection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::QueueFull => "queue_full",
+            Rejection::WaitedTooLong => "queue_timeout",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionConfig {
+    pub max_concurrent: usize,
+    pub queue: usize,
+    pub max_wait: Duration,
+}
+
+/// Counters and gauges, read by metrics and `handled status`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AdmissionStats {
+    pub admitted: u64,
+    /// Admitted or not, requests that had to wait.
+    pub queued: u64,
+    pub rejected_queue_full: u64,
+    pub rejected_timeout: u64,
+    pub in_flight: u64,
+    pub waiting: u64,
+    pub max_concurrent: u64,
+    pub queue_capacity: u64,
+}
+
+pub struct Admission {
+    config: AdmissionConfig,
+    permits: Semaphore,
+    waiting: AtomicUsize,
+    admitted: AtomicU64,
+    queued: AtomicU64,
+    rejected_full: AtomicU64,
+    rejected_timeout: AtomicU64,
+}
+
+impl Admission {
+    pub fn new(config: AdmissionConfig) -> Self {
+        Admission {
+            config,
+            permits: Semaphore::new(config.max_concurrent.max(1)),
+            waiting: AtomicUsize::new(0),
+            admitted: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            rejected_full: AtomicU64::new(0),
+            rejected_timeout: AtomicU64::new(0),
+        }
+    }
+
+    /// Wait for a turn, or learn at once (queue full) or after `max_wait` that
+    /// there is none. Processing lasts as long as the returned permit lives.
+    pub async fn admit(&self) -> Result<SemaphorePermit<'_>, Rejection> {
+        if let Ok(permit) = self.permits.try_acquire() {
+            self.admitted.fetch_add(1, Ordering::Relaxed);
+            return Ok(permit);
+        }
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.config.queue {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            self.rejected_full.fetch_add(1, Ordering::Relaxed);
+            return Err(Rejection::QueueFull);
+        }
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        let turn = tokio::time::timeout(self.config.max_wait, self.permits.acquire()).await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        match turn {
+            Ok(Ok(permit)) => {
+                self.admitted.fetch_add(1, Ordering::Relaxed);
+                Ok(permit)
+            }
+            _ => {
+                self.rejected_timeout.fetch_add(1, Ordering::Relaxed);
+                Err(Rejection::WaitedTooLong)
+            }
+        }
+    }
+
+    /// Seconds a refused client should wait before retrying (HTTP Retry-After).
+    pub fn retry_after_secs(&self) -> u64 {
+        self.config.max_wait.as_secs().max(1)
+    }
+
+    pub fn stats(&self) -> AdmissionStats {
+        let max = self.config.max_concurrent.max(1);
+        AdmissionStats {
+            admitted: self.admitted.load(Ordering::Relaxed),
+            queued: self.queued.load(Ordering::Relaxed),
+            rejected_queue_full: self.rejected_full.load(Ordering::Relaxed),
+            rejected_timeout: self.rejected_timeout.load(Ordering::Relaxed),
+            in_flight: (max - self.permits.available_permits().min(max)) as u64,
+            waiting: self.waiting.load(Ordering::Relaxed) as u64,
+            max_concurrent: max as u64,
+            queue_capacity: self.config.queue as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn small(max_wait_ms: u64) -> Arc<Admission> {
+        Arc::new(Admission::new(AdmissionConfig { max_concurrent: 2, queue: 3, max_wait: Duration::from_millis(max_wait_ms) }))
+    }
+
+    #[tokio::test]
+    async fn full_queue_is_refused_at_once() {
+        let a = small(10_000);
+        let p1 = a.admit().await.unwrap();
+        let _p2 = a.admit().await.unwrap();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let a = a.clone();
+                tokio::spawn(async move { a.admit().await.map(|_| ()) })
+            })
+            .collect();
+        while a.stats().waiting < 3 {
+            tokio::task::yield_now().await;
+        }
+        let t = std::time::Instant::now();
+        assert_eq!(a.admit().await.err(), Some(Rejection::QueueFull));
+        assert!(t.elapsed() < Duration::from_millis(50));
+        drop(p1);
+        drop(_p2);
+        for w in waiters {
+            w.await.unwrap().unwrap();
+        }
+        let s = a.stats();
+        assert_eq!((s.admitted, s.queued, s.rejected_queue_full, s.in_flight, s.waiting), (5, 3, 1, 0, 0));
+    }
+
+    #[tokio::test]
+    async fn waiting_too_long_is_refused() {
+        let a = small(30);
+        let _p1 = a.admit().await.unwrap();
+        let _p2 = a.admit().await.unwrap();
+        assert_eq!(a.admit().await.err(), Some(Rejection::WaitedTooLong));
+        assert_eq!(a.stats().rejected_timeout, 1);
+        assert_eq!(a.stats().in_flight, 2);
+    }
+
+    #[tokio::test]
+    async fn queue_is_first_in_first_out() {
+        let a = small(10_000);
+        let p1 = a.admit().await.unwrap();
+        let p2 = a.admit().await.unwrap();
+        let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 0..3 {
+            let (a2, order) = (a.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                let _p = a2.admit().await.unwrap();
+                order.lock().push(i);
+            }));
+            while a.stats().waiting < i + 1 {
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(p1);
+        drop(p2);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.lock(), vec![0, 1, 2]);
+    }
+}

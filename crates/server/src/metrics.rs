@@ -1,0 +1,203 @@
+//! Prometheus metrics (text format at `/metrics`). Request counts and latency
+//! are recorded per request; admission, cache and store figures are read from
+//! their own counters at scrape time, so the hot paths keep a single copy.
+
+use crate::admission::AdmissionStats;
+use crate::cache::CacheStats;
+use handled_proto::header::{OpCode, ResponseCode, HEADER_LEN};
+use handled_proto::envelope::ENVELOPE_LEN;
+use handled_store::StoreStats;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::time::Duration;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    transport: &'static str,
+    op: &'static str,
+    code: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TransportLabel {
+    transport: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BatchLabel {
+    le: &'static str,
+}
+
+fn latency_histogram() -> Histogram {
+    // 20 µs .. ~5 s
+    Histogram::new(exponential_buckets(0.000_02, 2.0, 19))
+}
+
+pub struct Metrics {
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<TransportLabel, Histogram, fn() -> Histogram>,
+    connections: Family<TransportLabel, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            requests: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+            connections: Family::default(),
+        }
+    }
+}
+
+/// Op code and response code of a response unit, read from its header.
+fn codes(unit: &[u8]) -> Option<(OpCode, ResponseCode)> {
+    let h = unit.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN)?;
+    let word = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+    Some((OpCode(word(0)), ResponseCode(word(4))))
+}
+
+impl Metrics {
+    /// Count a request by the response units it produced, and its latency.
+    pub fn observe(&self, transport: &'static str, responses: &[Vec<u8>], elapsed: Duration) {
+        if let Some((op, code)) = responses.last().and_then(|u| codes(u)) {
+            self.requests.get_or_create(&RequestLabels { transport, op: op.name(), code: code.name() }).inc();
+        }
+        self.latency.get_or_create(&TransportLabel { transport }).observe(elapsed.as_secs_f64());
+    }
+
+    /// Count an HTTP request that is not a native message (REST, registry, health).
+    pub fn observe_http(&self, service: &'static str, status: u16, elapsed: Duration) {
+        let code = match status {
+            200..=299 => "2xx",
+            300..=399 => "3xx",
+            400..=499 => "4xx",
+            _ => "5xx",
+        };
+        self.requests.get_or_create(&RequestLabels { transport: "http", op: service, code }).inc();
+        self.latency.get_or_create(&TransportLabel { transport: service }).observe(elapsed.as_secs_f64());
+    }
+
+    /// Track an open connection until the guard is dropped.
+    pub fn connection(&self, transport: &'static str) -> ConnectionGuard {
+        let gauge = self.connections.get_or_create(&TransportLabel { transport }).clone();
+        gauge.inc();
+        ConnectionGuard(gauge)
+    }
+
+    /// The text exposition.
+    pub fn render(&self, admission: &AdmissionStats, cache: Option<&CacheStats>, store: &StoreStats) -> String {
+        let mut r = Registry::with_prefix("handled");
+        r.register("requests", "Requests answered, by transport, operation and result code", self.requests.clone());
+        r.register("request_duration_seconds", "Time from admission to answer", self.latency.clone());
+        r.register("open_connections", "Open TCP and HTTP connections", self.connections.clone());
+
+        let counter = |v: u64| {
+            let c: Counter = Counter::default();
+            c.inc_by(v);
+            c
+        };
+        let gauge = |v: u64| {
+            let g: Gauge = Gauge::default();
+            g.set(v as i64);
+            g
+        };
+        r.register("admission_admitted", "Requests admitted for processing", counter(admission.admitted));
+        r.register("admission_queued", "Requests that had to wait in the admission queue", counter(admission.queued));
+        let rejected: Family<ReasonLabel, Counter> = Family::default();
+        rejected.get_or_create(&ReasonLabel { reason: "queue_full" }).inc_by(admission.rejected_queue_full);
+        rejected.get_or_create(&ReasonLabel { reason: "queue_timeout" }).inc_by(admission.rejected_timeout);
+        r.register("admission_rejected", "Requests refused as too busy", rejected);
+        r.register("admission_in_flight", "Requests being processed", gauge(admission.in_flight));
+        r.register("admission_waiting", "Requests waiting in the admission queue", gauge(admission.waiting));
+        r.register("admission_max_concurrent", "Configured maximum of requests processed at once", gauge(admission.max_concurrent));
+        r.register("admission_queue_capacity", "Configured admission queue length", gauge(admission.queue_capacity));
+
+        if let Some(c) = cache {
+            r.register("cache_hits", "Resolution cache hits", counter(c.hits));
+            r.register("cache_misses", "Resolution cache misses", counter(c.misses));
+            r.register("cache_evictions", "Entries evicted to stay within the byte budget", counter(c.evictions));
+            r.register("cache_invalidations", "Entries dropped because what they were derived from changed", counter(c.invalidations));
+            r.register("cache_bytes", "Bytes held by the cache", gauge(c.bytes));
+            r.register("cache_entries", "Entries held by the cache", gauge(c.entries));
+            r.register("cache_capacity_bytes", "Configured cache budget", gauge(c.capacity_bytes));
+        }
+
+        r.register("store_commits", "Write transactions committed", counter(store.commits));
+        r.register("store_fsyncs", "Durable flushes", counter(store.fsyncs));
+        r.register("store_write_ops", "Write operations acknowledged", counter(store.write_ops));
+        r.register("store_failed_ops", "Write operations that failed", counter(store.failed_ops));
+        r.register("store_commit_seconds", "Time spent committing, fsync included", {
+            let c: Counter<f64> = Counter::default();
+            c.inc_by(store.commit_micros as f64 / 1e6);
+            c
+        });
+        let batches: Family<BatchLabel, Gauge> = Family::default();
+        const BOUNDS: [&str; 10] = ["1", "3", "7", "15", "31", "63", "127", "255", "511", "+Inf"];
+        let mut cumulative = 0;
+        for (bound, n) in BOUNDS.iter().zip(store.batch_sizes) {
+            cumulative += n;
+            batches.get_or_create(&BatchLabel { le: bound }).set(cumulative as i64);
+        }
+        r.register("store_group_commit_size", "Commits with at most `le` operations (cumulative)", batches);
+        r.register("store_max_group_commit", "Largest number of operations committed together", gauge(store.max_batch));
+
+        let mut out = String::with_capacity(8192);
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &r);
+        out
+    }
+}
+
+/// Decrements the open-connection gauge when dropped.
+pub struct ConnectionGuard(Gauge);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_known_sequence() {
+        let m = Metrics::default();
+        let mut unit = vec![0u8; ENVELOPE_LEN + HEADER_LEN];
+        unit[ENVELOPE_LEN + 3] = 1; // RESOLUTION
+        unit[ENVELOPE_LEN + 7] = 100; // HANDLE_NOT_FOUND
+        m.observe("udp", &[unit.clone()], Duration::from_micros(150));
+        m.observe("udp", &[unit], Duration::from_micros(150));
+        let guard = m.connection("tcp");
+        let admission = AdmissionStats { admitted: 7, rejected_queue_full: 2, in_flight: 1, max_concurrent: 5, ..Default::default() };
+        let cache = CacheStats { hits: 3, misses: 4, bytes: 1000, ..Default::default() };
+        let store = StoreStats { commits: 2, batch_sizes: [1, 1, 0, 0, 0, 0, 0, 0, 0, 0], ..Default::default() };
+        let text = m.render(&admission, Some(&cache), &store);
+        for line in [
+            r#"handled_requests_total{transport="udp",op="RESOLUTION",code="HANDLE_NOT_FOUND"} 2"#,
+            r#"handled_request_duration_seconds_count{transport="udp"} 2"#,
+            r#"handled_open_connections{transport="tcp"} 1"#,
+            "handled_admission_admitted_total 7",
+            r#"handled_admission_rejected_total{reason="queue_full"} 2"#,
+            "handled_admission_in_flight 1",
+            "handled_cache_hits_total 3",
+            "handled_cache_bytes 1000",
+            "handled_store_commits_total 2",
+            r#"handled_store_group_commit_size{le="3"} 2"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        }
+        drop(guard);
+        assert!(m.render(&admission, None, &store).contains("handled_open_connections{transport=\"tcp\"} 0"));
+    }
+}
