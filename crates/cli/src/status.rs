@@ -1,0 +1,108 @@
+//! `handled status`: live admission, cache and store figures of a running
+//! server, read from its `/metrics` endpoint (which is never throttled).
+
+use anyhow::{bail, Context};
+use clap::Args;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Args)]
+pub struct StatusArgs {
+    /// Server host.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// The server's HTTP port.
+    #[arg(long, default_value_t = 8000)]
+    http_port: u16,
+    /// Print the raw Prometheus text instead.
+    #[arg(long)]
+    raw: bool,
+}
+
+fn fetch_metrics(host: &str, port: u16) -> anyhow::Result<String> {
+    let addr = (host, port).to_socket_addrs()?.next().context("host has no address")?;
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).with_context(|| format!("cannot connect to {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)?;
+    let (head, body) = raw.split_once("\r\n\r\n").context("malformed HTTP response")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!("{addr} answered {}", head.lines().next().unwrap_or(""));
+    }
+    Ok(body.to_string())
+}
+
+/// `name{labels} value` lines, summed over labels per name, plus labelled ones kept whole.
+fn parse(text: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let Some((series, value)) = line.rsplit_once(' ') else { continue };
+        let Ok(value) = value.parse::<f64>() else { continue };
+        out.insert(series.to_string(), value);
+        if let Some((name, _)) = series.split_once('{') {
+            *out.entry(name.to_string()).or_insert(0.0) += value;
+        }
+    }
+    out
+}
+
+pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let text = tokio::task::spawn_blocking(move || fetch_metrics(&args.host, args.http_port)).await??;
+    if args.raw {
+        print!("{text}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let m = parse(&text);
+    let get = |k: &str| m.get(k).copied().unwrap_or(0.0);
+    println!(
+        "admission   in flight {:.0}/{:.0}   waiting {:.0}/{:.0}   admitted {:.0}   queued {:.0}   rejected {:.0} (queue full {:.0}, waited too long {:.0})",
+        get("handled_admission_in_flight"),
+        get("handled_admission_max_concurrent"),
+        get("handled_admission_waiting"),
+        get("handled_admission_queue_capacity"),
+        get("handled_admission_admitted_total"),
+        get("handled_admission_queued_total"),
+        get("handled_admission_rejected_total"),
+        get(r#"handled_admission_rejected_total{reason="queue_full"}"#),
+        get(r#"handled_admission_rejected_total{reason="queue_timeout"}"#),
+    );
+    println!("requests    {:.0} answered   open connections {:.0}", get("handled_requests_total"), get("handled_open_connections"));
+    if m.contains_key("handled_cache_hits_total") {
+        let (hits, misses) = (get("handled_cache_hits_total"), get("handled_cache_misses_total"));
+        let ratio = if hits + misses > 0.0 { 100.0 * hits / (hits + misses) } else { 0.0 };
+        println!(
+            "cache       {:.1}/{:.1} MB   {:.0} entries   hit ratio {ratio:.1}%   evictions {:.0}   invalidations {:.0}",
+            get("handled_cache_bytes") / 1e6,
+            get("handled_cache_capacity_bytes") / 1e6,
+            get("handled_cache_entries"),
+            get("handled_cache_evictions_total"),
+            get("handled_cache_invalidations_total"),
+        );
+    } else {
+        println!("cache       off");
+    }
+    let commits = get("handled_store_commits_total");
+    let per_commit = if commits > 0.0 { get("handled_store_write_ops_total") / commits } else { 0.0 };
+    println!(
+        "store       {:.0} commits   {:.0} fsyncs   {per_commit:.1} writes per commit   largest group commit {:.0}",
+        commits,
+        get("handled_store_fsyncs_total"),
+        get("handled_store_max_group_commit"),
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sums_labelled_series() {
+        let m = super::parse("# HELP x\nhandled_requests_total{a=\"1\"} 2\nhandled_requests_total{a=\"2\"} 3\nhandled_cache_bytes 10\n");
+        assert_eq!(m["handled_requests_total"], 5.0);
+        assert_eq!(m["handled_cache_bytes"], 10.0);
+        assert_eq!(m[r#"handled_requests_total{a="2"}"#], 3.0);
+    }
+}
