@@ -8,7 +8,10 @@
 //! so a read that raced a write can never plant the old record after it.
 
 use async_trait::async_trait;
-use handled_store::{Expect, HandleRecord, Store, StoreError, StoreStats, SwapOutcome};
+use handled_store::{
+    DocExpect, DocOutcome, Document, Expect, HandleRecord, IndexHit, IndexMatch, Store, StoreError, StoreStats,
+    SwapOutcome,
+};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -169,6 +172,30 @@ impl Store for CachingStore {
     fn close(&self) {
         self.inner.close();
         self.invalidate_all();
+    }
+
+    // Documents (domain registry, reverse lookups) are not cached: pass through.
+    async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
+        self.inner.doc_get(collection, id).await
+    }
+
+    async fn doc_swap(&self, c: &str, id: &[u8], expect: DocExpect, new: Option<Document>) -> Result<DocOutcome, StoreError> {
+        self.inner.doc_swap(c, id, expect, new).await
+    }
+
+    async fn doc_lookup(
+        &self,
+        c: &str,
+        index: &str,
+        key: IndexMatch<'_>,
+        after: Option<&IndexHit>,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        self.inner.doc_lookup(c, index, key, after, limit).await
+    }
+
+    async fn doc_scan(&self, c: &str, prefix: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
+        self.inner.doc_scan(c, prefix, after, limit).await
     }
 }
 
