@@ -107,10 +107,10 @@ struct RunArgs {
     #[arg(long)]
     rate: Option<f64>,
     /// Open-loop surge BASE,PEAK,UP,HOLD,DOWN (rates /s, seconds).
-    #[arg(long, value_delimiter = ',', num_args = 5)]
+    #[arg(long, value_delimiter = ',')]
     surge: Option<Vec<f64>>,
     /// httperf/autobench rate sweep FROM,TO,STEP (requests/s), --per-conn requests per connection.
-    #[arg(long, value_delimiter = ',', num_args = 3)]
+    #[arg(long, value_delimiter = ',')]
     rate_sweep: Option<Vec<f64>>,
     #[arg(long, default_value_t = 10)]
     per_conn: u64,
@@ -251,6 +251,12 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
     plan.server_pid = a.server_pid;
     plan.progress = !a.quiet && !a.json;
     plan.induce = a.induce.clone().zip(a.induce_at).map(|(cmd, at)| (secs(at), cmd));
+    if a.rate_sweep.as_ref().is_some_and(|r| r.len() != 3) {
+        bail!("--rate-sweep takes FROM,TO,STEP");
+    }
+    if a.surge.as_ref().is_some_and(|s| s.len() != 5) {
+        bail!("--surge takes BASE,PEAK,UP,HOLD,DOWN");
+    }
     let clients = a.concurrency.max(1);
     let warmup = secs(a.warmup);
     let flag = match &a.green_flag {
