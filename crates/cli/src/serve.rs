@@ -30,6 +30,9 @@ pub struct ServeArgs {
     /// HTTP port.
     #[arg(long, env = "HANDLED_HTTP_PORT")]
     http_port: Option<u16>,
+    /// Domain registry API port (not served unless set).
+    #[arg(long, env = "HANDLED_REGISTRY_PORT")]
+    registry_port: Option<u16>,
     /// Prefix to home (repeatable); replaces the configured list.
     #[arg(long = "prefix", env = "HANDLED_PREFIX", value_delimiter = ',')]
     prefixes: Vec<String>,
@@ -53,6 +56,9 @@ impl ServeArgs {
         }
         if let Some(p) = self.http_port {
             c.http_port = p;
+        }
+        if let Some(p) = self.registry_port {
+            c.registry_port = Some(p);
         }
         if !self.prefixes.is_empty() {
             c.prefixes = self.prefixes.clone();
@@ -80,6 +86,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let a = running.addrs;
     let homed: Vec<String> = booted.state.homed_prefixes().iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
     eprintln!("handled serving {} on udp {} tcp {} http {}", homed.join(", "), a.udp, a.tcp, a.http);
+    if let Some(r) = a.registry {
+        eprintln!("domain registry on http://{r}/");
+    }
     // Test harnesses wait for this line.
     println!("ready");
     let _ = std::io::stdout().flush();

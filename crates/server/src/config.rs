@@ -53,6 +53,13 @@ pub struct Config {
     pub challenge_timeout_secs: u64,
     /// Allow LIST_HANDLES (§3.5: a server may disable it).
     pub allow_list_handles: bool,
+    // Domain registry (crate::registry).
+    /// Port of the domain registry API (served at its root); unset: not served.
+    pub registry_port: Option<u16>,
+    /// `EXPIRES_MAX`: larger `expires` values are clamped to this many seconds.
+    pub registry_expires_max: u64,
+    /// Seconds between sweeps that mark expired endpoints (0: only on reads).
+    pub registry_sweep_secs: u64,
     /// Write newly generated admin credentials here instead of the data
     /// directory (with several prefixes, `-<prefix>` goes before the extension).
     pub admin_credentials: Option<PathBuf>,
@@ -82,6 +89,9 @@ impl Default for Config {
             max_session_secs: 86_400,
             challenge_timeout_secs: 60,
             allow_list_handles: true,
+            registry_port: None,
+            registry_expires_max: 3600,
+            registry_sweep_secs: 60,
             admin_credentials: None,
         }
     }

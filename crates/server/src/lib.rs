@@ -13,6 +13,7 @@ pub mod keys;
 pub mod metrics;
 pub mod native;
 pub mod ops;
+pub mod registry;
 pub mod session;
 pub mod site;
 pub mod state;
@@ -29,6 +30,8 @@ pub struct BoundAddrs {
     pub udp: SocketAddr,
     pub tcp: SocketAddr,
     pub http: SocketAddr,
+    /// The domain registry's port, when configured.
+    pub registry: Option<SocketAddr>,
 }
 
 /// Bound but not yet serving listeners. Bind first, so that ports picked by
@@ -38,6 +41,7 @@ pub struct Listeners {
     udp: Vec<std::net::UdpSocket>,
     tcp: tokio::net::TcpListener,
     http: tokio::net::TcpListener,
+    registry: Option<tokio::net::TcpListener>,
 }
 
 impl Listeners {
@@ -49,13 +53,20 @@ impl Listeners {
         let udp_addr = udp[0].local_addr()?;
         let http = transport::tcp::bind(SocketAddr::new(config.listen, config.http_port))?;
         let http_addr = http.local_addr()?;
-        Ok(Listeners { addrs: BoundAddrs { udp: udp_addr, tcp: tcp_addr, http: http_addr }, udp, tcp, http })
+        let registry = match config.registry_port {
+            Some(p) => Some(transport::tcp::bind(SocketAddr::new(config.listen, p))?),
+            None => None,
+        };
+        let registry_addr = registry.as_ref().map(|l| l.local_addr()).transpose()?;
+        let addrs = BoundAddrs { udp: udp_addr, tcp: tcp_addr, http: http_addr, registry: registry_addr };
+        Ok(Listeners { addrs, udp, tcp, http, registry })
     }
 
     /// Record the bound ports in the configuration the site record is built from.
     pub fn apply_ports(&self, config: &mut config::Config) {
         config.port = self.addrs.tcp.port();
         config.http_port = self.addrs.http.port();
+        config.registry_port = self.addrs.registry.map(|a| a.port());
     }
 
     /// Start serving on every listener (must be called inside the runtime).
@@ -67,6 +78,9 @@ impl Listeners {
             transport::udp::spawn(state.clone(), socket, runtime.clone())?;
         }
         tasks.spawn(transport::tcp::serve(state.clone(), self.tcp));
+        if let Some(l) = self.registry {
+            tasks.spawn(registry::serve(state.store.clone(), registry::Settings::from_config(&state.config), l));
+        }
         tasks.spawn(transport::http::serve(state.clone(), self.http));
         state.set_ready();
         Ok(RunningServer { addrs: self.addrs, tasks })

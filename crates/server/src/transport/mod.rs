@@ -3,6 +3,7 @@
 
 pub mod http;
 pub mod tcp;
+pub mod timing;
 pub mod udp;
 
 use crate::admission::Rejection;

@@ -1,0 +1,91 @@
+//! The domain registry (reThink Domain Registry API): users → live endpoints
+//! ("hyperty instances") and the data objects they report, with search,
+//! expiry, keep-alive and a change feed. Served at the root of its own port
+//! (`registry_port`), as the original was. See `../shared/docs/domain-registry.md`
+//! for the contract and `openapi.json` here for the routes.
+//!
+//! * [`model`]: records, validation, index entries, expiry rule, time format;
+//! * [`service`]: operations (per-record compare-and-set on store documents,
+//!   every lookup by index);
+//! * [`http`]: routing on the raw path and the original's answers.
+//!
+//! Expiry is applied on every read and by a sweeper that walks the deadline
+//! index every `registry_sweep_secs`.
+
+pub mod http;
+pub mod model;
+pub mod service;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use handled_store::Store;
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+pub use service::Registry;
+
+/// What the registry needs from the configuration and environment.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `EXPIRES_MAX`: larger `expires` values are clamped to this.
+    pub expires_max: i64,
+    /// Sweeper period; zero disables the sweeper (expiry still applies on reads).
+    pub sweep_period: Duration,
+    /// `Storage_type` in `/live`.
+    pub storage_type: &'static str,
+    /// `LOAD_BALANCER_IP` (environment): only this peer may call.
+    pub load_balancer_ip: Option<IpAddr>,
+    /// `DOMAIN_ENV=DEVELOPMENT` (environment): `/live` has an HTML page for browsers.
+    pub dev_status_page: bool,
+}
+
+impl Settings {
+    pub fn from_config(c: &Config) -> Settings {
+        let lb = std::env::var("LOAD_BALANCER_IP").ok().filter(|v| !v.is_empty());
+        let load_balancer_ip = lb.and_then(|v| match v.parse() {
+            Ok(ip) => Some(ip),
+            Err(_) => {
+                tracing::warn!("LOAD_BALANCER_IP={v:?} is not an IP address: ignored");
+                None
+            }
+        });
+        Settings {
+            expires_max: c.registry_expires_max.min(i64::MAX as u64) as i64,
+            sweep_period: Duration::from_secs(c.registry_sweep_secs),
+            storage_type: if c.ephemeral { "Ram" } else { "Embedded" },
+            load_balancer_ip,
+            dev_status_page: std::env::var("DOMAIN_ENV").is_ok_and(|v| v == "DEVELOPMENT"),
+        }
+    }
+}
+
+/// Serve the registry on `listener` until the process ends, with its sweeper.
+pub async fn serve(store: Arc<dyn Store>, settings: Settings, listener: TcpListener) {
+    let registry = match Registry::open(store, settings).await {
+        Ok(r) => Arc::new(r),
+        Err(e) => {
+            tracing::error!("domain registry cannot start: {e}");
+            return;
+        }
+    };
+    let period = registry.settings.sweep_period;
+    if !period.is_zero() {
+        let r = registry.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                match r.sweep().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!("registry sweep: {n} records expired"),
+                    Err(e) => tracing::warn!("registry sweep failed: {e:?}"),
+                }
+            }
+        });
+    }
+    http::serve(registry, listener).await;
+}
