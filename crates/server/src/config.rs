@@ -63,6 +63,18 @@ pub struct Config {
     /// Write newly generated admin credentials here instead of the data
     /// directory (with several prefixes, `-<prefix>` goes before the extension).
     pub admin_credentials: Option<PathBuf>,
+    // HTTP port: HTTPS, JSON API, keep-alive (crate::rest, transport::unify).
+    /// PEM certificate chain and private key for HTTPS on the HTTP port;
+    /// neither: a self-signed certificate made from the server key at start.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// Let JSON API credentials count over plain HTTP (Handle.Net ignores them there).
+    pub allow_plain_http_admin: bool,
+    /// Idle seconds before a keep-alive connection is closed (also the limit
+    /// for receiving a request's headers); advertised in `Keep-Alive`.
+    pub http_keep_alive_secs: u64,
+    /// Requests served on one HTTP connection before it is closed.
+    pub http_max_requests: u64,
 }
 
 impl Default for Config {
@@ -93,6 +105,11 @@ impl Default for Config {
             registry_expires_max: 3600,
             registry_sweep_secs: 60,
             admin_credentials: None,
+            tls_cert: None,
+            tls_key: None,
+            allow_plain_http_admin: false,
+            http_keep_alive_secs: 15,
+            http_max_requests: 100_000,
         }
     }
 }

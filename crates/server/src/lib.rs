@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod native;
 pub mod ops;
 pub mod registry;
+pub mod rest;
 pub mod session;
 pub mod site;
 pub mod state;

@@ -1,29 +1,62 @@
-//! The HTTP port (§4.3): the native protocol tunnelled in POST bodies
-//! (`application/x-hdl-message`), HTTP/1.0 and HTTP/1.1 keep-alive alike. Every
-//! response carries `Server-Timing` with the server's own time for the request.
+//! The HTTP port: a thin router. Connections are set up in [`super::unify`]
+//! (TLS or plain from the first byte, keep-alive, Server-Timing, access log);
+//! here requests go to the native tunnel (§4.3: POST `application/x-hdl-message`,
+//! any path), the operations endpoints, or the JSON API and reverse lookup
+//! ([`crate::rest`], `/api/...`, `/hrls/...`).
 
 use super::serve_unit;
 use crate::native::Transport;
+use crate::rest::{Conn, Rest};
 use crate::state::ServerState;
 use bytes::Bytes;
 use handled_proto::envelope::{ENVELOPE_LEN, MAX_MESSAGE_LEN};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderValue, CONTENT_TYPE, LOCATION};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
 pub const HDL_MESSAGE: &str = "application/x-hdl-message";
-/// An idle keep-alive connection, or one that dribbles its headers, is closed after this.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Envelope + largest message + one tolerated leading CR/LF.
 const MAX_TUNNEL_BODY: usize = ENVELOPE_LEN + MAX_MESSAGE_LEN + 1;
 
+/// What every connection on the HTTP port shares.
+pub struct HttpShared {
+    pub state: Arc<ServerState>,
+    pub rest: Rest,
+    /// None when the TLS setup failed (logged at start): plain HTTP only.
+    pub tls: Option<TlsAcceptor>,
+    /// Idle / header-read limit, advertised as `Keep-Alive: timeout=`.
+    pub keep_alive: Duration,
+    /// Requests per connection, advertised as `Keep-Alive: max=`.
+    pub max_requests: u64,
+}
+
+impl HttpShared {
+    pub fn new(state: Arc<ServerState>) -> HttpShared {
+        let keep_alive = Duration::from_secs(state.config.http_keep_alive_secs.max(1));
+        let tls = match super::tls::acceptor(&state.config, &state.key) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                tracing::error!("HTTPS disabled on the HTTP port: {e}");
+                None
+            }
+        };
+        HttpShared {
+            rest: Rest::new(state.clone(), keep_alive),
+            max_requests: state.config.http_max_requests,
+            state,
+            tls,
+            keep_alive,
+        }
+    }
+}
+
 pub async fn serve(state: Arc<ServerState>, listener: TcpListener) {
+    let shared = Arc::new(HttpShared::new(state.clone()));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -34,39 +67,20 @@ pub async fn serve(state: Arc<ServerState>, listener: TcpListener) {
             }
         };
         let _ = stream.set_nodelay(true);
-        let state = state.clone();
+        let shared = shared.clone();
         tokio::spawn(async move {
-            let _open = state.metrics.connection("http");
-            let service = hyper::service::service_fn(move |req| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(timed(&state, req).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
-                tracing::debug!("http connection from {peer}: {e}");
-            }
+            let _open = shared.state.metrics.connection("http");
+            super::unify::serve(shared, stream, peer).await;
         });
     }
-}
-
-async fn timed(state: &ServerState, req: Request<Incoming>) -> Response<Full<Bytes>> {
-    let started = Instant::now();
-    let mut response = route(state, req).await;
-    let millis = started.elapsed().as_secs_f64() * 1000.0;
-    if let Ok(v) = HeaderValue::from_str(&format!("app;dur={millis:.3}")) {
-        response.headers_mut().insert("server-timing", v);
-    }
-    response
 }
 
 fn is_hdl(req: &Request<Incoming>) -> bool {
     req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains(HDL_MESSAGE))
 }
 
-async fn route(state: &ServerState, req: Request<Incoming>) -> Response<Full<Bytes>> {
+pub(super) async fn route(shared: &HttpShared, conn: Conn, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let state = &*shared.state;
     // Operations endpoints answer even when the server is saturated.
     if req.method() == Method::GET {
         match req.uri().path() {
@@ -90,9 +104,27 @@ async fn route(state: &ServerState, req: Request<Incoming>) -> Response<Full<Byt
             return r;
         }
     };
-    let message = format!("Unknown HTTP API endpoint {} {}", req.method(), req.uri());
-    let response = json_error(StatusCode::NOT_FOUND, 4, &message);
+    let path = req.uri().path();
+    let under = |base: &str| path == base || path.strip_prefix(base).is_some_and(|r| r.starts_with('/'));
+    let response = if under("/api") || under("/hrls") {
+        shared.rest.handle(conn, req).await
+    } else if req.method() == Method::GET && path.len() > 1 && path[1..].contains('/') {
+        // Like Handle.Net without its HTML proxy: /PREFIX/SUFFIX → the JSON API.
+        redirect(&format!("/api/handles{path}"))
+    } else {
+        let message = format!("Unknown HTTP API endpoint {} {}", req.method(), req.uri().path());
+        json_error(StatusCode::NOT_FOUND, 4, &message)
+    };
     state.metrics.observe_http("api", response.status().as_u16(), started.elapsed());
+    response
+}
+
+fn redirect(location: &str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = StatusCode::FOUND;
+    if let Ok(v) = HeaderValue::from_str(location) {
+        response.headers_mut().insert(LOCATION, v);
+    }
     response
 }
 

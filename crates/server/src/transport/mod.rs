@@ -4,7 +4,9 @@
 pub mod http;
 pub mod tcp;
 pub mod timing;
+pub mod tls;
 pub mod udp;
+pub mod unify;
 
 use crate::admission::Rejection;
 use crate::native::respond::{error_response, RequestContext};

@@ -1,0 +1,352 @@
+//! Who is calling the REST API (§4.6): `Authorization: Basic` (index:handle
+//! and the secret) per request, or `Authorization: Handle` answering an HTTP
+//! session's nonce. Proofs are checked by [`crate::auth::verify`], the code
+//! the native protocol uses; this file only parses headers and keeps the
+//! HTTP sessions (nonce, proven identity, idle expiry).
+
+use super::{params::percent_decode, Reply, Req, Rest};
+use crate::auth::verify::{self, AuthError};
+use crate::auth::{Caller, Identity};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use handled_proto::header::ResponseCode;
+use handled_proto::session::SecretKeyAnswer;
+use hyper::header::{HeaderValue, WWW_AUTHENTICATE};
+use hyper::StatusCode;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Most live HTTP sessions; beyond it expired ones are swept, then new ones refused.
+const MAX_SESSIONS: usize = 100_000;
+
+pub(crate) struct HttpSession {
+    pub id: String,
+    pub nonce: [u8; 16],
+    live: Mutex<(Option<Identity>, Instant)>,
+}
+
+impl HttpSession {
+    pub fn identity(&self) -> Option<Identity> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).0.clone()
+    }
+
+    pub fn set_identity(&self, identity: Identity) {
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).0 = Some(identity);
+    }
+
+    fn idle(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.live.lock().unwrap_or_else(|e| e.into_inner()).1)
+    }
+
+    fn touch(&self) {
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).1 = Instant::now();
+    }
+}
+
+pub(crate) struct HttpSessions {
+    map: Mutex<HashMap<String, Arc<HttpSession>>>,
+    ttl: Duration,
+}
+
+impl HttpSessions {
+    pub fn new(ttl: Duration) -> Self {
+        HttpSessions { map: Mutex::new(HashMap::new()), ttl }
+    }
+
+    /// A new unauthenticated session with a fresh nonce; None when the table is full.
+    pub fn create(&self) -> Option<Arc<HttpSession>> {
+        let id_bytes: [u8; 16] = rand::random();
+        let id: String = id_bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let s = Arc::new(HttpSession { id: id.clone(), nonce: rand::random(), live: Mutex::new((None, Instant::now())) });
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= MAX_SESSIONS {
+            let now = Instant::now();
+            map.retain(|_, s| s.idle(now) < self.ttl);
+            if map.len() >= MAX_SESSIONS {
+                return None;
+            }
+        }
+        map.insert(id, s.clone());
+        Some(s)
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<HttpSession>> {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let s = map.get(id)?.clone();
+        if s.idle(Instant::now()) >= self.ttl {
+            map.remove(id);
+            return None;
+        }
+        s.touch();
+        Some(s)
+    }
+
+    pub fn remove(&self, id: &str) -> bool {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).remove(id).is_some()
+    }
+}
+
+/// `300:TEST/ADMIN` → (handle, 300); no digits before a `:` → index 0 (any key).
+pub(crate) fn parse_identity(text: &[u8]) -> (Vec<u8>, i32) {
+    if let Some(colon) = text.iter().position(|&b| b == b':') {
+        let (index, handle) = (&text[..colon], &text[colon + 1..]);
+        if !index.is_empty() && index.iter().all(u8::is_ascii_digit) {
+            if let Some(i) = std::str::from_utf8(index).ok().and_then(|s| s.parse().ok()) {
+                return (handle.to_vec(), i);
+            }
+        }
+    }
+    (text.to_vec(), 0)
+}
+
+/// The parameters of an `Authorization: Handle` header (or the same fields in
+/// a sessions JSON body): keys case-insensitive, values quoted or bare.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct HandleFields(pub Vec<(String, String)>);
+
+impl HandleFields {
+    pub fn parse(s: &str) -> HandleFields {
+        let mut out = Vec::new();
+        let mut rest = s.trim();
+        while !rest.is_empty() {
+            rest = rest.trim_start_matches([',', ' ', '\t']);
+            let Some(eq) = rest.find('=') else { break };
+            let key = rest[..eq].trim().to_ascii_lowercase();
+            rest = rest[eq + 1..].trim_start();
+            let value;
+            if let Some(q) = rest.strip_prefix('"') {
+                let mut v = String::new();
+                let mut chars = q.char_indices();
+                let mut end = q.len();
+                while let Some((i, c)) = chars.next() {
+                    match c {
+                        '\\' => {
+                            if let Some((_, n)) = chars.next() {
+                                v.push(n);
+                            }
+                        }
+                        '"' => {
+                            end = i + 1;
+                            break;
+                        }
+                        c => v.push(c),
+                    }
+                }
+                value = v;
+                rest = &q[end.min(q.len())..];
+            } else {
+                let end = rest.find(',').unwrap_or(rest.len());
+                value = rest[..end].trim().to_string();
+                rest = &rest[end..];
+            }
+            out.push((key, value));
+        }
+        HandleFields(out)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    fn b64(&self, key: &str) -> Result<Option<Vec<u8>>, AuthError> {
+        self.get(key).map(|v| B64.decode(v.trim()).map_err(|_| AuthError::failed(format!("{key} is not base64")))).transpose()
+    }
+
+    /// `id`, percent-decoded unless it came from JSON (`decoded`).
+    pub fn identity(&self, decoded: bool) -> Option<(Vec<u8>, i32)> {
+        let id = self.get("id")?;
+        Some(parse_identity(&if decoded { id.as_bytes().to_vec() } else { percent_decode(id, false) }))
+    }
+}
+
+/// Is `alg` (punctuation and case ignored) this name?
+fn alg_is(alg: &str, names: &[&str]) -> bool {
+    let norm: String = alg.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_uppercase();
+    names.contains(&norm.as_str())
+}
+
+/// The secret-key answer an `alg` + `signature` (+ PBKDF2 fields) describe (§4.6).
+fn seckey_answer(f: &HandleFields, mac: Vec<u8>) -> Result<SecretKeyAnswer, AuthError> {
+    let alg = f.get("alg").unwrap_or("SHA1");
+    let int = |k: &str| -> Result<i32, AuthError> {
+        f.get(k).and_then(|v| v.trim().parse().ok()).ok_or_else(|| AuthError::failed(format!("PBKDF2 answers need {k}")))
+    };
+    Ok(if alg_is(alg, &["SHA1", "SHA"]) {
+        SecretKeyAnswer::Sha1(mac)
+    } else if alg_is(alg, &["SHA256", "SHA2"]) {
+        SecretKeyAnswer::Sha256(mac)
+    } else if alg_is(alg, &["MD5"]) {
+        SecretKeyAnswer::Md5(mac)
+    } else if alg_is(alg, &["HMACSHA1"]) {
+        SecretKeyAnswer::HmacSha1(mac)
+    } else if alg_is(alg, &["HMACSHA256"]) {
+        SecretKeyAnswer::HmacSha256(mac)
+    } else if alg_is(alg, &["PBKDF2HMACSHA1"]) {
+        let salt = f.b64("salt")?.ok_or_else(|| AuthError::failed("PBKDF2 answers need salt"))?;
+        SecretKeyAnswer::Pbkdf2HmacSha1 { salt, iterations: int("iterations")?, key_bits: int("length")?, mac }
+    } else {
+        return Err(AuthError::failed(format!("unknown secret key algorithm {alg:?}")));
+    })
+}
+
+impl Rest {
+    /// Check a Handle answer to `nonce` (signed data `nonce ‖ cnonce`).
+    pub(crate) async fn verify_fields(&self, nonce: &[u8], f: &HandleFields, id_decoded: bool) -> Result<Identity, AuthError> {
+        if f.get("version").is_some_and(|v| v.trim() != "0") {
+            return Err(AuthError::failed("unsupported authorization version"));
+        }
+        let (handle, index) = f.identity(id_decoded).ok_or_else(|| AuthError::failed("missing id"))?;
+        let cnonce = f.b64("cnonce")?.ok_or_else(|| AuthError::failed("missing cnonce"))?;
+        let signature = f.b64("signature")?.ok_or_else(|| AuthError::failed("missing signature"))?;
+        let signed = [nonce, &cnonce].concat();
+        let state = &self.state;
+        match f.get("type").unwrap_or("HS_SECKEY") {
+            t if t.eq_ignore_ascii_case("HS_PUBKEY") => {
+                let alg = f.get("alg").unwrap_or("SHA1");
+                verify::signature_by(state, &handle, index, alg.as_bytes(), &signature, &signed).await
+            }
+            t if t.eq_ignore_ascii_case("HS_SECKEY") => {
+                let mut answer = Vec::new();
+                seckey_answer(f, signature)?.encode(&mut answer);
+                verify::secret_key_answer(state, &handle, index, &answer, nonce, &cnonce).await
+            }
+            t => Err(AuthError::failed(format!("unknown key type {t:?}"))),
+        }
+    }
+
+    /// Our signature over `nonce ‖ cnonce` when a client asks the server to
+    /// authenticate itself (cnonce without id): (`serverAlg`, `serverSignature`).
+    pub(crate) fn server_signature(&self, nonce: &[u8], f: &HandleFields) -> Option<(String, String)> {
+        if f.get("id").is_some() {
+            return None;
+        }
+        let cnonce = B64.decode(f.get("cnonce")?.trim()).ok()?;
+        let (_, sig) = self.state.key.sign(&[nonce, &cnonce].concat()).ok()?;
+        Some(("SHA256".to_string(), B64.encode(sig)))
+    }
+
+    /// The caller of a request. Credentials are ignored on plain HTTP unless
+    /// configured; wrong ones are a 401 with a fresh challenge.
+    pub(crate) async fn caller(&self, req: &Req) -> Result<Caller, Reply> {
+        if !self.credentials_count(req) {
+            return Ok(Caller::Anonymous);
+        }
+        let Some(header) = req.header("authorization") else { return Ok(Caller::Anonymous) };
+        let failed = |e: AuthError| self.challenge(req, Reply::error(StatusCode::UNAUTHORIZED, e.code, e.message));
+        if let Some(b) = strip_scheme(header, "basic") {
+            return self.basic(b).await.map(Caller::Authenticated).map_err(failed);
+        }
+        if let Some(h) = strip_scheme(header, "handle") {
+            let f = HandleFields::parse(h);
+            let Some(id) = f.get("sessionid") else {
+                return Err(failed(AuthError { code: ResponseCode::AUTHENTICATION_NEEDED, message: "Handle authorization needs a sessionId".into() }));
+            };
+            let Some(session) = self.sessions.get(id) else {
+                return Err(failed(AuthError { code: ResponseCode::AUTHENTICATION_NEEDED, message: "Unknown session".into() }));
+            };
+            if f.get("signature").is_some() {
+                let identity = self.verify_fields(&session.nonce, &f, false).await.map_err(failed)?;
+                session.set_identity(identity.clone());
+                return Ok(Caller::Authenticated(identity));
+            }
+            return Ok(session.identity().map_or(Caller::Anonymous, Caller::Authenticated));
+        }
+        Ok(Caller::Anonymous)
+    }
+
+    /// `Basic base64(percent-encoded index:handle ":" secret)`.
+    pub(crate) async fn basic(&self, b64: &str) -> Result<Identity, AuthError> {
+        let raw = B64.decode(b64.trim()).map_err(|_| AuthError::failed("Basic credentials are not base64"))?;
+        let colon = raw.iter().position(|&b| b == b':').ok_or_else(|| AuthError::failed("Basic credentials need user:password"))?;
+        let user = percent_decode(&String::from_utf8_lossy(&raw[..colon]), false);
+        let (handle, index) = parse_identity(&user);
+        verify::secret(&self.state, &handle, index, &raw[colon + 1..]).await
+    }
+
+    /// Add the `WWW-Authenticate` challenges of §4.6 to a 401 (a new session's
+    /// id and nonce; Basic too unless the client used another scheme or is XHR).
+    pub(crate) fn challenge(&self, req: &Req, mut reply: Reply) -> Reply {
+        if let Some(s) = self.sessions.create() {
+            let mut text = format!("Handle sessionId=\"{}\", nonce=\"{}\"", s.id, B64.encode(s.nonce));
+            if let Some(h) = req.header("authorization").and_then(|h| strip_scheme(h, "handle")) {
+                if let Some((alg, sig)) = self.server_signature(&s.nonce, &HandleFields::parse(h)) {
+                    text.push_str(&format!(", serverAlg=\"{alg}\", serverSignature=\"{sig}\""));
+                }
+            }
+            if let Ok(v) = HeaderValue::from_str(&text) {
+                reply.headers.push((WWW_AUTHENTICATE, v));
+            }
+        }
+        let other_scheme = req.header("authorization").is_some_and(|h| strip_scheme(h, "basic").is_none());
+        let xhr = req.header("x-requested-with").is_some_and(|v| v.eq_ignore_ascii_case("XMLHttpRequest"));
+        if !other_scheme && !xhr {
+            reply.headers.push((WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"handle\"")));
+        }
+        reply
+    }
+}
+
+/// The rest of an Authorization header after `scheme` (case-insensitive).
+pub(crate) fn strip_scheme<'a>(header: &'a str, scheme: &str) -> Option<&'a str> {
+    let h = header.trim_start();
+    let (s, rest) = h.split_at(h.find(' ').unwrap_or(h.len()));
+    s.eq_ignore_ascii_case(scheme).then_some(rest.trim_start())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handle_header_fields() {
+        let f = HandleFields::parse(r#"sessionId="abc", ID="300%3A20.5000%2FADMIN", type=HS_SECKEY, cnonce="8OH=", alg="HMAC-SHA256", q="a\"b""#);
+        assert_eq!(f.get("sessionid"), Some("abc"));
+        assert_eq!(f.identity(false), Some((b"20.5000/ADMIN".to_vec(), 300)));
+        assert_eq!(f.get("type"), Some("HS_SECKEY"));
+        assert_eq!(f.get("cnonce"), Some("8OH="));
+        assert_eq!(f.get("q"), Some("a\"b"));
+    }
+
+    #[test]
+    fn identities_and_schemes() {
+        assert_eq!(parse_identity(b"300:TEST/ADMIN"), (b"TEST/ADMIN".to_vec(), 300));
+        assert_eq!(parse_identity(b"TEST/ADMIN"), (b"TEST/ADMIN".to_vec(), 0));
+        assert_eq!(parse_identity(b"x:TEST/A"), (b"x:TEST/A".to_vec(), 0));
+        assert_eq!(strip_scheme("basic abc", "Basic"), Some("abc"));
+        assert_eq!(strip_scheme("Handle  a=b", "handle"), Some("a=b"));
+        assert_eq!(strip_scheme("Bearer x", "basic"), None);
+    }
+
+    /// The MACs of `http_auth.json` (made by the Java library) verify as the
+    /// answers our field mapping builds.
+    #[test]
+    fn vector_seckey_answers() {
+        let v: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/vectors/http_auth.json")).unwrap(),
+        )
+        .unwrap();
+        let s = |k: &str| v[k].as_str().unwrap().to_string();
+        let nonce = B64.decode(s("nonce_b64")).unwrap();
+        let cnonce = B64.decode(s("cnonce_b64")).unwrap();
+        let secret = s("secret_key_utf8").into_bytes();
+        for (alg, key) in [("SHA1", "seckey_alg_SHA1_signature_b64"), ("SHA-256", "seckey_alg_SHA256_signature_b64"), ("HMAC-SHA256", "seckey_alg_HMAC-SHA256_signature_b64")] {
+            let f = HandleFields(vec![("alg".into(), alg.into())]);
+            let answer = seckey_answer(&f, B64.decode(s(key)).unwrap()).unwrap();
+            assert!(handled_proto::crypto::seckey::verify(&answer, &secret, &nonce, &cnonce).unwrap(), "{alg}");
+            assert!(!handled_proto::crypto::seckey::verify(&answer, b"wrong", &nonce, &cnonce).unwrap(), "{alg}");
+        }
+        let f = HandleFields(vec![
+            ("alg".into(), "PBKDF2-HMAC-SHA1".into()),
+            ("salt".into(), s("seckey_alg_PBKDF2-HMAC-SHA1_salt_b64")),
+            ("iterations".into(), v["seckey_alg_PBKDF2-HMAC-SHA1_iterations"].to_string()),
+            ("length".into(), v["seckey_alg_PBKDF2-HMAC-SHA1_length"].to_string()),
+        ]);
+        let answer = seckey_answer(&f, B64.decode(s("seckey_alg_PBKDF2-HMAC-SHA1_signature_b64")).unwrap()).unwrap();
+        assert!(handled_proto::crypto::seckey::verify(&answer, &secret, &nonce, &cnonce).unwrap());
+        let basic = s("example_authorization_header_basic");
+        let raw = B64.decode(strip_scheme(&basic, "basic").unwrap()).unwrap();
+        let colon = raw.iter().position(|&b| b == b':').unwrap();
+        assert_eq!(parse_identity(&percent_decode(std::str::from_utf8(&raw[..colon]).unwrap(), false)), (b"20.5000/ADMIN".to_vec(), 300));
+    }
+}

@@ -1,0 +1,328 @@
+//! The Handle.Net v9 JSON REST API (§4.5, §4.6) and reverse lookup, served on
+//! the HTTP port. HTTP is only translated here: every operation runs through
+//! [`crate::ops`] (the same code the native protocol uses) and callers are
+//! proven through [`crate::auth::verify`]; nothing in this module decides
+//! what an identity may do.
+
+mod admin;
+mod authn;
+mod handles;
+mod hrls;
+mod openapi;
+pub mod params;
+mod sessions;
+
+use crate::ops::OpError;
+use crate::state::ServerState;
+use bytes::Bytes;
+use handled_proto::header::ResponseCode;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use params::Params;
+use serde_json::{json, Map, Value};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub type Body = Full<Bytes>;
+
+/// Largest request body the API reads (a handle record is far smaller).
+const MAX_BODY: usize = 4 << 20;
+/// Headers the CORS preflight allows (§4.5).
+const CORS_ALLOW_HEADERS: &str = "X-Requested-With, Authorization, Origin, Accept, Content-Type";
+const CORS_ALLOW_METHODS: &str = "GET, POST, HEAD, PUT, DELETE";
+const CORS_EXPOSE: &str = "Location, WWW-Authenticate, Server-Timing, Keep-Alive";
+const JSON: &str = "application/json;charset=UTF-8";
+
+/// The connection a request came on.
+#[derive(Debug, Clone, Copy)]
+pub struct Conn {
+    /// Over TLS: the only transport on which credentials count (unless configured).
+    pub secure: bool,
+    pub peer: SocketAddr,
+}
+
+/// The REST layer's own state: HTTP sessions and the OpenAPI document.
+pub struct Rest {
+    pub(crate) state: Arc<ServerState>,
+    pub(crate) sessions: authn::HttpSessions,
+    openapi: Bytes,
+    /// Longest time to wait for a request body (slow senders are cut off).
+    body_timeout: Duration,
+}
+
+/// A parsed request, body read.
+pub(crate) struct Req {
+    pub method: Method,
+    /// Raw (still percent-encoded) path.
+    pub path: String,
+    pub params: Params,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub conn: Conn,
+}
+
+impl Req {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// `Content-Type: application/json` (with parameters), as Java's `hasJsonEntity`.
+    pub fn has_json_entity(&self) -> bool {
+        self.header("content-type").is_some_and(|c| {
+            let c = c.trim().to_ascii_lowercase();
+            c == "application/json" || c.starts_with("application/json;") || c.starts_with("application/json ")
+        })
+    }
+
+    pub fn unknown_endpoint(&self) -> String {
+        format!("Unknown HTTP API endpoint {} {}", self.method, self.path)
+    }
+}
+
+/// What a route answers, before rendering (JSONP, pretty, CORS).
+pub(crate) struct Reply {
+    pub status: StatusCode,
+    pub body: Option<Value>,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Reply {
+    pub fn json(status: StatusCode, body: Value) -> Reply {
+        Reply { status, body: Some(body), headers: Vec::new() }
+    }
+
+    pub fn empty(status: StatusCode) -> Reply {
+        Reply { status, body: None, headers: Vec::new() }
+    }
+
+    /// `{"responseCode", "message"}`, the API's error shape.
+    pub fn error(status: StatusCode, code: ResponseCode, message: impl Into<String>) -> Reply {
+        Reply::json(status, json!({ "responseCode": code.0, "message": message.into() }))
+    }
+
+    pub fn header(mut self, name: HeaderName, value: HeaderValue) -> Reply {
+        self.headers.push((name, value));
+        self
+    }
+
+    fn not_found(req: &Req) -> Reply {
+        Reply::error(StatusCode::NOT_FOUND, ResponseCode::PROTOCOL_ERROR, req.unknown_endpoint())
+    }
+
+    fn method_not_allowed(req: &Req) -> Reply {
+        Reply::error(StatusCode::METHOD_NOT_ALLOWED, ResponseCode::PROTOCOL_ERROR, req.unknown_endpoint())
+    }
+
+    fn bad_request(message: impl Into<String>) -> Reply {
+        Reply::error(StatusCode::BAD_REQUEST, ResponseCode::PROTOCOL_ERROR, message)
+    }
+}
+
+/// Which kind of operation a native response code answers (the status table differs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpKind {
+    Resolution,
+    Other,
+}
+
+/// HTTP status for a native response code (§4.5 table). `credentials_count`:
+/// false on plain HTTP, where "authentication needed" becomes 403.
+pub(crate) fn status_of(code: ResponseCode, kind: OpKind, credentials_count: bool) -> StatusCode {
+    match code.0 {
+        1 => StatusCode::OK,
+        200 if kind == OpKind::Resolution => StatusCode::OK,
+        302 | 303 => StatusCode::MULTIPLE_CHOICES,
+        100 => StatusCode::NOT_FOUND,
+        101 | 201 => StatusCode::CONFLICT,
+        4 | 102 | 200 | 202 | 301 => StatusCode::BAD_REQUEST,
+        5 => StatusCode::NOT_IMPLEMENTED,
+        3 | 7 => StatusCode::SERVICE_UNAVAILABLE,
+        402 if credentials_count => StatusCode::UNAUTHORIZED,
+        402 | 400 | 401 | 403 | 404 => StatusCode::FORBIDDEN,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// Java's `scrubCallbackParameter`: anything but identifier characters becomes `_`.
+fn scrub_callback(cb: &str) -> String {
+    cb.chars()
+        .enumerate()
+        .map(|(i, c)| {
+            let ok = c == '_' || c == '$' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()) || c as u32 >= 0xA0;
+            if ok { c } else { '_' }
+        })
+        .collect()
+}
+
+impl Rest {
+    pub fn new(state: Arc<ServerState>, body_timeout: Duration) -> Rest {
+        let ttl = Duration::from_secs(state.config.max_session_secs.max(1));
+        Rest { sessions: authn::HttpSessions::new(ttl), openapi: openapi::document(), state, body_timeout }
+    }
+
+    /// Does this request's connection let credentials count (§4.6)?
+    pub(crate) fn credentials_count(&self, req: &Req) -> bool {
+        req.conn.secure || self.state.config.allow_plain_http_admin
+    }
+
+    /// Answer one `/api/...` or `/hrls/...` request.
+    pub async fn handle(&self, conn: Conn, req: Request<Incoming>) -> Response<Body> {
+        let (parts, body) = req.into_parts();
+        // Reading a body costs a timer; GETs normally have none.
+        let body = if body.is_end_stream() {
+            Bytes::new()
+        } else {
+            match tokio::time::timeout(self.body_timeout, Limited::new(body, MAX_BODY).collect()).await {
+                Ok(Ok(b)) => b.to_bytes(),
+                Ok(Err(e)) => return plain_error(StatusCode::BAD_REQUEST, &format!("Cannot read request body: {e}")),
+                Err(_) => return plain_error(StatusCode::REQUEST_TIMEOUT, "Request body not received in time"),
+            }
+        };
+        let req = Req {
+            params: Params::from_query(parts.uri.query()),
+            path: parts.uri.path().to_string(),
+            method: parts.method,
+            headers: parts.headers,
+            body,
+            conn,
+        };
+        let reply = self.route(&req).await;
+        render(&req, reply)
+    }
+
+    async fn route(&self, req: &Req) -> Reply {
+        let known = [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE, Method::OPTIONS, Method::TRACE];
+        if !known.contains(&req.method) {
+            return Reply::error(StatusCode::NOT_IMPLEMENTED, ResponseCode::PROTOCOL_ERROR, format!("Unknown method {}", req.method));
+        }
+        let path = req.path.as_str();
+        let under = |base: &str| path == base || path.strip_prefix(base).is_some_and(|r| r.starts_with('/'));
+        let rest_of = |base: &str| path[base.len()..].trim_start_matches('/').to_string();
+        if req.method == Method::OPTIONS {
+            return Reply::empty(StatusCode::OK).header(hyper::header::ALLOW, HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, TRACE, OPTIONS"));
+        }
+        if under("/api/handles") {
+            handles::route(self, req, &rest_of("/api/handles"), path == "/api/handles").await
+        } else if under("/api/prefixes") {
+            admin::prefixes(self, req, &rest_of("/api/prefixes")).await
+        } else if path == "/api/site" {
+            admin::site(self, req)
+        } else if under("/api/verifications") {
+            admin::verification(self, req, &rest_of("/api/verifications")).await
+        } else if under("/api/sessions") {
+            sessions::route(self, req, &rest_of("/api/sessions")).await
+        } else if path == "/api/openapi.json" {
+            match req.method {
+                Method::GET | Method::HEAD => openapi::reply(&self.openapi),
+                _ => Reply::method_not_allowed(req),
+            }
+        } else if under("/hrls/handles") {
+            hrls::search(self, req, &rest_of("/hrls/handles")).await
+        } else {
+            Reply::not_found(req)
+        }
+    }
+
+    /// The JSON for a failed handle operation: `responseCode`, `message`
+    /// (unless empty; Java sends none with 100), `handle`; 401s get challenges.
+    pub(crate) fn op_error(&self, req: &Req, e: &OpError, handle: Option<&[u8]>, kind: OpKind) -> Reply {
+        let status = status_of(e.code, kind, self.credentials_count(req));
+        let mut o = Map::new();
+        o.insert("responseCode".into(), e.code.0.into());
+        if !e.message.is_empty() && e.code != ResponseCode::HANDLE_NOT_FOUND {
+            o.insert("message".into(), e.message.clone().into());
+        }
+        if e.code == ResponseCode::VALUES_NOT_FOUND && kind == OpKind::Resolution {
+            o.remove("message");
+            o.insert("values".into(), Value::Array(Vec::new()));
+        }
+        if let Some(h) = handle {
+            o.insert("handle".into(), String::from_utf8_lossy(h).into_owned().into());
+        }
+        let reply = Reply::json(status, Value::Object(o));
+        if status == StatusCode::UNAUTHORIZED {
+            self.challenge(req, reply)
+        } else {
+            reply
+        }
+    }
+}
+
+fn plain_error(status: StatusCode, message: &str) -> Response<Body> {
+    let body = json!({ "responseCode": ResponseCode::PROTOCOL_ERROR.0, "message": message });
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+    r
+}
+
+/// JSON (or JSONP with `callback`), indented with `pretty`, plus CORS headers.
+fn render(req: &Req, reply: Reply) -> Response<Body> {
+    let mut builder = Response::builder().status(reply.status);
+    let headers = builder.headers_mut().expect("fresh builder");
+    for (k, v) in reply.headers {
+        headers.append(k, v);
+    }
+    if req.headers.contains_key("origin") {
+        headers.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+        headers.insert("access-control-expose-headers", HeaderValue::from_static(CORS_EXPOSE));
+        if req.method == Method::OPTIONS {
+            headers.insert("access-control-allow-methods", HeaderValue::from_static(CORS_ALLOW_METHODS));
+            headers.insert("access-control-allow-headers", HeaderValue::from_static(CORS_ALLOW_HEADERS));
+        }
+    }
+    let body = match reply.body {
+        None => Bytes::new(),
+        Some(v) => {
+            let text = if req.params.flag("pretty") { serde_json::to_vec_pretty(&v) } else { serde_json::to_vec(&v) }
+                .unwrap_or_else(|_| b"{}".to_vec());
+            match req.params.get("callback") {
+                Some(cb) => {
+                    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/javascript;charset=UTF-8"));
+                    Bytes::from([scrub_callback(cb).as_bytes(), b"(", &text, b");"].concat())
+                }
+                None => {
+                    headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+                    Bytes::from(text)
+                }
+            }
+        }
+    };
+    builder.body(Full::new(body)).unwrap_or_else(|_| plain_error(StatusCode::INTERNAL_SERVER_ERROR, "response build failed"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_table() {
+        let s = |c: u32, k| status_of(ResponseCode(c), k, true).as_u16();
+        assert_eq!(s(1, OpKind::Other), 200);
+        assert_eq!(s(200, OpKind::Resolution), 200);
+        assert_eq!(s(200, OpKind::Other), 400);
+        assert_eq!((s(302, OpKind::Other), s(303, OpKind::Other)), (300, 300));
+        assert_eq!(s(100, OpKind::Other), 404);
+        assert_eq!((s(101, OpKind::Other), s(201, OpKind::Other)), (409, 409));
+        for c in [4, 102, 202, 301] {
+            assert_eq!(s(c, OpKind::Other), 400, "{c}");
+        }
+        assert_eq!(s(5, OpKind::Other), 501);
+        assert_eq!((s(3, OpKind::Other), s(7, OpKind::Other)), (503, 503));
+        assert_eq!(s(402, OpKind::Other), 401);
+        assert_eq!(status_of(ResponseCode(402), OpKind::Other, false).as_u16(), 403);
+        for c in [400, 401, 403, 404] {
+            assert_eq!(s(c, OpKind::Other), 403, "{c}");
+        }
+        assert_eq!((s(2, OpKind::Other), s(406, OpKind::Other), s(505, OpKind::Other)), (500, 500, 500));
+    }
+
+    #[test]
+    fn callback_scrubbing() {
+        assert_eq!(scrub_callback("cb_1$"), "cb_1$");
+        assert_eq!(scrub_callback("1a<script>"), "_a_script_");
+    }
+}

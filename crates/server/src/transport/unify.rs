@@ -1,0 +1,122 @@
+//! One HTTP-port connection: port unification (TLS or plain, from the first
+//! byte), then HTTP/1.1 with keep-alive done right — `Keep-Alive: timeout=T,
+//! max=N` advertised and honoured (the N-th request gets `Connection: close`;
+//! a connection idle or dribbling its headers for T seconds is closed), every
+//! response with `Server-Timing` and, when enabled, an access-log line
+//! (tracing target `access`) with the same figure.
+
+use super::http::{route, HttpShared};
+use super::tls::{sniff, TLS_HANDSHAKE};
+use crate::rest::Conn;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONNECTION};
+use hyper::{Request, Version};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+/// HTTP connections accepted since start (the keep-alive test and metrics read it).
+static ACCEPTED: AtomicU64 = AtomicU64::new(0);
+
+pub fn accepted_connections() -> u64 {
+    ACCEPTED.load(Ordering::Relaxed)
+}
+
+/// Serve one accepted connection until it closes.
+pub async fn serve(shared: Arc<HttpShared>, stream: TcpStream, peer: SocketAddr) {
+    ACCEPTED.fetch_add(1, Ordering::Relaxed);
+    let Some(first) = sniff(&stream, shared.keep_alive).await else { return };
+    if first == TLS_HANDSHAKE {
+        let Some(acceptor) = shared.tls.clone() else {
+            tracing::debug!("TLS from {peer} but HTTPS is not configured");
+            return;
+        };
+        match tokio::time::timeout(shared.keep_alive, acceptor.accept(stream)).await {
+            Ok(Ok(tls)) => http1(shared, tls, Conn { secure: true, peer }).await,
+            Ok(Err(e)) => tracing::debug!("TLS handshake with {peer}: {e}"),
+            Err(_) => tracing::debug!("TLS handshake with {peer} timed out"),
+        }
+    } else {
+        http1(shared, stream, Conn { secure: false, peer }).await;
+    }
+}
+
+/// Does the client want this connection kept open after the response?
+fn wants_keep_alive<B>(req: &Request<B>) -> bool {
+    let conn = req.headers().get(CONNECTION).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let has = |t: &str| conn.split(',').any(|x| x.trim().eq_ignore_ascii_case(t));
+    match req.version() {
+        Version::HTTP_10 => has("keep-alive"),
+        _ => !has("close"),
+    }
+}
+
+async fn http1<I>(shared: Arc<HttpShared>, io: I, conn: Conn)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let served = Arc::new(AtomicU64::new(0));
+    let max = shared.max_requests.max(1);
+    let keep_alive = shared.keep_alive;
+    let timeout_secs = keep_alive.as_secs();
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let shared = shared.clone();
+        let n = served.fetch_add(1, Ordering::Relaxed) + 1;
+        async move {
+            let started = Instant::now();
+            let keep = wants_keep_alive(&req);
+            let log = tracing::enabled!(target: "access", tracing::Level::INFO);
+            let line = log.then(|| (req.method().clone(), req.uri().clone(), req.version()));
+            let mut response = route(&shared, conn, req).await;
+            let headers = response.headers_mut();
+            if keep {
+                if n >= max {
+                    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+                } else if let Ok(v) = HeaderValue::from_str(&format!("timeout={timeout_secs}, max={}", max - n)) {
+                    headers.insert("keep-alive", v);
+                }
+            }
+            let millis = super::timing::server_timing(headers, started);
+            if let Some((method, uri, version)) = line {
+                let status = response.status().as_u16();
+                tracing::info!(target: "access", peer = %conn.peer, tls = conn.secure, %method, %uri, ?version, status, dur_ms = format_args!("{millis:.3}"));
+            }
+            Ok::<_, Infallible>(response)
+        }
+    });
+    let result = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        // hyper starts this timer whenever it waits for a request head, so it
+        // is both the keep-alive idle limit and the slowloris limit.
+        .header_read_timeout(keep_alive)
+        .serve_connection(TokioIo::new(io), service)
+        .await;
+    if let Err(e) = result {
+        tracing::debug!("http connection from {}: {e}", conn.peer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_alive_wishes() {
+        let req = |v: Version, c: Option<&str>| {
+            let mut b = Request::builder().version(v);
+            if let Some(c) = c {
+                b = b.header(CONNECTION, c);
+            }
+            b.body(()).unwrap()
+        };
+        assert!(wants_keep_alive(&req(Version::HTTP_11, None)));
+        assert!(!wants_keep_alive(&req(Version::HTTP_11, Some("Close"))));
+        assert!(!wants_keep_alive(&req(Version::HTTP_10, None)));
+        assert!(wants_keep_alive(&req(Version::HTTP_10, Some("keep-alive"))));
+    }
+}
