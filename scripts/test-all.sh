@@ -13,6 +13,9 @@ cargo build --release --locked -p handled
 echo "== bench HTML report per scenario, opened in headless Chromium"
 tests/bench-report/run.sh target/release/handled
 
+echo "== domain registry black-box suite (embedded store and --ephemeral)"
+tests/registry/run.sh target/release/handled
+
 echo "== Java interop (net.handle:handle-client against target/release/handled)"
 tests/interop-java/run.sh target/release/handled
 echo "all test suites passed"

@@ -89,3 +89,39 @@ pub async fn serve(store: Arc<dyn Store>, settings: Settings, listener: TcpListe
     }
     http::serve(registry, listener).await;
 }
+
+#[cfg(test)]
+mod tests {
+    /// The OpenAPI fragment parses and documents every route.
+    #[test]
+    fn openapi_fragment_covers_every_route() {
+        let v: serde_json::Value = serde_json::from_str(include_str!("openapi.json")).unwrap();
+        let routes = [
+            ("/", "get"),
+            ("/live", "get"),
+            ("/error", "get"),
+            ("/registry/updated", "get"),
+            ("/hyperty/user/{userID}", "get"),
+            ("/hyperty/user/{userID}/{hypertyID}", "put"),
+            ("/hyperty/user/{userID}/{hypertyID}", "delete"),
+            ("/hyperty/user/{userID}/{hypertyID}", "get"),
+            ("/hyperty/url/{hypertyID}", "get"),
+            ("/hyperty/url/{hypertyID}", "put"),
+            ("/hyperty/guid/{guid}", "get"),
+            ("/hyperty/email/{email}", "get"),
+            ("/hyperty/email/{email}/{anything}", "get"),
+            ("/hyperty/dataobject/{url}", "put"),
+            ("/dataobject/url/{url}", "put"),
+            ("/hyperty/dataobject/url/{url}", "get"),
+            ("/hyperty/dataobject/url/{url}/{anything}", "get"),
+            ("/hyperty/dataobject/name/{name}", "get"),
+            ("/hyperty/dataobject/name/{name}/{anything}", "get"),
+            ("/hyperty/dataobject/reporter/{reporter}", "get"),
+            ("/hyperty/dataobject/reporter/{reporter}/{anything}", "get"),
+        ];
+        for (path, method) in routes {
+            assert!(v["paths"][path][method].is_object(), "{method} {path}");
+        }
+        assert_eq!(v["paths"].as_object().unwrap().len(), 18);
+    }
+}
