@@ -48,13 +48,15 @@ pub struct Bootstrapped {
 
 /// Open the store the configuration names (embedded by default, memory when ephemeral).
 pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapError> {
+    // Reverse lookup (/hrls): every handle write through it also maintains the value index.
+    let indexed = crate::rest::revindex::IndexedStore::wrap;
     if config.ephemeral {
-        return Ok(Arc::new(MemoryStore::new()));
+        return Ok(indexed(Arc::new(MemoryStore::new())));
     }
     ensure_dir(&config.data_dir)?;
     let options = EmbeddedOptions { cache_bytes: Some(config.store_cache_mb.max(1) << 20), ..EmbeddedOptions::default() };
     let store = EmbeddedStore::open(&config.data_dir.join(STORE_FILE), options)?;
-    Ok(Arc::new(store))
+    Ok(indexed(Arc::new(store)))
 }
 
 pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstrapped, BootstrapError> {

@@ -10,6 +10,7 @@ mod handles;
 mod hrls;
 mod openapi;
 pub mod params;
+pub mod revindex;
 mod sessions;
 
 use crate::ops::OpError;

@@ -1,0 +1,66 @@
+"""Starts one `handled serve --ephemeral` for the suite and hands tests its
+addresses and admin credentials (the file `--admin-credentials` writes)."""
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+
+import pytest
+import requests
+import urllib3
+
+urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Server:
+    def __init__(self, proc, http_port, creds):
+        self.proc = proc
+        self.http = f"http://127.0.0.1:{http_port}"
+        self.https = f"https://127.0.0.1:{http_port}"
+        self.creds = creds
+        self.secret = creds["secret_key"]["secret"]
+        self.user = f'{creds["secret_key"]["index"]}:{creds["handle"]}'
+
+    def basic(self):
+        """requests auth tuple: percent-encoded index:handle, as pyhandle sends it."""
+        return (requests.utils.quote(self.user, safe=""), self.secret)
+
+
+def start(extra_args=(), config_text=None):
+    binary = os.environ.get("HANDLED_BIN", os.path.join(ROOT, "target", "release", "handled"))
+    tmp = tempfile.mkdtemp(prefix="handled-rest-")
+    creds_path = os.path.join(tmp, "admin.json")
+    args = [binary, "serve", "--ephemeral", "--port", "0", "--http-port", "0", "--admin-credentials", creds_path]
+    if config_text is not None:
+        cfg = os.path.join(tmp, "handled.toml")
+        with open(cfg, "w") as f:
+            f.write(config_text)
+        args += ["--config", cfg]
+    proc = subprocess.Popen(args + list(extra_args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    port = None
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        m = re.search(r"http 127\.0\.0\.1:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+            break
+    assert port, "server did not report its HTTP port"
+    assert proc.stdout.readline().strip() == "ready"
+    with open(creds_path) as f:
+        creds = json.load(f)
+    return Server(proc, port, creds)
+
+
+@pytest.fixture(scope="session")
+def server():
+    s = start()
+    yield s
+    s.proc.terminate()
+    s.proc.wait(timeout=10)
