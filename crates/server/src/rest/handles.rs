@@ -18,15 +18,15 @@ pub(super) async fn route(rest: &Rest, req: &Req, raw_handle: &str, bare: bool) 
         Method::GET | Method::HEAD => get(rest, req, &req.params, &handle, bare).await,
         Method::POST => {
             // POST-as-GET: the JSON object's properties are the parameters.
+            // A JSON object body already became the parameters (Rest::handle).
             if req.has_json_entity() {
                 match serde_json::from_slice::<Value>(&req.body) {
-                    Ok(Value::Object(o)) => get(rest, req, &Params::from_json_object(&o), &handle, bare).await,
-                    Ok(_) => Reply::bad_request("Expected a JSON object of parameters"),
-                    Err(e) => Reply::bad_request(format!("Invalid JSON: {e}")),
+                    Ok(Value::Object(_)) => {}
+                    Ok(_) => return Reply::bad_request("Expected a JSON object of parameters"),
+                    Err(e) => return Reply::bad_request(format!("Invalid JSON: {e}")),
                 }
-            } else {
-                get(rest, req, &req.params, &handle, bare).await
             }
+            get(rest, req, &req.params, &handle, bare).await
         }
         Method::PUT if handle.is_empty() => empty_handle(),
         Method::PUT => put(rest, req, &handle).await,

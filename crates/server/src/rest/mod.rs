@@ -182,7 +182,7 @@ impl Rest {
                 Err(_) => return plain_error(StatusCode::REQUEST_TIMEOUT, "Request body not received in time"),
             }
         };
-        let req = Req {
+        let mut req = Req {
             params: Params::from_query(parts.uri.query()),
             path: parts.uri.path().to_string(),
             method: parts.method,
@@ -190,6 +190,13 @@ impl Rest {
             body,
             conn,
         };
+        // POST-as-GET (§4.5): a JSON object body replaces the parameters, all of
+        // them (pretty, callback too), as Java's JsonParameterServletReq does.
+        if req.method == Method::POST && req.path.starts_with("/api/handles") && req.has_json_entity() {
+            if let Ok(Value::Object(o)) = serde_json::from_slice::<Value>(&req.body) {
+                req.params = Params::from_json_object(&o);
+            }
+        }
         let reply = self.route(&req).await;
         render(&req, reply)
     }
