@@ -16,6 +16,9 @@ tests/bench-report/run.sh target/release/handled
 echo "== domain registry black-box suite (embedded store and --ephemeral)"
 tests/registry/run.sh target/release/handled
 
+echo "== JSON API black-box suite (pyhandle 1.5.0, HTTP status/body pins, schemathesis on /api/openapi.json)"
+tests/rest/run.sh target/release/handled
+
 echo "== Java interop (net.handle:handle-client against target/release/handled)"
 tests/interop-java/run.sh target/release/handled
 echo "all test suites passed"

@@ -23,7 +23,10 @@ pub(super) async fn prefixes(rest: &Rest, req: &Req, raw: &str) -> Reply {
                 let mut o = Map::new();
                 o.insert("responseCode".into(), 1.into());
                 o.insert("totalCount".into(), list.len().to_string().into());
-                let (page, size) = (req.params.int("page").ok().flatten(), req.params.int("pageSize").ok().flatten());
+                let (page, size) = match req.params.paging() {
+                    Ok(p) => p,
+                    Err(m) => return Reply::bad_request(m),
+                };
                 let all: Vec<Value> = list.iter().map(|p| String::from_utf8_lossy(p).into_owned().into()).collect();
                 let shown = match (page, size) {
                     (Some(p), Some(s)) if p >= 0 && s >= 0 => {
@@ -56,14 +59,14 @@ pub(super) async fn prefixes(rest: &Rest, req: &Req, raw: &str) -> Reply {
                 Err(e) => rest.op_error(req, &e, Some(&prefix), OpKind::Other),
             }
         }
-        _ => Reply::method_not_allowed(req),
+        _ => Reply::method_not_allowed(req, "GET, HEAD, POST, DELETE, OPTIONS"),
     }
 }
 
 /// GET_SITE_INFO as JSON: our published HS_SITE record.
 pub(super) fn site(rest: &Rest, req: &Req) -> Reply {
     if !matches!(req.method, Method::GET | Method::HEAD | Method::POST) {
-        return Reply::method_not_allowed(req);
+        return Reply::method_not_allowed(req, "GET, HEAD, POST, OPTIONS");
     }
     match SiteInfo::decode_data(&rest.state.site_bytes) {
         Ok(site) => Reply::json(StatusCode::OK, json!({ "responseCode": 1, "site": site_to_json(&site) })),
@@ -75,13 +78,18 @@ pub(super) fn site(rest: &Rest, req: &Req) -> Reply {
 /// `cnonce`, `alg`, `signature` (+ PBKDF2 fields) → `isValid`.
 pub(super) async fn verification(rest: &Rest, req: &Req, raw: &str) -> Reply {
     if !matches!(req.method, Method::GET | Method::HEAD | Method::POST) {
-        return Reply::method_not_allowed(req);
+        return Reply::method_not_allowed(req, "GET, HEAD, POST, OPTIONS");
     }
     let (handle, index) = parse_identity(&percent_decode(raw, false));
     if handle.is_empty() {
         return Reply::error(StatusCode::BAD_REQUEST, ResponseCode::INVALID_HANDLE, "Empty handle invalid");
     }
     let p = &req.params;
+    for k in ["iterations", "length"] {
+        if let Err(m) = p.ints(k) {
+            return Reply::bad_request(m);
+        }
+    }
     let Some(nonce) = p.get("nonce").and_then(|n| base64::Engine::decode(&base64::engine::general_purpose::STANDARD, n.trim()).ok()) else {
         return Reply::bad_request("nonce (base64) is required");
     };

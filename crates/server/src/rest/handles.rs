@@ -32,7 +32,7 @@ pub(super) async fn route(rest: &Rest, req: &Req, raw_handle: &str, bare: bool) 
         Method::PUT => put(rest, req, &handle).await,
         Method::DELETE if handle.is_empty() => empty_handle(),
         Method::DELETE => delete(rest, req, &handle).await,
-        _ => Reply::method_not_allowed(req),
+        _ => Reply::method_not_allowed(req, "GET, HEAD, POST, PUT, DELETE, OPTIONS"),
     }
 }
 
@@ -90,11 +90,11 @@ async fn list(rest: &Rest, req: &Req, params: &Params, prefix: &str) -> Reply {
         Ok(c) => c,
         Err(reply) => return reply,
     };
-    let (page, size) = match (params.int("page"), params.int("pageSize")) {
-        (Ok(p), Ok(s)) => (p, s),
-        (Err(m), _) | (_, Err(m)) => return Reply::bad_request(m),
+    let (page, size) = match params.paging() {
+        Ok(p) => p,
+        Err(m) => return Reply::bad_request(m),
     };
-    let prefix_handle = if prefix.len() > 5 && prefix[..5].eq_ignore_ascii_case("0.NA/") { prefix.to_string() } else { format!("0.NA/{prefix}") };
+    let prefix_handle = if prefix.len() > 5 && prefix.as_bytes()[..5].eq_ignore_ascii_case(b"0.NA/") { prefix.to_string() } else { format!("0.NA/{prefix}") };
     match ops::list_handles(&rest.state, &caller, prefix_handle.as_bytes()).await {
         Ok(handles) => {
             let mut o = Map::new();

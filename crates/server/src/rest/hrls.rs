@@ -60,7 +60,7 @@ fn matches(record: &HandleRecord, terms: &[(String, Vec<u8>)]) -> bool {
 
 pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
     if !matches!(req.method, Method::GET | Method::HEAD) {
-        return Reply::method_not_allowed(req);
+        return Reply::method_not_allowed(req, "GET, HEAD, OPTIONS");
     }
     let terms: Vec<(String, Vec<u8>)> = req
         .params

@@ -113,13 +113,26 @@ impl Reply {
         Reply::error(StatusCode::NOT_FOUND, ResponseCode::PROTOCOL_ERROR, req.unknown_endpoint())
     }
 
-    fn method_not_allowed(req: &Req) -> Reply {
+    /// 405 with the endpoint's methods in `Allow` (RFC 9110).
+    fn method_not_allowed(req: &Req, allow: &'static str) -> Reply {
         Reply::error(StatusCode::METHOD_NOT_ALLOWED, ResponseCode::PROTOCOL_ERROR, req.unknown_endpoint())
+            .header(hyper::header::ALLOW, HeaderValue::from_static(allow))
     }
 
     fn bad_request(message: impl Into<String>) -> Reply {
         Reply::error(StatusCode::BAD_REQUEST, ResponseCode::PROTOCOL_ERROR, message)
     }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Endpoint {
+    Handles,
+    Prefixes,
+    Site,
+    Verifications,
+    Sessions,
+    OpenApi,
+    Search,
 }
 
 /// Which kind of operation a native response code answers (the status table differs).
@@ -202,35 +215,51 @@ impl Rest {
     }
 
     async fn route(&self, req: &Req) -> Reply {
-        let known = [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE, Method::OPTIONS, Method::TRACE];
+        let known = [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE, Method::OPTIONS];
         if !known.contains(&req.method) {
             return Reply::error(StatusCode::NOT_IMPLEMENTED, ResponseCode::PROTOCOL_ERROR, format!("Unknown method {}", req.method));
         }
         let path = req.path.as_str();
         let under = |base: &str| path == base || path.strip_prefix(base).is_some_and(|r| r.starts_with('/'));
         let rest_of = |base: &str| path[base.len()..].trim_start_matches('/').to_string();
-        if req.method == Method::OPTIONS {
-            return Reply::empty(StatusCode::OK).header(hyper::header::ALLOW, HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, TRACE, OPTIONS"));
-        }
-        if under("/api/handles") {
-            handles::route(self, req, &rest_of("/api/handles"), path == "/api/handles").await
+        // Each endpoint and the methods it takes (OPTIONS answers them; others get 405).
+        let (endpoint, allow) = if path == "/api/handles" || path == "/api/handles/" {
+            (Endpoint::Handles, "GET, HEAD, POST, OPTIONS")
+        } else if under("/api/handles") {
+            (Endpoint::Handles, "GET, HEAD, POST, PUT, DELETE, OPTIONS")
+        } else if path == "/api/prefixes" || path == "/api/prefixes/" {
+            (Endpoint::Prefixes, "GET, HEAD, POST, DELETE, OPTIONS")
         } else if under("/api/prefixes") {
-            admin::prefixes(self, req, &rest_of("/api/prefixes")).await
+            (Endpoint::Prefixes, "POST, DELETE, OPTIONS")
         } else if path == "/api/site" {
-            admin::site(self, req)
+            (Endpoint::Site, "GET, HEAD, POST, OPTIONS")
         } else if under("/api/verifications") {
-            admin::verification(self, req, &rest_of("/api/verifications")).await
+            (Endpoint::Verifications, "GET, HEAD, POST, OPTIONS")
+        } else if path == "/api/sessions" || path == "/api/sessions/" {
+            (Endpoint::Sessions, "POST, OPTIONS")
         } else if under("/api/sessions") {
-            sessions::route(self, req, &rest_of("/api/sessions")).await
+            (Endpoint::Sessions, "GET, HEAD, PUT, POST, DELETE, OPTIONS")
         } else if path == "/api/openapi.json" {
-            match req.method {
-                Method::GET | Method::HEAD => openapi::reply(&self.openapi),
-                _ => Reply::method_not_allowed(req),
-            }
+            (Endpoint::OpenApi, "GET, HEAD, OPTIONS")
         } else if under("/hrls/handles") {
-            hrls::search(self, req, &rest_of("/hrls/handles")).await
+            (Endpoint::Search, "GET, HEAD, OPTIONS")
         } else {
-            Reply::not_found(req)
+            return Reply::not_found(req);
+        };
+        if req.method == Method::OPTIONS {
+            return Reply::empty(StatusCode::OK).header(hyper::header::ALLOW, HeaderValue::from_static(allow));
+        }
+        if !allow.split(", ").any(|m| m == req.method.as_str()) {
+            return Reply::method_not_allowed(req, allow);
+        }
+        match endpoint {
+            Endpoint::Handles => handles::route(self, req, &rest_of("/api/handles"), path == "/api/handles").await,
+            Endpoint::Prefixes => admin::prefixes(self, req, &rest_of("/api/prefixes")).await,
+            Endpoint::Site => admin::site(self, req),
+            Endpoint::Verifications => admin::verification(self, req, &rest_of("/api/verifications")).await,
+            Endpoint::Sessions => sessions::route(self, req, &rest_of("/api/sessions")).await,
+            Endpoint::OpenApi => openapi::reply(&self.openapi),
+            Endpoint::Search => hrls::search(self, req, &rest_of("/hrls/handles")).await,
         }
     }
 

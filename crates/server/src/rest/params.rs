@@ -101,6 +101,15 @@ impl Params {
         self.all(name).map(|v| v.trim().parse::<i32>().map_err(|_| format!("Invalid {name} parameter {v:?}"))).collect()
     }
 
+    /// `page` and `pageSize`: both optional, neither negative (§4.5 paging).
+    pub fn paging(&self) -> Result<(Option<i64>, Option<i64>), String> {
+        let (page, size) = (self.int("page")?, self.int("pageSize")?);
+        if page.is_some_and(|p| p < 0) || size.is_some_and(|s| s < 0) {
+            return Err("page and pageSize must not be negative".into());
+        }
+        Ok((page, size))
+    }
+
     pub fn int(&self, name: &str) -> Result<Option<i64>, String> {
         self.get(name).map(|v| v.trim().parse::<i64>().map_err(|_| format!("Invalid {name} parameter {v:?}"))).transpose()
     }

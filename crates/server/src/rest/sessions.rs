@@ -70,6 +70,15 @@ async fn authenticate(rest: &Rest, req: &Req, s: &HttpSession, f: &HandleFields,
 }
 
 pub(super) async fn route(rest: &Rest, req: &Req, rest_path: &str) -> Reply {
+    let allowed = match rest_path {
+        "" => &[Method::POST][..],
+        "this" => &[Method::GET, Method::HEAD, Method::PUT, Method::POST, Method::DELETE][..],
+        _ => &[][..],
+    };
+    if !allowed.is_empty() && !allowed.contains(&req.method) {
+        let allow = if rest_path.is_empty() { "POST, OPTIONS" } else { "GET, HEAD, PUT, POST, DELETE, OPTIONS" };
+        return Reply::method_not_allowed(req, allow);
+    }
     if !rest.credentials_count(req) {
         return error(StatusCode::FORBIDDEN, "Sessions need HTTPS");
     }
@@ -88,7 +97,7 @@ pub(super) async fn route(rest: &Rest, req: &Req, rest_path: &str) -> Reply {
             }
             Reply::json(StatusCode::CREATED, session_json(rest, &s, &f)).header(LOCATION, HeaderValue::from_static("/api/sessions/this"))
         }
-        ("", _) => Reply::method_not_allowed(req),
+
         ("this", m) => {
             let Some(s) = this(rest, req) else { return error(StatusCode::FORBIDDEN, "No such session") };
             match *m {
@@ -102,7 +111,7 @@ pub(super) async fn route(rest: &Rest, req: &Req, rest_path: &str) -> Reply {
                     rest.sessions.remove(&s.id);
                     Reply::empty(StatusCode::NO_CONTENT)
                 }
-                _ => Reply::method_not_allowed(req),
+                _ => error(StatusCode::FORBIDDEN, "Unknown session resource"),
             }
         }
         _ => error(StatusCode::FORBIDDEN, "Unknown session resource"),

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# JSON API black-box suite against a handled binary: pyhandle 1.5.0's
+# RESTHandleClient, HTTP-level pins of the status table, schemathesis on
+# /api/openapi.json. Python packages go to a venv under target/ (idempotent).
+set -euo pipefail
+cd "$(dirname "$0")"
+BIN="$(realpath "${1:-../../target/release/handled}")"
+VENV="${REST_VENV:-../../target/rest-venv}"
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt
+HANDLED_BIN="$BIN" "$VENV/bin/python" -m pytest -q -p no:cacheprovider .
