@@ -1,5 +1,6 @@
 //! `handled`: the thin binary. Each subcommand lives in its own module.
 
+mod admin;
 mod bench;
 mod import;
 mod resolve;
@@ -25,6 +26,10 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Bulk-load handle records from a JSON-lines file into the data directory.
     Import(import::ImportArgs),
+    #[command(flatten)]
+    Admin(admin::AdminCommand),
+    /// Make an RSA key pair for an admin handle (private key file + HS_PUBKEY JSON).
+    Keygen(admin::KeygenArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +51,8 @@ fn main() -> ExitCode {
             Command::Resolve(args) => resolve::run(args).await,
             Command::Import(args) => import::run(args).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Admin(command) => admin::run(command).await,
+            Command::Keygen(args) => admin::keygen(args),
         }
     });
     match result {

@@ -39,6 +39,10 @@ pub struct ServeArgs {
     /// Load these JSON-lines handle records before serving.
     #[arg(long)]
     import: Option<PathBuf>,
+    /// Write newly generated admin credentials to this file (default: the
+    /// data directory, or the temp directory with --ephemeral).
+    #[arg(long, env = "HANDLED_ADMIN_CREDENTIALS")]
+    admin_credentials: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -62,6 +66,9 @@ impl ServeArgs {
         }
         if !self.prefixes.is_empty() {
             c.prefixes = self.prefixes.clone();
+        }
+        if let Some(p) = &self.admin_credentials {
+            c.admin_credentials = Some(p.clone());
         }
         c.validate()?;
         Ok(c)

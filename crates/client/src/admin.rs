@@ -184,7 +184,8 @@ impl AdminSession {
             let answer = self.answer(&challenge, &hb)?;
             let rid = request_id();
             let opts = UnitOptions { version: challenge.envelope.version, session_id: challenge.envelope.session_id, session: None, encrypt: false };
-            let (unit, _) = encode_unit_with(&answer, flags, rid, opts);
+            // As the Java client: the answer carries the original's flags but not OW/MINT.
+            let (unit, _) = encode_unit_with(&answer, flags.without(OpFlags::OW).without(OpFlags::MINT), rid, opts);
             responses = self.send(&unit, rid, session).await?;
         }
         if responses[0].code() != ResponseCode::SUCCESS {

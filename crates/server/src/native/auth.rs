@@ -69,7 +69,7 @@ pub async fn answer(state: &ServerState, ctx: &RequestContext<'_>, answer: &Chal
     if let Some(s) = &session {
         s.authenticate(&identity);
     }
-    super::run_authenticated(state, &rctx, &original, &Caller::Authenticated(identity), reply, transport).await
+    super::run_authenticated(state, &rctx, &original, view.header.op_flags, &Caller::Authenticated(identity), reply, transport).await
 }
 
 /// VERIFY_CHALLENGE (201): does this answer prove the identity, whose handle

@@ -15,9 +15,16 @@ pub const LIST_CHUNK: usize = 50;
 
 /// Run an administration or resolution request for `caller`. Ok holds the
 /// response units; an `OpError` is for the caller to encode (or to turn into
-/// a challenge when it asks for authentication).
-pub async fn run(state: &ServerState, ctx: &RequestContext<'_>, request: &RequestBody, caller: &Caller, reply: Reply<'_>) -> Result<Vec<Vec<u8>>, OpError> {
-    let flags = ctx.flags();
+/// a challenge when it asks for authentication). `flags` are the request's own
+/// (after a challenge, the original's: answers don't carry OW or MINT).
+pub async fn run(
+    state: &ServerState,
+    ctx: &RequestContext<'_>,
+    request: &RequestBody,
+    flags: OpFlags,
+    caller: &Caller,
+    reply: Reply<'_>,
+) -> Result<Vec<Vec<u8>>, OpError> {
     let one = |body: ResponseBody, reply: Reply<'_>| vec![encode_reply(state, ctx, ResponseCode::SUCCESS, &body, false, reply)];
     Ok(match request {
         RequestBody::Resolution(r) => {

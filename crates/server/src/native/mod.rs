@@ -149,7 +149,7 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
             vec![auth::challenge(state, &ctx, session.as_deref())]
         }
         other if is_admin_op(other.op_code()) || other.op_code() == OpCode::RESOLUTION => {
-            match dispatch::run(state, &ctx, other, &caller, reply).await {
+            match dispatch::run(state, &ctx, other, ctx.flags(), &caller, reply).await {
                 Ok(units) => units,
                 Err(e) if e.is_authentication_needed() => vec![auth::challenge(state, &ctx, session.as_deref())],
                 Err(e) => vec![error_reply(state, &ctx, e.code, &e.message, reply)],
@@ -192,6 +192,7 @@ async fn run_authenticated(
     state: &ServerState,
     ctx: &RequestContext<'_>,
     request: &RequestBody,
+    flags: OpFlags,
     caller: &Caller,
     reply: Reply<'_>,
     transport: Transport,
@@ -199,7 +200,7 @@ async fn run_authenticated(
     if transport == Transport::Udp && is_admin_op(request.op_code()) {
         return vec![error_reply(state, ctx, ResponseCode::PROTOCOL_ERROR, "Administrative requests are not accepted over UDP", reply)];
     }
-    match dispatch::run(state, ctx, request, caller, reply).await {
+    match dispatch::run(state, ctx, request, flags, caller, reply).await {
         Ok(units) => units,
         Err(e) if e.is_authentication_needed() => vec![error_reply(state, ctx, ResponseCode::AUTHENTICATION_FAILED, "Authenticated identity not accepted", reply)],
         Err(e) => vec![error_reply(state, ctx, e.code, &e.message, reply)],

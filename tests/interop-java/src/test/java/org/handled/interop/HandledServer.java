@@ -23,6 +23,7 @@ import java.util.concurrent.TimeoutException;
  *
  * <pre>
  * handled serve --ephemeral --listen 127.0.0.1 --port P --http-port H --prefix TEST --import FILE
+ *     --admin-credentials WORKDIR/admin-TEST.json
  * </pre>
  *
  * Started with {@link #start}, which waits (at most {@link #READY_TIMEOUT_MS}) for the line
@@ -47,12 +48,15 @@ public final class HandledServer implements AutoCloseable {
     public final Path stderrLog;
     public final int port;
     public final int httpPort;
+    /** The admin credentials (JSON) the server wrote for TEST/ADMIN at start-up. */
+    public final Path adminCredentials;
     private final Process process;
     private final Thread shutdownHook;
 
     private HandledServer(Path binary, Path workDir, int port, int httpPort, Process process,
-            Path stdoutLog, Path stderrLog) {
+            Path stdoutLog, Path stderrLog, Path adminCredentials) {
         this.binary = binary;
+        this.adminCredentials = adminCredentials;
         this.workDir = workDir;
         this.port = port;
         this.httpPort = httpPort;
@@ -91,7 +95,9 @@ public final class HandledServer implements AutoCloseable {
             int[] ports = freePorts();
             Path out = workDir.resolve("handled-" + attempt + ".stdout.log");
             Path err = workDir.resolve("handled-" + attempt + ".stderr.log");
+            Path creds = workDir.resolve("admin-" + Fixtures.PREFIX + "-" + attempt + ".json");
             List<String> cmd = List.of(bin.toString(), "serve", "--ephemeral",
+                    "--admin-credentials", creds.toString(),
                     "--listen", "127.0.0.1",
                     "--port", Integer.toString(ports[0]),
                     "--http-port", Integer.toString(ports[1]),
@@ -111,7 +117,7 @@ public final class HandledServer implements AutoCloseable {
             pump.start();
             try {
                 ready.get(READY_TIMEOUT_MS, TimeUnit.MILLISECONDS);
-                return new HandledServer(bin, workDir, ports[0], ports[1], p, out, err);
+                return new HandledServer(bin, workDir, ports[0], ports[1], p, out, err, creds);
             } catch (TimeoutException e) {
                 kill(p);
                 throw new IllegalStateException("handled did not print 'ready' within "
