@@ -51,7 +51,8 @@ fn start(dir: &Path) -> Server {
     Server { child, tcp }
 }
 
-/// One round: writers create until the kill; returns the acknowledged handles.
+/// One round: writers create until the kill (`kill_after` past the first
+/// acknowledged create); returns the acknowledged handles.
 async fn round(dir: &Path, round: usize, kill_after: Duration) -> Vec<Vec<u8>> {
     let mut server = start(dir);
     let creds = Credentials::load(&dir.join("creds.json"), KeyChoice::Secret).expect("credentials");
@@ -70,6 +71,11 @@ async fn round(dir: &Path, round: usize, kill_after: Duration) -> Vec<Vec<u8>> {
                 }
             }
         }));
+    }
+    // Kill mid-stream: once creates are being acknowledged, at a random moment.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.lock().unwrap().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tokio::time::sleep(kill_after).await;
     server.child.kill().expect("SIGKILL"); // std's kill is SIGKILL on Unix
@@ -99,13 +105,13 @@ async fn acknowledged_creates_survive_kill_9() {
     let mut all: Vec<Vec<u8>> = Vec::new();
     let started = Instant::now();
     for r in 0..rounds {
-        let kill_after = Duration::from_millis(300 + rand::random::<u64>() % 1200);
+        let kill_after = Duration::from_millis(rand::random::<u64>() % 1500);
         let acked = round(dir.path(), r, kill_after).await;
         assert!(!acked.is_empty(), "round {r}: nothing was acknowledged before the kill");
         all.extend(acked.iter().cloned());
         // Every create acknowledged in this and all earlier rounds is still there.
         check(dir.path(), &all).await;
-        eprintln!("crash round {r}: killed after {kill_after:?}, {} acknowledged creates, {} checked in total: all present", acked.len(), all.len());
+        eprintln!("crash round {r}: killed {kill_after:?} into the stream, {} acknowledged creates, {} checked in total: all present", acked.len(), all.len());
     }
     eprintln!("crash test: {rounds} rounds, {} acknowledged creates, none lost ({:.1?})", all.len(), started.elapsed());
 }
