@@ -177,6 +177,9 @@ async fn native(
     }
     let result = match op {
         Op::Resolve(key) => c.resolve(key.handle.as_bytes(), &ResolveOptions::default()).await,
+        Op::ResolveCertified(key) => {
+            c.resolve(key.handle.as_bytes(), &ResolveOptions { certify: true, ..ResolveOptions::default() }).await
+        }
         Op::SiteInfo => c.site_info().await,
     };
     if per_request {
@@ -195,11 +198,12 @@ async fn native(
 
 fn request_body(op: &Op) -> (RequestBody, OpFlags) {
     match op {
-        Op::Resolve(key) => (
-            RequestBody::Resolution(ResolutionRequest { handle: key.handle.clone().into_bytes(), indexes: vec![], types: vec![] }),
-            // What handled-client's resolve() sends by default.
-            OpFlags::REC.with(OpFlags::CA).with(OpFlags::PO),
-        ),
+        Op::Resolve(key) | Op::ResolveCertified(key) => {
+            // What handled-client's resolve() sends by default, plus CT when certified.
+            let flags = OpFlags::REC.with(OpFlags::CA).with(OpFlags::PO);
+            let flags = if matches!(op, Op::ResolveCertified(_)) { flags.with(OpFlags::CT) } else { flags };
+            (RequestBody::Resolution(ResolutionRequest { handle: key.handle.clone().into_bytes(), indexes: vec![], types: vec![] }), flags)
+        }
         Op::SiteInfo => (RequestBody::GetSiteInfo { handle: b"/".to_vec() }, OpFlags::REC),
     }
 }
@@ -242,7 +246,7 @@ pub fn percent_encode(s: &str) -> String {
 
 pub fn fill_template(template: &str, op: &Op) -> String {
     match op {
-        Op::Resolve(key) => template
+        Op::Resolve(key) | Op::ResolveCertified(key) => template
             .replace("{handle_enc}", &percent_encode(&key.handle))
             .replace("{handle}", &key.handle)
             .replace("{n}", &key.n.to_string()),

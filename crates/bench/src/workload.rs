@@ -59,6 +59,8 @@ impl KeySampler {
 pub enum Op {
     /// Resolve a handle (native resolution, or GET of the URL template).
     Resolve(Key),
+    /// Resolve with CT set: the server signs every answer (native and tunnel only).
+    ResolveCertified(Key),
     /// GET_SITE_INFO (native and tunnel only).
     SiteInfo,
 }
@@ -67,6 +69,7 @@ impl Op {
     pub fn name(&self) -> &'static str {
         match self {
             Op::Resolve(_) => "resolve",
+            Op::ResolveCertified(_) => "resolve-certified",
             Op::SiteInfo => "site-info",
         }
     }
@@ -76,6 +79,7 @@ impl Op {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpKind {
     Resolve,
+    ResolveCertified,
     SiteInfo,
 }
 
@@ -84,9 +88,10 @@ impl std::str::FromStr for OpKind {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "resolve" => Ok(OpKind::Resolve),
+            "resolve-certified" => Ok(OpKind::ResolveCertified),
             "site-info" => Ok(OpKind::SiteInfo),
             // Admin operations come with the client's authenticated session API.
-            other => Err(format!("unknown operation {other:?} (available: resolve, site-info)")),
+            other => Err(format!("unknown operation {other:?} (available: resolve, resolve-certified, site-info)")),
         }
     }
 }
@@ -126,6 +131,7 @@ impl ClientState {
         self.step += 1;
         match kind {
             OpKind::Resolve => Op::Resolve(self.sampler.pick(rng)),
+            OpKind::ResolveCertified => Op::ResolveCertified(self.sampler.pick(rng)),
             OpKind::SiteInfo => Op::SiteInfo,
         }
     }

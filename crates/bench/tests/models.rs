@@ -36,7 +36,9 @@ async fn open_loop_latency_counts_the_stall_like_wrk2() {
     let expect = |q: f64| stall - (1.0 - q) * secs;
     for q in [0.9, 0.95, 0.99, 0.999] {
         let got = s.ms(q) / 1000.0;
-        assert!((got - expect(q)).abs() < 0.08, "p{q}: {got:.3} s, expected {:.3} s", expect(q));
+        // Wide enough for a loaded 2-core CI box (the client may start requests
+        // late), narrow enough to fail a tool that times from the send (~ms).
+        assert!((got - expect(q)).abs() < 0.2, "p{q}: {got:.3} s, expected {:.3} s", expect(q));
     }
     assert!(s.ms(0.5) < 20.0, "median {:.3} ms", s.ms(0.5));
     // Uncorrected: only the 16 requests caught in flight saw the stall.

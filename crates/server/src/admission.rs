@@ -97,6 +97,13 @@ impl Admission {
         }
     }
 
+    /// A turn if one is free right now (never waits, never counts as a refusal).
+    pub fn try_admit(&self) -> Option<SemaphorePermit<'_>> {
+        let permit = self.permits.try_acquire().ok()?;
+        self.admitted.fetch_add(1, Ordering::Relaxed);
+        Some(permit)
+    }
+
     /// Seconds a refused client should wait before retrying (HTTP Retry-After).
     pub fn retry_after_secs(&self) -> u64 {
         self.config.max_wait.as_secs().max(1)

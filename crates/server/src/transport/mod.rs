@@ -28,6 +28,14 @@ pub async fn serve_unit(state: &ServerState, unit: &[u8], transport: Transport) 
     responses
 }
 
+/// Answer a request that already holds an admission permit.
+pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transport) -> Vec<Vec<u8>> {
+    let started = Instant::now();
+    let responses = handle_unit(state, unit, transport).await;
+    state.metrics.observe(transport.name(), &responses, started.elapsed());
+    responses
+}
+
 /// RC_SERVER_TOO_BUSY with the request id echoed (and the op code, when the header reads).
 fn busy_response(state: &ServerState, unit: &[u8], why: Rejection) -> Option<Vec<u8>> {
     let envelope = read_envelope(unit)?;

@@ -4,10 +4,11 @@
 //! spent per request. Multi-datagram requests are reassembled by (peer,
 //! request id); replies over 512 bytes go out in 492-byte chunks.
 
-use super::serve_unit;
+use super::{serve_admitted, serve_unit};
 use crate::native::{read_envelope, Transport};
 use crate::state::ServerState;
 use handled_proto::envelope::ENVELOPE_LEN;
+use handled_proto::header::{OpCode, OpFlags};
 use handled_proto::udp::{split_datagrams, Reassembly, MAX_DATAGRAM};
 use nix::sys::socket::{recvmmsg, sendmmsg, MsgFlags, MultiHeaders, SockaddrStorage};
 use std::collections::HashMap;
@@ -45,9 +46,16 @@ pub fn bind(addr: SocketAddr, count: usize) -> std::io::Result<Vec<UdpSocket>> {
     Ok(sockets)
 }
 
-/// Serve one socket on its own thread; requests are handled on `runtime`.
+/// Serve one socket: its own thread receives in batches. Cheap requests (plain
+/// resolution or site info) that find a free admission permit are answered
+/// inline and their replies sent with one `sendmmsg`; everything else (signing,
+/// administration, or no free permit) becomes a task that waits in the admission
+/// queue or is refused at once. So the receiving thread never waits on slow work,
+/// and under overload excess requests get RC_SERVER_TOO_BUSY instead of piling up
+/// unread in the kernel buffer and timing out.
 pub fn spawn(state: Arc<ServerState>, socket: UdpSocket, runtime: tokio::runtime::Handle) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new().name("handled-udp".into()).spawn(move || serve(&state, &socket, &runtime))
+    let socket = Arc::new(socket);
+    std::thread::Builder::new().name("handled-udp".into()).spawn(move || receive_loop(&state, &socket, &runtime))
 }
 
 /// One received datagram, copied out of the batch buffers.
@@ -56,10 +64,11 @@ pub struct Datagram {
     pub bytes: Vec<u8>,
 }
 
-fn serve(state: &ServerState, socket: &UdpSocket, runtime: &tokio::runtime::Handle) {
+fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tokio::runtime::Handle) {
     let mut receiver = BatchReceiver::new(socket);
     let mut pending: HashMap<(SocketAddr, i32), (Instant, Reassembly)> = HashMap::new();
     loop {
+        let mut cheap = Vec::with_capacity(BATCH);
         let received = match receiver.receive() {
             Ok(batch) => batch,
             Err(e) => {
@@ -68,28 +77,47 @@ fn serve(state: &ServerState, socket: &UdpSocket, runtime: &tokio::runtime::Hand
                 continue;
             }
         };
-        let units: Vec<(SocketAddr, Vec<u8>)> = received
-            .into_iter()
-            .filter_map(|d| match read_envelope(&d.bytes) {
-                Some(env) if env.truncated => reassemble(&mut pending, d.peer, &d.bytes).map(|u| (d.peer, u)),
-                Some(_) => Some((d.peer, d.bytes)),
-                None => None,
-            })
-            .collect();
-        if units.is_empty() {
-            continue;
-        }
-        let replies = runtime.block_on(async {
-            let mut replies = Vec::with_capacity(units.len());
-            for (peer, unit) in &units {
-                for response in serve_unit(state, unit, Transport::Udp).await {
-                    replies.push((*peer, response));
+        for d in received {
+            let unit = match read_envelope(&d.bytes) {
+                Some(env) if env.truncated => match reassemble(&mut pending, d.peer, &d.bytes) {
+                    Some(unit) => unit,
+                    None => continue,
+                },
+                Some(_) => d.bytes,
+                None => continue,
+            };
+            if is_cheap(&unit) {
+                if let Some(permit) = state.admission.try_admit() {
+                    cheap.push((d.peer, unit, permit));
+                    continue;
                 }
             }
-            replies
-        });
-        send_batch(socket, &replies);
+            let (state, socket, peer) = (state.clone(), socket.clone(), d.peer);
+            runtime.spawn(async move {
+                let replies: Vec<_> = serve_unit(&state, &unit, Transport::Udp).await.into_iter().map(|r| (peer, r)).collect();
+                send_batch(&socket, &replies);
+            });
+        }
+        if !cheap.is_empty() {
+            let replies = runtime.block_on(async {
+                let mut replies = Vec::with_capacity(cheap.len());
+                for (peer, unit, permit) in cheap.drain(..) {
+                    replies.extend(serve_admitted(state, &unit, Transport::Udp).await.into_iter().map(|r| (peer, r)));
+                    drop(permit);
+                }
+                replies
+            });
+            send_batch(socket, &replies);
+        }
     }
+}
+
+/// Plain resolution or site info without a signature: microseconds of work.
+fn is_cheap(unit: &[u8]) -> bool {
+    let Some(header) = unit.get(ENVELOPE_LEN..ENVELOPE_LEN + 12) else { return false };
+    let op = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+    let flags = OpFlags(u32::from_be_bytes([header[8], header[9], header[10], header[11]]));
+    (op == OpCode::RESOLUTION.0 || op == OpCode::GET_SITE_INFO.0) && !flags.contains(OpFlags::CT)
 }
 
 /// Batch receiving state for one socket.
