@@ -191,3 +191,30 @@ async fn expired_sessions_and_replayed_answers() {
     assert_eq!(raw(&mut p, &answer_unit, 92).await, ResponseCode::SUCCESS);
     assert_eq!(raw(&mut p, &answer_unit, 92).await, ResponseCode::AUTHEN_TIMEOUT, "replayed answer");
 }
+
+/// VERIFY_CHALLENGE (201) as a server: valid for the right secret, not for a wrong one.
+#[tokio::test]
+async fn verify_challenge_for_other_servers() {
+    let s = admin_common::start().await;
+    let secret = match s.creds(KeyChoice::Secret).key {
+        handled_client::credentials::Key::Secret(k) => k,
+        _ => unreachable!(),
+    };
+    let (nonce, digest) = ([3u8; 16], [4u8; 32]);
+    let mut conn = handled_client::Connection::open(Protocol::Tcp, s.addrs.tcp, Duration::from_secs(5), false).await.unwrap();
+    for (key, valid) in [(secret.clone(), true), (b"wrong".to_vec(), false)] {
+        let answer = handled_proto::crypto::seckey::answer(handled_proto::crypto::seckey::AnswerAlg::Sha1, &key, &nonce, &digest, &[]);
+        let body = RequestBody::VerifyChallenge(handled_proto::session::VerifyChallengeRequest {
+            handle: b"TEST/ADMIN".to_vec(),
+            index: 300,
+            nonce: nonce.to_vec(),
+            request_digest: digest.to_vec(),
+            digest_alg: None,
+            answer: answer.to_vec(),
+        });
+        let r = conn.request(&body, OpFlags::CT | OpFlags::RD).await.unwrap().remove(0);
+        assert_eq!(r.code(), ResponseCode::SUCCESS);
+        assert_eq!(r.body, handled_proto::response::ResponseBody::VerifyResult { valid });
+        assert!(r.credential.is_some(), "CT: the verdict is signed");
+    }
+}

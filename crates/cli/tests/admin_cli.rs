@@ -1,0 +1,95 @@
+//! The admin subcommands against a real `handled serve`: they read the
+//! credentials file serve wrote, and exit 0 / 2 (not found) / 3 (refused) /
+//! 4 (authentication or permission) with a message on failure.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+fn start(dir: &Path) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_handled"))
+        .args(["serve", "--ephemeral", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0", "--prefix", "TEST"])
+        .arg("--admin-credentials")
+        .arg(dir.join("creds.json"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn handled");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut port = String::new();
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 {
+        if let Some(rest) = line.split(" tcp ").nth(1) {
+            port = rest.split_whitespace().next().unwrap().rsplit(':').next().unwrap().to_string();
+            break;
+        }
+        line.clear();
+    }
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready");
+    (child, port)
+}
+
+fn handled(dir: &Path, port: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_handled"))
+        .args(args)
+        .args(["--port", port, "--credentials"])
+        .arg(dir.join("creds.json"))
+        .output()
+        .expect("run handled")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn admin_subcommands_and_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, port) = start(dir.path());
+    let ok = |args: &[&str]| {
+        let o = handled(dir.path(), &port, args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    assert_eq!(ok(&["create", "TEST/cli", "1:URL:https://example.org/a"]).trim(), "TEST/cli");
+    ok(&["add-value", "TEST/cli", "2:EMAIL:a@example.org"]);
+    ok(&["modify-value", "TEST/cli", "--rsa", "--json", r#"[{"index":1,"type":"URL","data":"https://example.org/b"}]"#]);
+    ok(&["remove-value", "TEST/cli", "2", "--no-session"]);
+    assert!(ok(&["list", "TEST"]).lines().any(|l| l == "TEST/CLI"));
+    let minted = ok(&["create", "TEST/m-", "--mint", "1:URL:https://example.org/m"]);
+    assert!(minted.trim().starts_with("TEST/m-") && minted.trim().len() == "TEST/m-".len() + 36, "{minted}");
+
+    let exists = handled(dir.path(), &port, &["create", "TEST/cli", "1:URL:x"]);
+    assert_eq!(exists.status.code(), Some(3), "{}", text(&exists.stderr));
+    assert!(text(&exists.stderr).contains("HANDLE_ALREADY_EXISTS"), "{}", text(&exists.stderr));
+
+    ok(&["delete", "TEST/cli"]);
+    let missing = handled(dir.path(), &port, &["delete", "TEST/cli"]);
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing.stderr));
+
+    let wrong = Command::new(env!("CARGO_BIN_EXE_handled"))
+        .args(["create", "TEST/x", "1:URL:x", "--port", &port, "--admin", "300:TEST/ADMIN", "--secret", "wrong"])
+        .output()
+        .unwrap();
+    assert_eq!(wrong.status.code(), Some(4), "{}", text(&wrong.stderr));
+    assert!(text(&wrong.stderr).contains("wrong key"), "{}", text(&wrong.stderr));
+
+    let key = dir.path().join("extra.pk8");
+    let keygen = Command::new(env!("CARGO_BIN_EXE_handled")).args(["keygen", "--index", "305"]).arg(&key).output().unwrap();
+    assert!(keygen.status.success(), "{}", text(&keygen.stderr));
+    let json = text(&keygen.stdout);
+    ok(&["add-value", "TEST/ADMIN", "--json", json.trim()]);
+    let o = Command::new(env!("CARGO_BIN_EXE_handled"))
+        .args(["create", "TEST/by-new-key", "1:URL:https://example.org", "--port", &port, "--admin", "305:TEST/ADMIN", "--private-key"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "a keygen key added to TEST/ADMIN authenticates: {}", text(&o.stderr));
+
+    let bad = handled(dir.path(), &port, &["create", "TEST/y", "not-a-value"]);
+    assert_eq!(bad.status.code(), Some(1));
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
