@@ -7,7 +7,7 @@ use super::{OpKind, Reply, Req, Rest};
 use crate::auth::Caller;
 use crate::ops::{self, CreateHandle, OpError, Resolve};
 use handled_proto::header::ResponseCode;
-use handled_proto::json::{value_from_json, value_to_json};
+use handled_proto::json::value_from_json;
 use handled_proto::value::HandleValue;
 use hyper::{Method, StatusCode};
 use serde_json::{json, Map, Value};
@@ -73,10 +73,7 @@ async fn get(rest: &Rest, req: &Req, params: &Params, handle: &[u8], bare: bool)
         public_only,
     };
     match ops::resolve(&rest.state, &caller, &resolve).await {
-        Ok(values) => {
-            let values: Vec<Value> = values.iter().map(value_to_json).collect();
-            Reply::json(StatusCode::OK, json!({ "responseCode": 1, "handle": text(handle), "values": values }))
-        }
+        Ok(values) => Reply { raw: Some(super::fastjson::resolution_body(handle, &values)), ..Reply::empty(StatusCode::OK) },
         Err(e) => rest.op_error(req, &e, Some(handle), OpKind::Resolution),
     }
 }

@@ -6,6 +6,7 @@
 
 mod admin;
 mod authn;
+mod fastjson;
 mod handles;
 mod hrls;
 mod openapi;
@@ -87,16 +88,19 @@ impl Req {
 pub(crate) struct Reply {
     pub status: StatusCode,
     pub body: Option<Value>,
+    /// A body already serialized as compact JSON (hot paths; used unless
+    /// `pretty` or `callback` ask for another rendering).
+    pub raw: Option<Vec<u8>>,
     pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl Reply {
     pub fn json(status: StatusCode, body: Value) -> Reply {
-        Reply { status, body: Some(body), headers: Vec::new() }
+        Reply { status, body: Some(body), raw: None, headers: Vec::new() }
     }
 
     pub fn empty(status: StatusCode) -> Reply {
-        Reply { status, body: None, headers: Vec::new() }
+        Reply { status, body: None, raw: None, headers: Vec::new() }
     }
 
     /// `{"responseCode", "message"}`, the API's error shape.
@@ -311,24 +315,31 @@ fn render(req: &Req, reply: Reply) -> Response<Body> {
             headers.insert("access-control-allow-headers", HeaderValue::from_static(CORS_ALLOW_HEADERS));
         }
     }
-    let body = match reply.body {
-        None => Bytes::new(),
-        Some(v) => {
-            let text = if req.params.flag("pretty") { serde_json::to_vec_pretty(&v) } else { serde_json::to_vec(&v) }
-                .unwrap_or_else(|_| b"{}".to_vec());
-            match req.params.get("callback") {
-                Some(cb) => {
-                    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/javascript;charset=UTF-8"));
-                    Bytes::from([scrub_callback(cb).as_bytes(), b"(", &text, b");"].concat())
-                }
-                None => {
-                    headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
-                    Bytes::from(text)
-                }
-            }
+    let plain = !req.params.flag("pretty") && req.params.get("callback").is_none();
+    let body = match (reply.raw, reply.body) {
+        (Some(raw), _) if plain => {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+            Bytes::from(raw)
         }
+        (Some(raw), _) => render_value(req, headers, serde_json::from_slice(&raw).unwrap_or(Value::Null)),
+        (None, None) => Bytes::new(),
+        (None, Some(v)) => render_value(req, headers, v),
     };
     builder.body(Full::new(body)).unwrap_or_else(|_| plain_error(StatusCode::INTERNAL_SERVER_ERROR, "response build failed"))
+}
+
+fn render_value(req: &Req, headers: &mut HeaderMap, v: Value) -> Bytes {
+    let text = if req.params.flag("pretty") { serde_json::to_vec_pretty(&v) } else { serde_json::to_vec(&v) }.unwrap_or_else(|_| b"{}".to_vec());
+    match req.params.get("callback") {
+        Some(cb) => {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/javascript;charset=UTF-8"));
+            Bytes::from([scrub_callback(cb).as_bytes(), b"(", &text, b");"].concat())
+        }
+        None => {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+            Bytes::from(text)
+        }
+    }
 }
 
 #[cfg(test)]
