@@ -6,7 +6,8 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::sync::{Semaphore, SemaphorePermit};
+use std::sync::Arc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Why a request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +49,12 @@ pub struct AdmissionStats {
 }
 
 pub struct Admission {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     config: AdmissionConfig,
-    permits: Semaphore,
+    permits: Arc<Semaphore>,
     waiting: AtomicUsize,
     admitted: AtomicU64,
     queued: AtomicU64,
@@ -57,69 +62,100 @@ pub struct Admission {
     rejected_timeout: AtomicU64,
 }
 
-impl Admission {
-    pub fn new(config: AdmissionConfig) -> Self {
-        Admission {
-            config,
-            permits: Semaphore::new(config.max_concurrent.max(1)),
-            waiting: AtomicUsize::new(0),
-            admitted: AtomicU64::new(0),
-            queued: AtomicU64::new(0),
-            rejected_full: AtomicU64::new(0),
-            rejected_timeout: AtomicU64::new(0),
-        }
-    }
+/// The outcome of asking for a turn without waiting.
+pub enum Turn {
+    /// Processing may start now; it lasts as long as the permit lives.
+    Now(OwnedSemaphorePermit),
+    /// A place in the queue was taken (counted at once, so a burst cannot
+    /// overfill the queue before its requests start waiting).
+    Queued(QueuedTurn),
+}
 
-    /// Wait for a turn, or learn at once (queue full) or after `max_wait` that
-    /// there is none. Processing lasts as long as the returned permit lives.
-    pub async fn admit(&self) -> Result<SemaphorePermit<'_>, Rejection> {
-        if let Ok(permit) = self.permits.try_acquire() {
-            self.admitted.fetch_add(1, Ordering::Relaxed);
-            return Ok(permit);
-        }
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.config.queue {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            self.rejected_full.fetch_add(1, Ordering::Relaxed);
-            return Err(Rejection::QueueFull);
-        }
-        self.queued.fetch_add(1, Ordering::Relaxed);
-        let turn = tokio::time::timeout(self.config.max_wait, self.permits.acquire()).await;
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
+/// A counted place in the admission queue.
+pub struct QueuedTurn {
+    inner: Arc<Inner>,
+}
+
+impl QueuedTurn {
+    /// Wait for the turn, at most the configured time.
+    pub async fn wait(self) -> Result<OwnedSemaphorePermit, Rejection> {
+        let turn = tokio::time::timeout(self.inner.config.max_wait, self.inner.permits.clone().acquire_owned()).await;
         match turn {
             Ok(Ok(permit)) => {
-                self.admitted.fetch_add(1, Ordering::Relaxed);
+                self.inner.admitted.fetch_add(1, Ordering::Relaxed);
                 Ok(permit)
             }
             _ => {
-                self.rejected_timeout.fetch_add(1, Ordering::Relaxed);
+                self.inner.rejected_timeout.fetch_add(1, Ordering::Relaxed);
                 Err(Rejection::WaitedTooLong)
             }
         }
     }
+}
 
-    /// A turn if one is free right now (never waits, never counts as a refusal).
-    pub fn try_admit(&self) -> Option<SemaphorePermit<'_>> {
-        let permit = self.permits.try_acquire().ok()?;
-        self.admitted.fetch_add(1, Ordering::Relaxed);
-        Some(permit)
+impl Drop for QueuedTurn {
+    fn drop(&mut self) {
+        self.inner.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Admission {
+    pub fn new(config: AdmissionConfig) -> Self {
+        Admission {
+            inner: Arc::new(Inner {
+                config,
+                permits: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
+                waiting: AtomicUsize::new(0),
+                admitted: AtomicU64::new(0),
+                queued: AtomicU64::new(0),
+                rejected_full: AtomicU64::new(0),
+                rejected_timeout: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Decide at once: a turn now, a place in the queue, or a refusal.
+    pub fn request(&self) -> Result<Turn, Rejection> {
+        let inner = &self.inner;
+        if let Ok(permit) = inner.permits.clone().try_acquire_owned() {
+            inner.admitted.fetch_add(1, Ordering::Relaxed);
+            return Ok(Turn::Now(permit));
+        }
+        if inner.waiting.fetch_add(1, Ordering::AcqRel) >= inner.config.queue {
+            inner.waiting.fetch_sub(1, Ordering::AcqRel);
+            inner.rejected_full.fetch_add(1, Ordering::Relaxed);
+            return Err(Rejection::QueueFull);
+        }
+        inner.queued.fetch_add(1, Ordering::Relaxed);
+        Ok(Turn::Queued(QueuedTurn { inner: inner.clone() }))
+    }
+
+    /// Wait for a turn, or learn at once (queue full) or after `max_wait` that
+    /// there is none. Processing lasts as long as the returned permit lives.
+    pub async fn admit(&self) -> Result<OwnedSemaphorePermit, Rejection> {
+        match self.request()? {
+            Turn::Now(permit) => Ok(permit),
+            Turn::Queued(turn) => turn.wait().await,
+        }
     }
 
     /// Seconds a refused client should wait before retrying (HTTP Retry-After).
     pub fn retry_after_secs(&self) -> u64 {
-        self.config.max_wait.as_secs().max(1)
+        self.inner.config.max_wait.as_secs().max(1)
     }
 
     pub fn stats(&self) -> AdmissionStats {
-        let max = self.config.max_concurrent.max(1);
+        let inner = &self.inner;
+        let max = inner.config.max_concurrent.max(1);
         AdmissionStats {
-            admitted: self.admitted.load(Ordering::Relaxed),
-            queued: self.queued.load(Ordering::Relaxed),
-            rejected_queue_full: self.rejected_full.load(Ordering::Relaxed),
-            rejected_timeout: self.rejected_timeout.load(Ordering::Relaxed),
-            in_flight: (max - self.permits.available_permits().min(max)) as u64,
-            waiting: self.waiting.load(Ordering::Relaxed) as u64,
+            admitted: inner.admitted.load(Ordering::Relaxed),
+            queued: inner.queued.load(Ordering::Relaxed),
+            rejected_queue_full: inner.rejected_full.load(Ordering::Relaxed),
+            rejected_timeout: inner.rejected_timeout.load(Ordering::Relaxed),
+            in_flight: (max - inner.permits.available_permits().min(max)) as u64,
+            waiting: inner.waiting.load(Ordering::Relaxed) as u64,
             max_concurrent: max as u64,
-            queue_capacity: self.config.queue as u64,
+            queue_capacity: inner.config.queue as u64,
         }
     }
 }
@@ -127,7 +163,6 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn small(max_wait_ms: u64) -> Arc<Admission> {
         Arc::new(Admission::new(AdmissionConfig { max_concurrent: 2, queue: 3, max_wait: Duration::from_millis(max_wait_ms) }))

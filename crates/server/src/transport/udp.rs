@@ -4,7 +4,8 @@
 //! spent per request. Multi-datagram requests are reassembled by (peer,
 //! request id); replies over 512 bytes go out in 492-byte chunks.
 
-use super::{serve_admitted, serve_unit};
+use super::{refuse, serve_admitted};
+use crate::admission::Turn;
 use crate::native::{read_envelope, Transport};
 use crate::state::ServerState;
 use handled_proto::envelope::ENVELOPE_LEN;
@@ -69,6 +70,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
     let mut pending: HashMap<(SocketAddr, i32), (Instant, Reassembly)> = HashMap::new();
     loop {
         let mut cheap = Vec::with_capacity(BATCH);
+        let mut refused = Vec::new();
         let received = match receiver.receive() {
             Ok(batch) => batch,
             Err(e) => {
@@ -86,18 +88,35 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
                 Some(_) => d.bytes,
                 None => continue,
             };
-            if is_cheap(&unit) {
-                if let Some(permit) = state.admission.try_admit() {
-                    cheap.push((d.peer, unit, permit));
-                    continue;
+            // Admission is decided here, before any task exists: a backlog of
+            // spawned tasks would be an unbounded queue of its own.
+            let (state2, socket2, peer) = (state.clone(), socket.clone(), d.peer);
+            match state.admission.request() {
+                Ok(Turn::Now(permit)) if is_cheap(&unit) => cheap.push((peer, unit, permit)),
+                Ok(Turn::Now(permit)) => {
+                    runtime.spawn(async move {
+                        let replies = serve_admitted(&state2, &unit, Transport::Udp).await;
+                        drop(permit);
+                        send_batch(&socket2, &replies.into_iter().map(|r| (peer, r)).collect::<Vec<_>>());
+                    });
                 }
+                Ok(Turn::Queued(turn)) => {
+                    runtime.spawn(async move {
+                        let replies = match turn.wait().await {
+                            Ok(permit) => {
+                                let replies = serve_admitted(&state2, &unit, Transport::Udp).await;
+                                drop(permit);
+                                replies
+                            }
+                            Err(why) => refuse(&state2, &unit, Transport::Udp, why),
+                        };
+                        send_batch(&socket2, &replies.into_iter().map(|r| (peer, r)).collect::<Vec<_>>());
+                    });
+                }
+                Err(why) => refused.extend(refuse(state, &unit, Transport::Udp, why).into_iter().map(|r| (peer, r))),
             }
-            let (state, socket, peer) = (state.clone(), socket.clone(), d.peer);
-            runtime.spawn(async move {
-                let replies: Vec<_> = serve_unit(&state, &unit, Transport::Udp).await.into_iter().map(|r| (peer, r)).collect();
-                send_batch(&socket, &replies);
-            });
         }
+        send_batch(socket, &refused);
         if !cheap.is_empty() {
             let replies = runtime.block_on(async {
                 let mut replies = Vec::with_capacity(cheap.len());
