@@ -9,7 +9,7 @@ BIN="$(realpath "${1:-target/release/handled}")"
 DUR="${2:-5}"
 CONNS="${CONNS:-16 64 256}"
 WORK="$(mktemp -d)"
-trap 'kill $HPID $NPID 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill ${HPID:-} ${NPID:-} 2>/dev/null || true; rm -rf "$WORK"' EXIT
 HZ=$(getconf CLK_TCK)
 
 cpu_ticks() { # utime+stime of a process and its threads
