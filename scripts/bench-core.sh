@@ -14,7 +14,7 @@ target=${CARGO_TARGET_DIR:-target}
 cargo build --release -q -p handled -p handled-server --examples
 bin=$target/release/handled
 echo_bin=$target/release/examples/echo_reference
-port=12641 http=18000 eport=12700 ehttp=18700
+port=24641 http=24800 eport=24700 ehttp=24900
 
 make_data() { # dir count
   [ -f "$1/handles.redb" ] && return

@@ -5,6 +5,7 @@ mod bench;
 mod import;
 mod resolve;
 mod serve;
+mod status;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -24,6 +25,8 @@ enum Command {
     Resolve(resolve::ResolveArgs),
     /// Measure a Handle server under load.
     Bench(bench::BenchArgs),
+    /// Live admission, cache and store figures of a running server.
+    Status(status::StatusArgs),
     /// Bulk-load handle records from a JSON-lines file into the data directory.
     Import(import::ImportArgs),
     #[command(flatten)]
@@ -33,6 +36,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Rust ignores SIGPIPE, which turns `handled ... | head` into a panic on the
+    // next print; restore the default so a closed pipe ends us quietly.
+    // SAFETY: called before any thread exists; SIG_DFL is a valid disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("HANDLED_LOG").unwrap_or_else(|_| "warn".into()))
@@ -48,6 +57,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => serve::run(args).await,
+            Command::Status(args) => status::run(args).await,
             Command::Resolve(args) => resolve::run(args).await,
             Command::Import(args) => import::run(args).await,
             Command::Bench(args) => bench::run(args).await,
