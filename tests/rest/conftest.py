@@ -30,7 +30,7 @@ class Server:
         return (requests.utils.quote(self.user, safe=""), self.secret)
 
 
-def start(extra_args=(), config_text=None):
+def start(extra_args=(), config_text=None, env=None):
     binary = os.environ.get("HANDLED_BIN", os.path.join(ROOT, "target", "release", "handled"))
     tmp = tempfile.mkdtemp(prefix="handled-rest-")
     creds_path = os.path.join(tmp, "admin.json")
@@ -40,7 +40,8 @@ def start(extra_args=(), config_text=None):
         with open(cfg, "w") as f:
             f.write(config_text)
         args += ["--config", cfg]
-    proc = subprocess.Popen(args + list(extra_args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(args + list(extra_args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(env or {})))
     port = None
     deadline = time.time() + 30
     while time.time() < deadline:

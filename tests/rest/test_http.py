@@ -5,6 +5,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 import socket
 import uuid
 
@@ -290,3 +291,22 @@ def test_keep_alive_headers_and_connection_close(server):
     # HTTP/1.0 without keep-alive: one answer, then close.
     data = raw(port, b"GET /api/site HTTP/1.0\r\n\r\n")
     assert data.startswith(b"HTTP/1.0 200")
+
+
+def test_plain_http_admin_when_configured_and_access_log():
+    s = start(config_text="allow_plain_http_admin = true\n", env={"HANDLED_LOG": "warn,access=info"})
+    try:
+        handle = h()
+        r = requests.put(f"{s.http}/api/handles/{handle}", json=[URL_VALUE, ADMIN_VALUE], auth=s.basic())
+        assert (r.status_code, r.json()) == (201, {"responseCode": 1, "handle": handle})
+        r = requests.put(f"{s.http}/api/handles/{handle}", json=[URL_VALUE])
+        assert (r.status_code, r.json()["responseCode"]) == (401, 402), "401 (not 403) once credentials count"
+        timing = requests.get(f"{s.http}/api/handles/{handle}").headers["server-timing"]
+    finally:
+        s.proc.terminate()
+        s.proc.wait(timeout=10)
+    log = re.sub(r"\x1b\[[0-9;]*m", "", s.proc.stderr.read())
+    # The access log line carries the same figure as the Server-Timing header.
+    ms = timing.split("dur=")[1]
+    line = [l for l in log.splitlines() if "access" in l and f"/api/handles/{handle}" in l and f"dur_ms={ms}" in l]
+    assert line, log[-2000:]
