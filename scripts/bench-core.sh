@@ -32,8 +32,8 @@ make_data "$d1m" 1000000
 
 results=$(mktemp)
 bench() { # label pid port transport keys
-  "$bin" bench --port "$3" --transport "$4" -c 16 -d "$secs" --warmup 2 --key-prefix TEST --keys "$5" --server-pid "$2" --json \
-    | python3 -c "import sys,json; r=json.load(sys.stdin); r['label']='$1'; print(json.dumps(r))" >> "$results" || true
+  "$bin" bench --port "$3" --transport "$4" -c 16 -d "$secs" --warmup 2 --key-prefix TEST --keys "$5" --server-pid "$2" --json 2>/dev/null \
+    | python3 -c "import json,sys; r=json.load(sys.stdin); r['label']='$1'; r['protocol']='$4'; print(json.dumps(r))" >> "$results" || true
 }
 serve() { # data dir
   "$bin" serve --data-dir "$1" --port $port --http-port $http > /dev/null 2>&1 &

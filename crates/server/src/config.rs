@@ -33,7 +33,10 @@ pub struct Config {
     /// Memory for the embedded store's page cache, in MiB (the OS page cache
     /// still holds the rest of the file).
     pub store_cache_mb: usize,
-    /// Byte budget of the resolution cache in MiB; 0 switches it off.
+    /// Byte budget of the record cache in MiB; 0 (the default) switches it off.
+    /// With the embedded store, redb's page cache already serves hot records from
+    /// memory and the record cache cost ~20% under uniformly random 1M-key load
+    /// (BENCHMARKS.md); it pays off with a remote store or skewed keys.
     pub cache_mb: usize,
     /// Admission control: requests processed at once...
     pub max_concurrent: usize,
@@ -93,7 +96,7 @@ impl Default for Config {
             tcp_idle_timeout_secs: 60,
             server_admins: Vec::new(),
             store_cache_mb: 64,
-            cache_mb: 16,
+            cache_mb: 0,
             max_concurrent: 256,
             queue_length: 2048,
             max_queue_wait_ms: 1000,

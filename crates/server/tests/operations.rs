@@ -74,7 +74,7 @@ async fn waiting_longer_than_allowed_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_after_a_known_sequence() {
-    let s = admin_common::start().await;
+    let s = admin_common::start_with(|c| c.cache_mb = 16).await;
     for _ in 0..2 {
         assert_eq!(resolve_code(s.addrs.udp, Protocol::Udp, b"TEST/ADMIN").await, ResponseCode::SUCCESS);
     }
@@ -102,7 +102,7 @@ fn urls(values: &[HandleValue]) -> Vec<(i32, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_write_op_invalidates_cached_resolutions() {
-    let s = admin_common::start().await;
+    let s = admin_common::start_with(|c| c.cache_mb = 16).await;
     let mut admin = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
     let mut reader = Connection::open(Protocol::Udp, s.addrs.udp, TIMEOUT, false).await.unwrap();
     let h = b"TEST/cached";
@@ -128,6 +128,6 @@ async fn every_write_op_invalidates_cached_resolutions() {
     assert_eq!(read_twice(&mut reader, h).await, Err(ResponseCode::HANDLE_NOT_FOUND), "after delete");
     admin.create_with(h, &[HandleValue::new(5, "URL", "again")], false, false).await.unwrap();
     assert_eq!(read_twice(&mut reader, h).await, Ok(vec![(5, "again".into())]), "after re-create");
-    let cache = s.state.cache.as_ref().expect("cache on by default").cache_stats();
+    let cache = s.state.cache.as_ref().expect("cache switched on").cache_stats();
     assert!(cache.hits >= 7 && cache.invalidations >= 6, "{cache:?}");
 }
