@@ -80,7 +80,7 @@ impl Listeners {
         }
         tasks.spawn(transport::tcp::serve(state.clone(), self.tcp));
         if let Some(l) = self.registry {
-            tasks.spawn(registry::serve(state.store.clone(), registry::Settings::from_config(&state.config), l));
+            tasks.spawn(registry::serve(state.clone(), registry::Settings::from_config(&state.config), l));
         }
         tasks.spawn(transport::http::serve(state.clone(), self.http));
         state.set_ready();

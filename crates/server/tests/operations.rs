@@ -131,3 +131,26 @@ async fn every_write_op_invalidates_cached_resolutions() {
     let cache = s.state.cache.as_ref().expect("cache switched on").cache_stats();
     assert!(cache.hits >= 7 && cache.invalidations >= 6, "{cache:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_registry_port_shares_admission_and_metrics() {
+    let s = admin_common::start_with(|c| {
+        c.registry_port = Some(0);
+        c.max_concurrent = 1;
+        c.queue_length = 0;
+    })
+    .await;
+    let registry = s.addrs.registry.expect("registry listener");
+    let held = s.state.admission.admit().await.unwrap();
+    let (status, head, _) = http_get(registry, "/hyperty/user/alice").await;
+    assert_eq!(status, 503, "{head}");
+    assert!(head.to_ascii_lowercase().contains("retry-after:"), "{head}");
+    assert_eq!(http_get(registry, "/live").await.0, 200, "health is never throttled");
+    let (status, _, doc) = http_get(registry, "/openapi.json").await;
+    assert_eq!(status, 200);
+    assert!(doc.contains("/hyperty/user/"), "the registry's own OpenAPI document");
+    drop(held);
+    assert_ne!(http_get(registry, "/hyperty/user/alice").await.0, 503);
+    let (_, _, metrics) = http_get(s.addrs.http, "/metrics").await;
+    assert!(metrics.contains(r#"handled_requests_total{transport="http",op="registry",code="5xx"} 1"#), "{metrics}");
+}

@@ -17,6 +17,7 @@ use tokio::net::TcpListener;
 
 use super::model::{Kind, Search, IDX_NAME, IDX_REPORTER, IDX_USER};
 use super::service::{Error, Found, Registry};
+use crate::state::ServerState;
 use crate::transport::timing::server_timing;
 
 type Resp = Response<Full<Bytes>>;
@@ -27,7 +28,7 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_BODY: usize = 1 << 20;
 
-pub async fn serve(registry: Arc<Registry>, listener: TcpListener) {
+pub async fn serve(registry: Arc<Registry>, state: Arc<ServerState>, listener: TcpListener) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -38,13 +39,15 @@ pub async fn serve(registry: Arc<Registry>, listener: TcpListener) {
             }
         };
         let _ = stream.set_nodelay(true);
-        let registry = registry.clone();
+        let (registry, state) = (registry.clone(), state.clone());
         tokio::spawn(async move {
+            let _open = state.metrics.connection("registry");
             let service = hyper::service::service_fn(move |req| {
-                let registry = registry.clone();
+                let (registry, state) = (registry.clone(), state.clone());
                 async move {
                     let started = Instant::now();
-                    let mut r = handle(&registry, peer.ip(), req).await;
+                    let mut r = admitted(&registry, &state, peer.ip(), req).await;
+                    state.metrics.observe_http("registry", r.status().as_u16(), started.elapsed());
                     server_timing(r.headers_mut(), started);
                     Ok::<_, Infallible>(r)
                 }
@@ -58,6 +61,32 @@ pub async fn serve(registry: Arc<Registry>, listener: TcpListener) {
                 tracing::debug!("registry connection from {peer}: {e}");
             }
         });
+    }
+}
+
+/// The server's admission control in front of every route but `/live` (health
+/// is never throttled): a refused request gets 503 with `Retry-After` at once.
+async fn admitted(reg: &Registry, state: &ServerState, peer: std::net::IpAddr, req: Request<Incoming>) -> Resp {
+    match req.uri().path() {
+        "/live" => return handle(reg, peer, req).await,
+        // The registry's own OpenAPI document (its routes live on this port only).
+        "/openapi.json" if req.method() == Method::GET => {
+            let mut r = Response::new(Full::new(Bytes::from_static(include_bytes!("openapi.json"))));
+            r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            return r;
+        }
+        _ => {}
+    }
+    match state.admission.admit().await {
+        Ok(_permit) => handle(reg, peer, req).await,
+        Err(why) => {
+            let body = json!({ "message": format!("Server too busy ({})", why.as_str()) });
+            let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+            *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r.headers_mut().insert("retry-after", HeaderValue::from(state.admission.retry_after_secs()));
+            r
+        }
     }
 }
 

@@ -20,7 +20,6 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use handled_store::Store;
 use tokio::net::TcpListener;
 
 use crate::config::Config;
@@ -62,8 +61,9 @@ impl Settings {
 }
 
 /// Serve the registry on `listener` until the process ends, with its sweeper.
-pub async fn serve(store: Arc<dyn Store>, settings: Settings, listener: TcpListener) {
-    let registry = match Registry::open(store, settings).await {
+/// Serve the registry; admission control and metrics are the server's own (`state`).
+pub async fn serve(state: Arc<crate::state::ServerState>, settings: Settings, listener: TcpListener) {
+    let registry = match Registry::open(state.store.clone(), settings).await {
         Ok(r) => Arc::new(r),
         Err(e) => {
             tracing::error!("domain registry cannot start: {e}");
@@ -87,7 +87,7 @@ pub async fn serve(store: Arc<dyn Store>, settings: Settings, listener: TcpListe
             }
         });
     }
-    http::serve(registry, listener).await;
+    http::serve(registry, state, listener).await;
 }
 
 #[cfg(test)]
