@@ -11,12 +11,12 @@ pub use admin::{AdminError, AdminSession, ConnectParams};
 pub use credentials::{Credentials, KeyChoice};
 pub use transport::Protocol;
 
-use handled_proto::codec::{put_u32, Codec, Reader};
+use handled_proto::codec::{Codec, Reader};
 use handled_proto::credential::Credential;
 use handled_proto::digest::RequestDigest;
 use handled_proto::envelope::{Envelope, Version, ENVELOPE_LEN};
 use handled_proto::header::{Header, OpFlags, ResponseCode};
-use handled_proto::message::{encode_unit, parse_message};
+use handled_proto::message::parse_message;
 use handled_proto::request::{RequestBody, ResolutionRequest};
 use handled_proto::response::{decode_response_body, ResponseBody};
 use handled_proto::value::HandleValue;
@@ -150,36 +150,9 @@ pub fn resolved_values(response: &Response) -> Option<&[HandleValue]> {
     }
 }
 
-/// Encode a complete request unit.
+/// Encode a complete request unit outside any session.
 pub fn encode_request(body: &RequestBody, flags: OpFlags, request_id: i32) -> Vec<u8> {
-    let mut body_bytes = Vec::with_capacity(64);
-    body.encode(&mut body_bytes);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let header = Header {
-        op_code: body.op_code(),
-        response_code: ResponseCode(0),
-        op_flags: flags,
-        site_serial: 0xffff,
-        recursion_count: 0,
-        expiration: (now + 12 * 3600) as u32,
-        body_length: body_bytes.len() as u32,
-    };
-    let mut message = Vec::with_capacity(24 + body_bytes.len() + 4);
-    header.encode(&mut message);
-    message.extend_from_slice(&body_bytes);
-    put_u32(&mut message, 0);
-    let envelope = Envelope {
-        version: CLIENT_VERSION,
-        suggested: CLIENT_VERSION,
-        compressed: false,
-        encrypted: false,
-        truncated: false,
-        session_id: 0,
-        request_id,
-        sequence: 0,
-        message_length: 0,
-    };
-    encode_unit(&envelope, &message)
+    session::encode_unit_with(body, flags, request_id, session::UnitOptions::default()).0
 }
 
 /// Decode a response unit, checking it answers `request_id`.
