@@ -2,6 +2,8 @@
 # Black-box suite of the domain registry API against `handled serve`
 # (embedded store and --ephemeral). Usage: tests/registry/run.sh [path/to/handled]
 set -euo pipefail
-cd "$(dirname "$0")"
-export HANDLED_BIN="$(realpath "${1:-../../target/release/handled}")"
+here="$(cd "$(dirname "$0")" && pwd)"
+# Resolve the binary against the caller's directory, before changing directory.
+export HANDLED_BIN="$(realpath -e "${1:-$here/../../target/release/handled}")"
+cd "$here"
 exec python3 -m pytest -q -p no:cacheprovider . "${@:2}"

@@ -3,8 +3,10 @@
 # RESTHandleClient, HTTP-level pins of the status table, schemathesis on
 # /api/openapi.json. Python packages go to a venv under target/ (idempotent).
 set -euo pipefail
-cd "$(dirname "$0")"
-BIN="$(realpath "${1:-../../target/release/handled}")"
+here="$(cd "$(dirname "$0")" && pwd)"
+# Resolve the binary against the caller's directory, before changing directory.
+BIN="$(realpath -e "${1:-$here/../../target/release/handled}")"
+cd "$here"
 VENV="${REST_VENV:-../../target/rest-venv}"
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt
