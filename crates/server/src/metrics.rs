@@ -97,7 +97,7 @@ impl Metrics {
     pub fn render(&self, admission: &AdmissionStats, cache: Option<&CacheStats>, store: &StoreStats) -> String {
         let mut r = Registry::with_prefix("handled");
         r.register("requests", "Requests answered, by transport, operation and result code", self.requests.clone());
-        r.register("request_duration_seconds", "Time from admission to answer", self.latency.clone());
+        r.register("request_duration_seconds", "Time to answer: from admission for served requests, from arrival for refused ones", self.latency.clone());
         r.register("open_connections", "Open TCP and HTTP connections", self.connections.clone());
 
         let counter = |v: u64| {

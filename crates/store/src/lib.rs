@@ -230,14 +230,11 @@ pub trait Store: Send + Sync + 'static {
     // a write removes the entries of the document it replaces and adds the new
     // ones in the same atomic step, so a lookup never sees an entry without its
     // document or a document state's entries mixed with another state's.
-    // Wrappers around a store must forward these methods; the defaults refuse, so
-    // a store without documents fails loudly rather than losing data.
+    // Required (no defaults), so a wrapper that forgets to forward them does not
+    // compile, instead of failing at run time.
 
     /// Read one document (body and index entries, entries sorted).
-    async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
-        let _ = (collection, id);
-        Err(no_documents())
-    }
+    async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError>;
 
     /// Atomic compare-and-set of one document and its index entries: write `new`
     /// (`None` = delete it and its entries) if the current document matches
@@ -249,10 +246,7 @@ pub trait Store: Send + Sync + 'static {
         id: &[u8],
         expect: DocExpect,
         new: Option<Document>,
-    ) -> Result<DocOutcome, StoreError> {
-        let _ = (collection, id, expect, new);
-        Err(no_documents())
-    }
+    ) -> Result<DocOutcome, StoreError>;
 
     /// Index entries of `collection` under index `index` whose key matches `key`
     /// (exactly, or starting with a prefix), in (key, id) order, strictly after
@@ -265,10 +259,7 @@ pub trait Store: Send + Sync + 'static {
         key: IndexMatch<'_>,
         start_after: Option<&IndexHit>,
         limit: usize,
-    ) -> Result<Vec<IndexHit>, StoreError> {
-        let _ = (collection, index, key, start_after, limit);
-        Err(no_documents())
-    }
+    ) -> Result<Vec<IndexHit>, StoreError>;
 
     /// Documents of `collection` whose id starts with `prefix`, in id order,
     /// strictly after `start_after`, at most `limit` (maintenance and start-up
@@ -279,18 +270,11 @@ pub trait Store: Send + Sync + 'static {
         prefix: &[u8],
         start_after: Option<&[u8]>,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
-        let _ = (collection, prefix, start_after, limit);
-        Err(no_documents())
-    }
+    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError>;
 
     /// Finish the writes already queued, then release the backing storage so it
     /// is left cleanly shut down. Later calls fail with [`StoreError::Closed`].
     fn close(&self);
-}
-
-fn no_documents() -> StoreError {
-    StoreError::Backend("this store does not support documents".into())
 }
 
 /// Lower bound of a prefix scan: the prefix itself, or just after `start_after` when

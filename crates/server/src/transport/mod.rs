@@ -19,16 +19,18 @@ use std::time::Instant;
 
 /// Answer one native request unit, or refuse it at once when the server is too busy.
 pub async fn serve_unit(state: &ServerState, unit: &[u8], transport: Transport) -> Vec<Vec<u8>> {
+    let arrived = Instant::now();
     match state.admission.admit().await {
         Ok(_permit) => serve_admitted(state, unit, transport).await,
-        Err(why) => refuse(state, unit, transport, why),
+        Err(why) => refuse(state, unit, transport, why, arrived),
     }
 }
 
-/// The too-busy answer to a refused request, counted like any other answer.
-pub fn refuse(state: &ServerState, unit: &[u8], transport: Transport, why: Rejection) -> Vec<Vec<u8>> {
+/// The too-busy answer to a refused request, counted like any other answer;
+/// its latency runs from `arrived` (so a refusal after a queue wait shows the wait).
+pub fn refuse(state: &ServerState, unit: &[u8], transport: Transport, why: Rejection, arrived: Instant) -> Vec<Vec<u8>> {
     let responses: Vec<Vec<u8>> = busy_response(state, unit, why).into_iter().collect();
-    state.metrics.observe(transport.name(), &responses, std::time::Duration::ZERO);
+    state.metrics.observe(transport.name(), &responses, arrived.elapsed());
     responses
 }
 

@@ -90,7 +90,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
             };
             // Admission is decided here, before any task exists: a backlog of
             // spawned tasks would be an unbounded queue of its own.
-            let (state2, socket2, peer) = (state.clone(), socket.clone(), d.peer);
+            let (state2, socket2, peer, arrived) = (state.clone(), socket.clone(), d.peer, Instant::now());
             match state.admission.request() {
                 Ok(Turn::Now(permit)) if is_cheap(&unit) => cheap.push((peer, unit, permit)),
                 Ok(Turn::Now(permit)) => {
@@ -108,12 +108,12 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
                                 drop(permit);
                                 replies
                             }
-                            Err(why) => refuse(&state2, &unit, Transport::Udp, why),
+                            Err(why) => refuse(&state2, &unit, Transport::Udp, why, arrived),
                         };
                         send_batch(&socket2, &replies.into_iter().map(|r| (peer, r)).collect::<Vec<_>>());
                     });
                 }
-                Err(why) => refused.extend(refuse(state, &unit, Transport::Udp, why).into_iter().map(|r| (peer, r))),
+                Err(why) => refused.extend(refuse(state, &unit, Transport::Udp, why, arrived).into_iter().map(|r| (peer, r))),
             }
         }
         send_batch(socket, &refused);

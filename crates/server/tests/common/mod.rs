@@ -1,3 +1,5 @@
+#![allow(dead_code)] // each test binary uses part of the harness
+
 //! A server started in-process on ephemeral ports with a few known handles.
 
 use handled_proto::value::{HandleValue, ValuePermissions};
