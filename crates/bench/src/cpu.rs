@@ -7,8 +7,12 @@ use std::time::Duration;
 /// Total user + system CPU time consumed so far by `pid`.
 pub fn process_cpu_time(pid: u32) -> std::io::Result<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    parse_stat_cpu(&stat, clock_ticks_per_second())
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("unexpected /proc/{pid}/stat format")))
+    parse_stat_cpu(&stat, clock_ticks_per_second()).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("unexpected /proc/{pid}/stat format"),
+        )
+    })
 }
 
 /// Resident set size of `pid` in bytes, from `/proc/PID/status`.
@@ -25,7 +29,11 @@ pub fn process_rss_bytes(pid: u32) -> std::io::Result<u64> {
 fn clock_ticks_per_second() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 { t as u64 } else { 100 }
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
 }
 
 /// utime and stime are fields 14 and 15; the command name (field 2) may hold

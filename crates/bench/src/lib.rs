@@ -1,7 +1,6 @@
 //! `handled bench`: load generation against any Handle server (it speaks the
 //! protocol, not our internals) and the figures the published benchmarks report.
 
-
 pub mod coord;
 pub mod cpu;
 pub mod html;
@@ -21,8 +20,8 @@ pub mod tls;
 pub mod workload;
 
 pub use run::{run, Model, Plan, Schedule};
+pub use spec::{TargetSpec, Transport};
 pub use stats::Stats;
 pub use sweep::{rate_sweep, RateSweep};
 pub use target::Target;
 pub use workload::{KeySet, OpKind, Workload};
-pub use spec::{TargetSpec, Transport};

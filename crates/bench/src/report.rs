@@ -16,7 +16,18 @@ pub fn table(runs: &[Stats]) -> String {
     let width = runs.iter().map(|s| s.label.len()).max().unwrap_or(3).max(3);
     let mut out = format!(
         "{:<width$}  {:>9} {:>7} {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {:>8} {:>5}\n",
-        "run", "requests", "errors", "req/s", "mean ms", "p50", "p90", "p99", "p99.9", "max", "sockets", "peak"
+        "run",
+        "requests",
+        "errors",
+        "req/s",
+        "mean ms",
+        "p50",
+        "p90",
+        "p99",
+        "p99.9",
+        "max",
+        "sockets",
+        "peak"
     );
     for s in runs {
         out += &format!(
@@ -38,9 +49,14 @@ pub fn table(runs: &[Stats]) -> String {
     for s in runs {
         let mut notes = Vec::new();
         if let Some(r) = s.solicited_rate {
-            notes.push(format!("solicited {r:.0}/s, effective {:.0}/s", s.throughput()));
+            notes.push(format!(
+                "solicited {r:.0}/s, effective {:.0}/s",
+                s.throughput()
+            ));
         }
-        if s.latency_us.max() > s.service_us.max() + 1000 || s.ms(0.99) > s.service_us.value_at_quantile(0.99) as f64 / 1000.0 * 1.5 {
+        if s.latency_us.max() > s.service_us.max() + 1000
+            || s.ms(0.99) > s.service_us.value_at_quantile(0.99) as f64 / 1000.0 * 1.5
+        {
             notes.push(format!(
                 "uncorrected (from send) p50 {:.3} p99 {:.3} max {:.3} ms",
                 s.service_us.value_at_quantile(0.5) as f64 / 1000.0,
@@ -56,10 +72,15 @@ pub fn table(runs: &[Stats]) -> String {
             ));
         }
         if let (Some(cpu), Some(per)) = (s.server_cpu_s, s.per_server_core_second()) {
-            notes.push(format!("server cpu {cpu:.2} s → {per:.0} requests per server core-second"));
+            notes.push(format!(
+                "server cpu {cpu:.2} s → {per:.0} requests per server core-second"
+            ));
         }
         if s.sockets_opened > 0 {
-            notes.push(format!("{:.1} requests per socket", s.total() as f64 / s.sockets_opened as f64));
+            notes.push(format!(
+                "{:.1} requests per socket",
+                s.total() as f64 / s.sockets_opened as f64
+            ));
         }
         if let Some(tw) = s.time_wait_after.filter(|n| *n > 0) {
             notes.push(format!("{tw} more sockets in TIME_WAIT"));
@@ -69,7 +90,10 @@ pub fn table(runs: &[Stats]) -> String {
             notes.push(format!("errors: {}", list.join(", ")));
         }
         match s.recovery_s() {
-            Some(r) if r.is_finite() => notes.push(format!("recovery {r:.1} s after the first failure at {:.1} s", s.first_error_s.unwrap_or(0.0))),
+            Some(r) if r.is_finite() => notes.push(format!(
+                "recovery {r:.1} s after the first failure at {:.1} s",
+                s.first_error_s.unwrap_or(0.0)
+            )),
             Some(_) => notes.push("no second without failures after the first failure".into()),
             None => {}
         }
@@ -135,9 +159,15 @@ mod tests {
             s.service_us.record(v * 10).unwrap();
         }
         let t = table(&[s.clone()]);
-        assert!(t.contains("close") && t.contains(" 1000 ") && t.contains("500"), "{t}");
+        assert!(
+            t.contains("close") && t.contains(" 1000 ") && t.contains("500"),
+            "{t}"
+        );
         assert!(t.contains("solicited 600/s, effective 500/s"), "{t}");
-        assert!(t.contains("errors: timeout 10") && t.contains("1.0 requests per socket"), "{t}");
+        assert!(
+            t.contains("errors: timeout 10") && t.contains("1.0 requests per socket"),
+            "{t}"
+        );
         let j = json_line(&s);
         assert_eq!(j["requests"], 1000);
         assert_eq!(j["peak_sockets"], 12);

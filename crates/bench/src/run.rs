@@ -52,7 +52,11 @@ pub enum Model {
         pause: Duration,
         warmup: Duration,
     },
-    Open { schedule: Schedule, connections: usize, warmup: Duration },
+    Open {
+        schedule: Schedule,
+        connections: usize,
+        warmup: Duration,
+    },
 }
 
 /// Requests per second as a piecewise-linear function of time; request j is
@@ -78,7 +82,13 @@ impl Schedule {
         let (mut start, mut before) = (0.0, 0.0);
         let mut segments = Vec::new();
         for &(length, r0, r1) in parts.iter().filter(|p| p.0 > 0.0) {
-            segments.push(Segment { start, length, r0: r0.max(0.0), r1: r1.max(0.0), before });
+            segments.push(Segment {
+                start,
+                length,
+                r0: r0.max(0.0),
+                r1: r1.max(0.0),
+                before,
+            });
             start += length;
             before += (r0.max(0.0) + r1.max(0.0)) / 2.0 * length;
         }
@@ -99,13 +109,18 @@ impl Schedule {
     }
 
     pub fn total(&self) -> f64 {
-        self.segments.last().map_or(0.0, |s| s.before + (s.r0 + s.r1) / 2.0 * s.length)
+        self.segments
+            .last()
+            .map_or(0.0, |s| s.before + (s.r0 + s.r1) / 2.0 * s.length)
     }
 
     /// Seconds from the start at which request `j` is due; None past the end.
     pub fn time_of(&self, j: u64) -> Option<f64> {
         let x = j as f64;
-        let seg = self.segments.iter().find(|s| x < s.before + (s.r0 + s.r1) / 2.0 * s.length)?;
+        let seg = self
+            .segments
+            .iter()
+            .find(|s| x < s.before + (s.r0 + s.r1) / 2.0 * s.length)?;
         let need = x - seg.before;
         let a = (seg.r1 - seg.r0) / seg.length;
         // r0·τ + a·τ²/2 = need
@@ -131,14 +146,20 @@ pub fn time_wait_count(port: u16) -> Option<u64> {
     let mut n = 0;
     let mut any = false;
     for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(file) else { continue };
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
         any = true;
         for line in text.lines().skip(1) {
             let f: Vec<&str> = line.split_whitespace().collect();
             if f.len() < 4 || f[3] != "06" {
                 continue;
             }
-            let port_of = |a: &str| a.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+            let port_of = |a: &str| {
+                a.rsplit(':')
+                    .next()
+                    .and_then(|p| u16::from_str_radix(p, 16).ok())
+            };
             if port_of(f[1]) == Some(port) || port_of(f[2]) == Some(port) {
                 n += 1;
             }
@@ -161,7 +182,12 @@ impl Harness {
     pub fn start(plan: &Plan, start: Instant) -> Harness {
         let recorder = Arc::new(Recorder::new(start));
         let stop = Arc::new(AtomicU64::new(0));
-        let sampler = tokio::spawn(sample(recorder.clone(), stop.clone(), plan.progress, plan.label.clone()));
+        let sampler = tokio::spawn(sample(
+            recorder.clone(),
+            stop.clone(),
+            plan.progress,
+            plan.label.clone(),
+        ));
         let cpu_before = plan.server_pid.map(|pid| {
             tokio::spawn(async move {
                 tokio::time::sleep_until(start.into()).await;
@@ -171,14 +197,25 @@ impl Harness {
         if let Some((after, command)) = plan.induce.clone() {
             tokio::spawn(async move {
                 tokio::time::sleep_until((start + after).into()).await;
-                match tokio::process::Command::new("sh").arg("-c").arg(&command).status().await {
+                match tokio::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(&command)
+                    .status()
+                    .await
+                {
                     Ok(s) if s.success() => {}
                     other => eprintln!("induced failure command {command:?}: {other:?}"),
                 }
             });
         }
         let time_wait_before = time_wait_count(plan.target.first_addr().port());
-        Harness { recorder, stop, sampler, cpu_before, time_wait_before }
+        Harness {
+            recorder,
+            stop,
+            sampler,
+            cpu_before,
+            time_wait_before,
+        }
     }
 
     pub async fn finish(self, plan: &Plan, clients: usize) -> Stats {
@@ -190,10 +227,14 @@ impl Harness {
         if let (Some(pid), Some(before)) = (plan.server_pid, self.cpu_before) {
             let before = before.await.ok().flatten();
             let after = process_cpu_time(pid).ok();
-            stats.server_cpu_s = before.zip(after).map(|(a, b)| b.saturating_sub(a).as_secs_f64());
+            stats.server_cpu_s = before
+                .zip(after)
+                .map(|(a, b)| b.saturating_sub(a).as_secs_f64());
         }
         let after = time_wait_count(plan.target.first_addr().port());
-        stats.time_wait_after = after.zip(self.time_wait_before).map(|(a, b)| a.saturating_sub(b));
+        stats.time_wait_after = after
+            .zip(self.time_wait_before)
+            .map(|(a, b)| a.saturating_sub(b));
         stats
     }
 }
@@ -237,7 +278,12 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
     for _ in 0..clients {
         clients_state.push(plan.workload.client()?);
     }
-    if let Some(op) = plan.workload.ops.iter().find(|op| !plan.target.supports(**op)) {
+    if let Some(op) = plan
+        .workload
+        .ops
+        .iter()
+        .find(|op| !plan.target.supports(**op))
+    {
         return Err(format!("{op:?} cannot go over {}", plan.target.describe()));
     }
     let warmup = match model {
@@ -249,19 +295,32 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::with_capacity(clients);
     for (i, mut client) in clients_state.into_iter().enumerate() {
-        let (target, recorder, timeout, model, next) = (plan.target.clone(), harness.recorder.clone(), plan.timeout, model.clone(), next.clone());
+        let (target, recorder, timeout, model, next) = (
+            plan.target.clone(),
+            harness.recorder.clone(),
+            plan.timeout,
+            model.clone(),
+            next.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::from_rng(&mut rand::rng());
             let mut conn = target.conn();
             match model {
-                Model::Closed { requests_per_client, duration, pause, .. } => {
+                Model::Closed {
+                    requests_per_client,
+                    duration,
+                    pause,
+                    ..
+                } => {
                     while Instant::now() < start {
                         let op = client.next(&mut rng);
                         target.call(&mut conn, &op, &recorder, timeout).await;
                     }
                     let deadline = duration.map(|d| start + d);
                     let mut sent = 0u64;
-                    while requests_per_client.is_none_or(|r| sent < r) && deadline.is_none_or(|d| Instant::now() < d) {
+                    while requests_per_client.is_none_or(|r| sent < r)
+                        && deadline.is_none_or(|d| Instant::now() < d)
+                    {
                         let op = client.next(&mut rng);
                         let t0 = Instant::now();
                         let outcome = target.call(&mut conn, &op, &recorder, timeout).await;
@@ -295,7 +354,10 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
         t.await.map_err(|e| format!("client task: {e}"))?;
     }
     let mut stats = harness.finish(plan, clients).await;
-    if let Model::Open { schedule, warmup, .. } = model {
+    if let Model::Open {
+        schedule, warmup, ..
+    } = model
+    {
         let measured = schedule.duration() - warmup.as_secs_f64();
         if measured > 0.0 {
             let due_after_warmup = schedule.total() - count_before(schedule, warmup.as_secs_f64());
@@ -310,18 +372,33 @@ fn count_before(schedule: &Schedule, t: f64) -> f64 {
     let (mut lo, mut hi) = (0u64, schedule.total().ceil() as u64 + 1);
     while lo < hi {
         let mid = (lo + hi) / 2;
-        if schedule.time_of(mid).is_some_and(|x| x < t) { lo = mid + 1 } else { hi = mid }
+        if schedule.time_of(mid).is_some_and(|x| x < t) {
+            lo = mid + 1
+        } else {
+            hi = mid
+        }
     }
     lo as f64
 }
 
 /// Throughput and latency for each client count (1, 2, 4, ... by default).
-pub async fn concurrency_sweep(plan: &Plan, levels: &[usize], duration: Duration, warmup: Duration) -> Result<Vec<Stats>, String> {
+pub async fn concurrency_sweep(
+    plan: &Plan,
+    levels: &[usize],
+    duration: Duration,
+    warmup: Duration,
+) -> Result<Vec<Stats>, String> {
     let mut out = Vec::new();
     for &clients in levels {
         let mut p = plan.clone();
         p.label = format!("{} c={clients}", plan.label);
-        let model = Model::Closed { clients, requests_per_client: None, duration: Some(duration), pause: Duration::ZERO, warmup };
+        let model = Model::Closed {
+            clients,
+            requests_per_client: None,
+            duration: Some(duration),
+            pause: Duration::ZERO,
+            warmup,
+        };
         out.push(run(&p, &model).await?);
     }
     Ok(out)

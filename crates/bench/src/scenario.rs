@@ -73,7 +73,9 @@ impl Server {
         let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
         // "handled serving TEST on udp A tcp B http C"
         let found = loop {
-            let Some(Ok(line)) = lines.next() else { break None };
+            let Some(Ok(line)) = lines.next() else {
+                break None;
+            };
             if let Some(rest) = line.split_once(" on udp ").map(|x| x.1) {
                 let words: Vec<&str> = rest.split_whitespace().collect();
                 if let (Some(tcp), Some(http)) = (words.get(2), words.get(4)) {
@@ -83,7 +85,11 @@ impl Server {
         };
         std::thread::spawn(move || for _ in lines.by_ref() {});
         match found {
-            Some((native, http)) => Ok(Server { child, native, http }),
+            Some((native, http)) => Ok(Server {
+                child,
+                native,
+                http,
+            }),
             None => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -130,7 +136,11 @@ impl Ctx {
                 _server: None,
             });
         }
-        let server = Server::spawn(env.handled_bin.as_deref().ok_or("no handled binary to start a server; pass --host")?)?;
+        let server = Server::spawn(
+            env.handled_bin
+                .as_deref()
+                .ok_or("no handled binary to start a server; pass --host")?,
+        )?;
         Ok(Ctx {
             host: server.native.ip().to_string(),
             port: server.native.port(),
@@ -152,14 +162,22 @@ impl Ctx {
     }
 
     pub fn plan(&self, label: &str, spec: &TargetSpec) -> Result<Plan, String> {
-        let mut p = Plan::new(label, spec.build()?, Workload::resolve(KeySet::One(self.handle.clone())));
+        let mut p = Plan::new(
+            label,
+            spec.build()?,
+            Workload::resolve(KeySet::One(self.handle.clone())),
+        );
         p.server_pid = self.server_pid;
         Ok(p)
     }
 
     /// Full size, or the quick (CI) size.
     pub fn pick<T>(&self, full: T, quick: T) -> T {
-        if self.quick { quick } else { full }
+        if self.quick {
+            quick
+        } else {
+            full
+        }
     }
 }
 
@@ -174,24 +192,45 @@ pub async fn run(name: &str, env: &ScenarioEnv) -> Result<ScenarioOutput, String
         "registry-get" => scenario_more::registry_get(&Ctx::new(env)?).await,
         "failover" => scenario_more::failover(env).await,
         "green-flag" => scenario_more::green_flag(&Ctx::new(env)?).await,
-        other => Err(format!("unknown scenario {other:?}; see `handled bench scenario --list`")),
+        other => Err(format!(
+            "unknown scenario {other:?}; see `handled bench scenario --list`"
+        )),
     }
 }
 
 pub(crate) fn report(name: &str, intro: &str, sections: Vec<Section>) -> Report {
-    Report { title: format!("handled bench scenario {name}"), intro: intro.into(), sections }
+    Report {
+        title: format!("handled bench scenario {name}"),
+        intro: intro.into(),
+        sections,
+    }
 }
 
 fn per_core(s: &Stats) -> String {
-    s.per_server_core_second().map_or("-".into(), |v| format!("{v:.0}"))
+    s.per_server_core_second()
+        .map_or("-".into(), |v| format!("{v:.0}"))
 }
 
 async fn cnri(ctx: &Ctx) -> Result<ScenarioOutput, String> {
-    let (threads, per, pause) = (ctx.pick(200, 20), ctx.pick(100u64, 10), Duration::from_millis(10));
+    let (threads, per, pause) = (
+        ctx.pick(200, 20),
+        ctx.pick(100u64, 10),
+        Duration::from_millis(10),
+    );
     let mut runs = Vec::new();
-    for (name, t) in [("UDP", Transport::Udp), ("TCP", Transport::Tcp), ("HTTP", Transport::Http)] {
+    for (name, t) in [
+        ("UDP", Transport::Udp),
+        ("TCP", Transport::Tcp),
+        ("HTTP", Transport::Http),
+    ] {
         let plan = ctx.plan(name, &ctx.spec(t))?;
-        let model = Model::Closed { clients: threads, requests_per_client: Some(per), duration: None, pause, warmup: Duration::from_secs_f64(ctx.pick(1.0, 0.2)) };
+        let model = Model::Closed {
+            clients: threads,
+            requests_per_client: Some(per),
+            duration: None,
+            pause,
+            warmup: Duration::from_secs_f64(ctx.pick(1.0, 0.2)),
+        };
         runs.push(run_model(&plan, &model).await?);
     }
     let mut table = format!(
@@ -201,11 +240,30 @@ async fn cnri(ctx: &Ctx) -> Result<ScenarioOutput, String> {
     for s in &runs {
         table += &format!(
             "{:<9}{:>9}{:>12}{:>10}{:>10}{:>10.2}{:>10.0}{:>14.3}{:>10.3}{:>8}{:>14}\n",
-            s.label, threads, per, pause.as_millis(), s.total(), s.elapsed_s, s.throughput(), s.latency_us.mean() / 1000.0, s.ms(0.99), s.error_count(), per_core(s)
+            s.label,
+            threads,
+            per,
+            pause.as_millis(),
+            s.total(),
+            s.elapsed_s,
+            s.throughput(),
+            s.latency_us.mean() / 1000.0,
+            s.ms(0.99),
+            s.error_count(),
+            per_core(s)
         );
     }
-    let section = runs_section("Closed loop per protocol", "Each thread sends its next request when the previous one is answered, then pauses.", &runs, 3);
-    Ok(ScenarioOutput { report: report("cnri", &table, vec![section]), table, runs })
+    let section = runs_section(
+        "Closed loop per protocol",
+        "Each thread sends its next request when the previous one is answered, then pauses.",
+        &runs,
+        3,
+    );
+    Ok(ScenarioOutput {
+        report: report("cnri", &table, vec![section]),
+        table,
+        runs,
+    })
 }
 
 async fn keepalive(ctx: &Ctx) -> Result<ScenarioOutput, String> {
@@ -222,7 +280,13 @@ async fn keepalive(ctx: &Ctx) -> Result<ScenarioOutput, String> {
         let mut spec = ctx.spec(t);
         spec.keep_alive = keep_alive;
         let plan = ctx.plan(name, &spec)?;
-        let model = Model::Closed { clients, requests_per_client: Some(messages / clients as u64), duration: None, pause: Duration::ZERO, warmup: Duration::ZERO };
+        let model = Model::Closed {
+            clients,
+            requests_per_client: Some(messages / clients as u64),
+            duration: None,
+            pause: Duration::ZERO,
+            warmup: Duration::ZERO,
+        };
         runs.push(run_model(&plan, &model).await?);
     }
     let mut table = format!(
@@ -244,30 +308,56 @@ async fn keepalive(ctx: &Ctx) -> Result<ScenarioOutput, String> {
         );
     }
     let section = runs_section("Socket reuse", "Sockets opened and in use by the bench; TIME_WAIT+ is the growth of TIME_WAIT sockets on the server port.", &runs, 4);
-    Ok(ScenarioOutput { report: report("keepalive", &table, vec![section]), table, runs })
+    Ok(ScenarioOutput {
+        report: report("keepalive", &table, vec![section]),
+        table,
+        runs,
+    })
 }
 
 async fn concurrency(ctx: &Ctx) -> Result<ScenarioOutput, String> {
     let levels: Vec<usize> = ctx.pick(vec![1, 2, 4, 8, 16, 32], vec![1, 2, 4]);
     let plan = ctx.plan("UDP", &ctx.spec(Transport::Udp))?;
-    let runs = concurrency_sweep(&plan, &levels, Duration::from_secs_f64(ctx.pick(3.0, 0.4)), Duration::from_secs_f64(ctx.pick(0.5, 0.1))).await?;
-    let mut table = format!("Concurrency sweep, closed loop over UDP\n{:>8}{:>10}{:>10}{:>10}{:>10}{:>10}{:>8}{:>14}\n", "Clients", "Req/s", "Mean ms", "p50", "p90", "p99", "Errors", "Req/core-s");
+    let runs = concurrency_sweep(
+        &plan,
+        &levels,
+        Duration::from_secs_f64(ctx.pick(3.0, 0.4)),
+        Duration::from_secs_f64(ctx.pick(0.5, 0.1)),
+    )
+    .await?;
+    let mut table = format!(
+        "Concurrency sweep, closed loop over UDP\n{:>8}{:>10}{:>10}{:>10}{:>10}{:>10}{:>8}{:>14}\n",
+        "Clients", "Req/s", "Mean ms", "p50", "p90", "p99", "Errors", "Req/core-s"
+    );
     for s in &runs {
         table += &format!(
             "{:>8}{:>10.0}{:>10.3}{:>10.3}{:>10.3}{:>10.3}{:>8}{:>14}\n",
-            s.clients, s.throughput(), s.latency_us.mean() / 1000.0, s.ms(0.5), s.ms(0.9), s.ms(0.99), s.error_count(), per_core(s)
+            s.clients,
+            s.throughput(),
+            s.latency_us.mean() / 1000.0,
+            s.ms(0.5),
+            s.ms(0.9),
+            s.ms(0.99),
+            s.error_count(),
+            per_core(s)
         );
     }
     let mut section = runs_section("Throughput and latency by clients", "", &runs, 0);
     section.charts.splice(0..0, concurrency_charts(&runs));
-    Ok(ScenarioOutput { report: report("concurrency", &table, vec![section]), table, runs })
+    Ok(ScenarioOutput {
+        report: report("concurrency", &table, vec![section]),
+        table,
+        runs,
+    })
 }
 
 const WRK2_QUANTILES: [f64; 7] = [0.5, 0.75, 0.9, 0.99, 0.999, 0.9999, 1.0];
 
 /// wrk2's "Latency Distribution (HdrHistogram - Recorded Latency)" block.
 pub fn wrk2_block(s: &Stats) -> String {
-    let mut out = String::from("  Latency Distribution (HdrHistogram - Recorded Latency)   [uncorrected, from send]\n");
+    let mut out = String::from(
+        "  Latency Distribution (HdrHistogram - Recorded Latency)   [uncorrected, from send]\n",
+    );
     for q in WRK2_QUANTILES {
         out += &format!(
             "  {:>7.3}%  {:>10.3}ms   [{:>10.3}ms]\n",
@@ -276,7 +366,14 @@ pub fn wrk2_block(s: &Stats) -> String {
             s.service_us.value_at_quantile(q) as f64 / 1000.0
         );
     }
-    out + &format!("  {} requests in {:.2}s, {} errors\nRequests/sec: {:>10.2}   (solicited {:.0})\n", s.total(), s.elapsed_s, s.error_count(), s.throughput(), s.solicited_rate.unwrap_or(0.0))
+    out + &format!(
+        "  {} requests in {:.2}s, {} errors\nRequests/sec: {:>10.2}   (solicited {:.0})\n",
+        s.total(),
+        s.elapsed_s,
+        s.error_count(),
+        s.throughput(),
+        s.solicited_rate.unwrap_or(0.0)
+    )
 }
 
 async fn open_loop(ctx: &Ctx) -> Result<ScenarioOutput, String> {
@@ -286,18 +383,34 @@ async fn open_loop(ctx: &Ctx) -> Result<ScenarioOutput, String> {
     let mut table = String::from("Open loop at fixed rates over UDP (wrk2 method: latency from each request's intended start)\n");
     for rate in rates {
         let plan = ctx.plan(&format!("UDP {rate:.0}/s"), &ctx.spec(Transport::Udp))?;
-        let model = Model::Open { schedule: Schedule::fixed(rate, warm + secs), connections: 32, warmup: Duration::from_secs_f64(warm) };
+        let model = Model::Open {
+            schedule: Schedule::fixed(rate, warm + secs),
+            connections: 32,
+            warmup: Duration::from_secs_f64(warm),
+        };
         let s = run_model(&plan, &model).await?;
         table += &format!("{}\n{}", s.label, wrk2_block(&s));
         runs.push(s);
     }
-    let section = runs_section("Fixed-rate runs", "Corrected latency counts queueing behind slow answers; the bracketed figures do not.", &runs, runs.len());
-    Ok(ScenarioOutput { report: report("open-loop", &table, vec![section]), table, runs })
+    let section = runs_section(
+        "Fixed-rate runs",
+        "Corrected latency counts queueing behind slow answers; the bracketed figures do not.",
+        &runs,
+        runs.len(),
+    );
+    Ok(ScenarioOutput {
+        report: report("open-loop", &table, vec![section]),
+        table,
+        runs,
+    })
 }
 
 /// Per-phase figures from the 100 ms series (phases as [start, end) seconds).
 pub(crate) fn phase_rows(s: &Stats, phases: &[(&str, f64, f64, f64)]) -> String {
-    let mut out = format!("{:<10}{:>14}{:>12}{:>10}{:>12}{:>12}\n", "Phase", "Solicited/s", "Answered/s", "Errors", "Mean ms", "Max ms");
+    let mut out = format!(
+        "{:<10}{:>14}{:>12}{:>10}{:>12}{:>12}\n",
+        "Phase", "Solicited/s", "Answered/s", "Errors", "Mean ms", "Max ms"
+    );
     for &(name, from, to, solicited) in phases {
         let slice = |t: f64| ((t / BUCKET.as_secs_f64()).round() as usize).min(s.series.len());
         let b = &s.series[slice(from)..slice(to)];
@@ -319,14 +432,42 @@ pub(crate) fn phase_rows(s: &Stats, phases: &[(&str, f64, f64, f64)]) -> String 
 }
 
 async fn surge(ctx: &Ctx) -> Result<ScenarioOutput, String> {
-    let (base, peak, up, hold, down) = ctx.pick((2000.0, 40000.0, 3.0, 3.0, 3.0), (50.0, 400.0, 0.5, 0.5, 0.5));
+    let (base, peak, up, hold, down) = ctx.pick(
+        (2000.0, 40000.0, 3.0, 3.0, 3.0),
+        (50.0, 400.0, 0.5, 0.5, 0.5),
+    );
     let plan = ctx.plan("UDP surge", &ctx.spec(Transport::Udp))?;
-    let model = Model::Open { schedule: Schedule::surge(base, peak, up, hold, down), connections: 64, warmup: Duration::ZERO };
+    let model = Model::Open {
+        schedule: Schedule::surge(base, peak, up, hold, down),
+        connections: 64,
+        warmup: Duration::ZERO,
+    };
     let s = run_model(&plan, &model).await?;
     let mut table = format!("Surge over UDP: {base:.0}/s → {peak:.0}/s in {up} s, hold {hold} s, back in {down} s (open loop)\n");
-    table += &phase_rows(&s, &[("ramp-up", 0.0, up, (base + peak) / 2.0), ("hold", up, up + hold, peak), ("ramp-down", up + hold, up + hold + down, (base + peak) / 2.0)]);
+    table += &phase_rows(
+        &s,
+        &[
+            ("ramp-up", 0.0, up, (base + peak) / 2.0),
+            ("hold", up, up + hold, peak),
+            (
+                "ramp-down",
+                up + hold,
+                up + hold + down,
+                (base + peak) / 2.0,
+            ),
+        ],
+    );
     table += &crate::report::table(std::slice::from_ref(&s));
     let runs = vec![s];
-    let section = runs_section("Surge", "Requests due on a ramp whatever the answers; latency counted from when each was due.", &runs, 1);
-    Ok(ScenarioOutput { report: report("surge", &table, vec![section]), table, runs })
+    let section = runs_section(
+        "Surge",
+        "Requests due on a ramp whatever the answers; latency counted from when each was due.",
+        &runs,
+        1,
+    );
+    Ok(ScenarioOutput {
+        report: report("surge", &table, vec![section]),
+        table,
+        runs,
+    })
 }

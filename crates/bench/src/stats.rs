@@ -93,11 +93,17 @@ impl Stats {
 
     /// Requests completed (answered or failed) per second.
     pub fn throughput(&self) -> f64 {
-        if self.elapsed_s > 0.0 { self.total() as f64 / self.elapsed_s } else { 0.0 }
+        if self.elapsed_s > 0.0 {
+            self.total() as f64 / self.elapsed_s
+        } else {
+            0.0
+        }
     }
 
     pub fn per_server_core_second(&self) -> Option<f64> {
-        self.server_cpu_s.filter(|c| *c > 0.0).map(|c| self.total() as f64 / c)
+        self.server_cpu_s
+            .filter(|c| *c > 0.0)
+            .map(|c| self.total() as f64 / c)
     }
 
     /// Latency at quantile `q`, in milliseconds.
@@ -170,17 +176,24 @@ mod hist_b64 {
 
     pub fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
         let mut buf = Vec::new();
-        V2Serializer::new().serialize(h, &mut buf).map_err(|e| S::Error::custom(format!("{e:?}")))?;
+        V2Serializer::new()
+            .serialize(h, &mut buf)
+            .map_err(|e| S::Error::custom(format!("{e:?}")))?;
         s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(buf))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
         let text = String::deserialize(d)?;
-        let bytes = base64::engine::general_purpose::STANDARD.decode(text).map_err(D::Error::custom)?;
-        let h: Histogram<u64> = HDe::new().deserialize(&mut bytes.as_slice()).map_err(|e| D::Error::custom(format!("{e:?}")))?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(D::Error::custom)?;
+        let h: Histogram<u64> = HDe::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| D::Error::custom(format!("{e:?}")))?;
         // Merging needs the same bounds as ours.
         let mut out = super::new_histogram();
-        out.add(&h).map_err(|e| D::Error::custom(format!("{e:?}")))?;
+        out.add(&h)
+            .map_err(|e| D::Error::custom(format!("{e:?}")))?;
         Ok(out)
     }
 }
@@ -216,11 +229,18 @@ impl SocketGauge {
 /// How one request ended.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    Ok { server: Option<Duration> },
+    Ok {
+        server: Option<Duration>,
+    },
     /// Answered, but not with success (a response code, an HTTP status).
-    Refused { kind: String, server: Option<Duration> },
+    Refused {
+        kind: String,
+        server: Option<Duration>,
+    },
     /// No usable answer: timeout, I/O error, malformed reply.
-    Failed { kind: String },
+    Failed {
+        kind: String,
+    },
 }
 
 struct Shard {
@@ -277,14 +297,27 @@ impl Recorder {
 
     /// Record one request: `intended` is when it should have started (open
     /// loop) or was sent (closed loop), `sent` when it was sent.
-    pub fn record(&self, worker: usize, intended: Instant, sent: Instant, done: Instant, outcome: &Outcome) {
+    pub fn record(
+        &self,
+        worker: usize,
+        intended: Instant,
+        sent: Instant,
+        done: Instant,
+        outcome: &Outcome,
+    ) {
         if intended < self.start {
             return; // warm-up
         }
-        let latency = done.saturating_duration_since(intended.min(sent)).as_micros().max(1) as u64;
+        let latency = done
+            .saturating_duration_since(intended.min(sent))
+            .as_micros()
+            .max(1) as u64;
         let service = done.saturating_duration_since(sent).as_micros().max(1) as u64;
-        let slice = (done.saturating_duration_since(self.start).as_millis() / BUCKET.as_millis()) as usize;
-        let mut s = self.shards[worker % self.shards.len()].lock().unwrap_or_else(|e| e.into_inner());
+        let slice =
+            (done.saturating_duration_since(self.start).as_millis() / BUCKET.as_millis()) as usize;
+        let mut s = self.shards[worker % self.shards.len()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if s.series.len() <= slice {
             s.series.resize(slice + 1, Bucket::default());
         }
@@ -325,7 +358,10 @@ impl Recorder {
 
     /// Called every BUCKET by the sampler.
     pub fn sample_sockets(&self) {
-        let mut v = self.sampled_sockets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v = self
+            .sampled_sockets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         v.push(self.sockets.in_use());
     }
 
@@ -349,7 +385,10 @@ impl Recorder {
             };
         }
         stats.first_error_s = first.map(|d| d.as_secs_f64());
-        let sampled = self.sampled_sockets.lock().unwrap_or_else(|e| e.into_inner());
+        let sampled = self
+            .sampled_sockets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         for (b, n) in stats.series.iter_mut().zip(sampled.iter()) {
             b.sockets = *n;
         }
@@ -388,7 +427,13 @@ mod tests {
     #[test]
     fn recovery_is_first_failure_to_first_clean_second() {
         let mut s = Stats::empty("r");
-        s.series = vec![Bucket { ok: 5, ..Default::default() }; 40];
+        s.series = vec![
+            Bucket {
+                ok: 5,
+                ..Default::default()
+            };
+            40
+        ];
         for b in &mut s.series[10..=17] {
             b.errors = 3; // failures from 1.0 s to 1.8 s
         }
@@ -410,9 +455,31 @@ mod tests {
         let intended = t0 + Duration::from_millis(1);
         let sent = intended + Duration::from_millis(100); // sent late: queued behind a stall
         let done = sent + Duration::from_millis(2);
-        r.record(0, intended, sent, done, &Outcome::Ok { server: Some(Duration::from_micros(500)) });
-        r.record(1, intended, sent, done, &Outcome::Failed { kind: "timeout".into() });
-        r.record(2, t0 - Duration::from_millis(5), t0, done, &Outcome::Ok { server: None }); // warm-up: ignored
+        r.record(
+            0,
+            intended,
+            sent,
+            done,
+            &Outcome::Ok {
+                server: Some(Duration::from_micros(500)),
+            },
+        );
+        r.record(
+            1,
+            intended,
+            sent,
+            done,
+            &Outcome::Failed {
+                kind: "timeout".into(),
+            },
+        );
+        r.record(
+            2,
+            t0 - Duration::from_millis(5),
+            t0,
+            done,
+            &Outcome::Ok { server: None },
+        ); // warm-up: ignored
         let s = r.finish("x", Duration::from_secs(1));
         assert_eq!((s.ok, s.error_count()), (1, 1));
         assert!((s.latency_us.max() as i64 - 102_000).abs() < 200);

@@ -46,7 +46,9 @@ impl Stub {
                         let stub = stub.clone();
                         async move { Ok::<_, Infallible>(stub.answer().await) }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
                 });
             }
         });
@@ -61,7 +63,8 @@ impl Stub {
                 tokio::time::sleep_until(until.into()).await;
             }
         }
-        self.served.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.served
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let ms = started.elapsed().as_secs_f64() * 1000.0;
         Response::builder()
             .header("content-type", "application/json")

@@ -26,12 +26,16 @@ pub struct Key {
 impl KeySet {
     pub fn sampler(&self) -> Result<KeySampler, String> {
         let zipf = match self {
-            KeySet::Zipf { count, s, .. } => {
-                Some(Zipf::new(*count as f64, *s).map_err(|e| format!("zipf over {count} keys with s={s}: {e}"))?)
-            }
+            KeySet::Zipf { count, s, .. } => Some(
+                Zipf::new(*count as f64, *s)
+                    .map_err(|e| format!("zipf over {count} keys with s={s}: {e}"))?,
+            ),
             _ => None,
         };
-        Ok(KeySampler { keys: self.clone(), zipf })
+        Ok(KeySampler {
+            keys: self.clone(),
+            zipf,
+        })
     }
 }
 
@@ -43,14 +47,22 @@ pub struct KeySampler {
 impl KeySampler {
     pub fn pick(&self, rng: &mut impl Rng) -> Key {
         let (prefix, n) = match &self.keys {
-            KeySet::One(h) => return Key { handle: h.clone(), n: 0 },
+            KeySet::One(h) => {
+                return Key {
+                    handle: h.clone(),
+                    n: 0,
+                }
+            }
             KeySet::Uniform { prefix, count } => (prefix, rng.random_range(0..*count)),
             KeySet::Zipf { prefix, .. } => {
                 let z = self.zipf.as_ref().expect("built with the key set");
                 (prefix, z.sample(rng) as u64 - 1)
             }
         };
-        Key { handle: format!("{prefix}/{n}"), n }
+        Key {
+            handle: format!("{prefix}/{n}"),
+            n,
+        }
     }
 }
 
@@ -91,7 +103,9 @@ impl std::str::FromStr for OpKind {
             "resolve-certified" => Ok(OpKind::ResolveCertified),
             "site-info" => Ok(OpKind::SiteInfo),
             // Admin operations come with the client's authenticated session API.
-            other => Err(format!("unknown operation {other:?} (available: resolve, resolve-certified, site-info)")),
+            other => Err(format!(
+                "unknown operation {other:?} (available: resolve, resolve-certified, site-info)"
+            )),
         }
     }
 }
@@ -110,11 +124,18 @@ pub struct Workload {
 
 impl Workload {
     pub fn resolve(keys: KeySet) -> Workload {
-        Workload { keys, ops: vec![OpKind::Resolve] }
+        Workload {
+            keys,
+            ops: vec![OpKind::Resolve],
+        }
     }
 
     pub fn client(&self) -> Result<ClientState, String> {
-        Ok(ClientState { sampler: self.keys.sampler()?, ops: self.ops.clone(), step: 0 })
+        Ok(ClientState {
+            sampler: self.keys.sampler()?,
+            ops: self.ops.clone(),
+            step: 0,
+        })
     }
 }
 
@@ -144,7 +165,13 @@ mod tests {
 
     #[test]
     fn zipf_is_skewed_and_in_range() {
-        let s = KeySet::Zipf { prefix: "T".into(), count: 1000, s: 1.0 }.sampler().unwrap();
+        let s = KeySet::Zipf {
+            prefix: "T".into(),
+            count: 1000,
+            s: 1.0,
+        }
+        .sampler()
+        .unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let mut counts = vec![0u32; 1000];
         for _ in 0..100_000 {
@@ -160,7 +187,12 @@ mod tests {
 
     #[test]
     fn uniform_covers_the_key_set() {
-        let s = KeySet::Uniform { prefix: "T".into(), count: 10 }.sampler().unwrap();
+        let s = KeySet::Uniform {
+            prefix: "T".into(),
+            count: 10,
+        }
+        .sampler()
+        .unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
         let mut seen = [false; 10];
         for _ in 0..1000 {
@@ -171,7 +203,10 @@ mod tests {
 
     #[test]
     fn mixed_loop_cycles_in_order() {
-        let w = Workload { keys: KeySet::One("T/1".into()), ops: vec![OpKind::Resolve, OpKind::SiteInfo] };
+        let w = Workload {
+            keys: KeySet::One("T/1".into()),
+            ops: vec![OpKind::Resolve, OpKind::SiteInfo],
+        };
         let mut c = w.client().unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
         let names: Vec<_> = (0..4).map(|_| c.next(&mut rng).name()).collect();

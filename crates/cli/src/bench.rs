@@ -8,7 +8,9 @@ use handled_bench::coord::{coordinate, merge, GreenFlag};
 use handled_bench::html::{concurrency_charts, rate_charts, runs_section, Report};
 use handled_bench::report::{json_line, table};
 use handled_bench::scenario::{self, ScenarioEnv};
-use handled_bench::{KeySet, Model, OpKind, Plan, RateSweep, Schedule, Stats, TargetSpec, Transport, Workload};
+use handled_bench::{
+    KeySet, Model, OpKind, Plan, RateSweep, Schedule, Stats, TargetSpec, Transport, Workload,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -240,17 +242,35 @@ fn secs(s: f64) -> Duration {
 async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
     let target = spec(&a).build().map_err(anyhow::Error::msg)?;
     let keys = match (&a.key_prefix, a.keys, a.zipf) {
-        (Some(prefix), Some(count), None) if count > 0 => KeySet::Uniform { prefix: prefix.clone(), count },
-        (Some(prefix), Some(count), Some(s)) if count > 0 => KeySet::Zipf { prefix: prefix.clone(), count, s },
+        (Some(prefix), Some(count), None) if count > 0 => KeySet::Uniform {
+            prefix: prefix.clone(),
+            count,
+        },
+        (Some(prefix), Some(count), Some(s)) if count > 0 => KeySet::Zipf {
+            prefix: prefix.clone(),
+            count,
+            s,
+        },
         (Some(_), _, _) => bail!("--key-prefix needs --keys N > 0"),
         _ => KeySet::One(a.handle.clone()),
     };
     let label = a.label.clone().unwrap_or_else(|| target.describe());
-    let mut plan = Plan::new(label, target, Workload { keys, ops: a.ops.clone() });
+    let mut plan = Plan::new(
+        label,
+        target,
+        Workload {
+            keys,
+            ops: a.ops.clone(),
+        },
+    );
     plan.timeout = secs(a.timeout).max(Duration::from_millis(1));
     plan.server_pid = a.server_pid;
     plan.progress = !a.quiet && !a.json;
-    plan.induce = a.induce.clone().zip(a.induce_at).map(|(cmd, at)| (secs(at), cmd));
+    plan.induce = a
+        .induce
+        .clone()
+        .zip(a.induce_at)
+        .map(|(cmd, at)| (secs(at), cmd));
     if a.rate_sweep.as_ref().is_some_and(|r| r.len() != 3) {
         bail!("--rate-sweep takes FROM,TO,STEP");
     }
@@ -260,44 +280,90 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
     let clients = a.concurrency.max(1);
     let warmup = secs(a.warmup);
     let flag = match &a.green_flag {
-        Some(addr) => Some(GreenFlag::wait(addr, &plan.label).await.map_err(anyhow::Error::msg)?),
+        Some(addr) => Some(
+            GreenFlag::wait(addr, &plan.label)
+                .await
+                .map_err(anyhow::Error::msg)?,
+        ),
         None => None,
     };
     let (runs, charts) = if let Some(r) = &a.rate_sweep {
-        let sweep = RateSweep { from: r[0], to: r[1], step: r[2], per_connection: a.per_conn, step_duration: secs(a.step_duration), max_open: 4096 };
-        let runs = handled_bench::rate_sweep(&plan, &sweep).await.map_err(anyhow::Error::msg)?;
+        let sweep = RateSweep {
+            from: r[0],
+            to: r[1],
+            step: r[2],
+            per_connection: a.per_conn,
+            step_duration: secs(a.step_duration),
+            max_open: 4096,
+        };
+        let runs = handled_bench::rate_sweep(&plan, &sweep)
+            .await
+            .map_err(anyhow::Error::msg)?;
         let charts = rate_charts(&runs);
         (runs, charts)
     } else if let Some(levels) = &a.concurrency_sweep {
         let d = secs(a.duration.unwrap_or(5.0));
-        let runs = handled_bench::run::concurrency_sweep(&plan, levels, d, warmup).await.map_err(anyhow::Error::msg)?;
+        let runs = handled_bench::run::concurrency_sweep(&plan, levels, d, warmup)
+            .await
+            .map_err(anyhow::Error::msg)?;
         let charts = concurrency_charts(&runs);
         (runs, charts)
     } else {
         let model = if let Some(s) = &a.surge {
-            Model::Open { schedule: Schedule::surge(s[0], s[1], s[2], s[3], s[4]), connections: clients, warmup: Duration::ZERO }
+            Model::Open {
+                schedule: Schedule::surge(s[0], s[1], s[2], s[3], s[4]),
+                connections: clients,
+                warmup: Duration::ZERO,
+            }
         } else if let Some(rate) = a.rate {
             let d = a.duration.unwrap_or(10.0);
-            Model::Open { schedule: Schedule::fixed(rate, a.warmup.max(0.0) + d), connections: clients, warmup }
+            Model::Open {
+                schedule: Schedule::fixed(rate, a.warmup.max(0.0) + d),
+                connections: clients,
+                warmup,
+            }
         } else {
-            let per_client = a.per_client.or(a.requests.map(|n| n.div_ceil(clients as u64)));
+            let per_client = a
+                .per_client
+                .or(a.requests.map(|n| n.div_ceil(clients as u64)));
             let duration = match (a.duration, per_client) {
                 (Some(d), _) => Some(secs(d)),
                 (None, Some(_)) => None,
                 (None, None) => Some(Duration::from_secs(10)),
             };
-            Model::Closed { clients, requests_per_client: per_client, duration, pause: secs(a.pause_ms / 1000.0), warmup }
+            Model::Closed {
+                clients,
+                requests_per_client: per_client,
+                duration,
+                pause: secs(a.pause_ms / 1000.0),
+                warmup,
+            }
         };
-        (vec![handled_bench::run(&plan, &model).await.map_err(anyhow::Error::msg)?], Vec::new())
+        (
+            vec![handled_bench::run(&plan, &model)
+                .await
+                .map_err(anyhow::Error::msg)?],
+            Vec::new(),
+        )
     };
     if let Some(flag) = flag {
         flag.report(&runs).await.map_err(anyhow::Error::msg)?;
     }
     output(&runs, a.json, a.html.as_deref(), &plan.label, charts)?;
-    Ok(if runs.iter().all(|r| r.ok == 0) { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if runs.iter().all(|r| r.ok == 0) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
-fn output(runs: &[Stats], json: bool, html: Option<&std::path::Path>, title: &str, extra: Vec<String>) -> anyhow::Result<()> {
+fn output(
+    runs: &[Stats],
+    json: bool,
+    html: Option<&std::path::Path>,
+    title: &str,
+    extra: Vec<String>,
+) -> anyhow::Result<()> {
     if json {
         for r in runs {
             println!("{}", json_line(r));
@@ -308,26 +374,55 @@ fn output(runs: &[Stats], json: bool, html: Option<&std::path::Path>, title: &st
     if let Some(path) = html {
         let mut section = runs_section(title, "", runs, if runs.len() == 1 { 1 } else { 0 });
         section.charts.splice(0..0, extra);
-        let report = Report { title: format!("handled bench: {title}"), intro: String::new(), sections: vec![section] };
-        std::fs::write(path, report.to_html()).with_context(|| format!("cannot write {}", path.display()))?;
+        let report = Report {
+            title: format!("handled bench: {title}"),
+            intro: String::new(),
+            sections: vec![section],
+        };
+        std::fs::write(path, report.to_html())
+            .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("report written to {}", path.display());
     }
     Ok(())
 }
 
 async fn run_coordinator(a: CoordinatorArgs) -> anyhow::Result<ExitCode> {
-    let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("cannot listen on {}", a.listen))?;
-    eprintln!("coordinator on {}: waiting for {} clients", listener.local_addr()?, a.clients);
-    let results = coordinate(listener, a.clients, Duration::from_millis(200), secs(a.deadline)).await.map_err(anyhow::Error::msg)?;
-    let mut rows: Vec<Stats> = results.iter().flat_map(|(_, runs)| runs.iter().cloned()).collect();
+    let listener = tokio::net::TcpListener::bind(&a.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", a.listen))?;
+    eprintln!(
+        "coordinator on {}: waiting for {} clients",
+        listener.local_addr()?,
+        a.clients
+    );
+    let results = coordinate(
+        listener,
+        a.clients,
+        Duration::from_millis(200),
+        secs(a.deadline),
+    )
+    .await
+    .map_err(anyhow::Error::msg)?;
+    let mut rows: Vec<Stats> = results
+        .iter()
+        .flat_map(|(_, runs)| runs.iter().cloned())
+        .collect();
     rows.extend(merge(&results));
-    output(&rows, a.json, a.html.as_deref(), "green-flag fleet", Vec::new())?;
+    output(
+        &rows,
+        a.json,
+        a.html.as_deref(),
+        "green-flag fleet",
+        Vec::new(),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
 async fn run_stub(a: StubArgs) -> anyhow::Result<ExitCode> {
     let stub = handled_bench::stub::Stub::default();
-    let addr = stub.start(a.listen.parse().context("--listen host:port")?).await?;
+    let addr = stub
+        .start(a.listen.parse().context("--listen host:port")?)
+        .await?;
     if let Some(at) = a.stall_at {
         stub.stall(std::time::Instant::now() + secs(at), secs(a.stall_for));
     }
@@ -356,7 +451,9 @@ async fn run_scenario(a: ScenarioArgs) -> anyhow::Result<ExitCode> {
         server_pid: a.server_pid,
         quick: a.quick,
     };
-    let out = scenario::run(&name, &env).await.map_err(anyhow::Error::msg)?;
+    let out = scenario::run(&name, &env)
+        .await
+        .map_err(anyhow::Error::msg)?;
     if a.json {
         for r in &out.runs {
             println!("{}", json_line(r));
@@ -364,8 +461,12 @@ async fn run_scenario(a: ScenarioArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", out.table);
     }
-    let path = a.html.clone().unwrap_or_else(|| PathBuf::from(format!("bench-{name}.html")));
-    std::fs::write(&path, out.report.to_html()).with_context(|| format!("cannot write {}", path.display()))?;
+    let path = a
+        .html
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("bench-{name}.html")));
+    std::fs::write(&path, out.report.to_html())
+        .with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!("report written to {}", path.display());
     Ok(ExitCode::SUCCESS)
 }
