@@ -1,13 +1,16 @@
 //! `handled bench`: load generation against any Handle server (it speaks the
 //! protocol, not our internals) and the figures the published benchmarks report.
 
+pub mod admin;
 pub mod coord;
 pub mod cpu;
+pub mod fsync;
 pub mod html;
 pub mod http;
 pub mod report;
 pub mod run;
 pub mod scenario;
+mod scenario_creates;
 mod scenario_more;
 pub mod spec;
 
@@ -24,4 +27,4 @@ pub use spec::{TargetSpec, Transport};
 pub use stats::Stats;
 pub use sweep::{rate_sweep, RateSweep};
 pub use target::Target;
-pub use workload::{KeySet, OpKind, Workload};
+pub use workload::{FreshNames, KeySet, OpKind, Workload, MIXED_LOOP};

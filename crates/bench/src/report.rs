@@ -13,7 +13,20 @@ pub fn network_mean_ms(s: &Stats) -> Option<f64> {
 }
 
 pub fn table(runs: &[Stats]) -> String {
-    let width = runs.iter().map(|s| s.label.len()).max().unwrap_or(3).max(3);
+    let op_width = runs
+        .iter()
+        .filter(|s| s.by_op.len() > 1)
+        .flat_map(|s| s.by_op.keys())
+        .map(|op| op.len() + 2)
+        .max()
+        .unwrap_or(0);
+    let width = runs
+        .iter()
+        .map(|s| s.label.len())
+        .max()
+        .unwrap_or(3)
+        .max(3)
+        .max(op_width);
     let mut out = format!(
         "{:<width$}  {:>9} {:>7} {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {:>8} {:>5}\n",
         "run",
@@ -45,6 +58,24 @@ pub fn table(runs: &[Stats]) -> String {
             s.sockets_opened,
             s.peak_sockets,
         );
+        // A mixed loop: each operation kind's share, under the run.
+        if s.by_op.len() > 1 {
+            for (op, o) in &s.by_op {
+                out += &format!(
+                    "{:<width$}  {:>9} {:>7} {:>9.0}  {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3}\n",
+                    format!("  {op}"),
+                    o.total(),
+                    o.total() - o.ok,
+                    per_second(o.total(), s.elapsed_s),
+                    o.latency_us.mean() / 1000.0,
+                    o.ms(0.5),
+                    o.ms(0.9),
+                    o.ms(0.99),
+                    o.ms(0.999),
+                    o.latency_us.max() as f64 / 1000.0,
+                );
+            }
+        }
     }
     for s in runs {
         let mut notes = Vec::new();
@@ -70,6 +101,9 @@ pub fn table(runs: &[Stats]) -> String {
                 s.server_us.mean() / 1000.0,
                 s.server_us.value_at_quantile(0.99) as f64 / 1000.0
             ));
+        }
+        if let Some(disk) = s.disk_fsync_per_s {
+            notes.push(format!("disk {disk:.0} fsync/s (4 KiB write + fsync) → {:.1} successful requests per fsync", s.ok as f64 / s.elapsed_s.max(1e-9) / disk.max(1e-9)));
         }
         if let (Some(cpu), Some(per)) = (s.server_cpu_s, s.per_server_core_second()) {
             notes.push(format!(
@@ -104,18 +138,41 @@ pub fn table(runs: &[Stats]) -> String {
     out
 }
 
+fn per_second(n: u64, elapsed_s: f64) -> f64 {
+    if elapsed_s > 0.0 {
+        n as f64 / elapsed_s
+    } else {
+        0.0
+    }
+}
+
+fn pct(h: &hdrhistogram::Histogram<u64>) -> serde_json::Value {
+    json!({
+        "mean": h.mean() / 1000.0,
+        "p50": h.value_at_quantile(0.5) as f64 / 1000.0,
+        "p90": h.value_at_quantile(0.9) as f64 / 1000.0,
+        "p99": h.value_at_quantile(0.99) as f64 / 1000.0,
+        "p99.9": h.value_at_quantile(0.999) as f64 / 1000.0,
+        "max": h.max() as f64 / 1000.0,
+    })
+}
+
 /// One JSON object summarising a run (percentiles in ms).
 pub fn json_line(s: &Stats) -> serde_json::Value {
-    let pct = |h: &hdrhistogram::Histogram<u64>| {
-        json!({
-            "mean": h.mean() / 1000.0,
-            "p50": h.value_at_quantile(0.5) as f64 / 1000.0,
-            "p90": h.value_at_quantile(0.9) as f64 / 1000.0,
-            "p99": h.value_at_quantile(0.99) as f64 / 1000.0,
-            "p99.9": h.value_at_quantile(0.999) as f64 / 1000.0,
-            "max": h.max() as f64 / 1000.0,
+    let ops: serde_json::Map<String, serde_json::Value> = s
+        .by_op
+        .iter()
+        .map(|(op, o)| {
+            let v = json!({
+                "requests": o.total(),
+                "ok": o.ok,
+                "errors": o.errors,
+                "throughput": per_second(o.total(), s.elapsed_s),
+                "latency_ms": pct(&o.latency_us),
+            });
+            (op.clone(), v)
         })
-    };
+        .collect();
     json!({
         "label": s.label,
         "clients": s.clients,
@@ -137,6 +194,8 @@ pub fn json_line(s: &Stats) -> serde_json::Value {
         "per_server_core_second": s.per_server_core_second(),
         "first_error_s": s.first_error_s,
         "recovery_s": s.recovery_s().map(|r| if r.is_finite() { json!(r) } else { json!("not recovered") }),
+        "ops": ops,
+        "disk_fsync_per_s": s.disk_fsync_per_s,
         "series_100ms": s.series.iter().map(|b| json!([b.ok, b.errors, b.latency_max_us, b.sockets])).collect::<Vec<_>>(),
     })
 }
@@ -172,5 +231,33 @@ mod tests {
         assert_eq!(j["requests"], 1000);
         assert_eq!(j["peak_sockets"], 12);
         assert!((j["latency_ms"]["p50"].as_f64().unwrap() - 4.95).abs() < 0.01);
+    }
+
+    #[test]
+    fn mixed_runs_show_each_operation() {
+        let mut s = Stats::empty("mixed");
+        s.elapsed_s = 2.0;
+        s.ok = 30;
+        for (op, ms) in [("create", 8), ("delete", 4), ("resolve", 1)] {
+            let o = s.by_op.entry(op.into()).or_default();
+            o.ok = 10;
+            for _ in 0..10 {
+                o.latency_us.record(ms * 1000).unwrap();
+            }
+        }
+        s.disk_fsync_per_s = Some(5.0);
+        let t = table(std::slice::from_ref(&s));
+        let create = t
+            .lines()
+            .find(|l| l.trim_start().starts_with("create"))
+            .unwrap();
+        assert!(create.contains(" 10 ") && create.contains(" 8.00"), "{t}");
+        assert!(
+            t.contains("disk 5 fsync/s") && t.contains("3.0 successful requests per fsync"),
+            "{t}"
+        );
+        let j = json_line(&s);
+        assert_eq!(j["ops"]["resolve"]["throughput"], 5.0);
+        assert!((j["ops"]["delete"]["latency_ms"]["p99"].as_f64().unwrap() - 4.0).abs() < 0.01);
     }
 }

@@ -4,10 +4,11 @@
 //! due, not when it went out (coordinated omission corrected, as wrk2 does).
 
 use crate::cpu::process_cpu_time;
-use crate::stats::{Recorder, Stats, BUCKET};
-use crate::target::Target;
+use crate::stats::{Recorder, SocketGauge, Stats, BUCKET};
+use crate::target::{Conn, Target};
 use crate::workload::Workload;
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +26,8 @@ pub struct Plan {
     pub progress: bool,
     /// Run this shell command this long after measurement starts (induced failure).
     pub induce: Option<(Duration, String)>,
+    /// Measure the raw fsync rate of this directory's disk before the run.
+    pub fsync_probe: Option<PathBuf>,
 }
 
 impl Plan {
@@ -37,6 +40,7 @@ impl Plan {
             server_pid: None,
             progress: false,
             induce: None,
+            fsync_probe: None,
         }
     }
 }
@@ -179,8 +183,12 @@ pub(crate) struct Harness {
 }
 
 impl Harness {
-    pub fn start(plan: &Plan, start: Instant) -> Harness {
+    /// `prepared`: the gauge that counted sockets opened before the run (sessions).
+    pub fn start(plan: &Plan, start: Instant, prepared: Option<&SocketGauge>) -> Harness {
         let recorder = Arc::new(Recorder::new(start));
+        if let Some(gauge) = prepared {
+            recorder.sockets.carry_over(gauge);
+        }
         let stop = Arc::new(AtomicU64::new(0));
         let sampler = tokio::spawn(sample(
             recorder.clone(),
@@ -278,23 +286,22 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
     for _ in 0..clients {
         clients_state.push(plan.workload.client()?);
     }
-    if let Some(op) = plan
-        .workload
-        .ops
-        .iter()
-        .find(|op| !plan.target.supports(**op))
-    {
-        return Err(format!("{op:?} cannot go over {}", plan.target.describe()));
-    }
+    check_supported(plan)?;
     let warmup = match model {
         Model::Closed { warmup, .. } | Model::Open { warmup, .. } => *warmup,
     };
+    let disk_fsync_per_s = match &plan.fsync_probe {
+        Some(dir) => Some(crate::fsync::probe(dir).await?),
+        None => None,
+    };
+    let prepared = Arc::new(Recorder::new(Instant::now()));
+    let conns = prepare(&plan.target, clients, &prepared, plan.timeout).await?;
     let origin = Instant::now();
     let start = origin + warmup;
-    let harness = Harness::start(plan, start);
+    let harness = Harness::start(plan, start, Some(&prepared.sockets));
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::with_capacity(clients);
-    for (i, mut client) in clients_state.into_iter().enumerate() {
+    for (i, (mut client, mut conn)) in clients_state.into_iter().zip(conns).enumerate() {
         let (target, recorder, timeout, model, next) = (
             plan.target.clone(),
             harness.recorder.clone(),
@@ -304,7 +311,6 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
         );
         tasks.push(tokio::spawn(async move {
             let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::from_rng(&mut rand::rng());
-            let mut conn = target.conn();
             match model {
                 Model::Closed {
                     requests_per_client,
@@ -324,7 +330,7 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
                         let op = client.next(&mut rng);
                         let t0 = Instant::now();
                         let outcome = target.call(&mut conn, &op, &recorder, timeout).await;
-                        recorder.record(i, t0, t0, Instant::now(), &outcome);
+                        recorder.record(i, Some(op.name()), t0, t0, Instant::now(), &outcome);
                         sent += 1;
                         if !pause.is_zero() {
                             tokio::time::sleep(pause).await;
@@ -343,7 +349,7 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
                         let op = client.next(&mut rng);
                         let sent = Instant::now();
                         let outcome = target.call(&mut conn, &op, &recorder, timeout).await;
-                        recorder.record(i, due, sent, Instant::now(), &outcome);
+                        recorder.record(i, Some(op.name()), due, sent, Instant::now(), &outcome);
                     }
                 }
             }
@@ -354,6 +360,7 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
         t.await.map_err(|e| format!("client task: {e}"))?;
     }
     let mut stats = harness.finish(plan, clients).await;
+    stats.disk_fsync_per_s = disk_fsync_per_s;
     if let Model::Open {
         schedule, warmup, ..
     } = model
@@ -365,6 +372,46 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
         }
     }
     Ok(stats)
+}
+
+/// Every operation of the loop must be one the target can carry.
+pub(crate) fn check_supported(plan: &Plan) -> Result<(), String> {
+    plan.workload.validate()?;
+    match plan.workload.ops.iter().find(|op| !plan.target.supports(**op)) {
+        Some(op) if op.is_admin() => Err(format!(
+            "{} needs an authenticated target (--credentials FILE with --transport tcp, tcp-persistent, http, json-api or json-api-https); not {}",
+            op.name(),
+            plan.target.describe()
+        )),
+        Some(op) => Err(format!("{} cannot go over {}", op.name(), plan.target.describe())),
+        None => Ok(()),
+    }
+}
+
+/// One connection per client, with admin sessions opened and authenticated
+/// (concurrently) before the clock starts, so the run measures operations only.
+async fn prepare(
+    target: &Arc<Target>,
+    clients: usize,
+    recorder: &Arc<Recorder>,
+    timeout: Duration,
+) -> Result<Vec<Conn>, String> {
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..clients {
+        let (target, recorder) = (target.clone(), recorder.clone());
+        set.spawn(async move {
+            let mut conn = target.conn();
+            target
+                .prepare(&mut conn, &recorder, timeout)
+                .await
+                .map(|()| conn)
+        });
+    }
+    let mut conns = Vec::with_capacity(clients);
+    while let Some(joined) = set.join_next().await {
+        conns.push(joined.map_err(|e| format!("preparing a client: {e}"))??);
+    }
+    Ok(conns)
 }
 
 fn count_before(schedule: &Schedule, t: f64) -> f64 {

@@ -30,6 +30,10 @@ pub const SCENARIOS: &[ScenarioInfo] = &[
     ScenarioInfo { name: "concurrency", about: "closed-loop UDP at 1, 2, 4 ... 32 clients: throughput/latency curves" },
     ScenarioInfo { name: "open-loop", about: "wrk2 method: fixed request rates, latency from intended start (corrected) and from send (uncorrected)" },
     ScenarioInfo { name: "surge", about: "open-loop ramp up, hold, ramp down beyond capacity (admission control)" },
+    ScenarioInfo {
+        name: "durable-creates",
+        about: "authenticated creates in a session per client over TCP and the HTTP tunnel, 1/16/64/128 clients, on a real data directory, disk fsync rate beside",
+    },
 ];
 
 /// Where a scenario runs.
@@ -46,6 +50,12 @@ pub struct ScenarioEnv {
     pub server_pid: Option<u32>,
     /// A tiny run (CI): seconds, not minutes.
     pub quick: bool,
+    /// Admin credentials file of an existing server (durable-creates).
+    pub credentials: Option<PathBuf>,
+    /// Prefix to create handles under (default: the credentials handle's).
+    pub prefix: Option<String>,
+    /// A directory on the server's data disk, for the fsync probe.
+    pub fsync_probe: Option<PathBuf>,
 }
 
 pub struct ScenarioOutput {
@@ -63,8 +73,15 @@ pub struct Server {
 
 impl Server {
     pub fn spawn(bin: &Path) -> Result<Server, String> {
+        Server::spawn_with(bin, &["--ephemeral"])
+    }
+
+    /// `handled serve` on OS-chosen ports with further arguments (a data directory, ...).
+    pub fn spawn_with(bin: &Path, args: &[&str]) -> Result<Server, String> {
         let mut child = Command::new(bin)
-            .args(["serve", "--ephemeral", "--port", "0", "--http-port", "0"])
+            .arg("serve")
+            .args(args)
+            .args(["--port", "0", "--http-port", "0"])
             .env("HANDLED_LOG", "error")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -192,6 +209,7 @@ pub async fn run(name: &str, env: &ScenarioEnv) -> Result<ScenarioOutput, String
         "registry-get" => scenario_more::registry_get(&Ctx::new(env)?).await,
         "failover" => scenario_more::failover(env).await,
         "green-flag" => scenario_more::green_flag(&Ctx::new(env)?).await,
+        "durable-creates" => crate::scenario_creates::durable_creates(env).await,
         other => Err(format!(
             "unknown scenario {other:?}; see `handled bench scenario --list`"
         )),

@@ -1,9 +1,11 @@
 //! A target described by options (the CLI's and the scenarios'), built into a
 //! [`Target`] with addresses resolved and TLS configured.
 
+use crate::admin::{basic_authorization, AdminTarget, JsonApiTarget};
 use crate::http::{HttpTarget, Tls};
-use crate::target::{parse_url_template, resolve_addrs, Target};
-use handled_client::Protocol;
+use crate::target::{Target, UrlRequest};
+use handled_client::{Credentials, Protocol};
+use hyper::Method;
 use rustls::pki_types::ServerName;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,6 +20,10 @@ pub enum Transport {
     Http,
     /// The tunnel over TLS.
     Https,
+    /// The Handle.Net JSON API (`/api/handles`), plain HTTP.
+    JsonApi,
+    /// The JSON API over TLS.
+    JsonApiHttps,
 }
 
 #[derive(Debug, Clone)]
@@ -28,8 +34,14 @@ pub struct TargetSpec {
     pub port: Option<u16>,
     /// Further `host:port`s a client moves to when its server fails.
     pub failover: Vec<String>,
-    /// GET this URL template instead (`{handle}`, `{handle_enc}`, `{n}`).
+    /// Requests to this URL template instead (`{handle}`, `{handle_enc}`, `{n}`).
     pub url: Option<String>,
+    /// The URL template's method (default GET).
+    pub method: Option<String>,
+    /// The URL template's body, placeholders filled as in the URL.
+    pub body: Option<String>,
+    /// An administrator: sessions over the native protocol, Basic on the JSON API.
+    pub credentials: Option<Credentials>,
     pub keep_alive: bool,
     /// Accept any TLS certificate.
     pub insecure: bool,
@@ -45,6 +57,9 @@ impl TargetSpec {
             port,
             failover: Vec::new(),
             url: None,
+            method: None,
+            body: None,
+            credentials: None,
             keep_alive: true,
             insecure: false,
             cacert: None,
@@ -102,35 +117,147 @@ impl TargetSpec {
         })
     }
 
+    fn authorization(&self) -> Result<Option<String>, String> {
+        self.credentials
+            .as_ref()
+            .map(basic_authorization)
+            .transpose()
+    }
+
     pub fn build(&self) -> Result<Target, String> {
         if let Some(url) = &self.url {
             let (tls, host, port, template) = parse_url_template(url)?;
-            return Ok(Target::Get {
-                http: self.http(tls, &host, port)?,
+            let method = match &self.method {
+                Some(m) => Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+                    .map_err(|_| format!("--method {m}: not an HTTP method"))?,
+                None => Method::GET,
+            };
+            let request = UrlRequest {
+                method,
                 template,
+                body: self.body.clone(),
+                authorization: self.authorization()?,
+            };
+            return Ok(Target::Url {
+                http: self.http(tls, &host, port)?,
+                request,
             });
         }
+        if self.method.is_some() || self.body.is_some() {
+            return Err("--method and --body go with --url TEMPLATE".into());
+        }
+        let native_port = self.port.unwrap_or(2641);
+        let http_port = self.port.unwrap_or(8000);
         let native = |protocol, persistent| -> Result<Target, String> {
-            Ok(Target::Native {
-                protocol,
-                persistent,
-                addrs: self.addrs(&self.host, self.port.unwrap_or(2641))?,
+            let addrs = self.addrs(
+                &self.host,
+                if protocol == Protocol::Http {
+                    http_port
+                } else {
+                    native_port
+                },
+            )?;
+            Ok(match &self.credentials {
+                Some(credentials) => Target::Admin(AdminTarget {
+                    protocol,
+                    persistent,
+                    addrs,
+                    credentials: credentials.clone(),
+                }),
+                None => Target::Native {
+                    protocol,
+                    persistent,
+                    addrs,
+                },
             })
         };
-        match self.transport {
-            Transport::Udp => native(Protocol::Udp, false),
-            Transport::Tcp => native(Protocol::Tcp, false),
-            Transport::TcpPersistent => native(Protocol::Tcp, true),
-            Transport::Http => Ok(Target::Tunnel(self.http(
-                false,
-                &self.host,
-                self.port.unwrap_or(8000),
-            )?)),
-            Transport::Https => Ok(Target::Tunnel(self.http(
-                true,
-                &self.host,
-                self.port.unwrap_or(8000),
-            )?)),
+        let json_api = |tls| -> Result<Target, String> {
+            Ok(Target::JsonApi(JsonApiTarget {
+                http: self.http(tls, &self.host, http_port)?,
+                authorization: self.authorization()?,
+            }))
+        };
+        match (self.transport, &self.credentials) {
+            (Transport::Udp, Some(_)) => Err("administrative requests do not go over UDP: use --transport tcp-persistent, http or json-api".into()),
+            (Transport::Https, Some(_)) => {
+                Err("an admin session over the HTTPS tunnel is not supported: use --transport http, tcp-persistent or json-api-https".into())
+            }
+            (Transport::Udp, None) => native(Protocol::Udp, false),
+            (Transport::Tcp, _) => native(Protocol::Tcp, false),
+            (Transport::TcpPersistent, _) => native(Protocol::Tcp, true),
+            // An admin session over the tunnel uses handled-client's own HTTP transport (keep-alive).
+            (Transport::Http, Some(_)) => native(Protocol::Http, true),
+            (Transport::Http, None) => Ok(Target::Tunnel(self.http(false, &self.host, http_port)?)),
+            (Transport::Https, None) => Ok(Target::Tunnel(self.http(true, &self.host, http_port)?)),
+            (Transport::JsonApi, _) => json_api(false),
+            (Transport::JsonApiHttps, _) => json_api(true),
         }
+    }
+}
+
+/// Resolve `host:port` to every address it has.
+pub fn resolve_addrs(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("{host} has no address"));
+    }
+    Ok(addrs)
+}
+
+/// A URL template split up: (https?, host, port, path with placeholders).
+/// Parsed by hand because `{handle}` is not valid in a URI.
+pub fn parse_url_template(url: &str) -> Result<(bool, String, u16, String), String> {
+    let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
+        (true, r)
+    } else if let Some(r) = url.strip_prefix("http://") {
+        (false, r)
+    } else {
+        return Err(format!("{url}: expected http:// or https://"));
+    };
+    let (authority, path) = rest
+        .find('/')
+        .map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
+    let default_port = if tls { 443 } else { 80 };
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (
+            h.trim_start_matches('[').trim_end_matches(']').to_string(),
+            p.parse().map_err(|_| format!("{url}: bad port {p}"))?,
+        ),
+        _ => (authority.to_string(), default_port),
+    };
+    if host.is_empty() {
+        return Err(format!("{url}: no host"));
+    }
+    Ok((tls, host, port, path.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_url_template;
+
+    #[test]
+    fn url_templates_split() {
+        assert_eq!(
+            parse_url_template("http://127.0.0.1:8000/api/handles/{handle}").unwrap(),
+            (
+                false,
+                "127.0.0.1".into(),
+                8000,
+                "/api/handles/{handle}".into()
+            )
+        );
+        assert_eq!(
+            parse_url_template("https://example.org").unwrap(),
+            (true, "example.org".into(), 443, "/".into())
+        );
+        assert_eq!(
+            parse_url_template("http://[::1]:81/x").unwrap(),
+            (false, "::1".into(), 81, "/x".into())
+        );
+        assert!(parse_url_template("ftp://x/").is_err());
     }
 }

@@ -59,6 +59,50 @@ pub struct Stats {
     pub sessions: u64,
     /// Sockets to the target port left in TIME_WAIT after the run.
     pub time_wait_after: Option<u64>,
+    /// Per operation kind (`create`, `resolve`, ...), for mixed loops.
+    #[serde(default)]
+    pub by_op: BTreeMap<String, OpStats>,
+    /// The disk's raw fsync rate measured just before the run (`--fsync-probe`).
+    #[serde(default)]
+    pub disk_fsync_per_s: Option<f64>,
+}
+
+/// One operation kind's share of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OpStats {
+    pub ok: u64,
+    pub errors: BTreeMap<String, u64>,
+    /// As [`Stats::latency_us`], answered requests of this kind only.
+    #[serde(with = "hist_b64")]
+    pub latency_us: Histogram<u64>,
+}
+
+impl Default for OpStats {
+    fn default() -> Self {
+        OpStats {
+            ok: 0,
+            errors: BTreeMap::new(),
+            latency_us: new_histogram(),
+        }
+    }
+}
+
+impl OpStats {
+    pub fn total(&self) -> u64 {
+        self.ok + self.errors.values().sum::<u64>()
+    }
+
+    pub fn ms(&self, q: f64) -> f64 {
+        self.latency_us.value_at_quantile(q) as f64 / 1000.0
+    }
+
+    fn merge(&mut self, other: &OpStats) {
+        self.ok += other.ok;
+        for (k, v) in &other.errors {
+            *self.errors.entry(k.clone()).or_default() += v;
+        }
+        self.latency_us.add(&other.latency_us).expect("same bounds");
+    }
 }
 
 impl Stats {
@@ -80,6 +124,8 @@ impl Stats {
             clients: 0,
             sessions: 0,
             time_wait_after: None,
+            by_op: BTreeMap::new(),
+            disk_fsync_per_s: None,
         }
     }
 
@@ -148,6 +194,9 @@ impl Stats {
         };
         self.clients += other.clients;
         self.sessions += other.sessions;
+        for (op, o) in &other.by_op {
+            self.by_op.entry(op.clone()).or_default().merge(o);
+        }
         self.solicited_rate = match (self.solicited_rate, other.solicited_rate) {
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),
@@ -215,6 +264,19 @@ impl SocketGauge {
     pub fn close(&self) {
         self.in_use.fetch_sub(1, Ordering::Relaxed);
     }
+    /// Take over the sockets counted by `before` (opened while preparing,
+    /// before this run's recorder existed), so opens and closes still pair up.
+    pub fn carry_over(&self, before: &SocketGauge) {
+        self.opened.fetch_add(before.opened(), Ordering::Relaxed);
+        let now = self
+            .in_use
+            .fetch_add(before.in_use.load(Ordering::Relaxed), Ordering::Relaxed)
+            + before.in_use.load(Ordering::Relaxed);
+        self.peak.fetch_max(
+            now.max(before.peak.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
+    }
     pub fn opened(&self) -> u64 {
         self.opened.load(Ordering::Relaxed)
     }
@@ -251,6 +313,7 @@ struct Shard {
     server: Histogram<u64>,
     series: Vec<Bucket>,
     first_error: Option<Duration>,
+    by_op: BTreeMap<&'static str, OpStats>,
 }
 
 /// Shared by a run's workers; sharded locks keep contention low without a
@@ -278,6 +341,7 @@ impl Recorder {
                     server: new_histogram(),
                     series: Vec::new(),
                     first_error: None,
+                    by_op: BTreeMap::new(),
                 })
             })
             .collect();
@@ -295,11 +359,14 @@ impl Recorder {
         self.start
     }
 
-    /// Record one request: `intended` is when it should have started (open
-    /// loop) or was sent (closed loop), `sent` when it was sent.
+    /// Record one request of operation kind `op` (None: not an operation,
+    /// e.g. a connection the client could not open): `intended` is when it
+    /// should have started (open loop) or was sent (closed loop), `sent` when
+    /// it was sent.
     pub fn record(
         &self,
         worker: usize,
+        op: Option<&'static str>,
         intended: Instant,
         sent: Instant,
         done: Instant,
@@ -321,20 +388,25 @@ impl Recorder {
         if s.series.len() <= slice {
             s.series.resize(slice + 1, Bucket::default());
         }
-        let answered_server = match outcome {
-            Outcome::Ok { server } => {
-                s.ok += 1;
-                Some(*server)
-            }
-            Outcome::Refused { kind, server } => {
-                *s.errors.entry(kind.clone()).or_default() += 1;
-                Some(*server)
-            }
-            Outcome::Failed { kind } => {
-                *s.errors.entry(kind.clone()).or_default() += 1;
-                None
-            }
+        let (answered_server, error) = match outcome {
+            Outcome::Ok { server } => (Some(*server), None),
+            Outcome::Refused { kind, server } => (Some(*server), Some(kind)),
+            Outcome::Failed { kind } => (None, Some(kind)),
         };
+        match error {
+            None => s.ok += 1,
+            Some(kind) => *s.errors.entry(kind.clone()).or_default() += 1,
+        }
+        if let Some(op) = op {
+            let per_op = s.by_op.entry(op).or_default();
+            match error {
+                None => per_op.ok += 1,
+                Some(kind) => *per_op.errors.entry(kind.clone()).or_default() += 1,
+            }
+            if answered_server.is_some() {
+                let _ = per_op.latency_us.record(latency);
+            }
+        }
         if let Some(server) = answered_server {
             let _ = s.latency.record(latency);
             let _ = s.service.record(service);
@@ -383,6 +455,9 @@ impl Recorder {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            for (op, o) in &s.by_op {
+                stats.by_op.entry(op.to_string()).or_default().merge(o);
+            }
         }
         stats.first_error_s = first.map(|d| d.as_secs_f64());
         let sampled = self
@@ -457,6 +532,7 @@ mod tests {
         let done = sent + Duration::from_millis(2);
         r.record(
             0,
+            Some("resolve"),
             intended,
             sent,
             done,
@@ -466,6 +542,7 @@ mod tests {
         );
         r.record(
             1,
+            Some("create"),
             intended,
             sent,
             done,
@@ -475,6 +552,7 @@ mod tests {
         );
         r.record(
             2,
+            Some("create"),
             t0 - Duration::from_millis(5),
             t0,
             done,
@@ -487,5 +565,18 @@ mod tests {
         assert_eq!(s.server_us.len(), 1);
         assert_eq!(s.series[1].ok, 1);
         assert!(s.first_error_s.unwrap() > 0.1);
+        // Per operation kind: the same requests, split.
+        assert_eq!(
+            (s.by_op["resolve"].ok, s.by_op["resolve"].latency_us.len()),
+            (1, 1)
+        );
+        assert_eq!(
+            (s.by_op["create"].ok, s.by_op["create"].errors["timeout"]),
+            (0, 1)
+        );
+        let back: Stats = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        let mut merged = s.clone();
+        merged.merge(&back);
+        assert_eq!(merged.by_op["resolve"].total(), 2);
     }
 }

@@ -36,6 +36,7 @@ impl RateSweep {
 }
 
 pub async fn rate_sweep(plan: &Plan, sweep: &RateSweep) -> Result<Vec<Stats>, String> {
+    crate::run::check_supported(plan)?;
     plan.workload.client()?; // validate the key set once
     let mut out = Vec::new();
     for rate in sweep.rates() {
@@ -50,7 +51,7 @@ async fn one_rate(plan: &Plan, sweep: &RateSweep, rate: f64) -> Result<Stats, St
     let k = sweep.per_connection.max(1);
     let conn_rate = rate / k as f64;
     let start = Instant::now();
-    let harness = Harness::start(&p, start);
+    let harness = Harness::start(&p, start, None);
     let open = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     let mut launched = 0u64;
@@ -65,6 +66,7 @@ async fn one_rate(plan: &Plan, sweep: &RateSweep, rate: f64) -> Result<Stats, St
             let now = Instant::now();
             harness.recorder.record(
                 0,
+                None,
                 now,
                 now,
                 now,
@@ -91,7 +93,7 @@ async fn one_rate(plan: &Plan, sweep: &RateSweep, rate: f64) -> Result<Stats, St
                 let op = client.next(&mut rng);
                 let t0 = Instant::now();
                 let outcome = target.call(&mut conn, &op, &recorder, timeout).await;
-                recorder.record(worker, t0, t0, Instant::now(), &outcome);
+                recorder.record(worker, Some(op.name()), t0, t0, Instant::now(), &outcome);
                 if matches!(outcome, Outcome::Failed { .. }) {
                     completed = false;
                     break;

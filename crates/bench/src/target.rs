@@ -1,12 +1,14 @@
 //! Where the load goes and over what: the native protocol through
 //! `handled-client` (UDP, TCP per request or persistent), the HTTP tunnel
 //! (the client's encoder/decoder in our HTTP engine, which adds TLS,
-//! `Connection: close`, socket counts and `Server-Timing`), or GETs of a URL
-//! template (the JSON API, or any HTTP service).
+//! `Connection: close`, socket counts and `Server-Timing`), requests to a URL
+//! template (the JSON API, or any HTTP service), or, as an administrator, an
+//! authenticated session or the JSON API with Basic (`admin.rs`).
 
-use crate::http::{HttpConn, HttpError, HttpTarget};
+use crate::admin::{AdminConn, AdminTarget, JsonApiTarget};
+use crate::http::{HttpConn, HttpError, HttpReply, HttpTarget};
 use crate::stats::{Outcome, Recorder};
-use crate::workload::Op;
+use crate::workload::{Op, OpKind};
 use bytes::Bytes;
 use handled_client::{
     decode_response, encode_request, ClientError, Connection, Protocol, ResolveOptions,
@@ -15,6 +17,7 @@ use handled_proto::codec::{Codec, Reader};
 use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
 use handled_proto::header::{OpFlags, ResponseCode};
 use handled_proto::request::{RequestBody, ResolutionRequest};
+use hyper::Method;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,8 +30,39 @@ pub enum Target {
     },
     /// POST `application/x-hdl-message` to `/`.
     Tunnel(HttpTarget),
-    /// GET `template` with `{handle}`, `{handle_enc}` (percent-encoded) or `{n}` filled in.
-    Get { http: HttpTarget, template: String },
+    /// Requests to a URL template, `{handle}`, `{handle_enc}` (percent-encoded)
+    /// and `{n}` filled in, in the path and the body alike.
+    Url {
+        http: HttpTarget,
+        request: UrlRequest,
+    },
+    /// An administrator's session per client: admin operations and resolution.
+    Admin(AdminTarget),
+    /// The JSON API, admin operations authenticated with Basic.
+    JsonApi(JsonApiTarget),
+}
+
+/// What the URL-template mode sends.
+#[derive(Debug, Clone)]
+pub struct UrlRequest {
+    pub method: Method,
+    /// Path and query, with placeholders.
+    pub template: String,
+    /// Body template (sent as `application/json`); placeholders as in the path.
+    pub body: Option<String>,
+    /// An `Authorization` header value.
+    pub authorization: Option<String>,
+}
+
+impl UrlRequest {
+    pub fn get(template: &str) -> UrlRequest {
+        UrlRequest {
+            method: Method::GET,
+            template: template.into(),
+            body: None,
+            authorization: None,
+        }
+    }
 }
 
 /// One client's connection state.
@@ -39,6 +73,8 @@ pub enum Conn {
         holds_socket: bool,
     },
     Http(HttpConn),
+    // Boxed: a session (keys, connection) is large next to the other states.
+    Admin(Box<AdminConn>),
 }
 
 const HDL: &str = "application/x-hdl-message";
@@ -65,32 +101,44 @@ impl Target {
                 ..
             } => "http (client tunnel)".into(),
             Target::Tunnel(h) => format!("{} tunnel ({})", scheme(h), ka(h)),
-            Target::Get { http, template } => format!(
-                "GET {}://{}{} ({})",
-                scheme(http),
-                http.authority,
-                template,
-                ka(http)
-            ),
+            Target::Url { http, request } => {
+                format!(
+                    "{} {}://{}{} ({})",
+                    request.method,
+                    scheme(http),
+                    http.authority,
+                    request.template,
+                    ka(http)
+                )
+            }
+            Target::Admin(a) => a.describe(),
+            Target::JsonApi(j) => format!("{} ({})", j.describe(), ka(&j.http)),
         }
     }
 
     pub fn first_addr(&self) -> SocketAddr {
         match self {
-            Target::Native { addrs, .. } => addrs[0],
-            Target::Tunnel(h) | Target::Get { http: h, .. } => h.addrs[0],
+            Target::Native { addrs, .. } | Target::Admin(AdminTarget { addrs, .. }) => addrs[0],
+            Target::Tunnel(h)
+            | Target::Url { http: h, .. }
+            | Target::JsonApi(JsonApiTarget { http: h, .. }) => h.addrs[0],
         }
     }
 
     /// Can this target carry `op`?
-    pub fn supports(&self, op: crate::workload::OpKind) -> bool {
-        !matches!(
-            (self, op),
-            (Target::Get { .. }, crate::workload::OpKind::SiteInfo)
-        )
+    pub fn supports(&self, op: OpKind) -> bool {
+        match self {
+            Target::Admin(_) => true,
+            Target::JsonApi(j) => {
+                op != OpKind::SiteInfo && (!op.is_admin() || j.authorization.is_some())
+            }
+            Target::Url { .. } => op != OpKind::SiteInfo && !op.is_admin(),
+            Target::Native { .. } | Target::Tunnel(_) => !op.is_admin(),
+        }
     }
 
-    /// A fresh client connection; sockets are opened lazily by `call`.
+    /// A fresh client connection; sockets are opened lazily by `call`, or
+    /// by `prepare` for sessions.
     pub fn conn(&self) -> Conn {
         match self {
             Target::Native { .. } => Conn::Native {
@@ -98,17 +146,48 @@ impl Target {
                 addr_index: 0,
                 holds_socket: false,
             },
+            Target::Admin(_) => Conn::Admin(Box::default()),
             _ => Conn::Http(HttpConn::default()),
+        }
+    }
+
+    /// Get a client ready before measurement: an admin session is opened and
+    /// authenticated (a failure here is the run's error: bad credentials).
+    pub async fn prepare(
+        &self,
+        conn: &mut Conn,
+        recorder: &Recorder,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        match (self, conn) {
+            (Target::Admin(a), Conn::Admin(c)) => {
+                match tokio::time::timeout(timeout, a.open(c, recorder, timeout)).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err((kind, _))) => Err(format!(
+                        "cannot open an admin session ({}): {kind}",
+                        a.describe()
+                    )),
+                    Err(_) => Err(format!(
+                        "cannot open an admin session ({}): no answer within {timeout:?}",
+                        a.describe()
+                    )),
+                }
+            }
+            _ => Ok(()),
         }
     }
 
     /// Release what a connection holds (for the socket counts).
     pub fn close(&self, conn: Conn, recorder: &Recorder) {
-        if let Conn::Native {
-            holds_socket: true, ..
-        } = conn
-        {
-            recorder.sockets.close();
+        match (self, conn) {
+            (
+                _,
+                Conn::Native {
+                    holds_socket: true, ..
+                },
+            ) => recorder.sockets.close(),
+            (Target::Admin(a), Conn::Admin(mut c)) => a.drop_session(&mut c, recorder),
+            _ => {}
         }
     }
 
@@ -149,10 +228,16 @@ impl Target {
                 }
                 *addr_index = (*addr_index + 1) % addrs.len();
             }
-            (Target::Tunnel(h) | Target::Get { http: h, .. }, Conn::Http(c)) => {
+            (
+                Target::Tunnel(h)
+                | Target::Url { http: h, .. }
+                | Target::JsonApi(JsonApiTarget { http: h, .. }),
+                Conn::Http(c),
+            ) => {
                 c.reset();
                 c.addr_index = (c.addr_index + 1) % h.addrs.len();
             }
+            (Target::Admin(a), Conn::Admin(c)) => a.next_address(c, recorder),
             _ => {}
         }
     }
@@ -190,9 +275,11 @@ impl Target {
                 .await
             }
             (Target::Tunnel(h), Conn::Http(c)) => tunnel(h, c, op, recorder).await,
-            (Target::Get { http, template }, Conn::Http(c)) => {
-                get(http, template, c, op, recorder).await
+            (Target::Url { http, request }, Conn::Http(c)) => {
+                url_request(http, request, c, op, recorder).await
             }
+            (Target::Admin(a), Conn::Admin(c)) => a.call(c, op, recorder, timeout).await,
+            (Target::JsonApi(j), Conn::Http(c)) => j.call(c, op, recorder).await,
             _ => unreachable!("connections are made by their target"),
         };
         match outcome {
@@ -223,9 +310,10 @@ fn ka(h: &HttpTarget) -> &'static str {
     }
 }
 
-type Res = Result<Outcome, (String, bool)>;
+/// An outcome, or a failure kind and whether the connection is to blame.
+pub(crate) type Res = Result<Outcome, (String, bool)>;
 
-fn client_error(e: ClientError) -> (String, bool) {
+pub(crate) fn client_error(e: ClientError) -> (String, bool) {
     match e {
         ClientError::Timeout(_) => ("timeout".into(), true),
         ClientError::Io(e) => (format!("io {:?}", e.kind()), true),
@@ -290,6 +378,7 @@ async fn native(
             .await
         }
         Op::SiteInfo => c.site_info().await,
+        other => return Err(unsupported(other)),
     };
     if per_request {
         recorder.sockets.close();
@@ -305,8 +394,16 @@ async fn native(
     Ok(code_outcome(result.map_err(client_error)?.code(), None))
 }
 
-fn request_body(op: &Op) -> (RequestBody, OpFlags) {
-    match op {
+/// Runs check the loop first, so this only guards against misuse of the API.
+fn unsupported(op: &Op) -> (String, bool) {
+    (
+        format!("{} needs an authenticated target", op.name()),
+        false,
+    )
+}
+
+fn request_body(op: &Op) -> Result<(RequestBody, OpFlags), (String, bool)> {
+    Ok(match op {
         Op::Resolve(key) | Op::ResolveCertified(key) => {
             // What handled-client's resolve() sends by default, plus CT when certified.
             let flags = OpFlags::REC.with(OpFlags::CA).with(OpFlags::PO);
@@ -330,7 +427,8 @@ fn request_body(op: &Op) -> (RequestBody, OpFlags) {
             },
             OpFlags::REC,
         ),
-    }
+        other => return Err(unsupported(other)),
+    })
 }
 
 fn http_err(e: HttpError) -> (String, bool) {
@@ -338,7 +436,7 @@ fn http_err(e: HttpError) -> (String, bool) {
 }
 
 async fn tunnel(h: &HttpTarget, c: &mut HttpConn, op: &Op, recorder: &Arc<Recorder>) -> Res {
-    let (body, flags) = request_body(op);
+    let (body, flags) = request_body(op)?;
     let request_id = rand::random::<i32>() & 0x7fff_ffff | 1;
     let unit = encode_request(&body, flags, request_id);
     let builder = hyper::Request::post("/")
@@ -367,7 +465,7 @@ async fn tunnel(h: &HttpTarget, c: &mut HttpConn, op: &Op, recorder: &Arc<Record
 }
 
 /// Percent-encode everything but unreserved characters (so `/` becomes `%2F`).
-pub fn percent_encode(s: &str) -> String {
+pub(crate) fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 3);
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
@@ -385,24 +483,13 @@ pub fn fill_template(template: &str, op: &Op) -> String {
             .replace("{handle_enc}", &percent_encode(&key.handle))
             .replace("{handle}", &key.handle)
             .replace("{n}", &key.n.to_string()),
-        Op::SiteInfo => template.to_string(),
+        _ => template.to_string(),
     }
 }
 
-async fn get(
-    h: &HttpTarget,
-    template: &str,
-    c: &mut HttpConn,
-    op: &Op,
-    recorder: &Arc<Recorder>,
-) -> Res {
-    let builder =
-        hyper::Request::get(fill_template(template, op)).header("accept", "application/json");
-    let reply = c
-        .send(h, recorder, builder, Bytes::new())
-        .await
-        .map_err(http_err)?;
-    Ok(if (200..300).contains(&reply.status) {
+/// 2xx is success; any other status is an error of kind `http NNN`.
+pub(crate) fn http_outcome(reply: &HttpReply) -> Outcome {
+    if (200..300).contains(&reply.status) {
         Outcome::Ok {
             server: reply.server_time,
         }
@@ -411,7 +498,32 @@ async fn get(
             kind: format!("http {}", reply.status),
             server: reply.server_time,
         }
-    })
+    }
+}
+
+async fn url_request(
+    h: &HttpTarget,
+    request: &UrlRequest,
+    c: &mut HttpConn,
+    op: &Op,
+    recorder: &Arc<Recorder>,
+) -> Res {
+    let mut builder = hyper::Request::builder()
+        .method(request.method.clone())
+        .uri(fill_template(&request.template, op))
+        .header("accept", "application/json");
+    if let Some(auth) = &request.authorization {
+        builder = builder.header("authorization", auth.as_str());
+    }
+    let body = match &request.body {
+        Some(template) => {
+            builder = builder.header("content-type", "application/json");
+            Bytes::from(fill_template(template, op))
+        }
+        None => Bytes::new(),
+    };
+    let reply = c.send(h, recorder, builder, body).await.map_err(http_err)?;
+    Ok(http_outcome(&reply))
 }
 
 #[cfg(test)]
@@ -433,72 +545,5 @@ mod tests {
             fill_template("/hyperty/url/{handle_enc}?i={n}", &op),
             "/hyperty/url/TEST%2Fa%20b?i=7"
         );
-    }
-}
-
-/// Resolve `host:port` to every address it has.
-pub fn resolve_addrs(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
-    use std::net::ToSocketAddrs;
-    let addrs: Vec<SocketAddr> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
-        .collect();
-    if addrs.is_empty() {
-        return Err(format!("{host} has no address"));
-    }
-    Ok(addrs)
-}
-
-/// A URL template split up: (https?, host, port, path with placeholders).
-/// Parsed by hand because `{handle}` is not valid in a URI.
-pub fn parse_url_template(url: &str) -> Result<(bool, String, u16, String), String> {
-    let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
-        (true, r)
-    } else if let Some(r) = url.strip_prefix("http://") {
-        (false, r)
-    } else {
-        return Err(format!("{url}: expected http:// or https://"));
-    };
-    let (authority, path) = rest
-        .find('/')
-        .map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
-    let default_port = if tls { 443 } else { 80 };
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (
-            h.trim_start_matches('[').trim_end_matches(']').to_string(),
-            p.parse().map_err(|_| format!("{url}: bad port {p}"))?,
-        ),
-        _ => (authority.to_string(), default_port),
-    };
-    if host.is_empty() {
-        return Err(format!("{url}: no host"));
-    }
-    Ok((tls, host, port, path.to_string()))
-}
-
-#[cfg(test)]
-mod url_tests {
-    use super::parse_url_template;
-
-    #[test]
-    fn url_templates_split() {
-        assert_eq!(
-            parse_url_template("http://127.0.0.1:8000/api/handles/{handle}").unwrap(),
-            (
-                false,
-                "127.0.0.1".into(),
-                8000,
-                "/api/handles/{handle}".into()
-            )
-        );
-        assert_eq!(
-            parse_url_template("https://example.org").unwrap(),
-            (true, "example.org".into(), 443, "/".into())
-        );
-        assert_eq!(
-            parse_url_template("http://[::1]:81/x").unwrap(),
-            (false, "::1".into(), 81, "/x".into())
-        );
-        assert!(parse_url_template("ftp://x/").is_err());
     }
 }

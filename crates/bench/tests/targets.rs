@@ -1,6 +1,9 @@
 //! Every transport against a real `handled` server started in-process, plus
 //! HTTPS against a self-signed TLS server.
 
+mod common;
+use common::closed;
+
 use handled_bench::{run, KeySet, Model, OpKind, Plan, Stats, TargetSpec, Transport, Workload};
 use handled_server::bootstrap::{bootstrap, open_store};
 use handled_server::config::Config;
@@ -27,16 +30,6 @@ async fn server() -> BoundAddrs {
     let addrs = running.addrs;
     tokio::spawn(running.wait());
     addrs
-}
-
-fn closed(clients: usize, per_client: u64) -> Model {
-    Model::Closed {
-        clients,
-        requests_per_client: Some(per_client),
-        duration: None,
-        pause: Duration::ZERO,
-        warmup: Duration::ZERO,
-    }
 }
 
 async fn bench(spec: TargetSpec, workload: Workload, model: &Model) -> Stats {
@@ -106,6 +99,7 @@ async fn not_found_is_an_error_by_response_code_and_mixed_loops_alternate() {
     let mixed = Workload {
         keys: KeySet::One("TEST/ADMIN".into()),
         ops: vec![OpKind::Resolve, OpKind::SiteInfo],
+        fresh: None,
     };
     let s = bench(
         TargetSpec::new(Transport::Http, "127.0.0.1", Some(a.http.port())),

@@ -4,13 +4,16 @@
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
+use handled_bench::admin::default_prefix;
 use handled_bench::coord::{coordinate, merge, GreenFlag};
 use handled_bench::html::{concurrency_charts, rate_charts, runs_section, Report};
 use handled_bench::report::{json_line, table};
 use handled_bench::scenario::{self, ScenarioEnv};
 use handled_bench::{
-    KeySet, Model, OpKind, Plan, RateSweep, Schedule, Stats, TargetSpec, Transport, Workload,
+    FreshNames, KeySet, Model, OpKind, Plan, RateSweep, Schedule, Stats, TargetSpec, Transport,
+    Workload,
 };
+use handled_client::{Credentials, KeyChoice};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -26,6 +29,10 @@ enum TransportArg {
     Http,
     /// The HTTP tunnel over TLS.
     Https,
+    /// The JSON API (/api/handles) over HTTP; writes need --credentials (and a server allowing Basic on plain HTTP).
+    JsonApi,
+    /// The JSON API over HTTPS.
+    JsonApiHttps,
 }
 
 #[derive(Args)]
@@ -58,10 +65,32 @@ struct RunArgs {
     port: Option<u16>,
     #[arg(long, value_enum, default_value = "udp")]
     transport: TransportArg,
-    /// GET this URL template instead: {handle}, {handle_enc} (percent-encoded), {n}.
+    /// Requests to this URL template instead: {handle}, {handle_enc} (percent-encoded), {n}.
     /// E.g. http://127.0.0.1:8000/api/handles/{handle}
     #[arg(long)]
     url: Option<String>,
+    /// HTTP method for --url (default GET), e.g. PUT.
+    #[arg(long, requires = "url")]
+    method: Option<String>,
+    /// Request body for --url (sent as application/json), placeholders filled as in the URL.
+    #[arg(long, requires = "url", conflicts_with = "body_file")]
+    body: Option<String>,
+    /// Like --body, read from a file.
+    #[arg(long, requires = "url")]
+    body_file: Option<PathBuf>,
+    /// Admin credentials (the JSON file `handled serve --admin-credentials` writes):
+    /// a session per client over tcp/tcp-persistent/http, Basic over json-api(-https) and --url.
+    #[arg(long)]
+    credentials: Option<PathBuf>,
+    /// Answer challenges with the credentials' RSA key instead of the secret key (native only).
+    #[arg(long, requires = "credentials")]
+    rsa: bool,
+    /// Prefix for created handles (PREFIX/bench-RUN-CLIENT-N); default: the credentials handle's prefix.
+    #[arg(long)]
+    prefix: Option<String>,
+    /// Measure the raw fsync rate (4 KiB write + fsync, 2 s) in DIR before each run, shown beside the figures.
+    #[arg(long)]
+    fsync_probe: Option<PathBuf>,
     /// HTTP: send `Connection: close` (a new connection per request).
     #[arg(long)]
     close: bool,
@@ -84,9 +113,11 @@ struct RunArgs {
     keys: Option<u64>,
     #[arg(long, requires = "keys")]
     zipf: Option<f64>,
-    /// Operations each client loops over, comma-separated (resolve, site-info).
-    #[arg(long, value_delimiter = ',', default_value = "resolve")]
-    ops: Vec<OpKind>,
+    /// Operations each client loops over, comma-separated: resolve, resolve-certified, site-info,
+    /// and with --credentials create, modify, add-value, remove-value, delete; `mixed` is
+    /// create,resolve,modify,add-value,remove-value,delete (a fresh handle per loop).
+    #[arg(long, default_value = "resolve", value_parser = OpKind::parse_list)]
+    ops: OpList,
     /// Concurrent clients (connections in open loop).
     #[arg(long, short = 'c', default_value_t = 16)]
     concurrency: usize,
@@ -150,6 +181,8 @@ struct RunArgs {
     quiet: bool,
 }
 
+type OpList = Vec<OpKind>;
+
 #[derive(Args)]
 struct ScenarioArgs {
     /// Scenario name; --list shows them.
@@ -174,6 +207,15 @@ struct ScenarioArgs {
     url: Option<String>,
     #[arg(long)]
     server_pid: Option<u32>,
+    /// durable-creates on an existing server: its admin credentials file...
+    #[arg(long)]
+    credentials: Option<PathBuf>,
+    /// ...the prefix to create under (default: the credentials handle's prefix)...
+    #[arg(long)]
+    prefix: Option<String>,
+    /// ...and a directory on the server's data disk for the fsync probe.
+    #[arg(long)]
+    fsync_probe: Option<PathBuf>,
     /// HTML report (default: bench-NAME.html).
     #[arg(long)]
     html: Option<PathBuf>,
@@ -218,21 +260,55 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn spec(a: &RunArgs) -> TargetSpec {
+fn spec(a: &RunArgs, credentials: Option<Credentials>) -> anyhow::Result<TargetSpec> {
     let transport = match a.transport {
         TransportArg::Udp => Transport::Udp,
         TransportArg::Tcp => Transport::Tcp,
         TransportArg::TcpPersistent => Transport::TcpPersistent,
         TransportArg::Http => Transport::Http,
         TransportArg::Https => Transport::Https,
+        TransportArg::JsonApi => Transport::JsonApi,
+        TransportArg::JsonApiHttps => Transport::JsonApiHttps,
     };
     let mut s = TargetSpec::new(transport, &a.host, a.port);
     s.url = a.url.clone();
+    s.method = a.method.clone();
+    s.body = match &a.body_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("--body-file {}", path.display()))?,
+        ),
+        None => a.body.clone(),
+    };
+    s.credentials = credentials;
     s.keep_alive = !a.close;
     s.insecure = a.insecure;
     s.cacert = a.cacert.clone();
     s.failover = a.failover.clone();
-    s
+    Ok(s)
+}
+
+fn load_credentials(path: &std::path::Path, rsa: bool) -> anyhow::Result<Credentials> {
+    let choice = if rsa {
+        KeyChoice::PublicKey
+    } else {
+        KeyChoice::Secret
+    };
+    Credentials::load(path, choice).with_context(|| "--credentials")
+}
+
+/// Where created handles go: --prefix, else the credentials handle's prefix.
+fn creation_prefix(
+    prefix: Option<&str>,
+    credentials: Option<&Credentials>,
+) -> anyhow::Result<String> {
+    match prefix
+        .map(str::to_string)
+        .or_else(|| credentials.and_then(default_prefix))
+    {
+        Some(p) => Ok(p),
+        None => bail!("creating handles needs --prefix (or --credentials whose handle has one)"),
+    }
 }
 
 fn secs(s: f64) -> Duration {
@@ -240,7 +316,14 @@ fn secs(s: f64) -> Duration {
 }
 
 async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
-    let target = spec(&a).build().map_err(anyhow::Error::msg)?;
+    let credentials = a
+        .credentials
+        .as_deref()
+        .map(|p| load_credentials(p, a.rsa))
+        .transpose()?;
+    let target = spec(&a, credentials.clone())?
+        .build()
+        .map_err(anyhow::Error::msg)?;
     let keys = match (&a.key_prefix, a.keys, a.zipf) {
         (Some(prefix), Some(count), None) if count > 0 => KeySet::Uniform {
             prefix: prefix.clone(),
@@ -255,14 +338,24 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
         _ => KeySet::One(a.handle.clone()),
     };
     let label = a.label.clone().unwrap_or_else(|| target.describe());
+    let fresh = if a.ops.contains(&OpKind::Create) {
+        Some(FreshNames::new(&creation_prefix(
+            a.prefix.as_deref(),
+            credentials.as_ref(),
+        )?))
+    } else {
+        None
+    };
     let mut plan = Plan::new(
         label,
         target,
         Workload {
             keys,
             ops: a.ops.clone(),
+            fresh,
         },
     );
+    plan.fsync_probe = a.fsync_probe.clone();
     plan.timeout = secs(a.timeout).max(Duration::from_millis(1));
     plan.server_pid = a.server_pid;
     plan.progress = !a.quiet && !a.json;
@@ -450,6 +543,9 @@ async fn run_scenario(a: ScenarioArgs) -> anyhow::Result<ExitCode> {
         url: a.url.clone(),
         server_pid: a.server_pid,
         quick: a.quick,
+        credentials: a.credentials.clone(),
+        prefix: a.prefix.clone(),
+        fsync_probe: a.fsync_probe.clone(),
     };
     let out = scenario::run(&name, &env)
         .await
