@@ -12,6 +12,15 @@ pub fn network_mean_ms(s: &Stats) -> Option<f64> {
     (!s.server_us.is_empty()).then(|| (s.service_us.mean() - s.server_us.mean()).max(0.0) / 1000.0)
 }
 
+/// The published registry figure: the highest step of a rate sweep whose
+/// mean response time (from send) stays under `limit_ms`, counting only steps
+/// up to the first that crosses it, as one reads autobench's table.
+pub fn under_limit(runs: &[Stats], limit_ms: f64) -> Option<&Stats> {
+    runs.iter()
+        .take_while(|s| s.total() > 0 && s.service_us.mean() / 1000.0 < limit_ms)
+        .last()
+}
+
 pub fn table(runs: &[Stats]) -> String {
     let op_width = runs
         .iter()
@@ -231,6 +240,28 @@ mod tests {
         assert_eq!(j["requests"], 1000);
         assert_eq!(j["peak_sockets"], 12);
         assert!((j["latency_ms"]["p50"].as_f64().unwrap() - 4.95).abs() < 0.01);
+    }
+
+    #[test]
+    fn sweep_limit_is_the_last_step_before_the_mean_crosses_it() {
+        let step = |rate: f64, mean_ms: u64| {
+            let mut s = Stats::empty(format!("{rate}"));
+            s.ok = 10;
+            s.solicited_rate = Some(rate);
+            s.service_us.record(mean_ms * 1000).unwrap();
+            s
+        };
+        let runs = [
+            step(1000.0, 2),
+            step(2000.0, 30),
+            step(3000.0, 80),
+            step(4000.0, 20),
+        ];
+        assert_eq!(
+            under_limit(&runs, 50.0).and_then(|s| s.solicited_rate),
+            Some(2000.0)
+        );
+        assert!(under_limit(&runs[2..3], 50.0).is_none());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use handled_bench::admin::default_prefix;
 use handled_bench::coord::{coordinate, merge, GreenFlag};
 use handled_bench::html::{concurrency_charts, rate_charts, runs_section, Report};
-use handled_bench::report::{json_line, table};
+use handled_bench::report::{json_line, table, under_limit};
 use handled_bench::scenario::{self, ScenarioEnv};
 use handled_bench::{
     FreshNames, KeySet, Model, OpKind, Plan, RateSweep, Schedule, Stats, TargetSpec, Transport,
@@ -443,6 +443,16 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
         flag.report(&runs).await.map_err(anyhow::Error::msg)?;
     }
     output(&runs, a.json, a.html.as_deref(), &plan.label, charts)?;
+    if a.rate_sweep.is_some() && !a.json {
+        match under_limit(&runs, 50.0) {
+            Some(s) => println!(
+                "mean response time under 50 ms up to the {:.0}/s step ({:.0}/s achieved)",
+                s.solicited_rate.unwrap_or(0.0),
+                s.throughput()
+            ),
+            None => println!("mean response time at or over 50 ms from the first step"),
+        }
+    }
     Ok(if runs.iter().all(|r| r.ok == 0) {
         ExitCode::from(1)
     } else {
