@@ -54,7 +54,11 @@ pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapError> {
         return Ok(indexed(Arc::new(MemoryStore::new())));
     }
     ensure_dir(&config.data_dir)?;
-    let options = EmbeddedOptions { cache_bytes: Some(config.store_cache_mb.max(1) << 20), ..EmbeddedOptions::default() };
+    let options = EmbeddedOptions {
+        cache_bytes: Some(config.store_cache_mb.max(1) << 20),
+        checkpoint_interval: std::time::Duration::from_millis(config.store_checkpoint_ms.max(1)),
+        ..EmbeddedOptions::default()
+    };
     let store = EmbeddedStore::open(&config.data_dir.join(STORE_FILE), options)?;
     Ok(indexed(Arc::new(store)))
 }

@@ -9,8 +9,8 @@
 
 use async_trait::async_trait;
 use handled_store::{
-    DocExpect, DocOutcome, Document, Expect, HandleRecord, IndexHit, IndexMatch, Store, StoreError, StoreStats,
-    SwapOutcome,
+    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, Store, StoreError,
+    StoreStats, SwapOutcome,
 };
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -128,20 +128,35 @@ impl Store for CachingStore {
         Ok(record)
     }
 
-    async fn swap(&self, key: &[u8], expect: Expect, new: Option<HandleRecord>) -> Result<SwapOutcome, StoreError> {
+    async fn swap_with_docs(
+        &self,
+        key: &[u8],
+        expect: Expect,
+        new: Option<HandleRecord>,
+        docs: Vec<DocWrite>,
+    ) -> Result<SwapOutcome, StoreError> {
         // Invalidate after the durable write and before the caller can acknowledge it.
-        let outcome = self.inner.swap(key, expect, new).await;
+        let outcome = self.inner.swap_with_docs(key, expect, new, docs).await;
         self.invalidate([key]);
         outcome
     }
 
-    async fn scan_keys(&self, prefix: &[u8], start_after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+    async fn scan_keys(
+        &self,
+        prefix: &[u8],
+        start_after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
         self.inner.scan_keys(prefix, start_after, limit).await
     }
 
-    async fn put_many(&self, records: Vec<(Vec<u8>, HandleRecord)>) -> Result<(), StoreError> {
+    async fn put_many_with_docs(
+        &self,
+        records: Vec<(Vec<u8>, HandleRecord)>,
+        docs: Vec<DocWrite>,
+    ) -> Result<(), StoreError> {
         let keys: Vec<Vec<u8>> = records.iter().map(|(k, _)| k.clone()).collect();
-        let outcome = self.inner.put_many(records).await;
+        let outcome = self.inner.put_many_with_docs(records, docs).await;
         self.invalidate(keys.iter().map(Vec::as_slice));
         outcome
     }
@@ -179,7 +194,13 @@ impl Store for CachingStore {
         self.inner.doc_get(collection, id).await
     }
 
-    async fn doc_swap(&self, c: &str, id: &[u8], expect: DocExpect, new: Option<Document>) -> Result<DocOutcome, StoreError> {
+    async fn doc_swap(
+        &self,
+        c: &str,
+        id: &[u8],
+        expect: DocExpect,
+        new: Option<Document>,
+    ) -> Result<DocOutcome, StoreError> {
         self.inner.doc_swap(c, id, expect, new).await
     }
 
@@ -194,7 +215,13 @@ impl Store for CachingStore {
         self.inner.doc_lookup(c, index, key, after, limit).await
     }
 
-    async fn doc_scan(&self, c: &str, prefix: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
+    async fn doc_scan(
+        &self,
+        c: &str,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
         self.inner.doc_scan(c, prefix, after, limit).await
     }
 }
@@ -259,7 +286,8 @@ mod tests {
             let reads = Arc::new(AtomicU64::new(0));
             let keys: Vec<Vec<u8>> = (0..4).map(|k| format!("A/{k}").into_bytes()).collect();
             let writer = {
-                let (store, acked, keys, start, reads) = (store.clone(), acked.clone(), keys.clone(), start.clone(), reads.clone());
+                let (store, acked, keys, start, reads) =
+                    (store.clone(), acked.clone(), keys.clone(), start.clone(), reads.clone());
                 tokio::spawn(async move {
                     start.wait().await;
                     for n in 1..=120u64 {
@@ -277,7 +305,8 @@ mod tests {
             };
             let readers: Vec<_> = (0..6)
                 .map(|_| {
-                    let (store, acked, keys, start, reads) = (store.clone(), acked.clone(), keys.clone(), start.clone(), reads.clone());
+                    let (store, acked, keys, start, reads) =
+                        (store.clone(), acked.clone(), keys.clone(), start.clone(), reads.clone());
                     tokio::spawn(async move {
                         start.wait().await;
                         let mut mine = 0u64;

@@ -33,6 +33,10 @@ pub struct Config {
     /// Memory for the embedded store's page cache, in MiB (the OS page cache
     /// still holds the rest of the file).
     pub store_cache_mb: usize,
+    /// Longest time between durable commits of the store file; in between,
+    /// every acknowledged write is in the synced write-ahead log. Longer: fewer
+    /// slow commits, more log to replay after a crash.
+    pub store_checkpoint_ms: u64,
     /// Byte budget of the record cache in MiB; 0 (the default) switches it off.
     /// With the embedded store, redb's page cache already serves hot records from
     /// memory and the record cache cost ~20% under uniformly random 1M-key load
@@ -96,6 +100,7 @@ impl Default for Config {
             tcp_idle_timeout_secs: 60,
             server_admins: Vec::new(),
             store_cache_mb: 64,
+            store_checkpoint_ms: 2000,
             cache_mb: 0,
             max_concurrent: 256,
             queue_length: 2048,

@@ -49,6 +49,8 @@ all!(
     doc_scan_collection,
     doc_concurrent_cas,
     doc_closed_refuses,
+    swap_with_docs_follows_the_handle,
+    swap_with_docs_concurrent,
 );
 
 /// A record of one URL value with the given data.
@@ -205,7 +207,8 @@ pub async fn values_round_trip(s: Arc<dyn Store>) {
 }
 
 pub async fn invalid_record_rejected(s: Arc<dyn Store>) {
-    let too_big = HandleRecord::new(vec![HandleValue::new(1, "URL", vec![0u8; handled_proto::codec::MAX_ARRAY_LEN + 1])]);
+    let too_big =
+        HandleRecord::new(vec![HandleValue::new(1, "URL", vec![0u8; handled_proto::codec::MAX_ARRAY_LEN + 1])]);
     let e = s.swap(b"20.5000/huge", Expect::Any, Some(too_big.clone())).await.unwrap_err();
     assert!(matches!(e, StoreError::Invalid(_)), "{e:?}");
     let e = s.put_many(vec![(b"20.5000/huge".to_vec(), too_big)]).await.unwrap_err();
@@ -223,8 +226,18 @@ async fn create_keys(s: &Arc<dyn Store>, keys: &[&[u8]]) {
 pub async fn scan_keys_order_prefix_limit(s: Arc<dyn Store>) {
     // Inserted out of order.
     let keys: &[&[u8]] = &[
-        b"20.5000/b", b"20.5000/a", b"20.5000/", b"20.5001/a", b"20.500/z", b"20.5000/a/", b"20.5000/a0",
-        b"0.NA/20.5000", b"20.5000/\xff", b"20.5000/\x00", b"20.50000/x", b"21/x",
+        b"20.5000/b",
+        b"20.5000/a",
+        b"20.5000/",
+        b"20.5001/a",
+        b"20.500/z",
+        b"20.5000/a/",
+        b"20.5000/a0",
+        b"0.NA/20.5000",
+        b"20.5000/\xff",
+        b"20.5000/\x00",
+        b"20.50000/x",
+        b"21/x",
     ];
     create_keys(&s, keys).await;
     let v = |ks: &[&[u8]]| ks.iter().map(|k| k.to_vec()).collect::<Vec<_>>();

@@ -3,7 +3,10 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, IndexMatch, Store, StoreError};
+use crate::conformance::url_record;
+use crate::{
+    DocExpect, DocOutcome, DocWrite, Document, Expect, IndexEntry, IndexHit, IndexMatch, Store, StoreError, SwapOutcome,
+};
 
 fn doc(body: &str, entries: &[(&str, &str)]) -> Document {
     Document::new(body.as_bytes(), entries.iter().map(|(n, k)| IndexEntry::new(*n, k.as_bytes())).collect())
@@ -22,7 +25,10 @@ pub async fn doc_swap_basics(s: Arc<dyn Store>) {
     assert_eq!(out, DocOutcome::Done { previous: None });
     assert_eq!(s.doc_get("c", b"x").await.unwrap(), Some(d1.clone()));
     // Unnormalized input is stored normalized.
-    let raw = Document { body: b"raw".to_vec(), index: vec![IndexEntry::new("z", "1"), IndexEntry::new("a", "1"), IndexEntry::new("z", "1")] };
+    let raw = Document {
+        body: b"raw".to_vec(),
+        index: vec![IndexEntry::new("z", "1"), IndexEntry::new("a", "1"), IndexEntry::new("z", "1")],
+    };
     s.doc_swap("c", b"raw", DocExpect::Any, Some(raw.clone())).await.unwrap();
     assert_eq!(s.doc_get("c", b"raw").await.unwrap(), Some(raw.clone().normalized()));
     // And an unnormalized expectation still matches.
@@ -94,13 +100,25 @@ pub async fn doc_index_maintenance(s: Arc<dyn Store>) {
 
 /// Prefix lookups, (key, id) order, binary keys and paging.
 pub async fn doc_lookup_prefix_order_paging(s: Arc<dyn Store>) {
-    let keys: Vec<Vec<u8>> = vec![b"".to_vec(), vec![0], vec![0, 0], b"a".to_vec(), vec![b'a', 0], b"ab".to_vec(), b"b".to_vec(), vec![0xff]];
+    let keys: Vec<Vec<u8>> = vec![
+        b"".to_vec(),
+        vec![0],
+        vec![0, 0],
+        b"a".to_vec(),
+        vec![b'a', 0],
+        b"ab".to_vec(),
+        b"b".to_vec(),
+        vec![0xff],
+    ];
     let mut expected = BTreeSet::new();
     for (n, k) in keys.iter().enumerate() {
         for id in [vec![b'1'], vec![0u8, b'2']] {
             let mut id = id.clone();
             id.push(n as u8);
-            let d = Document::new(b"x".to_vec(), vec![IndexEntry::new("i", k.clone()), IndexEntry::new("other", b"a".to_vec())]);
+            let d = Document::new(
+                b"x".to_vec(),
+                vec![IndexEntry::new("i", k.clone()), IndexEntry::new("other", b"a".to_vec())],
+            );
             s.doc_swap("c", &id, DocExpect::Absent, Some(d)).await.unwrap();
             expected.insert(IndexHit { key: k.clone(), id });
         }
@@ -123,7 +141,9 @@ pub async fn doc_lookup_prefix_order_paging(s: Arc<dyn Store>) {
     loop {
         let page = s.doc_lookup("c", "i", IndexMatch::Prefix(b""), after.as_ref(), 3).await.unwrap();
         assert!(page.len() <= 3);
-        let Some(last) = page.last().cloned() else { break };
+        let Some(last) = page.last().cloned() else {
+            break;
+        };
         got.extend(page);
         after = Some(last);
     }
@@ -139,8 +159,13 @@ pub async fn doc_lookup_prefix_order_paging(s: Arc<dyn Store>) {
         let d = Document::new(b"t".to_vec(), vec![IndexEntry::new("due", t.to_be_bytes().to_vec())]);
         s.doc_swap("t", format!("t{t}").as_bytes(), DocExpect::Any, Some(d)).await.unwrap();
     }
-    let due: Vec<u64> = s.doc_lookup("t", "due", IndexMatch::Prefix(b""), None, 10).await.unwrap()
-        .iter().map(|h| u64::from_be_bytes(h.key.as_slice().try_into().unwrap())).collect();
+    let due: Vec<u64> = s
+        .doc_lookup("t", "due", IndexMatch::Prefix(b""), None, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| u64::from_be_bytes(h.key.as_slice().try_into().unwrap()))
+        .collect();
     assert_eq!(due, [5, 7, 30, 1000]);
 }
 
@@ -170,7 +195,8 @@ pub async fn doc_scan_collection(s: Arc<dyn Store>) {
 /// Compare-and-set increments from many tasks: no lost update, and exactly the
 /// final state's index entry remains.
 pub async fn doc_concurrent_cas(s: Arc<dyn Store>) {
-    let counter = |n: u64| Document::new(n.to_string().into_bytes(), vec![IndexEntry::new("n", n.to_be_bytes().to_vec())]);
+    let counter =
+        |n: u64| Document::new(n.to_string().into_bytes(), vec![IndexEntry::new("n", n.to_be_bytes().to_vec())]);
     s.doc_swap("k", b"ctr", DocExpect::Absent, Some(counter(0))).await.unwrap();
     let mut joins = Vec::new();
     for _ in 0..8 {
@@ -180,7 +206,8 @@ pub async fn doc_concurrent_cas(s: Arc<dyn Store>) {
                 let mut cur = s.doc_get("k", b"ctr").await.unwrap().unwrap();
                 loop {
                     let n: u64 = std::str::from_utf8(&cur.body).unwrap().parse().unwrap();
-                    match s.doc_swap("k", b"ctr", DocExpect::Present(cur.clone()), Some(counter(n + 1))).await.unwrap() {
+                    match s.doc_swap("k", b"ctr", DocExpect::Present(cur.clone()), Some(counter(n + 1))).await.unwrap()
+                    {
                         DocOutcome::Done { .. } => break,
                         DocOutcome::Conflict { current } => cur = current.unwrap(),
                     }
@@ -202,4 +229,85 @@ pub async fn doc_closed_refuses(s: Arc<dyn Store>) {
     s.close();
     let r = s.doc_swap("c", b"b", DocExpect::Absent, Some(doc("b", &[]))).await;
     assert!(matches!(r, Err(StoreError::Closed)), "{r:?}");
+}
+
+fn derived(id: &[u8], entries: &[(&str, &str)]) -> DocWrite {
+    let d = (!entries.is_empty()).then(|| doc("", entries));
+    DocWrite { collection: "derived".into(), id: id.to_vec(), doc: d }
+}
+
+/// Documents riding along with a handle write are written when, and only when,
+/// the handle write is done, and replace whatever document was there.
+pub async fn swap_with_docs_follows_the_handle(s: Arc<dyn Store>) {
+    let exact = |k: &'static str| IndexMatch::Exact(k.as_bytes());
+    let r1 = url_record("one");
+    let out = s
+        .swap_with_docs(b"T/1", Expect::Absent, Some(r1.clone()), vec![derived(b"T/1", &[("url", "one")])])
+        .await
+        .unwrap();
+    assert!(out.is_done());
+    assert_eq!(ids(&s, "derived", "url", exact("one")).await, ["T/1"]);
+    // A conflicting write leaves the handle AND its document alone.
+    let out = s
+        .swap_with_docs(b"T/1", Expect::Absent, Some(url_record("x")), vec![derived(b"T/1", &[("url", "x")])])
+        .await
+        .unwrap();
+    assert_eq!(out, SwapOutcome::Conflict { current: Some(r1.clone()) });
+    assert!(ids(&s, "derived", "url", exact("x")).await.is_empty());
+    assert_eq!(ids(&s, "derived", "url", exact("one")).await, ["T/1"]);
+    // Several documents in one step, and old entries go with the replaced document.
+    let two = vec![
+        derived(b"T/1", &[("url", "two")]),
+        DocWrite { collection: "other".into(), id: b"o".to_vec(), doc: Some(doc("b", &[])) },
+    ];
+    let out = s.swap_with_docs(b"T/1", Expect::Present(r1), Some(url_record("two")), two).await.unwrap();
+    assert!(out.is_done());
+    assert!(ids(&s, "derived", "url", exact("one")).await.is_empty());
+    assert_eq!(ids(&s, "derived", "url", exact("two")).await, ["T/1"]);
+    assert_eq!(s.doc_get("other", b"o").await.unwrap(), Some(doc("b", &[])));
+    // Deleting the handle with a `None` document deletes both.
+    let out = s.swap_with_docs(b"T/1", Expect::Any, None, vec![derived(b"T/1", &[])]).await.unwrap();
+    assert!(out.is_done());
+    assert_eq!(s.get(b"T/1").await.unwrap(), None);
+    assert_eq!(s.doc_get("derived", b"T/1").await.unwrap(), None);
+    assert!(ids(&s, "derived", "url", exact("two")).await.is_empty());
+    // An invalid document refuses the whole write.
+    let bad = DocWrite {
+        collection: "derived".into(),
+        id: b"T/2".to_vec(),
+        doc: Some(doc("", &[("url", &"k".repeat(crate::MAX_INDEX_KEY + 1))])),
+    };
+    assert!(s.swap_with_docs(b"T/2", Expect::Absent, Some(url_record("2")), vec![bad]).await.is_err());
+    assert_eq!(s.get(b"T/2").await.unwrap(), None);
+    // Bulk loads carry documents too.
+    let records = vec![(b"T/3".to_vec(), url_record("3")), (b"T/4".to_vec(), url_record("4"))];
+    s.put_many_with_docs(records, vec![derived(b"T/3", &[("url", "3")]), derived(b"T/4", &[("url", "4")])])
+        .await
+        .unwrap();
+    assert_eq!(s.get(b"T/4").await.unwrap(), Some(url_record("4")));
+    assert_eq!(ids(&s, "derived", "url", exact("3")).await, ["T/3"]);
+    assert_eq!(ids(&s, "derived", "url", exact("4")).await, ["T/4"]);
+}
+
+/// Concurrent writers of one handle: the document always matches the handle state
+/// that won, never a state that lost.
+pub async fn swap_with_docs_concurrent(s: Arc<dyn Store>) {
+    let mut tasks = Vec::new();
+    for t in 0..8u32 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..25u32 {
+                let data = format!("{t}-{i}");
+                let docs =
+                    vec![DocWrite { collection: "derived".into(), id: b"T/c".to_vec(), doc: Some(doc(&data, &[])) }];
+                s.swap_with_docs(b"T/c", Expect::Any, Some(url_record(&data)), docs).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let record = s.get(b"T/c").await.unwrap().unwrap();
+    let body = s.doc_get("derived", b"T/c").await.unwrap().unwrap().body;
+    assert_eq!(record, url_record(std::str::from_utf8(&body).unwrap()));
 }

@@ -1,48 +1,54 @@
-//! Embedded durable backend on redb: one file, two tables.
+//! Embedded durable backend on redb: one file (plus its write-ahead log).
 //!
-//! * Reads (`get`, `scan_keys`, `meta_*` reads, `count`) run inline on the caller
-//!   against a published snapshot: the writer opens a redb read transaction on each
-//!   commit it makes and publishes its two tables (an `ArcSwap`) *before* it
-//!   acknowledges the batch, so an acknowledged write is visible to every later read,
-//!   and a read costs one atomic load plus the B-tree lookup. Readers never wait for
-//!   the writer. Should publishing fail, reads fall back to a fresh read transaction
-//!   each.
-//! * Writes go to ONE writer thread through a bounded channel. The thread takes the
-//!   first pending operation, drains whatever else is already queued (up to
-//!   [`EmbeddedOptions::max_batch_ops`] / [`EmbeddedOptions::max_batch_bytes`]),
-//!   applies the batch in arrival order inside one write transaction (each swap checks
-//!   its expectation against the state inside that transaction, so two swaps of one
-//!   key in a batch behave as if serialized), commits with `Durability::Immediate`
-//!   (one fsync), and only then answers every operation. If the commit fails, every
-//!   operation of the batch fails: nothing unwritten is ever acknowledged.
+//! * Reads (`get`, `scan_keys`, `meta_*` reads, `count`, documents) run inline on
+//!   the caller against a published snapshot: the writer opens a redb read
+//!   transaction after each commit and publishes its tables (an `ArcSwap`)
+//!   *before* it acknowledges the batch, so an acknowledged write is visible to
+//!   every later read, and a read costs one atomic load plus the B-tree lookup.
+//!   Readers never wait for the writer. Should publishing fail, reads fall back to
+//!   a fresh read transaction each.
+//! * Writes go to ONE writer thread through a bounded channel (`embedded_writer.rs`).
+//!   The thread takes the first pending operation, drains whatever else is already
+//!   queued (up to [`EmbeddedOptions::max_batch_ops`] /
+//!   [`EmbeddedOptions::max_batch_bytes`]), applies the batch in arrival order
+//!   inside one write transaction (each swap checks its expectation against the
+//!   state inside that transaction, so two swaps of one key in a batch behave as if
+//!   serialized), makes it durable — one synced append to the write-ahead log
+//!   (`embedded_wal.rs`), or at a checkpoint a durable redb commit — and only then
+//!   answers every operation. If that fails, every operation of the batch fails:
+//!   nothing unwritten is ever acknowledged.
 //!
-//! Batching needs no timer: while one fsync runs, the next batch queues up.
+//! Batching needs no timer: while one sync runs, the next batch queues up.
 //!
 //! Documents live in two more tables (documents, index entries; see
-//! `embedded_docs.rs`); a document swap is one more kind of batched operation, so
-//! it is group-committed and durable before its acknowledgement like the rest.
+//! `embedded_docs.rs`); a document swap is one more kind of batched operation, and
+//! documents riding along with a handle write are applied in the same transaction.
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use arc_swap::ArcSwapOption;
 use parking_lot::Mutex;
-use redb::{
-    Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
-};
+use redb::{Database, ReadOnlyTable, ReadableDatabase, ReadableTableMetadata, TableDefinition};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    scan_start, DocExpect, DocOutcome, Document, Expect, HandleRecord, IndexHit, IndexMatch, StatCounters, Store,
-    StoreError, StoreStats, SwapOutcome,
+    scan_start, DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, StatCounters,
+    Store, StoreError, StoreStats, SwapOutcome,
 };
 
 #[path = "embedded_docs.rs"]
 mod docs;
+#[path = "embedded_wal.rs"]
+mod wal;
+#[path = "embedded_writer.rs"]
+mod writer;
+
+use wal::Wal;
+use writer::{writer_loop, Committer, Op, Pending, RawExpect, RawOutcome, Reply};
 
 /// File name of the store inside a data directory.
 pub const STORE_FILE_NAME: &str = "handles.redb";
@@ -71,10 +77,16 @@ pub struct EmbeddedOptions {
     pub max_batch_bytes: usize,
     /// Writes that may wait for the writer before callers are held back.
     pub queue_depth: usize,
-    /// redb quick-repair: each commit also saves the allocator state so that opening
-    /// after a crash is instant instead of a walk of the whole file. Costs an extra
-    /// fsync per commit. Off by default.
+    /// redb quick-repair: each checkpoint also saves the allocator state so that
+    /// opening after a crash is instant instead of a walk of the whole file. Costs
+    /// an extra fsync per checkpoint. Off by default.
     pub quick_repair: bool,
+    /// Longest time between checkpoints (durable commits of the store file; in
+    /// between, batches are made durable by the write-ahead log). Longer: fewer
+    /// slow commits, more log to replay after a crash.
+    pub checkpoint_interval: std::time::Duration,
+    /// Log size that forces a checkpoint.
+    pub checkpoint_log_bytes: u64,
     /// Verify every page checksum on every open (slow on big stores). Off by default;
     /// redb always checks and repairs after an unclean shutdown.
     pub check_integrity_on_open: bool,
@@ -89,6 +101,8 @@ impl Default for EmbeddedOptions {
             queue_depth: 4096,
             quick_repair: false,
             check_integrity_on_open: false,
+            checkpoint_interval: std::time::Duration::from_secs(2),
+            checkpoint_log_bytes: 64 << 20,
         }
     }
 }
@@ -153,6 +167,9 @@ impl EmbeddedStore {
         }
         ensure_tables(&db).map_err(|e| open_error(&path, e))?;
 
+        let (log, replayed) = Wal::open(&db, &path).map_err(|e| open_error(&path, e))?;
+        let repaired = repaired || replayed > 0;
+
         let db = Arc::new(db);
         let snapshot = Snapshot::open(&db).map_err(|e| open_error(&path, e))?;
         let shared = Arc::new(Shared {
@@ -168,12 +185,23 @@ impl EmbeddedStore {
             std::thread::Builder::new()
                 .name("store-writer".into())
                 .spawn(move || {
-                    let quick_repair = opts.quick_repair;
-                    writer_loop(db, rx, shared, opts, move |db, batch| apply(db, batch, quick_repair))
+                    let mut committer = Committer::new(log, opts.clone());
+                    writer_loop(db.clone(), rx, shared, opts, |db, batch| committer.commit(db, batch));
+                    // Leave the file complete and the log empty.
+                    if let Err(e) = committer.checkpoint(&db) {
+                        tracing::error!("final store checkpoint failed (the log is replayed at next open): {e}");
+                    }
                 })
                 .map_err(StoreError::Io)?
         };
-        Ok(EmbeddedStore { db: Mutex::new(Some(db)), path, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)), shared, repaired })
+        Ok(EmbeddedStore {
+            db: Mutex::new(Some(db)),
+            path,
+            tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+            shared,
+            repaired,
+        })
     }
 
     /// Open `dir/handles.redb`, creating `dir` if needed.
@@ -227,13 +255,14 @@ impl EmbeddedStore {
     }
 
     /// Queue one write and wait for its acknowledgement.
-    async fn submit<T>(&self, op: Op, wrap: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Reply) -> Result<T, StoreError> {
+    async fn submit<T>(
+        &self,
+        op: Op,
+        wrap: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Reply,
+    ) -> Result<T, StoreError> {
         let (reply, answer) = oneshot::channel();
         let bytes = op.bytes();
-        self.sender()?
-            .send(Pending { op, bytes, reply: wrap(reply) })
-            .await
-            .map_err(|_| self.writer_gone())?;
+        self.sender()?.send(Pending { op, bytes, reply: wrap(reply) }).await.map_err(|_| self.writer_gone())?;
         answer.await.map_err(|_| self.writer_gone())?
     }
 
@@ -278,16 +307,23 @@ impl Store for EmbeddedStore {
         }
     }
 
-    async fn swap(&self, key: &[u8], expect: Expect, new: Option<HandleRecord>) -> Result<SwapOutcome, StoreError> {
+    async fn swap_with_docs(
+        &self,
+        key: &[u8],
+        expect: Expect,
+        new: Option<HandleRecord>,
+        doc_writes: Vec<DocWrite>,
+    ) -> Result<SwapOutcome, StoreError> {
         if let Some(r) = &new {
             r.validate()?;
         }
+        let docs = doc_writes.into_iter().map(docs::write_op).collect::<Result<Vec<_>, _>>()?;
         let (raw_expect, expected) = match expect {
             Expect::Absent => (RawExpect::Absent, None),
             Expect::Any => (RawExpect::Any, None),
             Expect::Present(r) => (RawExpect::Present(r.encode()), Some(r)),
         };
-        let op = Op::Swap { key: key.to_vec(), expect: raw_expect, new: new.map(|r| r.encode()) };
+        let op = Op::Swap { key: key.to_vec(), expect: raw_expect, new: new.map(|r| r.encode()), docs };
         let raw = self.submit(op, Reply::Swap).await?;
         Ok(match raw {
             RawOutcome::DoneAsExpected => SwapOutcome::Done { previous: expected },
@@ -311,7 +347,12 @@ impl Store for EmbeddedStore {
         })
     }
 
-    async fn scan_keys(&self, prefix: &[u8], start_after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+    async fn scan_keys(
+        &self,
+        prefix: &[u8],
+        start_after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
@@ -335,17 +376,22 @@ impl Store for EmbeddedStore {
         Ok(out)
     }
 
-    async fn put_many(&self, records: Vec<(Vec<u8>, HandleRecord)>) -> Result<(), StoreError> {
+    async fn put_many_with_docs(
+        &self,
+        records: Vec<(Vec<u8>, HandleRecord)>,
+        doc_writes: Vec<DocWrite>,
+    ) -> Result<(), StoreError> {
         for (_, r) in &records {
             r.validate()?;
         }
+        let docs = doc_writes.into_iter().map(docs::write_op).collect::<Result<Vec<_>, _>>()?;
         // Encode and sort here, on the caller, to keep the writer thread free. The
         // sort is stable so the later of two equal keys is inserted last and wins.
         let mut encoded: Vec<(Vec<u8>, Vec<u8>)> = records.into_iter().map(|(k, r)| (k, r.encode())).collect();
         if !encoded.is_sorted_by(|a, b| a.0 <= b.0) {
             encoded.sort_by(|a, b| a.0.cmp(&b.0));
         }
-        self.submit(Op::Import { records: encoded }, Reply::Unit).await
+        self.submit(Op::Import { records: encoded, docs }, Reply::Unit).await
     }
 
     async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
@@ -422,231 +468,6 @@ impl Store for EmbeddedStore {
 }
 
 // ---------------------------------------------------------------------------------
-// The writer
-
-enum RawExpect {
-    Absent,
-    Present(Vec<u8>),
-    Any,
-}
-
-enum RawOutcome {
-    /// `Expect::Present` held: the previous record is the expected one.
-    DoneAsExpected,
-    Done { previous: Option<Vec<u8>> },
-    Conflict { current: Option<Vec<u8>> },
-}
-
-enum Op {
-    Swap { key: Vec<u8>, expect: RawExpect, new: Option<Vec<u8>> },
-    Meta { key: String, value: Option<Vec<u8>> },
-    Import { records: Vec<(Vec<u8>, Vec<u8>)> },
-    /// A document swap: stored document key, the index-entry keys of the new
-    /// state, the id (to rebuild the old state's entry keys) and the collection.
-    DocSwap(docs::DocOp),
-}
-
-impl Op {
-    fn bytes(&self) -> usize {
-        match self {
-            Op::Swap { key, expect, new } => {
-                key.len() + new.as_ref().map_or(0, Vec::len) + if let RawExpect::Present(e) = expect { e.len() } else { 0 }
-            }
-            Op::Meta { key, value } => key.len() + value.as_ref().map_or(0, Vec::len),
-            Op::Import { records } => records.iter().map(|(k, v)| k.len() + v.len()).sum(),
-            Op::DocSwap(d) => d.bytes(),
-        }
-    }
-}
-
-enum Reply {
-    Swap(oneshot::Sender<Result<RawOutcome, StoreError>>),
-    Unit(oneshot::Sender<Result<(), StoreError>>),
-}
-
-enum Ack {
-    Swap(RawOutcome),
-    Unit,
-}
-
-struct Pending {
-    op: Op,
-    bytes: usize,
-    reply: Reply,
-}
-
-impl Pending {
-    fn answer(self, result: Result<Ack, StoreError>) {
-        // A caller that went away no longer needs its answer: ignore send errors.
-        match (self.reply, result) {
-            (Reply::Swap(r), Ok(Ack::Swap(o))) => drop(r.send(Ok(o))),
-            (Reply::Unit(r), Ok(Ack::Unit)) => drop(r.send(Ok(()))),
-            (Reply::Swap(r), Err(e)) => drop(r.send(Err(e))),
-            (Reply::Unit(r), Err(e)) => drop(r.send(Err(e))),
-            (Reply::Swap(r), Ok(Ack::Unit)) => drop(r.send(Err(StoreError::Backend("internal: wrong reply".into())))),
-            (Reply::Unit(r), Ok(Ack::Swap(_))) => drop(r.send(Err(StoreError::Backend("internal: wrong reply".into())))),
-        }
-    }
-}
-
-/// Take batches off the queue, `apply` each (one transaction, one commit), publish
-/// the new snapshot, then answer. `apply` is a parameter so tests can make it fail.
-fn writer_loop(
-    db: Arc<Database>,
-    mut rx: mpsc::Receiver<Pending>,
-    shared: Arc<Shared>,
-    opts: EmbeddedOptions,
-    apply: impl Fn(&Database, &[Pending]) -> Result<Vec<Ack>, StoreError>,
-) {
-    let max_ops = opts.max_batch_ops.max(1);
-    let mut batch: Vec<Pending> = Vec::with_capacity(max_ops);
-    while let Some(first) = rx.blocking_recv() {
-        let mut bytes = first.bytes;
-        batch.push(first);
-        while batch.len() < max_ops && bytes < opts.max_batch_bytes {
-            match rx.try_recv() {
-                Ok(p) => {
-                    bytes += p.bytes;
-                    batch.push(p);
-                }
-                Err(_) => break,
-            }
-        }
-        let ops = batch.iter().filter(|p| !matches!(p.op, Op::Import { .. })).count() as u64;
-        let imported: u64 =
-            batch.iter().map(|p| if let Op::Import { records } = &p.op { records.len() as u64 } else { 0 }).sum();
-
-        let started = Instant::now();
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| apply(&db, &batch)));
-        match result {
-            Ok(Ok(acks)) => {
-                shared.stats.committed(ops, imported, true, started.elapsed().as_micros() as u64);
-                // Publish the new state before anyone learns of it.
-                match Snapshot::open(&db) {
-                    Ok(snap) => shared.snapshot.store(Some(Arc::new(snap))),
-                    Err(e) => {
-                        tracing::warn!("could not open a read snapshot after a commit: {e}");
-                        shared.snapshot.store(None);
-                    }
-                }
-                for (p, a) in batch.drain(..).zip(acks) {
-                    p.answer(Ok(a));
-                }
-            }
-            Ok(Err(e)) => {
-                tracing::error!("store commit of {} operations failed: {e}", batch.len());
-                shared.stats.failed(batch.len() as u64);
-                for p in batch.drain(..) {
-                    p.answer(Err(e.duplicate()));
-                }
-            }
-            Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                let msg = format!("store writer stopped after a panic: {msg}");
-                tracing::error!("{msg}");
-                shared.stats.failed(batch.len() as u64);
-                *shared.fatal.lock() = Some(msg.clone());
-                for p in batch.drain(..) {
-                    p.answer(Err(StoreError::Backend(msg.clone())));
-                }
-                // The database may be in any state: take no more writes.
-                rx.close();
-                while let Ok(p) = rx.try_recv() {
-                    p.answer(Err(StoreError::Backend(msg.clone())));
-                }
-                return;
-            }
-        }
-    }
-}
-
-/// Apply a batch in one write transaction and commit it durably.
-fn apply(db: &Database, batch: &[Pending], quick_repair: bool) -> Result<Vec<Ack>, StoreError> {
-    let r = |e: redb::StorageError| map_redb(e.into());
-    let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
-    txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
-    txn.set_quick_repair(quick_repair);
-    let mut acks = Vec::with_capacity(batch.len());
-    {
-        let mut handles = txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
-        let mut meta = None;
-        let mut doc_tables = None;
-        for p in batch {
-            match &p.op {
-                Op::Swap { key, expect, new } => {
-                    let key = key.as_slice();
-                    let outcome = match expect {
-                        RawExpect::Any => {
-                            let previous = match new {
-                                Some(v) => handles.insert(key, v.as_slice()).map_err(r)?.map(|g| g.value().to_vec()),
-                                None => handles.remove(key).map_err(r)?.map(|g| g.value().to_vec()),
-                            };
-                            RawOutcome::Done { previous }
-                        }
-                        RawExpect::Absent | RawExpect::Present(_) => {
-                            let conflict = {
-                                let current = handles.get(key).map_err(r)?;
-                                match (expect, current) {
-                                    (RawExpect::Absent, None) => None,
-                                    (RawExpect::Present(e), Some(c)) if c.value() == e.as_slice() => None,
-                                    (_, c) => Some(c.map(|g| g.value().to_vec())),
-                                }
-                            };
-                            match conflict {
-                                Some(current) => RawOutcome::Conflict { current },
-                                None => {
-                                    match new {
-                                        Some(v) => drop(handles.insert(key, v.as_slice()).map_err(r)?),
-                                        None => drop(handles.remove(key).map_err(r)?),
-                                    }
-                                    match expect {
-                                        RawExpect::Present(_) => RawOutcome::DoneAsExpected,
-                                        _ => RawOutcome::Done { previous: None },
-                                    }
-                                }
-                            }
-                        }
-                    };
-                    acks.push(Ack::Swap(outcome));
-                }
-                Op::Meta { key, value } => {
-                    if meta.is_none() {
-                        meta = Some(txn.open_table(META).map_err(|e| map_redb(e.into()))?);
-                    }
-                    let t = meta.as_mut().expect("opened above");
-                    match value {
-                        Some(v) => drop(t.insert(key.as_str(), v.as_slice()).map_err(r)?),
-                        None => drop(t.remove(key.as_str()).map_err(r)?),
-                    }
-                    acks.push(Ack::Unit);
-                }
-                Op::Import { records } => {
-                    for (k, v) in records {
-                        handles.insert(k.as_slice(), v.as_slice()).map_err(r)?;
-                    }
-                    acks.push(Ack::Unit);
-                }
-                Op::DocSwap(d) => {
-                    if doc_tables.is_none() {
-                        let t = txn.open_table(DOCS).map_err(|e| map_redb(e.into()))?;
-                        let i = txn.open_table(DOC_INDEX).map_err(|e| map_redb(e.into()))?;
-                        doc_tables = Some((t, i));
-                    }
-                    let (t, i) = doc_tables.as_mut().expect("opened above");
-                    acks.push(Ack::Swap(docs::apply(t, i, d)?));
-                }
-            }
-        }
-    }
-    txn.commit().map_err(|e| map_redb(e.into()))?;
-    Ok(acks)
-}
-
-// ---------------------------------------------------------------------------------
 // Open and errors
 
 /// Both tables in one read transaction.
@@ -677,7 +498,8 @@ fn ensure_tables(db: &Database) -> Result<(), StoreError> {
         let m = matches!(txn.open_table(META), Err(redb::TableError::TableDoesNotExist(_)));
         let d = matches!(txn.open_table(DOCS), Err(redb::TableError::TableDoesNotExist(_)));
         let i = matches!(txn.open_table(DOC_INDEX), Err(redb::TableError::TableDoesNotExist(_)));
-        h || m || d || i
+        let w = matches!(txn.open_table(wal::WAL_STATE), Err(redb::TableError::TableDoesNotExist(_)));
+        h || m || d || i || w
     };
     if missing {
         let txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
@@ -685,6 +507,7 @@ fn ensure_tables(db: &Database) -> Result<(), StoreError> {
         txn.open_table(META).map_err(|e| map_redb(e.into()))?;
         txn.open_table(DOCS).map_err(|e| map_redb(e.into()))?;
         txn.open_table(DOC_INDEX).map_err(|e| map_redb(e.into()))?;
+        txn.open_table(wal::WAL_STATE).map_err(|e| map_redb(e.into()))?;
         txn.commit().map_err(|e| map_redb(e.into()))?;
     }
     Ok(())
@@ -724,153 +547,5 @@ fn map_redb(e: redb::Error) -> StoreError {
             "table {table} has key type {key:?} and value type {value:?}: not a handled store?"
         )),
         other => StoreError::Backend(other.to_string()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rec(d: &str) -> Vec<u8> {
-        HandleRecord::new(vec![handled_proto::HandleValue::new(1, "URL", d)]).encode()
-    }
-
-    fn swap(key: &[u8], expect: RawExpect, new: Option<Vec<u8>>) -> Pending {
-        let (reply, _rx) = oneshot::channel();
-        let op = Op::Swap { key: key.to_vec(), expect, new };
-        Pending { bytes: op.bytes(), op, reply: Reply::Swap(reply) }
-    }
-
-    fn outcome(a: &Ack) -> &RawOutcome {
-        match a {
-            Ack::Swap(o) => o,
-            Ack::Unit => panic!("unit ack"),
-        }
-    }
-
-    /// Several operations on one key inside ONE transaction behave as if serialized
-    /// in arrival order.
-    #[test]
-    fn same_key_ops_in_one_batch_are_serialized() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::create(dir.path().join("t.redb")).unwrap();
-        ensure_tables(&db).unwrap();
-        let k = b"20.5000/k";
-        let batch = vec![
-            swap(k, RawExpect::Absent, Some(rec("a"))),                 // Done
-            swap(k, RawExpect::Absent, Some(rec("x"))),                 // Conflict(a)
-            swap(k, RawExpect::Present(rec("a")), Some(rec("b"))),      // Done
-            swap(k, RawExpect::Present(rec("a")), Some(rec("y"))),      // Conflict(b)
-            swap(k, RawExpect::Any, None),                              // Done(prev b)
-            swap(k, RawExpect::Present(rec("b")), Some(rec("z"))),      // Conflict(None)
-            swap(k, RawExpect::Absent, Some(rec("c"))),                 // Done
-        ];
-        let acks = apply(&db, &batch, false).unwrap();
-        assert!(matches!(outcome(&acks[0]), RawOutcome::Done { previous: None }));
-        assert!(matches!(outcome(&acks[1]), RawOutcome::Conflict { current: Some(c) } if *c == rec("a")));
-        assert!(matches!(outcome(&acks[2]), RawOutcome::DoneAsExpected));
-        assert!(matches!(outcome(&acks[3]), RawOutcome::Conflict { current: Some(c) } if *c == rec("b")));
-        assert!(matches!(outcome(&acks[4]), RawOutcome::Done { previous: Some(p) } if *p == rec("b")));
-        assert!(matches!(outcome(&acks[5]), RawOutcome::Conflict { current: None }));
-        assert!(matches!(outcome(&acks[6]), RawOutcome::Done { previous: None }));
-        let txn = db.begin_read().unwrap();
-        let t = txn.open_table(HANDLES).unwrap();
-        assert_eq!(t.get(k.as_slice()).unwrap().unwrap().value(), rec("c").as_slice());
-        assert_eq!(t.len().unwrap(), 1);
-    }
-
-    fn unit(key: &str) -> (Pending, oneshot::Receiver<Result<(), StoreError>>) {
-        let (reply, rx) = oneshot::channel();
-        let op = Op::Meta { key: key.into(), value: Some(vec![1]) };
-        (Pending { bytes: op.bytes(), op, reply: Reply::Unit(reply) }, rx)
-    }
-
-    fn test_shared(db: &Database) -> Arc<Shared> {
-        Arc::new(Shared {
-            stats: StatCounters::default(),
-            snapshot: ArcSwapOption::from_pointee(Snapshot::open(db).unwrap()),
-            fatal: Mutex::new(None),
-        })
-    }
-
-    /// A failed commit fails every operation of its batch, and only those.
-    #[test]
-    fn failed_commit_fails_the_whole_batch() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::create(dir.path().join("t.redb")).unwrap();
-        ensure_tables(&db).unwrap();
-        let db = Arc::new(db);
-        let shared = test_shared(&db);
-        let (tx, rx) = mpsc::channel(16);
-        // Queue a batch before the writer starts, so it is drained as one.
-        let mut answers = Vec::new();
-        for k in ["a", "fail", "b"] {
-            let (p, r) = unit(k);
-            tx.blocking_send(p).unwrap();
-            answers.push(r);
-        }
-        let writer = {
-            let (db, shared) = (db.clone(), shared.clone());
-            std::thread::spawn(move || {
-                writer_loop(db, rx, shared, EmbeddedOptions::default(), |db, batch| {
-                    let fail = batch.iter().any(|p| matches!(&p.op, Op::Meta { key, .. } if key == "fail"));
-                    if fail {
-                        Err(StoreError::Io(std::io::Error::other("disk on fire")))
-                    } else {
-                        apply(db, batch, false)
-                    }
-                })
-            })
-        };
-        for r in answers {
-            match r.blocking_recv().unwrap() {
-                Err(StoreError::Io(e)) => assert!(e.to_string().contains("disk on fire")),
-                other => panic!("{other:?}"),
-            }
-        }
-        // The next batch is unaffected.
-        let (p, r) = unit("c");
-        tx.blocking_send(p).unwrap();
-        r.blocking_recv().unwrap().unwrap();
-        drop(tx);
-        writer.join().unwrap();
-        let st = shared.stats.snapshot();
-        assert_eq!((st.failed_commits, st.failed_ops, st.commits, st.write_ops), (1, 3, 1, 1));
-        // Nothing of the failed batch was written.
-        let txn = db.begin_read().unwrap();
-        let meta = txn.open_table(META).unwrap();
-        assert!(meta.get("a").unwrap().is_none());
-        assert!(meta.get("c").unwrap().is_some());
-    }
-
-    /// A panic in the writer fails its batch and stops the writer for good.
-    #[test]
-    fn writer_panic_stops_writes() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::create(dir.path().join("t.redb")).unwrap();
-        ensure_tables(&db).unwrap();
-        let db = Arc::new(db);
-        let shared = test_shared(&db);
-        let (tx, rx) = mpsc::channel(16);
-        let (p1, r1) = unit("a");
-        let (p2, r2) = unit("b");
-        tx.blocking_send(p1).unwrap();
-        tx.blocking_send(p2).unwrap();
-        let writer = {
-            let (db, shared) = (db.clone(), shared.clone());
-            std::thread::spawn(move || {
-                writer_loop(db, rx, shared, EmbeddedOptions::default(), |_, _| panic!("boom"))
-            })
-        };
-        for r in [r1, r2] {
-            match r.blocking_recv().unwrap() {
-                Err(StoreError::Backend(m)) => assert!(m.contains("boom"), "{m}"),
-                other => panic!("{other:?}"),
-            }
-        }
-        writer.join().unwrap();
-        assert!(shared.fatal.lock().as_deref().unwrap().contains("boom"));
-        let (p3, _r3) = unit("c");
-        assert!(tx.blocking_send(p3).is_err(), "the writer must take no more writes");
     }
 }

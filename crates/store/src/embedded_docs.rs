@@ -7,9 +7,10 @@ use std::ops::Bound;
 
 use redb::{ReadableTable, Table};
 
+use super::wal::{Redo, TableId};
 use super::{map_redb, RawExpect, RawOutcome, Snapshot};
 use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
-use crate::{scan_start, DocExpect, DocOutcome, Document, IndexHit, IndexMatch, StoreError};
+use crate::{scan_start, DocExpect, DocOutcome, DocWrite, Document, IndexHit, IndexMatch, StoreError};
 
 /// A queued document swap, encoded on the caller so the writer thread only copies bytes.
 pub(super) struct DocOp {
@@ -29,7 +30,21 @@ impl DocOp {
     }
 }
 
-pub(super) fn swap_op(collection: &str, id: &[u8], expect: DocExpect, new: Option<Document>) -> Result<super::Op, StoreError> {
+pub(super) fn swap_op(
+    collection: &str,
+    id: &[u8],
+    expect: DocExpect,
+    new: Option<Document>,
+) -> Result<super::Op, StoreError> {
+    doc_op(collection, id, expect, new).map(super::Op::DocSwap)
+}
+
+/// A document write riding along with a handle write.
+pub(super) fn write_op(w: DocWrite) -> Result<DocOp, StoreError> {
+    doc_op(&w.collection, &w.id, DocExpect::Any, w.doc)
+}
+
+fn doc_op(collection: &str, id: &[u8], expect: DocExpect, new: Option<Document>) -> Result<DocOp, StoreError> {
     let new = match new.map(Document::normalized) {
         Some(d) => {
             d.validate()?;
@@ -43,11 +58,16 @@ pub(super) fn swap_op(collection: &str, id: &[u8], expect: DocExpect, new: Optio
         DocExpect::Any => RawExpect::Any,
         DocExpect::Present(d) => RawExpect::Present(d.normalized().encode()),
     };
-    Ok(super::Op::DocSwap(DocOp { collection: collection.to_owned(), id: id.to_vec(), key: doc_key(collection, id), expect, new }))
+    Ok(DocOp { collection: collection.to_owned(), id: id.to_vec(), key: doc_key(collection, id), expect, new })
 }
 
-/// Inside the writer's transaction.
-pub(super) fn apply(docs: &mut Table<&[u8], &[u8]>, index: &mut Table<&[u8], ()>, op: &DocOp) -> Result<RawOutcome, StoreError> {
+/// Inside the writer's transaction, recording the effects in `redo`.
+pub(super) fn apply(
+    docs: &mut Table<&[u8], &[u8]>,
+    index: &mut Table<&[u8], ()>,
+    op: &DocOp,
+    redo: &mut Redo,
+) -> Result<RawOutcome, StoreError> {
     let r = |e: redb::StorageError| map_redb(e.into());
     let current = docs.get(op.key.as_slice()).map_err(r)?.map(|g| g.value().to_vec());
     let holds = match (&op.expect, &current) {
@@ -62,7 +82,9 @@ pub(super) fn apply(docs: &mut Table<&[u8], &[u8]>, index: &mut Table<&[u8], ()>
         match Document::decode(c) {
             Ok(old) => {
                 for e in &old.index {
-                    index.remove(index_key(&op.collection, e, &op.id).as_slice()).map_err(r)?;
+                    let k = index_key(&op.collection, e, &op.id);
+                    index.remove(k.as_slice()).map_err(r)?;
+                    redo.record(TableId::DocIndex, &k, None);
                 }
             }
             // Its entries cannot be found again; overwriting is still the right thing.
@@ -72,11 +94,16 @@ pub(super) fn apply(docs: &mut Table<&[u8], &[u8]>, index: &mut Table<&[u8], ()>
     match &op.new {
         Some((doc, keys)) => {
             docs.insert(op.key.as_slice(), doc.as_slice()).map_err(r)?;
+            redo.record(TableId::Docs, &op.key, Some(doc));
             for k in keys {
                 index.insert(k.as_slice(), ()).map_err(r)?;
+                redo.record(TableId::DocIndex, k, Some(&[]));
             }
         }
-        None => drop(docs.remove(op.key.as_slice()).map_err(r)?),
+        None => {
+            docs.remove(op.key.as_slice()).map_err(r)?;
+            redo.record(TableId::Docs, &op.key, None);
+        }
     }
     Ok(RawOutcome::Done { previous: current })
 }

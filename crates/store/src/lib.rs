@@ -2,12 +2,13 @@
 //!
 //! One [`Store`] trait and two backends:
 //! * [`EmbeddedStore`]: durable, one redb file, reads inline on the caller, writes
-//!   group-committed by one writer thread (one fsync per batch);
+//!   group-committed by one writer thread (one synced log append per batch);
 //! * [`MemoryStore`]: a `BTreeMap` behind a lock, for `--ephemeral` runs and tests.
 //!
 //! The trait is shaped so a distributed backend (Apache Cassandra) can implement it
 //! too: everything is async, atomicity is per handle only (compare-and-set through
-//! [`Store::swap`], which maps onto a lightweight transaction), there are no
+//! [`Store::swap`], which maps onto a lightweight transaction; documents derived
+//! from a handle may ride along in the same step), there are no general
 //! multi-key transactions, and listing is a key-prefix scan with paging.
 //!
 //! Besides handles, a store keeps **documents** (the `doc_*` methods): named
@@ -30,8 +31,8 @@ mod embedded;
 mod memory;
 mod record;
 
-pub use embedded::{EmbeddedOptions, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
 pub use documents::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, IndexMatch, MAX_INDEX_KEY};
+pub use embedded::{EmbeddedOptions, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
 pub use memory::MemoryStore;
 pub use record::{HandleRecord, InvalidRecord, RecordError};
 
@@ -62,6 +63,17 @@ impl SwapOutcome {
     pub fn is_done(&self) -> bool {
         matches!(self, SwapOutcome::Done { .. })
     }
+}
+
+/// An unconditional document write (`None` = delete) that rides along with a
+/// handle write ([`Store::swap_with_docs`], [`Store::put_many_with_docs`]).
+/// A partitioned backend keeps such documents in the handle's partition, so
+/// the pair stays one lightweight transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocWrite {
+    pub collection: String,
+    pub id: Vec<u8>,
+    pub doc: Option<Document>,
 }
 
 /// Storage failures.
@@ -195,19 +207,49 @@ pub trait Store: Send + Sync + 'static {
     /// Atomic compare-and-set of one handle: write `new` (`None` = delete) if the
     /// current state matches `expect`. Durable before it returns `Ok` on durable
     /// backends. Deleting an absent handle with `Expect::Any` is `Done { previous: None }`.
-    async fn swap(&self, key: &[u8], expect: Expect, new: Option<HandleRecord>) -> Result<SwapOutcome, StoreError>;
+    async fn swap(&self, key: &[u8], expect: Expect, new: Option<HandleRecord>) -> Result<SwapOutcome, StoreError> {
+        self.swap_with_docs(key, expect, new, Vec::new()).await
+    }
+
+    /// [`Store::swap`], and if it is done, the document writes `docs` in the same
+    /// atomic step (one commit: a crash keeps both or neither). For documents
+    /// derived from the handle's state, such as index entries, so they never
+    /// disagree with it. Wrappers override this method, not `swap`, so every
+    /// handle write goes through one path.
+    async fn swap_with_docs(
+        &self,
+        key: &[u8],
+        expect: Expect,
+        new: Option<HandleRecord>,
+        docs: Vec<DocWrite>,
+    ) -> Result<SwapOutcome, StoreError>;
 
     /// Keys starting with `prefix`, in key order, strictly after `start_after`, at
     /// most `limit`. Page by passing the last key of a page as the next
     /// `start_after`. (The server scans `<PREFIX>/`-style prefixes; a partitioned
     /// backend can map the part before `/` to its partition and keep the rest
     /// sorted within it.)
-    async fn scan_keys(&self, prefix: &[u8], start_after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError>;
+    async fn scan_keys(
+        &self,
+        prefix: &[u8],
+        start_after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError>;
 
     /// Bulk load (import): overwrite these records, no CAS; durable on return. If a
     /// key appears twice the later record wins. Callers should pass sorted chunks of
     /// some thousands of records.
-    async fn put_many(&self, records: Vec<(Vec<u8>, HandleRecord)>) -> Result<(), StoreError>;
+    async fn put_many(&self, records: Vec<(Vec<u8>, HandleRecord)>) -> Result<(), StoreError> {
+        self.put_many_with_docs(records, Vec::new()).await
+    }
+
+    /// [`Store::put_many`] plus document writes, all in the same atomic step
+    /// (documents after records). Wrappers override this one, not `put_many`.
+    async fn put_many_with_docs(
+        &self,
+        records: Vec<(Vec<u8>, HandleRecord)>,
+        docs: Vec<DocWrite>,
+    ) -> Result<(), StoreError>;
 
     /// Small server metadata (homed prefixes, serials).
     async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;

@@ -8,8 +8,8 @@ use parking_lot::RwLock;
 
 use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
 use crate::{
-    scan_start, DocExpect, DocOutcome, Document, Expect, HandleRecord, IndexHit, IndexMatch, StatCounters, Store,
-    StoreError, StoreStats, SwapOutcome,
+    scan_start, DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, StatCounters,
+    Store, StoreError, StoreStats, SwapOutcome,
 };
 
 /// A `BTreeMap` of handles and one of metadata, each behind a reader-writer lock.
@@ -28,6 +28,44 @@ pub struct MemoryStore {
 struct Docs {
     docs: BTreeMap<Vec<u8>, Document>,
     index: BTreeSet<Vec<u8>>,
+}
+
+impl Docs {
+    /// Replace (or delete) one document and its index entries; returns the old one.
+    fn write(&mut self, collection: &str, id: &[u8], new: Option<Document>) -> Option<Document> {
+        let key = doc_key(collection, id);
+        if let Some(d) = &new {
+            for e in &d.index {
+                self.index.insert(index_key(collection, e, id));
+            }
+        }
+        let previous = match new {
+            Some(d) => self.docs.insert(key.clone(), d),
+            None => self.docs.remove(&key),
+        };
+        // Entries of the replaced state that the new one does not carry.
+        if let Some(p) = &previous {
+            let keep = self.docs.get(&key).map(|d| d.index.clone()).unwrap_or_default();
+            for e in p.index.iter().filter(|e| !keep.contains(e)) {
+                self.index.remove(&index_key(collection, e, id));
+            }
+        }
+        previous
+    }
+}
+
+/// Normalize and check documents before any lock is taken.
+fn validated(writes: Vec<DocWrite>) -> Result<Vec<DocWrite>, StoreError> {
+    writes
+        .into_iter()
+        .map(|w| {
+            let doc = w.doc.map(Document::normalized);
+            if let Some(d) = &doc {
+                d.validate()?;
+            }
+            Ok(DocWrite { doc, ..w })
+        })
+        .collect()
 }
 
 impl MemoryStore {
@@ -50,11 +88,18 @@ impl Store for MemoryStore {
         Ok(self.handles.read().get(key).cloned())
     }
 
-    async fn swap(&self, key: &[u8], expect: Expect, new: Option<HandleRecord>) -> Result<SwapOutcome, StoreError> {
+    async fn swap_with_docs(
+        &self,
+        key: &[u8],
+        expect: Expect,
+        new: Option<HandleRecord>,
+        doc_writes: Vec<DocWrite>,
+    ) -> Result<SwapOutcome, StoreError> {
         self.check_open()?;
         if let Some(r) = &new {
             r.validate()?;
         }
+        let doc_writes = validated(doc_writes)?;
         let mut map = self.handles.write();
         let current = map.get(key);
         let ok = match &expect {
@@ -68,16 +113,26 @@ impl Store for MemoryStore {
             self.stats.committed(1, 0, false, 0);
             return Ok(SwapOutcome::Conflict { current });
         }
+        // Both locks held together: no reader sees the handle without its documents.
+        let mut docs = self.docs.write();
         let previous = match new {
             Some(r) => map.insert(key.to_vec(), r),
             None => map.remove(key),
         };
-        drop(map);
+        for w in doc_writes {
+            docs.write(&w.collection, &w.id, w.doc);
+        }
+        drop((docs, map));
         self.stats.committed(1, 0, false, 0);
         Ok(SwapOutcome::Done { previous })
     }
 
-    async fn scan_keys(&self, prefix: &[u8], start_after: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+    async fn scan_keys(
+        &self,
+        prefix: &[u8],
+        start_after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
         self.check_open()?;
         let map = self.handles.read();
         Ok(map
@@ -89,17 +144,26 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    async fn put_many(&self, records: Vec<(Vec<u8>, HandleRecord)>) -> Result<(), StoreError> {
+    async fn put_many_with_docs(
+        &self,
+        records: Vec<(Vec<u8>, HandleRecord)>,
+        doc_writes: Vec<DocWrite>,
+    ) -> Result<(), StoreError> {
         self.check_open()?;
         for (_, r) in &records {
             r.validate()?;
         }
+        let doc_writes = validated(doc_writes)?;
         let n = records.len() as u64;
         let mut map = self.handles.write();
+        let mut docs = self.docs.write();
         for (k, r) in records {
             map.insert(k, r);
         }
-        drop(map);
+        for w in doc_writes {
+            docs.write(&w.collection, &w.id, w.doc);
+        }
+        drop((docs, map));
         self.stats.committed(0, n, false, 0);
         Ok(())
     }
@@ -171,22 +235,7 @@ impl Store for MemoryStore {
             self.stats.committed(1, 0, false, 0);
             return Ok(DocOutcome::Conflict { current });
         }
-        let previous = match new {
-            Some(d) => {
-                for e in &d.index {
-                    docs.index.insert(index_key(collection, e, id));
-                }
-                docs.docs.insert(key, d.clone())
-            }
-            None => docs.docs.remove(&key),
-        };
-        // Entries of the replaced state that the new one does not carry.
-        if let Some(p) = &previous {
-            let keep = docs.docs.get(&doc_key(collection, id)).map(|d| d.index.clone()).unwrap_or_default();
-            for e in p.index.iter().filter(|e| !keep.contains(e)) {
-                docs.index.remove(&index_key(collection, e, id));
-            }
-        }
+        let previous = docs.write(collection, id, new);
         drop(docs);
         self.stats.committed(1, 0, false, 0);
         Ok(DocOutcome::Done { previous })

@@ -63,6 +63,8 @@ both!(
     doc_scan_collection,
     doc_concurrent_cas,
     doc_closed_refuses,
+    swap_with_docs_follows_the_handle,
+    swap_with_docs_concurrent,
 );
 
 #[test]

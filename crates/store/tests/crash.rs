@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use handled_store::conformance::url_record;
-use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, Store, SwapOutcome};
+use handled_store::{DocWrite, Document, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, Store, SwapOutcome};
 use rand::Rng;
 
 const CHILD_DIR: &str = "HANDLED_STORE_CRASH_CHILD";
@@ -38,8 +38,23 @@ fn say(line: String) {
     out.flush().unwrap();
 }
 
+/// Odd rounds checkpoint every few milliseconds, so kills also land during and
+/// right after checkpoints; even rounds use the default (kills land in the log).
+fn options(round: u32) -> EmbeddedOptions {
+    let mut o = EmbeddedOptions::default();
+    if round % 2 == 1 {
+        o.checkpoint_interval = Duration::from_millis(15);
+    }
+    o
+}
+
+/// The document each create carries (as the server's reverse index does).
+fn derived(key: &str) -> Document {
+    Document::new(key.as_bytes(), vec![IndexEntry::new("url", key.as_bytes())])
+}
+
 async fn child(dir: &Path, round: u32) {
-    let s: Arc<dyn Store> = Arc::new(EmbeddedStore::open_dir(dir, EmbeddedOptions::default()).unwrap());
+    let s: Arc<dyn Store> = Arc::new(EmbeddedStore::open_dir(dir, options(round)).unwrap());
     if s.get(HOT).await.unwrap().is_none() {
         s.swap(HOT, Expect::Absent, Some(url_record("0"))).await.unwrap();
     }
@@ -67,7 +82,8 @@ async fn child(dir: &Path, round: u32) {
                     }
                 } else {
                     let key = format!("20.5000/r{round}-t{t}-{i}");
-                    let out = s.swap(key.as_bytes(), Expect::Absent, Some(url_record(&key))).await.unwrap();
+                    let doc = DocWrite { collection: "idx".into(), id: key.clone().into_bytes(), doc: Some(derived(&key)) };
+                    let out = s.swap_with_docs(key.as_bytes(), Expect::Absent, Some(url_record(&key)), vec![doc]).await.unwrap();
                     assert!(out.is_done());
                     say(format!("C {key}"));
                 }
@@ -139,16 +155,20 @@ fn acknowledged_writes_survive_sigkill() {
         assert!(c > 0, "the child acknowledged nothing in {delay} ms");
 
         let opened = Instant::now();
-        let s = EmbeddedStore::open_dir(dir.path(), EmbeddedOptions::default()).unwrap();
+        let s = EmbeddedStore::open_dir(dir.path(), options(round)).unwrap();
         let open_time = opened.elapsed();
         rt.block_on(async {
             for k in &created {
                 assert_eq!(s.get(k.as_bytes()).await.unwrap(), Some(url_record(k)), "acknowledged {k} lost");
+                assert_eq!(s.doc_get("idx", k.as_bytes()).await.unwrap(), Some(derived(k)), "document of {k} lost");
             }
             let hot = s.get(HOT).await.unwrap().expect("counter lost");
             let n: u64 = std::str::from_utf8(&hot.values[0].data).unwrap().parse().unwrap();
             assert!(n >= hot_acked, "counter at {n}, but {hot_acked} was acknowledged");
             assert!(s.count().await.unwrap() > created.len() as u64, "the counter is one more handle");
+            let last = created.last().unwrap();
+            let hits = s.doc_lookup("idx", "url", IndexMatch::Exact(last.as_bytes()), None, 2).await.unwrap();
+            assert_eq!(hits.len(), 1, "index entry of {last}");
         });
         eprintln!(
             "round {round}: killed after {delay} ms ({status}); {c} creates + {h} increments acknowledged, \

@@ -99,7 +99,8 @@ async fn concurrent_swaps_all_persisted_and_batched() {
     let stats = s.stats();
     assert!(stats.max_batch > 1, "no group commit under load: {stats:?}");
     assert!(stats.commits < stats.write_ops, "{stats:?}");
-    assert_eq!(stats.commits, stats.fsyncs);
+    // A batch of conflicts only changes nothing and syncs nothing.
+    assert!(stats.fsyncs <= stats.commits && stats.fsyncs > 0, "{stats:?}");
     assert_eq!(stats.failed_ops, 0);
     eprintln!("{} ops in {} commits, mean batch {:.1}, max {}", stats.write_ops, stats.commits, stats.mean_batch(), stats.max_batch);
     drop(s);

@@ -1,0 +1,318 @@
+//! The embedded store's write-ahead log.
+//!
+//! A durable redb commit rewrites every B-tree page a batch touched and fsyncs
+//! them: with writes spread over the key space that is hundreds of random pages
+//! per batch. Instead, each batch's *effects* (the table entries it set or
+//! removed) are appended to a log file and that one sequential append is
+//! `fdatasync`ed; redb then commits without syncing. Every so often (time or log
+//! size, see [`super::EmbeddedOptions`]) a batch is committed durably instead — a
+//! checkpoint — and the log starts over.
+//!
+//! Records are physical redo (`set key = value` / `remove key` per table), so
+//! replaying one twice is harmless. Each record carries a sequence number; the
+//! checkpoint stores the last one it covers in its own commit, and opening the
+//! store replays the records after it, in order, stopping at the first torn or
+//! out-of-sequence record (only the unacknowledged tail can be torn: a batch is
+//! answered after its record is synced).
+//!
+//! Record: `len: u32 LE | crc32(payload): u32 LE | payload`, payload =
+//! `seq: u64 LE | entry*`, entry = `table: u8 | key_len: u32 LE | key |
+//! present: u8 | (value_len: u32 LE | value)?`.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use redb::{Database, Durability, ReadableTable, TableDefinition, WriteTransaction};
+
+use super::{map_redb, DOCS, DOC_INDEX, HANDLES, META};
+use crate::StoreError;
+
+/// redb table holding the checkpoint: "seq" → last log record it covers.
+pub(super) const WAL_STATE: TableDefinition<&str, u64> = TableDefinition::new("wal.v1");
+const SEQ_KEY: &str = "seq";
+const HEADER: usize = 8;
+/// Bigger lengths are not ours (a torn length field): stop replay there.
+const MAX_RECORD: u32 = 1 << 30;
+
+/// The tables a redo entry can target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TableId {
+    Handles = 0,
+    Meta = 1,
+    Docs = 2,
+    DocIndex = 3,
+}
+
+impl TableId {
+    fn from_byte(b: u8) -> Option<TableId> {
+        [TableId::Handles, TableId::Meta, TableId::Docs, TableId::DocIndex].into_iter().find(|t| *t as u8 == b)
+    }
+}
+
+/// The effects of one batch, encoded as they are applied.
+#[derive(Default)]
+pub(super) struct Redo {
+    entries: Vec<u8>,
+}
+
+impl Redo {
+    /// Record `key` set to `value` (`None`: removed) in `table`.
+    pub(super) fn record(&mut self, table: TableId, key: &[u8], value: Option<&[u8]>) {
+        self.entries.push(table as u8);
+        put_bytes(&mut self.entries, key);
+        match value {
+            Some(v) => {
+                self.entries.push(1);
+                put_bytes(&mut self.entries, v);
+            }
+            None => self.entries.push(0),
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+/// The open log file.
+pub(super) struct Wal {
+    file: File,
+    path: PathBuf,
+    len: u64,
+    /// Sequence number of the last record appended (or covered by the checkpoint).
+    last_seq: u64,
+}
+
+impl Wal {
+    /// The log of the store file `db_path`.
+    pub(super) fn path_for(db_path: &Path) -> PathBuf {
+        let mut p = db_path.as_os_str().to_owned();
+        p.push(".wal");
+        PathBuf::from(p)
+    }
+
+    /// Open the log beside `db_path`, replay into `db` what the last checkpoint
+    /// does not cover (one durable commit), and empty the log. Returns the log
+    /// and the number of records replayed.
+    pub(super) fn open(db: &Database, db_path: &Path) -> Result<(Wal, usize), StoreError> {
+        let path = Self::path_for(db_path);
+        let mut file = OpenOptions::new().read(true).append(true).create(true).open(&path)?;
+        let checkpoint = checkpoint_seq(db)?;
+        let mut bytes = Vec::new();
+        file.seek(SeekFrom::Start(0))?;
+        file.read_to_end(&mut bytes)?;
+        let records = valid_records(&bytes, checkpoint);
+        let last_seq = records.last().map_or(checkpoint, |r| r.0);
+        if !records.is_empty() {
+            let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
+            txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
+            for (seq, entries) in &records {
+                replay(&txn, entries)
+                    .map_err(|e| StoreError::Corrupt(format!("log record {seq} in {}: {e}", path.display())))?;
+            }
+            set_checkpoint(&txn, last_seq)?;
+            txn.commit().map_err(|e| map_redb(e.into()))?;
+            tracing::warn!(path = %path.display(), records = records.len(), "store log replayed after an unclean shutdown");
+        }
+        let mut wal = Wal { file, path, len: bytes.len() as u64, last_seq };
+        if wal.len > 0 {
+            wal.reset()?;
+        }
+        Ok((wal, records.len()))
+    }
+
+    /// Bytes in the log since the last checkpoint.
+    pub(super) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Sequence number a checkpoint committed now covers.
+    pub(super) fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Append one batch's effects and sync them to disk.
+    pub(super) fn append(&mut self, redo: &Redo) -> Result<(), StoreError> {
+        let seq = self.last_seq + 1;
+        let payload_len = 8 + redo.entries.len();
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&seq.to_le_bytes());
+        crc.update(&redo.entries);
+        let mut record = Vec::with_capacity(HEADER + payload_len);
+        record.extend_from_slice(&(payload_len as u32).to_le_bytes());
+        record.extend_from_slice(&crc.finalize().to_le_bytes());
+        record.extend_from_slice(&seq.to_le_bytes());
+        record.extend_from_slice(&redo.entries);
+        let written = self.file.write_all(&record).and_then(|_| self.file.sync_data());
+        if let Err(e) = written {
+            // Part of the record may be on disk: cut it off so a later record
+            // does not follow garbage (replay would stop there anyway).
+            let _ = self.file.set_len(self.len);
+            return Err(StoreError::Io(std::io::Error::new(
+                e.kind(),
+                format!("store log {}: {e}", self.path.display()),
+            )));
+        }
+        self.len += record.len() as u64;
+        self.last_seq = seq;
+        Ok(())
+    }
+
+    /// After a checkpoint: everything logged is in the store file; start over.
+    pub(super) fn reset(&mut self) -> Result<(), StoreError> {
+        self.file.set_len(0)?;
+        self.file.sync_all()?;
+        self.len = 0;
+        Ok(())
+    }
+}
+
+/// The checkpoint's sequence number in `db` (0 for a new store).
+fn checkpoint_seq(db: &Database) -> Result<u64, StoreError> {
+    let txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
+    let seq = {
+        let table = txn.open_table(WAL_STATE).map_err(|e| map_redb(e.into()))?;
+        let seq = table.get(SEQ_KEY).map_err(|e| map_redb(e.into()))?.map(|g| g.value());
+        seq.unwrap_or(0)
+    };
+    txn.abort().map_err(|e| map_redb(e.into()))?;
+    Ok(seq)
+}
+
+/// Record, in a durable commit, that the log up to `seq` is in the store file.
+pub(super) fn set_checkpoint(txn: &WriteTransaction, seq: u64) -> Result<(), StoreError> {
+    let mut table = txn.open_table(WAL_STATE).map_err(|e| map_redb(e.into()))?;
+    table.insert(SEQ_KEY, seq).map_err(|e| map_redb(e.into()))?;
+    Ok(())
+}
+
+/// The intact records after `checkpoint`, in sequence: (seq, entries).
+fn valid_records(bytes: &[u8], checkpoint: u64) -> Vec<(u64, &[u8])> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    let mut expected = checkpoint + 1;
+    while bytes.len() - at >= HEADER {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
+        let start = at + HEADER;
+        if !(8..=MAX_RECORD).contains(&len) || bytes.len() - start < len as usize {
+            break;
+        }
+        let payload = &bytes[start..start + len as usize];
+        if crc32fast::hash(payload) != crc {
+            break;
+        }
+        let seq = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
+        // Leftovers the checkpoint covers (an emptying that did not reach the
+        // disk) may precede the live records, never follow them.
+        if !(seq <= checkpoint && out.is_empty()) {
+            if seq != expected {
+                break;
+            }
+            out.push((seq, &payload[8..]));
+            expected += 1;
+        }
+        at = start + len as usize;
+    }
+    out
+}
+
+/// Apply one record's entries inside `txn`.
+fn replay(txn: &WriteTransaction, mut entries: &[u8]) -> Result<(), String> {
+    let mut handles = txn.open_table(HANDLES).map_err(|e| e.to_string())?;
+    let mut meta = txn.open_table(META).map_err(|e| e.to_string())?;
+    let mut docs = txn.open_table(DOCS).map_err(|e| e.to_string())?;
+    let mut index = txn.open_table(DOC_INDEX).map_err(|e| e.to_string())?;
+    while !entries.is_empty() {
+        let table = TableId::from_byte(take(&mut entries, 1)?[0]).ok_or("unknown table")?;
+        let key = take_bytes(&mut entries)?;
+        let value = match take(&mut entries, 1)?[0] {
+            0 => None,
+            1 => Some(take_bytes(&mut entries)?),
+            _ => return Err("bad presence flag".into()),
+        };
+        let e = |e: redb::StorageError| e.to_string();
+        match (table, value) {
+            (TableId::Handles, Some(v)) => drop(handles.insert(key, v).map_err(e)?),
+            (TableId::Handles, None) => drop(handles.remove(key).map_err(e)?),
+            (TableId::Docs, Some(v)) => drop(docs.insert(key, v).map_err(e)?),
+            (TableId::Docs, None) => drop(docs.remove(key).map_err(e)?),
+            (TableId::DocIndex, Some(_)) => drop(index.insert(key, ()).map_err(e)?),
+            (TableId::DocIndex, None) => drop(index.remove(key).map_err(e)?),
+            (TableId::Meta, v) => {
+                let key = std::str::from_utf8(key).map_err(|_| "meta key is not UTF-8")?;
+                match v {
+                    Some(v) => drop(meta.insert(key, v).map_err(e)?),
+                    None => drop(meta.remove(key).map_err(e)?),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn take<'a>(b: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
+    if b.len() < n {
+        return Err("truncated entry".into());
+    }
+    let (head, rest) = b.split_at(n);
+    *b = rest;
+    Ok(head)
+}
+
+fn take_bytes<'a>(b: &mut &'a [u8]) -> Result<&'a [u8], String> {
+    let len = u32::from_le_bytes(take(b, 4)?.try_into().expect("4 bytes")) as usize;
+    take(b, len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: u64, entries: &[u8]) -> Vec<u8> {
+        let mut payload = seq.to_le_bytes().to_vec();
+        payload.extend_from_slice(entries);
+        let mut out = (payload.len() as u32).to_le_bytes().to_vec();
+        out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        out.extend_from_slice(&payload);
+        out
+    }
+
+    #[test]
+    fn replay_stops_at_torn_or_out_of_sequence_records() {
+        let mut log =
+            [record(4, b"old"), record(5, b"a"), record(6, b"b"), record(3, b"stale"), record(7, b"c")].concat();
+        let got: Vec<u64> = valid_records(&log, 4).into_iter().map(|r| r.0).collect();
+        assert_eq!(got, [5, 6], "records the checkpoint covers are skipped; a sequence break ends replay");
+        log = [record(1, b"a"), record(2, b"b")].concat();
+        let full = log.len();
+        for cut in 0..full {
+            let n = valid_records(&log[..cut], 0).len();
+            assert!(n <= 2 && (cut < full || n == 2));
+        }
+        let last = log.len() - 1;
+        log[last] ^= 1;
+        assert_eq!(valid_records(&log, 0).len(), 1, "a damaged record is not replayed");
+    }
+
+    #[test]
+    fn redo_entries_decode() {
+        let mut redo = Redo::default();
+        redo.record(TableId::Handles, b"k", Some(b"v"));
+        redo.record(TableId::DocIndex, b"i", Some(b""));
+        redo.record(TableId::Meta, b"m", None);
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        super::super::ensure_tables(&db).unwrap();
+        let txn = db.begin_write().unwrap();
+        replay(&txn, &redo.entries).unwrap();
+        assert!(replay(&txn, &redo.entries[..redo.entries.len() - 1]).is_err());
+        assert!(replay(&txn, &[9, 0, 0, 0, 0, 0]).is_err());
+    }
+}

@@ -1,0 +1,500 @@
+//! The embedded store's single writer thread: group commit.
+//!
+//! Callers queue [`Pending`] operations; the thread takes the first, drains
+//! whatever else is already queued (up to the batch limits), applies the batch
+//! in arrival order inside one redb write transaction, makes it durable (a synced
+//! log record, or a durable commit at a checkpoint: `embedded_wal.rs`), publishes
+//! a fresh read snapshot, and only then answers every operation of the batch.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use redb::{Database, Durability, ReadableTable, WriteTransaction};
+use tokio::sync::{mpsc, oneshot};
+
+use super::docs::{self, DocOp};
+use super::wal::{self, Redo, TableId, Wal};
+use super::{map_redb, EmbeddedOptions, Shared, Snapshot, DOCS, DOC_INDEX, HANDLES, META};
+use crate::StoreError;
+
+pub(super) enum RawExpect {
+    Absent,
+    Present(Vec<u8>),
+    Any,
+}
+
+pub(super) enum RawOutcome {
+    /// `Expect::Present` held: the previous record is the expected one.
+    DoneAsExpected,
+    Done {
+        previous: Option<Vec<u8>>,
+    },
+    Conflict {
+        current: Option<Vec<u8>>,
+    },
+}
+
+pub(super) enum Op {
+    /// A handle swap; `docs` are written with it when it is done.
+    Swap {
+        key: Vec<u8>,
+        expect: RawExpect,
+        new: Option<Vec<u8>>,
+        docs: Vec<DocOp>,
+    },
+    Meta {
+        key: String,
+        value: Option<Vec<u8>>,
+    },
+    Import {
+        records: Vec<(Vec<u8>, Vec<u8>)>,
+        docs: Vec<DocOp>,
+    },
+    /// A document swap: stored document key, the index-entry keys of the new
+    /// state, the id (to rebuild the old state's entry keys) and the collection.
+    DocSwap(docs::DocOp),
+}
+
+impl Op {
+    pub(super) fn bytes(&self) -> usize {
+        match self {
+            Op::Swap { key, expect, new, docs } => {
+                key.len()
+                    + new.as_ref().map_or(0, Vec::len)
+                    + if let RawExpect::Present(e) = expect { e.len() } else { 0 }
+                    + docs.iter().map(DocOp::bytes).sum::<usize>()
+            }
+            Op::Meta { key, value } => key.len() + value.as_ref().map_or(0, Vec::len),
+            Op::Import { records, docs } => {
+                records.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+                    + docs.iter().map(DocOp::bytes).sum::<usize>()
+            }
+            Op::DocSwap(d) => d.bytes(),
+        }
+    }
+}
+
+pub(super) enum Reply {
+    Swap(oneshot::Sender<Result<RawOutcome, StoreError>>),
+    Unit(oneshot::Sender<Result<(), StoreError>>),
+}
+
+pub(super) enum Ack {
+    Swap(RawOutcome),
+    Unit,
+}
+
+pub(super) struct Pending {
+    pub(super) op: Op,
+    pub(super) bytes: usize,
+    pub(super) reply: Reply,
+}
+
+impl Pending {
+    fn answer(self, result: Result<Ack, StoreError>) {
+        // A caller that went away no longer needs its answer: ignore send errors.
+        match (self.reply, result) {
+            (Reply::Swap(r), Ok(Ack::Swap(o))) => drop(r.send(Ok(o))),
+            (Reply::Unit(r), Ok(Ack::Unit)) => drop(r.send(Ok(()))),
+            (Reply::Swap(r), Err(e)) => drop(r.send(Err(e))),
+            (Reply::Unit(r), Err(e)) => drop(r.send(Err(e))),
+            (Reply::Swap(r), Ok(Ack::Unit)) => drop(r.send(Err(StoreError::Backend("internal: wrong reply".into())))),
+            (Reply::Unit(r), Ok(Ack::Swap(_))) => {
+                drop(r.send(Err(StoreError::Backend("internal: wrong reply".into()))))
+            }
+        }
+    }
+}
+
+/// Take batches off the queue, `commit` each (one transaction; true if the disk
+/// was synced), publish the new snapshot, then answer. `commit` is a parameter so
+/// tests can make it fail.
+pub(super) fn writer_loop(
+    db: Arc<Database>,
+    mut rx: mpsc::Receiver<Pending>,
+    shared: Arc<Shared>,
+    opts: EmbeddedOptions,
+    mut commit: impl FnMut(&Database, &[Pending]) -> Result<(Vec<Ack>, bool), StoreError>,
+) {
+    let max_ops = opts.max_batch_ops.max(1);
+    let mut batch: Vec<Pending> = Vec::with_capacity(max_ops);
+    while let Some(first) = rx.blocking_recv() {
+        let mut bytes = first.bytes;
+        batch.push(first);
+        while batch.len() < max_ops && bytes < opts.max_batch_bytes {
+            match rx.try_recv() {
+                Ok(p) => {
+                    bytes += p.bytes;
+                    batch.push(p);
+                }
+                Err(_) => break,
+            }
+        }
+        let ops = batch.iter().filter(|p| !matches!(p.op, Op::Import { .. })).count() as u64;
+        let imported: u64 =
+            batch.iter().map(|p| if let Op::Import { records, .. } = &p.op { records.len() as u64 } else { 0 }).sum();
+
+        let started = Instant::now();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(&db, &batch)));
+        match result {
+            Ok(Ok((acks, synced))) => {
+                shared.stats.committed(ops, imported, synced, started.elapsed().as_micros() as u64);
+                // Publish the new state before anyone learns of it.
+                match Snapshot::open(&db) {
+                    Ok(snap) => shared.snapshot.store(Some(Arc::new(snap))),
+                    Err(e) => {
+                        tracing::warn!("could not open a read snapshot after a commit: {e}");
+                        shared.snapshot.store(None);
+                    }
+                }
+                for (p, a) in batch.drain(..).zip(acks) {
+                    p.answer(Ok(a));
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::error!("store commit of {} operations failed: {e}", batch.len());
+                shared.stats.failed(batch.len() as u64);
+                for p in batch.drain(..) {
+                    p.answer(Err(e.duplicate()));
+                }
+            }
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                let msg = format!("store writer stopped after a panic: {msg}");
+                tracing::error!("{msg}");
+                shared.stats.failed(batch.len() as u64);
+                *shared.fatal.lock() = Some(msg.clone());
+                for p in batch.drain(..) {
+                    p.answer(Err(StoreError::Backend(msg.clone())));
+                }
+                // The database may be in any state: take no more writes.
+                rx.close();
+                while let Ok(p) = rx.try_recv() {
+                    p.answer(Err(StoreError::Backend(msg.clone())));
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Commits batches: logged and unsynced most of the time, durably as a
+/// checkpoint every so often (see `embedded_wal.rs`).
+pub(super) struct Committer {
+    wal: Wal,
+    opts: EmbeddedOptions,
+    last_checkpoint: Instant,
+    /// Set when the store file and the log may disagree: no more writes until a
+    /// restart replays the log.
+    broken: Option<String>,
+}
+
+impl Committer {
+    pub(super) fn new(wal: Wal, opts: EmbeddedOptions) -> Self {
+        Committer { wal, opts, last_checkpoint: Instant::now(), broken: None }
+    }
+
+    /// Apply and commit one batch; durable when it returns `Ok`. The flag tells
+    /// whether the disk was synced (false when the batch changed nothing).
+    pub(super) fn commit(&mut self, db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
+        if let Some(m) = &self.broken {
+            return Err(StoreError::Backend(m.clone()));
+        }
+        // Imports are not logged (the log would double their I/O): they checkpoint.
+        let checkpoint = batch.iter().any(|p| matches!(p.op, Op::Import { .. }))
+            || self.wal.len() >= self.opts.checkpoint_log_bytes
+            || self.last_checkpoint.elapsed() >= self.opts.checkpoint_interval;
+        let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
+        let durability = if checkpoint { Durability::Immediate } else { Durability::None };
+        txn.set_durability(durability).map_err(|e| StoreError::Backend(e.to_string()))?;
+        txn.set_quick_repair(self.opts.quick_repair);
+        let mut redo = Redo::default();
+        let acks = apply(&txn, batch, &mut redo)?;
+        if checkpoint {
+            wal::set_checkpoint(&txn, self.wal.last_seq())?;
+            txn.commit().map_err(|e| map_redb(e.into()))?;
+            self.checkpointed();
+            return Ok((acks, true));
+        }
+        if redo.is_empty() {
+            txn.abort().map_err(|e| map_redb(e.into()))?;
+            return Ok((acks, false));
+        }
+        // On failure the transaction is dropped unapplied: nothing was written.
+        self.wal.append(&redo)?;
+        if let Err(e) = txn.commit() {
+            let msg = format!("store commit failed after its log record was written ({e}): restart the server to replay the log");
+            self.broken = Some(msg.clone());
+            return Err(StoreError::Backend(msg));
+        }
+        Ok((acks, true))
+    }
+
+    /// A durable commit of everything so far (on shutdown), emptying the log.
+    pub(super) fn checkpoint(&mut self, db: &Database) -> Result<(), StoreError> {
+        if self.broken.is_some() {
+            return Ok(());
+        }
+        let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
+        txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
+        wal::set_checkpoint(&txn, self.wal.last_seq())?;
+        txn.commit().map_err(|e| map_redb(e.into()))?;
+        self.checkpointed();
+        Ok(())
+    }
+
+    fn checkpointed(&mut self) {
+        self.last_checkpoint = Instant::now();
+        // Harmless if it fails: replay skips records a checkpoint covers.
+        if let Err(e) = self.wal.reset() {
+            tracing::warn!("could not empty the store log after a checkpoint: {e}");
+        }
+    }
+}
+
+/// Apply a batch inside `txn`, in arrival order, recording its effects in `redo`.
+pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) -> Result<Vec<Ack>, StoreError> {
+    let r = |e: redb::StorageError| map_redb(e.into());
+    let mut acks = Vec::with_capacity(batch.len());
+    let mut handles = txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
+    let mut meta = None;
+    let mut doc_tables = None;
+    // The document tables, opened on first use.
+    let doc_tables_of = |slot: &mut Option<_>| -> Result<(), StoreError> {
+        if slot.is_none() {
+            let t = txn.open_table(DOCS).map_err(|e| map_redb(e.into()))?;
+            let i = txn.open_table(DOC_INDEX).map_err(|e| map_redb(e.into()))?;
+            *slot = Some((t, i));
+        }
+        Ok(())
+    };
+    for p in batch {
+        match &p.op {
+            Op::Swap { key, expect, new, docs: doc_ops } => {
+                let key = key.as_slice();
+                let current = handles.get(key).map_err(r)?.map(|g| g.value().to_vec());
+                let holds = match (expect, &current) {
+                    (RawExpect::Any, _) | (RawExpect::Absent, None) => true,
+                    (RawExpect::Present(e), Some(c)) => e == c,
+                    _ => false,
+                };
+                if !holds {
+                    acks.push(Ack::Swap(RawOutcome::Conflict { current }));
+                    continue;
+                }
+                match new {
+                    Some(v) => drop(handles.insert(key, v.as_slice()).map_err(r)?),
+                    None => drop(handles.remove(key).map_err(r)?),
+                }
+                redo.record(TableId::Handles, key, new.as_deref());
+                if !doc_ops.is_empty() {
+                    doc_tables_of(&mut doc_tables)?;
+                    let (t, i) = doc_tables.as_mut().expect("opened above");
+                    for d in doc_ops {
+                        docs::apply(t, i, d, redo)?;
+                    }
+                }
+                acks.push(Ack::Swap(match expect {
+                    RawExpect::Present(_) => RawOutcome::DoneAsExpected,
+                    _ => RawOutcome::Done { previous: current },
+                }));
+            }
+            Op::Meta { key, value } => {
+                if meta.is_none() {
+                    meta = Some(txn.open_table(META).map_err(|e| map_redb(e.into()))?);
+                }
+                let t = meta.as_mut().expect("opened above");
+                match value {
+                    Some(v) => drop(t.insert(key.as_str(), v.as_slice()).map_err(r)?),
+                    None => drop(t.remove(key.as_str()).map_err(r)?),
+                }
+                redo.record(TableId::Meta, key.as_bytes(), value.as_deref());
+                acks.push(Ack::Unit);
+            }
+            Op::Import { records, docs: doc_ops } => {
+                // Not recorded: a batch with an import is a checkpoint.
+                for (k, v) in records {
+                    handles.insert(k.as_slice(), v.as_slice()).map_err(r)?;
+                }
+                if !doc_ops.is_empty() {
+                    doc_tables_of(&mut doc_tables)?;
+                    let (t, i) = doc_tables.as_mut().expect("opened above");
+                    for d in doc_ops {
+                        docs::apply(t, i, d, redo)?;
+                    }
+                }
+                acks.push(Ack::Unit);
+            }
+            Op::DocSwap(d) => {
+                doc_tables_of(&mut doc_tables)?;
+                let (t, i) = doc_tables.as_mut().expect("opened above");
+                acks.push(Ack::Swap(docs::apply(t, i, d, redo)?));
+            }
+        }
+    }
+    Ok(acks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ensure_tables;
+    use super::*;
+    use crate::HandleRecord;
+    use crate::StatCounters;
+    use arc_swap::ArcSwapOption;
+    use parking_lot::Mutex;
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+
+    /// One durable commit, no log (the log has tests of its own).
+    fn commit_durably(db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
+        let txn = db.begin_write().unwrap();
+        let acks = apply(&txn, batch, &mut Redo::default())?;
+        txn.commit().unwrap();
+        Ok((acks, true))
+    }
+
+    fn rec(d: &str) -> Vec<u8> {
+        HandleRecord::new(vec![handled_proto::HandleValue::new(1, "URL", d)]).encode()
+    }
+
+    fn swap(key: &[u8], expect: RawExpect, new: Option<Vec<u8>>) -> Pending {
+        let (reply, _rx) = oneshot::channel();
+        let op = Op::Swap { key: key.to_vec(), expect, new, docs: Vec::new() };
+        Pending { bytes: op.bytes(), op, reply: Reply::Swap(reply) }
+    }
+
+    fn outcome(a: &Ack) -> &RawOutcome {
+        match a {
+            Ack::Swap(o) => o,
+            Ack::Unit => panic!("unit ack"),
+        }
+    }
+
+    /// Several operations on one key inside ONE transaction behave as if serialized
+    /// in arrival order.
+    #[test]
+    fn same_key_ops_in_one_batch_are_serialized() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        ensure_tables(&db).unwrap();
+        let k = b"20.5000/k";
+        let batch = vec![
+            swap(k, RawExpect::Absent, Some(rec("a"))),            // Done
+            swap(k, RawExpect::Absent, Some(rec("x"))),            // Conflict(a)
+            swap(k, RawExpect::Present(rec("a")), Some(rec("b"))), // Done
+            swap(k, RawExpect::Present(rec("a")), Some(rec("y"))), // Conflict(b)
+            swap(k, RawExpect::Any, None),                         // Done(prev b)
+            swap(k, RawExpect::Present(rec("b")), Some(rec("z"))), // Conflict(None)
+            swap(k, RawExpect::Absent, Some(rec("c"))),            // Done
+        ];
+        let acks = commit_durably(&db, &batch).unwrap().0;
+        assert!(matches!(outcome(&acks[0]), RawOutcome::Done { previous: None }));
+        assert!(matches!(outcome(&acks[1]), RawOutcome::Conflict { current: Some(c) } if *c == rec("a")));
+        assert!(matches!(outcome(&acks[2]), RawOutcome::DoneAsExpected));
+        assert!(matches!(outcome(&acks[3]), RawOutcome::Conflict { current: Some(c) } if *c == rec("b")));
+        assert!(matches!(outcome(&acks[4]), RawOutcome::Done { previous: Some(p) } if *p == rec("b")));
+        assert!(matches!(outcome(&acks[5]), RawOutcome::Conflict { current: None }));
+        assert!(matches!(outcome(&acks[6]), RawOutcome::Done { previous: None }));
+        let txn = db.begin_read().unwrap();
+        let t = txn.open_table(HANDLES).unwrap();
+        assert_eq!(t.get(k.as_slice()).unwrap().unwrap().value(), rec("c").as_slice());
+        assert_eq!(t.len().unwrap(), 1);
+    }
+
+    fn unit(key: &str) -> (Pending, oneshot::Receiver<Result<(), StoreError>>) {
+        let (reply, rx) = oneshot::channel();
+        let op = Op::Meta { key: key.into(), value: Some(vec![1]) };
+        (Pending { bytes: op.bytes(), op, reply: Reply::Unit(reply) }, rx)
+    }
+
+    fn test_shared(db: &Database) -> Arc<Shared> {
+        Arc::new(Shared {
+            stats: StatCounters::default(),
+            snapshot: ArcSwapOption::from_pointee(Snapshot::open(db).unwrap()),
+            fatal: Mutex::new(None),
+        })
+    }
+
+    /// A failed commit fails every operation of its batch, and only those.
+    #[test]
+    fn failed_commit_fails_the_whole_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        ensure_tables(&db).unwrap();
+        let db = Arc::new(db);
+        let shared = test_shared(&db);
+        let (tx, rx) = mpsc::channel(16);
+        // Queue a batch before the writer starts, so it is drained as one.
+        let mut answers = Vec::new();
+        for k in ["a", "fail", "b"] {
+            let (p, r) = unit(k);
+            tx.blocking_send(p).unwrap();
+            answers.push(r);
+        }
+        let writer = {
+            let (db, shared) = (db.clone(), shared.clone());
+            std::thread::spawn(move || {
+                writer_loop(db, rx, shared, EmbeddedOptions::default(), |db, batch| {
+                    let fail = batch.iter().any(|p| matches!(&p.op, Op::Meta { key, .. } if key == "fail"));
+                    if fail {
+                        Err(StoreError::Io(std::io::Error::other("disk on fire")))
+                    } else {
+                        commit_durably(db, batch)
+                    }
+                })
+            })
+        };
+        for r in answers {
+            match r.blocking_recv().unwrap() {
+                Err(StoreError::Io(e)) => assert!(e.to_string().contains("disk on fire")),
+                other => panic!("{other:?}"),
+            }
+        }
+        // The next batch is unaffected.
+        let (p, r) = unit("c");
+        tx.blocking_send(p).unwrap();
+        r.blocking_recv().unwrap().unwrap();
+        drop(tx);
+        writer.join().unwrap();
+        let st = shared.stats.snapshot();
+        assert_eq!((st.failed_commits, st.failed_ops, st.commits, st.write_ops), (1, 3, 1, 1));
+        // Nothing of the failed batch was written.
+        let txn = db.begin_read().unwrap();
+        let meta = txn.open_table(META).unwrap();
+        assert!(meta.get("a").unwrap().is_none());
+        assert!(meta.get("c").unwrap().is_some());
+    }
+
+    /// A panic in the writer fails its batch and stops the writer for good.
+    #[test]
+    fn writer_panic_stops_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        ensure_tables(&db).unwrap();
+        let db = Arc::new(db);
+        let shared = test_shared(&db);
+        let (tx, rx) = mpsc::channel(16);
+        let (p1, r1) = unit("a");
+        let (p2, r2) = unit("b");
+        tx.blocking_send(p1).unwrap();
+        tx.blocking_send(p2).unwrap();
+        let writer = {
+            let (db, shared) = (db.clone(), shared.clone());
+            std::thread::spawn(move || writer_loop(db, rx, shared, EmbeddedOptions::default(), |_, _| panic!("boom")))
+        };
+        for r in [r1, r2] {
+            match r.blocking_recv().unwrap() {
+                Err(StoreError::Backend(m)) => assert!(m.contains("boom"), "{m}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        writer.join().unwrap();
+        assert!(shared.fatal.lock().as_deref().unwrap().contains("boom"));
+        let (p3, _r3) = unit("c");
+        assert!(tx.blocking_send(p3).is_err(), "the writer must take no more writes");
+    }
+}
