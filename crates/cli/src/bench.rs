@@ -338,6 +338,11 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
         _ => KeySet::One(a.handle.clone()),
     };
     let label = a.label.clone().unwrap_or_else(|| target.describe());
+    if let Some(op) = a.ops.iter().find(|op| op.is_admin()) {
+        if credentials.is_none() {
+            bail!("{} is an administrator's operation: give --credentials FILE (the JSON file `handled serve --admin-credentials` writes)", op.name());
+        }
+    }
     let fresh = if a.ops.contains(&OpKind::Create) {
         Some(FreshNames::new(&creation_prefix(
             a.prefix.as_deref(),
