@@ -16,17 +16,7 @@ bin=$target/release/handled
 echo_bin=$target/release/examples/echo_reference
 port=24641 http=24800 eport=24700 ehttp=24900
 
-make_data() { # dir count
-  [ -f "$1/handles.redb" ] && return
-  python3 - "$2" > "$1.jsonl" <<'PY'
-import sys, random
-n = int(sys.argv[1]); ids = list(range(n)); random.seed(1); random.shuffle(ids)
-for i in ids:
-    print('{"handle":"TEST/%d","values":[{"index":1,"type":"URL","data":{"format":"string","value":"https://example.org/objects/%d"}},{"index":2,"type":"EMAIL","data":{"format":"string","value":"owner%d@example.org"}}]}' % (i, i, i % 977))
-PY
-  "$bin" import "$1.jsonl" --data-dir "$1" >&2
-  rm -f "$1.jsonl"
-}
+make_data() { scripts/seed-data.sh "$bin" "$1" "$2"; }
 make_data "$d10k" 10000
 make_data "$d1m" 1000000
 
