@@ -104,6 +104,17 @@ pub fn table(runs: &[Stats]) -> String {
                 s.service_us.max() as f64 / 1000.0
             ));
         }
+        if !s.too_busy_us.is_empty() {
+            let h = &s.too_busy_us;
+            let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+            notes.push(format!(
+                "refused as too busy: {} answered in p50 {:.3} p99 {:.3} max {:.3} ms (from send)",
+                h.len(),
+                ms(0.5),
+                ms(0.99),
+                h.max() as f64 / 1000.0
+            ));
+        }
         if let Some(net) = network_mean_ms(s) {
             notes.push(format!(
                 "server time mean {:.3} ms p99 {:.3} ms; network+client mean {net:.3} ms",
@@ -194,6 +205,7 @@ pub fn json_line(s: &Stats) -> serde_json::Value {
         "latency_ms": pct(&s.latency_us),
         "service_ms": pct(&s.service_us),
         "server_ms": (!s.server_us.is_empty()).then(|| pct(&s.server_us)),
+        "too_busy_ms": (!s.too_busy_us.is_empty()).then(|| pct(&s.too_busy_us)),
         "network_mean_ms": network_mean_ms(s),
         "sockets_opened": s.sockets_opened,
         "peak_sockets": s.peak_sockets,

@@ -46,6 +46,10 @@ pub struct Stats {
     /// The server's own time, from `Server-Timing`, where it sent one.
     #[serde(with = "hist_b64")]
     pub server_us: Histogram<u64>,
+    /// From the send to the answer, of requests refused as too busy
+    /// (`SERVER_TOO_BUSY`, HTTP 503): how fast overload is turned away.
+    #[serde(with = "hist_b64", default = "new_histogram")]
+    pub too_busy_us: Histogram<u64>,
     pub sockets_opened: u64,
     pub peak_sockets: u64,
     pub series: Vec<Bucket>,
@@ -115,6 +119,7 @@ impl Stats {
             latency_us: new_histogram(),
             service_us: new_histogram(),
             server_us: new_histogram(),
+            too_busy_us: new_histogram(),
             sockets_opened: 0,
             peak_sockets: 0,
             series: Vec::new(),
@@ -184,6 +189,7 @@ impl Stats {
         self.latency_us.add(&other.latency_us).expect("same bounds");
         self.service_us.add(&other.service_us).expect("same bounds");
         self.server_us.add(&other.server_us).expect("same bounds");
+        self.too_busy_us.add(&other.too_busy_us).expect("same bounds");
         self.sockets_opened += other.sockets_opened;
         // Peaks of separate processes need not coincide: the sum is an upper bound.
         self.peak_sockets += other.peak_sockets;
@@ -311,6 +317,7 @@ struct Shard {
     latency: Histogram<u64>,
     service: Histogram<u64>,
     server: Histogram<u64>,
+    too_busy: Histogram<u64>,
     series: Vec<Bucket>,
     first_error: Option<Duration>,
     by_op: BTreeMap<&'static str, OpStats>,
@@ -328,6 +335,11 @@ pub struct Recorder {
     sampled_sockets: Mutex<Vec<u64>>,
 }
 
+/// Error kinds that mean "refused as too busy".
+pub fn is_too_busy(kind: &str) -> bool {
+    kind == "SERVER_TOO_BUSY" || kind == "http 503"
+}
+
 impl Recorder {
     /// `start` is when measurement begins (after warm-up).
     pub fn new(start: Instant) -> Recorder {
@@ -339,6 +351,7 @@ impl Recorder {
                     latency: new_histogram(),
                     service: new_histogram(),
                     server: new_histogram(),
+                    too_busy: new_histogram(),
                     series: Vec::new(),
                     first_error: None,
                     by_op: BTreeMap::new(),
@@ -410,6 +423,9 @@ impl Recorder {
         if let Some(server) = answered_server {
             let _ = s.latency.record(latency);
             let _ = s.service.record(service);
+            if error.is_some_and(|k| is_too_busy(k)) {
+                let _ = s.too_busy.record(service);
+            }
             if let Some(t) = server {
                 let _ = s.server.record(t.as_micros().max(1) as u64);
             }
@@ -450,6 +466,7 @@ impl Recorder {
             stats.latency_us.add(&s.latency).expect("same bounds");
             stats.service_us.add(&s.service).expect("same bounds");
             stats.server_us.add(&s.server).expect("same bounds");
+            stats.too_busy_us.add(&s.too_busy).expect("same bounds");
             merge_series(&mut stats.series, &s.series);
             first = match (first, s.first_error) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -497,6 +514,22 @@ mod tests {
         // Half the merged samples are ≤ 1 ms.
         assert!(a.latency_us.value_at_quantile(0.5) <= 1001);
         assert!(a.latency_us.value_at_quantile(0.51) >= 10_000);
+    }
+
+    #[test]
+    fn too_busy_refusals_are_timed_apart() {
+        let start = Instant::now();
+        let r = Recorder::new(start);
+        let sent = start + Duration::from_millis(1);
+        let busy = |kind: &str| Outcome::Refused { kind: kind.to_string(), server: None };
+        r.record(0, None, sent, sent, sent + Duration::from_micros(300), &busy("SERVER_TOO_BUSY"));
+        r.record(1, None, sent, sent, sent + Duration::from_micros(500), &busy("http 503"));
+        r.record(2, None, sent, sent, sent + Duration::from_millis(9), &busy("HANDLE_NOT_FOUND"));
+        r.record(3, None, sent, sent, sent + Duration::from_millis(7), &Outcome::Ok { server: None });
+        let s = r.finish("t", Duration::from_secs(1));
+        assert_eq!(s.too_busy_us.len(), 2);
+        assert!(s.too_busy_us.max() < 600, "{}", s.too_busy_us.max());
+        assert_eq!(s.latency_us.len(), 4);
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let m = parse(&text);
     let get = |k: &str| m.get(k).copied().unwrap_or(0.0);
     println!(
-        "admission   in flight {:.0}/{:.0}   waiting {:.0}/{:.0}   admitted {:.0}   queued {:.0}   rejected {:.0} (queue full {:.0}, waited too long {:.0})",
+        "admission   in flight {:.0}/{:.0}   waiting {:.0}/{:.0}   admitted {:.0}   queued {:.0}   rejected {:.0} (queue full {:.0}, waited too long {:.0}, would wait too long {:.0})",
         get("handled_admission_in_flight"),
         get("handled_admission_max_concurrent"),
         get("handled_admission_waiting"),
@@ -69,6 +69,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         get("handled_admission_rejected_total"),
         get(r#"handled_admission_rejected_total{reason="queue_full"}"#),
         get(r#"handled_admission_rejected_total{reason="queue_timeout"}"#),
+        get(r#"handled_admission_rejected_total{reason="queue_wait_predicted"}"#),
     );
     println!("requests    {:.0} answered   open connections {:.0}", get("handled_requests_total"), get("handled_open_connections"));
     if m.contains_key("handled_cache_hits_total") {

@@ -3,9 +3,14 @@
 //! semaphore is fair) for at most `max_wait`. Anything beyond is refused at once,
 //! so a surge is answered honestly (RC_SERVER_TOO_BUSY / HTTP 503) instead of
 //! growing latency and memory without bound.
+//!
+//! "At once" includes requests that would only be refused later: the queue's
+//! drain rate is measured (time between turns granted while others kept
+//! waiting), and a request that would wait longer than `max_wait` behind those
+//! already queued is refused on arrival rather than after `max_wait`.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -16,6 +21,8 @@ pub enum Rejection {
     QueueFull,
     /// It waited `max_wait` without getting its turn.
     WaitedTooLong,
+    /// At the measured drain rate it would have waited longer than `max_wait`.
+    WouldWaitTooLong,
 }
 
 impl Rejection {
@@ -23,6 +30,7 @@ impl Rejection {
         match self {
             Rejection::QueueFull => "queue_full",
             Rejection::WaitedTooLong => "queue_timeout",
+            Rejection::WouldWaitTooLong => "queue_wait_predicted",
         }
     }
 }
@@ -42,6 +50,7 @@ pub struct AdmissionStats {
     pub queued: u64,
     pub rejected_queue_full: u64,
     pub rejected_timeout: u64,
+    pub rejected_predicted: u64,
     pub in_flight: u64,
     pub waiting: u64,
     pub max_concurrent: u64,
@@ -60,6 +69,35 @@ struct Inner {
     queued: AtomicU64,
     rejected_full: AtomicU64,
     rejected_timeout: AtomicU64,
+    rejected_predicted: AtomicU64,
+    /// Mean time between turns granted from the queue (ns, moving average; 0 =
+    /// not measured yet), and when the last one was granted with others still
+    /// waiting behind it.
+    drain_interval_ns: AtomicU64,
+    last_grant: parking_lot::Mutex<Option<(Instant, bool)>>,
+}
+
+impl Inner {
+    /// A queued request got its turn: update the drain rate. Only an interval
+    /// during which the queue never emptied says how fast it drains.
+    fn note_grant(&self) {
+        let now = Instant::now();
+        let others_waiting = self.waiting.load(Ordering::Acquire) > 1;
+        let mut last = self.last_grant.lock();
+        if let Some((previous, true)) = *last {
+            let dt = now.saturating_duration_since(previous).as_nanos().min(u64::MAX as u128) as u64;
+            let old = self.drain_interval_ns.load(Ordering::Relaxed);
+            let new = if old == 0 { dt } else { old - old / 8 + dt / 8 };
+            self.drain_interval_ns.store(new.max(1), Ordering::Relaxed);
+        }
+        *last = Some((now, others_waiting));
+    }
+
+    /// Would a request joining the queue behind `ahead` others wait too long?
+    fn would_wait_too_long(&self, ahead: usize) -> bool {
+        let interval = self.drain_interval_ns.load(Ordering::Relaxed);
+        interval > 0 && (ahead as u128 + 1) * interval as u128 > self.config.max_wait.as_nanos()
+    }
 }
 
 /// The outcome of asking for a turn without waiting.
@@ -83,6 +121,7 @@ impl QueuedTurn {
         match turn {
             Ok(Ok(permit)) => {
                 self.inner.admitted.fetch_add(1, Ordering::Relaxed);
+                self.inner.note_grant();
                 Ok(permit)
             }
             _ => {
@@ -110,6 +149,9 @@ impl Admission {
                 queued: AtomicU64::new(0),
                 rejected_full: AtomicU64::new(0),
                 rejected_timeout: AtomicU64::new(0),
+                rejected_predicted: AtomicU64::new(0),
+                drain_interval_ns: AtomicU64::new(0),
+                last_grant: parking_lot::Mutex::new(None),
             }),
         }
     }
@@ -121,10 +163,16 @@ impl Admission {
             inner.admitted.fetch_add(1, Ordering::Relaxed);
             return Ok(Turn::Now(permit));
         }
-        if inner.waiting.fetch_add(1, Ordering::AcqRel) >= inner.config.queue {
+        let ahead = inner.waiting.fetch_add(1, Ordering::AcqRel);
+        if ahead >= inner.config.queue {
             inner.waiting.fetch_sub(1, Ordering::AcqRel);
             inner.rejected_full.fetch_add(1, Ordering::Relaxed);
             return Err(Rejection::QueueFull);
+        }
+        if inner.would_wait_too_long(ahead) {
+            inner.waiting.fetch_sub(1, Ordering::AcqRel);
+            inner.rejected_predicted.fetch_add(1, Ordering::Relaxed);
+            return Err(Rejection::WouldWaitTooLong);
         }
         inner.queued.fetch_add(1, Ordering::Relaxed);
         Ok(Turn::Queued(QueuedTurn { inner: inner.clone() }))
@@ -152,6 +200,7 @@ impl Admission {
             queued: inner.queued.load(Ordering::Relaxed),
             rejected_queue_full: inner.rejected_full.load(Ordering::Relaxed),
             rejected_timeout: inner.rejected_timeout.load(Ordering::Relaxed),
+            rejected_predicted: inner.rejected_predicted.load(Ordering::Relaxed),
             in_flight: (max - inner.permits.available_permits().min(max)) as u64,
             waiting: inner.waiting.load(Ordering::Relaxed) as u64,
             max_concurrent: max as u64,
@@ -202,6 +251,40 @@ mod tests {
         assert_eq!(a.admit().await.err(), Some(Rejection::WaitedTooLong));
         assert_eq!(a.stats().rejected_timeout, 1);
         assert_eq!(a.stats().in_flight, 2);
+    }
+
+    /// Once the drain rate is known, a request that could not be served within
+    /// `max_wait` is refused on arrival instead of after waiting `max_wait`.
+    #[tokio::test]
+    async fn hopeless_waits_are_refused_on_arrival() {
+        let a = Arc::new(Admission::new(AdmissionConfig { max_concurrent: 1, queue: 100, max_wait: Duration::from_millis(100) }));
+        let first = a.admit().await.unwrap();
+        // Six waiters, each holding its turn 30 ms: the queue drains at ~30 ms a turn.
+        let waiters: Vec<_> = (0..6)
+            .map(|_| {
+                let a = a.clone();
+                tokio::spawn(async move {
+                    if let Ok(_turn) = a.admit().await {
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                    }
+                })
+            })
+            .collect();
+        while a.stats().waiting < 6 {
+            tokio::task::yield_now().await;
+        }
+        drop(first);
+        // After two turns from the queue the rate is known; four still wait.
+        while a.stats().admitted < 3 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let t = std::time::Instant::now();
+        assert_eq!(a.admit().await.err(), Some(Rejection::WouldWaitTooLong));
+        assert!(t.elapsed() < Duration::from_millis(20));
+        assert_eq!(a.stats().rejected_predicted, 1);
+        for w in waiters {
+            w.await.unwrap();
+        }
     }
 
     #[tokio::test]

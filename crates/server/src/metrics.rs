@@ -42,9 +42,17 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_02, 2.0, 19))
 }
 
+fn refusal_histogram() -> Histogram {
+    // 1 µs .. ~4 s: refusals are meant to take microseconds.
+    Histogram::new(exponential_buckets(0.000_001, 2.0, 22))
+}
+
 pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<TransportLabel, Histogram, fn() -> Histogram>,
+    /// Requests refused as too busy are timed apart: their time shows how fast
+    /// overload is turned away, and would only blur the served requests' latency.
+    refusals: Family<TransportLabel, Histogram, fn() -> Histogram>,
     connections: Family<TransportLabel, Gauge>,
 }
 
@@ -53,6 +61,7 @@ impl Default for Metrics {
         Metrics {
             requests: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
+            refusals: Family::new_with_constructor(refusal_histogram),
             connections: Family::default(),
         }
     }
@@ -68,10 +77,13 @@ fn codes(unit: &[u8]) -> Option<(OpCode, ResponseCode)> {
 impl Metrics {
     /// Count a request by the response units it produced, and its latency.
     pub fn observe(&self, transport: &'static str, responses: &[Vec<u8>], elapsed: Duration) {
+        let mut refused = false;
         if let Some((op, code)) = responses.last().and_then(|u| codes(u)) {
             self.requests.get_or_create(&RequestLabels { transport, op: op.name(), code: code.name() }).inc();
+            refused = code == ResponseCode::SERVER_TOO_BUSY;
         }
-        self.latency.get_or_create(&TransportLabel { transport }).observe(elapsed.as_secs_f64());
+        let histogram = if refused { &self.refusals } else { &self.latency };
+        histogram.get_or_create(&TransportLabel { transport }).observe(elapsed.as_secs_f64());
     }
 
     /// Count an HTTP request that is not a native message (REST, registry, health).
@@ -83,7 +95,9 @@ impl Metrics {
             _ => "5xx",
         };
         self.requests.get_or_create(&RequestLabels { transport: "http", op: service, code }).inc();
-        self.latency.get_or_create(&TransportLabel { transport: service }).observe(elapsed.as_secs_f64());
+        // Only admission control answers 503 on these services.
+        let histogram = if status == 503 { &self.refusals } else { &self.latency };
+        histogram.get_or_create(&TransportLabel { transport: service }).observe(elapsed.as_secs_f64());
     }
 
     /// Track an open connection until the guard is dropped.
@@ -97,7 +111,8 @@ impl Metrics {
     pub fn render(&self, admission: &AdmissionStats, cache: Option<&CacheStats>, store: &StoreStats) -> String {
         let mut r = Registry::with_prefix("handled");
         r.register("requests", "Requests answered, by transport, operation and result code", self.requests.clone());
-        r.register("request_duration_seconds", "Time to answer: from admission for served requests, from arrival for refused ones", self.latency.clone());
+        r.register("request_duration_seconds", "Time to answer a served request, from its admission", self.latency.clone());
+        r.register("refusal_duration_seconds", "Time to refuse a request as too busy, from its arrival", self.refusals.clone());
         r.register("open_connections", "Open TCP and HTTP connections", self.connections.clone());
 
         let counter = |v: u64| {
@@ -115,6 +130,7 @@ impl Metrics {
         let rejected: Family<ReasonLabel, Counter> = Family::default();
         rejected.get_or_create(&ReasonLabel { reason: "queue_full" }).inc_by(admission.rejected_queue_full);
         rejected.get_or_create(&ReasonLabel { reason: "queue_timeout" }).inc_by(admission.rejected_timeout);
+        rejected.get_or_create(&ReasonLabel { reason: "queue_wait_predicted" }).inc_by(admission.rejected_predicted);
         r.register("admission_rejected", "Requests refused as too busy", rejected);
         r.register("admission_in_flight", "Requests being processed", gauge(admission.in_flight));
         r.register("admission_waiting", "Requests waiting in the admission queue", gauge(admission.waiting));
@@ -177,7 +193,10 @@ mod tests {
         unit[ENVELOPE_LEN + 3] = 1; // RESOLUTION
         unit[ENVELOPE_LEN + 7] = 100; // HANDLE_NOT_FOUND
         m.observe("udp", &[unit.clone()], Duration::from_micros(150));
-        m.observe("udp", &[unit], Duration::from_micros(150));
+        m.observe("udp", &[unit.clone()], Duration::from_micros(150));
+        unit[ENVELOPE_LEN + 7] = 3; // SERVER_TOO_BUSY: timed apart
+        m.observe("udp", &[unit], Duration::from_micros(3));
+        m.observe_http("registry", 503, Duration::from_micros(5));
         let guard = m.connection("tcp");
         let admission = AdmissionStats { admitted: 7, rejected_queue_full: 2, in_flight: 1, max_concurrent: 5, ..Default::default() };
         let cache = CacheStats { hits: 3, misses: 4, bytes: 1000, ..Default::default() };
@@ -186,6 +205,10 @@ mod tests {
         for line in [
             r#"handled_requests_total{transport="udp",op="RESOLUTION",code="HANDLE_NOT_FOUND"} 2"#,
             r#"handled_request_duration_seconds_count{transport="udp"} 2"#,
+            r#"handled_refusal_duration_seconds_count{transport="udp"} 1"#,
+            r#"handled_refusal_duration_seconds_bucket{le="0.000004",transport="udp"} 1"#,
+            r#"handled_refusal_duration_seconds_bucket{le="0.000002",transport="udp"} 0"#,
+            r#"handled_refusal_duration_seconds_count{transport="registry"} 1"#,
             r#"handled_open_connections{transport="tcp"} 1"#,
             "handled_admission_admitted_total 7",
             r#"handled_admission_rejected_total{reason="queue_full"} 2"#,

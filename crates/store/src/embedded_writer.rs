@@ -419,14 +419,21 @@ mod tests {
         })
     }
 
-    /// A failed commit fails every operation of its batch, and only those.
-    #[test]
-    fn failed_commit_fails_the_whole_batch() {
+    /// A fresh database (in a directory that lives as long as the returned guard)
+    /// and the writer's shared state.
+    fn test_writer_parts() -> (tempfile::TempDir, Arc<Database>, Arc<Shared>) {
         let dir = tempfile::tempdir().unwrap();
         let db = Database::create(dir.path().join("t.redb")).unwrap();
         ensure_tables(&db).unwrap();
         let db = Arc::new(db);
         let shared = test_shared(&db);
+        (dir, db, shared)
+    }
+
+    /// A failed commit fails every operation of its batch, and only those.
+    #[test]
+    fn failed_commit_fails_the_whole_batch() {
+        let (_dir, db, shared) = test_writer_parts();
         let (tx, rx) = mpsc::channel(16);
         // Queue a batch before the writer starts, so it is drained as one.
         let mut answers = Vec::new();
@@ -472,11 +479,7 @@ mod tests {
     /// A panic in the writer fails its batch and stops the writer for good.
     #[test]
     fn writer_panic_stops_writes() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::create(dir.path().join("t.redb")).unwrap();
-        ensure_tables(&db).unwrap();
-        let db = Arc::new(db);
-        let shared = test_shared(&db);
+        let (_dir, db, shared) = test_writer_parts();
         let (tx, rx) = mpsc::channel(16);
         let (p1, r1) = unit("a");
         let (p2, r2) = unit("b");

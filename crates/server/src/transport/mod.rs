@@ -14,7 +14,7 @@ use crate::native::{handle_unit, read_envelope, Transport};
 use crate::state::ServerState;
 use handled_proto::codec::Codec;
 use handled_proto::envelope::ENVELOPE_LEN;
-use handled_proto::header::{Header, ResponseCode, HEADER_LEN};
+use handled_proto::header::{Header, OpFlags, ResponseCode, HEADER_LEN};
 use std::time::Instant;
 
 /// Answer one native request unit, or refuse it at once when the server is too busy.
@@ -43,13 +43,22 @@ pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transpo
 }
 
 /// RC_SERVER_TOO_BUSY with the request id echoed (and the op code, when the header reads).
+/// Never signed, even when the request asks for certification: a refusal must
+/// cost next to nothing, or refusing a surge of certified requests would take as
+/// much CPU (one RSA signature each) as serving them.
 fn busy_response(state: &ServerState, unit: &[u8], why: Rejection) -> Option<Vec<u8>> {
     let envelope = read_envelope(unit)?;
     let header = unit.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN).and_then(|h| Header::from_bytes(h).ok());
-    let ctx = RequestContext { envelope, header, header_and_body: &[] };
+    // The request digest (RD) covers header and body, when they are all there.
+    let header_and_body = header
+        .and_then(|h| unit.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN + h.body_length as usize))
+        .unwrap_or(&[]);
+    let header = header.map(|h| Header { op_flags: h.op_flags.without(OpFlags::CT), ..h });
+    let ctx = RequestContext { envelope, header, header_and_body };
     let message = match why {
         Rejection::QueueFull => "Server too busy: request queue full",
         Rejection::WaitedTooLong => "Server too busy: request waited too long",
+        Rejection::WouldWaitTooLong => "Server too busy: the queue would not reach this request in time",
     };
     Some(error_response(state, &ctx, ResponseCode::SERVER_TOO_BUSY, message))
 }
