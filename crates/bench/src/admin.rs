@@ -6,7 +6,7 @@
 //! can be measured.
 
 use crate::http::{HttpConn, HttpTarget};
-use crate::stats::{Outcome, Recorder};
+use crate::recorder::{Outcome, Recorder};
 use crate::target::{client_error, http_outcome, percent_encode, Res};
 use crate::workload::Op;
 use base64::Engine;

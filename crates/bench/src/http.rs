@@ -2,7 +2,7 @@
 //! URL: plain or TLS, keep-alive or `Connection: close`, with every socket
 //! counted from connect to close and the `Server-Timing` header read.
 
-use crate::stats::Recorder;
+use crate::recorder::Recorder;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;

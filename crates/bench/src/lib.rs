@@ -7,6 +7,7 @@ pub mod cpu;
 pub mod fsync;
 pub mod html;
 pub mod http;
+pub mod recorder;
 pub mod report;
 pub mod run;
 pub mod scenario;

@@ -4,7 +4,8 @@
 //! due, not when it went out (coordinated omission corrected, as wrk2 does).
 
 use crate::cpu::process_cpu_time;
-use crate::stats::{Recorder, SocketGauge, Stats, BUCKET};
+use crate::recorder::{Recorder, SocketGauge};
+use crate::stats::{Stats, BUCKET};
 use crate::target::{Conn, Target};
 use crate::workload::Workload;
 use std::io::Write;

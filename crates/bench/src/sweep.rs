@@ -4,7 +4,8 @@
 //! *solicited* one. A connection that errs is abandoned, as httperf does.
 
 use crate::run::{Harness, Plan};
-use crate::stats::{Outcome, Stats};
+use crate::recorder::Outcome;
+use crate::stats::Stats;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 
 use crate::admin::{AdminConn, AdminTarget, JsonApiTarget};
 use crate::http::{HttpConn, HttpError, HttpReply, HttpTarget};
-use crate::stats::{Outcome, Recorder};
+use crate::recorder::{Outcome, Recorder};
 use crate::workload::{Op, OpKind};
 use bytes::Bytes;
 use handled_client::{
