@@ -85,6 +85,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let n = handled_server::import::import(&*store, std::io::BufReader::new(file), config.case_sensitive, |_| {}).await?;
         tracing::info!("imported {n} handles from {}", path.display());
     }
+    handled_server::memory::spawn_trimmer(std::time::Duration::from_secs(config.memory_trim_secs))
+        .context("cannot start the memory trimming thread")?;
     let booted = bootstrap(config, store).await?;
     for path in &booted.new_credentials {
         eprintln!("admin credentials written to {} (keep this file secret)", path.display());

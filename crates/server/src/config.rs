@@ -37,6 +37,9 @@ pub struct Config {
     /// every acknowledged write is in the synced write-ahead log. Longer: fewer
     /// slow commits, more log to replay after a crash.
     pub store_checkpoint_ms: u64,
+    /// Seconds between returns of freed heap memory to the OS (glibc's
+    /// `malloc_trim`); 0 = never.
+    pub memory_trim_secs: u64,
     /// Byte budget of the record cache in MiB; 0 (the default) switches it off.
     /// With the embedded store, redb's page cache already serves hot records from
     /// memory and the record cache cost ~20% under uniformly random 1M-key load
@@ -101,6 +104,7 @@ impl Default for Config {
             server_admins: Vec::new(),
             store_cache_mb: 64,
             store_checkpoint_ms: 2000,
+            memory_trim_secs: 30,
             cache_mb: 0,
             max_concurrent: 256,
             queue_length: 2048,

@@ -10,6 +10,7 @@ pub mod cache;
 pub mod config;
 pub mod import;
 pub mod keys;
+pub mod memory;
 pub mod metrics;
 pub mod native;
 pub mod ops;
