@@ -17,6 +17,7 @@ markdown table and draws throughput and p50/p99 latency against clients.
 Standard library only.
 """
 import json
+import math
 import re
 import sys
 import time
@@ -158,7 +159,6 @@ def concurrency(title, svg, runs):
              '<rect width="100%" height="100%" fill="white"/>',
              '<text x="%d" y="20" text-anchor="middle" font-size="14">%s</text>' % (w / 2, title)]
     clients = sorted({c for _, steps in data for c, *_ in steps})
-    import math
     def panel(x0, label, values, fmt):
         ymax = max(v for _, series in values for _, v, _ in series) * 1.1 or 1
         x = lambda c: x0 + math.log2(c) / max(1, math.log2(clients[-1])) * pw

@@ -1,13 +1,11 @@
 //! Recording a run as it happens: sockets in use, and every request's outcome
 //! and latency into sharded histograms, turned into [`Stats`] at the end.
 
-use hdrhistogram::Histogram;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::stats::{merge_series, new_histogram, Bucket, OpStats, Stats, BUCKET};
+use crate::stats::{Bucket, OpStats, Stats, BUCKET};
 
 /// Sockets the bench opened and holds; peak tracked as it changes.
 #[derive(Debug, Default)]
@@ -67,23 +65,13 @@ pub enum Outcome {
     },
 }
 
-struct Shard {
-    ok: u64,
-    errors: BTreeMap<String, u64>,
-    latency: Histogram<u64>,
-    service: Histogram<u64>,
-    server: Histogram<u64>,
-    too_busy: Histogram<u64>,
-    series: Vec<Bucket>,
-    first_error: Option<Duration>,
-    by_op: BTreeMap<&'static str, OpStats>,
-}
-
 /// Shared by a run's workers; sharded locks keep contention low without a
 /// histogram per worker (hundreds of workers × 3 histograms would be large).
 pub struct Recorder {
     start: Instant,
-    shards: Vec<Mutex<Shard>>,
+    /// Each shard holds the figures of the requests recorded into it; `finish`
+    /// folds them together with [`Stats::merge`], as for separate processes.
+    shards: Vec<Mutex<Stats>>,
     /// For the live progress line.
     pub done: AtomicU64,
     pub failed: AtomicU64,
@@ -99,21 +87,7 @@ pub fn is_too_busy(kind: &str) -> bool {
 impl Recorder {
     /// `start` is when measurement begins (after warm-up).
     pub fn new(start: Instant) -> Recorder {
-        let shards = (0..8)
-            .map(|_| {
-                Mutex::new(Shard {
-                    ok: 0,
-                    errors: BTreeMap::new(),
-                    latency: new_histogram(),
-                    service: new_histogram(),
-                    server: new_histogram(),
-                    too_busy: new_histogram(),
-                    series: Vec::new(),
-                    first_error: None,
-                    by_op: BTreeMap::new(),
-                })
-            })
-            .collect();
+        let shards = (0..8).map(|_| Mutex::new(Stats::empty(""))).collect();
         Recorder {
             start,
             shards,
@@ -167,7 +141,10 @@ impl Recorder {
             Some(kind) => *s.errors.entry(kind.clone()).or_default() += 1,
         }
         if let Some(op) = op {
-            let per_op = s.by_op.entry(op).or_default();
+            if !s.by_op.contains_key(op) {
+                s.by_op.insert(op.to_string(), OpStats::default());
+            }
+            let per_op = s.by_op.get_mut(op).expect("inserted above");
             match error {
                 None => per_op.ok += 1,
                 Some(kind) => *per_op.errors.entry(kind.clone()).or_default() += 1,
@@ -177,13 +154,13 @@ impl Recorder {
             }
         }
         if let Some(server) = answered_server {
-            let _ = s.latency.record(latency);
-            let _ = s.service.record(service);
+            let _ = s.latency_us.record(latency);
+            let _ = s.service_us.record(service);
             if error.is_some_and(|k| is_too_busy(k)) {
-                let _ = s.too_busy.record(service);
+                let _ = s.too_busy_us.record(service);
             }
             if let Some(t) = server {
-                let _ = s.server.record(t.as_micros().max(1) as u64);
+                let _ = s.server_us.record(t.as_micros().max(1) as u64);
             }
             let b = &mut s.series[slice];
             b.latency_sum_us += latency;
@@ -193,8 +170,8 @@ impl Recorder {
             s.series[slice].ok += 1;
         } else {
             s.series[slice].errors += 1;
-            let at = done.saturating_duration_since(self.start);
-            s.first_error = Some(s.first_error.map_or(at, |f| f.min(at)));
+            let at = done.saturating_duration_since(self.start).as_secs_f64();
+            s.first_error_s = Some(s.first_error_s.map_or(at, |f| f.min(at)));
             self.failed.fetch_add(1, Ordering::Relaxed);
         }
         self.done.fetch_add(1, Ordering::Relaxed);
@@ -211,28 +188,10 @@ impl Recorder {
 
     pub fn finish(&self, label: &str, elapsed: Duration) -> Stats {
         let mut stats = Stats::empty(label);
-        stats.elapsed_s = elapsed.as_secs_f64();
-        let mut first: Option<Duration> = None;
         for shard in &self.shards {
-            let s = shard.lock().unwrap_or_else(|e| e.into_inner());
-            stats.ok += s.ok;
-            for (k, v) in &s.errors {
-                *stats.errors.entry(k.clone()).or_default() += v;
-            }
-            stats.latency_us.add(&s.latency).expect("same bounds");
-            stats.service_us.add(&s.service).expect("same bounds");
-            stats.server_us.add(&s.server).expect("same bounds");
-            stats.too_busy_us.add(&s.too_busy).expect("same bounds");
-            merge_series(&mut stats.series, &s.series);
-            first = match (first, s.first_error) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            for (op, o) in &s.by_op {
-                stats.by_op.entry(op.to_string()).or_default().merge(o);
-            }
+            stats.merge(&shard.lock().unwrap_or_else(|e| e.into_inner()));
         }
-        stats.first_error_s = first.map(|d| d.as_secs_f64());
+        stats.elapsed_s = elapsed.as_secs_f64();
         let sampled = self
             .sampled_sockets
             .lock()

@@ -98,7 +98,7 @@ impl OpStats {
         self.latency_us.value_at_quantile(q) as f64 / 1000.0
     }
 
-    pub(crate) fn merge(&mut self, other: &OpStats) {
+    fn merge(&mut self, other: &OpStats) {
         self.ok += other.ok;
         for (k, v) in &other.errors {
             *self.errors.entry(k.clone()).or_default() += v;
@@ -208,7 +208,7 @@ impl Stats {
     }
 }
 
-pub(crate) fn merge_series(into: &mut Vec<Bucket>, from: &[Bucket]) {
+fn merge_series(into: &mut Vec<Bucket>, from: &[Bucket]) {
     if into.len() < from.len() {
         into.resize(from.len(), Bucket::default());
     }

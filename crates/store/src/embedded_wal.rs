@@ -23,7 +23,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use redb::{Database, Durability, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 
 use super::{map_redb, DOCS, DOC_INDEX, HANDLES, META};
 use crate::StoreError;
@@ -175,14 +175,10 @@ impl Wal {
 
 /// The checkpoint's sequence number in `db` (0 for a new store).
 fn checkpoint_seq(db: &Database) -> Result<u64, StoreError> {
-    let txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
-    let seq = {
-        let table = txn.open_table(WAL_STATE).map_err(|e| map_redb(e.into()))?;
-        let seq = table.get(SEQ_KEY).map_err(|e| map_redb(e.into()))?.map(|g| g.value());
-        seq.unwrap_or(0)
-    };
-    txn.abort().map_err(|e| map_redb(e.into()))?;
-    Ok(seq)
+    let txn = db.begin_read().map_err(|e| map_redb(e.into()))?;
+    let table = txn.open_table(WAL_STATE).map_err(|e| map_redb(e.into()))?;
+    let seq = table.get(SEQ_KEY).map_err(|e| map_redb(e.into()))?.map(|g| g.value());
+    Ok(seq.unwrap_or(0))
 }
 
 /// Record, in a durable commit, that the log up to `seq` is in the store file.
