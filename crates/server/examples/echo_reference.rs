@@ -23,7 +23,7 @@ async fn main() -> std::io::Result<()> {
         std::thread::spawn(move || {
             let mut receiver = BatchReceiver::new(&socket);
             loop {
-                if let Ok(batch) = receiver.receive() {
+                if let Ok(batch) = receiver.receive(true) {
                     let replies: Vec<_> = batch.into_iter().map(|d| (d.peer, d.bytes)).collect();
                     send_batch(&socket, &replies);
                 }

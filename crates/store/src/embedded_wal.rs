@@ -23,7 +23,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{Database, Durability, ReadableDatabase, TableDefinition, WriteTransaction};
 
 use super::{map_redb, DOCS, DOC_INDEX, HANDLES, META};
 use crate::StoreError;
