@@ -151,7 +151,8 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
                 }
             }
         }
-        if !refused.is_empty() {
+        let refused_some = !refused.is_empty();
+        if refused_some {
             refusing_until = Instant::now() + OVERLOAD_LINGER;
         }
         send_batch(socket, &refused);
@@ -166,7 +167,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
             });
             send_batch(socket, &replies);
         }
-        if Instant::now() < refusing_until && !receiver.filled() {
+        if (refusing || refused_some) && !receiver.filled() {
             // Let datagrams gather instead of waking for every one or two:
             // each wake-up preempts the workers doing admitted work, and fuller
             // batches make each refusal cheaper. Not while a burst is still
