@@ -2,7 +2,7 @@
 """Charts and figures for the load scripts (surge.sh, concurrency.sh).
 
   charts.py scrape URL OUT.csv          poll handled's /metrics every 100 ms until killed
-  charts.py render OUT.csv START HOLD_FROM HOLD_TO PEAK TITLE OUT.svg
+  charts.py render OUT.csv START HOLD_FROM HOLD_TO PEAK_BEFORE PEAK_AFTER TITLE OUT.svg
   charts.py refusals URL                the server's own refusal times
   charts.py concurrency TITLE OUT.svg LABEL=RUNS.jsonl...
                                         throughput and latency vs clients
@@ -10,8 +10,9 @@
 
 `render` (surge) draws admitted, queued and refused requests per second (100 ms
 slices) and the queue depth over time, and prints the admitted rate during the
-hold window [START+HOLD_FROM, START+HOLD_TO] as a fraction of PEAK (the
-throughput measured without overload). `concurrency` reads `handled bench
+hold window [START+HOLD_FROM, START+HOLD_TO] as a fraction of the peak (the
+throughput measured without overload, before and after the surge), and the
+server's refusal times within the hold. `concurrency` reads `handled bench
 --concurrency-sweep ... --json` output, one file per configuration, prints a
 markdown table and draws throughput and p50/p99 latency against clients.
 Standard library only.
@@ -31,9 +32,15 @@ COUNTERS = {
 }
 
 
+REFUSAL_BUCKETS = r'^handled_refusal_duration_seconds_bucket\{le="([^"]+)",transport="udp"\} (\S+)'
+
+
 def scrape(url, out):
+    """One row per 100 ms: the admission counters, then the UDP refusal
+    histogram's cumulative buckets as `bound:count;...` (empty until the first
+    refusal creates the series), so a window's refusal times can be read off."""
     with open(out, "w") as f:
-        f.write("t,admitted,queued,refused,waiting\n")
+        f.write(",".join(["t"] + list(COUNTERS) + ["refusal_buckets"]) + "\n")
         while True:
             t = time.time()
             try:
@@ -41,27 +48,40 @@ def scrape(url, out):
             except OSError:
                 time.sleep(0.1)
                 continue
-            row = []
+            row = ["%.3f" % t]
             for pattern in COUNTERS.values():
-                row.append(sum(float(v) for v in re.findall(pattern, text, re.M)))
-            f.write("%.3f,%s\n" % (t, ",".join("%g" % v for v in row)))
+                row.append("%g" % sum(float(v) for v in re.findall(pattern, text, re.M)))
+            row.append(";".join("%s:%s" % b for b in re.findall(REFUSAL_BUCKETS, text, re.M)))
+            f.write(",".join(row) + "\n")
             f.flush()
             time.sleep(max(0.0, 0.1 - (time.time() - t)))
+
+
+def parse_buckets(field):
+    """`bound:count;...` → [(bound, count)]."""
+    return [(float(le), float(n)) for le, n in (b.split(":") for b in field.split(";") if b)]
+
+
+def quantile_bounds(buckets):
+    """[(upper bound, count)] of a window → (total, p50 bound, p99 bound, share ≤ 1 ms)."""
+    total = buckets[-1][1] if buckets else 0
+    if not total:
+        return 0, None, None, None
+    bound = lambda q: next(le for le, n in buckets if n >= q * total)
+    within_1ms = max((n for le, n in buckets if le <= 0.001), default=0)
+    return total, bound(0.5), bound(0.99), within_1ms / total
 
 
 def refusals(url):
     """p50/p99 of handled_refusal_duration_seconds (UDP), as bucket upper bounds."""
     text = urllib.request.urlopen(url, timeout=5).read().decode()
-    buckets = []
-    for le, n in re.findall(r'^handled_refusal_duration_seconds_bucket\{le="([^"]+)",transport="udp"\} (\S+)', text, re.M):
-        buckets.append((float("inf") if le == "+Inf" else float(le), float(n)))
-    total = buckets[-1][1] if buckets else 0
+    buckets = [(float(le), float(n)) for le, n in re.findall(REFUSAL_BUCKETS, text, re.M)]
+    total, p50, p99, _ = quantile_bounds(buckets)
     if not total:
         print("server: no refusals recorded")
         return
-    bound = lambda q: next(le for le, n in buckets if n >= q * total)
-    print("server: %d refusals, time from arrival to answer p50 ≤ %g µs, p99 ≤ %g µs"
-          % (total, bound(0.5) * 1e6, bound(0.99) * 1e6))
+    print("server, whole run: %d refusals, time from arrival to answer p50 ≤ %g µs, p99 ≤ %g µs"
+          % (total, p50 * 1e6, p99 * 1e6))
 
 
 def rates(rows):
@@ -81,19 +101,38 @@ def polyline(points, color, width=1.5, dash=None):
     return '<polyline fill="none" stroke="%s" stroke-width="%s"%s points="%s"/>' % (color, width, extra, d)
 
 
-def render(csv, start, hold_from, hold_to, peak, title, svg):
-    rows = []
+def render(csv, start, hold_from, hold_to, peak_before, peak_after, title, svg):
+    """The peak without overload is measured before and after the surge; the
+    hold is compared with their mean, so a host that drifts between the two
+    measurements does not decide the figure."""
+    rows, buckets = [], []
     for line in open(csv).read().splitlines()[1:]:
-        rows.append(tuple(float(x) for x in line.split(",")))
+        fields = line.split(",")
+        rows.append(tuple(float(x) for x in fields[:5]))
+        buckets.append(parse_buckets(fields[5]))
     series = [r for r in rates(rows) if r[0] >= start - 1]
     if not series:
         sys.exit("no samples after the start time")
     t0 = start
-    hold = [r for r in series if start + hold_from <= r[0] <= start + hold_to]
-    admitted = sum(r[1] for r in hold) / max(1, len(hold))
-    refused = sum(r[3] for r in hold) / max(1, len(hold))
-    print("hold window: admitted %.0f/s = %.1f%% of peak %.0f/s; refused %.0f/s; offered ≈ %.0f/s (%.1f× peak)"
-          % (admitted, 100 * admitted / peak, peak, refused, admitted + refused, (admitted + refused) / peak))
+    peak = (peak_before + peak_after) / 2
+    # Counters read at the window's ends, not a mean of the 100 ms slices
+    # (a late scrape makes one slice short and the next long).
+    hold = [(r, b) for r, b in zip(rows, buckets) if start + hold_from <= r[0] <= start + hold_to]
+    if len(hold) < 2:
+        sys.exit("no samples in the hold window")
+    (first, first_buckets), (last, last_buckets) = hold[0], hold[-1]
+    span = last[0] - first[0]
+    admitted = (last[1] - first[1]) / span
+    refused = (last[3] - first[3]) / span
+    print("hold window: admitted %.0f/s = %.1f%% of peak %.0f/s (before %.0f, after %.0f); refused %.0f/s; "
+          "offered ≈ %.0f/s (%.1f× peak)" % (admitted, 100 * admitted / peak, peak, peak_before, peak_after,
+                                             refused, admitted + refused, (admitted + refused) / peak))
+    if last_buckets:
+        before = dict(first_buckets)
+        total, p50, p99, within = quantile_bounds([(le, n - before.get(le, 0)) for le, n in last_buckets])
+        if total:
+            print("hold window, server: %d refusals, time from arrival to answer p50 ≤ %g µs, p99 ≤ %g µs; "
+                  "%.3f%% within 1 ms" % (total, p50 * 1e6, p99 * 1e6, 100 * within))
 
     # Top panel: everything; bottom panel (below h): admitted against the peak.
     w, h, left, right, top, bottom = 820, 400, 70, 70, 40, 50
@@ -110,7 +149,7 @@ def render(csv, start, hold_from, hold_to, peak, title, svg):
     amax = 1.5 * peak
     ya = lambda v: h + h2 - 30 - min(v, amax) / amax * (h2 - 60)
     parts.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#eef5ff"/>' % (x(t0 + hold_from), h + 30, x(t0 + hold_to) - x(t0 + hold_from), h2 - 60))
-    parts.append('<text x="%d" y="%d" text-anchor="middle" font-size="12">admitted vs the peak without overload (shaded: the hold window, admitted %.0f%% of peak)</text>' % (w / 2, h + 20, 100 * admitted / peak))
+    parts.append('<text x="%d" y="%d" text-anchor="middle" font-size="12">admitted vs the peak without overload (shaded: the hold window, admitted %.1f%% of peak)</text>' % (w / 2, h + 20, 100 * admitted / peak))
     for frac in (0, 0.5, 1.0, 1.5):
         parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>' % (left, w - right, ya(frac * peak), ya(frac * peak)))
         parts.append('<text x="%d" y="%.1f" text-anchor="end">%.0f</text>' % (left - 5, ya(frac * peak) + 4, frac * peak))
@@ -230,7 +269,7 @@ if __name__ == "__main__":
         rss(sys.argv[2], sys.argv[3], sys.argv[4])
     elif len(sys.argv) == 3 and sys.argv[1] == "refusals":
         refusals(sys.argv[2])
-    elif len(sys.argv) == 9 and sys.argv[1] == "render":
-        render(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]), sys.argv[7], sys.argv[8])
+    elif len(sys.argv) == 10 and sys.argv[1] == "render":
+        render(sys.argv[2], *map(float, sys.argv[3:8]), sys.argv[8], sys.argv[9])
     else:
         sys.exit(__doc__)

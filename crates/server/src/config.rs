@@ -28,6 +28,11 @@ pub struct Config {
     pub description: String,
     /// UDP sockets (with SO_REUSEPORT); 0 = one per core.
     pub udp_sockets: usize,
+    /// While refusing (overload), run the UDP receiving threads at realtime
+    /// priority (SCHED_FIFO 1) if the process may (root, CAP_SYS_NICE or
+    /// LimitRTPRIO=1), so refusals do not wait for the scheduler to preempt
+    /// the workers (up to 4 ms); normal priority otherwise.
+    pub udp_realtime_refusals: bool,
     /// Seconds an idle TCP connection may stay open between requests.
     pub tcp_idle_timeout_secs: u64,
     /// Memory for the embedded store's page cache, in MiB (the OS page cache
@@ -100,6 +105,7 @@ impl Default for Config {
             case_sensitive: false,
             description: "handled".to_string(),
             udp_sockets: 0,
+            udp_realtime_refusals: true,
             tcp_idle_timeout_secs: 60,
             server_admins: Vec::new(),
             store_cache_mb: 64,

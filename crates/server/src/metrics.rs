@@ -56,6 +56,7 @@ pub struct Metrics {
     /// overload is turned away, and would only blur the served requests' latency.
     refusals: Family<TransportLabel, Histogram, fn() -> Histogram>,
     connections: Family<TransportLabel, Gauge>,
+    udp_duplicates: Counter,
 }
 
 impl Default for Metrics {
@@ -65,6 +66,7 @@ impl Default for Metrics {
             latency: Family::new_with_constructor(latency_histogram),
             refusals: Family::new_with_constructor(refusal_histogram),
             connections: Family::default(),
+            udp_duplicates: Counter::default(),
         }
     }
 }
@@ -102,6 +104,11 @@ impl Metrics {
         histogram.get_or_create(&TransportLabel { transport: service }).observe(elapsed.as_secs_f64());
     }
 
+    /// A re-sent UDP request dropped: its original is still queued or being served.
+    pub fn udp_duplicate_dropped(&self) {
+        self.udp_duplicates.inc();
+    }
+
     /// Track an open connection until the guard is dropped.
     pub fn connection(&self, transport: &'static str) -> ConnectionGuard {
         let gauge = self.connections.get_or_create(&TransportLabel { transport }).clone();
@@ -116,6 +123,11 @@ impl Metrics {
         r.register("request_duration_seconds", "Time to answer a served request, from its admission", self.latency.clone());
         r.register("refusal_duration_seconds", "Time to refuse a request as too busy, from its arrival", self.refusals.clone());
         r.register("open_connections", "Open TCP and HTTP connections", self.connections.clone());
+        r.register(
+            "udp_duplicates_dropped",
+            "Re-sent UDP requests dropped because the original was still queued or being served",
+            self.udp_duplicates.clone(),
+        );
 
         let counter = |v: u64| {
             let c: Counter = Counter::default();
@@ -199,6 +211,7 @@ mod tests {
         unit[ENVELOPE_LEN + 7] = 3; // SERVER_TOO_BUSY: timed apart
         m.observe("udp", &[unit], Duration::from_micros(3));
         m.observe_http("registry", 503, Duration::from_micros(5));
+        m.udp_duplicate_dropped();
         let guard = m.connection("tcp");
         let admission = AdmissionStats { admitted: 7, rejected_queue_full: 2, in_flight: 1, max_concurrent: 5, ..Default::default() };
         let cache = CacheStats { hits: 3, misses: 4, bytes: 1000, ..Default::default() };
@@ -212,6 +225,7 @@ mod tests {
             r#"handled_refusal_duration_seconds_bucket{le="0.000002",transport="udp"} 0"#,
             r#"handled_refusal_duration_seconds_count{transport="registry"} 1"#,
             r#"handled_open_connections{transport="tcp"} 1"#,
+            "handled_udp_duplicates_dropped_total 1",
             "handled_admission_admitted_total 7",
             r#"handled_admission_rejected_total{reason="queue_full"} 2"#,
             "handled_admission_in_flight 1",

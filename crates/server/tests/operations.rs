@@ -4,8 +4,9 @@
 
 mod admin_common;
 
-use handled_client::{resolved_values, Connection, KeyChoice, Protocol, ResolveOptions};
-use handled_proto::header::ResponseCode;
+use handled_client::{decode_response, encode_request, resolved_values, Connection, KeyChoice, Protocol, ResolveOptions};
+use handled_proto::header::{OpFlags, ResponseCode};
+use handled_proto::request::{RequestBody, ResolutionRequest};
 use handled_proto::value::HandleValue;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -70,6 +71,39 @@ async fn waiting_longer_than_allowed_is_refused() {
     let (_, _, metrics) = http_get(s.addrs.http, "/metrics").await;
     assert!(metrics.contains("handled_admission_rejected_total{reason=\"queue_timeout\"} 1"), "{metrics}");
     drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_udp_request_waits_for_its_original_answer() {
+    let s = admin_common::start_with(|c| {
+        c.max_concurrent = 1;
+        c.queue_length = 8;
+        c.max_queue_wait_ms = 5000;
+    })
+    .await;
+    let held = s.state.admission.admit().await.unwrap();
+    let body = RequestBody::Resolution(ResolutionRequest { handle: b"TEST/ADMIN".to_vec(), indexes: vec![], types: vec![] });
+    let unit = encode_request(&body, OpFlags::REC.with(OpFlags::PO), 4242);
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    client.connect(s.addrs.udp).await.unwrap();
+    // The original waits in the queue; the client, hearing nothing, re-sends.
+    client.send(&unit).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    client.send(&unit).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut buf = vec![0u8; 4096];
+    assert!(client.try_recv(&mut buf).is_err(), "the copy must not be refused while its original waits");
+    drop(held);
+    let n = tokio::time::timeout(TIMEOUT, client.recv(&mut buf)).await.unwrap().unwrap();
+    assert_eq!(decode_response(&buf[..n], 4242).unwrap().code(), ResponseCode::SUCCESS);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(client.try_recv(&mut buf).is_err(), "answered twice: the copy was queued too");
+    let (_, _, metrics) = http_get(s.addrs.http, "/metrics").await;
+    assert!(metrics.lines().any(|l| l == "handled_udp_duplicates_dropped_total 1"), "{metrics}");
+    // Answered: the same id is a new request again.
+    client.send(&unit).await.unwrap();
+    let n = tokio::time::timeout(TIMEOUT, client.recv(&mut buf)).await.unwrap().unwrap();
+    assert_eq!(decode_response(&buf[..n], 4242).unwrap().code(), ResponseCode::SUCCESS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

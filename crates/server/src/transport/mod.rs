@@ -2,6 +2,7 @@
 //! admission control and records metrics around [`crate::native::handle_unit`].
 
 pub mod http;
+mod realtime;
 pub mod tcp;
 pub mod timing;
 pub mod tls;

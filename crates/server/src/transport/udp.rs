@@ -5,6 +5,7 @@
 //! request id); replies over 512 bytes go out in 492-byte chunks. The kernel
 //! stamps each datagram's arrival, so waits in the socket count in the times.
 
+use super::realtime::RealtimeWhileRefusing;
 use super::{refuse, serve_admitted};
 use crate::admission::Turn;
 use crate::native::{read_envelope, Transport};
@@ -17,11 +18,11 @@ use nix::sys::socket::{
     recvmmsg, sendmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, RecvMsg, SockaddrStorage,
 };
 use nix::sys::time::TimeSpec;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Datagrams taken per `recvmmsg`.
@@ -32,6 +33,10 @@ const OVERLOAD_COALESCE: Duration = Duration::from_micros(400);
 /// After the last refusal, keep receiving on that timer this long before
 /// blocking in `recvmmsg` again.
 const OVERLOAD_LINGER: Duration = Duration::from_millis(20);
+/// While refusing, full batches taken back to back before a pause anyway: a
+/// flood cannot keep the thread (perhaps at realtime priority) on its core
+/// for more than ~1 ms at a time; the kernel drops what the socket cannot hold.
+const MAX_BATCHES_WITHOUT_PAUSE: u32 = 4;
 /// Larger than any datagram a Handle client sends (≤ 512), so oversized junk is
 /// seen as truncated rather than silently cut to a plausible prefix.
 const RECV_BUFFER: usize = 2048;
@@ -90,20 +95,26 @@ pub struct Datagram {
 fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tokio::runtime::Handle) {
     let mut receiver = BatchReceiver::new(socket);
     let mut pending: HashMap<(SocketAddr, i32), (Instant, Reassembly)> = HashMap::new();
-    // While refusing, receive on a timer instead of blocking. A thread woken by
-    // a datagram moments after it last ran has not yet earned the right (EEVDF
+    // While refusing, receive on a timer instead of blocking, and at realtime
+    // priority if the process may (`realtime.rs`). A thread woken by a
+    // datagram moments after it last ran has not yet earned the right (EEVDF
     // eligibility) to preempt a worker busy signing, so it waited for the next
-    // scheduler tick: up to 4 ms at HZ=250, for 2.5% of refusals. After a timed
-    // pause it preempts at once.
+    // scheduler tick: up to 4 ms at HZ=250, for 2.5% of refusals. A timed
+    // pause mostly avoids that; realtime priority always does.
     let mut refusing_until = Instant::now();
+    let mut realtime = RealtimeWhileRefusing::new(state.config.udp_realtime_refusals);
+    let mut batches_without_pause = 0;
+    let in_progress = InProgress::default();
     loop {
         let mut cheap = Vec::new();
         let mut refused = Vec::new();
         let refusing = Instant::now() < refusing_until;
+        realtime.set_refusing(refusing);
         let received = match receiver.receive(!refusing) {
             Ok(batch) => batch,
             Err(Errno::EAGAIN) => {
                 std::thread::sleep(OVERLOAD_COALESCE);
+                batches_without_pause = 0;
                 continue;
             }
             Err(e) => {
@@ -113,27 +124,35 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
             }
         };
         for d in received {
-            let unit = match read_envelope(&d.bytes) {
+            let (unit, request_id) = match read_envelope(&d.bytes) {
                 Some(env) if env.truncated => match reassemble(&mut pending, d.peer, &d.bytes) {
-                    Some(unit) => unit,
+                    Some(unit) => (unit, env.request_id),
                     None => continue,
                 },
-                Some(_) => d.bytes,
+                Some(env) => (d.bytes, env.request_id),
                 None => continue,
             };
+            let key = (d.peer, request_id);
+            if in_progress.contains(&key) {
+                state.metrics.udp_duplicate_dropped();
+                continue;
+            }
             // Admission is decided here, before any task exists: a backlog of
             // spawned tasks would be an unbounded queue of its own.
             let (state2, socket2, peer, arrived) = (state.clone(), socket.clone(), d.peer, d.arrived);
             match state.admission.request() {
                 Ok(Turn::Now(permit)) if is_cheap(&unit) => cheap.push((peer, unit, permit)),
                 Ok(Turn::Now(permit)) => {
+                    let claim = in_progress.claim(key);
                     runtime.spawn(async move {
                         let replies = serve_admitted(&state2, &unit, Transport::Udp).await;
                         drop(permit);
                         send_batch(&socket2, &replies.into_iter().map(|r| (peer, r)).collect::<Vec<_>>());
+                        drop(claim);
                     });
                 }
                 Ok(Turn::Queued(turn)) => {
+                    let claim = in_progress.claim(key);
                     runtime.spawn(async move {
                         let replies = match turn.wait().await {
                             Ok(permit) => {
@@ -144,6 +163,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
                             Err(why) => refuse(&state2, &unit, Transport::Udp, why, arrived),
                         };
                         send_batch(&socket2, &replies.into_iter().map(|r| (peer, r)).collect::<Vec<_>>());
+                        drop(claim);
                     });
                 }
                 Err(why) => {
@@ -167,13 +187,62 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
             });
             send_batch(socket, &replies);
         }
-        if (refusing || refused_some) && !receiver.filled() {
-            // Let datagrams gather instead of waking for every one or two:
-            // each wake-up preempts the workers doing admitted work, and fuller
-            // batches make each refusal cheaper. Not while a burst is still
-            // queued: its tail would wait one pause per batch.
+        if pause_after_batch(refusing || refused_some, receiver.filled(), &mut batches_without_pause) {
             std::thread::sleep(OVERLOAD_COALESCE);
         }
+    }
+}
+
+/// While refusing, pause after a batch to let datagrams gather instead of
+/// waking for every one or two: each wake-up preempts the workers doing
+/// admitted work, and fuller batches make each refusal cheaper. Not while a
+/// burst is still queued (a full batch), or its tail would wait one pause per
+/// batch; but at least every `MAX_BATCHES_WITHOUT_PAUSE` batches.
+fn pause_after_batch(overloaded: bool, filled: bool, batches_without_pause: &mut u32) -> bool {
+    if !overloaded {
+        *batches_without_pause = 0;
+        return false;
+    }
+    if filled && *batches_without_pause + 1 < MAX_BATCHES_WITHOUT_PAUSE {
+        *batches_without_pause += 1;
+        return false;
+    }
+    *batches_without_pause = 0;
+    true
+}
+
+/// This socket's requests that are queued or being served off the receiving
+/// thread, by (peer, request id). A client that hears nothing for a while
+/// sends the same request again. Refusing the copy made it give up on an
+/// answer already on its way (at 10× overload of the default throttle, 83% of
+/// the admitted work went to clients that had given up); queueing it would do
+/// the work twice. So the copy is dropped.
+#[derive(Clone, Default)]
+struct InProgress(Arc<Mutex<HashSet<(SocketAddr, i32)>>>);
+
+/// Held while a request is queued or served; dropping it (the reply sent, or
+/// the task gone) lets the same (peer, request id) in again.
+struct Claim {
+    in_progress: InProgress,
+    key: (SocketAddr, i32),
+}
+
+impl InProgress {
+    fn contains(&self, key: &(SocketAddr, i32)) -> bool {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).contains(key)
+    }
+
+    /// Only the receiving thread claims, after `contains` said no: tasks only
+    /// release, so nothing can claim the same key in between.
+    fn claim(&self, key: (SocketAddr, i32)) -> Claim {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).insert(key);
+        Claim { in_progress: self.clone(), key }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.in_progress.0.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.key);
     }
 }
 
@@ -351,6 +420,17 @@ mod tests {
         assert!(waited >= Duration::from_millis(25) && waited < Duration::from_secs(5), "waited {waited:?}");
         assert!(!receiver.filled());
         assert_eq!(receiver.receive(false).err(), Some(Errno::EAGAIN), "nothing queued: a poll must not block");
+    }
+
+    #[test]
+    fn a_flood_of_full_batches_still_pauses() {
+        let mut n = 0;
+        assert!(!pause_after_batch(false, true, &mut n), "not refusing: never pause");
+        assert!(pause_after_batch(true, false, &mut n), "refusing, socket drained: pause");
+        let pauses: Vec<bool> = (0..8).map(|_| pause_after_batch(true, true, &mut n)).collect();
+        assert_eq!(pauses, [false, false, false, true, false, false, false, true]);
+        assert!(!pause_after_batch(true, true, &mut n) && !pause_after_batch(false, false, &mut n));
+        assert_eq!(n, 0, "leaving overload starts the count afresh");
     }
 
     #[test]
