@@ -109,6 +109,17 @@ pub enum Turn {
     Queued(QueuedTurn),
 }
 
+impl Turn {
+    /// The permit: at once, or after waiting in the queue (at most the
+    /// configured time).
+    pub async fn permit(self) -> Result<OwnedSemaphorePermit, Rejection> {
+        match self {
+            Turn::Now(permit) => Ok(permit),
+            Turn::Queued(turn) => turn.wait().await,
+        }
+    }
+}
+
 /// A counted place in the admission queue.
 pub struct QueuedTurn {
     inner: Arc<Inner>,
@@ -181,10 +192,7 @@ impl Admission {
     /// Wait for a turn, or learn at once (queue full) or after `max_wait` that
     /// there is none. Processing lasts as long as the returned permit lives.
     pub async fn admit(&self) -> Result<OwnedSemaphorePermit, Rejection> {
-        match self.request()? {
-            Turn::Now(permit) => Ok(permit),
-            Turn::Queued(turn) => turn.wait().await,
-        }
+        self.request()?.permit().await
     }
 
     /// Seconds a refused client should wait before retrying (HTTP Retry-After).

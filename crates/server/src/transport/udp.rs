@@ -139,22 +139,14 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
             }
             // Admission is decided here, before any task exists: a backlog of
             // spawned tasks would be an unbounded queue of its own.
-            let (state2, socket2, peer, arrived) = (state.clone(), socket.clone(), d.peer, d.arrived);
+            let (peer, arrived) = (d.peer, d.arrived);
             match state.admission.request() {
                 Ok(Turn::Now(permit)) if is_cheap(&unit) => cheap.push((peer, unit, permit)),
-                Ok(Turn::Now(permit)) => {
+                Ok(turn) => {
                     let claim = in_progress.claim(key);
+                    let (state2, socket2) = (state.clone(), socket.clone());
                     runtime.spawn(async move {
-                        let replies = serve_admitted(&state2, &unit, Transport::Udp).await;
-                        drop(permit);
-                        send_batch(&socket2, &replies.into_iter().map(|r| (peer, r)).collect::<Vec<_>>());
-                        drop(claim);
-                    });
-                }
-                Ok(Turn::Queued(turn)) => {
-                    let claim = in_progress.claim(key);
-                    runtime.spawn(async move {
-                        let replies = match turn.wait().await {
+                        let replies = match turn.permit().await {
                             Ok(permit) => {
                                 let replies = serve_admitted(&state2, &unit, Transport::Udp).await;
                                 drop(permit);
