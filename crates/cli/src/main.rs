@@ -35,19 +35,37 @@ enum Command {
     Keygen(admin::KeygenArgs),
 }
 
-fn main() -> ExitCode {
-    // Rust ignores SIGPIPE, which turns `handled ... | head` into a panic on the
-    // next print; restore the default so a closed pipe ends us quietly.
-    // SAFETY: called before any thread exists; SIG_DFL is a valid disposition.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+impl Command {
+    /// One-shot clients whose output is read through pipes; not the long-running
+    /// network programs, which must survive peers that go away.
+    fn prints_for_pipes(&self) -> bool {
+        !matches!(self, Command::Serve(_) | Command::Bench(_))
     }
+}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.prints_for_pipes() {
+        // Rust ignores SIGPIPE, which turns `handled list … | head` into a panic on
+        // the next print; the default disposition ends a client quietly instead.
+        // Never for `serve` or `bench`: hyper and rustls write with writev (no
+        // MSG_NOSIGNAL), so a peer that closes early would kill the process.
+        // SAFETY: called before any thread exists; SIG_DFL is a valid disposition.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("HANDLED_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HANDLED_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");

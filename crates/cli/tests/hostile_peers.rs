@@ -1,0 +1,125 @@
+//! Hostile peers against a real `handled serve` process (regression tests of
+//! the black-box attack; the attack tools themselves are in `tests/hostile/`).
+//! Each test attacks on loopback, boundedly, then checks that the server process
+//! is still alive and still serves an ordinary client.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running `serve --ephemeral`, killed on drop.
+struct Server {
+    child: Child,
+    http: SocketAddr,
+    registry: SocketAddr,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The address after `label` in a start-up line (`… http 127.0.0.1:PORT …`).
+fn address_after(line: &str, label: &str) -> Option<SocketAddr> {
+    let rest = line.split(label).nth(1)?;
+    rest.split(|c: char| c.is_whitespace() || c == '/')
+        .find(|w| !w.is_empty())?
+        .parse()
+        .ok()
+}
+
+fn start() -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_handled"))
+        .args([
+            "serve",
+            "--ephemeral",
+            "--listen",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--http-port",
+            "0",
+        ])
+        .args(["--registry-port", "0", "--prefix", "TEST"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn handled");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let (mut http, mut registry) = (None, None);
+    let mut line = String::new();
+    while registry.is_none() && stderr.read_line(&mut line).unwrap() > 0 {
+        http = http.or_else(|| address_after(&line, " http "));
+        registry = registry.or_else(|| address_after(&line, "http://"));
+        line.clear();
+    }
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    Server {
+        child,
+        http: http.expect("http address"),
+        registry: registry.expect("registry address"),
+    }
+}
+
+impl Server {
+    /// Panics if the process has exited (with how it exited).
+    fn assert_alive(&mut self, after: &str) {
+        if let Some(status) = self.child.try_wait().unwrap() {
+            panic!("the server died after {after}: {status:?}");
+        }
+    }
+}
+
+/// One ordinary request on a fresh connection; returns the status line.
+fn get(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("read answer");
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
+/// Pipelines many requests and closes without reading a byte of the answers, so
+/// the server's next write meets a closed socket (EPIPE / ECONNRESET).
+fn pipeline_and_close(addr: SocketAddr, path: &str) {
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        let burst = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").repeat(200);
+        let _ = s.write_all(burst.as_bytes());
+        drop(s);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+/// F1: a peer that closes early used to kill the whole process with SIGPIPE
+/// (`serve` ran with the default disposition, and hyper writes with writev).
+#[test]
+fn a_peer_closing_early_does_not_kill_the_server() {
+    let mut server = start();
+    pipeline_and_close(server.http, "/healthz");
+    server.assert_alive("pipelined /healthz requests on closed connections");
+    pipeline_and_close(server.registry, "/live");
+    server.assert_alive("pipelined registry /live requests on closed connections");
+    assert!(
+        get(server.http, "/healthz").contains(" 200"),
+        "healthz still answers"
+    );
+    assert!(
+        get(server.registry, "/live").contains(" 200"),
+        "registry /live still answers"
+    );
+}
