@@ -1,9 +1,11 @@
 //! Handle storage for `handled`.
 //!
-//! One [`Store`] trait and two backends:
+//! One [`Store`] trait and three backends:
 //! * [`EmbeddedStore`]: durable, one redb file, reads inline on the caller, writes
 //!   group-committed by one writer thread (one synced log append per batch);
-//! * [`MemoryStore`]: a `BTreeMap` behind a lock, for `--ephemeral` runs and tests.
+//! * [`MemoryStore`]: a `BTreeMap` behind a lock, for `--ephemeral` runs and tests;
+//! * `CassandraStore` (feature `cassandra`, on by default): Apache Cassandra, for
+//!   several stateless nodes sharing one registry.
 //!
 //! The trait is shaped so a distributed backend (Apache Cassandra) can implement it
 //! too: everything is async, atomicity is per handle only (compare-and-set through
@@ -24,6 +26,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+#[cfg(feature = "cassandra")]
+pub mod cassandra;
 pub mod conformance;
 mod conformance_docs;
 mod documents;
@@ -34,6 +38,8 @@ mod record;
 pub use documents::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, IndexMatch, MAX_INDEX_KEY};
 pub use embedded::{EmbeddedOptions, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
 pub use memory::MemoryStore;
+#[cfg(feature = "cassandra")]
+pub use cassandra::{CassandraOptions, CassandraStore};
 pub use record::{HandleRecord, InvalidRecord, RecordError};
 
 /// What [`Store::swap`] requires of the current state of the handle.

@@ -1,0 +1,163 @@
+//! The store conformance suite, and multi-node races, against a live Cassandra.
+//!
+//! Needs `HANDLED_TEST_CASSANDRA=host:port` (`tests/cassandra/run.sh` starts a
+//! throwaway node and sets it); without it every test says so and returns. Each
+//! test gets a keyspace of its own (replication 1).
+#![cfg(feature = "cassandra")]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use handled_store::conformance::{self, url_record};
+use handled_store::{CassandraOptions, CassandraStore, Expect, HandleRecord, Store, SwapOutcome};
+
+fn contact_point() -> Option<String> {
+    match std::env::var("HANDLED_TEST_CASSANDRA") {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ => {
+            eprintln!("skipped: HANDLED_TEST_CASSANDRA is not set (tests/cassandra/run.sh starts a node and sets it)");
+            None
+        }
+    }
+}
+
+/// A keyspace no other test (or earlier run) uses.
+fn fresh_keyspace(name: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let short: String = name.chars().filter(|c| c.is_ascii_alphanumeric()).take(24).collect();
+    format!("t{}_{}_{}_{short}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed), nanos % 10_000)
+}
+
+/// `nodes` stores on one keyspace: what several `handled` nodes share.
+async fn stores(name: &str, nodes: usize) -> Option<Vec<Arc<dyn Store>>> {
+    let contact = contact_point()?;
+    let options = CassandraOptions {
+        contact_points: vec![contact],
+        keyspace: fresh_keyspace(name),
+        replication: "1".into(),
+        ..CassandraOptions::default()
+    };
+    let mut out: Vec<Arc<dyn Store>> = Vec::new();
+    for _ in 0..nodes {
+        out.push(Arc::new(CassandraStore::connect(&options).await.expect("connect to cassandra")));
+    }
+    Some(out)
+}
+
+macro_rules! suite {
+    ($($name:ident),* $(,)?) => {
+        const NAMES: &[&str] = &[$(stringify!($name)),*];
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let Some(mut s) = stores(stringify!($name), 1).await else { return };
+                conformance::$name(s.remove(0)).await;
+            }
+        )*
+    };
+}
+
+suite!(
+    get_absent,
+    create_absent,
+    swap_present,
+    swap_any,
+    delete,
+    values_round_trip,
+    invalid_record_rejected,
+    scan_keys_order_prefix_limit,
+    scan_keys_paging,
+    put_many,
+    meta_ops,
+    concurrent_distinct_keys,
+    concurrent_same_key,
+    same_key_racing_creates,
+    stats_count_writes,
+    closed_store_refuses,
+    doc_swap_basics,
+    doc_index_maintenance,
+    doc_lookup_prefix_order_paging,
+    doc_scan_collection,
+    doc_concurrent_cas,
+    doc_closed_refuses,
+    swap_with_docs_follows_the_handle,
+    swap_with_docs_concurrent,
+);
+
+#[test]
+fn every_suite_test_is_instantiated() {
+    let all: Vec<&str> = conformance::ALL.iter().map(|(n, _)| *n).collect();
+    assert_eq!(NAMES, all.as_slice());
+}
+
+/// Three "nodes" (sessions) × 8 writers create the same 300 names: each name is
+/// created exactly once, and the record stored is the winner's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_creates_across_nodes_create_each_name_once() {
+    let Some(nodes) = stores("race_create", 3).await else { return };
+    const NAMES: u32 = 300;
+    let mut tasks = Vec::new();
+    for (n, store) in nodes.iter().enumerate() {
+        for w in 0..8u32 {
+            let store = store.clone();
+            let who = format!("{n}-{w}");
+            tasks.push(tokio::spawn(async move {
+                let mut won = Vec::new();
+                for i in 0..NAMES {
+                    let key = format!("T/{i}").into_bytes();
+                    match store.swap(&key, Expect::Absent, Some(url_record(&who))).await.unwrap() {
+                        SwapOutcome::Done { previous: None } => won.push((i, who.clone())),
+                        SwapOutcome::Done { previous } => panic!("create replaced {previous:?}"),
+                        SwapOutcome::Conflict { current } => assert!(current.is_some()),
+                    }
+                }
+                won
+            }));
+        }
+    }
+    let mut winners = std::collections::BTreeMap::new();
+    for t in tasks {
+        for (i, who) in t.await.unwrap() {
+            assert!(winners.insert(i, who).is_none(), "name {i} created twice");
+        }
+    }
+    assert_eq!(winners.len(), NAMES as usize, "every name created once");
+    for (i, who) in winners {
+        let got = nodes[(i % 3) as usize].get(format!("T/{i}").as_bytes()).await.unwrap();
+        assert_eq!(got, Some(url_record(&who)));
+    }
+}
+
+/// Three "nodes" × 8 writers each append values to one handle by read-modify-write:
+/// no update is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_appends_across_nodes_lose_nothing() {
+    let Some(nodes) = stores("race_append", 3).await else { return };
+    nodes[0].swap(b"T/hot", Expect::Absent, Some(HandleRecord::new(Vec::new()))).await.unwrap();
+    const PER_WRITER: u32 = 10;
+    let mut tasks = Vec::new();
+    for (n, store) in nodes.iter().enumerate() {
+        for w in 0..8u32 {
+            let store = store.clone();
+            let index = 1000 * (n as u32 + 1) + 100 * w;
+            tasks.push(tokio::spawn(async move {
+                for i in 0..PER_WRITER {
+                    loop {
+                        let current = store.get(b"T/hot").await.unwrap().unwrap();
+                        let mut next = current.clone();
+                        next.values.push(handled_proto::HandleValue::new((index + i) as i32, "URL", "x"));
+                        if store.swap(b"T/hot", Expect::Present(current), Some(next)).await.unwrap().is_done() {
+                            break;
+                        }
+                    }
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let record = nodes[1].get(b"T/hot").await.unwrap().unwrap();
+    assert_eq!(record.values.len(), 3 * 8 * PER_WRITER as usize, "no append lost");
+}
