@@ -1,4 +1,4 @@
-//! Wire codec for the Handle System protocol (`../shared/docs/handle-protocol.md`).
+//! Wire codec for the Handle System protocol (`docs/handle-protocol.md`).
 //!
 //! Sans-I/O: this crate turns bytes into typed messages and back. It opens no
 //! sockets, spawns no tasks and knows nothing of storage.

@@ -19,6 +19,10 @@ use handled_proto::udp::{split_datagrams, Reassembly};
 use handled_proto::{HandleValue, TtlType, ValuePermissions, ValueReference};
 use proptest::prelude::*;
 
+// Configs from `support::proptest_config`: no `*.proptest-regressions` files
+// are written into the source tree when a case fails.
+mod support;
+
 fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(any::<u8>(), 0..max)
 }
@@ -278,7 +282,7 @@ fn interesting_version() -> impl Strategy<Value = Version> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(support::proptest_config(256))]
 
     #[test]
     fn envelope_round_trip(e in envelope()) {
@@ -374,7 +378,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1024))]
+    #![proptest_config(support::proptest_config(1024))]
 
     #[test]
     fn arbitrary_bytes_never_panic(

@@ -1,6 +1,7 @@
 //! The shared cryptography (`handled_proto::crypto`) against the Java library's
-//! vectors: every secret-key answer form, the non-ASCII PBKDF2 quirk, DH session
-//! key derivation, HS_MAC and the AES-CBC session cipher.
+//! vectors (`tests/vectors`): every secret-key answer form, the non-ASCII
+//! PBKDF2 quirk, DH session key derivation, HS_MAC and the AES-CBC session
+//! cipher.
 
 use handled_proto::codec::{Codec, Reader};
 use handled_proto::crypto::{dh, seckey, session};
@@ -9,12 +10,9 @@ use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
 use handled_proto::message::parse_message;
 use handled_proto::session::{KeyData, SecretKeyAnswer};
 use serde_json::Value;
-use std::path::PathBuf;
 
-fn load(name: &str) -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors").join(name);
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
-}
+mod support;
+use support::load;
 
 fn unhex(v: &Value) -> Vec<u8> {
     hex::decode(v.as_str().expect("hex string")).unwrap()

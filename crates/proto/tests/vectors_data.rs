@@ -1,7 +1,5 @@
 //! Structured value data and its JSON against the Java library's vectors
-//! (`shared/vectors`), plus no-panic checks on arbitrary bytes.
-
-use std::path::PathBuf;
+//! (`tests/vectors`), plus no-panic checks on arbitrary bytes.
 
 use handled_proto::codec::Codec;
 use handled_proto::data::hash::{handle_hash, server_index};
@@ -14,15 +12,8 @@ use handled_proto::value::{types, HandleValue, TtlType};
 use proptest::prelude::*;
 use serde_json::Value;
 
-fn vectors_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors")
-}
-
-fn load(name: &str) -> Value {
-    let path = vectors_dir().join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
-}
+mod support;
+use support::{load, vectors_dir};
 
 fn unhex(v: &Value) -> Vec<u8> {
     hex::decode(v.as_str().expect("hex string")).unwrap()
@@ -236,7 +227,7 @@ fn handle_hash_vectors() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    #![proptest_config(support::proptest_config(2000))]
 
     /// No decoder panics on arbitrary bytes, and what decodes re-encodes to
     /// something that decodes to the same thing.

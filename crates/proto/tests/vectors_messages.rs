@@ -1,8 +1,6 @@
-//! Every message unit in `shared/vectors/*.json` (made by the Java client
+//! Every message unit in `tests/vectors/*.json` (made by the Java client
 //! library) decodes to the fields of its `decoded` object and re-encodes byte
 //! for byte; plus the signed/MACed inputs, digests, answers and UDP chunks.
-
-use std::path::PathBuf;
 
 use handled_proto::codec::Codec;
 use handled_proto::credential::{signed_input, Credential};
@@ -19,19 +17,8 @@ use serde_json::Value;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
-fn vectors_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("HANDLE_VECTORS") {
-        return dir.into();
-    }
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors");
-    assert!(dir.is_dir(), "vectors not found at {} (set HANDLE_VECTORS)", dir.display());
-    dir
-}
-
-fn load(name: &str) -> Value {
-    let path = vectors_dir().join(name);
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+mod support;
+use support::{load, vectors_dir};
 
 fn hx(v: &Value) -> Vec<u8> {
     hex::decode(v.as_str().unwrap_or_else(|| panic!("not a hex string: {v}"))).unwrap()

@@ -53,6 +53,15 @@ impl Caller {
     }
 }
 
+/// For unit tests: a golden vector made by the Java client library, read from
+/// the in-repo copy in the proto crate (`crates/proto/tests/vectors/`).
+#[cfg(test)]
+pub(crate) fn test_vector(name: &str) -> serde_json::Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto/tests/vectors").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,14 +68,8 @@ mod tests {
 
     #[test]
     fn rsa_vector_answer() {
-        let v: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/vectors/challenge_pubkey.json")).unwrap(),
-        )
-        .unwrap();
-        let keys: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/vectors/keys.json")).unwrap(),
-        )
-        .unwrap();
+        let v = crate::auth::test_vector("challenge_pubkey.json");
+        let keys = crate::auth::test_vector("keys.json");
         let unhex = |s: &serde_json::Value| -> Vec<u8> {
             let s = s.as_str().unwrap();
             (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()

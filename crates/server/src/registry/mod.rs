@@ -1,7 +1,7 @@
 //! The domain registry (reThink Domain Registry API): users → live endpoints
 //! ("hyperty instances") and the data objects they report, with search,
 //! expiry, keep-alive and a change feed. Served at the root of its own port
-//! (`registry_port`), as the original was. See `../shared/docs/domain-registry.md`
+//! (`registry_port`), as the original was. See `docs/domain-registry.md`
 //! for the contract and `openapi.json` here for the routes.
 //!
 //! * [`model`]: records, validation, index entries, expiry rule, time format;

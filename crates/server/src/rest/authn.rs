@@ -322,10 +322,7 @@ mod tests {
     /// answers our field mapping builds.
     #[test]
     fn vector_seckey_answers() {
-        let v: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/vectors/http_auth.json")).unwrap(),
-        )
-        .unwrap();
+        let v = crate::auth::test_vector("http_auth.json");
         let s = |k: &str| v[k].as_str().unwrap().to_string();
         let nonce = B64.decode(s("nonce_b64")).unwrap();
         let cnonce = B64.decode(s("cnonce_b64")).unwrap();
