@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 echo "== cargo test (workspace)"
 cargo test --workspace --locked
 
+echo "== cargo test (workspace) in a copy of the repository alone (no sibling shared/ directory)"
+scripts/test-standalone.sh
+
 echo "== build the release binary for the black-box suites"
 cargo build --release --locked -p handled
 
