@@ -1,5 +1,6 @@
 """Starts `handled serve` with the domain registry enabled, once per backend:
-the embedded store (temporary data directory) and --ephemeral.
+the embedded store (temporary data directory), --ephemeral, and Cassandra when
+$HANDLED_TEST_CASSANDRA names a node.
 
 The binary is $HANDLED_BIN (default: target/release/handled)."""
 
@@ -77,9 +78,24 @@ class Server:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-@pytest.fixture(scope="session", params=["embedded", "ephemeral"])
+# With a Cassandra node at $HANDLED_TEST_CASSANDRA (tests/cassandra/run.sh), the
+# suite also runs on the Cassandra store, in a keyspace of its own.
+BACKENDS = ["embedded", "ephemeral"] + (["cassandra"] if os.environ.get("HANDLED_TEST_CASSANDRA") else [])
+
+
+def cassandra_env() -> dict:
+    return {
+        "HANDLED_STORE": "cassandra",
+        "HANDLED_CASSANDRA_CONTACT_POINTS": os.environ["HANDLED_TEST_CASSANDRA"],
+        "HANDLED_CASSANDRA_KEYSPACE": "reg_" + uuid.uuid4().hex[:16],
+        "HANDLED_CASSANDRA_REPLICATION": "1",
+    }
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
 def server(request):
-    s = Server(ephemeral=request.param == "ephemeral")
+    env = cassandra_env() if request.param == "cassandra" else None
+    s = Server(ephemeral=request.param == "ephemeral", env=env)
     yield s
     s.stop()
 

@@ -1,6 +1,7 @@
 """Starts one `handled serve --ephemeral` for the suite and hands tests its
 addresses and admin credentials (the file `--admin-credentials` writes)."""
 import json
+import uuid
 import os
 import re
 import subprocess
@@ -34,7 +35,15 @@ def start(extra_args=(), config_text=None, env=None):
     binary = os.environ.get("HANDLED_BIN", os.path.join(ROOT, "target", "release", "handled"))
     tmp = tempfile.mkdtemp(prefix="handled-rest-")
     creds_path = os.path.join(tmp, "admin.json")
-    args = [binary, "serve", "--ephemeral", "--port", "0", "--http-port", "0", "--admin-credentials", creds_path]
+    args = [binary, "serve", "--port", "0", "--http-port", "0", "--admin-credentials", creds_path]
+    env = dict(env or {})
+    if os.environ.get("HANDLED_TEST_CASSANDRA"):
+        # The whole suite on the Cassandra store (tests/cassandra/run.sh), a keyspace per server.
+        env.update(HANDLED_STORE="cassandra", HANDLED_CASSANDRA_CONTACT_POINTS=os.environ["HANDLED_TEST_CASSANDRA"],
+                   HANDLED_CASSANDRA_KEYSPACE="rest_" + uuid.uuid4().hex[:16], HANDLED_CASSANDRA_REPLICATION="1")
+        args += ["--data-dir", os.path.join(tmp, "data")]
+    else:
+        args.append("--ephemeral")
     if config_text is not None:
         cfg = os.path.join(tmp, "handled.toml")
         with open(cfg, "w") as f:

@@ -40,7 +40,7 @@ async fn server() -> TestServer {
     };
     let listeners = Listeners::bind(&config).expect("bind");
     listeners.apply_ports(&mut config);
-    let store = open_store(&config).expect("store");
+    let store = open_store(&config).await.expect("store");
     let booted = bootstrap(config, store).await.expect("bootstrap");
     let running = listeners.serve(booted.state).expect("serve");
     let addrs = running.addrs;

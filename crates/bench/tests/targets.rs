@@ -21,7 +21,7 @@ async fn server() -> BoundAddrs {
     };
     let listeners = Listeners::bind(&config).expect("bind");
     listeners.apply_ports(&mut config);
-    let store = open_store(&config).expect("store");
+    let store = open_store(&config).await.expect("store");
     let booted = bootstrap(config, store).await.expect("bootstrap");
     for p in &booted.new_credentials {
         let _ = std::fs::remove_file(p);

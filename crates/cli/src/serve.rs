@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Args;
 use handled_server::bootstrap::{bootstrap, open_store};
-use handled_server::config::Config;
+use handled_server::config::{Config, StoreKind};
 use handled_server::Listeners;
 use std::io::Write;
 use std::net::IpAddr;
@@ -43,6 +43,30 @@ pub struct ServeArgs {
     /// data directory, or the temp directory with --ephemeral).
     #[arg(long, env = "HANDLED_ADMIN_CREDENTIALS")]
     admin_credentials: Option<PathBuf>,
+    /// Store backend: embedded (default), memory or cassandra.
+    #[arg(long, env = "HANDLED_STORE")]
+    store: Option<StoreKind>,
+    /// Cassandra nodes to contact first, host:port (comma-separated).
+    #[arg(long, env = "HANDLED_CASSANDRA_CONTACT_POINTS", value_delimiter = ',')]
+    cassandra_contact_points: Vec<String>,
+    /// Cassandra keyspace of this registry.
+    #[arg(long, env = "HANDLED_CASSANDRA_KEYSPACE")]
+    cassandra_keyspace: Option<String>,
+    /// Replication of a keyspace created at start: "3" or "dc1:3,dc2:3".
+    #[arg(long, env = "HANDLED_CASSANDRA_REPLICATION")]
+    cassandra_replication: Option<String>,
+    /// Consistency of reads and writes (QUORUM, LOCAL_QUORUM, …).
+    #[arg(long, env = "HANDLED_CASSANDRA_CONSISTENCY")]
+    cassandra_consistency: Option<String>,
+    /// Consistency of lightweight transactions (SERIAL or LOCAL_SERIAL).
+    #[arg(long, env = "HANDLED_CASSANDRA_SERIAL_CONSISTENCY")]
+    cassandra_serial_consistency: Option<String>,
+    /// Cassandra user (password from HANDLED_CASSANDRA_PASSWORD).
+    #[arg(long, env = "HANDLED_CASSANDRA_USERNAME")]
+    cassandra_username: Option<String>,
+    /// PEM CA certificate of the Cassandra nodes (TLS).
+    #[arg(long, env = "HANDLED_CASSANDRA_TLS_CA")]
+    cassandra_tls_ca: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -70,6 +94,30 @@ impl ServeArgs {
         if let Some(p) = &self.admin_credentials {
             c.admin_credentials = Some(p.clone());
         }
+        if let Some(s) = self.store {
+            c.store = s;
+        }
+        let cass = &mut c.cassandra;
+        if !self.cassandra_contact_points.is_empty() {
+            cass.contact_points = self.cassandra_contact_points.clone();
+        }
+        let overrides = [
+            (&self.cassandra_keyspace, &mut cass.keyspace),
+            (&self.cassandra_replication, &mut cass.replication),
+            (&self.cassandra_consistency, &mut cass.consistency),
+            (&self.cassandra_serial_consistency, &mut cass.serial_consistency),
+        ];
+        for (flag, key) in overrides {
+            if let Some(v) = flag {
+                *key = v.clone();
+            }
+        }
+        if let Some(u) = &self.cassandra_username {
+            cass.username = Some(u.clone());
+        }
+        if let Some(p) = &self.cassandra_tls_ca {
+            cass.tls_ca = Some(p.clone());
+        }
         c.validate()?;
         Ok(c)
     }
@@ -79,7 +127,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut config = args.config()?;
     let listeners = Listeners::bind(&config).with_context(|| format!("cannot bind on {}", config.listen))?;
     listeners.apply_ports(&mut config);
-    let store = open_store(&config)?;
+    let store = open_store(&config).await?;
     if let Some(path) = &args.import {
         let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         let n = handled_server::import::import(&*store, std::io::BufReader::new(file), config.case_sensitive, |_| {}).await?;

@@ -2,7 +2,7 @@
 //! On first start this makes the server key, homes the configured prefixes and
 //! creates for each a prefix handle and an admin handle with fresh credentials.
 
-use crate::config::Config;
+use crate::config::{Config, StoreKind};
 use crate::keys::{write_private, KeyError, RsaSigner};
 use crate::site::{build_site, fingerprint};
 use crate::state::{ServerState, HOMED_META_PREFIX};
@@ -11,7 +11,7 @@ use handled_proto::codec::Codec;
 use handled_proto::data::admin::{AdminPermissions, AdminRecord};
 use handled_proto::handle;
 use handled_proto::value::{types, HandleValue, ValuePermissions};
-use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, MemoryStore, Store, StoreError, SwapOutcome};
+use handled_store::{CassandraStore, DocExpect, DocOutcome, Document, EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, MemoryStore, Store, StoreError, SwapOutcome};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +20,9 @@ const SERVER_KEY_FILE: &str = "server_key.pk8";
 const STORE_FILE: &str = "handles.redb";
 const META_SITE_SERIAL: &str = "site/serial";
 const META_SITE_FINGERPRINT: &str = "site/fingerprint";
+/// Where nodes sharing a store keep the site's private key (PKCS#8).
+const SITE_KEY_COLLECTION: &str = "site";
+const SITE_KEY_ID: &[u8] = b"signing-key";
 
 /// Index conventions of the handles we create.
 pub const ADMIN_INDEX: i32 = 100;
@@ -46,12 +49,19 @@ pub struct Bootstrapped {
     pub new_credentials: Vec<PathBuf>,
 }
 
-/// Open the store the configuration names (embedded by default, memory when ephemeral).
-pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapError> {
+/// Open the store the configuration names (embedded by default, memory when
+/// ephemeral, or the Cassandra cluster).
+pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapError> {
     // Reverse lookup (/hrls): every handle write through it also maintains the value index.
     let indexed = crate::rest::revindex::IndexedStore::wrap;
-    if config.ephemeral {
-        return Ok(indexed(Arc::new(MemoryStore::new())));
+    match config.store_kind() {
+        StoreKind::Memory => return Ok(indexed(Arc::new(MemoryStore::new()))),
+        StoreKind::Cassandra => {
+            ensure_dir(&config.data_dir)?; // credentials of admins this node creates
+            let options = config.cassandra_options().map_err(|e| BootstrapError::Invalid(e.to_string()))?;
+            return Ok(indexed(Arc::new(CassandraStore::connect(&options).await?)));
+        }
+        StoreKind::Embedded => {}
     }
     ensure_dir(&config.data_dir)?;
     let options = EmbeddedOptions {
@@ -65,7 +75,7 @@ pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapError> {
 
 pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstrapped, BootstrapError> {
     config.validate().map_err(|e| BootstrapError::Invalid(e.to_string()))?;
-    let key = load_or_create_key(&config)?;
+    let key = load_or_create_key(&config, &*store).await?;
     let hs_pubkey = key.hs_pubkey();
 
     // Bump the serial only when the published record really changed (§6.3).
@@ -103,8 +113,10 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
         upsert_prefix_handle(&*store, &prefix_handle, &admin_ref, &site_bytes).await?;
         let admin_key = handle::normalize(&admin_handle, config.case_sensitive);
         if store.get(&admin_key).await?.is_none() {
-            let path = create_admin_handle(&config, &*store, prefix, &admin_key, &admin_handle, &admin_ref).await?;
-            new_credentials.push(path);
+            // Another node sharing the store may win the race to create it.
+            if let Some(path) = create_admin_handle(&config, &*store, prefix, &admin_key, &admin_handle, &admin_ref).await? {
+                new_credentials.push(path);
+            }
         }
     }
 
@@ -116,13 +128,25 @@ fn ensure_dir(path: &Path) -> Result<(), BootstrapError> {
     std::fs::create_dir_all(path).map_err(|source| BootstrapError::DataDir { path: path.to_owned(), source })
 }
 
-fn load_or_create_key(config: &Config) -> Result<RsaSigner, BootstrapError> {
+/// The site's signing key: a key file in the data directory if there is one;
+/// with a shared (Cassandra) store, the one key every node of the site uses,
+/// kept in the store (the first node to start makes it); else a new key file.
+async fn load_or_create_key(config: &Config, store: &dyn Store) -> Result<RsaSigner, BootstrapError> {
     if config.ephemeral {
         return Ok(RsaSigner::generate()?);
     }
     let path = config.data_dir.join(SERVER_KEY_FILE);
     if path.exists() {
         return Ok(RsaSigner::load(&path)?);
+    }
+    if config.store_kind() == StoreKind::Cassandra {
+        let mine = RsaSigner::generate()?;
+        let doc = Document::new(mine.pkcs8().to_vec(), Vec::new());
+        return match store.doc_swap(SITE_KEY_COLLECTION, SITE_KEY_ID, DocExpect::Absent, Some(doc)).await? {
+            DocOutcome::Done { .. } => Ok(mine),
+            DocOutcome::Conflict { current: Some(d) } => Ok(RsaSigner::from_pkcs8(&d.body, "the shared store")?),
+            DocOutcome::Conflict { current: None } => Err(BootstrapError::Invalid("shared site key vanished".into())),
+        };
     }
     let key = RsaSigner::generate()?;
     key.save(&path)?;
@@ -197,7 +221,8 @@ fn credentials_path(config: &Config, prefix: &str) -> PathBuf {
 }
 
 /// Create `<prefix>/ADMIN` with a random secret key and an RSA key, and write
-/// both secrets to a credentials file only the owner can read.
+/// both secrets to a credentials file only the owner can read. `None` when the
+/// handle appeared meanwhile (another node created it): nothing is written.
 async fn create_admin_handle(
     config: &Config,
     store: &dyn Store,
@@ -205,7 +230,7 @@ async fn create_admin_handle(
     key: &[u8],
     admin_handle: &[u8],
     admin_ref: &AdminRecord,
-) -> Result<PathBuf, BootstrapError> {
+) -> Result<Option<PathBuf>, BootstrapError> {
     let secret: String = {
         use rand::distr::{Alphanumeric, SampleString};
         Alphanumeric.sample_string(&mut rand::rng(), 32)
@@ -220,7 +245,9 @@ async fn create_admin_handle(
             stamped(HandleValue::new(PUBKEY_INDEX, types::HS_PUBKEY, admin_key.hs_pubkey())),
         ],
     };
-    store.swap(key, Expect::Absent, Some(record)).await?;
+    if !store.swap(key, Expect::Absent, Some(record)).await?.is_done() {
+        return Ok(None);
+    }
 
     let path = credentials_path(config, prefix);
     let handle_text = String::from_utf8_lossy(admin_handle).into_owned();
@@ -232,5 +259,5 @@ async fn create_admin_handle(
     });
     let text = serde_json::to_vec_pretty(&credentials).map_err(|e| BootstrapError::Invalid(e.to_string()))?;
     write_private(&path, &text)?;
-    Ok(path)
+    Ok(Some(path))
 }

@@ -10,8 +10,15 @@ use std::path::{Path, PathBuf};
 pub struct Config {
     /// Where the store, the server key and the generated credentials live.
     pub data_dir: PathBuf,
-    /// Keep everything in memory and forget it on exit (tests, CI).
+    /// Keep everything in memory and forget it on exit (tests, CI); same as
+    /// `store = "memory"`.
     pub ephemeral: bool,
+    /// Where handles live: `embedded` (one crash-safe file in the data directory,
+    /// the default), `memory`, or `cassandra` (shared by several nodes; see
+    /// the `[cassandra]` table).
+    pub store: StoreKind,
+    /// The Cassandra cluster, when `store = "cassandra"`.
+    pub cassandra: CassandraConfig,
     /// Address every listener binds to.
     pub listen: IpAddr,
     /// Address published in the site record; defaults to `listen`.
@@ -97,6 +104,8 @@ impl Default for Config {
         Config {
             data_dir: PathBuf::from("data"),
             ephemeral: false,
+            store: StoreKind::Embedded,
+            cassandra: CassandraConfig::default(),
             listen: IpAddr::from([127, 0, 0, 1]),
             public_address: None,
             port: 2641,
@@ -132,6 +141,71 @@ impl Default for Config {
     }
 }
 
+/// The store backend (`store = "…"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    #[default]
+    Embedded,
+    Memory,
+    Cassandra,
+}
+
+impl std::str::FromStr for StoreKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "embedded" => Ok(StoreKind::Embedded),
+            "memory" => Ok(StoreKind::Memory),
+            "cassandra" => Ok(StoreKind::Cassandra),
+            other => Err(format!("unknown store {other:?}: embedded, memory or cassandra")),
+        }
+    }
+}
+
+/// The `[cassandra]` table: how nodes reach the shared cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CassandraConfig {
+    /// `host:port` of some nodes; the driver discovers the others.
+    pub contact_points: Vec<String>,
+    /// Keyspace of this registry (created with `replication` when missing).
+    pub keyspace: String,
+    /// `"3"` (SimpleStrategy, replication factor 3) or `"dc1:3,dc2:3"`.
+    pub replication: String,
+    /// Reads and writes: `QUORUM` (default) or `LOCAL_QUORUM` with several data centres.
+    pub consistency: String,
+    /// Lightweight transactions: `SERIAL` (default) or `LOCAL_SERIAL`.
+    pub serial_consistency: String,
+    /// Plain-text authentication (the password from `HANDLED_CASSANDRA_PASSWORD`
+    /// or `password`).
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// PEM CA certificate of the cluster: TLS to every node.
+    pub tls_ca: Option<PathBuf>,
+    /// Longest time of one request to the cluster.
+    pub request_timeout_ms: u64,
+    /// A read not answered in this time is also sent to another replica (0: off).
+    pub speculative_read_ms: u64,
+}
+
+impl Default for CassandraConfig {
+    fn default() -> Self {
+        CassandraConfig {
+            contact_points: vec!["127.0.0.1:9042".into()],
+            keyspace: "handled".into(),
+            replication: "3".into(),
+            consistency: "QUORUM".into(),
+            serial_consistency: "SERIAL".into(),
+            username: None,
+            password: None,
+            tls_ca: None,
+            request_timeout_ms: 5000,
+            speculative_read_ms: 50,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
@@ -161,7 +235,54 @@ impl Config {
             }
         }
         self.parsed_server_admins()?;
+        if self.store_kind() == StoreKind::Cassandra {
+            self.cassandra_options()?;
+            if self.cache_mb > 0 {
+                // The record cache is per node: after a write on another node it would
+                // answer with the old record.
+                return Err(ConfigError::Invalid(
+                    "cache_mb must be 0 with store = \"cassandra\": the record cache is not shared between nodes".into(),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// Which backend to open (`ephemeral` wins over `store`).
+    pub fn store_kind(&self) -> StoreKind {
+        if self.ephemeral {
+            StoreKind::Memory
+        } else {
+            self.store
+        }
+    }
+
+    /// The driver options of the `[cassandra]` table.
+    pub fn cassandra_options(&self) -> Result<handled_store::CassandraOptions, ConfigError> {
+        use handled_store::cassandra::{parse_consistency, parse_serial_consistency};
+        let c = &self.cassandra;
+        let invalid = |e: String| ConfigError::Invalid(format!("cassandra: {e}"));
+        if c.contact_points.is_empty() {
+            return Err(invalid("contact_points is empty".into()));
+        }
+        let password = std::env::var("HANDLED_CASSANDRA_PASSWORD").ok().or_else(|| c.password.clone());
+        let credentials = match (&c.username, password) {
+            (Some(u), Some(p)) => Some((u.clone(), p)),
+            (Some(_), None) => return Err(invalid("username without a password (HANDLED_CASSANDRA_PASSWORD)".into())),
+            (None, _) => None,
+        };
+        Ok(handled_store::CassandraOptions {
+            contact_points: c.contact_points.clone(),
+            keyspace: c.keyspace.clone(),
+            replication: c.replication.clone(),
+            consistency: parse_consistency(&c.consistency).map_err(invalid)?,
+            serial_consistency: parse_serial_consistency(&c.serial_consistency).map_err(invalid)?,
+            credentials,
+            tls_ca_file: c.tls_ca.clone(),
+            request_timeout: std::time::Duration::from_millis(c.request_timeout_ms.max(1)),
+            speculative_read_after: (c.speculative_read_ms > 0)
+                .then(|| std::time::Duration::from_millis(c.speculative_read_ms)),
+        })
     }
 
     /// The server administrators as (handle, index) references.
@@ -208,6 +329,23 @@ mod tests {
         assert_eq!(c.port, 3000);
         assert_eq!(c.http_port, 8000);
         assert!(toml::from_str::<Config>("prot = 1").is_err());
+    }
+
+    #[test]
+    fn cassandra_table_parses_and_validates() {
+        let c: Config = toml::from_str(
+            "store = \"cassandra\"\n[cassandra]\ncontact_points = [\"127.0.0.2:9042\"]\nconsistency = \"LOCAL_QUORUM\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.store_kind(), StoreKind::Cassandra);
+        let o = c.cassandra_options().unwrap();
+        assert_eq!(o.contact_points, ["127.0.0.2:9042"]);
+        assert_eq!(o.replication, "3");
+        let bad: Config = toml::from_str("store = \"cassandra\"\n[cassandra]\nconsistency = \"MOST\"\n").unwrap();
+        assert!(bad.validate().is_err());
+        assert!(toml::from_str::<Config>("store = \"postgres\"").is_err());
+        assert!(Config { cache_mb: 8, ..c.clone() }.validate().is_err(), "no per-node record cache on a shared store");
+        assert_eq!(Config { ephemeral: true, ..c }.store_kind(), StoreKind::Memory);
     }
 
     #[test]

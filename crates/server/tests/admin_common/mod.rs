@@ -56,7 +56,7 @@ pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> AdminServer {
     tweak(&mut config);
     let listeners = Listeners::bind(&config).expect("bind");
     listeners.apply_ports(&mut config);
-    let store = open_store(&config).expect("store");
+    let store = open_store(&config).await.expect("store");
     let booted = bootstrap(config, store).await.expect("bootstrap");
     let credentials = booted.new_credentials.first().expect("admin credentials written").clone();
     let state = booted.state.clone();

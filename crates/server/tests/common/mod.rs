@@ -22,7 +22,7 @@ pub async fn start() -> TestServer {
     let mut config = Config { ephemeral: true, port: 0, http_port: 0, udp_sockets: 2, ..Config::default() };
     let listeners = Listeners::bind(&config).expect("bind");
     listeners.apply_ports(&mut config);
-    let store = open_store(&config).expect("store");
+    let store = open_store(&config).await.expect("store");
     let mut secret = HandleValue::new(300, "HS_SECKEY", "secret");
     secret.permissions = ValuePermissions(0x0c);
     let records = vec![

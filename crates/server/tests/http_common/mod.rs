@@ -14,7 +14,7 @@ pub async fn start(tweak: impl FnOnce(&mut Config)) -> SocketAddr {
     tweak(&mut config);
     let listeners = Listeners::bind(&config).expect("bind");
     listeners.apply_ports(&mut config);
-    let store = open_store(&config).expect("store");
+    let store = open_store(&config).await.expect("store");
     let booted = bootstrap(config, store).await.expect("bootstrap");
     for p in &booted.new_credentials {
         let _ = std::fs::remove_file(p);

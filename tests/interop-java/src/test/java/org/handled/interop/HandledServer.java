@@ -96,7 +96,12 @@ public final class HandledServer implements AutoCloseable {
             Path out = workDir.resolve("handled-" + attempt + ".stdout.log");
             Path err = workDir.resolve("handled-" + attempt + ".stderr.log");
             Path creds = workDir.resolve("admin-" + Fixtures.PREFIX + "-" + attempt + ".json");
-            List<String> cmd = List.of(bin.toString(), "serve", "--ephemeral",
+            // With a Cassandra node at $HANDLED_TEST_CASSANDRA (tests/cassandra/run.sh) every
+            // server runs on the Cassandra store, in a keyspace of its own.
+            String cassandra = System.getenv("HANDLED_TEST_CASSANDRA");
+            boolean onCassandra = cassandra != null && !cassandra.isEmpty();
+            List<String> cmd = List.of(bin.toString(), "serve",
+                    onCassandra ? "--data-dir=" + workDir.resolve("data-" + attempt) : "--ephemeral",
                     "--admin-credentials", creds.toString(),
                     "--listen", "127.0.0.1",
                     "--port", Integer.toString(ports[0]),
@@ -109,6 +114,13 @@ public final class HandledServer implements AutoCloseable {
                     .redirectError(err.toFile())
                     .redirectInput(ProcessBuilder.Redirect.PIPE);
             pb.environment().putIfAbsent("RUST_BACKTRACE", "1");
+            if (onCassandra) {
+                pb.environment().put("HANDLED_STORE", "cassandra");
+                pb.environment().put("HANDLED_CASSANDRA_CONTACT_POINTS", cassandra);
+                pb.environment().put("HANDLED_CASSANDRA_REPLICATION", "1");
+                pb.environment().put("HANDLED_CASSANDRA_KEYSPACE",
+                        "java_" + java.util.UUID.randomUUID().toString().replace("-", "").substring(0, 16));
+            }
             Process p = pb.start();
             p.getOutputStream().close();
             CompletableFuture<Void> ready = new CompletableFuture<>();
