@@ -7,6 +7,7 @@ pub mod admission;
 pub mod auth;
 pub mod bootstrap;
 pub mod cache;
+pub mod cluster;
 pub mod config;
 pub mod import;
 pub mod keys;

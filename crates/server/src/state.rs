@@ -48,7 +48,15 @@ impl ServerState {
     ) -> Self {
         // Config::validate has checked the list; bootstrap refuses invalid configs.
         let server_admins = config.parsed_server_admins().unwrap_or_default();
-        let challenges = Challenges::new(std::time::Duration::from_secs(config.challenge_timeout_secs.max(1)));
+        let challenge_ttl = std::time::Duration::from_secs(config.challenge_timeout_secs.max(1));
+        // Nodes sharing a store (Cassandra) share challenges and sessions too: a
+        // balancer may send the next message of an exchange to another node.
+        let shared = config.store_kind() == crate::config::StoreKind::Cassandra;
+        let (challenges, sessions) = if shared {
+            (Challenges::shared(challenge_ttl, store.clone()), Sessions::shared(store.clone()))
+        } else {
+            (Challenges::new(challenge_ttl), Sessions::default())
+        };
         let admission = Admission::new(AdmissionConfig {
             max_concurrent: config.max_concurrent,
             queue: config.queue_length,
@@ -72,7 +80,7 @@ impl ServerState {
             homed: RwLock::new(homed),
             server_admins,
             challenges,
-            sessions: Sessions::default(),
+            sessions,
         }
     }
 

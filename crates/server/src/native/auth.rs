@@ -4,7 +4,7 @@
 
 use super::respond::{encode_reply, error_reply, Reply, RequestContext};
 use super::Transport;
-use crate::auth::challenge::Pending;
+use crate::auth::challenge::{NotStored, Pending};
 use crate::auth::{verify, Caller};
 use crate::session::Session;
 use crate::state::ServerState;
@@ -19,26 +19,35 @@ use std::sync::Arc;
 
 /// Answer a request with a challenge (402): a fresh nonce, the request digest,
 /// and a challenge id in the envelope (the session's own id inside a session).
-pub fn challenge(state: &ServerState, ctx: &RequestContext<'_>, session: Option<&Session>) -> Vec<u8> {
-    let id = session.map_or_else(|| state.new_auth_id(), |s| s.id);
+pub async fn challenge(state: &ServerState, ctx: &RequestContext<'_>, session: Option<&Session>) -> Vec<u8> {
     let nonce: [u8; 16] = rand::random();
     let digest = RequestDigest::compute(ctx.response_version(), ctx.header_and_body);
     let pending = Pending::new(nonce.to_vec(), digest.digest, ctx.envelope, ctx.header_and_body.to_vec(), session.map_or(0, |s| s.id));
     let reply = Reply { session, ..Reply::default() };
-    if !state.challenges.insert(id, pending) {
-        return error_reply(state, ctx, ResponseCode::SERVER_TOO_BUSY, "Too many pending challenges", reply);
-    }
+    // A fresh id may be taken by another node sharing the store: try a few.
+    let mut attempts = 0;
+    let id = loop {
+        let id = session.map_or_else(|| state.new_auth_id(), |s| s.id);
+        match state.challenges.insert(id, pending.clone(), session.is_some()).await {
+            Ok(()) => break id,
+            Err(NotStored::IdTaken) if attempts < 3 => attempts += 1,
+            Err(NotStored::Store) => {
+                return error_reply(state, ctx, ResponseCode::SERVER_BACKUP, "Authentication store unavailable", reply);
+            }
+            Err(_) => return error_reply(state, ctx, ResponseCode::SERVER_TOO_BUSY, "Too many pending challenges", reply),
+        }
+    };
     encode_reply(state, ctx, ResponseCode::AUTHENTICATION_NEEDED, &ResponseBody::Challenge { nonce: nonce.to_vec() }, false, Reply { session_id: Some(id), ..reply })
 }
 
 /// A challenge answer: verify it against the challenge it names, then run the
 /// original request as the proven identity and answer it on this exchange.
 pub async fn answer(state: &ServerState, ctx: &RequestContext<'_>, answer: &ChallengeAnswer, transport: Transport) -> Vec<Vec<u8>> {
-    let Some(pending) = state.challenges.take(ctx.envelope.session_id) else {
+    let Some(pending) = state.challenges.take(ctx.envelope.session_id).await else {
         let text = "No outstanding challenge for this id (expired or already answered)";
         return vec![error_reply(state, ctx, ResponseCode::AUTHEN_TIMEOUT, text, Reply::default())];
     };
-    let session: Option<Arc<Session>> = (pending.session_id != 0).then(|| state.sessions.get(pending.session_id)).flatten();
+    let session: Option<Arc<Session>> = if pending.session_id != 0 { state.sessions.get(pending.session_id).await } else { None };
     // The challenged request was checked when it arrived; it decodes again.
     let Ok(view) = parse_message(&pending.message) else {
         return vec![error_reply(state, ctx, ResponseCode::ERROR, "Challenged request unreadable", Reply::default())];
@@ -67,7 +76,9 @@ pub async fn answer(state: &ServerState, ctx: &RequestContext<'_>, answer: &Chal
         }
     };
     if let Some(s) = &session {
-        s.authenticate(&identity);
+        if s.authenticate(&identity) {
+            state.sessions.save(s).await;
+        }
     }
     super::run_authenticated(state, &rctx, &original, view.header.op_flags, &Caller::Authenticated(identity), reply, transport).await
 }

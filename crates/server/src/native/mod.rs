@@ -60,7 +60,7 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
         let text = format!("Expecting {} bytes, only received {}", envelope.message_length, message.len());
         return vec![error_response(state, &bare, ResponseCode::PROTOCOL_ERROR, &text)];
     }
-    let session = (envelope.session_id != 0).then(|| state.sessions.get(envelope.session_id)).flatten();
+    let session = if envelope.session_id != 0 { state.sessions.get(envelope.session_id).await } else { None };
     let decrypted;
     let message = if envelope.encrypted {
         // Encrypted messages need the session's key (§1.6).
@@ -104,7 +104,7 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
         // Answers carry the challenge id (not necessarily a session) in the envelope.
         RequestBody::ChallengeAnswer(a) => return auth::answer(state, &ctx, a, transport).await,
         RequestBody::VerifyChallenge(v) => return vec![auth::verify_challenge(state, &ctx, v).await],
-        RequestBody::SessionSetup(s) => return vec![session::setup(state, &ctx, s)],
+        RequestBody::SessionSetup(s) => return vec![session::setup(state, &ctx, s).await],
         _ => {}
     }
 
@@ -138,7 +138,7 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
 
     match &request {
         RequestBody::SessionTerminate { .. } => match &session {
-            Some(s) => vec![session::terminate(state, &ctx, s)],
+            Some(s) => vec![session::terminate(state, &ctx, s).await],
             None => vec![error_response(state, &ctx, ResponseCode::SESSION_TIMEOUT, "Not in a session")],
         },
         other if transport == Transport::Udp && is_admin_op(other.op_code()) => {
@@ -146,12 +146,12 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
         }
         // §3.3: with PO clear, a request in a session is always authenticated.
         RequestBody::Resolution(_) if !ctx.flags().contains(OpFlags::PO) && caller == Caller::Anonymous && session.is_some() => {
-            vec![auth::challenge(state, &ctx, session.as_deref())]
+            vec![auth::challenge(state, &ctx, session.as_deref()).await]
         }
         other if is_admin_op(other.op_code()) || other.op_code() == OpCode::RESOLUTION => {
             match dispatch::run(state, &ctx, other, ctx.flags(), &caller, reply).await {
                 Ok(units) => units,
-                Err(e) if e.is_authentication_needed() => vec![auth::challenge(state, &ctx, session.as_deref())],
+                Err(e) if e.is_authentication_needed() => vec![auth::challenge(state, &ctx, session.as_deref()).await],
                 Err(e) => vec![error_reply(state, &ctx, e.code, &e.message, reply)],
             }
         }

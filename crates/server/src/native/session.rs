@@ -1,7 +1,7 @@
 //! SESSION_SETUP (mode 4, Diffie–Hellman) and SESSION_TERMINATE (§5.7).
 
 use super::respond::{encode_reply, error_reply, Reply, RequestContext};
-use crate::session::Session;
+use crate::session::{NotAdded, Session};
 use crate::state::ServerState;
 use handled_proto::codec::Codec;
 use handled_proto::crypto::{dh, session as session_crypto};
@@ -18,7 +18,7 @@ fn refuse(state: &ServerState, ctx: &RequestContext<'_>, text: &str) -> Vec<u8> 
 
 /// Agree a session key with the client's DH key and answer with ours. The
 /// response is signed with the server key (CT), never MACed.
-pub fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionSetupRequest) -> Vec<u8> {
+pub async fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionSetupRequest) -> Vec<u8> {
     let version = ctx.response_version();
     if version < Version::V2_7 {
         return refuse(state, ctx, "Sessions need protocol 2.7 or later");
@@ -42,17 +42,26 @@ pub fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionSetupRe
     let claimed = (!req.identity_handle.is_empty() && req.identity_index >= 0).then(|| (req.identity_handle.clone(), req.identity_index));
     let max = state.config.max_session_secs.max(1);
     let timeout = if req.timeout > 0 { (req.timeout as u64).min(max) } else { max };
-    let id = state.new_auth_id();
-    if !state.sessions.insert(Session::new(id, key, version, claimed, Duration::from_secs(timeout), false)) {
-        return error_reply(state, ctx, ResponseCode::SERVER_TOO_BUSY, "Too many sessions", Reply::default());
-    }
+    let mut attempts = 0;
+    let id = loop {
+        let id = state.new_auth_id();
+        let session = Session::new(id, key, version, claimed.clone(), Duration::from_secs(timeout), false);
+        match state.sessions.add(session).await {
+            Ok(()) => break id,
+            Err(NotAdded::IdTaken) if attempts < 3 => attempts += 1,
+            Err(NotAdded::Store) => {
+                return error_reply(state, ctx, ResponseCode::SERVER_BACKUP, "Session store unavailable", Reply::default());
+            }
+            Err(_) => return error_reply(state, ctx, ResponseCode::SERVER_TOO_BUSY, "Too many sessions", Reply::default()),
+        }
+    };
     let data = KeyData { cipher: cipher::AES, key: PublicKey::dh(&ours, p, g).to_bytes() }.to_vec();
     let body = ResponseBody::SessionSetup(SessionSetupResponse { mode: mode::DIFFIE_HELLMAN, data });
     encode_reply(state, ctx, ResponseCode::SUCCESS, &body, false, Reply { session_id: Some(id), ..Reply::default() })
 }
 
 /// End the session the (already MAC-checked) request came in.
-pub fn terminate(state: &ServerState, ctx: &RequestContext<'_>, session: &Session) -> Vec<u8> {
-    state.sessions.remove(session.id);
+pub async fn terminate(state: &ServerState, ctx: &RequestContext<'_>, session: &Session) -> Vec<u8> {
+    state.sessions.end(session.id).await;
     encode_reply(state, ctx, ResponseCode::SUCCESS, &ResponseBody::Empty, false, Reply { session: Some(session), ..Reply::default() })
 }

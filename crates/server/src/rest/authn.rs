@@ -1,8 +1,8 @@
 //! Who is calling the REST API (§4.6): `Authorization: Basic` (index:handle
 //! and the secret) per request, or `Authorization: Handle` answering an HTTP
 //! session's nonce. Proofs are checked by [`crate::auth::verify`], the code
-//! the native protocol uses; this file only parses headers and keeps the
-//! HTTP sessions (nonce, proven identity, idle expiry).
+//! the native protocol uses; this file only parses headers (the sessions
+//! themselves are in `http_sessions.rs`).
 
 use super::{params::percent_decode, Reply, Req, Rest};
 use crate::auth::verify::{self, AuthError};
@@ -13,79 +13,6 @@ use handled_proto::header::ResponseCode;
 use handled_proto::session::SecretKeyAnswer;
 use hyper::header::{HeaderValue, WWW_AUTHENTICATE};
 use hyper::StatusCode;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-/// Most live HTTP sessions; beyond it expired ones are swept, then new ones refused.
-const MAX_SESSIONS: usize = 100_000;
-
-pub(crate) struct HttpSession {
-    pub id: String,
-    pub nonce: [u8; 16],
-    live: Mutex<(Option<Identity>, Instant)>,
-}
-
-impl HttpSession {
-    pub fn identity(&self) -> Option<Identity> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner()).0.clone()
-    }
-
-    pub fn set_identity(&self, identity: Identity) {
-        self.live.lock().unwrap_or_else(|e| e.into_inner()).0 = Some(identity);
-    }
-
-    fn idle(&self, now: Instant) -> Duration {
-        now.saturating_duration_since(self.live.lock().unwrap_or_else(|e| e.into_inner()).1)
-    }
-
-    fn touch(&self) {
-        self.live.lock().unwrap_or_else(|e| e.into_inner()).1 = Instant::now();
-    }
-}
-
-pub(crate) struct HttpSessions {
-    map: Mutex<HashMap<String, Arc<HttpSession>>>,
-    ttl: Duration,
-}
-
-impl HttpSessions {
-    pub fn new(ttl: Duration) -> Self {
-        HttpSessions { map: Mutex::new(HashMap::new()), ttl }
-    }
-
-    /// A new unauthenticated session with a fresh nonce; None when the table is full.
-    pub fn create(&self) -> Option<Arc<HttpSession>> {
-        let id_bytes: [u8; 16] = rand::random();
-        let id: String = id_bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let s = Arc::new(HttpSession { id: id.clone(), nonce: rand::random(), live: Mutex::new((None, Instant::now())) });
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_SESSIONS {
-            let now = Instant::now();
-            map.retain(|_, s| s.idle(now) < self.ttl);
-            if map.len() >= MAX_SESSIONS {
-                return None;
-            }
-        }
-        map.insert(id, s.clone());
-        Some(s)
-    }
-
-    pub fn get(&self, id: &str) -> Option<Arc<HttpSession>> {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let s = map.get(id)?.clone();
-        if s.idle(Instant::now()) >= self.ttl {
-            map.remove(id);
-            return None;
-        }
-        s.touch();
-        Some(s)
-    }
-
-    pub fn remove(&self, id: &str) -> bool {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).remove(id).is_some()
-    }
-}
 
 /// `300:TEST/ADMIN` → (handle, 300); no digits before a `:` → index 0 (any key).
 pub(crate) fn parse_identity(text: &[u8]) -> (Vec<u8>, i32) {
@@ -242,12 +169,12 @@ impl Rest {
             let Some(id) = f.get("sessionid") else {
                 return Err(failed(AuthError { code: ResponseCode::AUTHENTICATION_NEEDED, message: "Handle authorization needs a sessionId".into() }));
             };
-            let Some(session) = self.sessions.get(id) else {
+            let Some(session) = self.sessions.get(id).await else {
                 return Err(failed(AuthError { code: ResponseCode::AUTHENTICATION_NEEDED, message: "Unknown session".into() }));
             };
             if f.get("signature").is_some() {
                 let identity = self.verify_fields(&session.nonce, &f, false).await.map_err(failed)?;
-                session.set_identity(identity.clone());
+                self.sessions.prove(&session, identity.clone()).await;
                 return Ok(Caller::Authenticated(identity));
             }
             return Ok(session.identity().map_or(Caller::Anonymous, Caller::Authenticated));
@@ -267,7 +194,8 @@ impl Rest {
     /// Add the `WWW-Authenticate` challenges of §4.6 to a 401 (a new session's
     /// id and nonce; Basic too unless the client used another scheme or is XHR).
     pub(crate) fn challenge(&self, req: &Req, mut reply: Reply) -> Reply {
-        if let Some(s) = self.sessions.create() {
+        {
+            let s = self.sessions.create();
             let mut text = format!("Handle sessionId=\"{}\", nonce=\"{}\"", s.id, B64.encode(s.nonce));
             if let Some(h) = req.header("authorization").and_then(|h| strip_scheme(h, "handle")) {
                 if let Some((alg, sig)) = self.server_signature(&s.nonce, &HandleFields::parse(h)) {

@@ -9,6 +9,7 @@ mod authn;
 mod fastjson;
 mod handles;
 mod hrls;
+mod http_sessions;
 mod openapi;
 pub mod params;
 pub mod revindex;
@@ -49,7 +50,7 @@ pub struct Conn {
 /// The REST layer's own state: HTTP sessions and the OpenAPI document.
 pub struct Rest {
     pub(crate) state: Arc<ServerState>,
-    pub(crate) sessions: authn::HttpSessions,
+    pub(crate) sessions: http_sessions::HttpSessions,
     openapi: Bytes,
     /// Longest time to wait for a request body (slow senders are cut off).
     body_timeout: Duration,
@@ -178,7 +179,14 @@ fn scrub_callback(cb: &str) -> String {
 impl Rest {
     pub fn new(state: Arc<ServerState>, body_timeout: Duration) -> Rest {
         let ttl = Duration::from_secs(state.config.max_session_secs.max(1));
-        Rest { sessions: authn::HttpSessions::new(ttl), openapi: openapi::document(), state, body_timeout }
+        // What sessions learn is shared through the store only when nodes share one.
+        let learned: Arc<dyn handled_store::Store> = if state.config.store_kind() == crate::config::StoreKind::Cassandra {
+            state.store.clone()
+        } else {
+            Arc::new(handled_store::MemoryStore::new())
+        };
+        let sessions = http_sessions::HttpSessions::new(state.key.pkcs8(), ttl, learned);
+        Rest { sessions, openapi: openapi::document(), state, body_timeout }
     }
 
     /// Does this request's connection let credentials count (§4.6)?

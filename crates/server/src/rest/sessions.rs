@@ -2,7 +2,8 @@
 //! answering the session nonce (or with Basic), then names in
 //! `Authorization: Handle sessionId="..."`. HTTPS only; errors as `"error"`.
 
-use super::authn::{strip_scheme, HandleFields, HttpSession};
+use super::authn::{strip_scheme, HandleFields};
+use super::http_sessions::HttpSession;
 use super::{Reply, Req, Rest};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -61,7 +62,7 @@ async fn authenticate(rest: &Rest, req: &Req, s: &HttpSession, f: &HandleFields,
     };
     match result {
         Some(Ok(identity)) => {
-            s.set_identity(identity);
+            rest.sessions.prove(s, identity).await;
             Ok(())
         }
         Some(Err(e)) => Err(rest.challenge(req, error(StatusCode::UNAUTHORIZED, e.message))),
@@ -88,18 +89,16 @@ pub(super) async fn route(rest: &Rest, req: &Req, rest_path: &str) -> Reply {
             if f.get("sessionid").is_some() {
                 return error(StatusCode::BAD_REQUEST, "A new session must not name a sessionId");
             }
-            let Some(s) = rest.sessions.create() else {
-                return error(StatusCode::SERVICE_UNAVAILABLE, "Too many sessions");
-            };
+            let s = rest.sessions.create();
             if let Err(reply) = authenticate(rest, req, &s, &f, decoded).await {
-                rest.sessions.remove(&s.id);
+                rest.sessions.remove(&s.id).await;
                 return reply;
             }
             Reply::json(StatusCode::CREATED, session_json(rest, &s, &f)).header(LOCATION, HeaderValue::from_static("/api/sessions/this"))
         }
 
         ("this", m) => {
-            let Some(s) = this(rest, req) else { return error(StatusCode::FORBIDDEN, "No such session") };
+            let Some(s) = this(rest, req).await else { return error(StatusCode::FORBIDDEN, "No such session") };
             match *m {
                 Method::GET | Method::HEAD | Method::PUT | Method::POST => {
                     if let Err(reply) = authenticate(rest, req, &s, &f, decoded).await {
@@ -108,7 +107,7 @@ pub(super) async fn route(rest: &Rest, req: &Req, rest_path: &str) -> Reply {
                     Reply::json(StatusCode::OK, session_json(rest, &s, &f))
                 }
                 Method::DELETE => {
-                    rest.sessions.remove(&s.id);
+                    rest.sessions.remove(&s.id).await;
                     Reply::empty(StatusCode::NO_CONTENT)
                 }
                 _ => error(StatusCode::FORBIDDEN, "Unknown session resource"),
@@ -119,7 +118,7 @@ pub(super) async fn route(rest: &Rest, req: &Req, rest_path: &str) -> Reply {
 }
 
 /// The session named by the request's `Authorization: Handle sessionId=`.
-fn this(rest: &Rest, req: &Req) -> Option<Arc<HttpSession>> {
+async fn this(rest: &Rest, req: &Req) -> Option<Arc<HttpSession>> {
     let h = req.headers.get("authorization")?.to_str().ok().and_then(|h| strip_scheme(h, "handle"))?;
-    rest.sessions.get(HandleFields::parse(h).get("sessionid")?)
+    rest.sessions.get(HandleFields::parse(h).get("sessionid")?).await
 }

@@ -2,7 +2,10 @@
 //! was opened for and whether it has proven it, replay protection on client
 //! counters, our own counter for MACed responses, and idle expiry.
 
+mod stored;
+
 use crate::auth::Identity;
+use crate::cluster::SharedTable;
 use handled_proto::envelope::Version;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -103,25 +106,75 @@ impl Session {
     pub fn next_server_counter(&self) -> i32 {
         self.server_counter.fetch_add(1, Ordering::Relaxed)
     }
+
+    /// A fresh local copy of a shared session's settings.
+    fn clone_shared(&self) -> Session {
+        let s = Session::new(self.id, self.key, self.version, self.claimed.clone(), self.timeout, self.encrypt_all);
+        if let Some(identity) = self.identity() {
+            s.authenticate(&identity);
+        }
+        s
+    }
 }
 
 pub struct Sessions {
     map: Mutex<HashMap<i32, Arc<Session>>>,
+    /// With several nodes on one store: sessions every node can continue. The
+    /// local map then caches them (replay windows and response counters stay
+    /// per node).
+    shared: Option<SharedTable>,
 }
 
 impl Default for Sessions {
     fn default() -> Self {
-        Sessions { map: Mutex::new(HashMap::new()) }
+        Sessions { map: Mutex::new(HashMap::new()), shared: None }
     }
 }
 
+/// Why a session was not added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotAdded {
+    Full,
+    /// Another node has a session with this id: pick another.
+    IdTaken,
+    Store,
+}
+
 impl Sessions {
+    /// Sessions continued on any node sharing `store`.
+    pub fn shared(store: Arc<dyn handled_store::Store>) -> Self {
+        Sessions { shared: Some(SharedTable::new(store, "auth-session")), ..Sessions::default() }
+    }
+
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i32, Arc<Session>>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A live session by id; an expired one is dropped and reported absent.
-    pub fn get(&self, id: i32) -> Option<Arc<Session>> {
+    /// Shared sessions are read from the store (another node may have opened,
+    /// authenticated, renewed or ended it).
+    pub async fn get(&self, id: i32) -> Option<Arc<Session>> {
+        if let Some(shared) = &self.shared {
+            let stored = match shared.get(&id.to_be_bytes()).await {
+                Ok(Some(b)) => stored::decode(&b),
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::warn!("shared session not read: {e}");
+                    None
+                }
+            };
+            let Some(stored) = stored else {
+                self.map().remove(&id);
+                return None;
+            };
+            let mut map = self.map();
+            let local = map.entry(id).or_insert_with(|| Arc::new(stored.clone_shared())).clone();
+            if let (None, Some(identity)) = (local.identity(), stored.identity()) {
+                local.authenticate(&identity);
+            }
+            local.touch();
+            return Some(local);
+        }
         let mut map = self.map();
         let s = map.get(&id)?.clone();
         if s.expired(Instant::now()) {
@@ -131,8 +184,43 @@ impl Sessions {
         Some(s)
     }
 
-    /// Add a session; false when the table is full of live sessions.
-    pub fn insert(&self, session: Session) -> bool {
+    /// Add a session.
+    pub async fn add(&self, session: Session) -> Result<(), NotAdded> {
+        if let Some(shared) = &self.shared {
+            match shared.create(&session.id.to_be_bytes(), &stored::encode(&session), session.timeout).await {
+                Ok(true) => {}
+                Ok(false) => return Err(NotAdded::IdTaken),
+                Err(e) => {
+                    tracing::warn!("shared session not stored: {e}");
+                    return Err(NotAdded::Store);
+                }
+            }
+        }
+        self.insert(session).then_some(()).ok_or(NotAdded::Full)
+    }
+
+    /// Keep a session's proven identity (and renew its idle deadline) where all
+    /// nodes see it.
+    pub async fn save(&self, session: &Session) {
+        if let Some(shared) = &self.shared {
+            if let Err(e) = shared.put(&session.id.to_be_bytes(), &stored::encode(session), session.timeout).await {
+                tracing::warn!("shared session not saved: {e}");
+            }
+        }
+    }
+
+    /// End a session everywhere.
+    pub async fn end(&self, id: i32) {
+        self.remove(id);
+        if let Some(shared) = &self.shared {
+            if let Err(e) = shared.remove(&id.to_be_bytes()).await {
+                tracing::warn!("shared session not removed: {e}");
+            }
+        }
+    }
+
+    /// Add a session locally; false when the table is full of live sessions.
+    fn insert(&self, session: Session) -> bool {
         let mut map = self.map();
         if map.len() >= MAX_SESSIONS {
             let now = Instant::now();
@@ -184,12 +272,29 @@ mod tests {
         assert!(s.identity().is_some());
     }
 
-    #[test]
-    fn sessions_expire_when_idle() {
+    #[tokio::test]
+    async fn sessions_expire_when_idle() {
         let t = Sessions::default();
-        t.insert(session(Duration::from_millis(1)));
+        t.add(session(Duration::from_millis(1))).await.unwrap();
         std::thread::sleep(Duration::from_millis(5));
-        assert!(t.get(5).is_none());
+        assert!(t.get(5).await.is_none());
         assert!(!t.contains(5));
+    }
+
+    #[tokio::test]
+    async fn a_shared_session_continues_on_another_node() {
+        let store: Arc<dyn handled_store::Store> = Arc::new(handled_store::MemoryStore::new());
+        let (a, b) = (Sessions::shared(store.clone()), Sessions::shared(store));
+        a.add(session(Duration::from_secs(60))).await.unwrap();
+        assert_eq!(b.add(session(Duration::from_secs(60))).await, Err(NotAdded::IdTaken));
+        let on_b = b.get(5).await.expect("visible on the other node");
+        assert_eq!((on_b.key, on_b.claimed.clone()), ([1; 32], Some((b"TEST/ADMIN".to_vec(), 300))));
+        assert!(on_b.identity().is_none());
+        let on_a = a.get(5).await.unwrap();
+        assert!(on_a.authenticate(&Identity::new(b"TEST/ADMIN".to_vec(), 300)));
+        a.save(&on_a).await;
+        assert!(b.get(5).await.unwrap().identity().is_some(), "authenticated on one node, known on the other");
+        b.end(5).await;
+        assert!(a.get(5).await.is_none(), "ended everywhere");
     }
 }
