@@ -52,7 +52,14 @@ impl OpError {
 impl From<StoreError> for OpError {
     fn from(e: StoreError) -> Self {
         tracing::error!("store: {e}");
-        OpError::new(ResponseCode::ERROR, "Internal storage error")
+        match e {
+            // The store is out of reach (a cluster that lost its quorum, a closed
+            // store): try again later, elsewhere (RC 7, HTTP 503).
+            StoreError::Backend(_) | StoreError::Closed | StoreError::Io(_) => {
+                OpError::new(ResponseCode::SERVER_BACKUP, "Storage unavailable, try again later")
+            }
+            StoreError::Corrupt(_) | StoreError::Invalid(_) => OpError::new(ResponseCode::ERROR, "Internal storage error"),
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use handled_store::StoreError;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE, LOCATION};
@@ -184,6 +185,10 @@ pub async fn handle(reg: &Registry, peer: std::net::IpAddr, req: Request<Incomin
         Ok(r) => r,
         Err(Error::NotFound) => message(StatusCode::NOT_FOUND, "Not Found"),
         Err(Error::BadRequest) => bare(StatusCode::BAD_REQUEST),
+        Err(Error::Store(e @ (StoreError::Backend(_) | StoreError::Closed | StoreError::Io(_)))) => {
+            tracing::error!("registry store error: {e}");
+            message(StatusCode::SERVICE_UNAVAILABLE, "Storage unavailable, try again later")
+        }
         Err(Error::Store(e)) => {
             tracing::error!("registry store error: {e}");
             message(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
