@@ -12,9 +12,7 @@ use crate::workload::Op;
 use base64::Engine;
 use bytes::Bytes;
 use handled_client::credentials::Key;
-use handled_client::{
-    AdminError, AdminSession, ConnectParams, Credentials, Protocol, ResolveOptions,
-};
+use handled_client::{AdminError, AdminSession, ConnectParams, Credentials, Protocol, ResolveOptions};
 use handled_proto::header::ResponseCode;
 use handled_proto::value::HandleValue;
 use hyper::Method;
@@ -70,14 +68,8 @@ impl AdminTarget {
         timeout: Duration,
     ) -> Result<(), (String, bool)> {
         let addr = self.addrs[conn.addr_index % self.addrs.len()];
-        let params = ConnectParams {
-            timeout,
-            persistent: self.persistent,
-            ..ConnectParams::new(self.protocol, addr)
-        };
-        let mut session = AdminSession::open(params, self.credentials.clone())
-            .await
-            .map_err(admin_error)?;
+        let params = ConnectParams { timeout, persistent: self.persistent, ..ConnectParams::new(self.protocol, addr) };
+        let mut session = AdminSession::open(params, self.credentials.clone()).await.map_err(admin_error)?;
         let authenticated = session.resolve_all(&self.credentials.handle).await;
         conn.session = Some(session);
         count_sockets(conn, self.per_request(), recorder);
@@ -105,13 +97,7 @@ impl AdminTarget {
         conn.addr_index = (conn.addr_index + 1) % self.addrs.len();
     }
 
-    pub async fn call(
-        &self,
-        conn: &mut AdminConn,
-        op: &Op,
-        recorder: &Recorder,
-        timeout: Duration,
-    ) -> Res {
+    pub async fn call(&self, conn: &mut AdminConn, op: &Op, recorder: &Recorder, timeout: Duration) -> Res {
         if conn.session.is_none() {
             // Reopened after a failure: the session's setup counts in this request.
             self.open(conn, recorder, timeout).await?;
@@ -120,59 +106,35 @@ impl AdminTarget {
         let result = match op {
             Op::Resolve(key) => resolve(session, &key.handle, false).await,
             Op::ResolveCertified(key) => resolve(session, &key.handle, true).await,
-            Op::SiteInfo => session
-                .connection()
-                .site_info()
-                .await
-                .map(|r| r.code())
-                .map_err(AdminError::from),
-            Op::Create(h) => session
-                .create(h.as_bytes(), &[url_value(CREATED_URL)])
-                .await
-                .map(|_| ResponseCode::SUCCESS),
-            Op::Modify(h) => session
-                .modify_values(h.as_bytes(), &[url_value(MODIFIED_URL)])
-                .await
-                .map(|()| ResponseCode::SUCCESS),
-            Op::AddValue(h) => session
-                .add_values(h.as_bytes(), &[email_value()], false)
-                .await
-                .map(|()| ResponseCode::SUCCESS),
-            Op::RemoveValue(h) => session
-                .remove_values(h.as_bytes(), &[ADDED_INDEX])
-                .await
-                .map(|()| ResponseCode::SUCCESS),
-            Op::Delete(h) => session
-                .delete(h.as_bytes())
-                .await
-                .map(|()| ResponseCode::SUCCESS),
+            Op::SiteInfo => session.connection().site_info().await.map(|r| r.code()).map_err(AdminError::from),
+            Op::Create(h) => {
+                session.create(h.as_bytes(), &[url_value(CREATED_URL)]).await.map(|_| ResponseCode::SUCCESS)
+            }
+            Op::Modify(h) => {
+                session.modify_values(h.as_bytes(), &[url_value(MODIFIED_URL)]).await.map(|()| ResponseCode::SUCCESS)
+            }
+            Op::AddValue(h) => {
+                session.add_values(h.as_bytes(), &[email_value()], false).await.map(|()| ResponseCode::SUCCESS)
+            }
+            Op::RemoveValue(h) => {
+                session.remove_values(h.as_bytes(), &[ADDED_INDEX]).await.map(|()| ResponseCode::SUCCESS)
+            }
+            Op::Delete(h) => session.delete(h.as_bytes()).await.map(|()| ResponseCode::SUCCESS),
         };
         count_sockets(conn, self.per_request(), recorder);
         match result {
             Ok(code) if code == ResponseCode::SUCCESS => Ok(Outcome::Ok { server: None }),
-            Ok(code) | Err(AdminError::Refused { code, .. }) => Ok(Outcome::Refused {
-                kind: code.name().to_string(),
-                server: None,
-            }),
+            Ok(code) | Err(AdminError::Refused { code, .. }) => {
+                Ok(Outcome::Refused { kind: code.name().to_string(), server: None })
+            }
             Err(e) => Err(admin_error(e)),
         }
     }
 }
 
-async fn resolve(
-    session: &mut AdminSession,
-    handle: &str,
-    certify: bool,
-) -> Result<ResponseCode, AdminError> {
-    let options = ResolveOptions {
-        certify,
-        ..ResolveOptions::default()
-    };
-    Ok(session
-        .connection()
-        .resolve(handle.as_bytes(), &options)
-        .await?
-        .code())
+async fn resolve(session: &mut AdminSession, handle: &str, certify: bool) -> Result<ResponseCode, AdminError> {
+    let options = ResolveOptions { certify, ..ResolveOptions::default() };
+    Ok(session.connection().resolve(handle.as_bytes(), &options).await?.code())
 }
 
 /// Count the connections the session opened since the last count: a
@@ -194,10 +156,7 @@ fn count_sockets(conn: &mut AdminConn, per_request: bool, recorder: &Recorder) {
 fn admin_error(e: AdminError) -> (String, bool) {
     match e {
         AdminError::Client(e) => client_error(e),
-        AdminError::Refused { code, message } => (
-            format!("{} {message}", code.name()).trim_end().to_string(),
-            true,
-        ),
+        AdminError::Refused { code, message } => (format!("{} {message}", code.name()).trim_end().to_string(), true),
         AdminError::Session(m) => (format!("session: {m}"), true),
         AdminError::Unexpected(_) => ("unexpected response".into(), false),
     }
@@ -224,10 +183,7 @@ pub struct JsonApiTarget {
 pub fn default_prefix(credentials: &Credentials) -> Option<String> {
     let handle = String::from_utf8_lossy(&credentials.handle).into_owned();
     let handle = handle.strip_prefix("0.NA/").unwrap_or(&handle);
-    handle
-        .split_once('/')
-        .map(|(prefix, _)| prefix.to_string())
-        .filter(|p| !p.is_empty())
+    handle.split_once('/').map(|(prefix, _)| prefix.to_string()).filter(|p| !p.is_empty())
 }
 
 /// `Authorization: Basic` for the JSON API: the percent-encoded
@@ -241,10 +197,7 @@ pub fn basic_authorization(credentials: &Credentials) -> Result<String, String> 
     };
     let mut pair = format!("{}:", percent_encode(&credentials.display())).into_bytes();
     pair.extend_from_slice(secret);
-    Ok(format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(pair)
-    ))
+    Ok(format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)))
 }
 
 fn value_json(index: i32, kind: &str, value: &str) -> serde_json::Value {
@@ -253,20 +206,9 @@ fn value_json(index: i32, kind: &str, value: &str) -> serde_json::Value {
 
 impl JsonApiTarget {
     pub fn describe(&self) -> String {
-        let scheme = if self.http.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        let auth = if self.authorization.is_some() {
-            "Basic"
-        } else {
-            "anonymous"
-        };
-        format!(
-            "JSON API {scheme}://{}/api/handles ({auth})",
-            self.http.authority
-        )
+        let scheme = if self.http.tls.is_some() { "https" } else { "http" };
+        let auth = if self.authorization.is_some() { "Basic" } else { "anonymous" };
+        format!("JSON API {scheme}://{}/api/handles ({auth})", self.http.authority)
     }
 
     /// The request for `op`: method, path and query, JSON body.
@@ -281,31 +223,20 @@ impl JsonApiTarget {
                 path(h) + "?overwrite=false",
                 Some(serde_json::json!([value_json(1, "URL", CREATED_URL)])),
             ),
-            Op::Modify(h) => (
-                Method::PUT,
-                path(h) + "?index=1",
-                Some(value_json(1, "URL", MODIFIED_URL)),
-            ),
+            Op::Modify(h) => (Method::PUT, path(h) + "?index=1", Some(value_json(1, "URL", MODIFIED_URL))),
             Op::AddValue(h) => (
                 Method::PUT,
                 format!("{}?index={ADDED_INDEX}&overwrite=false", path(h)),
                 Some(value_json(ADDED_INDEX, "EMAIL", ADDED_EMAIL)),
             ),
-            Op::RemoveValue(h) => (
-                Method::DELETE,
-                format!("{}?index={ADDED_INDEX}", path(h)),
-                None,
-            ),
+            Op::RemoveValue(h) => (Method::DELETE, format!("{}?index={ADDED_INDEX}", path(h)), None),
             Op::Delete(h) => (Method::DELETE, path(h), None),
         }
     }
 
     pub async fn call(&self, conn: &mut HttpConn, op: &Op, recorder: &Arc<Recorder>) -> Res {
         let (method, uri, body) = Self::request(op);
-        let mut builder = hyper::Request::builder()
-            .method(method)
-            .uri(uri)
-            .header("accept", "application/json");
+        let mut builder = hyper::Request::builder().method(method).uri(uri).header("accept", "application/json");
         if let Some(auth) = &self.authorization {
             builder = builder.header("authorization", auth.as_str());
         }
@@ -316,10 +247,7 @@ impl JsonApiTarget {
             }
             None => Bytes::new(),
         };
-        let reply = conn
-            .send(&self.http, recorder, builder, body)
-            .await
-            .map_err(|e| (e.kind, e.connection))?;
+        let reply = conn.send(&self.http, recorder, builder, body).await.map_err(|e| (e.kind, e.connection))?;
         Ok(http_outcome(&reply))
     }
 }
@@ -331,35 +259,18 @@ mod tests {
     #[test]
     fn basic_user_is_the_percent_encoded_identity() {
         let auth = basic_authorization(&Credentials::secret("TEST/ADMIN", 300, "s3cret")).unwrap();
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(auth.strip_prefix("Basic ").unwrap())
-            .unwrap();
+        let raw = base64::engine::general_purpose::STANDARD.decode(auth.strip_prefix("Basic ").unwrap()).unwrap();
         assert_eq!(raw, b"300%3ATEST%2FADMIN:s3cret");
-        assert_eq!(
-            default_prefix(&Credentials::secret("20.500.1/ADMIN", 300, "s")).as_deref(),
-            Some("20.500.1")
-        );
-        assert_eq!(
-            default_prefix(&Credentials::secret("ADMIN", 300, "s")),
-            None
-        );
+        assert_eq!(default_prefix(&Credentials::secret("20.500.1/ADMIN", 300, "s")).as_deref(), Some("20.500.1"));
+        assert_eq!(default_prefix(&Credentials::secret("ADMIN", 300, "s")), None);
     }
 
     #[test]
     fn json_api_requests_follow_the_rest_routes() {
         let (m, uri, body) = JsonApiTarget::request(&Op::AddValue("TEST/bench-r-0-0".into()));
-        assert_eq!(
-            (m, uri.as_str()),
-            (
-                Method::PUT,
-                "/api/handles/TEST/bench-r-0-0?index=2&overwrite=false"
-            )
-        );
+        assert_eq!((m, uri.as_str()), (Method::PUT, "/api/handles/TEST/bench-r-0-0?index=2&overwrite=false"));
         assert_eq!(body.unwrap()["type"], "EMAIL");
         let (m, uri, body) = JsonApiTarget::request(&Op::Delete("TEST/a b".into()));
-        assert_eq!(
-            (m, uri.as_str(), body),
-            (Method::DELETE, "/api/handles/TEST/a%20b", None)
-        );
+        assert_eq!((m, uri.as_str(), body), (Method::DELETE, "/api/handles/TEST/a%20b", None));
     }
 }

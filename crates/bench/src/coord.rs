@@ -24,23 +24,13 @@ pub async fn coordinate(
             let (stream, peer) = listener.accept().await.map_err(|e| e.to_string())?;
             let mut stream = BufReader::new(stream);
             let mut line = String::new();
-            stream
-                .read_line(&mut line)
-                .await
-                .map_err(|e| e.to_string())?;
+            stream.read_line(&mut line).await.map_err(|e| e.to_string())?;
             let label = line
                 .trim()
                 .strip_prefix("READY")
                 .map(|l| l.trim().to_string())
                 .ok_or(format!("{peer}: expected READY, got {line:?}"))?;
-            clients.push((
-                if label.is_empty() {
-                    peer.to_string()
-                } else {
-                    label
-                },
-                stream,
-            ));
+            clients.push((if label.is_empty() { peer.to_string() } else { label }, stream));
         }
         Ok::<_, String>(())
     };
@@ -49,10 +39,7 @@ pub async fn coordinate(
         .map_err(|_| format!("only {} of {expect} clients arrived in time", clients.len()))??;
     // One GO line each, sent back to back: they start within the lead time of each other.
     for (_, s) in &mut clients {
-        s.get_mut()
-            .write_all(format!("GO {}\n", lead.as_millis()).as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
+        s.get_mut().write_all(format!("GO {}\n", lead.as_millis()).as_bytes()).await.map_err(|e| e.to_string())?;
     }
     let mut out = Vec::new();
     for (label, mut s) in clients {
@@ -61,10 +48,7 @@ pub async fn coordinate(
             .await
             .map_err(|_| format!("{label}: no result in time"))?
             .map_err(|e| e.to_string())?;
-        let json = line
-            .trim()
-            .strip_prefix("RESULT ")
-            .ok_or(format!("{label}: expected RESULT"))?;
+        let json = line.trim().strip_prefix("RESULT ").ok_or(format!("{label}: expected RESULT"))?;
         let runs: Vec<Stats> = serde_json::from_str(json).map_err(|e| format!("{label}: {e}"))?;
         out.push((label, runs));
     }
@@ -97,25 +81,13 @@ pub struct GreenFlag {
 impl GreenFlag {
     /// Announce ourselves and wait for the flag (then the coordinator's delay).
     pub async fn wait(coordinator: &str, label: &str) -> Result<GreenFlag, String> {
-        let stream = TcpStream::connect(coordinator)
-            .await
-            .map_err(|e| format!("coordinator {coordinator}: {e}"))?;
+        let stream = TcpStream::connect(coordinator).await.map_err(|e| format!("coordinator {coordinator}: {e}"))?;
         let mut stream = BufReader::new(stream);
-        stream
-            .get_mut()
-            .write_all(format!("READY {label}\n").as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
+        stream.get_mut().write_all(format!("READY {label}\n").as_bytes()).await.map_err(|e| e.to_string())?;
         let mut line = String::new();
-        stream
-            .read_line(&mut line)
-            .await
-            .map_err(|e| e.to_string())?;
-        let delay: u64 = line
-            .trim()
-            .strip_prefix("GO ")
-            .and_then(|d| d.parse().ok())
-            .ok_or(format!("expected GO, got {line:?}"))?;
+        stream.read_line(&mut line).await.map_err(|e| e.to_string())?;
+        let delay: u64 =
+            line.trim().strip_prefix("GO ").and_then(|d| d.parse().ok()).ok_or(format!("expected GO, got {line:?}"))?;
         tokio::time::sleep(Duration::from_millis(delay)).await;
         Ok(GreenFlag { stream })
     }
@@ -123,9 +95,7 @@ impl GreenFlag {
     pub async fn report(mut self, runs: &[Stats]) -> Result<(), String> {
         let json = serde_json::to_string(runs).map_err(|e| e.to_string())?;
         let s = self.stream.get_mut();
-        s.write_all(format!("RESULT {json}\n").as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
+        s.write_all(format!("RESULT {json}\n").as_bytes()).await.map_err(|e| e.to_string())?;
         s.flush().await.map_err(|e| e.to_string())
     }
 }
@@ -139,12 +109,7 @@ mod tests {
     async fn clients_start_together_and_merge() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let coord = tokio::spawn(coordinate(
-            listener,
-            3,
-            Duration::from_millis(50),
-            Duration::from_secs(10),
-        ));
+        let coord = tokio::spawn(coordinate(listener, 3, Duration::from_millis(50), Duration::from_secs(10)));
         let mut clients = Vec::new();
         for i in 0..3u64 {
             let addr = addr.clone();
@@ -165,18 +130,12 @@ mod tests {
             starts.push(c.await.unwrap());
         }
         let results = coord.await.unwrap().unwrap();
-        let spread = starts
-            .iter()
-            .max()
-            .unwrap()
-            .duration_since(*starts.iter().min().unwrap());
+        let spread = starts.iter().max().unwrap().duration_since(*starts.iter().min().unwrap());
         assert!(spread < Duration::from_millis(40), "{spread:?}");
         let merged = merge(&results);
         assert_eq!(merged.len(), 1);
         assert_eq!(merged[0].ok, 60);
         assert_eq!(merged[0].latency_us.len(), 3);
-        assert!(merged[0]
-            .latency_us
-            .equivalent(merged[0].latency_us.max(), 3000));
+        assert!(merged[0].latency_us.equivalent(merged[0].latency_us.max(), 3000));
     }
 }

@@ -8,10 +8,7 @@ use std::time::Duration;
 pub fn process_cpu_time(pid: u32) -> std::io::Result<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     parse_stat_cpu(&stat, clock_ticks_per_second()).ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("unexpected /proc/{pid}/stat format"),
-        )
+        std::io::Error::new(std::io::ErrorKind::InvalidData, format!("unexpected /proc/{pid}/stat format"))
     })
 }
 

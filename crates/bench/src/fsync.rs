@@ -18,16 +18,13 @@ pub async fn probe(dir: &Path) -> Result<f64, String> {
 
 pub async fn probe_for(dir: &Path, time: Duration) -> Result<f64, String> {
     let dir = dir.to_path_buf();
-    tokio::task::spawn_blocking(move || fsync_rate(&dir, time))
-        .await
-        .map_err(|e| format!("fsync probe: {e}"))?
+    tokio::task::spawn_blocking(move || fsync_rate(&dir, time)).await.map_err(|e| format!("fsync probe: {e}"))?
 }
 
 fn fsync_rate(dir: &Path, time: Duration) -> Result<f64, String> {
     // Unique per process: several bench processes may probe one directory.
     let path = dir.join(format!(".handled-bench-fsync-probe-{}", std::process::id()));
-    let failed =
-        |what: &str, e: std::io::Error| format!("fsync probe in {}: {what}: {e}", dir.display());
+    let failed = |what: &str, e: std::io::Error| format!("fsync probe in {}: {what}: {e}", dir.display());
     let mut file = File::create(&path).map_err(|e| failed("cannot create the probe file", e))?;
     let block = [0x5au8; 4096];
     let start = Instant::now();
@@ -53,15 +50,10 @@ mod tests {
     #[tokio::test]
     async fn probe_counts_syncs_and_cleans_up() {
         let dir = tempfile::tempdir().unwrap();
-        let rate = probe_for(dir.path(), Duration::from_millis(100))
-            .await
-            .unwrap();
+        let rate = probe_for(dir.path(), Duration::from_millis(100)).await.unwrap();
         assert!(rate > 0.0);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         let missing = dir.path().join("missing");
-        assert!(probe_for(&missing, Duration::from_millis(10))
-            .await
-            .unwrap_err()
-            .contains("cannot create"));
+        assert!(probe_for(&missing, Duration::from_millis(10)).await.unwrap_err().contains("cannot create"));
     }
 }

@@ -14,10 +14,7 @@ pub struct Series {
 
 impl Series {
     pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
-        Series {
-            name: name.into(),
-            points,
-        }
+        Series { name: name.into(), points }
     }
 }
 
@@ -48,13 +45,7 @@ const COLORS: [RGBColor; 8] = [
 ];
 
 /// A line chart with points; `diagonal` adds y = x (effective vs solicited).
-pub fn line_chart(
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[Series],
-    diagonal: bool,
-) -> String {
+pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], diagonal: bool) -> String {
     let mut svg = String::new();
     if let Err(e) = draw(&mut svg, title, x_label, y_label, series, diagonal) {
         return format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"760\" height=\"40\"><text x=\"10\" y=\"20\">chart failed: {}</text></svg>", escape(&e));
@@ -70,10 +61,7 @@ fn draw(
     series: &[Series],
     diagonal: bool,
 ) -> Result<(), String> {
-    let pts = series
-        .iter()
-        .flat_map(|s| s.points.iter())
-        .filter(|p| p.0.is_finite() && p.1.is_finite());
+    let pts = series.iter().flat_map(|s| s.points.iter()).filter(|p| p.0.is_finite() && p.1.is_finite());
     let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
     for &(x, y) in pts {
         x0 = x0.min(x);
@@ -109,33 +97,21 @@ fn draw(
         .map_err(|x| e(&x))?;
     if diagonal {
         chart
-            .draw_series(LineSeries::new(
-                vec![(x0, x0), (x1, x1)],
-                BLACK.mix(0.4).stroke_width(1),
-            ))
+            .draw_series(LineSeries::new(vec![(x0, x0), (x1, x1)], BLACK.mix(0.4).stroke_width(1)))
             .map_err(|x| e(&x))?
             .label("solicited = effective")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.4)));
     }
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let points: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .copied()
-            .filter(|p| p.0.is_finite() && p.1.is_finite())
-            .collect();
+        let points: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
         chart
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
             .map_err(|x| e(&x))?
             .label(s.name.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
         if points.len() <= 60 {
-            chart
-                .draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))
-                .map_err(|x| e(&x))?;
+            chart.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled()))).map_err(|x| e(&x))?;
         }
     }
     if series.len() > 1 || diagonal {
@@ -160,59 +136,29 @@ pub fn percentile_chart(runs: &[&Stats]) -> String {
         .map(|s| {
             let pts = QUANTILES
                 .iter()
-                .map(|q| {
-                    (
-                        -(1.0f64 - q).log10(),
-                        s.latency_us.value_at_quantile(*q) as f64 / 1000.0,
-                    )
-                })
+                .map(|q| (-(1.0f64 - q).log10(), s.latency_us.value_at_quantile(*q) as f64 / 1000.0))
                 .collect();
             Series::new(s.label.clone(), pts)
         })
         .collect();
-    line_chart(
-        "Latency by percentile (x: nines, 2 = p99, 3 = p99.9)",
-        "nines",
-        "latency ms",
-        &series,
-        false,
-    )
+    line_chart("Latency by percentile (x: nines, 2 = p99, 3 = p99.9)", "nines", "latency ms", &series, false)
 }
 
 /// Throughput, latency and sockets over time at 100 ms resolution.
 pub fn series_charts(s: &Stats) -> Vec<String> {
     let per_s = 1.0 / BUCKET.as_secs_f64();
     let t = |i: usize| (i + 1) as f64 * BUCKET.as_secs_f64();
-    let ok: Vec<(f64, f64)> = s
-        .series
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (t(i), b.ok as f64 * per_s))
-        .collect();
-    let err: Vec<(f64, f64)> = s
-        .series
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (t(i), b.errors as f64 * per_s))
-        .collect();
+    let ok: Vec<(f64, f64)> = s.series.iter().enumerate().map(|(i, b)| (t(i), b.ok as f64 * per_s)).collect();
+    let err: Vec<(f64, f64)> = s.series.iter().enumerate().map(|(i, b)| (t(i), b.errors as f64 * per_s)).collect();
     let mean: Vec<(f64, f64)> = s
         .series
         .iter()
         .enumerate()
         .filter(|(_, b)| b.ok + b.errors > 0)
-        .map(|(i, b)| {
-            (
-                t(i),
-                b.latency_sum_us as f64 / (b.ok + b.errors) as f64 / 1000.0,
-            )
-        })
+        .map(|(i, b)| (t(i), b.latency_sum_us as f64 / (b.ok + b.errors) as f64 / 1000.0))
         .collect();
-    let max: Vec<(f64, f64)> = s
-        .series
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (t(i), b.latency_max_us as f64 / 1000.0))
-        .collect();
+    let max: Vec<(f64, f64)> =
+        s.series.iter().enumerate().map(|(i, b)| (t(i), b.latency_max_us as f64 / 1000.0)).collect();
     let mut out = vec![
         line_chart(
             &format!("{}: requests per second (100 ms slices)", s.label),
@@ -230,12 +176,7 @@ pub fn series_charts(s: &Stats) -> Vec<String> {
         ),
     ];
     if s.sockets_opened > 0 {
-        let sockets: Vec<(f64, f64)> = s
-            .series
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (t(i), b.sockets as f64))
-            .collect();
+        let sockets: Vec<(f64, f64)> = s.series.iter().enumerate().map(|(i, b)| (t(i), b.sockets as f64)).collect();
         out.push(line_chart(
             &format!("{}: client sockets in use", s.label),
             "seconds",
@@ -251,31 +192,20 @@ pub fn series_charts(s: &Stats) -> Vec<String> {
 /// of up to `series_of` runs.
 pub fn runs_section(heading: &str, text: &str, runs: &[Stats], series_of: usize) -> Section {
     let mut charts = Vec::new();
-    let refs: Vec<&Stats> = runs
-        .iter()
-        .filter(|s| !s.latency_us.is_empty())
-        .take(8)
-        .collect();
+    let refs: Vec<&Stats> = runs.iter().filter(|s| !s.latency_us.is_empty()).take(8).collect();
     if !refs.is_empty() {
         charts.push(percentile_chart(&refs));
     }
     for s in runs.iter().take(series_of) {
         charts.extend(series_charts(s));
     }
-    Section {
-        heading: heading.into(),
-        text: text.into(),
-        table: table(runs),
-        charts,
-    }
+    Section { heading: heading.into(), text: text.into(), table: table(runs), charts }
 }
 
 /// Effective vs solicited rate, and latency against the solicited rate (rate sweeps).
 pub fn rate_charts(runs: &[Stats]) -> Vec<String> {
     let pts = |f: &dyn Fn(&Stats) -> f64| -> Vec<(f64, f64)> {
-        runs.iter()
-            .filter_map(|s| s.solicited_rate.map(|r| (r, f(s))))
-            .collect()
+        runs.iter().filter_map(|s| s.solicited_rate.map(|r| (r, f(s)))).collect()
     };
     vec![
         line_chart(
@@ -289,10 +219,7 @@ pub fn rate_charts(runs: &[Stats]) -> Vec<String> {
             "Latency vs solicited rate",
             "solicited requests/s",
             "ms",
-            &[
-                Series::new("mean", pts(&|s| s.latency_us.mean() / 1000.0)),
-                Series::new("p99", pts(&|s| s.ms(0.99))),
-            ],
+            &[Series::new("mean", pts(&|s| s.latency_us.mean() / 1000.0)), Series::new("p99", pts(&|s| s.ms(0.99)))],
             false,
         ),
     ]
@@ -300,9 +227,7 @@ pub fn rate_charts(runs: &[Stats]) -> Vec<String> {
 
 /// Throughput and latency against the number of clients, and throughput vs latency.
 pub fn concurrency_charts(runs: &[Stats]) -> Vec<String> {
-    let by = |f: &dyn Fn(&Stats) -> f64| -> Vec<(f64, f64)> {
-        runs.iter().map(|s| (s.clients as f64, f(s))).collect()
-    };
+    let by = |f: &dyn Fn(&Stats) -> f64| -> Vec<(f64, f64)> { runs.iter().map(|s| (s.clients as f64, f(s))).collect() };
     vec![
         line_chart(
             "Throughput vs clients",
@@ -315,30 +240,21 @@ pub fn concurrency_charts(runs: &[Stats]) -> Vec<String> {
             "Latency vs clients",
             "clients",
             "ms",
-            &[
-                Series::new("p50", by(&|s| s.ms(0.5))),
-                Series::new("p99", by(&|s| s.ms(0.99))),
-            ],
+            &[Series::new("p50", by(&|s| s.ms(0.5))), Series::new("p99", by(&|s| s.ms(0.99)))],
             false,
         ),
         line_chart(
             "Throughput vs latency",
             "requests/s",
             "p99 ms",
-            &[Series::new(
-                "p99",
-                runs.iter().map(|s| (s.throughput(), s.ms(0.99))).collect(),
-            )],
+            &[Series::new("p99", runs.iter().map(|s| (s.throughput(), s.ms(0.99))).collect())],
             false,
         ),
     ]
 }
 
 pub fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 const CHECK_SCRIPT: &str = r#"<script>
@@ -390,33 +306,15 @@ mod tests {
             "t",
             "x",
             "y",
-            &[
-                Series::new("a", vec![(1.0, 2.0), (2.0, 4.0)]),
-                Series::new("b", vec![(1.0, 1.0)]),
-            ],
+            &[Series::new("a", vec![(1.0, 2.0), (2.0, 4.0)]), Series::new("b", vec![(1.0, 1.0)])],
             true,
         );
-        assert!(
-            svg.starts_with("<svg") && svg.contains("<polyline") && svg.contains("<circle"),
-            "{svg}"
-        );
+        assert!(svg.starts_with("<svg") && svg.contains("<polyline") && svg.contains("<circle"), "{svg}");
         let mut s = Stats::empty("run <1>");
-        s.series = vec![
-            Bucket {
-                ok: 3,
-                latency_sum_us: 300,
-                latency_max_us: 200,
-                ..Default::default()
-            };
-            5
-        ];
+        s.series = vec![Bucket { ok: 3, latency_sum_us: 300, latency_max_us: 200, ..Default::default() }; 5];
         s.latency_us.record(100).unwrap();
-        let html = Report {
-            title: "T".into(),
-            intro: "i".into(),
-            sections: vec![runs_section("h", "", &[s], 1)],
-        }
-        .to_html();
+        let html =
+            Report { title: "T".into(), intro: "i".into(), sections: vec![runs_section("h", "", &[s], 1)] }.to_html();
         assert_eq!(html.matches("<figure><svg").count(), 3);
         assert!(html.contains("run &lt;1&gt;") && !html.contains("src=\"http"));
     }

@@ -65,10 +65,7 @@ where
         Ok(x) => x,
         Err(e) => {
             recorder.sockets.close();
-            return Err(HttpError {
-                kind: format!("http handshake: {e}"),
-                connection: true,
-            });
+            return Err(HttpError { kind: format!("http handshake: {e}"), connection: true });
         }
     };
     // The socket is in use until hyper's connection task ends (server close,
@@ -85,10 +82,9 @@ async fn connect(
     addr: SocketAddr,
     recorder: &Arc<Recorder>,
 ) -> Result<SendRequest<Full<Bytes>>, HttpError> {
-    let stream = TcpStream::connect(addr).await.map_err(|e| HttpError {
-        kind: format!("connect {}", io_kind(&e)),
-        connection: true,
-    })?;
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| HttpError { kind: format!("connect {}", io_kind(&e)), connection: true })?;
     recorder.sockets.open();
     let _ = stream.set_nodelay(true);
     match &target.tls {
@@ -99,10 +95,7 @@ async fn connect(
                 Ok(s) => start(s, recorder.clone()).await,
                 Err(e) => {
                     recorder.sockets.close();
-                    Err(HttpError {
-                        kind: format!("tls {}", e),
-                        connection: true,
-                    })
+                    Err(HttpError { kind: format!("tls {}", e), connection: true })
                 }
             }
         }
@@ -115,9 +108,7 @@ pub fn parse_server_timing(value: &str) -> Option<Duration> {
     for metric in value.split(',') {
         let mut parts = metric.split(';').map(str::trim);
         let name = parts.next().unwrap_or("");
-        let dur = parts
-            .find_map(|p| p.strip_prefix("dur="))
-            .and_then(|v| v.trim_matches('"').parse::<f64>().ok());
+        let dur = parts.find_map(|p| p.strip_prefix("dur=")).and_then(|v| v.trim_matches('"').parse::<f64>().ok());
         if let Some(ms) = dur.filter(|ms| ms.is_finite() && *ms >= 0.0) {
             let d = Duration::from_secs_f64(ms / 1000.0);
             if name == "app" {
@@ -155,35 +146,22 @@ impl HttpConn {
         if !target.keep_alive {
             request = request.header(hyper::header::CONNECTION, "close");
         }
-        let request = request.body(Full::new(body)).map_err(|e| HttpError {
-            kind: format!("request: {e}"),
-            connection: false,
-        })?;
+        let request = request
+            .body(Full::new(body))
+            .map_err(|e| HttpError { kind: format!("request: {e}"), connection: false })?;
         let result = async {
-            let response = sender.send_request(request).await.map_err(|e| HttpError {
-                kind: http_kind(&e),
-                connection: true,
-            })?;
+            let response =
+                sender.send_request(request).await.map_err(|e| HttpError { kind: http_kind(&e), connection: true })?;
             let status = response.status().as_u16();
-            let server_time = response
-                .headers()
-                .get("server-timing")
-                .and_then(|v| v.to_str().ok())
-                .and_then(parse_server_timing);
+            let server_time =
+                response.headers().get("server-timing").and_then(|v| v.to_str().ok()).and_then(parse_server_timing);
             let body = response
                 .into_body()
                 .collect()
                 .await
-                .map_err(|e| HttpError {
-                    kind: http_kind(&e),
-                    connection: true,
-                })?
+                .map_err(|e| HttpError { kind: http_kind(&e), connection: true })?
                 .to_bytes();
-            Ok(HttpReply {
-                status,
-                server_time,
-                body,
-            })
+            Ok(HttpReply { status, server_time, body })
         }
         .await;
         if !target.keep_alive || result.is_err() {
@@ -209,18 +187,9 @@ mod tests {
 
     #[test]
     fn server_timing_prefers_app() {
-        assert_eq!(
-            parse_server_timing("app;dur=1.5"),
-            Some(Duration::from_micros(1500))
-        );
-        assert_eq!(
-            parse_server_timing("db;dur=2, app;desc=\"x\";dur=0.25"),
-            Some(Duration::from_micros(250))
-        );
-        assert_eq!(
-            parse_server_timing("db;dur=2"),
-            Some(Duration::from_millis(2))
-        );
+        assert_eq!(parse_server_timing("app;dur=1.5"), Some(Duration::from_micros(1500)));
+        assert_eq!(parse_server_timing("db;dur=2, app;desc=\"x\";dur=0.25"), Some(Duration::from_micros(250)));
+        assert_eq!(parse_server_timing("db;dur=2"), Some(Duration::from_millis(2)));
         assert_eq!(parse_server_timing("cache;desc=hit"), None);
         assert_eq!(parse_server_timing("app;dur=-1"), None);
     }

@@ -28,14 +28,9 @@ impl SocketGauge {
     /// before this run's recorder existed), so opens and closes still pair up.
     pub fn carry_over(&self, before: &SocketGauge) {
         self.opened.fetch_add(before.opened(), Ordering::Relaxed);
-        let now = self
-            .in_use
-            .fetch_add(before.in_use.load(Ordering::Relaxed), Ordering::Relaxed)
+        let now = self.in_use.fetch_add(before.in_use.load(Ordering::Relaxed), Ordering::Relaxed)
             + before.in_use.load(Ordering::Relaxed);
-        self.peak.fetch_max(
-            now.max(before.peak.load(Ordering::Relaxed)),
-            Ordering::Relaxed,
-        );
+        self.peak.fetch_max(now.max(before.peak.load(Ordering::Relaxed)), Ordering::Relaxed);
     }
     pub fn opened(&self) -> u64 {
         self.opened.load(Ordering::Relaxed)
@@ -118,16 +113,10 @@ impl Recorder {
         if intended < self.start {
             return; // warm-up
         }
-        let latency = done
-            .saturating_duration_since(intended.min(sent))
-            .as_micros()
-            .max(1) as u64;
+        let latency = done.saturating_duration_since(intended.min(sent)).as_micros().max(1) as u64;
         let service = done.saturating_duration_since(sent).as_micros().max(1) as u64;
-        let slice =
-            (done.saturating_duration_since(self.start).as_millis() / BUCKET.as_millis()) as usize;
-        let mut s = self.shards[worker % self.shards.len()]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let slice = (done.saturating_duration_since(self.start).as_millis() / BUCKET.as_millis()) as usize;
+        let mut s = self.shards[worker % self.shards.len()].lock().unwrap_or_else(|e| e.into_inner());
         if s.series.len() <= slice {
             s.series.resize(slice + 1, Bucket::default());
         }
@@ -179,10 +168,7 @@ impl Recorder {
 
     /// Called every BUCKET by the sampler.
     pub fn sample_sockets(&self) {
-        let mut v = self
-            .sampled_sockets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut v = self.sampled_sockets.lock().unwrap_or_else(|e| e.into_inner());
         v.push(self.sockets.in_use());
     }
 
@@ -192,10 +178,7 @@ impl Recorder {
             stats.merge(&shard.lock().unwrap_or_else(|e| e.into_inner()));
         }
         stats.elapsed_s = elapsed.as_secs_f64();
-        let sampled = self
-            .sampled_sockets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let sampled = self.sampled_sockets.lock().unwrap_or_else(|e| e.into_inner());
         for (b, n) in stats.series.iter_mut().zip(sampled.iter()) {
             b.sockets = *n;
         }
@@ -232,34 +215,9 @@ mod tests {
         let intended = t0 + Duration::from_millis(1);
         let sent = intended + Duration::from_millis(100); // sent late: queued behind a stall
         let done = sent + Duration::from_millis(2);
-        r.record(
-            0,
-            Some("resolve"),
-            intended,
-            sent,
-            done,
-            &Outcome::Ok {
-                server: Some(Duration::from_micros(500)),
-            },
-        );
-        r.record(
-            1,
-            Some("create"),
-            intended,
-            sent,
-            done,
-            &Outcome::Failed {
-                kind: "timeout".into(),
-            },
-        );
-        r.record(
-            2,
-            Some("create"),
-            t0 - Duration::from_millis(5),
-            t0,
-            done,
-            &Outcome::Ok { server: None },
-        ); // warm-up: ignored
+        r.record(0, Some("resolve"), intended, sent, done, &Outcome::Ok { server: Some(Duration::from_micros(500)) });
+        r.record(1, Some("create"), intended, sent, done, &Outcome::Failed { kind: "timeout".into() });
+        r.record(2, Some("create"), t0 - Duration::from_millis(5), t0, done, &Outcome::Ok { server: None }); // warm-up: ignored
         let s = r.finish("x", Duration::from_secs(1));
         assert_eq!((s.ok, s.error_count()), (1, 1));
         assert!((s.latency_us.max() as i64 - 102_000).abs() < 200);
@@ -268,14 +226,8 @@ mod tests {
         assert_eq!(s.series[1].ok, 1);
         assert!(s.first_error_s.unwrap() > 0.1);
         // Per operation kind: the same requests, split.
-        assert_eq!(
-            (s.by_op["resolve"].ok, s.by_op["resolve"].latency_us.len()),
-            (1, 1)
-        );
-        assert_eq!(
-            (s.by_op["create"].ok, s.by_op["create"].errors["timeout"]),
-            (0, 1)
-        );
+        assert_eq!((s.by_op["resolve"].ok, s.by_op["resolve"].latency_us.len()), (1, 1));
+        assert_eq!((s.by_op["create"].ok, s.by_op["create"].errors["timeout"]), (0, 1));
         let back: Stats = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         let mut merged = s.clone();
         merged.merge(&back);

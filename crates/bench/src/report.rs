@@ -16,9 +16,7 @@ pub fn network_mean_ms(s: &Stats) -> Option<f64> {
 /// mean response time (from send) stays under `limit_ms`, counting only steps
 /// up to the first that crosses it, as one reads autobench's table.
 pub fn under_limit(runs: &[Stats], limit_ms: f64) -> Option<&Stats> {
-    runs.iter()
-        .take_while(|s| s.total() > 0 && s.service_us.mean() / 1000.0 < limit_ms)
-        .last()
+    runs.iter().take_while(|s| s.total() > 0 && s.service_us.mean() / 1000.0 < limit_ms).last()
 }
 
 pub fn table(runs: &[Stats]) -> String {
@@ -29,27 +27,10 @@ pub fn table(runs: &[Stats]) -> String {
         .map(|op| op.len() + 2)
         .max()
         .unwrap_or(0);
-    let width = runs
-        .iter()
-        .map(|s| s.label.len())
-        .max()
-        .unwrap_or(3)
-        .max(3)
-        .max(op_width);
+    let width = runs.iter().map(|s| s.label.len()).max().unwrap_or(3).max(3).max(op_width);
     let mut out = format!(
         "{:<width$}  {:>9} {:>7} {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {:>8} {:>5}\n",
-        "run",
-        "requests",
-        "errors",
-        "req/s",
-        "mean ms",
-        "p50",
-        "p90",
-        "p99",
-        "p99.9",
-        "max",
-        "sockets",
-        "peak"
+        "run", "requests", "errors", "req/s", "mean ms", "p50", "p90", "p99", "p99.9", "max", "sockets", "peak"
     );
     for s in runs {
         out += &format!(
@@ -89,10 +70,7 @@ pub fn table(runs: &[Stats]) -> String {
     for s in runs {
         let mut notes = Vec::new();
         if let Some(r) = s.solicited_rate {
-            notes.push(format!(
-                "solicited {r:.0}/s, effective {:.0}/s",
-                s.throughput()
-            ));
+            notes.push(format!("solicited {r:.0}/s, effective {:.0}/s", s.throughput()));
         }
         if s.latency_us.max() > s.service_us.max() + 1000
             || s.ms(0.99) > s.service_us.value_at_quantile(0.99) as f64 / 1000.0 * 1.5
@@ -123,18 +101,16 @@ pub fn table(runs: &[Stats]) -> String {
             ));
         }
         if let Some(disk) = s.disk_fsync_per_s {
-            notes.push(format!("disk {disk:.0} fsync/s (4 KiB write + fsync) → {:.1} successful requests per fsync", s.ok as f64 / s.elapsed_s.max(1e-9) / disk.max(1e-9)));
+            notes.push(format!(
+                "disk {disk:.0} fsync/s (4 KiB write + fsync) → {:.1} successful requests per fsync",
+                s.ok as f64 / s.elapsed_s.max(1e-9) / disk.max(1e-9)
+            ));
         }
         if let (Some(cpu), Some(per)) = (s.server_cpu_s, s.per_server_core_second()) {
-            notes.push(format!(
-                "server cpu {cpu:.2} s → {per:.0} requests per server core-second"
-            ));
+            notes.push(format!("server cpu {cpu:.2} s → {per:.0} requests per server core-second"));
         }
         if s.sockets_opened > 0 {
-            notes.push(format!(
-                "{:.1} requests per socket",
-                s.total() as f64 / s.sockets_opened as f64
-            ));
+            notes.push(format!("{:.1} requests per socket", s.total() as f64 / s.sockets_opened as f64));
         }
         if let Some(tw) = s.time_wait_after.filter(|n| *n > 0) {
             notes.push(format!("{tw} more sockets in TIME_WAIT"));
@@ -144,10 +120,8 @@ pub fn table(runs: &[Stats]) -> String {
             notes.push(format!("errors: {}", list.join(", ")));
         }
         match s.recovery_s() {
-            Some(r) if r.is_finite() => notes.push(format!(
-                "recovery {r:.1} s after the first failure at {:.1} s",
-                s.first_error_s.unwrap_or(0.0)
-            )),
+            Some(r) if r.is_finite() => notes
+                .push(format!("recovery {r:.1} s after the first failure at {:.1} s", s.first_error_s.unwrap_or(0.0))),
             Some(_) => notes.push("no second without failures after the first failure".into()),
             None => {}
         }
@@ -239,15 +213,9 @@ mod tests {
             s.service_us.record(v * 10).unwrap();
         }
         let t = table(&[s.clone()]);
-        assert!(
-            t.contains("close") && t.contains(" 1000 ") && t.contains("500"),
-            "{t}"
-        );
+        assert!(t.contains("close") && t.contains(" 1000 ") && t.contains("500"), "{t}");
         assert!(t.contains("solicited 600/s, effective 500/s"), "{t}");
-        assert!(
-            t.contains("errors: timeout 10") && t.contains("1.0 requests per socket"),
-            "{t}"
-        );
+        assert!(t.contains("errors: timeout 10") && t.contains("1.0 requests per socket"), "{t}");
         let j = json_line(&s);
         assert_eq!(j["requests"], 1000);
         assert_eq!(j["peak_sockets"], 12);
@@ -263,16 +231,8 @@ mod tests {
             s.service_us.record(mean_ms * 1000).unwrap();
             s
         };
-        let runs = [
-            step(1000.0, 2),
-            step(2000.0, 30),
-            step(3000.0, 80),
-            step(4000.0, 20),
-        ];
-        assert_eq!(
-            under_limit(&runs, 50.0).and_then(|s| s.solicited_rate),
-            Some(2000.0)
-        );
+        let runs = [step(1000.0, 2), step(2000.0, 30), step(3000.0, 80), step(4000.0, 20)];
+        assert_eq!(under_limit(&runs, 50.0).and_then(|s| s.solicited_rate), Some(2000.0));
         assert!(under_limit(&runs[2..3], 50.0).is_none());
     }
 
@@ -290,15 +250,9 @@ mod tests {
         }
         s.disk_fsync_per_s = Some(5.0);
         let t = table(std::slice::from_ref(&s));
-        let create = t
-            .lines()
-            .find(|l| l.trim_start().starts_with("create"))
-            .unwrap();
+        let create = t.lines().find(|l| l.trim_start().starts_with("create")).unwrap();
         assert!(create.contains(" 10 ") && create.contains(" 8.00"), "{t}");
-        assert!(
-            t.contains("disk 5 fsync/s") && t.contains("3.0 successful requests per fsync"),
-            "{t}"
-        );
+        assert!(t.contains("disk 5 fsync/s") && t.contains("3.0 successful requests per fsync"), "{t}");
         let j = json_line(&s);
         assert_eq!(j["ops"]["resolve"]["throughput"], 5.0);
         assert!((j["ops"]["delete"]["latency_ms"]["p99"].as_f64().unwrap() - 4.0).abs() < 0.01);

@@ -87,13 +87,7 @@ impl Schedule {
         let (mut start, mut before) = (0.0, 0.0);
         let mut segments = Vec::new();
         for &(length, r0, r1) in parts.iter().filter(|p| p.0 > 0.0) {
-            segments.push(Segment {
-                start,
-                length,
-                r0: r0.max(0.0),
-                r1: r1.max(0.0),
-                before,
-            });
+            segments.push(Segment { start, length, r0: r0.max(0.0), r1: r1.max(0.0), before });
             start += length;
             before += (r0.max(0.0) + r1.max(0.0)) / 2.0 * length;
         }
@@ -114,18 +108,13 @@ impl Schedule {
     }
 
     pub fn total(&self) -> f64 {
-        self.segments
-            .last()
-            .map_or(0.0, |s| s.before + (s.r0 + s.r1) / 2.0 * s.length)
+        self.segments.last().map_or(0.0, |s| s.before + (s.r0 + s.r1) / 2.0 * s.length)
     }
 
     /// Seconds from the start at which request `j` is due; None past the end.
     pub fn time_of(&self, j: u64) -> Option<f64> {
         let x = j as f64;
-        let seg = self
-            .segments
-            .iter()
-            .find(|s| x < s.before + (s.r0 + s.r1) / 2.0 * s.length)?;
+        let seg = self.segments.iter().find(|s| x < s.before + (s.r0 + s.r1) / 2.0 * s.length)?;
         let need = x - seg.before;
         let a = (seg.r1 - seg.r0) / seg.length;
         // r0·τ + a·τ²/2 = need
@@ -160,11 +149,7 @@ pub fn time_wait_count(port: u16) -> Option<u64> {
             if f.len() < 4 || f[3] != "06" {
                 continue;
             }
-            let port_of = |a: &str| {
-                a.rsplit(':')
-                    .next()
-                    .and_then(|p| u16::from_str_radix(p, 16).ok())
-            };
+            let port_of = |a: &str| a.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
             if port_of(f[1]) == Some(port) || port_of(f[2]) == Some(port) {
                 n += 1;
             }
@@ -191,12 +176,7 @@ impl Harness {
             recorder.sockets.carry_over(gauge);
         }
         let stop = Arc::new(AtomicU64::new(0));
-        let sampler = tokio::spawn(sample(
-            recorder.clone(),
-            stop.clone(),
-            plan.progress,
-            plan.label.clone(),
-        ));
+        let sampler = tokio::spawn(sample(recorder.clone(), stop.clone(), plan.progress, plan.label.clone()));
         let cpu_before = plan.server_pid.map(|pid| {
             tokio::spawn(async move {
                 tokio::time::sleep_until(start.into()).await;
@@ -206,25 +186,14 @@ impl Harness {
         if let Some((after, command)) = plan.induce.clone() {
             tokio::spawn(async move {
                 tokio::time::sleep_until((start + after).into()).await;
-                match tokio::process::Command::new("sh")
-                    .arg("-c")
-                    .arg(&command)
-                    .status()
-                    .await
-                {
+                match tokio::process::Command::new("sh").arg("-c").arg(&command).status().await {
                     Ok(s) if s.success() => {}
                     other => eprintln!("induced failure command {command:?}: {other:?}"),
                 }
             });
         }
         let time_wait_before = time_wait_count(plan.target.first_addr().port());
-        Harness {
-            recorder,
-            stop,
-            sampler,
-            cpu_before,
-            time_wait_before,
-        }
+        Harness { recorder, stop, sampler, cpu_before, time_wait_before }
     }
 
     pub async fn finish(self, plan: &Plan, clients: usize) -> Stats {
@@ -236,14 +205,10 @@ impl Harness {
         if let (Some(pid), Some(before)) = (plan.server_pid, self.cpu_before) {
             let before = before.await.ok().flatten();
             let after = process_cpu_time(pid).ok();
-            stats.server_cpu_s = before
-                .zip(after)
-                .map(|(a, b)| b.saturating_sub(a).as_secs_f64());
+            stats.server_cpu_s = before.zip(after).map(|(a, b)| b.saturating_sub(a).as_secs_f64());
         }
         let after = time_wait_count(plan.target.first_addr().port());
-        stats.time_wait_after = after
-            .zip(self.time_wait_before)
-            .map(|(a, b)| a.saturating_sub(b));
+        stats.time_wait_after = after.zip(self.time_wait_before).map(|(a, b)| a.saturating_sub(b));
         stats
     }
 }
@@ -303,31 +268,19 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::with_capacity(clients);
     for (i, (mut client, mut conn)) in clients_state.into_iter().zip(conns).enumerate() {
-        let (target, recorder, timeout, model, next) = (
-            plan.target.clone(),
-            harness.recorder.clone(),
-            plan.timeout,
-            model.clone(),
-            next.clone(),
-        );
+        let (target, recorder, timeout, model, next) =
+            (plan.target.clone(), harness.recorder.clone(), plan.timeout, model.clone(), next.clone());
         tasks.push(tokio::spawn(async move {
             let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::from_rng(&mut rand::rng());
             match model {
-                Model::Closed {
-                    requests_per_client,
-                    duration,
-                    pause,
-                    ..
-                } => {
+                Model::Closed { requests_per_client, duration, pause, .. } => {
                     while Instant::now() < start {
                         let op = client.next(&mut rng);
                         target.call(&mut conn, &op, &recorder, timeout).await;
                     }
                     let deadline = duration.map(|d| start + d);
                     let mut sent = 0u64;
-                    while requests_per_client.is_none_or(|r| sent < r)
-                        && deadline.is_none_or(|d| Instant::now() < d)
-                    {
+                    while requests_per_client.is_none_or(|r| sent < r) && deadline.is_none_or(|d| Instant::now() < d) {
                         let op = client.next(&mut rng);
                         let t0 = Instant::now();
                         let outcome = target.call(&mut conn, &op, &recorder, timeout).await;
@@ -362,10 +315,7 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
     }
     let mut stats = harness.finish(plan, clients).await;
     stats.disk_fsync_per_s = disk_fsync_per_s;
-    if let Model::Open {
-        schedule, warmup, ..
-    } = model
-    {
+    if let Model::Open { schedule, warmup, .. } = model {
         let measured = schedule.duration() - warmup.as_secs_f64();
         if measured > 0.0 {
             let due_after_warmup = schedule.total() - count_before(schedule, warmup.as_secs_f64());
@@ -402,10 +352,7 @@ async fn prepare(
         let (target, recorder) = (target.clone(), recorder.clone());
         set.spawn(async move {
             let mut conn = target.conn();
-            target
-                .prepare(&mut conn, &recorder, timeout)
-                .await
-                .map(|()| conn)
+            target.prepare(&mut conn, &recorder, timeout).await.map(|()| conn)
         });
     }
     let mut conns = Vec::with_capacity(clients);

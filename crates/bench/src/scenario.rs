@@ -102,11 +102,7 @@ impl Server {
         };
         std::thread::spawn(move || for _ in lines.by_ref() {});
         match found {
-            Some((native, http)) => Ok(Server {
-                child,
-                native,
-                http,
-            }),
+            Some((native, http)) => Ok(Server { child, native, http }),
             None => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -153,11 +149,8 @@ impl Ctx {
                 _server: None,
             });
         }
-        let server = Server::spawn(
-            env.handled_bin
-                .as_deref()
-                .ok_or("no handled binary to start a server; pass --host")?,
-        )?;
+        let server =
+            Server::spawn(env.handled_bin.as_deref().ok_or("no handled binary to start a server; pass --host")?)?;
         Ok(Ctx {
             host: server.native.ip().to_string(),
             port: server.native.port(),
@@ -179,11 +172,7 @@ impl Ctx {
     }
 
     pub fn plan(&self, label: &str, spec: &TargetSpec) -> Result<Plan, String> {
-        let mut p = Plan::new(
-            label,
-            spec.build()?,
-            Workload::resolve(KeySet::One(self.handle.clone())),
-        );
+        let mut p = Plan::new(label, spec.build()?, Workload::resolve(KeySet::One(self.handle.clone())));
         p.server_pid = self.server_pid;
         Ok(p)
     }
@@ -210,37 +199,22 @@ pub async fn run(name: &str, env: &ScenarioEnv) -> Result<ScenarioOutput, String
         "failover" => scenario_more::failover(env).await,
         "green-flag" => scenario_more::green_flag(&Ctx::new(env)?).await,
         "durable-creates" => crate::scenario_creates::durable_creates(env).await,
-        other => Err(format!(
-            "unknown scenario {other:?}; see `handled bench scenario --list`"
-        )),
+        other => Err(format!("unknown scenario {other:?}; see `handled bench scenario --list`")),
     }
 }
 
 pub(crate) fn report(name: &str, intro: &str, sections: Vec<Section>) -> Report {
-    Report {
-        title: format!("handled bench scenario {name}"),
-        intro: intro.into(),
-        sections,
-    }
+    Report { title: format!("handled bench scenario {name}"), intro: intro.into(), sections }
 }
 
 fn per_core(s: &Stats) -> String {
-    s.per_server_core_second()
-        .map_or("-".into(), |v| format!("{v:.0}"))
+    s.per_server_core_second().map_or("-".into(), |v| format!("{v:.0}"))
 }
 
 async fn cnri(ctx: &Ctx) -> Result<ScenarioOutput, String> {
-    let (threads, per, pause) = (
-        ctx.pick(200, 20),
-        ctx.pick(100u64, 10),
-        Duration::from_millis(10),
-    );
+    let (threads, per, pause) = (ctx.pick(200, 20), ctx.pick(100u64, 10), Duration::from_millis(10));
     let mut runs = Vec::new();
-    for (name, t) in [
-        ("UDP", Transport::Udp),
-        ("TCP", Transport::Tcp),
-        ("HTTP", Transport::Http),
-    ] {
+    for (name, t) in [("UDP", Transport::Udp), ("TCP", Transport::Tcp), ("HTTP", Transport::Http)] {
         let plan = ctx.plan(name, &ctx.spec(t))?;
         let model = Model::Closed {
             clients: threads,
@@ -277,11 +251,7 @@ async fn cnri(ctx: &Ctx) -> Result<ScenarioOutput, String> {
         &runs,
         3,
     );
-    Ok(ScenarioOutput {
-        report: report("cnri", &table, vec![section]),
-        table,
-        runs,
-    })
+    Ok(ScenarioOutput { report: report("cnri", &table, vec![section]), table, runs })
 }
 
 async fn keepalive(ctx: &Ctx) -> Result<ScenarioOutput, String> {
@@ -325,12 +295,13 @@ async fn keepalive(ctx: &Ctx) -> Result<ScenarioOutput, String> {
             s.error_count()
         );
     }
-    let section = runs_section("Socket reuse", "Sockets opened and in use by the bench; TIME_WAIT+ is the growth of TIME_WAIT sockets on the server port.", &runs, 4);
-    Ok(ScenarioOutput {
-        report: report("keepalive", &table, vec![section]),
-        table,
-        runs,
-    })
+    let section = runs_section(
+        "Socket reuse",
+        "Sockets opened and in use by the bench; TIME_WAIT+ is the growth of TIME_WAIT sockets on the server port.",
+        &runs,
+        4,
+    );
+    Ok(ScenarioOutput { report: report("keepalive", &table, vec![section]), table, runs })
 }
 
 async fn concurrency(ctx: &Ctx) -> Result<ScenarioOutput, String> {
@@ -362,20 +333,14 @@ async fn concurrency(ctx: &Ctx) -> Result<ScenarioOutput, String> {
     }
     let mut section = runs_section("Throughput and latency by clients", "", &runs, 0);
     section.charts.splice(0..0, concurrency_charts(&runs));
-    Ok(ScenarioOutput {
-        report: report("concurrency", &table, vec![section]),
-        table,
-        runs,
-    })
+    Ok(ScenarioOutput { report: report("concurrency", &table, vec![section]), table, runs })
 }
 
 const WRK2_QUANTILES: [f64; 7] = [0.5, 0.75, 0.9, 0.99, 0.999, 0.9999, 1.0];
 
 /// wrk2's "Latency Distribution (HdrHistogram - Recorded Latency)" block.
 pub fn wrk2_block(s: &Stats) -> String {
-    let mut out = String::from(
-        "  Latency Distribution (HdrHistogram - Recorded Latency)   [uncorrected, from send]\n",
-    );
+    let mut out = String::from("  Latency Distribution (HdrHistogram - Recorded Latency)   [uncorrected, from send]\n");
     for q in WRK2_QUANTILES {
         out += &format!(
             "  {:>7.3}%  {:>10.3}ms   [{:>10.3}ms]\n",
@@ -398,7 +363,8 @@ async fn open_loop(ctx: &Ctx) -> Result<ScenarioOutput, String> {
     let rates: Vec<f64> = ctx.pick(vec![2000.0, 8000.0, 16000.0], vec![200.0, 500.0]);
     let (secs, warm) = (ctx.pick(5.0, 1.0), ctx.pick(1.0, 0.2));
     let mut runs = Vec::new();
-    let mut table = String::from("Open loop at fixed rates over UDP (wrk2 method: latency from each request's intended start)\n");
+    let mut table =
+        String::from("Open loop at fixed rates over UDP (wrk2 method: latency from each request's intended start)\n");
     for rate in rates {
         let plan = ctx.plan(&format!("UDP {rate:.0}/s"), &ctx.spec(Transport::Udp))?;
         let model = Model::Open {
@@ -416,11 +382,7 @@ async fn open_loop(ctx: &Ctx) -> Result<ScenarioOutput, String> {
         &runs,
         runs.len(),
     );
-    Ok(ScenarioOutput {
-        report: report("open-loop", &table, vec![section]),
-        table,
-        runs,
-    })
+    Ok(ScenarioOutput { report: report("open-loop", &table, vec![section]), table, runs })
 }
 
 /// Per-phase figures from the 100 ms series (phases as [start, end) seconds).
@@ -450,29 +412,19 @@ pub(crate) fn phase_rows(s: &Stats, phases: &[(&str, f64, f64, f64)]) -> String 
 }
 
 async fn surge(ctx: &Ctx) -> Result<ScenarioOutput, String> {
-    let (base, peak, up, hold, down) = ctx.pick(
-        (2000.0, 40000.0, 3.0, 3.0, 3.0),
-        (50.0, 400.0, 0.5, 0.5, 0.5),
-    );
+    let (base, peak, up, hold, down) = ctx.pick((2000.0, 40000.0, 3.0, 3.0, 3.0), (50.0, 400.0, 0.5, 0.5, 0.5));
     let plan = ctx.plan("UDP surge", &ctx.spec(Transport::Udp))?;
-    let model = Model::Open {
-        schedule: Schedule::surge(base, peak, up, hold, down),
-        connections: 64,
-        warmup: Duration::ZERO,
-    };
+    let model =
+        Model::Open { schedule: Schedule::surge(base, peak, up, hold, down), connections: 64, warmup: Duration::ZERO };
     let s = run_model(&plan, &model).await?;
-    let mut table = format!("Surge over UDP: {base:.0}/s → {peak:.0}/s in {up} s, hold {hold} s, back in {down} s (open loop)\n");
+    let mut table =
+        format!("Surge over UDP: {base:.0}/s → {peak:.0}/s in {up} s, hold {hold} s, back in {down} s (open loop)\n");
     table += &phase_rows(
         &s,
         &[
             ("ramp-up", 0.0, up, (base + peak) / 2.0),
             ("hold", up, up + hold, peak),
-            (
-                "ramp-down",
-                up + hold,
-                up + hold + down,
-                (base + peak) / 2.0,
-            ),
+            ("ramp-down", up + hold, up + hold + down, (base + peak) / 2.0),
         ],
     );
     table += &crate::report::table(std::slice::from_ref(&s));
@@ -483,9 +435,5 @@ async fn surge(ctx: &Ctx) -> Result<ScenarioOutput, String> {
         &runs,
         1,
     );
-    Ok(ScenarioOutput {
-        report: report("surge", &table, vec![section]),
-        table,
-        runs,
-    })
+    Ok(ScenarioOutput { report: report("surge", &table, vec![section]), table, runs })
 }

@@ -31,27 +31,16 @@ struct CreateTarget {
 }
 
 fn started(env: &ScenarioEnv) -> Result<CreateTarget, String> {
-    let bin = env
-        .handled_bin
-        .as_deref()
-        .ok_or("no handled binary to start a server; pass --host")?;
+    let bin = env.handled_bin.as_deref().ok_or("no handled binary to start a server; pass --host")?;
     let dir = tempfile::Builder::new()
         .prefix("handled-bench-creates")
         .tempdir()
         .map_err(|e| format!("data directory: {e}"))?;
     let data = dir.path().display().to_string();
     let creds_path = dir.path().join("admin.json");
-    let server = Server::spawn_with(
-        bin,
-        &[
-            "--data-dir",
-            &data,
-            "--admin-credentials",
-            &creds_path.display().to_string(),
-        ],
-    )?;
-    let credentials =
-        Credentials::load(&creds_path, KeyChoice::Secret).map_err(|e| e.to_string())?;
+    let server =
+        Server::spawn_with(bin, &["--data-dir", &data, "--admin-credentials", &creds_path.display().to_string()])?;
+    let credentials = Credentials::load(&creds_path, KeyChoice::Secret).map_err(|e| e.to_string())?;
     let prefix = env
         .prefix
         .clone()
@@ -70,17 +59,17 @@ fn started(env: &ScenarioEnv) -> Result<CreateTarget, String> {
 }
 
 fn existing(env: &ScenarioEnv, host: &str) -> Result<CreateTarget, String> {
-    let path = env
-        .credentials
-        .as_ref()
-        .ok_or("durable-creates on an existing server needs --credentials FILE")?;
+    let path = env.credentials.as_ref().ok_or("durable-creates on an existing server needs --credentials FILE")?;
     let credentials = Credentials::load(path, KeyChoice::Secret).map_err(|e| e.to_string())?;
     let prefix = env
         .prefix
         .clone()
         .or_else(|| default_prefix(&credentials))
         .ok_or("--prefix is needed: the credentials handle has none")?;
-    let fsync_dir = env.fsync_probe.clone().ok_or("durable-creates on an existing server needs --fsync-probe DIR (a directory on its data disk)")?;
+    let fsync_dir = env
+        .fsync_probe
+        .clone()
+        .ok_or("durable-creates on an existing server needs --fsync-probe DIR (a directory on its data disk)")?;
     Ok(CreateTarget {
         host: host.to_string(),
         port: env.port,
@@ -127,19 +116,13 @@ pub(crate) async fn durable_creates(env: &ScenarioEnv) -> Result<ScenarioOutput,
         Some(host) => existing(env, host)?,
         None => started(env)?,
     };
-    let pick =
-        |full: f64, quick: f64| Duration::from_secs_f64(if env.quick { quick } else { full });
-    let levels: Vec<usize> = if env.quick {
-        vec![1, 4]
-    } else {
-        vec![1, 16, 64, 128]
-    };
+    let pick = |full: f64, quick: f64| Duration::from_secs_f64(if env.quick { quick } else { full });
+    let levels: Vec<usize> = if env.quick { vec![1, 4] } else { vec![1, 16, 64, 128] };
     let mut rows = Vec::new();
     let mut sections = Vec::new();
-    for (name, transport, port) in [
-        ("TCP", Transport::TcpPersistent, target.port),
-        ("HTTP", Transport::Http, target.http_port),
-    ] {
+    for (name, transport, port) in
+        [("TCP", Transport::TcpPersistent, target.port), ("HTTP", Transport::Http, target.http_port)]
+    {
         let mut spec = TargetSpec::new(transport, &target.host, Some(port));
         spec.credentials = Some(target.credentials.clone());
         let mut runs = Vec::new();
@@ -157,7 +140,12 @@ pub(crate) async fn durable_creates(env: &ScenarioEnv) -> Result<ScenarioOutput,
             };
             runs.push(run_model(&plan, &model).await?);
         }
-        let mut section = runs_section(&format!("Durable creates over {name}"), "A session per client, opened and authenticated before the clock starts; creates only in the window.", &runs, 0);
+        let mut section = runs_section(
+            &format!("Durable creates over {name}"),
+            "A session per client, opened and authenticated before the clock starts; creates only in the window.",
+            &runs,
+            0,
+        );
         section.charts.splice(0..0, concurrency_charts(&runs));
         sections.push(section);
         rows.extend(runs.into_iter().map(|s| (name, s)));
@@ -168,11 +156,7 @@ pub(crate) async fn durable_creates(env: &ScenarioEnv) -> Result<ScenarioOutput,
         creates_table(&rows)
     );
     let runs = rows.into_iter().map(|(_, s)| s).collect();
-    Ok(ScenarioOutput {
-        report: report("durable-creates", &table, sections),
-        table,
-        runs,
-    })
+    Ok(ScenarioOutput { report: report("durable-creates", &table, sections), table, runs })
 }
 
 #[cfg(test)]
@@ -188,9 +172,6 @@ mod tests {
         s.disk_fsync_per_s = Some(250.0);
         s.latency_us.record(6_000).unwrap();
         let t = creates_table(&[("TCP", s)]);
-        assert!(
-            t.contains("| TCP | 16 | 200 | 6.00 | 6.00 | 6.00 | 0 | 250 | 0.8 |"),
-            "{t}"
-        );
+        assert!(t.contains("| TCP | 16 | 200 | 6.00 | 6.00 | 6.00 | 0 | 250 | 0.8 |"), "{t}");
     }
 }

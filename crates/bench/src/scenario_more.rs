@@ -43,7 +43,12 @@ fn autobench_table(title: &str, runs: &[Stats], per_conn: u64) -> String {
 }
 
 fn sweep_section(heading: &str, runs: &[Stats]) -> Section {
-    let mut s = runs_section(heading, "Connections opened on schedule at rate/10 per second, 10 requests each; resp_time in ms from send.", runs, 0);
+    let mut s = runs_section(
+        heading,
+        "Connections opened on schedule at rate/10 per second, 10 requests each; resp_time in ms from send.",
+        runs,
+        0,
+    );
     s.charts.splice(0..0, rate_charts(runs));
     s
 }
@@ -59,25 +64,17 @@ pub(crate) async fn autobench(ctx: &Ctx) -> Result<ScenarioOutput, String> {
     };
     let plan = ctx.plan("tunnel", &ctx.spec(Transport::Http))?;
     let runs = rate_sweep(&plan, &sweep).await?;
-    let table = autobench_table("autobench/httperf sweep of the HTTP tunnel (--num-calls 10, keep-alive within a connection)", &runs, 10);
-    Ok(ScenarioOutput {
-        report: report(
-            "autobench",
-            &table,
-            vec![sweep_section("Rate sweep", &runs)],
-        ),
-        table,
-        runs,
-    })
+    let table = autobench_table(
+        "autobench/httperf sweep of the HTTP tunnel (--num-calls 10, keep-alive within a connection)",
+        &runs,
+        10,
+    );
+    Ok(ScenarioOutput { report: report("autobench", &table, vec![sweep_section("Rate sweep", &runs)]), table, runs })
 }
 
 pub(crate) async fn registry_get(ctx: &Ctx) -> Result<ScenarioOutput, String> {
-    let url = ctx.env.url.clone().unwrap_or_else(|| {
-        format!(
-            "http://{}:{}/api/handles/{{handle}}",
-            ctx.host, ctx.http_port
-        )
-    });
+    let url =
+        ctx.env.url.clone().unwrap_or_else(|| format!("http://{}:{}/api/handles/{{handle}}", ctx.host, ctx.http_port));
     let sweep = RateSweep {
         from: ctx.pick(1000.0, 100.0),
         to: ctx.pick(10000.0, 300.0),
@@ -88,35 +85,20 @@ pub(crate) async fn registry_get(ctx: &Ctx) -> Result<ScenarioOutput, String> {
     };
     let plan = ctx.plan("GET", &TargetSpec::get(&url))?;
     let runs = rate_sweep(&plan, &sweep).await?;
-    let table = autobench_table(
-        &format!("Registry GET sweep of {url} (10 requests per connection)"),
-        &runs,
-        10,
-    );
+    let table = autobench_table(&format!("Registry GET sweep of {url} (10 requests per connection)"), &runs, 10);
     Ok(ScenarioOutput {
-        report: report(
-            "registry-get",
-            &table,
-            vec![sweep_section("GET rate sweep", &runs)],
-        ),
+        report: report("registry-get", &table, vec![sweep_section("GET rate sweep", &runs)]),
         table,
         runs,
     })
 }
 
 pub(crate) async fn failover(env: &ScenarioEnv) -> Result<ScenarioOutput, String> {
-    let bin = env
-        .handled_bin
-        .as_deref()
-        .ok_or("failover starts its own two servers: needs the handled binary")?;
+    let bin = env.handled_bin.as_deref().ok_or("failover starts its own two servers: needs the handled binary")?;
     let (primary, backup) = (Server::spawn(bin)?, Server::spawn(bin)?);
     let quick = env.quick;
     let (kill_at, secs, clients) = if quick { (1.0, 3.0, 4) } else { (2.0, 6.0, 8) };
-    let mut spec = TargetSpec::new(
-        Transport::Tcp,
-        &primary.native.ip().to_string(),
-        Some(primary.native.port()),
-    );
+    let mut spec = TargetSpec::new(Transport::Tcp, &primary.native.ip().to_string(), Some(primary.native.port()));
     spec.failover = vec![backup.native.to_string()];
     let mut plan = crate::run::Plan::new(
         "TCP fail-over",
@@ -124,10 +106,7 @@ pub(crate) async fn failover(env: &ScenarioEnv) -> Result<ScenarioOutput, String
         crate::workload::Workload::resolve(crate::workload::KeySet::One("TEST/ADMIN".into())),
     );
     plan.timeout = Duration::from_secs(if quick { 1 } else { 5 });
-    plan.induce = Some((
-        Duration::from_secs_f64(kill_at),
-        format!("kill -9 {}", primary.pid()),
-    ));
+    plan.induce = Some((Duration::from_secs_f64(kill_at), format!("kill -9 {}", primary.pid())));
     let model = Model::Closed {
         clients,
         requests_per_client: None,
@@ -158,34 +137,23 @@ pub(crate) async fn failover(env: &ScenarioEnv) -> Result<ScenarioOutput, String
             None => "no failure".into(),
         },
         rate(0.0, kill_at),
-        rate(
-            first.unwrap_or(kill_at) + recovery.filter(|r| r.is_finite()).unwrap_or(0.0),
-            s.elapsed_s
-        )
+        rate(first.unwrap_or(kill_at) + recovery.filter(|r| r.is_finite()).unwrap_or(0.0), s.elapsed_s)
     );
     let runs = vec![s];
-    let section = runs_section("Fail-over", "Recovery time: from the first failed request to the start of the first whole second without failures.", &runs, 1);
-    Ok(ScenarioOutput {
-        report: report("failover", &table, vec![section]),
-        table,
-        runs,
-    })
+    let section = runs_section(
+        "Fail-over",
+        "Recovery time: from the first failed request to the start of the first whole second without failures.",
+        &runs,
+        1,
+    );
+    Ok(ScenarioOutput { report: report("failover", &table, vec![section]), table, runs })
 }
 
 pub(crate) async fn green_flag(ctx: &Ctx) -> Result<ScenarioOutput, String> {
-    let bin = ctx
-        .env
-        .handled_bin
-        .as_deref()
-        .ok_or("green-flag starts bench processes: needs the handled binary")?;
+    let bin = ctx.env.handled_bin.as_deref().ok_or("green-flag starts bench processes: needs the handled binary")?;
     let (n, clients, secs) = (3usize, ctx.pick(8, 2), ctx.pick(4.0, 0.6));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| e.to_string())?
-        .to_string();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?.to_string();
     let mut children = Vec::new();
     for i in 0..n {
         let mut cmd = Command::new(bin);
@@ -194,52 +162,20 @@ pub(crate) async fn green_flag(ctx: &Ctx) -> Result<ScenarioOutput, String> {
             cmd.args(["--server-pid", &pid.to_string()]);
         }
         let child = cmd
-            .args([
-                "--green-flag",
-                &addr,
-                "--host",
-                &ctx.host,
-                "--port",
-                &ctx.port.to_string(),
-                "--transport",
-                "udp",
-            ])
-            .args([
-                "-c",
-                &clients.to_string(),
-                "-d",
-                &secs.to_string(),
-                "--warmup",
-                "0.2",
-                "--quiet",
-                "--json",
-            ])
-            .args([
-                "--handle",
-                &ctx.handle,
-                "--label",
-                &format!("client {}", i + 1),
-            ])
+            .args(["--green-flag", &addr, "--host", &ctx.host, "--port", &ctx.port.to_string(), "--transport", "udp"])
+            .args(["-c", &clients.to_string(), "-d", &secs.to_string(), "--warmup", "0.2", "--quiet", "--json"])
+            .args(["--handle", &ctx.handle, "--label", &format!("client {}", i + 1)])
             .stdout(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot start a bench process: {e}"))?;
         children.push(child);
     }
-    let results = coordinate(
-        listener,
-        n,
-        Duration::from_millis(300),
-        Duration::from_secs_f64(secs + 60.0),
-    )
-    .await;
+    let results = coordinate(listener, n, Duration::from_millis(300), Duration::from_secs_f64(secs + 60.0)).await;
     for mut c in children {
         let _ = c.wait();
     }
     let results = results?;
-    let mut runs: Vec<Stats> = results
-        .iter()
-        .flat_map(|(_, r)| r.iter().cloned())
-        .collect();
+    let mut runs: Vec<Stats> = results.iter().flat_map(|(_, r)| r.iter().cloned()).collect();
     // Every process measured the same server over the same window: the merged
     // run keeps the first one's CPU figure rather than a sum (Stats::merge).
     let mut merged = merge(&results);
@@ -260,19 +196,10 @@ pub(crate) async fn green_flag(ctx: &Ctx) -> Result<ScenarioOutput, String> {
             s.error_count()
         );
     }
-    let section = runs_section(
-        "Fleet",
-        "Per-process rows, then the merged histograms and summed series.",
-        &runs,
-        0,
-    );
+    let section = runs_section("Fleet", "Per-process rows, then the merged histograms and summed series.", &runs, 0);
     let mut section = section;
     if let Some(m) = runs.last() {
         section.charts.extend(crate::html::series_charts(m));
     }
-    Ok(ScenarioOutput {
-        report: report("green-flag", &table, vec![section]),
-        table,
-        runs,
-    })
+    Ok(ScenarioOutput { report: report("green-flag", &table, vec![section]), table, runs })
 }

@@ -76,9 +76,7 @@ impl TargetSpec {
     fn addrs(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
         let mut addrs = vec![resolve_addrs(host, port)?[0]];
         for f in &self.failover {
-            let (h, p) = f
-                .rsplit_once(':')
-                .ok_or(format!("--failover {f}: expected host:port"))?;
+            let (h, p) = f.rsplit_once(':').ok_or(format!("--failover {f}: expected host:port"))?;
             let p: u16 = p.parse().map_err(|_| format!("--failover {f}: bad port"))?;
             addrs.push(resolve_addrs(h.trim_start_matches('[').trim_end_matches(']'), p)?[0]);
         }
@@ -89,39 +87,19 @@ impl TargetSpec {
         let tls = if tls {
             let config = crate::tls::client_config(self.insecure, self.cacert.as_deref())?;
             let name = self.server_name.clone().unwrap_or_else(|| host.to_string());
-            let server_name = ServerName::try_from(name.clone())
-                .map_err(|e| format!("server name {name}: {e}"))?;
-            Some(Tls {
-                config,
-                server_name,
-            })
+            let server_name = ServerName::try_from(name.clone()).map_err(|e| format!("server name {name}: {e}"))?;
+            Some(Tls { config, server_name })
         } else {
             None
         };
         let default_port = if tls.is_some() { 443 } else { 80 };
-        let bracketed = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host.to_string()
-        };
-        let authority = if port == default_port {
-            bracketed
-        } else {
-            format!("{bracketed}:{port}")
-        };
-        Ok(HttpTarget {
-            addrs: self.addrs(host, port)?,
-            authority,
-            tls,
-            keep_alive: self.keep_alive,
-        })
+        let bracketed = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
+        let authority = if port == default_port { bracketed } else { format!("{bracketed}:{port}") };
+        Ok(HttpTarget { addrs: self.addrs(host, port)?, authority, tls, keep_alive: self.keep_alive })
     }
 
     fn authorization(&self) -> Result<Option<String>, String> {
-        self.credentials
-            .as_ref()
-            .map(basic_authorization)
-            .transpose()
+        self.credentials.as_ref().map(basic_authorization).transpose()
     }
 
     pub fn build(&self) -> Result<Target, String> {
@@ -132,16 +110,9 @@ impl TargetSpec {
                     .map_err(|_| format!("--method {m}: not an HTTP method"))?,
                 None => Method::GET,
             };
-            let request = UrlRequest {
-                method,
-                template,
-                body: self.body.clone(),
-                authorization: self.authorization()?,
-            };
-            return Ok(Target::Url {
-                http: self.http(tls, &host, port)?,
-                request,
-            });
+            let request =
+                UrlRequest { method, template, body: self.body.clone(), authorization: self.authorization()? };
+            return Ok(Target::Url { http: self.http(tls, &host, port)?, request });
         }
         if self.method.is_some() || self.body.is_some() {
             return Err("--method and --body go with --url TEMPLATE".into());
@@ -149,26 +120,12 @@ impl TargetSpec {
         let native_port = self.port.unwrap_or(2641);
         let http_port = self.port.unwrap_or(8000);
         let native = |protocol, persistent| -> Result<Target, String> {
-            let addrs = self.addrs(
-                &self.host,
-                if protocol == Protocol::Http {
-                    http_port
-                } else {
-                    native_port
-                },
-            )?;
+            let addrs = self.addrs(&self.host, if protocol == Protocol::Http { http_port } else { native_port })?;
             Ok(match &self.credentials {
-                Some(credentials) => Target::Admin(AdminTarget {
-                    protocol,
-                    persistent,
-                    addrs,
-                    credentials: credentials.clone(),
-                }),
-                None => Target::Native {
-                    protocol,
-                    persistent,
-                    addrs,
-                },
+                Some(credentials) => {
+                    Target::Admin(AdminTarget { protocol, persistent, addrs, credentials: credentials.clone() })
+                }
+                None => Target::Native { protocol, persistent, addrs },
             })
         };
         let json_api = |tls| -> Result<Target, String> {
@@ -198,10 +155,8 @@ impl TargetSpec {
 /// Resolve `host:port` to every address it has.
 pub fn resolve_addrs(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
     use std::net::ToSocketAddrs;
-    let addrs: Vec<SocketAddr> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
-        .collect();
+    let addrs: Vec<SocketAddr> =
+        (host, port).to_socket_addrs().map_err(|e| format!("cannot resolve {host}: {e}"))?.collect();
     if addrs.is_empty() {
         return Err(format!("{host} has no address"));
     }
@@ -218,9 +173,7 @@ pub fn parse_url_template(url: &str) -> Result<(bool, String, u16, String), Stri
     } else {
         return Err(format!("{url}: expected http:// or https://"));
     };
-    let (authority, path) = rest
-        .find('/')
-        .map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
+    let (authority, path) = rest.find('/').map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
     let default_port = if tls { 443 } else { 80 };
     let (host, port) = match authority.rsplit_once(':') {
         Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (
@@ -243,21 +196,10 @@ mod tests {
     fn url_templates_split() {
         assert_eq!(
             parse_url_template("http://127.0.0.1:8000/api/handles/{handle}").unwrap(),
-            (
-                false,
-                "127.0.0.1".into(),
-                8000,
-                "/api/handles/{handle}".into()
-            )
+            (false, "127.0.0.1".into(), 8000, "/api/handles/{handle}".into())
         );
-        assert_eq!(
-            parse_url_template("https://example.org").unwrap(),
-            (true, "example.org".into(), 443, "/".into())
-        );
-        assert_eq!(
-            parse_url_template("http://[::1]:81/x").unwrap(),
-            (false, "::1".into(), 81, "/x".into())
-        );
+        assert_eq!(parse_url_template("https://example.org").unwrap(), (true, "example.org".into(), 443, "/".into()));
+        assert_eq!(parse_url_template("http://[::1]:81/x").unwrap(), (false, "::1".into(), 81, "/x".into()));
         assert!(parse_url_template("ftp://x/").is_err());
     }
 }

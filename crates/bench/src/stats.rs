@@ -81,11 +81,7 @@ pub struct OpStats {
 
 impl Default for OpStats {
     fn default() -> Self {
-        OpStats {
-            ok: 0,
-            errors: BTreeMap::new(),
-            latency_us: new_histogram(),
-        }
+        OpStats { ok: 0, errors: BTreeMap::new(), latency_us: new_histogram() }
     }
 }
 
@@ -150,9 +146,7 @@ impl Stats {
     }
 
     pub fn per_server_core_second(&self) -> Option<f64> {
-        self.server_cpu_s
-            .filter(|c| *c > 0.0)
-            .map(|c| self.total() as f64 / c)
+        self.server_cpu_s.filter(|c| *c > 0.0).map(|c| self.total() as f64 / c)
     }
 
     /// Latency at quantile `q`, in milliseconds.
@@ -229,24 +223,18 @@ mod hist_b64 {
 
     pub fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
         let mut buf = Vec::new();
-        V2Serializer::new()
-            .serialize(h, &mut buf)
-            .map_err(|e| S::Error::custom(format!("{e:?}")))?;
+        V2Serializer::new().serialize(h, &mut buf).map_err(|e| S::Error::custom(format!("{e:?}")))?;
         s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(buf))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
         let text = String::deserialize(d)?;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .map_err(D::Error::custom)?;
-        let h: Histogram<u64> = HDe::new()
-            .deserialize(&mut bytes.as_slice())
-            .map_err(|e| D::Error::custom(format!("{e:?}")))?;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(text).map_err(D::Error::custom)?;
+        let h: Histogram<u64> =
+            HDe::new().deserialize(&mut bytes.as_slice()).map_err(|e| D::Error::custom(format!("{e:?}")))?;
         // Merging needs the same bounds as ours.
         let mut out = super::new_histogram();
-        out.add(&h)
-            .map_err(|e| D::Error::custom(format!("{e:?}")))?;
+        out.add(&h).map_err(|e| D::Error::custom(format!("{e:?}")))?;
         Ok(out)
     }
 }
@@ -280,13 +268,7 @@ mod tests {
     #[test]
     fn recovery_is_first_failure_to_first_clean_second() {
         let mut s = Stats::empty("r");
-        s.series = vec![
-            Bucket {
-                ok: 5,
-                ..Default::default()
-            };
-            40
-        ];
+        s.series = vec![Bucket { ok: 5, ..Default::default() }; 40];
         for b in &mut s.series[10..=17] {
             b.errors = 3; // failures from 1.0 s to 1.8 s
         }

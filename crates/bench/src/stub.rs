@@ -63,8 +63,7 @@ impl Stub {
                 tokio::time::sleep_until(until.into()).await;
             }
         }
-        self.served
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.served.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let ms = started.elapsed().as_secs_f64() * 1000.0;
         Response::builder()
             .header("content-type", "application/json")

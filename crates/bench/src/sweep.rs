@@ -3,8 +3,8 @@
 //! one after another; the figures are the *effective* reply rate against the
 //! *solicited* one. A connection that errs is abandoned, as httperf does.
 
-use crate::run::{Harness, Plan};
 use crate::recorder::Outcome;
+use crate::run::{Harness, Plan};
 use crate::stats::Stats;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -65,25 +65,11 @@ async fn one_rate(plan: &Plan, sweep: &RateSweep, rate: f64) -> Result<Stats, St
         launched += 1;
         if open.load(Ordering::Relaxed) >= sweep.max_open {
             let now = Instant::now();
-            harness.recorder.record(
-                0,
-                None,
-                now,
-                now,
-                now,
-                &Outcome::Failed {
-                    kind: "client-limit".into(),
-                },
-            );
+            harness.recorder.record(0, None, now, now, now, &Outcome::Failed { kind: "client-limit".into() });
             continue;
         }
         open.fetch_add(1, Ordering::Relaxed);
-        let (target, recorder, open, timeout) = (
-            p.target.clone(),
-            harness.recorder.clone(),
-            open.clone(),
-            p.timeout,
-        );
+        let (target, recorder, open, timeout) = (p.target.clone(), harness.recorder.clone(), open.clone(), p.timeout);
         let mut client = p.workload.client()?;
         let worker = launched as usize;
         tasks.push(tokio::spawn(async move {
@@ -106,8 +92,7 @@ async fn one_rate(plan: &Plan, sweep: &RateSweep, rate: f64) -> Result<Stats, St
         }));
         // Reap finished connections so the task list stays short.
         if tasks.len() > 4096 {
-            let (done, pending): (Vec<_>, Vec<_>) =
-                tasks.into_iter().partition(|t| t.is_finished());
+            let (done, pending): (Vec<_>, Vec<_>) = tasks.into_iter().partition(|t| t.is_finished());
             tasks = pending;
             for t in done {
                 let _ = t.await;
@@ -172,13 +157,7 @@ mod tests {
     #[test]
     fn reply_rate_uses_whole_seconds() {
         let mut st = Stats::empty("x");
-        st.series = vec![
-            Bucket {
-                ok: 10,
-                ..Default::default()
-            };
-            25
-        ];
+        st.series = vec![Bucket { ok: 10, ..Default::default() }; 25];
         st.series[12].ok = 20;
         let (min, avg, max, sd) = reply_rate_summary(&st);
         assert_eq!((min, max), (100.0, 110.0));

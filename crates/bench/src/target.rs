@@ -10,9 +10,7 @@ use crate::http::{HttpConn, HttpError, HttpReply, HttpTarget};
 use crate::recorder::{Outcome, Recorder};
 use crate::workload::{Op, OpKind};
 use bytes::Bytes;
-use handled_client::{
-    decode_response, encode_request, ClientError, Connection, Protocol, ResolveOptions,
-};
+use handled_client::{decode_response, encode_request, ClientError, Connection, Protocol, ResolveOptions};
 use handled_proto::codec::{Codec, Reader};
 use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
 use handled_proto::header::{OpFlags, ResponseCode};
@@ -56,22 +54,13 @@ pub struct UrlRequest {
 
 impl UrlRequest {
     pub fn get(template: &str) -> UrlRequest {
-        UrlRequest {
-            method: Method::GET,
-            template: template.into(),
-            body: None,
-            authorization: None,
-        }
+        UrlRequest { method: Method::GET, template: template.into(), body: None, authorization: None }
     }
 }
 
 /// One client's connection state.
 pub enum Conn {
-    Native {
-        conn: Option<Connection>,
-        addr_index: usize,
-        holds_socket: bool,
-    },
+    Native { conn: Option<Connection>, addr_index: usize, holds_socket: bool },
     Http(HttpConn),
     // Boxed: a session (keys, connection) is large next to the other states.
     Admin(Box<AdminConn>),
@@ -82,34 +71,13 @@ const HDL: &str = "application/x-hdl-message";
 impl Target {
     pub fn describe(&self) -> String {
         match self {
-            Target::Native {
-                protocol: Protocol::Udp,
-                ..
-            } => "udp".into(),
-            Target::Native {
-                protocol: Protocol::Tcp,
-                persistent: false,
-                ..
-            } => "tcp (connection per request)".into(),
-            Target::Native {
-                protocol: Protocol::Tcp,
-                persistent: true,
-                ..
-            } => "tcp (persistent)".into(),
-            Target::Native {
-                protocol: Protocol::Http,
-                ..
-            } => "http (client tunnel)".into(),
+            Target::Native { protocol: Protocol::Udp, .. } => "udp".into(),
+            Target::Native { protocol: Protocol::Tcp, persistent: false, .. } => "tcp (connection per request)".into(),
+            Target::Native { protocol: Protocol::Tcp, persistent: true, .. } => "tcp (persistent)".into(),
+            Target::Native { protocol: Protocol::Http, .. } => "http (client tunnel)".into(),
             Target::Tunnel(h) => format!("{} tunnel ({})", scheme(h), ka(h)),
             Target::Url { http, request } => {
-                format!(
-                    "{} {}://{}{} ({})",
-                    request.method,
-                    scheme(http),
-                    http.authority,
-                    request.template,
-                    ka(http)
-                )
+                format!("{} {}://{}{} ({})", request.method, scheme(http), http.authority, request.template, ka(http))
             }
             Target::Admin(a) => a.describe(),
             Target::JsonApi(j) => format!("{} ({})", j.describe(), ka(&j.http)),
@@ -119,9 +87,9 @@ impl Target {
     pub fn first_addr(&self) -> SocketAddr {
         match self {
             Target::Native { addrs, .. } | Target::Admin(AdminTarget { addrs, .. }) => addrs[0],
-            Target::Tunnel(h)
-            | Target::Url { http: h, .. }
-            | Target::JsonApi(JsonApiTarget { http: h, .. }) => h.addrs[0],
+            Target::Tunnel(h) | Target::Url { http: h, .. } | Target::JsonApi(JsonApiTarget { http: h, .. }) => {
+                h.addrs[0]
+            }
         }
     }
 
@@ -129,9 +97,7 @@ impl Target {
     pub fn supports(&self, op: OpKind) -> bool {
         match self {
             Target::Admin(_) => true,
-            Target::JsonApi(j) => {
-                op != OpKind::SiteInfo && (!op.is_admin() || j.authorization.is_some())
-            }
+            Target::JsonApi(j) => op != OpKind::SiteInfo && (!op.is_admin() || j.authorization.is_some()),
             Target::Url { .. } => op != OpKind::SiteInfo && !op.is_admin(),
             Target::Native { .. } | Target::Tunnel(_) => !op.is_admin(),
         }
@@ -141,11 +107,7 @@ impl Target {
     /// by `prepare` for sessions.
     pub fn conn(&self) -> Conn {
         match self {
-            Target::Native { .. } => Conn::Native {
-                conn: None,
-                addr_index: 0,
-                holds_socket: false,
-            },
+            Target::Native { .. } => Conn::Native { conn: None, addr_index: 0, holds_socket: false },
             Target::Admin(_) => Conn::Admin(Box::default()),
             _ => Conn::Http(HttpConn::default()),
         }
@@ -153,24 +115,15 @@ impl Target {
 
     /// Get a client ready before measurement: an admin session is opened and
     /// authenticated (a failure here is the run's error: bad credentials).
-    pub async fn prepare(
-        &self,
-        conn: &mut Conn,
-        recorder: &Recorder,
-        timeout: Duration,
-    ) -> Result<(), String> {
+    pub async fn prepare(&self, conn: &mut Conn, recorder: &Recorder, timeout: Duration) -> Result<(), String> {
         match (self, conn) {
             (Target::Admin(a), Conn::Admin(c)) => {
                 match tokio::time::timeout(timeout, a.open(c, recorder, timeout)).await {
                     Ok(Ok(())) => Ok(()),
-                    Ok(Err((kind, _))) => Err(format!(
-                        "cannot open an admin session ({}): {kind}",
-                        a.describe()
-                    )),
-                    Err(_) => Err(format!(
-                        "cannot open an admin session ({}): no answer within {timeout:?}",
-                        a.describe()
-                    )),
+                    Ok(Err((kind, _))) => Err(format!("cannot open an admin session ({}): {kind}", a.describe())),
+                    Err(_) => {
+                        Err(format!("cannot open an admin session ({}): no answer within {timeout:?}", a.describe()))
+                    }
                 }
             }
             _ => Ok(()),
@@ -180,33 +133,20 @@ impl Target {
     /// Release what a connection holds (for the socket counts).
     pub fn close(&self, conn: Conn, recorder: &Recorder) {
         match (self, conn) {
-            (
-                _,
-                Conn::Native {
-                    holds_socket: true, ..
-                },
-            ) => recorder.sockets.close(),
+            (_, Conn::Native { holds_socket: true, .. }) => recorder.sockets.close(),
             (Target::Admin(a), Conn::Admin(mut c)) => a.drop_session(&mut c, recorder),
             _ => {}
         }
     }
 
     /// Send one operation and wait for its answer, at most `timeout`.
-    pub async fn call(
-        &self,
-        conn: &mut Conn,
-        op: &Op,
-        recorder: &Arc<Recorder>,
-        timeout: Duration,
-    ) -> Outcome {
+    pub async fn call(&self, conn: &mut Conn, op: &Op, recorder: &Arc<Recorder>, timeout: Duration) -> Outcome {
         match tokio::time::timeout(timeout, self.call_inner(conn, op, recorder, timeout)).await {
             Ok(outcome) => outcome,
             Err(_) => {
                 // The connection may hold a late answer: don't reuse it.
                 self.fail_over(conn, recorder);
-                Outcome::Failed {
-                    kind: "timeout".into(),
-                }
+                Outcome::Failed { kind: "timeout".into() }
             }
         }
     }
@@ -214,14 +154,7 @@ impl Target {
     /// Drop the connection and move the client to the next address.
     fn fail_over(&self, conn: &mut Conn, recorder: &Recorder) {
         match (self, conn) {
-            (
-                Target::Native { addrs, .. },
-                Conn::Native {
-                    conn,
-                    addr_index,
-                    holds_socket,
-                },
-            ) => {
+            (Target::Native { addrs, .. }, Conn::Native { conn, addr_index, holds_socket }) => {
                 *conn = None;
                 if std::mem::take(holds_socket) {
                     recorder.sockets.close();
@@ -229,9 +162,7 @@ impl Target {
                 *addr_index = (*addr_index + 1) % addrs.len();
             }
             (
-                Target::Tunnel(h)
-                | Target::Url { http: h, .. }
-                | Target::JsonApi(JsonApiTarget { http: h, .. }),
+                Target::Tunnel(h) | Target::Url { http: h, .. } | Target::JsonApi(JsonApiTarget { http: h, .. }),
                 Conn::Http(c),
             ) => {
                 c.reset();
@@ -242,42 +173,14 @@ impl Target {
         }
     }
 
-    async fn call_inner(
-        &self,
-        conn: &mut Conn,
-        op: &Op,
-        recorder: &Arc<Recorder>,
-        timeout: Duration,
-    ) -> Outcome {
+    async fn call_inner(&self, conn: &mut Conn, op: &Op, recorder: &Arc<Recorder>, timeout: Duration) -> Outcome {
         let outcome = match (self, &mut *conn) {
-            (
-                Target::Native {
-                    protocol,
-                    persistent,
-                    addrs,
-                },
-                Conn::Native {
-                    conn: c,
-                    addr_index,
-                    holds_socket,
-                },
-            ) => {
-                native(
-                    *protocol,
-                    *persistent,
-                    addrs[*addr_index % addrs.len()],
-                    c,
-                    holds_socket,
-                    op,
-                    recorder,
-                    timeout,
-                )
-                .await
+            (Target::Native { protocol, persistent, addrs }, Conn::Native { conn: c, addr_index, holds_socket }) => {
+                native(*protocol, *persistent, addrs[*addr_index % addrs.len()], c, holds_socket, op, recorder, timeout)
+                    .await
             }
             (Target::Tunnel(h), Conn::Http(c)) => tunnel(h, c, op, recorder).await,
-            (Target::Url { http, request }, Conn::Http(c)) => {
-                url_request(http, request, c, op, recorder).await
-            }
+            (Target::Url { http, request }, Conn::Http(c)) => url_request(http, request, c, op, recorder).await,
             (Target::Admin(a), Conn::Admin(c)) => a.call(c, op, recorder, timeout).await,
             (Target::JsonApi(j), Conn::Http(c)) => j.call(c, op, recorder).await,
             _ => unreachable!("connections are made by their target"),
@@ -327,10 +230,7 @@ fn code_outcome(code: ResponseCode, server: Option<Duration>) -> Outcome {
     if code == ResponseCode::SUCCESS {
         Outcome::Ok { server }
     } else {
-        Outcome::Refused {
-            kind: code.name().to_string(),
-            server,
-        }
+        Outcome::Refused { kind: code.name().to_string(), server }
     }
 }
 
@@ -346,11 +246,7 @@ async fn native(
     timeout: Duration,
 ) -> Res {
     if slot.is_none() {
-        *slot = Some(
-            Connection::open(protocol, addr, timeout, persistent)
-                .await
-                .map_err(client_error)?,
-        );
+        *slot = Some(Connection::open(protocol, addr, timeout, persistent).await.map_err(client_error)?);
         if protocol == Protocol::Udp {
             recorder.sockets.open(); // the bound UDP socket, held until the client ends
             *holds_socket = true;
@@ -363,19 +259,9 @@ async fn native(
         recorder.sockets.open(); // the client connects inside the request and closes after it
     }
     let result = match op {
-        Op::Resolve(key) => {
-            c.resolve(key.handle.as_bytes(), &ResolveOptions::default())
-                .await
-        }
+        Op::Resolve(key) => c.resolve(key.handle.as_bytes(), &ResolveOptions::default()).await,
         Op::ResolveCertified(key) => {
-            c.resolve(
-                key.handle.as_bytes(),
-                &ResolveOptions {
-                    certify: true,
-                    ..ResolveOptions::default()
-                },
-            )
-            .await
+            c.resolve(key.handle.as_bytes(), &ResolveOptions { certify: true, ..ResolveOptions::default() }).await
         }
         Op::SiteInfo => c.site_info().await,
         other => return Err(unsupported(other)),
@@ -396,10 +282,7 @@ async fn native(
 
 /// Runs check the loop first, so this only guards against misuse of the API.
 fn unsupported(op: &Op) -> (String, bool) {
-    (
-        format!("{} needs an authenticated target", op.name()),
-        false,
-    )
+    (format!("{} needs an authenticated target", op.name()), false)
 }
 
 fn request_body(op: &Op) -> Result<(RequestBody, OpFlags), (String, bool)> {
@@ -407,11 +290,7 @@ fn request_body(op: &Op) -> Result<(RequestBody, OpFlags), (String, bool)> {
         Op::Resolve(key) | Op::ResolveCertified(key) => {
             // What handled-client's resolve() sends by default, plus CT when certified.
             let flags = OpFlags::REC.with(OpFlags::CA).with(OpFlags::PO);
-            let flags = if matches!(op, Op::ResolveCertified(_)) {
-                flags.with(OpFlags::CT)
-            } else {
-                flags
-            };
+            let flags = if matches!(op, Op::ResolveCertified(_)) { flags.with(OpFlags::CT) } else { flags };
             (
                 RequestBody::Resolution(ResolutionRequest {
                     handle: key.handle.clone().into_bytes(),
@@ -421,12 +300,7 @@ fn request_body(op: &Op) -> Result<(RequestBody, OpFlags), (String, bool)> {
                 flags,
             )
         }
-        Op::SiteInfo => (
-            RequestBody::GetSiteInfo {
-                handle: b"/".to_vec(),
-            },
-            OpFlags::REC,
-        ),
+        Op::SiteInfo => (RequestBody::GetSiteInfo { handle: b"/".to_vec() }, OpFlags::REC),
         other => return Err(unsupported(other)),
     })
 }
@@ -439,18 +313,10 @@ async fn tunnel(h: &HttpTarget, c: &mut HttpConn, op: &Op, recorder: &Arc<Record
     let (body, flags) = request_body(op)?;
     let request_id = rand::random::<i32>() & 0x7fff_ffff | 1;
     let unit = encode_request(&body, flags, request_id);
-    let builder = hyper::Request::post("/")
-        .header("content-type", HDL)
-        .header("accept", HDL);
-    let reply = c
-        .send(h, recorder, builder, Bytes::from(unit))
-        .await
-        .map_err(http_err)?;
+    let builder = hyper::Request::post("/").header("content-type", HDL).header("accept", HDL);
+    let reply = c.send(h, recorder, builder, Bytes::from(unit)).await.map_err(http_err)?;
     if !(200..300).contains(&reply.status) {
-        return Ok(Outcome::Refused {
-            kind: format!("http {}", reply.status),
-            server: reply.server_time,
-        });
+        return Ok(Outcome::Refused { kind: format!("http {}", reply.status), server: reply.server_time });
     }
     // The body may hold several messages (CN); the first carries the code.
     let first = Envelope::read(&mut Reader::new(&reply.body))
@@ -490,24 +356,13 @@ pub fn fill_template(template: &str, op: &Op) -> String {
 /// 2xx is success; any other status is an error of kind `http NNN`.
 pub(crate) fn http_outcome(reply: &HttpReply) -> Outcome {
     if (200..300).contains(&reply.status) {
-        Outcome::Ok {
-            server: reply.server_time,
-        }
+        Outcome::Ok { server: reply.server_time }
     } else {
-        Outcome::Refused {
-            kind: format!("http {}", reply.status),
-            server: reply.server_time,
-        }
+        Outcome::Refused { kind: format!("http {}", reply.status), server: reply.server_time }
     }
 }
 
-async fn url_request(
-    h: &HttpTarget,
-    request: &UrlRequest,
-    c: &mut HttpConn,
-    op: &Op,
-    recorder: &Arc<Recorder>,
-) -> Res {
+async fn url_request(h: &HttpTarget, request: &UrlRequest, c: &mut HttpConn, op: &Op, recorder: &Arc<Recorder>) -> Res {
     let mut builder = hyper::Request::builder()
         .method(request.method.clone())
         .uri(fill_template(&request.template, op))
@@ -533,17 +388,8 @@ mod tests {
 
     #[test]
     fn templates_fill_handle_forms() {
-        let op = Op::Resolve(Key {
-            handle: "TEST/a b".into(),
-            n: 7,
-        });
-        assert_eq!(
-            fill_template("/api/handles/{handle}", &op),
-            "/api/handles/TEST/a b"
-        );
-        assert_eq!(
-            fill_template("/hyperty/url/{handle_enc}?i={n}", &op),
-            "/hyperty/url/TEST%2Fa%20b?i=7"
-        );
+        let op = Op::Resolve(Key { handle: "TEST/a b".into(), n: 7 });
+        assert_eq!(fill_template("/api/handles/{handle}", &op), "/api/handles/TEST/a b");
+        assert_eq!(fill_template("/hyperty/url/{handle_enc}?i={n}", &op), "/hyperty/url/TEST%2Fa%20b?i=7");
     }
 }

@@ -29,16 +29,12 @@ pub struct Key {
 impl KeySet {
     pub fn sampler(&self) -> Result<KeySampler, String> {
         let zipf = match self {
-            KeySet::Zipf { count, s, .. } => Some(
-                Zipf::new(*count as f64, *s)
-                    .map_err(|e| format!("zipf over {count} keys with s={s}: {e}"))?,
-            ),
+            KeySet::Zipf { count, s, .. } => {
+                Some(Zipf::new(*count as f64, *s).map_err(|e| format!("zipf over {count} keys with s={s}: {e}"))?)
+            }
             _ => None,
         };
-        Ok(KeySampler {
-            keys: self.clone(),
-            zipf,
-        })
+        Ok(KeySampler { keys: self.clone(), zipf })
     }
 }
 
@@ -50,22 +46,14 @@ pub struct KeySampler {
 impl KeySampler {
     pub fn pick(&self, rng: &mut impl Rng) -> Key {
         let (prefix, n) = match &self.keys {
-            KeySet::One(h) => {
-                return Key {
-                    handle: h.clone(),
-                    n: 0,
-                }
-            }
+            KeySet::One(h) => return Key { handle: h.clone(), n: 0 },
             KeySet::Uniform { prefix, count } => (prefix, rng.random_range(0..*count)),
             KeySet::Zipf { prefix, .. } => {
                 let z = self.zipf.as_ref().expect("built with the key set");
                 (prefix, z.sample(rng) as u64 - 1)
             }
         };
-        Key {
-            handle: format!("{prefix}/{n}"),
-            n,
-        }
+        Key { handle: format!("{prefix}/{n}"), n }
     }
 }
 
@@ -136,33 +124,17 @@ const OP_NAMES: [(OpKind, &str); 8] = [
 ];
 
 /// The mixed loop of issue 6: a handle's whole life, per client.
-pub const MIXED_LOOP: [OpKind; 6] = [
-    OpKind::Create,
-    OpKind::Resolve,
-    OpKind::Modify,
-    OpKind::AddValue,
-    OpKind::RemoveValue,
-    OpKind::Delete,
-];
+pub const MIXED_LOOP: [OpKind; 6] =
+    [OpKind::Create, OpKind::Resolve, OpKind::Modify, OpKind::AddValue, OpKind::RemoveValue, OpKind::Delete];
 
 impl OpKind {
     pub fn name(self) -> &'static str {
-        OP_NAMES
-            .iter()
-            .find(|(k, _)| *k == self)
-            .map_or("?", |(_, n)| n)
+        OP_NAMES.iter().find(|(k, _)| *k == self).map_or("?", |(_, n)| n)
     }
 
     /// Needs an authenticated administrator (a session, or Basic on the JSON API).
     pub fn is_admin(self) -> bool {
-        matches!(
-            self,
-            OpKind::Create
-                | OpKind::Modify
-                | OpKind::AddValue
-                | OpKind::RemoveValue
-                | OpKind::Delete
-        )
+        matches!(self, OpKind::Create | OpKind::Modify | OpKind::AddValue | OpKind::RemoveValue | OpKind::Delete)
     }
 
     /// `mixed` is the whole loop (create, resolve, modify, add-value, remove-value, delete).
@@ -185,17 +157,10 @@ impl OpKind {
 impl std::str::FromStr for OpKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        OP_NAMES
-            .iter()
-            .find(|(_, n)| *n == s)
-            .map(|(k, _)| *k)
-            .ok_or_else(|| {
-                let names: Vec<&str> = OP_NAMES.iter().map(|(_, n)| *n).collect();
-                format!(
-                    "unknown operation {s:?} (available: {}, or mixed)",
-                    names.join(", ")
-                )
-            })
+        OP_NAMES.iter().find(|(_, n)| *n == s).map(|(k, _)| *k).ok_or_else(|| {
+            let names: Vec<&str> = OP_NAMES.iter().map(|(_, n)| *n).collect();
+            format!("unknown operation {s:?} (available: {}, or mixed)", names.join(", "))
+        })
     }
 }
 
@@ -212,9 +177,7 @@ pub struct FreshNames {
 
 impl FreshNames {
     pub fn new(prefix: &str) -> FreshNames {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
+        let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
         FreshNames::with_run_id(prefix, &format!("{ms:x}{:04x}", rand::random::<u16>()))
     }
 
@@ -243,20 +206,12 @@ pub struct Workload {
 
 impl Workload {
     pub fn resolve(keys: KeySet) -> Workload {
-        Workload {
-            keys,
-            ops: vec![OpKind::Resolve],
-            fresh: None,
-        }
+        Workload { keys, ops: vec![OpKind::Resolve], fresh: None }
     }
 
     /// A loop of `ops` creating fresh handles under `prefix`.
     pub fn admin(prefix: &str, ops: Vec<OpKind>) -> Workload {
-        Workload {
-            keys: KeySet::One(format!("{prefix}/ADMIN")),
-            ops,
-            fresh: Some(FreshNames::new(prefix)),
-        }
+        Workload { keys: KeySet::One(format!("{prefix}/ADMIN")), ops, fresh: Some(FreshNames::new(prefix)) }
     }
 
     /// Checks the loop can run: a create before any op that needs its handle.
@@ -268,12 +223,7 @@ impl Workload {
         if first_create.is_some() && self.fresh.is_none() {
             return Err("create needs a prefix for fresh handle names".into());
         }
-        if let Some((i, k)) = self
-            .ops
-            .iter()
-            .enumerate()
-            .find(|(_, k)| k.is_admin() && **k != OpKind::Create)
-        {
+        if let Some((i, k)) = self.ops.iter().enumerate().find(|(_, k)| k.is_admin() && **k != OpKind::Create) {
             if first_create.is_none_or(|c| c > i) {
                 return Err(format!(
                     "{} works on the client's last created handle: put create before it in --ops",
@@ -286,10 +236,7 @@ impl Workload {
 
     pub fn client(&self) -> Result<ClientState, String> {
         self.validate()?;
-        let id = self
-            .fresh
-            .as_ref()
-            .map_or(0, |f| f.next_client.fetch_add(1, Ordering::Relaxed));
+        let id = self.fresh.as_ref().map_or(0, |f| f.next_client.fetch_add(1, Ordering::Relaxed));
         Ok(ClientState {
             sampler: self.keys.sampler()?,
             ops: self.ops.clone(),
@@ -328,14 +275,8 @@ impl ClientState {
             OpKind::ResolveCertified => Op::ResolveCertified(key),
             OpKind::SiteInfo => Op::SiteInfo,
             OpKind::Create => {
-                let fresh = self
-                    .fresh
-                    .as_ref()
-                    .expect("validated: create has fresh names");
-                let key = Key {
-                    handle: fresh.name(self.id, self.created),
-                    n: self.created,
-                };
+                let fresh = self.fresh.as_ref().expect("validated: create has fresh names");
+                let key = Key { handle: fresh.name(self.id, self.created), n: self.created };
                 self.created += 1;
                 self.current = Some(key.clone());
                 Op::Create(key.handle)
@@ -355,13 +296,7 @@ mod tests {
 
     #[test]
     fn zipf_is_skewed_and_in_range() {
-        let s = KeySet::Zipf {
-            prefix: "T".into(),
-            count: 1000,
-            s: 1.0,
-        }
-        .sampler()
-        .unwrap();
+        let s = KeySet::Zipf { prefix: "T".into(), count: 1000, s: 1.0 }.sampler().unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let mut counts = vec![0u32; 1000];
         for _ in 0..100_000 {
@@ -377,12 +312,7 @@ mod tests {
 
     #[test]
     fn uniform_covers_the_key_set() {
-        let s = KeySet::Uniform {
-            prefix: "T".into(),
-            count: 10,
-        }
-        .sampler()
-        .unwrap();
+        let s = KeySet::Uniform { prefix: "T".into(), count: 10 }.sampler().unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
         let mut seen = [false; 10];
         for _ in 0..1000 {
@@ -393,11 +323,7 @@ mod tests {
 
     #[test]
     fn mixed_loop_cycles_in_order() {
-        let w = Workload {
-            keys: KeySet::One("T/1".into()),
-            ops: vec![OpKind::Resolve, OpKind::SiteInfo],
-            fresh: None,
-        };
+        let w = Workload { keys: KeySet::One("T/1".into()), ops: vec![OpKind::Resolve, OpKind::SiteInfo], fresh: None };
         let mut c = w.client().unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
         let names: Vec<_> = (0..4).map(|_| c.next(&mut rng).name()).collect();
@@ -413,29 +339,13 @@ mod tests {
         let (mut a, mut b) = (w.client().unwrap(), w.clone().client().unwrap());
         let ops: Vec<Op> = (0..7).map(|_| a.next(&mut rng)).collect();
         assert_eq!(ops[0], Op::Create("T/bench-r1-0-0".into()));
-        assert_eq!(
-            ops[1],
-            Op::Resolve(Key {
-                handle: "T/bench-r1-0-0".into(),
-                n: 0
-            })
-        );
+        assert_eq!(ops[1], Op::Resolve(Key { handle: "T/bench-r1-0-0".into(), n: 0 }));
         assert_eq!(ops[5], Op::Delete("T/bench-r1-0-0".into()));
         assert_eq!(ops[6], Op::Create("T/bench-r1-0-1".into()));
         // Clones share the client counter: no two clients share names.
         assert_eq!(b.next(&mut rng), Op::Create("T/bench-r1-1-0".into()));
         let names: Vec<&str> = ops[..6].iter().map(Op::name).collect();
-        assert_eq!(
-            names,
-            [
-                "create",
-                "resolve",
-                "modify",
-                "add-value",
-                "remove-value",
-                "delete"
-            ]
-        );
+        assert_eq!(names, ["create", "resolve", "modify", "add-value", "remove-value", "delete"]);
     }
 
     #[test]
@@ -446,11 +356,7 @@ mod tests {
             fresh: Some(FreshNames::new("T")),
         };
         assert!(w.validate().unwrap_err().contains("put create before it"));
-        let w = Workload {
-            keys: KeySet::One("T/1".into()),
-            ops: vec![OpKind::Create],
-            fresh: None,
-        };
+        let w = Workload { keys: KeySet::One("T/1".into()), ops: vec![OpKind::Create], fresh: None };
         assert!(w.validate().is_err());
         assert!(OpKind::parse_list("").is_err());
         assert_eq!(OpKind::parse_list("resolve,mixed").unwrap().len(), 7);

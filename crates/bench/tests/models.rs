@@ -3,9 +3,7 @@
 //! with keep-alive and close, the rate sweep, recovery after a failure, HTTPS.
 
 use handled_bench::stub::Stub;
-use handled_bench::{
-    rate_sweep, run, KeySet, Model, Plan, RateSweep, Schedule, TargetSpec, Workload,
-};
+use handled_bench::{rate_sweep, run, KeySet, Model, Plan, RateSweep, Schedule, TargetSpec, Workload};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -18,11 +16,7 @@ async fn stub() -> (Stub, SocketAddr) {
 fn get_plan(addr: SocketAddr, keep_alive: bool) -> Plan {
     let mut spec = TargetSpec::get(&format!("http://{addr}/api/handles/{{handle}}"));
     spec.keep_alive = keep_alive;
-    Plan::new(
-        "get",
-        spec.build().unwrap(),
-        Workload::resolve(KeySet::One("TEST/1".into())),
-    )
+    Plan::new("get", spec.build().unwrap(), Workload::resolve(KeySet::One("TEST/1".into())))
 }
 
 /// At R requests/s for D seconds with the server frozen for S seconds, the
@@ -34,32 +28,17 @@ async fn open_loop_latency_counts_the_stall_like_wrk2() {
     let (stub, addr) = stub().await;
     let (rate, secs, stall) = (1000.0, 4.0, 1.0);
     let start = Instant::now();
-    stub.stall(
-        start + Duration::from_millis(1500),
-        Duration::from_secs_f64(stall),
-    );
-    let model = Model::Open {
-        schedule: Schedule::fixed(rate, secs),
-        connections: 16,
-        warmup: Duration::ZERO,
-    };
+    stub.stall(start + Duration::from_millis(1500), Duration::from_secs_f64(stall));
+    let model = Model::Open { schedule: Schedule::fixed(rate, secs), connections: 16, warmup: Duration::ZERO };
     let s = run(&get_plan(addr, true), &model).await.unwrap();
     assert_eq!(s.error_count(), 0, "{:?}", s.errors);
-    assert!(
-        (s.total() as f64 - rate * secs).abs() <= 2.0,
-        "{}",
-        s.total()
-    );
+    assert!((s.total() as f64 - rate * secs).abs() <= 2.0, "{}", s.total());
     let expect = |q: f64| stall - (1.0 - q) * secs;
     for q in [0.9, 0.95, 0.99, 0.999] {
         let got = s.ms(q) / 1000.0;
         // Wide enough for a loaded 2-core CI box (the client may start requests
         // late), narrow enough to fail a tool that times from the send (~ms).
-        assert!(
-            (got - expect(q)).abs() < 0.2,
-            "p{q}: {got:.3} s, expected {:.3} s",
-            expect(q)
-        );
+        assert!((got - expect(q)).abs() < 0.2, "p{q}: {got:.3} s, expected {:.3} s", expect(q));
     }
     assert!(s.ms(0.5) < 20.0, "median {:.3} ms", s.ms(0.5));
     // Uncorrected: only the 16 requests caught in flight saw the stall.
@@ -83,11 +62,7 @@ async fn keep_alive_reuses_sockets_and_close_opens_one_per_request() {
     assert_eq!(ka.sockets_opened, 4);
     assert_eq!(ka.peak_sockets, 4);
     assert_eq!(close.sockets_opened, 400);
-    assert!(
-        close.peak_sockets >= 4 && close.peak_sockets <= 12,
-        "{}",
-        close.peak_sockets
-    );
+    assert!(close.peak_sockets >= 4 && close.peak_sockets <= 12, "{}", close.peak_sockets);
     // The stub's Server-Timing is reported apart from the network time.
     assert_eq!(ka.server_us.len(), 400);
 }
@@ -110,11 +85,7 @@ async fn rate_sweep_reports_effective_against_solicited() {
         assert_eq!(s.total(), rate as u64, "{}: {}", rate, s.total());
         assert_eq!(s.sessions, rate as u64 / 10);
         assert_eq!(s.sockets_opened, rate as u64 / 10);
-        assert!(
-            (s.throughput() - rate).abs() / rate < 0.15,
-            "{rate}: {}",
-            s.throughput()
-        );
+        assert!((s.throughput() - rate).abs() / rate < 0.15, "{rate}: {}", s.throughput());
     }
     assert_eq!(stub.served(), 600);
 }
@@ -124,10 +95,7 @@ async fn unanswered_requests_are_timeouts_and_recovery_is_measured() {
     let (stub, addr) = stub().await;
     let mut plan = get_plan(addr, true);
     plan.timeout = Duration::from_millis(200);
-    stub.stall(
-        Instant::now() + Duration::from_millis(500),
-        Duration::from_millis(600),
-    );
+    stub.stall(Instant::now() + Duration::from_millis(500), Duration::from_millis(600));
     let model = Model::Closed {
         clients: 4,
         requests_per_client: None,
@@ -159,10 +127,5 @@ async fn connection_refused_is_an_error_kind() {
     };
     let s = run(&get_plan(addr, true), &model).await.unwrap();
     assert_eq!(s.ok, 0);
-    assert_eq!(
-        s.errors.get("connect io ConnectionRefused"),
-        Some(&3),
-        "{:?}",
-        s.errors
-    );
+    assert_eq!(s.errors.get("connect io ConnectionRefused"), Some(&3), "{:?}", s.errors);
 }

@@ -171,7 +171,8 @@ impl Connect {
             };
         }
         let choice = if self.rsa { KeyChoice::PublicKey } else { KeyChoice::Secret };
-        Ok(Credentials::load(&self.credentials, choice).context("no usable credentials (use --credentials, or --admin with --secret/--private-key)")?)
+        Ok(Credentials::load(&self.credentials, choice)
+            .context("no usable credentials (use --credentials, or --admin with --secret/--private-key)")?)
     }
 
     fn params(&self) -> anyhow::Result<ConnectParams> {
@@ -215,7 +216,9 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<ExitCode> {
             Some(code) => {
                 let hint = match code {
                     ResponseCode::AUTHENTICATION_FAILED => format!(" (wrong key for {who}?)"),
-                    ResponseCode::INVALID_ADMIN | ResponseCode::INSUFFICIENT_PERMISSIONS => format!(" ({who} lacks the permission)"),
+                    ResponseCode::INVALID_ADMIN | ResponseCode::INSUFFICIENT_PERMISSIONS => {
+                        format!(" ({who} lacks the permission)")
+                    }
                     _ => String::new(),
                 };
                 eprintln!("error: {e:#}{hint}");
@@ -273,7 +276,10 @@ mod tests {
     #[test]
     fn value_syntax() {
         let v = parse_value("1:URL:https://example.org/a:b").unwrap();
-        assert_eq!((v.index, v.value_type.as_slice(), v.data.as_slice()), (1, &b"URL"[..], &b"https://example.org/a:b"[..]));
+        assert_eq!(
+            (v.index, v.value_type.as_slice(), v.data.as_slice()),
+            (1, &b"URL"[..], &b"https://example.org/a:b"[..])
+        );
         assert!(parse_value("URL:x").is_err());
         assert!(parse_value("x:URL:y").is_err());
         let j = values(&[], Some(r#"[{"index":2,"type":"EMAIL","data":"a@b"}]"#)).unwrap();

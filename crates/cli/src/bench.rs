@@ -10,8 +10,7 @@ use handled_bench::html::{concurrency_charts, rate_charts, runs_section, Report}
 use handled_bench::report::{json_line, table, under_limit};
 use handled_bench::scenario::{self, ScenarioEnv};
 use handled_bench::{
-    FreshNames, KeySet, Model, OpKind, Plan, RateSweep, Schedule, Stats, TargetSpec, Transport,
-    Workload,
+    FreshNames, KeySet, Model, OpKind, Plan, RateSweep, Schedule, Stats, TargetSpec, Transport, Workload,
 };
 use handled_client::{Credentials, KeyChoice};
 use std::path::PathBuf;
@@ -274,10 +273,7 @@ fn spec(a: &RunArgs, credentials: Option<Credentials>) -> anyhow::Result<TargetS
     s.url = a.url.clone();
     s.method = a.method.clone();
     s.body = match &a.body_file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("--body-file {}", path.display()))?,
-        ),
+        Some(path) => Some(std::fs::read_to_string(path).with_context(|| format!("--body-file {}", path.display()))?),
         None => a.body.clone(),
     };
     s.credentials = credentials;
@@ -289,23 +285,13 @@ fn spec(a: &RunArgs, credentials: Option<Credentials>) -> anyhow::Result<TargetS
 }
 
 fn load_credentials(path: &std::path::Path, rsa: bool) -> anyhow::Result<Credentials> {
-    let choice = if rsa {
-        KeyChoice::PublicKey
-    } else {
-        KeyChoice::Secret
-    };
+    let choice = if rsa { KeyChoice::PublicKey } else { KeyChoice::Secret };
     Credentials::load(path, choice).with_context(|| "--credentials")
 }
 
 /// Where created handles go: --prefix, else the credentials handle's prefix.
-fn creation_prefix(
-    prefix: Option<&str>,
-    credentials: Option<&Credentials>,
-) -> anyhow::Result<String> {
-    match prefix
-        .map(str::to_string)
-        .or_else(|| credentials.and_then(default_prefix))
-    {
+fn creation_prefix(prefix: Option<&str>, credentials: Option<&Credentials>) -> anyhow::Result<String> {
+    match prefix.map(str::to_string).or_else(|| credentials.and_then(default_prefix)) {
         Some(p) => Ok(p),
         None => bail!("creating handles needs --prefix (or --credentials whose handle has one)"),
     }
@@ -316,24 +302,11 @@ fn secs(s: f64) -> Duration {
 }
 
 async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
-    let credentials = a
-        .credentials
-        .as_deref()
-        .map(|p| load_credentials(p, a.rsa))
-        .transpose()?;
-    let target = spec(&a, credentials.clone())?
-        .build()
-        .map_err(anyhow::Error::msg)?;
+    let credentials = a.credentials.as_deref().map(|p| load_credentials(p, a.rsa)).transpose()?;
+    let target = spec(&a, credentials.clone())?.build().map_err(anyhow::Error::msg)?;
     let keys = match (&a.key_prefix, a.keys, a.zipf) {
-        (Some(prefix), Some(count), None) if count > 0 => KeySet::Uniform {
-            prefix: prefix.clone(),
-            count,
-        },
-        (Some(prefix), Some(count), Some(s)) if count > 0 => KeySet::Zipf {
-            prefix: prefix.clone(),
-            count,
-            s,
-        },
+        (Some(prefix), Some(count), None) if count > 0 => KeySet::Uniform { prefix: prefix.clone(), count },
+        (Some(prefix), Some(count), Some(s)) if count > 0 => KeySet::Zipf { prefix: prefix.clone(), count, s },
         (Some(_), _, _) => bail!("--key-prefix needs --keys N > 0"),
         _ => KeySet::One(a.handle.clone()),
     };
@@ -344,31 +317,16 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let fresh = if a.ops.contains(&OpKind::Create) {
-        Some(FreshNames::new(&creation_prefix(
-            a.prefix.as_deref(),
-            credentials.as_ref(),
-        )?))
+        Some(FreshNames::new(&creation_prefix(a.prefix.as_deref(), credentials.as_ref())?))
     } else {
         None
     };
-    let mut plan = Plan::new(
-        label,
-        target,
-        Workload {
-            keys,
-            ops: a.ops.clone(),
-            fresh,
-        },
-    );
+    let mut plan = Plan::new(label, target, Workload { keys, ops: a.ops.clone(), fresh });
     plan.fsync_probe = a.fsync_probe.clone();
     plan.timeout = secs(a.timeout).max(Duration::from_millis(1));
     plan.server_pid = a.server_pid;
     plan.progress = !a.quiet && !a.json;
-    plan.induce = a
-        .induce
-        .clone()
-        .zip(a.induce_at)
-        .map(|(cmd, at)| (secs(at), cmd));
+    plan.induce = a.induce.clone().zip(a.induce_at).map(|(cmd, at)| (secs(at), cmd));
     if a.rate_sweep.as_ref().is_some_and(|r| r.len() != 3) {
         bail!("--rate-sweep takes FROM,TO,STEP");
     }
@@ -378,11 +336,7 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
     let clients = a.concurrency.max(1);
     let warmup = secs(a.warmup);
     let flag = match &a.green_flag {
-        Some(addr) => Some(
-            GreenFlag::wait(addr, &plan.label)
-                .await
-                .map_err(anyhow::Error::msg)?,
-        ),
+        Some(addr) => Some(GreenFlag::wait(addr, &plan.label).await.map_err(anyhow::Error::msg)?),
         None => None,
     };
     let (runs, charts) = if let Some(r) = &a.rate_sweep {
@@ -394,16 +348,12 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
             step_duration: secs(a.step_duration),
             max_open: 4096,
         };
-        let runs = handled_bench::rate_sweep(&plan, &sweep)
-            .await
-            .map_err(anyhow::Error::msg)?;
+        let runs = handled_bench::rate_sweep(&plan, &sweep).await.map_err(anyhow::Error::msg)?;
         let charts = rate_charts(&runs);
         (runs, charts)
     } else if let Some(levels) = &a.concurrency_sweep {
         let d = secs(a.duration.unwrap_or(5.0));
-        let runs = handled_bench::run::concurrency_sweep(&plan, levels, d, warmup)
-            .await
-            .map_err(anyhow::Error::msg)?;
+        let runs = handled_bench::run::concurrency_sweep(&plan, levels, d, warmup).await.map_err(anyhow::Error::msg)?;
         let charts = concurrency_charts(&runs);
         (runs, charts)
     } else {
@@ -415,15 +365,9 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
             }
         } else if let Some(rate) = a.rate {
             let d = a.duration.unwrap_or(10.0);
-            Model::Open {
-                schedule: Schedule::fixed(rate, a.warmup.max(0.0) + d),
-                connections: clients,
-                warmup,
-            }
+            Model::Open { schedule: Schedule::fixed(rate, a.warmup.max(0.0) + d), connections: clients, warmup }
         } else {
-            let per_client = a
-                .per_client
-                .or(a.requests.map(|n| n.div_ceil(clients as u64)));
+            let per_client = a.per_client.or(a.requests.map(|n| n.div_ceil(clients as u64)));
             let duration = match (a.duration, per_client) {
                 (Some(d), _) => Some(secs(d)),
                 (None, Some(_)) => None,
@@ -437,12 +381,7 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
                 warmup,
             }
         };
-        (
-            vec![handled_bench::run(&plan, &model)
-                .await
-                .map_err(anyhow::Error::msg)?],
-            Vec::new(),
-        )
+        (vec![handled_bench::run(&plan, &model).await.map_err(anyhow::Error::msg)?], Vec::new())
     };
     if let Some(flag) = flag {
         flag.report(&runs).await.map_err(anyhow::Error::msg)?;
@@ -458,11 +397,7 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
             None => println!("mean response time at or over 50 ms from the first step"),
         }
     }
-    Ok(if runs.iter().all(|r| r.ok == 0) {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if runs.iter().all(|r| r.ok == 0) { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
 fn output(
@@ -482,55 +417,29 @@ fn output(
     if let Some(path) = html {
         let mut section = runs_section(title, "", runs, if runs.len() == 1 { 1 } else { 0 });
         section.charts.splice(0..0, extra);
-        let report = Report {
-            title: format!("handled bench: {title}"),
-            intro: String::new(),
-            sections: vec![section],
-        };
-        std::fs::write(path, report.to_html())
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let report = Report { title: format!("handled bench: {title}"), intro: String::new(), sections: vec![section] };
+        std::fs::write(path, report.to_html()).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("report written to {}", path.display());
     }
     Ok(())
 }
 
 async fn run_coordinator(a: CoordinatorArgs) -> anyhow::Result<ExitCode> {
-    let listener = tokio::net::TcpListener::bind(&a.listen)
+    let listener =
+        tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("cannot listen on {}", a.listen))?;
+    eprintln!("coordinator on {}: waiting for {} clients", listener.local_addr()?, a.clients);
+    let results = coordinate(listener, a.clients, Duration::from_millis(200), secs(a.deadline))
         .await
-        .with_context(|| format!("cannot listen on {}", a.listen))?;
-    eprintln!(
-        "coordinator on {}: waiting for {} clients",
-        listener.local_addr()?,
-        a.clients
-    );
-    let results = coordinate(
-        listener,
-        a.clients,
-        Duration::from_millis(200),
-        secs(a.deadline),
-    )
-    .await
-    .map_err(anyhow::Error::msg)?;
-    let mut rows: Vec<Stats> = results
-        .iter()
-        .flat_map(|(_, runs)| runs.iter().cloned())
-        .collect();
+        .map_err(anyhow::Error::msg)?;
+    let mut rows: Vec<Stats> = results.iter().flat_map(|(_, runs)| runs.iter().cloned()).collect();
     rows.extend(merge(&results));
-    output(
-        &rows,
-        a.json,
-        a.html.as_deref(),
-        "green-flag fleet",
-        Vec::new(),
-    )?;
+    output(&rows, a.json, a.html.as_deref(), "green-flag fleet", Vec::new())?;
     Ok(ExitCode::SUCCESS)
 }
 
 async fn run_stub(a: StubArgs) -> anyhow::Result<ExitCode> {
     let stub = handled_bench::stub::Stub::default();
-    let addr = stub
-        .start(a.listen.parse().context("--listen host:port")?)
-        .await?;
+    let addr = stub.start(a.listen.parse().context("--listen host:port")?).await?;
     if let Some(at) = a.stall_at {
         stub.stall(std::time::Instant::now() + secs(at), secs(a.stall_for));
     }
@@ -562,9 +471,7 @@ async fn run_scenario(a: ScenarioArgs) -> anyhow::Result<ExitCode> {
         prefix: a.prefix.clone(),
         fsync_probe: a.fsync_probe.clone(),
     };
-    let out = scenario::run(&name, &env)
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let out = scenario::run(&name, &env).await.map_err(anyhow::Error::msg)?;
     if a.json {
         for r in &out.runs {
             println!("{}", json_line(r));
@@ -572,12 +479,8 @@ async fn run_scenario(a: ScenarioArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", out.table);
     }
-    let path = a
-        .html
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("bench-{name}.html")));
-    std::fs::write(&path, out.report.to_html())
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    let path = a.html.clone().unwrap_or_else(|| PathBuf::from(format!("bench-{name}.html")));
+    std::fs::write(&path, out.report.to_html()).with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!("report written to {}", path.display());
     Ok(ExitCode::SUCCESS)
 }

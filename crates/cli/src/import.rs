@@ -27,11 +27,16 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     }
     let file = std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
     let total_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let store = open_store(&config).await.with_context(|| format!("cannot open the store in {}", config.data_dir.display()))?;
+    let store =
+        open_store(&config).await.with_context(|| format!("cannot open the store in {}", config.data_dir.display()))?;
     let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} {pos} handles loaded ({per_sec}) {elapsed}").expect("static template"));
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {pos} handles loaded ({per_sec}) {elapsed}").expect("static template"),
+    );
     let started = Instant::now();
-    let n = handled_server::import::import(&*store, BufReader::new(file), config.case_sensitive, |n| bar.set_position(n)).await?;
+    let n =
+        handled_server::import::import(&*store, BufReader::new(file), config.case_sensitive, |n| bar.set_position(n))
+            .await?;
     bar.finish_and_clear();
     eprintln!(
         "imported {n} handles ({} MB) into {} in {:.1} s",

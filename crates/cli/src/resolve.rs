@@ -54,7 +54,8 @@ pub async fn run(args: ResolveArgs) -> anyhow::Result<ExitCode> {
         .next()
         .context("host has no address")?;
     let timeout = Duration::from_secs_f64(args.timeout.max(0.001));
-    let mut conn = Connection::open(protocol, addr, timeout, false).await.with_context(|| format!("cannot connect to {addr}"))?;
+    let mut conn =
+        Connection::open(protocol, addr, timeout, false).await.with_context(|| format!("cannot connect to {addr}"))?;
     let options = ResolveOptions {
         indexes: args.indexes,
         types: args.types.into_iter().map(String::into_bytes).collect(),
@@ -71,7 +72,13 @@ pub async fn run(args: ResolveArgs) -> anyhow::Result<ExitCode> {
         }
         None => {
             let code = response.code();
-            eprintln!("{}: {} ({}){}", args.handle, code.name(), code.0, response.message().map(|m| format!(": {m}")).unwrap_or_default());
+            eprintln!(
+                "{}: {} ({}){}",
+                args.handle,
+                code.name(),
+                code.0,
+                response.message().map(|m| format!(": {m}")).unwrap_or_default()
+            );
             Ok(ExitCode::from(if code == ResponseCode::HANDLE_NOT_FOUND { 2 } else { 3 }))
         }
     }

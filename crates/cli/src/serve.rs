@@ -130,7 +130,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let store = open_store(&config).await?;
     if let Some(path) = &args.import {
         let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let n = handled_server::import::import(&*store, std::io::BufReader::new(file), config.case_sensitive, |_| {}).await?;
+        let n = handled_server::import::import(&*store, std::io::BufReader::new(file), config.case_sensitive, |_| {})
+            .await?;
         tracing::info!("imported {n} handles from {}", path.display());
     }
     handled_server::memory::spawn_trimmer(std::time::Duration::from_secs(config.memory_trim_secs))
@@ -141,7 +142,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let running = listeners.serve(booted.state.clone())?;
     let a = running.addrs;
-    let homed: Vec<String> = booted.state.homed_prefixes().iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+    let homed: Vec<String> =
+        booted.state.homed_prefixes().iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
     eprintln!("handled serving {} on udp {} tcp {} http {}", homed.join(", "), a.udp, a.tcp, a.http);
     if let Some(r) = a.registry {
         eprintln!("domain registry on http://{r}/");

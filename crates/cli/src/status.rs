@@ -24,7 +24,8 @@ pub struct StatusArgs {
 
 fn fetch_metrics(host: &str, port: u16) -> anyhow::Result<String> {
     let addr = (host, port).to_socket_addrs()?.next().context("host has no address")?;
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).with_context(|| format!("cannot connect to {addr}"))?;
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        .with_context(|| format!("cannot connect to {addr}"))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     write!(s, "GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")?;
     let mut raw = String::new();
@@ -71,7 +72,11 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         get(r#"handled_admission_rejected_total{reason="queue_timeout"}"#),
         get(r#"handled_admission_rejected_total{reason="queue_wait_predicted"}"#),
     );
-    println!("requests    {:.0} answered   open connections {:.0}", get("handled_requests_total"), get("handled_open_connections"));
+    println!(
+        "requests    {:.0} answered   open connections {:.0}",
+        get("handled_requests_total"),
+        get("handled_open_connections")
+    );
     if m.contains_key("handled_cache_hits_total") {
         let (hits, misses) = (get("handled_cache_hits_total"), get("handled_cache_misses_total"));
         let ratio = if hits + misses > 0.0 { 100.0 * hits / (hits + misses) } else { 0.0 };
@@ -101,7 +106,9 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
 mod tests {
     #[test]
     fn sums_labelled_series() {
-        let m = super::parse("# HELP x\nhandled_requests_total{a=\"1\"} 2\nhandled_requests_total{a=\"2\"} 3\nhandled_cache_bytes 10\n");
+        let m = super::parse(
+            "# HELP x\nhandled_requests_total{a=\"1\"} 2\nhandled_requests_total{a=\"2\"} 3\nhandled_cache_bytes 10\n",
+        );
         assert_eq!(m["handled_requests_total"], 5.0);
         assert_eq!(m["handled_cache_bytes"], 10.0);
         assert_eq!(m[r#"handled_requests_total{a="2"}"#], 3.0);

@@ -55,7 +55,13 @@ fn admin_subcommands_and_exit_codes() {
     };
     assert_eq!(ok(&["create", "TEST/cli", "1:URL:https://example.org/a"]).trim(), "TEST/cli");
     ok(&["add-value", "TEST/cli", "2:EMAIL:a@example.org"]);
-    ok(&["modify-value", "TEST/cli", "--rsa", "--json", r#"[{"index":1,"type":"URL","data":"https://example.org/b"}]"#]);
+    ok(&[
+        "modify-value",
+        "TEST/cli",
+        "--rsa",
+        "--json",
+        r#"[{"index":1,"type":"URL","data":"https://example.org/b"}]"#,
+    ]);
     ok(&["remove-value", "TEST/cli", "2", "--no-session"]);
     assert!(ok(&["list", "TEST"]).lines().any(|l| l == "TEST/CLI"));
     let minted = ok(&["create", "TEST/m-", "--mint", "1:URL:https://example.org/m"]);
@@ -77,12 +83,22 @@ fn admin_subcommands_and_exit_codes() {
     assert!(text(&wrong.stderr).contains("wrong key"), "{}", text(&wrong.stderr));
 
     let key = dir.path().join("extra.pk8");
-    let keygen = Command::new(env!("CARGO_BIN_EXE_handled")).args(["keygen", "--index", "305"]).arg(&key).output().unwrap();
+    let keygen =
+        Command::new(env!("CARGO_BIN_EXE_handled")).args(["keygen", "--index", "305"]).arg(&key).output().unwrap();
     assert!(keygen.status.success(), "{}", text(&keygen.stderr));
     let json = text(&keygen.stdout);
     ok(&["add-value", "TEST/ADMIN", "--json", json.trim()]);
     let o = Command::new(env!("CARGO_BIN_EXE_handled"))
-        .args(["create", "TEST/by-new-key", "1:URL:https://example.org", "--port", &port, "--admin", "305:TEST/ADMIN", "--private-key"])
+        .args([
+            "create",
+            "TEST/by-new-key",
+            "1:URL:https://example.org",
+            "--port",
+            &port,
+            "--admin",
+            "305:TEST/ADMIN",
+            "--private-key",
+        ])
         .arg(&key)
         .output()
         .unwrap();

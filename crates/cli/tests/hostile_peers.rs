@@ -25,24 +25,12 @@ impl Drop for Server {
 /// The address after `label` in a start-up line (`… http 127.0.0.1:PORT …`).
 fn address_after(line: &str, label: &str) -> Option<SocketAddr> {
     let rest = line.split(label).nth(1)?;
-    rest.split(|c: char| c.is_whitespace() || c == '/')
-        .find(|w| !w.is_empty())?
-        .parse()
-        .ok()
+    rest.split(|c: char| c.is_whitespace() || c == '/').find(|w| !w.is_empty())?.parse().ok()
 }
 
 fn start() -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_handled"))
-        .args([
-            "serve",
-            "--ephemeral",
-            "--listen",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--http-port",
-            "0",
-        ])
+        .args(["serve", "--ephemeral", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0"])
         .args(["--registry-port", "0", "--prefix", "TEST"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -57,17 +45,11 @@ fn start() -> Server {
         line.clear();
     }
     let mut ready = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut ready)
-        .unwrap();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
     assert_eq!(ready.trim(), "ready");
     // Keep draining stderr so the server never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    Server {
-        child,
-        http: http.expect("http address"),
-        registry: registry.expect("registry address"),
-    }
+    Server { child, http: http.expect("http address"), registry: registry.expect("registry address") }
 }
 
 impl Server {
@@ -83,11 +65,7 @@ impl Server {
 fn get(addr: SocketAddr, path: &str) -> String {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
     let mut answer = String::new();
     s.read_to_string(&mut answer).expect("read answer");
     answer.lines().next().unwrap_or_default().to_owned()
@@ -114,12 +92,6 @@ fn a_peer_closing_early_does_not_kill_the_server() {
     server.assert_alive("pipelined /healthz requests on closed connections");
     pipeline_and_close(server.registry, "/live");
     server.assert_alive("pipelined registry /live requests on closed connections");
-    assert!(
-        get(server.http, "/healthz").contains(" 200"),
-        "healthz still answers"
-    );
-    assert!(
-        get(server.registry, "/live").contains(" 200"),
-        "registry /live still answers"
-    );
+    assert!(get(server.http, "/healthz").contains(" 200"), "healthz still answers");
+    assert!(get(server.registry, "/live").contains(" 200"), "registry /live still answers");
 }

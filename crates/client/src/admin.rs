@@ -68,7 +68,14 @@ pub struct ConnectParams {
 
 impl ConnectParams {
     pub fn new(protocol: Protocol, addr: SocketAddr) -> Self {
-        ConnectParams { protocol, addr, timeout: Duration::from_secs(10), persistent: true, use_session: true, session_timeout: 86_400 }
+        ConnectParams {
+            protocol,
+            addr,
+            timeout: Duration::from_secs(10),
+            persistent: true,
+            use_session: true,
+            session_timeout: 86_400,
+        }
     }
 }
 
@@ -123,7 +130,12 @@ impl AdminSession {
     async fn setup_session(&mut self) -> Result<ClientSession, AdminError> {
         let (secret, body) = setup_request(Some((&self.creds.handle, self.creds.index)), self.params.session_timeout);
         let rid = request_id();
-        let (unit, hb) = encode_unit_with(&body, OpFlags::CT | OpFlags::RD | OpFlags::REC | OpFlags::CA, rid, UnitOptions::default());
+        let (unit, hb) = encode_unit_with(
+            &body,
+            OpFlags::CT | OpFlags::RD | OpFlags::REC | OpFlags::CA,
+            rid,
+            UnitOptions::default(),
+        );
         let r = self.send(&unit, rid, None).await?.remove(0);
         if r.code() != ResponseCode::SUCCESS {
             return Err(refused(&r));
@@ -132,17 +144,26 @@ impl AdminSession {
             return Err(AdminError::Session("setup response does not carry our request's digest".into()));
         }
         if let Some(PublicKey::Rsa { exponent, modulus }) = &self.server_key {
-            let cred = r.credential.as_ref().ok_or_else(|| AdminError::Session("setup response is not signed".into()))?;
+            let cred =
+                r.credential.as_ref().ok_or_else(|| AdminError::Session("setup response is not signed".into()))?;
             let input = signed_input(&r.envelope, &r.header_and_body, cred.session_counter);
             let key = aws_lc_rs::rsa::PublicKeyComponents { n: unsigned(modulus), e: unsigned(exponent) };
-            key.verify(&aws_lc_rs::signature::RSA_PKCS1_2048_8192_SHA256, &input, &cred.signature)
-                .map_err(|_| AdminError::Session("setup response signature does not verify with the server's key".into()))?;
+            key.verify(&aws_lc_rs::signature::RSA_PKCS1_2048_8192_SHA256, &input, &cred.signature).map_err(|_| {
+                AdminError::Session("setup response signature does not verify with the server's key".into())
+            })?;
         }
-        let ResponseBody::SessionSetup(s) = &r.body else { return Err(AdminError::Unexpected(format!("{:?}", r.body))) };
+        let ResponseBody::SessionSetup(s) = &r.body else {
+            return Err(AdminError::Unexpected(format!("{:?}", r.body)));
+        };
         finish_setup(&secret, r.envelope.session_id, r.envelope.version, &s.data)
     }
 
-    async fn send(&mut self, unit: &[u8], rid: i32, session: Option<&ClientSession>) -> Result<Vec<Response>, AdminError> {
+    async fn send(
+        &mut self,
+        unit: &[u8],
+        rid: i32,
+        session: Option<&ClientSession>,
+    ) -> Result<Vec<Response>, AdminError> {
         let units = self.conn.exchange(unit, rid).await?;
         let mut out = Vec::with_capacity(units.len());
         for u in units {
@@ -171,10 +192,20 @@ impl AdminSession {
         result
     }
 
-    async fn exchange(&mut self, body: &RequestBody, flags: OpFlags, session: Option<&ClientSession>) -> Result<Vec<Response>, AdminError> {
+    async fn exchange(
+        &mut self,
+        body: &RequestBody,
+        flags: OpFlags,
+        session: Option<&ClientSession>,
+    ) -> Result<Vec<Response>, AdminError> {
         let rid = request_id();
         let opts = match session {
-            Some(s) => UnitOptions { version: s.version, session_id: s.id, session: Some(s), encrypt: should_encrypt(body, s.version) },
+            Some(s) => UnitOptions {
+                version: s.version,
+                session_id: s.id,
+                session: Some(s),
+                encrypt: should_encrypt(body, s.version),
+            },
             None => UnitOptions::default(),
         };
         let (unit, hb) = encode_unit_with(body, flags, rid, opts);
@@ -183,7 +214,12 @@ impl AdminSession {
             let challenge = responses.remove(0);
             let answer = self.answer(&challenge, &hb)?;
             let rid = request_id();
-            let opts = UnitOptions { version: challenge.envelope.version, session_id: challenge.envelope.session_id, session: None, encrypt: false };
+            let opts = UnitOptions {
+                version: challenge.envelope.version,
+                session_id: challenge.envelope.session_id,
+                session: None,
+                encrypt: false,
+            };
             // As the Java client: the answer carries the original's flags but not OW/MINT.
             let (unit, _) = encode_unit_with(&answer, flags.without(OpFlags::OW).without(OpFlags::MINT), rid, opts);
             responses = self.send(&unit, rid, session).await?;
@@ -196,8 +232,13 @@ impl AdminSession {
 
     /// The answer to a challenge for our request `hb` (header+body as sent).
     fn answer(&self, challenge: &Response, hb: &[u8]) -> Result<RequestBody, AdminError> {
-        let ResponseBody::Challenge { nonce } = &challenge.body else { return Err(AdminError::Unexpected("402 without a nonce".into())) };
-        let digest = challenge.digest.as_ref().ok_or_else(|| AdminError::Unexpected("challenge without a request digest".into()))?;
+        let ResponseBody::Challenge { nonce } = &challenge.body else {
+            return Err(AdminError::Unexpected("402 without a nonce".into()));
+        };
+        let digest = challenge
+            .digest
+            .as_ref()
+            .ok_or_else(|| AdminError::Unexpected("challenge without a request digest".into()))?;
         // Sign only what we asked for (the Java client checks this too).
         if !digest.matches(hb) {
             return Err(AdminError::Session("challenge is for a request we did not send".into()));
@@ -215,7 +256,8 @@ impl AdminSession {
             }
             Key::Rsa(pair) => {
                 let signed = [nonce.as_slice(), &digest.digest].concat();
-                let signature = rsa_sign_sha256(pair, &signed).ok_or_else(|| AdminError::Session("RSA signing failed".into()))?;
+                let signature =
+                    rsa_sign_sha256(pair, &signed).ok_or_else(|| AdminError::Session("RSA signing failed".into()))?;
                 (AUTH_TYPE_PUBKEY, PublicKeyAnswer { hash_name: b"SHA-256".to_vec(), signature }.to_vec())
             }
         };
@@ -233,7 +275,13 @@ impl AdminSession {
     }
 
     /// Create with the overwrite and mint flags.
-    pub async fn create_with(&mut self, handle: &[u8], values: &[HandleValue], overwrite: bool, mint: bool) -> Result<Vec<u8>, AdminError> {
+    pub async fn create_with(
+        &mut self,
+        handle: &[u8],
+        values: &[HandleValue],
+        overwrite: bool,
+        mint: bool,
+    ) -> Result<Vec<u8>, AdminError> {
         let body = RequestBody::CreateHandle { handle: handle.to_vec(), values: values.to_vec() };
         let flags = admin_flags().set(OpFlags::OW, overwrite).set(OpFlags::MINT, mint);
         match self.request(&body, flags).await?.remove(0).body {
@@ -247,7 +295,12 @@ impl AdminSession {
         self.request(&RequestBody::DeleteHandle { handle: handle.to_vec() }, admin_flags()).await.map(drop)
     }
 
-    pub async fn add_values(&mut self, handle: &[u8], values: &[HandleValue], overwrite: bool) -> Result<(), AdminError> {
+    pub async fn add_values(
+        &mut self,
+        handle: &[u8],
+        values: &[HandleValue],
+        overwrite: bool,
+    ) -> Result<(), AdminError> {
         let body = RequestBody::AddValue { handle: handle.to_vec(), values: values.to_vec() };
         self.request(&body, admin_flags().set(OpFlags::OW, overwrite)).await.map(drop)
     }
@@ -282,7 +335,8 @@ impl AdminSession {
 
     /// Resolve with PO clear: non-public values too, as this administrator.
     pub async fn resolve_all(&mut self, handle: &[u8]) -> Result<Vec<HandleValue>, AdminError> {
-        let body = RequestBody::Resolution(ResolutionRequest { handle: handle.to_vec(), indexes: vec![], types: vec![] });
+        let body =
+            RequestBody::Resolution(ResolutionRequest { handle: handle.to_vec(), indexes: vec![], types: vec![] });
         match self.request(&body, OpFlags::REC | OpFlags::CA).await?.remove(0).body {
             ResponseBody::Resolution { values, .. } => Ok(values),
             other => Err(AdminError::Unexpected(format!("{other:?}"))),
@@ -321,10 +375,9 @@ fn list_of(responses: Vec<Response>) -> Result<Vec<Vec<u8>>, AdminError> {
 fn should_encrypt(body: &RequestBody, version: Version) -> bool {
     version >= Version::V2_8
         && match body {
-            RequestBody::CreateHandle { values, .. } | RequestBody::AddValue { values, .. } | RequestBody::ModifyValue { values, .. } => {
-                values.iter().any(|v| !v.permissions.public_read())
-            }
+            RequestBody::CreateHandle { values, .. }
+            | RequestBody::AddValue { values, .. }
+            | RequestBody::ModifyValue { values, .. } => values.iter().any(|v| !v.permissions.public_read()),
             _ => false,
         }
 }
-

@@ -56,18 +56,21 @@ impl Credentials {
 
     /// An RSA private key in PKCS#8 DER form.
     pub fn rsa_pkcs8(handle: impl Into<Vec<u8>>, index: i32, pkcs8: &[u8]) -> Result<Self, CredentialsError> {
-        let pair = RsaKeyPair::from_pkcs8(pkcs8).map_err(|e| CredentialsError::Invalid(format!("not an RSA PKCS#8 private key: {e}")))?;
+        let pair = RsaKeyPair::from_pkcs8(pkcs8)
+            .map_err(|e| CredentialsError::Invalid(format!("not an RSA PKCS#8 private key: {e}")))?;
         Ok(Credentials { handle: handle.into(), index, key: Key::Rsa(Arc::new(pair)) })
     }
 
     /// Load the file `handled serve` wrote.
     pub fn load(path: &Path, choice: KeyChoice) -> Result<Self, CredentialsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| CredentialsError::Read { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| CredentialsError::Read { path: path.display().to_string(), source })?;
         Self::parse(&text, choice).map_err(|e| CredentialsError::Invalid(format!("{}: {e}", path.display())))
     }
 
     pub fn parse(text: &str, choice: KeyChoice) -> Result<Self, CredentialsError> {
-        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| CredentialsError::Invalid(format!("not JSON: {e}")))?;
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| CredentialsError::Invalid(format!("not JSON: {e}")))?;
         let bad = |what: &str| CredentialsError::Invalid(format!("missing or invalid {what}"));
         let handle = v["handle"].as_str().ok_or_else(|| bad("\"handle\""))?.as_bytes().to_vec();
         match choice {
@@ -81,7 +84,9 @@ impl Credentials {
                 let k = &v["public_key"];
                 let index = k["index"].as_i64().ok_or_else(|| bad("public_key.index"))? as i32;
                 let b64 = k["private_key_pkcs8"].as_str().ok_or_else(|| bad("public_key.private_key_pkcs8"))?;
-                let der = base64::engine::general_purpose::STANDARD.decode(b64).map_err(|_| bad("public_key.private_key_pkcs8 (base64)"))?;
+                let der = base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .map_err(|_| bad("public_key.private_key_pkcs8 (base64)"))?;
                 Credentials::rsa_pkcs8(handle, index, &der)
             }
         }

@@ -91,7 +91,12 @@ pub struct Connection {
 
 impl Connection {
     /// `persistent` keeps TCP connections open between requests (HTTP always keeps alive).
-    pub async fn open(protocol: Protocol, addr: SocketAddr, timeout: Duration, persistent: bool) -> Result<Self, ClientError> {
+    pub async fn open(
+        protocol: Protocol,
+        addr: SocketAddr,
+        timeout: Duration,
+        persistent: bool,
+    ) -> Result<Self, ClientError> {
         let transport = transport::Transport::open(protocol, addr, timeout, persistent).await?;
         Ok(Connection { transport, timeout })
     }

@@ -46,7 +46,12 @@ impl Default for UnitOptions<'_> {
 /// Encode a request unit: header+body, HS_MAC credential inside a session,
 /// the whole message encrypted when asked. Also returns the plaintext
 /// header+body (what request digests cover).
-pub fn encode_unit_with(body: &RequestBody, flags: OpFlags, request_id: i32, opts: UnitOptions<'_>) -> (Vec<u8>, Vec<u8>) {
+pub fn encode_unit_with(
+    body: &RequestBody,
+    flags: OpFlags,
+    request_id: i32,
+    opts: UnitOptions<'_>,
+) -> (Vec<u8>, Vec<u8>) {
     let mut body_bytes = Vec::with_capacity(64);
     body.encode(&mut body_bytes);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -101,12 +106,22 @@ pub fn setup_request(identity: Option<(&[u8], i32)>, timeout: i32) -> ([u8; dh::
     let y = dh::public_value(&p, &[2], &secret).expect("the built-in group is valid");
     let key = PublicKey::dh(&y, &p, &[2]).to_bytes();
     let (handle, index) = identity.map_or((Vec::new(), -1), |(h, i)| (h.to_vec(), i));
-    let req = SessionSetupRequest { timeout, identity_handle: handle, identity_index: index, exchange: KeyExchange::DiffieHellman(key) };
+    let req = SessionSetupRequest {
+        timeout,
+        identity_handle: handle,
+        identity_index: index,
+        exchange: KeyExchange::DiffieHellman(key),
+    };
     (secret, RequestBody::SessionSetup(req))
 }
 
 /// The session from a setup response's data (`u32 cipher ‖ server DH key`).
-pub fn finish_setup(secret: &[u8; dh::SECRET_LEN], id: i32, version: Version, data: &[u8]) -> Result<ClientSession, AdminError> {
+pub fn finish_setup(
+    secret: &[u8; dh::SECRET_LEN],
+    id: i32,
+    version: Version,
+    data: &[u8],
+) -> Result<ClientSession, AdminError> {
     let kd = KeyData::decode(data).map_err(crate::ClientError::from)?;
     if kd.cipher != handled_proto::session::cipher::AES {
         return Err(AdminError::Session(format!("server chose cipher {}, only AES is supported", kd.cipher)));

@@ -39,10 +39,16 @@ async fn http_connect(addr: SocketAddr) -> Result<SendRequest<Full<Bytes>>, Clie
 }
 
 impl Transport {
-    pub(crate) async fn open(protocol: Protocol, addr: SocketAddr, timeout: Duration, persistent: bool) -> Result<Self, ClientError> {
+    pub(crate) async fn open(
+        protocol: Protocol,
+        addr: SocketAddr,
+        timeout: Duration,
+        persistent: bool,
+    ) -> Result<Self, ClientError> {
         Ok(match protocol {
             Protocol::Udp => {
-                let local: SocketAddr = if addr.is_ipv4() { "0.0.0.0:0".parse().unwrap() } else { "[::]:0".parse().unwrap() };
+                let local: SocketAddr =
+                    if addr.is_ipv4() { "0.0.0.0:0".parse().unwrap() } else { "[::]:0".parse().unwrap() };
                 let socket = UdpSocket::bind(local).await?;
                 socket.connect(addr).await?;
                 // The Java client retries after 0.5 s; keep at least that.
@@ -63,7 +69,9 @@ impl Transport {
     /// Send a request unit; return the response units.
     pub(crate) async fn exchange(&mut self, unit: &[u8], request_id: i32) -> Result<Vec<Vec<u8>>, ClientError> {
         match self {
-            Transport::Udp { socket, retry_after } => udp_exchange(socket, *retry_after, unit, request_id).await.map(|u| vec![u]),
+            Transport::Udp { socket, retry_after } => {
+                udp_exchange(socket, *retry_after, unit, request_id).await.map(|u| vec![u])
+            }
             Transport::Tcp { addr, stream, persistent, opened } => {
                 let mut conn = match stream.take() {
                     Some(s) => s,
@@ -96,7 +104,8 @@ impl Transport {
                 if !response.status().is_success() {
                     return Err(ClientError::Http(format!("status {}", response.status())));
                 }
-                let body = response.into_body().collect().await.map_err(|e| ClientError::Http(e.to_string()))?.to_bytes();
+                let body =
+                    response.into_body().collect().await.map_err(|e| ClientError::Http(e.to_string()))?.to_bytes();
                 split_units(&body)
             }
         }
@@ -111,7 +120,6 @@ fn continues(unit: &[u8]) -> bool {
         && unit.len() >= ENVELOPE_LEN + HEADER_LEN
         && Header::read(&mut Reader::new(&unit[ENVELOPE_LEN..])).is_ok_and(|h| h.op_flags.contains(OpFlags::CN))
 }
-
 
 async fn read_units(stream: &mut TcpStream) -> Result<Vec<Vec<u8>>, ClientError> {
     let mut units = Vec::new();
@@ -144,7 +152,12 @@ fn split_units(mut body: &[u8]) -> Result<Vec<Vec<u8>>, ClientError> {
     Ok(units)
 }
 
-async fn udp_exchange(socket: &UdpSocket, retry_after: Duration, unit: &[u8], request_id: i32) -> Result<Vec<u8>, ClientError> {
+async fn udp_exchange(
+    socket: &UdpSocket,
+    retry_after: Duration,
+    unit: &[u8],
+    request_id: i32,
+) -> Result<Vec<u8>, ClientError> {
     let envelope = Envelope::read(&mut Reader::new(unit))?;
     let datagrams = if unit.len() <= handled_proto::udp::MAX_DATAGRAM {
         vec![unit.to_vec()]
@@ -172,7 +185,8 @@ async fn udp_exchange(socket: &UdpSocket, retry_after: Duration, unit: &[u8], re
             if reassembly.is_none() && n == ENVELOPE_LEN + length {
                 return Ok(datagram.to_vec());
             }
-            let (first, r) = reassembly.get_or_insert_with(|| (datagram[..ENVELOPE_LEN].to_vec(), Reassembly::new(&env)));
+            let (first, r) =
+                reassembly.get_or_insert_with(|| (datagram[..ENVELOPE_LEN].to_vec(), Reassembly::new(&env)));
             if let Some(message) = r.add(env.sequence, &datagram[ENVELOPE_LEN..])? {
                 let mut whole = std::mem::take(first);
                 whole.extend_from_slice(&message);

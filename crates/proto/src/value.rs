@@ -114,8 +114,16 @@ impl HandleValue {
 
     /// Encoded length, without encoding.
     pub fn encoded_len(&self) -> usize {
-        4 + 4 + 1 + 4 + 1 + 4 + self.value_type.len() + 4 + self.data.len()
-            + 4 + self.references.iter().map(|r| 4 + r.handle.len() + 4).sum::<usize>()
+        4 + 4
+            + 1
+            + 4
+            + 1
+            + 4
+            + self.value_type.len()
+            + 4
+            + self.data.len()
+            + 4
+            + self.references.iter().map(|r| 4 + r.handle.len() + 4).sum::<usize>()
     }
 }
 
@@ -137,9 +145,7 @@ impl Codec for HandleValue {
         let ttl_type = match r.u8("value TTL type")? {
             0 => TtlType::Relative,
             1 => TtlType::Absolute,
-            other => {
-                return Err(DecodeError::Invalid { what: "value TTL type", detail: format!("{other}") })
-            }
+            other => return Err(DecodeError::Invalid { what: "value TTL type", detail: format!("{other}") }),
         };
         let ttl = r.i32("value TTL")?;
         let permissions = ValuePermissions(r.u8("value permissions")?);

@@ -19,7 +19,11 @@ fn unhex(v: &Value) -> Vec<u8> {
 }
 
 fn challenge_inputs(v: &Value) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-    (v["secret_key_utf8"].as_str().unwrap().as_bytes().to_vec(), unhex(&v["nonce_hex"]), unhex(&v["request_digest_sha256_hex"]))
+    (
+        v["secret_key_utf8"].as_str().unwrap().as_bytes().to_vec(),
+        unhex(&v["nonce_hex"]),
+        unhex(&v["request_digest_sha256_hex"]),
+    )
 }
 
 #[test]
@@ -52,7 +56,10 @@ fn library_answer_and_legacy_forms_verify() {
         assert_eq!(seckey::verify(&answer, b"other", &nonce, &digest), Ok(false));
     }
     // Our encoder produces the vector's legacy SHA-1 and HMAC-SHA256 bytes too.
-    assert_eq!(seckey::answer(seckey::AnswerAlg::Sha1, &secret, &nonce, &digest, &[]).to_vec(), unhex(&alts["sha1_code_0x02_hex"]));
+    assert_eq!(
+        seckey::answer(seckey::AnswerAlg::Sha1, &secret, &nonce, &digest, &[]).to_vec(),
+        unhex(&alts["sha1_code_0x02_hex"])
+    );
     assert_eq!(
         seckey::answer(seckey::AnswerAlg::HmacSha256, &secret, &nonce, &digest, &[]).to_vec(),
         unhex(&alts["hmac_sha256_code_0x13_hex"])
@@ -81,7 +88,9 @@ fn dh_session_key_from_both_sides() {
     let server_x: [u8; 32] = unhex(&v["server_private_x_hex"]).try_into().unwrap();
     let client_x: [u8; 32] = unhex(&v["client_private_x_hex"]).try_into().unwrap();
 
-    let PublicKey::Dh { y: client_y, p: cp, g } = PublicKey::from_bytes(&unhex(&v["client_dh_public_encoding_hex"])).unwrap() else {
+    let PublicKey::Dh { y: client_y, p: cp, g } =
+        PublicKey::from_bytes(&unhex(&v["client_dh_public_encoding_hex"])).unwrap()
+    else {
         panic!("client key is DH")
     };
     assert_eq!(unsigned(&cp), &p[..]);
@@ -92,7 +101,8 @@ fn dh_session_key_from_both_sides() {
     let secret = dh::shared_secret(&p, &client_y, &server_x).unwrap();
     assert_eq!(secret, unhex(&v["raw_shared_secret_hex"]));
     let key = session::session_key_from_dh(&secret).unwrap();
-    let want = unhex(&v["session_key_hex(32 bytes: leading zero bytes of the shared secret dropped, then first 32 bytes)"]);
+    let want =
+        unhex(&v["session_key_hex(32 bytes: leading zero bytes of the shared secret dropped, then first 32 bytes)"]);
     assert_eq!(key.to_vec(), want);
     // And the client side agrees.
     assert_eq!(dh::public_value(&p, &g, &client_x).unwrap(), unsigned(&client_y).to_vec());
@@ -102,17 +112,23 @@ fn dh_session_key_from_both_sides() {
     // The setup response's data is `u32 AES ‖ server DH key`.
     let (_, msg) = message_of(&v["session_setup_response"]["hex"]);
     let view = parse_message(&msg).unwrap();
-    let (_, body) = handled_proto::response::decode_response_body(&view.header, handled_proto::envelope::Version::V2_11, view.body).unwrap();
+    let (_, body) =
+        handled_proto::response::decode_response_body(&view.header, handled_proto::envelope::Version::V2_11, view.body)
+            .unwrap();
     let handled_proto::response::ResponseBody::SessionSetup(s) = body else { panic!("{body:?}") };
     let kd = KeyData::decode(&s.data).unwrap();
     assert_eq!(kd.cipher, 3);
-    assert_eq!(PublicKey::from_bytes(&kd.key).unwrap(), PublicKey::from_bytes(&unhex(&v["server_dh_public_encoding_hex"])).unwrap());
+    assert_eq!(
+        PublicKey::from_bytes(&kd.key).unwrap(),
+        PublicKey::from_bytes(&unhex(&v["server_dh_public_encoding_hex"])).unwrap()
+    );
 }
 
 #[test]
 fn hs_mac_of_request_in_session() {
     let v = load("session_dh.json");
-    let key = unhex(&v["session_key_hex(32 bytes: leading zero bytes of the shared secret dropped, then first 32 bytes)"]);
+    let key =
+        unhex(&v["session_key_hex(32 bytes: leading zero bytes of the shared secret dropped, then first 32 bytes)"]);
     let (envelope, msg) = message_of(&v["request_in_session"]["hex"]);
     let view = parse_message(&msg).unwrap();
     let cred = view.credential.clone().unwrap();
@@ -135,7 +151,8 @@ fn hs_mac_of_request_in_session() {
 #[test]
 fn aes_cbc_decrypts_the_encrypted_request() {
     let v = load("session_dh.json");
-    let key = unhex(&v["session_key_hex(32 bytes: leading zero bytes of the shared secret dropped, then first 32 bytes)"]);
+    let key =
+        unhex(&v["session_key_hex(32 bytes: leading zero bytes of the shared secret dropped, then first 32 bytes)"]);
     let e = &v["encrypted_request_in_session"];
     let (envelope, msg) = message_of(&e["hex"]);
     assert!(envelope.encrypted);

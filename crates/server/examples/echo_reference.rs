@@ -5,8 +5,8 @@
 //!
 //! cargo run --release -p handled-server --example echo_reference -- 127.0.0.1 12700 18700
 
-use handled_server::transport::udp::{bind as bind_udp, send_batch, BatchReceiver};
 use handled_server::transport::tcp::bind as bind_tcp;
+use handled_server::transport::udp::{bind as bind_udp, send_batch, BatchReceiver};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::net::{IpAddr, SocketAddr};

@@ -10,8 +10,8 @@
 //! already queued is refused on arrival rather than after `max_wait`.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Why a request was refused.
@@ -222,7 +222,11 @@ mod tests {
     use super::*;
 
     fn small(max_wait_ms: u64) -> Arc<Admission> {
-        Arc::new(Admission::new(AdmissionConfig { max_concurrent: 2, queue: 3, max_wait: Duration::from_millis(max_wait_ms) }))
+        Arc::new(Admission::new(AdmissionConfig {
+            max_concurrent: 2,
+            queue: 3,
+            max_wait: Duration::from_millis(max_wait_ms),
+        }))
     }
 
     #[tokio::test]
@@ -265,7 +269,11 @@ mod tests {
     /// `max_wait` is refused on arrival instead of after waiting `max_wait`.
     #[tokio::test]
     async fn hopeless_waits_are_refused_on_arrival() {
-        let a = Arc::new(Admission::new(AdmissionConfig { max_concurrent: 1, queue: 100, max_wait: Duration::from_millis(100) }));
+        let a = Arc::new(Admission::new(AdmissionConfig {
+            max_concurrent: 1,
+            queue: 100,
+            max_wait: Duration::from_millis(100),
+        }));
         let first = a.admit().await.unwrap();
         // Six waiters, each holding its turn 30 ms: the queue drains at ~30 ms a turn.
         let waiters: Vec<_> = (0..6)

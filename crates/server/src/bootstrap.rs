@@ -11,7 +11,10 @@ use handled_proto::codec::Codec;
 use handled_proto::data::admin::{AdminPermissions, AdminRecord};
 use handled_proto::handle;
 use handled_proto::value::{types, HandleValue, ValuePermissions};
-use handled_store::{CassandraStore, DocExpect, DocOutcome, Document, EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, MemoryStore, Store, StoreError, SwapOutcome};
+use handled_store::{
+    CassandraStore, DocExpect, DocOutcome, Document, EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, MemoryStore,
+    Store, StoreError, SwapOutcome,
+};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -109,12 +112,18 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
             store.meta_put(&meta_key, Some(Vec::new())).await?;
         }
         let admin_handle = format!("{prefix}/ADMIN").into_bytes();
-        let admin_ref = AdminRecord { permissions: AdminPermissions(AdminPermissions::ALL), handle: admin_handle.clone(), index: 0 };
+        let admin_ref = AdminRecord {
+            permissions: AdminPermissions(AdminPermissions::ALL),
+            handle: admin_handle.clone(),
+            index: 0,
+        };
         upsert_prefix_handle(&*store, &prefix_handle, &admin_ref, &site_bytes).await?;
         let admin_key = handle::normalize(&admin_handle, config.case_sensitive);
         if store.get(&admin_key).await?.is_none() {
             // Another node sharing the store may win the race to create it.
-            if let Some(path) = create_admin_handle(&config, &*store, prefix, &admin_key, &admin_handle, &admin_ref).await? {
+            if let Some(path) =
+                create_admin_handle(&config, &*store, prefix, &admin_key, &admin_handle, &admin_ref).await?
+            {
                 new_credentials.push(path);
             }
         }

@@ -220,8 +220,8 @@ impl Config {
     /// Read a TOML file; a missing `path` means all defaults.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
         let Some(path) = path else { return Ok(Config::default()) };
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
         toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.to_owned(), source })
     }
 
@@ -241,7 +241,8 @@ impl Config {
                 // The record cache is per node: after a write on another node it would
                 // answer with the old record.
                 return Err(ConfigError::Invalid(
-                    "cache_mb must be 0 with store = \"cassandra\": the record cache is not shared between nodes".into(),
+                    "cache_mb must be 0 with store = \"cassandra\": the record cache is not shared between nodes"
+                        .into(),
                 ));
             }
         }

@@ -57,7 +57,8 @@ pub async fn import(
     case_sensitive: bool,
     mut progress: impl FnMut(u64),
 ) -> Result<u64, ImportError> {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i32).unwrap_or(0);
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i32).unwrap_or(0);
     let mut group = Vec::with_capacity(CHUNK);
     let mut loaded = 0u64;
     for (n, line) in input.lines().enumerate() {
@@ -65,7 +66,8 @@ pub async fn import(
         if line.trim().is_empty() {
             continue;
         }
-        let (h, record) = parse_line(&line, now).map_err(|message| ImportError::Line { line: n as u64 + 1, message })?;
+        let (h, record) =
+            parse_line(&line, now).map_err(|message| ImportError::Line { line: n as u64 + 1, message })?;
         group.push((handle::normalize(&h, case_sensitive), record));
         if group.len() == SORT_GROUP {
             flush(store, &mut group, &mut loaded, &mut progress).await?;
@@ -99,13 +101,18 @@ mod tests {
 
     #[test]
     fn parses_and_rejects() {
-        let (h, r) = parse_line(r#"{"handle":"TEST/1","values":[{"index":1,"type":"URL","data":{"format":"string","value":"https://x"}}]}"#, 5).unwrap();
+        let (h, r) = parse_line(
+            r#"{"handle":"TEST/1","values":[{"index":1,"type":"URL","data":{"format":"string","value":"https://x"}}]}"#,
+            5,
+        )
+        .unwrap();
         assert_eq!(h, b"TEST/1");
         assert_eq!(r.values[0].data, b"https://x");
         assert_eq!(r.values[0].timestamp, 5);
         assert!(parse_line("{", 0).unwrap_err().contains("not JSON"));
         assert!(parse_line(r#"{"handle":"nослэш","values":[]}"#, 0).is_err());
-        let dup = r#"{"handle":"T/1","values":[{"index":1,"type":"URL","data":"a"},{"index":1,"type":"URL","data":"b"}]}"#;
+        let dup =
+            r#"{"handle":"T/1","values":[{"index":1,"type":"URL","data":"a"},{"index":1,"type":"URL","data":"b"}]}"#;
         assert!(parse_line(dup, 0).unwrap_err().contains("duplicate"));
     }
 }

@@ -84,7 +84,8 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), KeyError> {
     use std::os::unix::fs::OpenOptionsExt;
     let io = |source| KeyError::Io { path: path.display().to_string(), source };
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(io)?;
+    let mut f =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(io)?;
     f.write_all(bytes).map_err(io)?;
     f.sync_all().map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)

@@ -4,8 +4,8 @@
 
 use crate::admission::AdmissionStats;
 use crate::cache::CacheStats;
-use handled_proto::header::{OpCode, ResponseCode, HEADER_LEN};
 use handled_proto::envelope::ENVELOPE_LEN;
+use handled_proto::header::{OpCode, ResponseCode, HEADER_LEN};
 use handled_store::StoreStats;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -120,8 +120,16 @@ impl Metrics {
     pub fn render(&self, admission: &AdmissionStats, cache: Option<&CacheStats>, store: &StoreStats) -> String {
         let mut r = Registry::with_prefix("handled");
         r.register("requests", "Requests answered, by transport, operation and result code", self.requests.clone());
-        r.register("request_duration_seconds", "Time to answer a served request, from its admission", self.latency.clone());
-        r.register("refusal_duration_seconds", "Time to refuse a request as too busy, from its arrival", self.refusals.clone());
+        r.register(
+            "request_duration_seconds",
+            "Time to answer a served request, from its admission",
+            self.latency.clone(),
+        );
+        r.register(
+            "refusal_duration_seconds",
+            "Time to refuse a request as too busy, from its arrival",
+            self.refusals.clone(),
+        );
         r.register("open_connections", "Open TCP and HTTP connections", self.connections.clone());
         r.register(
             "udp_duplicates_dropped",
@@ -148,14 +156,22 @@ impl Metrics {
         r.register("admission_rejected", "Requests refused as too busy", rejected);
         r.register("admission_in_flight", "Requests being processed", gauge(admission.in_flight));
         r.register("admission_waiting", "Requests waiting in the admission queue", gauge(admission.waiting));
-        r.register("admission_max_concurrent", "Configured maximum of requests processed at once", gauge(admission.max_concurrent));
+        r.register(
+            "admission_max_concurrent",
+            "Configured maximum of requests processed at once",
+            gauge(admission.max_concurrent),
+        );
         r.register("admission_queue_capacity", "Configured admission queue length", gauge(admission.queue_capacity));
 
         if let Some(c) = cache {
             r.register("cache_hits", "Resolution cache hits", counter(c.hits));
             r.register("cache_misses", "Resolution cache misses", counter(c.misses));
             r.register("cache_evictions", "Entries evicted to stay within the byte budget", counter(c.evictions));
-            r.register("cache_invalidations", "Entries dropped because what they were derived from changed", counter(c.invalidations));
+            r.register(
+                "cache_invalidations",
+                "Entries dropped because what they were derived from changed",
+                counter(c.invalidations),
+            );
             r.register("cache_bytes", "Bytes held by the cache", gauge(c.bytes));
             r.register("cache_entries", "Entries held by the cache", gauge(c.entries));
             r.register("cache_capacity_bytes", "Configured cache budget", gauge(c.capacity_bytes));
@@ -213,7 +229,13 @@ mod tests {
         m.observe_http("registry", 503, Duration::from_micros(5));
         m.udp_duplicate_dropped();
         let guard = m.connection("tcp");
-        let admission = AdmissionStats { admitted: 7, rejected_queue_full: 2, in_flight: 1, max_concurrent: 5, ..Default::default() };
+        let admission = AdmissionStats {
+            admitted: 7,
+            rejected_queue_full: 2,
+            in_flight: 1,
+            max_concurrent: 5,
+            ..Default::default()
+        };
         let cache = CacheStats { hits: 3, misses: 4, bytes: 1000, ..Default::default() };
         let store = StoreStats { commits: 2, batch_sizes: [1, 1, 0, 0, 0, 0, 0, 0, 0, 0], ..Default::default() };
         let text = m.render(&admission, Some(&cache), &store);

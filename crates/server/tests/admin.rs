@@ -32,7 +32,11 @@ async fn full_lifecycle_every_transport_key_and_mode() {
                 assert_eq!(a.session_id().is_some(), use_session);
                 let h = format!("TEST/life-{n}").into_bytes();
                 assert_eq!(a.create(&h, &[url(1, "https://a.example")]).await.expect(&ctx), h);
-                assert_eq!(code(a.create(&h, &[url(1, "https://b.example")]).await), ResponseCode::HANDLE_ALREADY_EXISTS, "{ctx}");
+                assert_eq!(
+                    code(a.create(&h, &[url(1, "https://b.example")]).await),
+                    ResponseCode::HANDLE_ALREADY_EXISTS,
+                    "{ctx}"
+                );
                 a.add_values(&h, &[HandleValue::new(2, "EMAIL", "x@example.org")], false).await.expect(&ctx);
                 a.modify_values(&h, &[url(1, "https://moved.example")]).await.expect(&ctx);
                 let values = a.resolve_all(&h).await.expect(&ctx);
@@ -57,7 +61,11 @@ async fn create_flags_and_value_rules() {
     let mut a = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
     // MINT appends a UUID to the given text.
     let minted = a.create_with(b"TEST/doc-", &[url(1, "https://m.example")], false, true).await.unwrap();
-    assert!(minted.starts_with(b"TEST/doc-") && minted.len() == b"TEST/doc-".len() + 36, "{}", String::from_utf8_lossy(&minted));
+    assert!(
+        minted.starts_with(b"TEST/doc-") && minted.len() == b"TEST/doc-".len() + 36,
+        "{}",
+        String::from_utf8_lossy(&minted)
+    );
     // OW replaces the whole record.
     a.create(b"TEST/ow", &[url(1, "https://1.example"), url(2, "https://2.example")]).await.unwrap();
     a.create_with(b"TEST/ow", &[url(3, "https://3.example")], true, false).await.unwrap();

@@ -27,7 +27,11 @@ fn code(r: Result<impl Sized, AdminError>) -> ResponseCode {
 }
 
 fn admin_value(index: i32, perms: u16, handle: &[u8], admin_index: i32) -> HandleValue {
-    HandleValue::new(index, "HS_ADMIN", AdminRecord { permissions: AdminPermissions(perms), handle: handle.to_vec(), index: admin_index }.to_bytes())
+    HandleValue::new(
+        index,
+        "HS_ADMIN",
+        AdminRecord { permissions: AdminPermissions(perms), handle: handle.to_vec(), index: admin_index }.to_bytes(),
+    )
 }
 
 fn secret_value(secret: &str) -> HandleValue {
@@ -64,27 +68,42 @@ async fn wrong_keys_are_refused() {
 async fn permission_bits_groups_and_server_admins() {
     let s = admin_common::start().await;
     let mut root = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
-    root.create(b"TEST/LIMITED", &[admin_value(100, 0x0fff, b"TEST/LIMITED", 300), secret_value("limited-secret")]).await.unwrap();
+    root.create(b"TEST/LIMITED", &[admin_value(100, 0x0fff, b"TEST/LIMITED", 300), secret_value("limited-secret")])
+        .await
+        .unwrap();
     // LIMITED may only list handles under TEST.
-    root.add_values(b"0.NA/TEST", &[admin_value(101, AdminPermissions::LIST_HANDLES, b"TEST/LIMITED", 300)], false).await.unwrap();
-    let limited = || AdminSession::open(s.params(Protocol::Tcp, true), Credentials::secret(b"TEST/LIMITED".to_vec(), 300, "limited-secret"));
+    root.add_values(b"0.NA/TEST", &[admin_value(101, AdminPermissions::LIST_HANDLES, b"TEST/LIMITED", 300)], false)
+        .await
+        .unwrap();
+    let limited = || {
+        AdminSession::open(
+            s.params(Protocol::Tcp, true),
+            Credentials::secret(b"TEST/LIMITED".to_vec(), 300, "limited-secret"),
+        )
+    };
     let mut l = limited().await.unwrap();
     assert!(l.list_handles(b"TEST").await.is_ok());
     assert_eq!(code(l.create(b"TEST/by-limited", &[url(1)]).await), ResponseCode::INVALID_ADMIN, "lacks ADD_HANDLE");
     l.delete(b"TEST/LIMITED").await.expect("its own HS_ADMIN grants everything on its handle");
-    root.create(b"TEST/LIMITED", &[admin_value(100, 0x0fff, b"TEST/LIMITED", 300), secret_value("limited-secret")]).await.unwrap();
+    root.create(b"TEST/LIMITED", &[admin_value(100, 0x0fff, b"TEST/LIMITED", 300), secret_value("limited-secret")])
+        .await
+        .unwrap();
 
     // Through a group nested in a group: 0.NA/TEST → 200:TEST/OUTER → 200:TEST/INNER ∋ 300:TEST/LIMITED.
     root.create(b"TEST/INNER", &[vlist(200, &[(b"TEST/LIMITED", 300)])]).await.unwrap();
     root.create(b"TEST/OUTER", &[vlist(200, &[(b"TEST/INNER", 200)])]).await.unwrap();
-    root.add_values(b"0.NA/TEST", &[admin_value(102, AdminPermissions::ADD_HANDLE, b"TEST/OUTER", 200)], false).await.unwrap();
+    root.add_values(b"0.NA/TEST", &[admin_value(102, AdminPermissions::ADD_HANDLE, b"TEST/OUTER", 200)], false)
+        .await
+        .unwrap();
     let mut l = limited().await.unwrap();
     l.create(b"TEST/by-group", &[url(1)]).await.expect("group member may create");
     // Out of the inner group, the right is gone.
     root.modify_values(b"TEST/INNER", &[vlist(200, &[(b"TEST/SOMEONE", 300)])]).await.unwrap();
     assert_eq!(code(l.create(b"TEST/by-group-2", &[url(1)]).await), ResponseCode::INVALID_ADMIN);
     // An HS_ADMIN granting some but not all needed bits does not count.
-    root.add_values(b"0.NA/TEST", &[admin_value(103, AdminPermissions::ADD_VALUE, b"TEST/LIMITED", 300)], false).await.unwrap();
+    root.add_values(b"0.NA/TEST", &[admin_value(103, AdminPermissions::ADD_VALUE, b"TEST/LIMITED", 300)], false)
+        .await
+        .unwrap();
     assert_eq!(code(l.create(b"TEST/by-group-3", &[url(1)]).await), ResponseCode::INVALID_ADMIN);
 
     // Prefix operations are for server admins only.
@@ -101,9 +120,13 @@ async fn permission_bits_groups_and_server_admins() {
 #[tokio::test]
 async fn non_public_values_need_read_permission() {
     let s = admin_common::start().await;
-    let mut anon = handled_client::Connection::open(Protocol::Tcp, s.addrs.tcp, Duration::from_secs(5), false).await.unwrap();
+    let mut anon =
+        handled_client::Connection::open(Protocol::Tcp, s.addrs.tcp, Duration::from_secs(5), false).await.unwrap();
     let r = anon.resolve(b"TEST/ADMIN", &ResolveOptions::default()).await.unwrap();
-    assert!(handled_client::resolved_values(&r).unwrap().iter().all(|v| v.value_type != b"HS_SECKEY"), "PO hides secret keys");
+    assert!(
+        handled_client::resolved_values(&r).unwrap().iter().all(|v| v.value_type != b"HS_SECKEY"),
+        "PO hides secret keys"
+    );
     let r = anon.resolve(b"TEST/ADMIN", &ResolveOptions { public_only: false, ..Default::default() }).await.unwrap();
     assert_eq!(r.code(), ResponseCode::AUTHENTICATION_NEEDED);
     for use_session in [true, false] {
@@ -128,7 +151,7 @@ async fn session_failures() {
     let s = admin_common::start().await;
     let mut a = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
     a.create(b"TEST/s", &[url(1)]).await.unwrap(); // authenticates the session
-    // PO keeps the answers public, hence unencrypted, for `raw` to read.
+                                                   // PO keeps the answers public, hence unencrypted, for `raw` to read.
     let flags = OpFlags::REC | OpFlags::CA | OpFlags::PO;
     let session = a.session().unwrap();
     let opts = UnitOptions { version: session.version, session_id: session.id, session: Some(session), encrypt: false };
@@ -201,9 +224,16 @@ async fn verify_challenge_for_other_servers() {
         _ => unreachable!(),
     };
     let (nonce, digest) = ([3u8; 16], [4u8; 32]);
-    let mut conn = handled_client::Connection::open(Protocol::Tcp, s.addrs.tcp, Duration::from_secs(5), false).await.unwrap();
+    let mut conn =
+        handled_client::Connection::open(Protocol::Tcp, s.addrs.tcp, Duration::from_secs(5), false).await.unwrap();
     for (key, valid) in [(secret.clone(), true), (b"wrong".to_vec(), false)] {
-        let answer = handled_proto::crypto::seckey::answer(handled_proto::crypto::seckey::AnswerAlg::Sha1, &key, &nonce, &digest, &[]);
+        let answer = handled_proto::crypto::seckey::answer(
+            handled_proto::crypto::seckey::AnswerAlg::Sha1,
+            &key,
+            &nonce,
+            &digest,
+            &[],
+        );
         let body = RequestBody::VerifyChallenge(handled_proto::session::VerifyChallengeRequest {
             handle: b"TEST/ADMIN".to_vec(),
             index: 300,

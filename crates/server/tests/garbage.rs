@@ -15,7 +15,8 @@ use tokio::net::{TcpStream, UdpSocket};
 const TIMEOUT: Duration = Duration::from_secs(5);
 
 fn valid_request() -> Vec<u8> {
-    let body = RequestBody::Resolution(ResolutionRequest { handle: b"TEST/1".to_vec(), indexes: vec![], types: vec![] });
+    let body =
+        RequestBody::Resolution(ResolutionRequest { handle: b"TEST/1".to_vec(), indexes: vec![], types: vec![] });
     encode_request(&body, OpFlags::PO, 4242)
 }
 
@@ -36,7 +37,9 @@ fn hostile_inputs() -> Vec<Vec<u8>> {
         m[i] ^= 1 << rng.random_range(0..8);
         v.push(m);
     }
-    for (offset, value) in [(16usize, u32::MAX), (16, 0x7fff_ffff), (16, 262_145), (16, 0), (20 + 20, u32::MAX), (20 + 24, 0x7fff_fff0)] {
+    for (offset, value) in
+        [(16usize, u32::MAX), (16, 0x7fff_ffff), (16, 262_145), (16, 0), (20 + 20, u32::MAX), (20 + 24, 0x7fff_fff0)]
+    {
         let mut m = valid.clone();
         m[offset..offset + 4].copy_from_slice(&value.to_be_bytes());
         v.push(m);
@@ -64,7 +67,8 @@ async fn tcp_poke(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
     let _ = s.write_all(bytes).await;
     let _ = s.shutdown().await;
     let mut out = Vec::new();
-    let _ = tokio::time::timeout(TIMEOUT, s.read_to_end(&mut out)).await.expect("server must answer or close, never hang");
+    let _ =
+        tokio::time::timeout(TIMEOUT, s.read_to_end(&mut out)).await.expect("server must answer or close, never hang");
     out
 }
 

@@ -34,7 +34,8 @@ async fn hundred_thousand_requests_over_four_connections() {
                 }
                 s.write_all(out.as_bytes()).await.unwrap();
                 for _ in 0..batch {
-                    let (status, headers, body) = read_response(&mut s, &mut buf).await.expect("answered on the same connection");
+                    let (status, headers, body) =
+                        read_response(&mut s, &mut buf).await.expect("answered on the same connection");
                     assert_eq!(status, 200, "connection {c}");
                     assert!(body.starts_with(b"{\"responseCode\":1") && body.ends_with(b"}"));
                     assert!(header(&headers, "server-timing").unwrap().starts_with("app;dur="));

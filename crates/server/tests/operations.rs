@@ -4,7 +4,9 @@
 
 mod admin_common;
 
-use handled_client::{decode_response, encode_request, resolved_values, Connection, KeyChoice, Protocol, ResolveOptions};
+use handled_client::{
+    decode_response, encode_request, resolved_values, Connection, KeyChoice, Protocol, ResolveOptions,
+};
 use handled_proto::header::{OpFlags, ResponseCode};
 use handled_proto::request::{RequestBody, ResolutionRequest};
 use handled_proto::value::HandleValue;
@@ -82,7 +84,8 @@ async fn a_resent_udp_request_waits_for_its_original_answer() {
     })
     .await;
     let held = s.state.admission.admit().await.unwrap();
-    let body = RequestBody::Resolution(ResolutionRequest { handle: b"TEST/ADMIN".to_vec(), indexes: vec![], types: vec![] });
+    let body =
+        RequestBody::Resolution(ResolutionRequest { handle: b"TEST/ADMIN".to_vec(), indexes: vec![], types: vec![] });
     let unit = encode_request(&body, OpFlags::REC.with(OpFlags::PO), 4242);
     let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     client.connect(s.addrs.udp).await.unwrap();

@@ -50,8 +50,16 @@ async fn error_codes() {
     let s = common::start().await;
     for (p, mut c) in connections(&s).await {
         let code = |r: handled_client::Response| r.code();
-        assert_eq!(code(c.resolve(b"TEST/missing", &ResolveOptions::default()).await.unwrap()), ResponseCode::HANDLE_NOT_FOUND, "{p:?}");
-        assert_eq!(code(c.resolve(b"OTHER/1", &ResolveOptions::default()).await.unwrap()), ResponseCode::SERVER_NOT_RESP, "{p:?}");
+        assert_eq!(
+            code(c.resolve(b"TEST/missing", &ResolveOptions::default()).await.unwrap()),
+            ResponseCode::HANDLE_NOT_FOUND,
+            "{p:?}"
+        );
+        assert_eq!(
+            code(c.resolve(b"OTHER/1", &ResolveOptions::default()).await.unwrap()),
+            ResponseCode::SERVER_NOT_RESP,
+            "{p:?}"
+        );
         let nothing = ResolveOptions { indexes: vec![99], ..Default::default() };
         assert_eq!(code(c.resolve(b"TEST/1", &nothing).await.unwrap()), ResponseCode::VALUES_NOT_FOUND, "{p:?}");
     }
@@ -104,9 +112,12 @@ async fn certified_responses_are_signed() {
     assert_eq!(credential.credential_type, b"HS_SIGNED");
     assert_eq!(credential.algorithm, b"SHA-256");
     let input = handled_proto::credential::signed_input(&r.envelope, &r.header_and_body, credential.session_counter);
-    let PublicKey::Rsa { exponent, modulus } = PublicKey::from_bytes(&s.public_key).unwrap() else { panic!("server key is RSA") };
+    let PublicKey::Rsa { exponent, modulus } = PublicKey::from_bytes(&s.public_key).unwrap() else {
+        panic!("server key is RSA")
+    };
     let key = aws_lc_rs::rsa::PublicKeyComponents { n: unsigned(&modulus), e: unsigned(&exponent) };
-    key.verify(&aws_lc_rs::signature::RSA_PKCS1_2048_8192_SHA256, &input, &credential.signature).expect("signature verifies with the site key");
+    key.verify(&aws_lc_rs::signature::RSA_PKCS1_2048_8192_SHA256, &input, &credential.signature)
+        .expect("signature verifies with the site key");
     let mut tampered = input.clone();
     *tampered.last_mut().unwrap() ^= 1;
     assert!(key.verify(&aws_lc_rs::signature::RSA_PKCS1_2048_8192_SHA256, &tampered, &credential.signature).is_err());

@@ -33,7 +33,14 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args { dir: PathBuf::from("store-bench"), keys: 1_000_000, chunk: 10_000, secs: 3.0, quick_repair: false, shuffle: false };
+    let mut a = Args {
+        dir: PathBuf::from("store-bench"),
+        keys: 1_000_000,
+        chunk: 10_000,
+        secs: 3.0,
+        quick_repair: false,
+        shuffle: false,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         match x.as_str() {
@@ -146,7 +153,11 @@ fn main() {
     let s = Arc::new(EmbeddedStore::open(&file, options(&a)).unwrap());
     let open = start.elapsed();
     let count = rt.block_on(s.count()).unwrap();
-    println!("clean open: {:.2} ms, count {count} (count call incl.: {:.2} ms)", open.as_secs_f64() * 1e3, start.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "clean open: {:.2} ms, count {count} (count call incl.: {:.2} ms)",
+        open.as_secs_f64() * 1e3,
+        start.elapsed().as_secs_f64() * 1e3
+    );
 
     // 4. Point reads.
     {
@@ -269,7 +280,11 @@ fn main() {
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 /// Plain write + fsync loops on a file in `dir` (redb commits with one fdatasync).

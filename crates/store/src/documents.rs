@@ -53,7 +53,9 @@ impl Document {
     /// Stored form: `u32 body length ‖ body ‖ u32 count ‖ (u16 name length ‖ name ‖
     /// u32 key length ‖ key)*`, of the normalized document.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(8 + self.body.len() + self.index.iter().map(|e| 6 + e.name.len() + e.key.len()).sum::<usize>());
+        let mut out = Vec::with_capacity(
+            8 + self.body.len() + self.index.iter().map(|e| 6 + e.name.len() + e.key.len()).sum::<usize>(),
+        );
         out.extend_from_slice(&(self.body.len() as u32).to_be_bytes());
         out.extend_from_slice(&self.body);
         out.extend_from_slice(&(self.index.len() as u32).to_be_bytes());
@@ -245,7 +247,10 @@ mod tests {
 
     #[test]
     fn document_round_trip() {
-        let d = Document::new(vec![0, 1, 2], vec![IndexEntry::new("b", "x"), IndexEntry::new("a", vec![0u8, 0xff]), IndexEntry::new("b", "x")]);
+        let d = Document::new(
+            vec![0, 1, 2],
+            vec![IndexEntry::new("b", "x"), IndexEntry::new("a", vec![0u8, 0xff]), IndexEntry::new("b", "x")],
+        );
         assert_eq!(d.index.len(), 2);
         assert_eq!(Document::decode(&d.encode()).unwrap(), d);
         assert!(Document::decode(&d.encode()[..5]).is_err());
@@ -264,7 +269,8 @@ mod tests {
                 pairs.push((k.to_vec(), id.to_vec()));
             }
         }
-        let enc: Vec<Vec<u8>> = pairs.iter().map(|(k, id)| index_key("c", &IndexEntry::new("i", k.clone()), id)).collect();
+        let enc: Vec<Vec<u8>> =
+            pairs.iter().map(|(k, id)| index_key("c", &IndexEntry::new("i", k.clone()), id)).collect();
         let mut sorted = enc.clone();
         sorted.sort();
         assert_eq!(sorted, enc, "encoding must keep (key, id) order");

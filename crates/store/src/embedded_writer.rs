@@ -227,7 +227,9 @@ impl Committer {
         // On failure the transaction is dropped unapplied: nothing was written.
         self.wal.append(&redo)?;
         if let Err(e) = txn.commit() {
-            let msg = format!("store commit failed after its log record was written ({e}): restart the server to replay the log");
+            let msg = format!(
+                "store commit failed after its log record was written ({e}): restart the server to replay the log"
+            );
             self.broken = Some(msg.clone());
             return Err(StoreError::Backend(msg));
         }

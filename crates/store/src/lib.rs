@@ -35,11 +35,11 @@ mod embedded;
 mod memory;
 mod record;
 
+#[cfg(feature = "cassandra")]
+pub use cassandra::{CassandraOptions, CassandraStore};
 pub use documents::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, IndexMatch, MAX_INDEX_KEY};
 pub use embedded::{EmbeddedOptions, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
 pub use memory::MemoryStore;
-#[cfg(feature = "cassandra")]
-pub use cassandra::{CassandraOptions, CassandraStore};
 pub use record::{HandleRecord, InvalidRecord, RecordError};
 
 /// What [`Store::swap`] requires of the current state of the handle.

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use handled_store::conformance::url_record;
-use handled_store::{DocWrite, Document, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, Store, SwapOutcome};
+use handled_store::{
+    DocWrite, Document, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, Store, SwapOutcome,
+};
 use rand::Rng;
 
 const CHILD_DIR: &str = "HANDLED_STORE_CRASH_CHILD";
@@ -82,8 +84,12 @@ async fn child(dir: &Path, round: u32) {
                     }
                 } else {
                     let key = format!("20.5000/r{round}-t{t}-{i}");
-                    let doc = DocWrite { collection: "idx".into(), id: key.clone().into_bytes(), doc: Some(derived(&key)) };
-                    let out = s.swap_with_docs(key.as_bytes(), Expect::Absent, Some(url_record(&key)), vec![doc]).await.unwrap();
+                    let doc =
+                        DocWrite { collection: "idx".into(), id: key.clone().into_bytes(), doc: Some(derived(&key)) };
+                    let out = s
+                        .swap_with_docs(key.as_bytes(), Expect::Absent, Some(url_record(&key)), vec![doc])
+                        .await
+                        .unwrap();
                     assert!(out.is_done());
                     say(format!("C {key}"));
                 }
@@ -131,7 +137,8 @@ fn acknowledged_writes_survive_sigkill() {
         // Wait until the child has opened the store, then let it run a little.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let line = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("child never got ready");
+            let line =
+                rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("child never got ready");
             if line == "READY" {
                 break;
             }

@@ -78,7 +78,11 @@ async fn concurrent_swaps_all_persisted_and_batched() {
                     let mut cur = s.get(hk).await.unwrap().unwrap();
                     loop {
                         let n: u64 = std::str::from_utf8(&cur.values[0].data).unwrap().parse().unwrap();
-                        match s.swap(hk, Expect::Present(cur.clone()), Some(url_record(&(n + 1).to_string()))).await.unwrap() {
+                        match s
+                            .swap(hk, Expect::Present(cur.clone()), Some(url_record(&(n + 1).to_string())))
+                            .await
+                            .unwrap()
+                        {
                             SwapOutcome::Done { .. } => break,
                             SwapOutcome::Conflict { current } => cur = current.unwrap(),
                         }
@@ -102,7 +106,13 @@ async fn concurrent_swaps_all_persisted_and_batched() {
     // A batch of conflicts only changes nothing and syncs nothing.
     assert!(stats.fsyncs <= stats.commits && stats.fsyncs > 0, "{stats:?}");
     assert_eq!(stats.failed_ops, 0);
-    eprintln!("{} ops in {} commits, mean batch {:.1}, max {}", stats.write_ops, stats.commits, stats.mean_batch(), stats.max_batch);
+    eprintln!(
+        "{} ops in {} commits, mean batch {:.1}, max {}",
+        stats.write_ops,
+        stats.commits,
+        stats.mean_batch(),
+        stats.max_batch
+    );
     drop(s);
 
     let s = open(dir.path());
@@ -135,9 +145,9 @@ async fn corrupt_records_are_errors_not_panics() {
     let mut bad_values: Vec<Vec<u8>> = vec![
         vec![],
         vec![0, 0, 0],
-        vec![0, 0, 0, 1],                  // one value announced, none there
-        vec![0xff, 0xff, 0xff, 0xff],      // negative count
-        vec![0x7f, 0xff, 0xff, 0xff, 1],   // huge count
+        vec![0, 0, 0, 1],                // one value announced, none there
+        vec![0xff, 0xff, 0xff, 0xff],    // negative count
+        vec![0x7f, 0xff, 0xff, 0xff, 1], // huge count
         b"not a record at all".to_vec(),
     ];
     let mut trailing = url_record("x").encode();

@@ -53,7 +53,8 @@ pub fn verify_mac(key: &[u8], envelope: &Envelope, header_and_body: &[u8], crede
         return false;
     }
     let input = signed_input(envelope, header_and_body, credential.session_counter);
-    let name: Vec<u8> = credential.algorithm.iter().filter(|b| b.is_ascii_alphanumeric()).map(u8::to_ascii_uppercase).collect();
+    let name: Vec<u8> =
+        credential.algorithm.iter().filter(|b| b.is_ascii_alphanumeric()).map(u8::to_ascii_uppercase).collect();
     let expected = match name.as_slice() {
         b"HMACSHA256" => hmac::<Hmac<Sha256>>(key, &input),
         b"HMACSHA1" => hmac::<Hmac<Sha1>>(key, &input),

@@ -16,12 +16,21 @@ const MAX_GROUP_VISITS: usize = 256;
 
 /// The HS_ADMIN records among `values`; undecodable ones are ignored.
 pub fn admin_records(values: &[HandleValue]) -> Vec<AdminRecord> {
-    values.iter().filter(|v| v.is_type(types::HS_ADMIN)).filter_map(|v| AdminRecord::decode_data(&v.data).ok()).collect()
+    values
+        .iter()
+        .filter(|v| v.is_type(types::HS_ADMIN))
+        .filter_map(|v| AdminRecord::decode_data(&v.data).ok())
+        .collect()
 }
 
 /// May `identity` act with `needed` permissions, given the HS_ADMIN records
 /// that govern the target? Server admins with full access always may.
-pub async fn permitted(state: &ServerState, identity: &Identity, admins: &[AdminRecord], needed: AdminPermissions) -> Result<bool, StoreError> {
+pub async fn permitted(
+    state: &ServerState,
+    identity: &Identity,
+    admins: &[AdminRecord],
+    needed: AdminPermissions,
+) -> Result<bool, StoreError> {
     // Only records granting everything needed count (§5.6).
     let relevant: Vec<(Vec<u8>, i32)> =
         admins.iter().filter(|a| a.permissions.contains(needed)).map(|a| (a.handle.clone(), a.index)).collect();
@@ -47,7 +56,11 @@ pub async fn is_server_admin(state: &ServerState, identity: &Identity) -> Result
 /// Breadth-first over admin groups: each reference names a value that may be
 /// an HS_VLIST whose members are matched (and expanded) in turn. References
 /// with index 0 name a whole handle, not a value, and are not expanded.
-async fn group_member(state: &ServerState, identity: &Identity, start: Vec<(Vec<u8>, i32)>) -> Result<bool, StoreError> {
+async fn group_member(
+    state: &ServerState,
+    identity: &Identity,
+    start: Vec<(Vec<u8>, i32)>,
+) -> Result<bool, StoreError> {
     let mut queue: VecDeque<(Vec<u8>, i32)> = start.into_iter().filter(|(_, i)| *i != 0).collect();
     let mut visited: HashSet<(Vec<u8>, i32)> = HashSet::new();
     while let Some((handle, index)) = queue.pop_front() {

@@ -150,7 +150,8 @@ mod tests {
     #[tokio::test]
     async fn answers_use_challenges_up_and_they_expire() {
         let shared = std::sync::Arc::new(handled_store::MemoryStore::new());
-        for c in [Challenges::new(Duration::from_secs(60)), Challenges::shared(Duration::from_secs(60), shared.clone())] {
+        for c in [Challenges::new(Duration::from_secs(60)), Challenges::shared(Duration::from_secs(60), shared.clone())]
+        {
             c.insert(7, pending(), false).await.unwrap();
             assert!(c.take(7).await.is_some());
             assert!(c.take(7).await.is_none(), "an answer can't be replayed");
@@ -164,7 +165,10 @@ mod tests {
     #[tokio::test]
     async fn a_shared_challenge_is_answered_on_another_node_once() {
         let store: std::sync::Arc<dyn handled_store::Store> = std::sync::Arc::new(handled_store::MemoryStore::new());
-        let (a, b) = (Challenges::shared(Duration::from_secs(60), store.clone()), Challenges::shared(Duration::from_secs(60), store));
+        let (a, b) = (
+            Challenges::shared(Duration::from_secs(60), store.clone()),
+            Challenges::shared(Duration::from_secs(60), store),
+        );
         a.insert(9, pending(), false).await.unwrap();
         assert_eq!(b.insert(9, pending(), false).await, Err(NotStored::IdTaken), "ids are unique across nodes");
         let p = b.take(9).await.expect("the other node takes it");

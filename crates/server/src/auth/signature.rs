@@ -56,7 +56,8 @@ mod tests {
     #[test]
     fn dsa_signatures_from_java() {
         let fixture = include_str!("testdata/dsa_java_1024.txt");
-        let field = |name: &str| unhex(fixture.lines().find_map(|l| l.strip_prefix(&format!("{name}="))).unwrap().trim());
+        let field =
+            |name: &str| unhex(fixture.lines().find_map(|l| l.strip_prefix(&format!("{name}="))).unwrap().trim());
         let key = PublicKey::Dsa { q: field("q"), p: field("p"), g: field("g"), y: field("y") };
         let (sha1, sha256) = (field("sha1sig"), field("sha256sig"));
         assert!(verify(&key, DigestAlg::Sha1, b"nonce+digest", &sha1));

@@ -34,7 +34,12 @@ fn show(handle: &[u8]) -> String {
 
 /// The identity handle's values of `value_type` that an identity `index` may
 /// use: the one at `index`, or all of them (lowest index first) for index 0.
-async fn key_values(state: &ServerState, handle: &[u8], index: i32, value_type: &[u8]) -> Result<Vec<HandleValue>, AuthError> {
+async fn key_values(
+    state: &ServerState,
+    handle: &[u8],
+    index: i32,
+    value_type: &[u8],
+) -> Result<Vec<HandleValue>, AuthError> {
     if !state.is_homed(handle) {
         return Err(AuthError::failed(format!("identity handle {} is not served by this server", show(handle))));
     }
@@ -65,8 +70,10 @@ pub async fn secret_key_answer(
     nonce: &[u8],
     digest: &[u8],
 ) -> Result<Identity, AuthError> {
-    let answer = SecretKeyAnswer::decode(answer).map_err(|e| AuthError::failed(format!("malformed secret key answer: {e}")))?;
-    let secrets: Vec<Vec<u8>> = key_values(state, handle, index, types::HS_SECKEY).await?.into_iter().map(|v| v.data).collect();
+    let answer =
+        SecretKeyAnswer::decode(answer).map_err(|e| AuthError::failed(format!("malformed secret key answer: {e}")))?;
+    let secrets: Vec<Vec<u8>> =
+        key_values(state, handle, index, types::HS_SECKEY).await?.into_iter().map(|v| v.data).collect();
     let (nonce, digest) = (nonce.to_vec(), digest.to_vec());
     // PBKDF2 costs milliseconds: keep it off the I/O threads.
     let verdict = tokio::task::spawn_blocking(move || -> Result<bool, seckey::AnswerError> {
@@ -88,8 +95,15 @@ pub async fn secret_key_answer(
 
 /// Verify an HS_PUBKEY answer (§5.4): a signature over `signed` (`nonce ‖
 /// digest`). Index 0 tries every HS_PUBKEY and records the one that verified.
-pub async fn public_key_answer(state: &ServerState, handle: &[u8], index: i32, answer: &[u8], signed: &[u8]) -> Result<Identity, AuthError> {
-    let answer = PublicKeyAnswer::decode(answer).map_err(|e| AuthError::failed(format!("malformed public key answer: {e}")))?;
+pub async fn public_key_answer(
+    state: &ServerState,
+    handle: &[u8],
+    index: i32,
+    answer: &[u8],
+    signed: &[u8],
+) -> Result<Identity, AuthError> {
+    let answer =
+        PublicKeyAnswer::decode(answer).map_err(|e| AuthError::failed(format!("malformed public key answer: {e}")))?;
     signature_by(state, handle, index, &answer.hash_name, &answer.signature, signed).await
 }
 
@@ -118,7 +132,9 @@ pub async fn signature_by(
     .map_err(|e| AuthError::error(format!("verification task failed: {e}")))?;
     match matched {
         Some(k) => Ok(Identity { handle: handle.to_vec(), index, key_index: (index == 0).then_some(k) }),
-        None => Err(AuthError::failed(format!("signature does not verify with the public key at {index}:{}", show(handle)))),
+        None => {
+            Err(AuthError::failed(format!("signature does not verify with the public key at {index}:{}", show(handle))))
+        }
     }
 }
 

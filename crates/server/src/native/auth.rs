@@ -22,7 +22,13 @@ use std::sync::Arc;
 pub async fn challenge(state: &ServerState, ctx: &RequestContext<'_>, session: Option<&Session>) -> Vec<u8> {
     let nonce: [u8; 16] = rand::random();
     let digest = RequestDigest::compute(ctx.response_version(), ctx.header_and_body);
-    let pending = Pending::new(nonce.to_vec(), digest.digest, ctx.envelope, ctx.header_and_body.to_vec(), session.map_or(0, |s| s.id));
+    let pending = Pending::new(
+        nonce.to_vec(),
+        digest.digest,
+        ctx.envelope,
+        ctx.header_and_body.to_vec(),
+        session.map_or(0, |s| s.id),
+    );
     let reply = Reply { session, ..Reply::default() };
     // A fresh id may be taken by another node sharing the store: try a few.
     let mut attempts = 0;
@@ -34,20 +40,35 @@ pub async fn challenge(state: &ServerState, ctx: &RequestContext<'_>, session: O
             Err(NotStored::Store) => {
                 return error_reply(state, ctx, ResponseCode::SERVER_BACKUP, "Authentication store unavailable", reply);
             }
-            Err(_) => return error_reply(state, ctx, ResponseCode::SERVER_TOO_BUSY, "Too many pending challenges", reply),
+            Err(_) => {
+                return error_reply(state, ctx, ResponseCode::SERVER_TOO_BUSY, "Too many pending challenges", reply)
+            }
         }
     };
-    encode_reply(state, ctx, ResponseCode::AUTHENTICATION_NEEDED, &ResponseBody::Challenge { nonce: nonce.to_vec() }, false, Reply { session_id: Some(id), ..reply })
+    encode_reply(
+        state,
+        ctx,
+        ResponseCode::AUTHENTICATION_NEEDED,
+        &ResponseBody::Challenge { nonce: nonce.to_vec() },
+        false,
+        Reply { session_id: Some(id), ..reply },
+    )
 }
 
 /// A challenge answer: verify it against the challenge it names, then run the
 /// original request as the proven identity and answer it on this exchange.
-pub async fn answer(state: &ServerState, ctx: &RequestContext<'_>, answer: &ChallengeAnswer, transport: Transport) -> Vec<Vec<u8>> {
+pub async fn answer(
+    state: &ServerState,
+    ctx: &RequestContext<'_>,
+    answer: &ChallengeAnswer,
+    transport: Transport,
+) -> Vec<Vec<u8>> {
     let Some(pending) = state.challenges.take(ctx.envelope.session_id).await else {
         let text = "No outstanding challenge for this id (expired or already answered)";
         return vec![error_reply(state, ctx, ResponseCode::AUTHEN_TIMEOUT, text, Reply::default())];
     };
-    let session: Option<Arc<Session>> = if pending.session_id != 0 { state.sessions.get(pending.session_id).await } else { None };
+    let session: Option<Arc<Session>> =
+        if pending.session_id != 0 { state.sessions.get(pending.session_id).await } else { None };
     // The challenged request was checked when it arrived; it decodes again.
     let Ok(view) = parse_message(&pending.message) else {
         return vec![error_reply(state, ctx, ResponseCode::ERROR, "Challenged request unreadable", Reply::default())];
@@ -57,16 +78,31 @@ pub async fn answer(state: &ServerState, ctx: &RequestContext<'_>, answer: &Chal
     };
     // The final response is the original operation's, on the answer's exchange.
     let header = ctx.header.map(|h| Header { op_code: view.header.op_code, ..h });
-    let rctx = RequestContext { envelope: Envelope { session_id: pending.session_id, ..ctx.envelope }, header, header_and_body: ctx.header_and_body };
+    let rctx = RequestContext {
+        envelope: Envelope { session_id: pending.session_id, ..ctx.envelope },
+        header,
+        header_and_body: ctx.header_and_body,
+    };
     let reply = Reply { session: session.as_deref(), ..Reply::default() };
 
     let verified = if answer.auth_type == AUTH_TYPE_SECKEY {
-        verify::secret_key_answer(state, &answer.identity_handle, answer.identity_index, &answer.answer, &pending.nonce, &pending.digest).await
+        verify::secret_key_answer(
+            state,
+            &answer.identity_handle,
+            answer.identity_index,
+            &answer.answer,
+            &pending.nonce,
+            &pending.digest,
+        )
+        .await
     } else if answer.auth_type == AUTH_TYPE_PUBKEY {
         let signed = [pending.nonce.as_slice(), &pending.digest].concat();
         verify::public_key_answer(state, &answer.identity_handle, answer.identity_index, &answer.answer, &signed).await
     } else {
-        Err(verify::AuthError::failed(format!("Unknown authentication type {:?}", String::from_utf8_lossy(&answer.auth_type))))
+        Err(verify::AuthError::failed(format!(
+            "Unknown authentication type {:?}",
+            String::from_utf8_lossy(&answer.auth_type)
+        )))
     };
     let identity = match verified {
         Ok(i) => i,
@@ -80,7 +116,16 @@ pub async fn answer(state: &ServerState, ctx: &RequestContext<'_>, answer: &Chal
             state.sessions.save(s).await;
         }
     }
-    super::run_authenticated(state, &rctx, &original, view.header.op_flags, &Caller::Authenticated(identity), reply, transport).await
+    super::run_authenticated(
+        state,
+        &rctx,
+        &original,
+        view.header.op_flags,
+        &Caller::Authenticated(identity),
+        reply,
+        transport,
+    )
+    .await
 }
 
 /// VERIFY_CHALLENGE (201): does this answer prove the identity, whose handle
@@ -98,6 +143,8 @@ pub async fn verify_challenge(state: &ServerState, ctx: &RequestContext<'_>, req
             return error_reply(state, ctx, ResponseCode::ERROR, "Internal storage error", reply);
         }
     }
-    let valid = verify::secret_key_answer(state, &req.handle, req.index, &req.answer, &req.nonce, &req.request_digest).await.is_ok();
+    let valid = verify::secret_key_answer(state, &req.handle, req.index, &req.answer, &req.nonce, &req.request_digest)
+        .await
+        .is_ok();
     encode_reply(state, ctx, ResponseCode::SUCCESS, &ResponseBody::VerifyResult { valid }, false, reply)
 }

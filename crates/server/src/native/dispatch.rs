@@ -25,10 +25,17 @@ pub async fn run(
     caller: &Caller,
     reply: Reply<'_>,
 ) -> Result<Vec<Vec<u8>>, OpError> {
-    let one = |body: ResponseBody, reply: Reply<'_>| vec![encode_reply(state, ctx, ResponseCode::SUCCESS, &body, false, reply)];
+    let one = |body: ResponseBody, reply: Reply<'_>| {
+        vec![encode_reply(state, ctx, ResponseCode::SUCCESS, &body, false, reply)]
+    };
     Ok(match request {
         RequestBody::Resolution(r) => {
-            let req = ops::Resolve { handle: r.handle.clone(), indexes: r.indexes.clone(), types: r.types.clone(), public_only: flags.contains(OpFlags::PO) };
+            let req = ops::Resolve {
+                handle: r.handle.clone(),
+                indexes: r.indexes.clone(),
+                types: r.types.clone(),
+                public_only: flags.contains(OpFlags::PO),
+            };
             let values = ops::resolve(state, caller, &req).await?;
             // ≥ 2.8: non-public values travel encrypted inside a session (§1.7).
             let secret = values.iter().any(|v| !v.permissions.public_read()) && ctx.response_version() >= Version::V2_8;
@@ -75,7 +82,10 @@ pub async fn run(
         RequestBody::ListHomedNas { .. } => list(state, ctx, ops::list_homed_prefixes(state, caller).await?, reply),
         other => {
             let op = other.op_code();
-            return Err(OpError::new(ResponseCode::OPERATION_NOT_SUPPORTED, format!("Operation {} is not supported here", op.0)));
+            return Err(OpError::new(
+                ResponseCode::OPERATION_NOT_SUPPORTED,
+                format!("Operation {} is not supported here", op.0),
+            ));
         }
     })
 }
@@ -84,13 +94,22 @@ pub async fn run(
 /// list is one message with no entries.
 fn list(state: &ServerState, ctx: &RequestContext<'_>, items: Vec<Vec<u8>>, reply: Reply<'_>) -> Vec<Vec<u8>> {
     if items.is_empty() {
-        return vec![encode_reply(state, ctx, ResponseCode::SUCCESS, &ResponseBody::HandleList(Vec::new()), false, reply)];
+        return vec![encode_reply(
+            state,
+            ctx,
+            ResponseCode::SUCCESS,
+            &ResponseBody::HandleList(Vec::new()),
+            false,
+            reply,
+        )];
     }
     let chunks: Vec<&[Vec<u8>]> = items.chunks(LIST_CHUNK).collect();
     let last = chunks.len() - 1;
     chunks
         .into_iter()
         .enumerate()
-        .map(|(i, c)| encode_reply(state, ctx, ResponseCode::SUCCESS, &ResponseBody::HandleList(c.to_vec()), i < last, reply))
+        .map(|(i, c)| {
+            encode_reply(state, ctx, ResponseCode::SUCCESS, &ResponseBody::HandleList(c.to_vec()), i < last, reply)
+        })
         .collect()
 }

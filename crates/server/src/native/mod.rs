@@ -54,7 +54,12 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
     let bare = RequestContext { envelope, header: None, header_and_body: &[] };
 
     if let Err(e) = envelope.check_message_length() {
-        return vec![error_response(state, &bare, ResponseCode::PROTOCOL_ERROR, &format!("Invalid message length: {e}"))];
+        return vec![error_response(
+            state,
+            &bare,
+            ResponseCode::PROTOCOL_ERROR,
+            &format!("Invalid message length: {e}"),
+        )];
     }
     if message.len() != envelope.message_length as usize {
         let text = format!("Expecting {} bytes, only received {}", envelope.message_length, message.len());
@@ -65,7 +70,8 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
     let message = if envelope.encrypted {
         // Encrypted messages need the session's key (§1.6).
         let Some(s) = &session else {
-            let code = if envelope.session_id == 0 { ResponseCode::SESSION_FAILED } else { ResponseCode::SESSION_TIMEOUT };
+            let code =
+                if envelope.session_id == 0 { ResponseCode::SESSION_FAILED } else { ResponseCode::SESSION_TIMEOUT };
             return vec![error_response(state, &bare, code, "Unknown session")];
         };
         match session_crypto::decrypt(&s.key, message) {
@@ -73,7 +79,14 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
                 decrypted = plain;
                 &decrypted[..]
             }
-            Err(e) => return vec![error_response(state, &bare, ResponseCode::SESSION_FAILED, &format!("Cannot decrypt message: {e}"))],
+            Err(e) => {
+                return vec![error_response(
+                    state,
+                    &bare,
+                    ResponseCode::SESSION_FAILED,
+                    &format!("Cannot decrypt message: {e}"),
+                )]
+            }
         }
     } else {
         message
@@ -83,7 +96,8 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
         Ok(view) => view,
         Err(e) => {
             // Echo the op code when at least the header decoded.
-            let header = (message.len() >= HEADER_LEN).then(|| Header::from_bytes(&message[..HEADER_LEN]).ok()).flatten();
+            let header =
+                (message.len() >= HEADER_LEN).then(|| Header::from_bytes(&message[..HEADER_LEN]).ok()).flatten();
             let ctx = RequestContext { header, ..bare };
             return vec![error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &format!("Invalid message: {e}"))];
         }
@@ -91,15 +105,33 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
     let ctx = RequestContext { envelope, header: Some(view.header), header_and_body: view.header_and_body };
     let request = match RequestBody::decode(view.header.op_code, view.body) {
         Ok(r) => r,
-        Err(e) => return vec![error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &format!("Invalid request body: {e}"))],
+        Err(e) => {
+            return vec![error_response(
+                state,
+                &ctx,
+                ResponseCode::PROTOCOL_ERROR,
+                &format!("Invalid request body: {e}"),
+            )]
+        }
     };
 
     match &request {
         RequestBody::GetSiteInfo { .. } => {
-            return vec![encode_response(state, &ctx, ResponseCode::SUCCESS, &ResponseBody::SiteInfo(state.site_bytes.clone()), false)];
+            return vec![encode_response(
+                state,
+                &ctx,
+                ResponseCode::SUCCESS,
+                &ResponseBody::SiteInfo(state.site_bytes.clone()),
+                false,
+            )];
         }
         RequestBody::Unsupported(op) if !is_known_op(*op) => {
-            return vec![error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &format!("Unknown operation code {}", op.0))];
+            return vec![error_response(
+                state,
+                &ctx,
+                ResponseCode::PROTOCOL_ERROR,
+                &format!("Unknown operation code {}", op.0),
+            )];
         }
         // Answers carry the challenge id (not necessarily a session) in the envelope.
         RequestBody::ChallengeAnswer(a) => return auth::answer(state, &ctx, a, transport).await,
@@ -112,7 +144,9 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
     let mut caller = Caller::Anonymous;
     let session = match (envelope.session_id, session) {
         (0, _) => None,
-        (_, None) => return vec![error_response(state, &ctx, ResponseCode::SESSION_TIMEOUT, "Session expired or unknown")],
+        (_, None) => {
+            return vec![error_response(state, &ctx, ResponseCode::SESSION_TIMEOUT, "Session expired or unknown")]
+        }
         (_, Some(s)) => {
             let reply = Reply { session: Some(&s), ..Reply::default() };
             match check_session_message(&s, &envelope, view.header_and_body, view.credential.as_ref()) {
@@ -123,7 +157,13 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
                     }
                 }
                 Ok(false) if s.identity().is_some() && is_admin_op(request.op_code()) => {
-                    return vec![error_reply(state, &ctx, ResponseCode::INVALID_CREDENTIAL, "Session requests must carry the session MAC", reply)];
+                    return vec![error_reply(
+                        state,
+                        &ctx,
+                        ResponseCode::INVALID_CREDENTIAL,
+                        "Session requests must carry the session MAC",
+                        reply,
+                    )];
                 }
                 Ok(false) => {}
             }
@@ -142,10 +182,18 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
             None => vec![error_response(state, &ctx, ResponseCode::SESSION_TIMEOUT, "Not in a session")],
         },
         other if transport == Transport::Udp && is_admin_op(other.op_code()) => {
-            vec![error_reply(state, &ctx, ResponseCode::PROTOCOL_ERROR, "Administrative requests are not accepted over UDP", reply)]
+            vec![error_reply(
+                state,
+                &ctx,
+                ResponseCode::PROTOCOL_ERROR,
+                "Administrative requests are not accepted over UDP",
+                reply,
+            )]
         }
         // §3.3: with PO clear, a request in a session is always authenticated.
-        RequestBody::Resolution(_) if !ctx.flags().contains(OpFlags::PO) && caller == Caller::Anonymous && session.is_some() => {
+        RequestBody::Resolution(_)
+            if !ctx.flags().contains(OpFlags::PO) && caller == Caller::Anonymous && session.is_some() =>
+        {
             vec![auth::challenge(state, &ctx, session.as_deref()).await]
         }
         other if is_admin_op(other.op_code()) || other.op_code() == OpCode::RESOLUTION => {
@@ -176,7 +224,8 @@ fn check_session_message(
             if !session_crypto::verify_mac(&s.key, envelope, header_and_body, c) {
                 return Err((ResponseCode::INVALID_SESSION_KEY, "Session MAC does not verify"));
             }
-            s.accept_counter(c.session_counter).map_err(|_| (ResponseCode::SESSION_MESSAGE_REJECTED, "Session counter already used"))?;
+            s.accept_counter(c.session_counter)
+                .map_err(|_| (ResponseCode::SESSION_MESSAGE_REJECTED, "Session counter already used"))?;
             Ok(true)
         }
         None => {
@@ -198,11 +247,23 @@ async fn run_authenticated(
     transport: Transport,
 ) -> Vec<Vec<u8>> {
     if transport == Transport::Udp && is_admin_op(request.op_code()) {
-        return vec![error_reply(state, ctx, ResponseCode::PROTOCOL_ERROR, "Administrative requests are not accepted over UDP", reply)];
+        return vec![error_reply(
+            state,
+            ctx,
+            ResponseCode::PROTOCOL_ERROR,
+            "Administrative requests are not accepted over UDP",
+            reply,
+        )];
     }
     match dispatch::run(state, ctx, request, flags, caller, reply).await {
         Ok(units) => units,
-        Err(e) if e.is_authentication_needed() => vec![error_reply(state, ctx, ResponseCode::AUTHENTICATION_FAILED, "Authenticated identity not accepted", reply)],
+        Err(e) if e.is_authentication_needed() => vec![error_reply(
+            state,
+            ctx,
+            ResponseCode::AUTHENTICATION_FAILED,
+            "Authenticated identity not accepted",
+            reply,
+        )],
         Err(e) => vec![error_reply(state, ctx, e.code, &e.message, reply)],
     }
 }

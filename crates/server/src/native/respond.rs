@@ -5,21 +5,22 @@
 use crate::session::Session;
 use crate::site::OUR_VERSION;
 use crate::state::ServerState;
-use handled_proto::crypto::session as session_crypto;
 use handled_proto::codec::put_u32;
+use handled_proto::codec::Codec;
 use handled_proto::credential::{signed_input, Credential, HS_SIGNED};
+use handled_proto::crypto::session as session_crypto;
 use handled_proto::digest::RequestDigest;
 use handled_proto::envelope::{Envelope, Version};
 use handled_proto::header::{Header, OpCode, OpFlags, ResponseCode};
 use handled_proto::message::encode_unit;
 use handled_proto::response::{encode_response_body, ResponseBody};
-use handled_proto::codec::Codec;
 
 /// Clients reject responses whose expiration has passed; Java uses now + 12 h.
 const EXPIRATION_SECS: u64 = 12 * 3600;
 
 /// Flags a response copies from its request (§1.3).
-const COPIED_FLAGS: u32 = OpFlags::CT.0 | OpFlags::CA.0 | OpFlags::AT.0 | OpFlags::ENC.0 | OpFlags::PO.0 | OpFlags::DNR.0 | OpFlags::RD.0;
+const COPIED_FLAGS: u32 =
+    OpFlags::CT.0 | OpFlags::CA.0 | OpFlags::AT.0 | OpFlags::ENC.0 | OpFlags::PO.0 | OpFlags::DNR.0 | OpFlags::RD.0;
 
 /// What a response needs to know about the request it answers.
 #[derive(Clone)]
@@ -88,7 +89,8 @@ pub fn encode_reply(
 ) -> Vec<u8> {
     let version = ctx.response_version();
     let request_flags = ctx.flags();
-    let mut flags = OpFlags(request_flags.0 & COPIED_FLAGS).with(OpFlags::REC).with(OpFlags::AT).with(reply.extra_flags);
+    let mut flags =
+        OpFlags(request_flags.0 & COPIED_FLAGS).with(OpFlags::REC).with(OpFlags::AT).with(reply.extra_flags);
     if more {
         flags = flags.with(OpFlags::CN);
     }
@@ -179,6 +181,12 @@ pub fn error_response(state: &ServerState, ctx: &RequestContext<'_>, code: Respo
 }
 
 /// [`error_response`] inside a session.
-pub fn error_reply(state: &ServerState, ctx: &RequestContext<'_>, code: ResponseCode, message: &str, reply: Reply<'_>) -> Vec<u8> {
+pub fn error_reply(
+    state: &ServerState,
+    ctx: &RequestContext<'_>,
+    code: ResponseCode,
+    message: &str,
+    reply: Reply<'_>,
+) -> Vec<u8> {
     encode_reply(state, ctx, code, &ResponseBody::Error { message: message.as_bytes().to_vec() }, false, reply)
 }

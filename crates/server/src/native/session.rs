@@ -39,7 +39,8 @@ pub async fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionS
     let Some(key) = session_crypto::session_key_from_dh(&shared) else {
         return refuse(state, ctx, "DH secret too short");
     };
-    let claimed = (!req.identity_handle.is_empty() && req.identity_index >= 0).then(|| (req.identity_handle.clone(), req.identity_index));
+    let claimed = (!req.identity_handle.is_empty() && req.identity_index >= 0)
+        .then(|| (req.identity_handle.clone(), req.identity_index));
     let max = state.config.max_session_secs.max(1);
     let timeout = if req.timeout > 0 { (req.timeout as u64).min(max) } else { max };
     let mut attempts = 0;
@@ -50,9 +51,17 @@ pub async fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionS
             Ok(()) => break id,
             Err(NotAdded::IdTaken) if attempts < 3 => attempts += 1,
             Err(NotAdded::Store) => {
-                return error_reply(state, ctx, ResponseCode::SERVER_BACKUP, "Session store unavailable", Reply::default());
+                return error_reply(
+                    state,
+                    ctx,
+                    ResponseCode::SERVER_BACKUP,
+                    "Session store unavailable",
+                    Reply::default(),
+                );
             }
-            Err(_) => return error_reply(state, ctx, ResponseCode::SERVER_TOO_BUSY, "Too many sessions", Reply::default()),
+            Err(_) => {
+                return error_reply(state, ctx, ResponseCode::SERVER_TOO_BUSY, "Too many sessions", Reply::default())
+            }
         }
     };
     let data = KeyData { cipher: cipher::AES, key: PublicKey::dh(&ours, p, g).to_bytes() }.to_vec();
@@ -63,5 +72,12 @@ pub async fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionS
 /// End the session the (already MAC-checked) request came in.
 pub async fn terminate(state: &ServerState, ctx: &RequestContext<'_>, session: &Session) -> Vec<u8> {
     state.sessions.end(session.id).await;
-    encode_reply(state, ctx, ResponseCode::SUCCESS, &ResponseBody::Empty, false, Reply { session: Some(session), ..Reply::default() })
+    encode_reply(
+        state,
+        ctx,
+        ResponseCode::SUCCESS,
+        &ResponseBody::Empty,
+        false,
+        Reply { session: Some(session), ..Reply::default() },
+    )
 }

@@ -51,7 +51,10 @@ pub async fn create_handle(state: &ServerState, caller: &Caller, req: CreateHand
                 Expect::Absent
             }
             Some(_) if !req.overwrite => {
-                return Err(OpError::new(ResponseCode::HANDLE_ALREADY_EXISTS, format!("Handle {} already exists", show(&req.handle))));
+                return Err(OpError::new(
+                    ResponseCode::HANDLE_ALREADY_EXISTS,
+                    format!("Handle {} already exists", show(&req.handle)),
+                ));
             }
             Some(old) => {
                 may_overwrite(state, identity, &canonical, old, &req.values).await?;
@@ -94,7 +97,9 @@ async fn may_create(state: &ServerState, identity: &Identity, canonical: &[u8]) 
         (Some(handle::prefix_handle(canonical)), AdminPermissions::ADD_HANDLE)
     };
     let admins = match governing {
-        Some(g) if state.is_homed(&g) => load(state, &state.storage_key(&g)).await?.map(|r| admins_of(&r)).unwrap_or_default(),
+        Some(g) if state.is_homed(&g) => {
+            load(state, &state.storage_key(&g)).await?.map(|r| admins_of(&r)).unwrap_or_default()
+        }
         _ => Vec::new(),
     };
     permit(state, identity, &admins, AdminPermissions(needed)).await
@@ -103,7 +108,13 @@ async fn may_create(state: &ServerState, identity: &Identity, canonical: &[u8]) 
 /// Create with OW over an existing handle (§5.6): allowed if the existing
 /// HS_ADMIN values grant (a) every permission the differences imply, or
 /// (b) ADD_ADMIN, or (c) DELETE_HANDLE and the create rule passes.
-async fn may_overwrite(state: &ServerState, identity: &Identity, canonical: &[u8], old: &HandleRecord, new: &[HandleValue]) -> Result<(), OpError> {
+async fn may_overwrite(
+    state: &ServerState,
+    identity: &Identity,
+    canonical: &[u8],
+    old: &HandleRecord,
+    new: &[HandleValue],
+) -> Result<(), OpError> {
     let mut needed = AdminPermissions(0);
     for v in new {
         needed = needed | change_permissions(old.values.iter().find(|o| o.index == v.index), Some(v));
@@ -123,7 +134,10 @@ async fn may_overwrite(state: &ServerState, identity: &Identity, canonical: &[u8
     if permitted(state, identity, &admins, AdminPermissions(AdminPermissions::DELETE_HANDLE)).await? {
         return may_create(state, identity, canonical).await;
     }
-    Err(OpError::new(ResponseCode::INVALID_ADMIN, format!("{} may not overwrite {}", identity.display(), show(canonical))))
+    Err(OpError::new(
+        ResponseCode::INVALID_ADMIN,
+        format!("{} may not overwrite {}", identity.display(), show(canonical)),
+    ))
 }
 
 #[cfg(test)]

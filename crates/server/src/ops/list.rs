@@ -45,7 +45,10 @@ pub async fn list_handles(state: &ServerState, caller: &Caller, prefix: &[u8]) -
 fn prefix_handle_of(h: &[u8]) -> Result<Vec<u8>, OpError> {
     let canonical = handle::canonical(h);
     if !handle::is_prefix_handle(&canonical) || canonical.len() <= handle::NA_HANDLE_PREFIX.len() {
-        return Err(OpError::new(ResponseCode::INVALID_HANDLE, format!("{} is not a prefix handle (0.NA/...)", show(h))));
+        return Err(OpError::new(
+            ResponseCode::INVALID_HANDLE,
+            format!("{} is not a prefix handle (0.NA/...)", show(h)),
+        ));
     }
     Ok(handle::normalize(&canonical, false))
 }

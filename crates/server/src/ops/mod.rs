@@ -58,7 +58,9 @@ impl From<StoreError> for OpError {
             StoreError::Backend(_) | StoreError::Closed | StoreError::Io(_) => {
                 OpError::new(ResponseCode::SERVER_BACKUP, "Storage unavailable, try again later")
             }
-            StoreError::Corrupt(_) | StoreError::Invalid(_) => OpError::new(ResponseCode::ERROR, "Internal storage error"),
+            StoreError::Corrupt(_) | StoreError::Invalid(_) => {
+                OpError::new(ResponseCode::ERROR, "Internal storage error")
+            }
         }
     }
 }
@@ -87,11 +89,19 @@ fn require(caller: &Caller) -> Result<&Identity, OpError> {
 }
 
 /// 400 unless `identity` holds `needed` through `admins` (or as server admin).
-async fn permit(state: &ServerState, identity: &Identity, admins: &[handled_proto::data::admin::AdminRecord], needed: AdminPermissions) -> Result<(), OpError> {
+async fn permit(
+    state: &ServerState,
+    identity: &Identity,
+    admins: &[handled_proto::data::admin::AdminRecord],
+    needed: AdminPermissions,
+) -> Result<(), OpError> {
     if permitted(state, identity, admins, needed).await? {
         Ok(())
     } else {
-        Err(OpError::new(ResponseCode::INVALID_ADMIN, format!("{} is not an administrator with the needed permissions", identity.display())))
+        Err(OpError::new(
+            ResponseCode::INVALID_ADMIN,
+            format!("{} is not an administrator with the needed permissions", identity.display()),
+        ))
     }
 }
 
@@ -118,8 +128,20 @@ fn change_permissions(old: Option<&HandleValue>, new: Option<&HandleValue>) -> A
     use AdminPermissions as P;
     AdminPermissions(match (old, new) {
         (None, None) => 0,
-        (None, Some(n)) => if is_admin_value(n) { P::ADD_ADMIN } else { P::ADD_VALUE },
-        (Some(o), None) => if is_admin_value(o) { P::REMOVE_ADMIN } else { P::REMOVE_VALUE },
+        (None, Some(n)) => {
+            if is_admin_value(n) {
+                P::ADD_ADMIN
+            } else {
+                P::ADD_VALUE
+            }
+        }
+        (Some(o), None) => {
+            if is_admin_value(o) {
+                P::REMOVE_ADMIN
+            } else {
+                P::REMOVE_VALUE
+            }
+        }
         (Some(o), Some(n)) if same_value(o, n) => 0,
         (Some(o), Some(n)) => match (is_admin_value(o), is_admin_value(n)) {
             (true, true) => P::MODIFY_ADMIN,

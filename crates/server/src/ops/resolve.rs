@@ -52,7 +52,8 @@ mod tests {
 
     #[test]
     fn filters_are_a_union() {
-        let values = vec![HandleValue::new(1, "URL", "a"), HandleValue::new(2, "EMAIL", "b"), HandleValue::new(3, "URL.x", "c")];
+        let values =
+            vec![HandleValue::new(1, "URL", "a"), HandleValue::new(2, "EMAIL", "b"), HandleValue::new(3, "URL.x", "c")];
         let idx = |sel: Vec<&HandleValue>| sel.iter().map(|v| v.index).collect::<Vec<_>>();
         assert_eq!(idx(select(&values, &[], &[])), vec![1, 2, 3]);
         assert_eq!(idx(select(&values, &[2], &[b"URL".to_vec()])), vec![1, 2]);

@@ -15,7 +15,12 @@ fn read_only(index: i32) -> OpError {
 }
 
 /// Write `new` over `old` if nobody changed it meanwhile; false = retry.
-async fn replace(state: &ServerState, key: &[u8], old: HandleRecord, new: Option<HandleRecord>) -> Result<bool, OpError> {
+async fn replace(
+    state: &ServerState,
+    key: &[u8],
+    old: HandleRecord,
+    new: Option<HandleRecord>,
+) -> Result<bool, OpError> {
     Ok(matches!(state.store.swap(key, Expect::Present(old), new).await?, SwapOutcome::Done { .. }))
 }
 
@@ -39,7 +44,13 @@ pub async fn delete_handle(state: &ServerState, caller: &Caller, h: &[u8]) -> Re
 }
 
 /// Returns whether an existing value was replaced (only possible with `overwrite`).
-pub async fn add_values(state: &ServerState, caller: &Caller, h: &[u8], values: &[HandleValue], overwrite: bool) -> Result<bool, OpError> {
+pub async fn add_values(
+    state: &ServerState,
+    caller: &Caller,
+    h: &[u8],
+    values: &[HandleValue],
+    overwrite: bool,
+) -> Result<bool, OpError> {
     let canonical = handle::canonical(h);
     check_homed(state, &canonical)?;
     let identity = require(caller)?;
@@ -56,7 +67,10 @@ pub async fn add_values(state: &ServerState, caller: &Caller, h: &[u8], values: 
             let existing = old.values.iter().find(|o| o.index == v.index);
             if let Some(o) = existing {
                 if !overwrite {
-                    return Err(OpError::new(ResponseCode::VALUE_ALREADY_EXISTS, format!("Value index {} already exists", v.index)));
+                    return Err(OpError::new(
+                        ResponseCode::VALUE_ALREADY_EXISTS,
+                        format!("Value index {} already exists", v.index),
+                    ));
                 }
                 if same_value(o, v) {
                     continue;
@@ -104,7 +118,8 @@ pub async fn remove_values(state: &ServerState, caller: &Caller, h: &[u8], index
             needed = needed | change_permissions(Some(v), None);
         }
         permit(state, identity, &admins_of(&old), needed).await?;
-        let record = HandleRecord { values: old.values.iter().filter(|v| !indexes.contains(&v.index)).cloned().collect() };
+        let record =
+            HandleRecord { values: old.values.iter().filter(|v| !indexes.contains(&v.index)).cloned().collect() };
         if replace(state, &key, old, Some(record)).await? {
             return Ok(());
         }
@@ -114,7 +129,12 @@ pub async fn remove_values(state: &ServerState, caller: &Caller, h: &[u8], index
 
 /// Replace values by index. Publicly writable non-admin values may be changed
 /// by anyone (§3.5); everything else needs the matching admin permissions.
-pub async fn modify_values(state: &ServerState, caller: &Caller, h: &[u8], values: &[HandleValue]) -> Result<(), OpError> {
+pub async fn modify_values(
+    state: &ServerState,
+    caller: &Caller,
+    h: &[u8],
+    values: &[HandleValue],
+) -> Result<(), OpError> {
     let canonical = handle::canonical(h);
     check_homed(state, &canonical)?;
     let mut seen = std::collections::HashSet::new();
@@ -135,7 +155,9 @@ pub async fn modify_values(state: &ServerState, caller: &Caller, h: &[u8], value
         }
         if !public_only {
             let identity = require(caller)?;
-            if let Some(v) = values.iter().find(|v| old.values.iter().any(|o| o.index == v.index && !o.permissions.admin_write())) {
+            if let Some(v) =
+                values.iter().find(|v| old.values.iter().any(|o| o.index == v.index && !o.permissions.admin_write()))
+            {
                 return Err(read_only(v.index));
             }
             if needed.0 != 0 {

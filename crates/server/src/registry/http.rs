@@ -119,7 +119,9 @@ pub async fn handle(reg: &Registry, peer: std::net::IpAddr, req: Request<Incomin
         (&Method::GET, []) => return redirect("/live"),
         (&Method::GET, ["live"]) => return live(reg, wants_html),
         (&Method::GET, ["error"]) => Ok(message(StatusCode::UNAUTHORIZED, "Unauthorized.")),
-        (&Method::GET, ["registry", "updated"]) => reg.take_feed().await.map(|m| json_resp(StatusCode::OK, Value::Object(m))),
+        (&Method::GET, ["registry", "updated"]) => {
+            reg.take_feed().await.map(|m| json_resp(StatusCode::OK, Value::Object(m)))
+        }
 
         (&Method::PUT, ["hyperty", "user", user, id]) => {
             reg.put_hyperty(user, id, &body).await.map(|_| message(StatusCode::OK, "Hyperty created"))
@@ -127,7 +129,9 @@ pub async fn handle(reg: &Registry, peer: std::net::IpAddr, req: Request<Incomin
         (&Method::DELETE, ["hyperty", "user", user, id]) => {
             reg.delete_hyperty(user, id).await.map(|_| message(StatusCode::OK, "Hyperty deleted"))
         }
-        (&Method::GET, ["hyperty", "user", user]) => reg.by_index(Kind::Hyperty, IDX_USER, user).await.map(|f| hyperties(f, None)),
+        (&Method::GET, ["hyperty", "user", user]) => {
+            reg.by_index(Kind::Hyperty, IDX_USER, user).await.map(|f| hyperties(f, None))
+        }
         (&Method::GET, ["hyperty", "user", user, _]) => match Search::from_params(&params) {
             Some(q) => reg.by_index(Kind::Hyperty, IDX_USER, user).await.map(|f| hyperties(f, Some(&q))),
             None => Err(Error::NotFound),
@@ -324,7 +328,11 @@ mod tests {
     fn query_parsing() {
         assert_eq!(
             parse_query("resources=chat%2Cvoice&dataSchemes=comm&flag"),
-            vec![("resources".into(), "chat,voice".into()), ("dataSchemes".into(), "comm".into()), ("flag".into(), String::new())]
+            vec![
+                ("resources".into(), "chat,voice".into()),
+                ("dataSchemes".into(), "comm".into()),
+                ("flag".into(), String::new())
+            ]
         );
     }
 }

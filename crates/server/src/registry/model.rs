@@ -41,7 +41,9 @@ impl Kind {
     pub fn required(self) -> &'static [&'static str] {
         match self {
             Kind::Hyperty => &["expires", "dataSchemes", "resources", "runtime", "status", "descriptor"],
-            Kind::DataObject => &["schema", "name", "reporter", "resources", "dataSchemes", "status", "expires", "runtime"],
+            Kind::DataObject => {
+                &["schema", "name", "reporter", "resources", "dataSchemes", "status", "expires", "runtime"]
+            }
         }
     }
 
@@ -50,12 +52,33 @@ impl Kind {
     pub fn known(self) -> &'static [&'static str] {
         match self {
             Kind::Hyperty => &[
-                "descriptor", "resources", "dataSchemes", "expires", "status", "runtime", "p2pRequester", "p2pHandler",
-                "guid", "startingTime", "lastModified", "hypertyID", "userID",
+                "descriptor",
+                "resources",
+                "dataSchemes",
+                "expires",
+                "status",
+                "runtime",
+                "p2pRequester",
+                "p2pHandler",
+                "guid",
+                "startingTime",
+                "lastModified",
+                "hypertyID",
+                "userID",
             ],
             Kind::DataObject => &[
-                "name", "schema", "reporter", "resources", "dataSchemes", "status", "expires", "runtime", "p2pRequester",
-                "url", "startingTime", "lastModified",
+                "name",
+                "schema",
+                "reporter",
+                "resources",
+                "dataSchemes",
+                "status",
+                "expires",
+                "runtime",
+                "p2pRequester",
+                "url",
+                "startingTime",
+                "lastModified",
             ],
         }
     }

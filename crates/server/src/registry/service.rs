@@ -275,7 +275,10 @@ impl Registry {
         for kind in Kind::ALL {
             let mut after: Option<IndexHit> = None;
             'pages: loop {
-                let page = self.store.doc_lookup(kind.collection(), IDX_DUE, IndexMatch::Prefix(b""), after.as_ref(), PAGE).await?;
+                let page = self
+                    .store
+                    .doc_lookup(kind.collection(), IDX_DUE, IndexMatch::Prefix(b""), after.as_ref(), PAGE)
+                    .await?;
                 let full = page.len() == PAGE;
                 for h in &page {
                     if due_of_key(&h.key).is_none_or(|due| due > now) {

@@ -45,7 +45,8 @@ pub(super) async fn prefixes(rest: &Rest, req: &Req, raw: &str) -> Reply {
             Err(e) => rest.op_error(req, &e, None, OpKind::Other),
         },
         Method::POST | Method::DELETE => {
-            let prefix = if named.is_empty() { req.params.get("prefix").unwrap_or("").as_bytes().to_vec() } else { named };
+            let prefix =
+                if named.is_empty() { req.params.get("prefix").unwrap_or("").as_bytes().to_vec() } else { named };
             if prefix.is_empty() {
                 return Reply::error(StatusCode::BAD_REQUEST, ResponseCode::INVALID_HANDLE, "Empty prefix invalid");
             }
@@ -55,7 +56,10 @@ pub(super) async fn prefixes(rest: &Rest, req: &Req, raw: &str) -> Reply {
                 ops::unhome_prefix(&rest.state, &caller, &prefix).await
             };
             match result {
-                Ok(()) => Reply::json(StatusCode::OK, json!({ "responseCode": 1, "handle": String::from_utf8_lossy(&prefix) })),
+                Ok(()) => Reply::json(
+                    StatusCode::OK,
+                    json!({ "responseCode": 1, "handle": String::from_utf8_lossy(&prefix) }),
+                ),
                 Err(e) => rest.op_error(req, &e, Some(&prefix), OpKind::Other),
             }
         }
@@ -70,7 +74,9 @@ pub(super) fn site(rest: &Rest, req: &Req) -> Reply {
     }
     match SiteInfo::decode_data(&rest.state.site_bytes) {
         Ok(site) => Reply::json(StatusCode::OK, json!({ "responseCode": 1, "site": site_to_json(&site) })),
-        Err(e) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR, ResponseCode::ERROR, format!("Site record unreadable: {e}")),
+        Err(e) => {
+            Reply::error(StatusCode::INTERNAL_SERVER_ERROR, ResponseCode::ERROR, format!("Site record unreadable: {e}"))
+        }
     }
 }
 
@@ -90,7 +96,9 @@ pub(super) async fn verification(rest: &Rest, req: &Req, raw: &str) -> Reply {
             return Reply::bad_request(m);
         }
     }
-    let Some(nonce) = p.get("nonce").and_then(|n| base64::Engine::decode(&base64::engine::general_purpose::STANDARD, n.trim()).ok()) else {
+    let Some(nonce) =
+        p.get("nonce").and_then(|n| base64::Engine::decode(&base64::engine::general_purpose::STANDARD, n.trim()).ok())
+    else {
         return Reply::bad_request("nonce (base64) is required");
     };
     let id = format!("{index}:{}", String::from_utf8_lossy(&handle));

@@ -77,7 +77,9 @@ impl HandleFields {
     }
 
     fn b64(&self, key: &str) -> Result<Option<Vec<u8>>, AuthError> {
-        self.get(key).map(|v| B64.decode(v.trim()).map_err(|_| AuthError::failed(format!("{key} is not base64")))).transpose()
+        self.get(key)
+            .map(|v| B64.decode(v.trim()).map_err(|_| AuthError::failed(format!("{key} is not base64"))))
+            .transpose()
     }
 
     /// `id`, percent-decoded unless it came from JSON (`decoded`).
@@ -97,7 +99,9 @@ fn alg_is(alg: &str, names: &[&str]) -> bool {
 fn seckey_answer(f: &HandleFields, mac: Vec<u8>) -> Result<SecretKeyAnswer, AuthError> {
     let alg = f.get("alg").unwrap_or("SHA1");
     let int = |k: &str| -> Result<i32, AuthError> {
-        f.get(k).and_then(|v| v.trim().parse().ok()).ok_or_else(|| AuthError::failed(format!("PBKDF2 answers need {k}")))
+        f.get(k)
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| AuthError::failed(format!("PBKDF2 answers need {k}")))
     };
     Ok(if alg_is(alg, &["SHA1", "SHA"]) {
         SecretKeyAnswer::Sha1(mac)
@@ -119,7 +123,12 @@ fn seckey_answer(f: &HandleFields, mac: Vec<u8>) -> Result<SecretKeyAnswer, Auth
 
 impl Rest {
     /// Check a Handle answer to `nonce` (signed data `nonce ‖ cnonce`).
-    pub(crate) async fn verify_fields(&self, nonce: &[u8], f: &HandleFields, id_decoded: bool) -> Result<Identity, AuthError> {
+    pub(crate) async fn verify_fields(
+        &self,
+        nonce: &[u8],
+        f: &HandleFields,
+        id_decoded: bool,
+    ) -> Result<Identity, AuthError> {
         if f.get("version").is_some_and(|v| v.trim() != "0") {
             return Err(AuthError::failed("unsupported authorization version"));
         }
@@ -167,10 +176,16 @@ impl Rest {
         if let Some(h) = strip_scheme(header, "handle") {
             let f = HandleFields::parse(h);
             let Some(id) = f.get("sessionid") else {
-                return Err(failed(AuthError { code: ResponseCode::AUTHENTICATION_NEEDED, message: "Handle authorization needs a sessionId".into() }));
+                return Err(failed(AuthError {
+                    code: ResponseCode::AUTHENTICATION_NEEDED,
+                    message: "Handle authorization needs a sessionId".into(),
+                }));
             };
             let Some(session) = self.sessions.get(id).await else {
-                return Err(failed(AuthError { code: ResponseCode::AUTHENTICATION_NEEDED, message: "Unknown session".into() }));
+                return Err(failed(AuthError {
+                    code: ResponseCode::AUTHENTICATION_NEEDED,
+                    message: "Unknown session".into(),
+                }));
             };
             if f.get("signature").is_some() {
                 let identity = self.verify_fields(&session.nonce, &f, false).await.map_err(failed)?;
@@ -185,7 +200,10 @@ impl Rest {
     /// `Basic base64(percent-encoded index:handle ":" secret)`.
     pub(crate) async fn basic(&self, b64: &str) -> Result<Identity, AuthError> {
         let raw = B64.decode(b64.trim()).map_err(|_| AuthError::failed("Basic credentials are not base64"))?;
-        let colon = raw.iter().position(|&b| b == b':').ok_or_else(|| AuthError::failed("Basic credentials need user:password"))?;
+        let colon = raw
+            .iter()
+            .position(|&b| b == b':')
+            .ok_or_else(|| AuthError::failed("Basic credentials need user:password"))?;
         let user = percent_decode(&String::from_utf8_lossy(&raw[..colon]), false);
         let (handle, index) = parse_identity(&user);
         verify::secret(&self.state, &handle, index, &raw[colon + 1..]).await
@@ -228,7 +246,9 @@ mod tests {
 
     #[test]
     fn handle_header_fields() {
-        let f = HandleFields::parse(r#"sessionId="abc", ID="300%3A20.5000%2FADMIN", type=HS_SECKEY, cnonce="8OH=", alg="HMAC-SHA256", q="a\"b""#);
+        let f = HandleFields::parse(
+            r#"sessionId="abc", ID="300%3A20.5000%2FADMIN", type=HS_SECKEY, cnonce="8OH=", alg="HMAC-SHA256", q="a\"b""#,
+        );
         assert_eq!(f.get("sessionid"), Some("abc"));
         assert_eq!(f.identity(false), Some((b"20.5000/ADMIN".to_vec(), 300)));
         assert_eq!(f.get("type"), Some("HS_SECKEY"));
@@ -255,7 +275,11 @@ mod tests {
         let nonce = B64.decode(s("nonce_b64")).unwrap();
         let cnonce = B64.decode(s("cnonce_b64")).unwrap();
         let secret = s("secret_key_utf8").into_bytes();
-        for (alg, key) in [("SHA1", "seckey_alg_SHA1_signature_b64"), ("SHA-256", "seckey_alg_SHA256_signature_b64"), ("HMAC-SHA256", "seckey_alg_HMAC-SHA256_signature_b64")] {
+        for (alg, key) in [
+            ("SHA1", "seckey_alg_SHA1_signature_b64"),
+            ("SHA-256", "seckey_alg_SHA256_signature_b64"),
+            ("HMAC-SHA256", "seckey_alg_HMAC-SHA256_signature_b64"),
+        ] {
             let f = HandleFields(vec![("alg".into(), alg.into())]);
             let answer = seckey_answer(&f, B64.decode(s(key)).unwrap()).unwrap();
             assert!(handled_proto::crypto::seckey::verify(&answer, &secret, &nonce, &cnonce).unwrap(), "{alg}");
@@ -272,6 +296,9 @@ mod tests {
         let basic = s("example_authorization_header_basic");
         let raw = B64.decode(strip_scheme(&basic, "basic").unwrap()).unwrap();
         let colon = raw.iter().position(|&b| b == b':').unwrap();
-        assert_eq!(parse_identity(&percent_decode(std::str::from_utf8(&raw[..colon]).unwrap(), false)), (b"20.5000/ADMIN".to_vec(), 300));
+        assert_eq!(
+            parse_identity(&percent_decode(std::str::from_utf8(&raw[..colon]).unwrap(), false)),
+            (b"20.5000/ADMIN".to_vec(), 300)
+        );
     }
 }

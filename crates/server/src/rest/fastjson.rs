@@ -12,7 +12,8 @@ use std::cell::RefCell;
 use std::io::Write;
 
 /// Types whose data `data_to_json` decodes into a structure.
-const STRUCTURED: &[&[u8]] = &[types::HS_ADMIN, types::HS_VLIST, types::HS_SITE, types::HS_SITE_PREFIX, types::HS_NA_DELEGATE, types::HS_PUBKEY];
+const STRUCTURED: &[&[u8]] =
+    &[types::HS_ADMIN, types::HS_VLIST, types::HS_SITE, types::HS_SITE_PREFIX, types::HS_NA_DELEGATE, types::HS_PUBKEY];
 
 fn string(out: &mut Vec<u8>, s: &str) {
     let _ = serde_json::to_writer(&mut *out, s);

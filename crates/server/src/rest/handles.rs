@@ -73,7 +73,9 @@ async fn get(rest: &Rest, req: &Req, params: &Params, handle: &[u8], bare: bool)
         public_only,
     };
     match ops::resolve(&rest.state, &caller, &resolve).await {
-        Ok(values) => Reply { raw: Some(super::fastjson::resolution_body(handle, &values)), ..Reply::empty(StatusCode::OK) },
+        Ok(values) => {
+            Reply { raw: Some(super::fastjson::resolution_body(handle, &values)), ..Reply::empty(StatusCode::OK) }
+        }
         Err(e) => rest.op_error(req, &e, Some(handle), OpKind::Resolution),
     }
 }
@@ -91,7 +93,11 @@ async fn list(rest: &Rest, req: &Req, params: &Params, prefix: &str) -> Reply {
         Ok(p) => p,
         Err(m) => return Reply::bad_request(m),
     };
-    let prefix_handle = if prefix.len() > 5 && prefix.as_bytes()[..5].eq_ignore_ascii_case(b"0.NA/") { prefix.to_string() } else { format!("0.NA/{prefix}") };
+    let prefix_handle = if prefix.len() > 5 && prefix.as_bytes()[..5].eq_ignore_ascii_case(b"0.NA/") {
+        prefix.to_string()
+    } else {
+        format!("0.NA/{prefix}")
+    };
     match ops::list_handles(&rest.state, &caller, prefix_handle.as_bytes()).await {
         Ok(handles) => {
             let mut o = Map::new();
@@ -139,7 +145,10 @@ fn body_values(body: &[u8], handle: &[u8]) -> Result<Vec<HandleValue>, OpError> 
         _ => return Err(bad("Expected an array of values, {\"values\":[...]} or one value".into())),
     };
     list.iter()
-        .map(|v| value_from_json(v).map_err(|e| OpError::new(ResponseCode::INVALID_VALUE, format!("Invalid handle value: {e}"))))
+        .map(|v| {
+            value_from_json(v)
+                .map_err(|e| OpError::new(ResponseCode::INVALID_VALUE, format!("Invalid handle value: {e}")))
+        })
         .collect()
 }
 
@@ -178,7 +187,12 @@ async fn put(rest: &Rest, req: &Req, handle: &[u8]) -> Reply {
             Err(e) => rest.op_error(req, &e, Some(handle), OpKind::Other),
         };
     }
-    let create = CreateHandle { handle: handle.to_vec(), values, overwrite, mint: req.params.strict_flag("mintNewSuffix", false) };
+    let create = CreateHandle {
+        handle: handle.to_vec(),
+        values,
+        overwrite,
+        mint: req.params.strict_flag("mintNewSuffix", false),
+    };
     match ops::create_handle(&rest.state, &caller, create).await {
         Ok(c) => done(if c.overwritten { StatusCode::OK } else { StatusCode::CREATED }, &c.handle),
         Err(e) => rest.op_error(req, &e, Some(handle), OpKind::Other),

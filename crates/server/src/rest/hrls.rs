@@ -54,7 +54,9 @@ fn literal_start(pattern: &[u8]) -> &[u8] {
 /// Does the record still have, for every term, a searchable value matching it?
 fn matches(record: &HandleRecord, terms: &[(String, Vec<u8>)]) -> bool {
     terms.iter().all(|(t, pat)| {
-        record.values.iter().any(|v| revindex::indexed(v) && revindex::type_name(&v.value_type) == *t && glob(pat, &v.data.to_ascii_lowercase()))
+        record.values.iter().any(|v| {
+            revindex::indexed(v) && revindex::type_name(&v.value_type) == *t && glob(pat, &v.data.to_ascii_lowercase())
+        })
     })
 }
 
@@ -88,7 +90,8 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
         [handle::normalize(&p, false), b"/".to_vec()].concat()
     });
 
-    let (driver_type, driver) = terms.iter().max_by_key(|(_, p)| literal_start(p).len()).cloned().expect("terms not empty");
+    let (driver_type, driver) =
+        terms.iter().max_by_key(|(_, p)| literal_start(p).len()).cloned().expect("terms not empty");
     let start = literal_start(&driver).to_vec();
     let exact = start.len() == driver.len();
     let key = if exact { IndexMatch::Exact(&start) } else { IndexMatch::Prefix(&start) };
@@ -102,18 +105,33 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
     'outer: while examined < MAX_EXAMINED {
         let hits = match store.doc_lookup(COLLECTION, &driver_type, key, after.as_ref(), BATCH).await {
             Ok(h) => h,
-            Err(e) => return Reply::error(StatusCode::INTERNAL_SERVER_ERROR, handled_proto::header::ResponseCode::ERROR, format!("Index lookup failed: {e}")),
+            Err(e) => {
+                return Reply::error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    handled_proto::header::ResponseCode::ERROR,
+                    format!("Index lookup failed: {e}"),
+                )
+            }
         };
         let done = hits.len() < BATCH;
         examined += hits.len();
         for hit in &hits {
-            if !glob(&driver, &hit.key) || id_prefix.as_ref().is_some_and(|p| !hit.id.starts_with(p)) || seen.contains(&hit.id) {
+            if !glob(&driver, &hit.key)
+                || id_prefix.as_ref().is_some_and(|p| !hit.id.starts_with(p))
+                || seen.contains(&hit.id)
+            {
                 continue;
             }
             let record = match store.get(&hit.id).await {
                 Ok(Some(r)) if matches(&r, &terms) => r,
                 Ok(_) => continue,
-                Err(e) => return Reply::error(StatusCode::INTERNAL_SERVER_ERROR, handled_proto::header::ResponseCode::ERROR, format!("Read failed: {e}")),
+                Err(e) => {
+                    return Reply::error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        handled_proto::header::ResponseCode::ERROR,
+                        format!("Read failed: {e}"),
+                    )
+                }
             };
             seen.insert(hit.id.clone());
             matched += 1;

@@ -170,8 +170,13 @@ fn scrub_callback(cb: &str) -> String {
     cb.chars()
         .enumerate()
         .map(|(i, c)| {
-            let ok = c == '_' || c == '$' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()) || c as u32 >= 0xA0;
-            if ok { c } else { '_' }
+            let ok =
+                c == '_' || c == '$' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()) || c as u32 >= 0xA0;
+            if ok {
+                c
+            } else {
+                '_'
+            }
         })
         .collect()
 }
@@ -180,7 +185,8 @@ impl Rest {
     pub fn new(state: Arc<ServerState>, body_timeout: Duration) -> Rest {
         let ttl = Duration::from_secs(state.config.max_session_secs.max(1));
         // What sessions learn is shared through the store only when nodes share one.
-        let learned: Arc<dyn handled_store::Store> = if state.config.store_kind() == crate::config::StoreKind::Cassandra {
+        let learned: Arc<dyn handled_store::Store> = if state.config.store_kind() == crate::config::StoreKind::Cassandra
+        {
             state.store.clone()
         } else {
             Arc::new(handled_store::MemoryStore::new())
@@ -229,7 +235,11 @@ impl Rest {
     async fn route(&self, req: &Req) -> Reply {
         let known = [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE, Method::OPTIONS];
         if !known.contains(&req.method) {
-            return Reply::error(StatusCode::NOT_IMPLEMENTED, ResponseCode::PROTOCOL_ERROR, format!("Unknown method {}", req.method));
+            return Reply::error(
+                StatusCode::NOT_IMPLEMENTED,
+                ResponseCode::PROTOCOL_ERROR,
+                format!("Unknown method {}", req.method),
+            );
         }
         let path = req.path.as_str();
         let under = |base: &str| path == base || path.strip_prefix(base).is_some_and(|r| r.starts_with('/'));
@@ -333,11 +343,14 @@ fn render(req: &Req, reply: Reply) -> Response<Body> {
         (None, None) => Bytes::new(),
         (None, Some(v)) => render_value(req, headers, v),
     };
-    builder.body(Full::new(body)).unwrap_or_else(|_| plain_error(StatusCode::INTERNAL_SERVER_ERROR, "response build failed"))
+    builder
+        .body(Full::new(body))
+        .unwrap_or_else(|_| plain_error(StatusCode::INTERNAL_SERVER_ERROR, "response build failed"))
 }
 
 fn render_value(req: &Req, headers: &mut HeaderMap, v: Value) -> Bytes {
-    let text = if req.params.flag("pretty") { serde_json::to_vec_pretty(&v) } else { serde_json::to_vec(&v) }.unwrap_or_else(|_| b"{}".to_vec());
+    let text = if req.params.flag("pretty") { serde_json::to_vec_pretty(&v) } else { serde_json::to_vec(&v) }
+        .unwrap_or_else(|_| b"{}".to_vec());
     match req.params.get("callback") {
         Some(cb) => {
             headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/javascript;charset=UTF-8"));

@@ -29,7 +29,10 @@ fn merge(doc: &mut Value, other: &Value) {
         let Some(src) = section.iter().try_fold(other, |v, k| v.get(*k)).and_then(Value::as_object) else { continue };
         let mut dst = &mut *doc;
         for k in section {
-            dst = dst.as_object_mut().map(|o| o.entry(k.to_string()).or_insert_with(|| Value::Object(Default::default()))).expect("object");
+            dst = dst
+                .as_object_mut()
+                .map(|o| o.entry(k.to_string()).or_insert_with(|| Value::Object(Default::default())))
+                .expect("object");
         }
         if let Some(dst) = dst.as_object_mut() {
             for (k, v) in src {

@@ -13,16 +13,14 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Vec<u8> {
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'%' if i + 2 < b.len() => {
-                match (hex(b[i + 1]), hex(b[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push(h << 4 | l);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h << 4 | l);
+                    i += 3;
+                    continue;
                 }
-            }
+                _ => out.push(b'%'),
+            },
             b'+' if plus_is_space => out.push(b' '),
             c => out.push(c),
         }
@@ -111,7 +109,9 @@ impl Params {
     }
 
     pub fn int(&self, name: &str) -> Result<Option<i64>, String> {
-        self.get(name).map(|v| v.trim().parse::<i64>().map_err(|_| format!("Invalid {name} parameter {v:?}"))).transpose()
+        self.get(name)
+            .map(|v| v.trim().parse::<i64>().map_err(|_| format!("Invalid {name} parameter {v:?}")))
+            .transpose()
     }
 }
 
@@ -130,7 +130,8 @@ mod tests {
 
     #[test]
     fn flags_and_repeats() {
-        let p = Params::from_query(Some("index=1&index=2&pretty&auth=YES&publicOnly=no&overwrite=yes&type=URL&type=EMAIL"));
+        let p =
+            Params::from_query(Some("index=1&index=2&pretty&auth=YES&publicOnly=no&overwrite=yes&type=URL&type=EMAIL"));
         assert_eq!(p.ints("index").unwrap(), vec![1, 2]);
         assert!(p.flag("pretty") && p.flag("auth") && !p.flag("publicOnly") && !p.flag("missing"));
         assert!(!p.strict_flag("overwrite", true), "only the literal true counts");

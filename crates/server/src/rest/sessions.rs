@@ -19,7 +19,9 @@ fn error(status: StatusCode, message: impl Into<String>) -> Reply {
 /// Handle fields from the Authorization header, else from a JSON body (where
 /// `id` is not percent-encoded): (fields, id_already_decoded).
 fn fields(req: &Req) -> (HandleFields, bool) {
-    if let Some(h) = req.headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|h| strip_scheme(h, "handle")) {
+    if let Some(h) =
+        req.headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|h| strip_scheme(h, "handle"))
+    {
         return (HandleFields::parse(h), false);
     }
     if req.has_json_entity() {
@@ -94,7 +96,8 @@ pub(super) async fn route(rest: &Rest, req: &Req, rest_path: &str) -> Reply {
                 rest.sessions.remove(&s.id).await;
                 return reply;
             }
-            Reply::json(StatusCode::CREATED, session_json(rest, &s, &f)).header(LOCATION, HeaderValue::from_static("/api/sessions/this"))
+            Reply::json(StatusCode::CREATED, session_json(rest, &s, &f))
+                .header(LOCATION, HeaderValue::from_static("/api/sessions/this"))
         }
 
         ("this", m) => {

@@ -47,7 +47,14 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(id: i32, key: [u8; 32], version: Version, claimed: Option<(Vec<u8>, i32)>, timeout: Duration, encrypt_all: bool) -> Self {
+    pub fn new(
+        id: i32,
+        key: [u8; 32],
+        version: Version,
+        claimed: Option<(Vec<u8>, i32)>,
+        timeout: Duration,
+        encrypt_all: bool,
+    ) -> Self {
         Session {
             id,
             key,
@@ -56,7 +63,12 @@ impl Session {
             timeout,
             encrypt_all,
             server_counter: AtomicI32::new(1),
-            live: Mutex::new(Live { last_used: Instant::now(), authenticated: None, seen: BTreeSet::new(), floor: None }),
+            live: Mutex::new(Live {
+                last_used: Instant::now(),
+                authenticated: None,
+                seen: BTreeSet::new(),
+                floor: None,
+            }),
         }
     }
 

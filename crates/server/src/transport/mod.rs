@@ -29,7 +29,13 @@ pub async fn serve_unit(state: &ServerState, unit: &[u8], transport: Transport) 
 
 /// The too-busy answer to a refused request, counted like any other answer;
 /// its latency runs from `arrived` (so a refusal after a queue wait shows the wait).
-pub fn refuse(state: &ServerState, unit: &[u8], transport: Transport, why: Rejection, arrived: Instant) -> Vec<Vec<u8>> {
+pub fn refuse(
+    state: &ServerState,
+    unit: &[u8],
+    transport: Transport,
+    why: Rejection,
+    arrived: Instant,
+) -> Vec<Vec<u8>> {
     let responses: Vec<Vec<u8>> = busy_response(state, unit, why).into_iter().collect();
     state.metrics.observe(transport.name(), &responses, arrived.elapsed());
     responses
@@ -51,9 +57,8 @@ fn busy_response(state: &ServerState, unit: &[u8], why: Rejection) -> Option<Vec
     let envelope = read_envelope(unit)?;
     let header = unit.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN).and_then(|h| Header::from_bytes(h).ok());
     // The request digest (RD) covers header and body, when they are all there.
-    let header_and_body = header
-        .and_then(|h| unit.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN + h.body_length as usize))
-        .unwrap_or(&[]);
+    let header_and_body =
+        header.and_then(|h| unit.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN + h.body_length as usize)).unwrap_or(&[]);
     let header = header.map(|h| Header { op_flags: h.op_flags.without(OpFlags::CT), ..h });
     let ctx = RequestContext { envelope, header, header_and_body };
     let message = match why {

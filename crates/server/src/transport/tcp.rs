@@ -1,8 +1,8 @@
 //! TCP (§4.2): the Java client sends one request per connection, others keep
 //! the connection open; we answer requests until the peer closes or idles out.
 
-use crate::native::respond::{error_response, RequestContext};
 use super::serve_unit;
+use crate::native::respond::{error_response, RequestContext};
 use crate::native::{read_envelope, Transport};
 use crate::state::ServerState;
 use handled_proto::envelope::ENVELOPE_LEN;
@@ -20,7 +20,8 @@ const BACKLOG: i32 = 4096;
 const MESSAGE_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let s = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    let s =
+        socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
     s.set_reuse_address(true)?;
     s.set_nonblocking(true)?;
     s.bind(&addr.into())?;

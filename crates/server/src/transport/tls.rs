@@ -33,8 +33,14 @@ pub enum TlsError {
 pub fn acceptor(config: &Config, key: &RsaSigner) -> Result<TlsAcceptor, TlsError> {
     let (certs, private) = match (&config.tls_cert, &config.tls_key) {
         (Some(c), Some(k)) => {
-            let pem = |p: &std::path::Path, e: rustls::pki_types::pem::Error| TlsError::Pem { path: p.display().to_string(), reason: e.to_string() };
-            let certs = CertificateDer::pem_file_iter(c).map_err(|e| pem(c, e))?.collect::<Result<Vec<_>, _>>().map_err(|e| pem(c, e))?;
+            let pem = |p: &std::path::Path, e: rustls::pki_types::pem::Error| TlsError::Pem {
+                path: p.display().to_string(),
+                reason: e.to_string(),
+            };
+            let certs = CertificateDer::pem_file_iter(c)
+                .map_err(|e| pem(c, e))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| pem(c, e))?;
             let private = PrivateKeyDer::from_pem_file(k).map_err(|e| pem(k, e))?;
             (certs, private)
         }
@@ -52,7 +58,10 @@ pub fn acceptor(config: &Config, key: &RsaSigner) -> Result<TlsAcceptor, TlsErro
 
 /// A certificate for the server's own RSA key, valid for `localhost` and the
 /// listen and public addresses.
-fn self_signed(config: &Config, key: &RsaSigner) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+fn self_signed(
+    config: &Config,
+    key: &RsaSigner,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
     let pkcs8 = PrivatePkcs8KeyDer::from(key.pkcs8().to_vec());
     let pair = rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&pkcs8, &rcgen::PKCS_RSA_SHA256)?;
     let mut names = vec!["localhost".to_string(), config.listen.to_string()];

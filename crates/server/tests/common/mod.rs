@@ -26,14 +26,18 @@ pub async fn start() -> TestServer {
     let mut secret = HandleValue::new(300, "HS_SECKEY", "secret");
     secret.permissions = ValuePermissions(0x0c);
     let records = vec![
-        (b"TEST/1".to_vec(), vec![HandleValue::new(1, "URL", "https://example.org/1"), HandleValue::new(2, "EMAIL", "a@example.org"), HandleValue::new(3, "URL.alt", "https://alt.example.org")]),
+        (
+            b"TEST/1".to_vec(),
+            vec![
+                HandleValue::new(1, "URL", "https://example.org/1"),
+                HandleValue::new(2, "EMAIL", "a@example.org"),
+                HandleValue::new(3, "URL.alt", "https://alt.example.org"),
+            ],
+        ),
         (b"TEST/BIG".to_vec(), vec![HandleValue::new(1, "URL", big_url())]),
         (b"TEST/SECRET".to_vec(), vec![HandleValue::new(1, "URL", "https://example.org/s"), secret]),
     ];
-    store
-        .put_many(records.into_iter().map(|(k, values)| (k, HandleRecord { values })).collect())
-        .await
-        .expect("seed");
+    store.put_many(records.into_iter().map(|(k, values)| (k, HandleRecord { values })).collect()).await.expect("seed");
     let booted = bootstrap(config, store).await.expect("bootstrap");
     for p in &booted.new_credentials {
         let _ = std::fs::remove_file(p);
