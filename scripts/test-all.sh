@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "== house style: cargo fmt --check, clippy -D warnings"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
 echo "== cargo test (workspace)"
 cargo test --workspace --locked
 

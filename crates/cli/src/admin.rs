@@ -171,8 +171,8 @@ impl Connect {
             };
         }
         let choice = if self.rsa { KeyChoice::PublicKey } else { KeyChoice::Secret };
-        Ok(Credentials::load(&self.credentials, choice)
-            .context("no usable credentials (use --credentials, or --admin with --secret/--private-key)")?)
+        Credentials::load(&self.credentials, choice)
+            .context("no usable credentials (use --credentials, or --admin with --secret/--private-key)")
     }
 
     fn params(&self) -> anyhow::Result<ConnectParams> {

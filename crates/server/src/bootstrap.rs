@@ -101,7 +101,7 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
         .meta_scan(HOMED_META_PREFIX)
         .await?
         .into_iter()
-        .map(|(k, _)| k[HOMED_META_PREFIX.len()..].as_bytes().to_vec())
+        .map(|(k, _)| k.as_bytes()[HOMED_META_PREFIX.len()..].to_vec())
         .collect();
 
     let mut new_credentials = Vec::new();

@@ -351,8 +351,7 @@ mod tests {
 
     #[test]
     fn validates_prefixes() {
-        let mut c = Config::default();
-        c.prefixes = vec!["A/B".into()];
+        let mut c = Config { prefixes: vec!["A/B".into()], ..Config::default() };
         assert!(c.validate().is_err());
         c.prefixes.clear();
         assert!(c.validate().is_err());

@@ -87,7 +87,7 @@ pub fn encrypt(session_key: &[u8], iv: &[u8; IV_LEN], plaintext: &[u8]) -> Resul
 /// Decrypt `IV ‖ ciphertext` as produced by [`encrypt`] or the Java client.
 pub fn decrypt(session_key: &[u8], data: &[u8]) -> Result<Vec<u8>, CipherError> {
     let key = session_key.get(..AES_KEY_LEN).ok_or(CipherError::Key)?;
-    if data.len() < IV_LEN + 16 || (data.len() - IV_LEN) % 16 != 0 {
+    if data.len() < IV_LEN + 16 || !(data.len() - IV_LEN).is_multiple_of(16) {
         return Err(CipherError::Length);
     }
     let (iv, ct) = data.split_at(IV_LEN);

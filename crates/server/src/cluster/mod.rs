@@ -52,7 +52,7 @@ impl SharedTable {
 
     /// Create entry `id`; `Ok(false)` when the id is taken (by a live entry).
     pub async fn create(&self, id: &[u8], payload: &[u8], ttl: Duration) -> Result<bool, StoreError> {
-        if self.creations.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == 0 {
+        if self.creations.fetch_add(1, Ordering::Relaxed).is_multiple_of(SWEEP_EVERY) {
             self.sweep().await?;
         }
         let new = document(id, payload, ttl);
@@ -66,7 +66,7 @@ impl SharedTable {
 
     /// Replace entry `id` (its deadline starts again).
     pub async fn put(&self, id: &[u8], payload: &[u8], ttl: Duration) -> Result<(), StoreError> {
-        if self.creations.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == 0 {
+        if self.creations.fetch_add(1, Ordering::Relaxed).is_multiple_of(SWEEP_EVERY) {
             self.sweep().await?;
         }
         let doc = document(id, payload, ttl);

@@ -160,7 +160,7 @@ pub(crate) fn status_of(code: ResponseCode, kind: OpKind, credentials_count: boo
         5 => StatusCode::NOT_IMPLEMENTED,
         3 | 7 => StatusCode::SERVICE_UNAVAILABLE,
         402 if credentials_count => StatusCode::UNAUTHORIZED,
-        402 | 400 | 401 | 403 | 404 => StatusCode::FORBIDDEN,
+        400..=404 => StatusCode::FORBIDDEN,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
