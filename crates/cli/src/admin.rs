@@ -133,6 +133,9 @@ pub struct KeygenArgs {
     /// Index to give the HS_PUBKEY value printed for `add-value --json`.
     #[arg(long, default_value_t = 301)]
     index: i32,
+    /// Replace an existing file at OUT (its private key is lost).
+    #[arg(long)]
+    force: bool,
 }
 
 fn parse_value(text: &str) -> anyhow::Result<HandleValue> {
@@ -260,6 +263,9 @@ fn non_empty(v: Vec<HandleValue>) -> anyhow::Result<Vec<HandleValue>> {
 }
 
 pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
+    if args.out.exists() && !args.force {
+        bail!("{} exists: a private key there would be lost (use --force to replace it)", args.out.display());
+    }
     let key = handled_server::keys::RsaSigner::generate()?;
     key.save(&args.out)?;
     let value = HandleValue::new(args.index, "HS_PUBKEY", key.hs_pubkey());

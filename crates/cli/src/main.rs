@@ -80,8 +80,35 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", one_line(&e));
             ExitCode::from(1)
         }
+    }
+}
+
+/// An error and its causes on one line, each cause once: wrappers that repeat
+/// their source's text (`Connection refused: Connection refused`) print it once.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn causes_print_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let text = io.to_string();
+        let e = anyhow::Error::new(io).context(text.clone()).context("cannot reach 127.0.0.1:2641");
+        assert_eq!(super::one_line(&e), format!("cannot reach 127.0.0.1:2641: {text}"));
     }
 }

@@ -86,6 +86,11 @@ fn admin_subcommands_and_exit_codes() {
     let keygen =
         Command::new(env!("CARGO_BIN_EXE_handled")).args(["keygen", "--index", "305"]).arg(&key).output().unwrap();
     assert!(keygen.status.success(), "{}", text(&keygen.stderr));
+    let before = std::fs::read(&key).unwrap();
+    let again = Command::new(env!("CARGO_BIN_EXE_handled")).arg("keygen").arg(&key).output().unwrap();
+    assert_eq!(again.status.code(), Some(1), "keygen refuses to overwrite a private key");
+    assert!(text(&again.stderr).contains("--force"), "{}", text(&again.stderr));
+    assert_eq!(std::fs::read(&key).unwrap(), before, "the key file is untouched");
     let json = text(&keygen.stdout);
     ok(&["add-value", "TEST/ADMIN", "--json", json.trim()]);
     let o = Command::new(env!("CARGO_BIN_EXE_handled"))
