@@ -16,9 +16,9 @@ use handled_store::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, Index
 
 const DUE_INDEX: &str = "due";
 /// Sweep expired entries on every this many creations…
-const SWEEP_EVERY: u32 = 64;
+const SWEEP_EVERY: u32 = 32;
 /// …at most this many at a time (bounded work per request).
-const SWEEP_BATCH: usize = 32;
+const SWEEP_BATCH: usize = 64;
 
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)

@@ -149,7 +149,7 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
         }
         (_, Some(s)) => {
             let reply = Reply { session: Some(&s), ..Reply::default() };
-            match check_session_message(&s, &envelope, view.header_and_body, view.credential.as_ref()) {
+            match check_session_message(state, &s, &envelope, view.header_and_body, view.credential.as_ref()).await {
                 Err((code, text)) => return vec![error_reply(state, &ctx, code, text, reply)],
                 Ok(true) => {
                     if let Some(identity) = s.identity() {
@@ -213,7 +213,8 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport)
 
 /// MAC and replay check of a message in session `s`. Ok(true): MAC verified;
 /// Ok(false): no MAC (the message counts as unauthenticated).
-fn check_session_message(
+async fn check_session_message(
+    state: &ServerState,
     s: &Arc<Session>,
     envelope: &Envelope,
     header_and_body: &[u8],
@@ -226,6 +227,10 @@ fn check_session_message(
             }
             s.accept_counter(c.session_counter)
                 .map_err(|_| (ResponseCode::SESSION_MESSAGE_REJECTED, "Session counter already used"))?;
+            // Other nodes of the site may have seen it (a replay sent elsewhere).
+            if !state.sessions.first_use_everywhere(s, c.session_counter).await {
+                return Err((ResponseCode::SESSION_MESSAGE_REJECTED, "Session counter already used"));
+            }
             Ok(true)
         }
         None => {

@@ -135,11 +135,18 @@ pub struct Sessions {
     /// local map then caches them (replay windows and response counters stay
     /// per node).
     shared: Option<SharedTable>,
+    /// Client counters used in shared sessions, so a message replayed to another
+    /// node is refused too.
+    shared_counters: Option<SharedTable>,
 }
+
+/// Longest time a shared session's used counter is remembered across nodes
+/// (beyond it, only the receiving node's own window refuses a replay).
+pub const SHARED_COUNTER_SECS: u64 = 600;
 
 impl Default for Sessions {
     fn default() -> Self {
-        Sessions { map: Mutex::new(HashMap::new()), shared: None }
+        Sessions { map: Mutex::new(HashMap::new()), shared: None, shared_counters: None }
     }
 }
 
@@ -155,7 +162,11 @@ pub enum NotAdded {
 impl Sessions {
     /// Sessions continued on any node sharing `store`.
     pub fn shared(store: Arc<dyn handled_store::Store>) -> Self {
-        Sessions { shared: Some(SharedTable::new(store, "auth-session")), ..Sessions::default() }
+        Sessions {
+            shared: Some(SharedTable::new(store.clone(), "auth-session")),
+            shared_counters: Some(SharedTable::new(store, "auth-session-counter")),
+            ..Sessions::default()
+        }
     }
 
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i32, Arc<Session>>> {
@@ -217,6 +228,22 @@ impl Sessions {
         if let Some(shared) = &self.shared {
             if let Err(e) = shared.put(&session.id.to_be_bytes(), &stored::encode(session), session.timeout).await {
                 tracing::warn!("shared session not saved: {e}");
+            }
+        }
+    }
+
+    /// Is this the first use of `counter` in session `s` on any node? Always true
+    /// for a single node (the session's own window decides). Counters are
+    /// remembered for the session's idle time, at most [`SHARED_COUNTER_SECS`].
+    pub async fn first_use_everywhere(&self, s: &Session, counter: i32) -> bool {
+        let Some(counters) = &self.shared_counters else { return true };
+        let key = [s.id.to_be_bytes(), counter.to_be_bytes()].concat();
+        let ttl = s.timeout.min(Duration::from_secs(SHARED_COUNTER_SECS));
+        match counters.create(&key, &[], ttl).await {
+            Ok(first) => first,
+            Err(e) => {
+                tracing::warn!("shared session counter not recorded: {e}");
+                false
             }
         }
     }
@@ -306,6 +333,9 @@ mod tests {
         assert!(on_a.authenticate(&Identity::new(b"TEST/ADMIN".to_vec(), 300)));
         a.save(&on_a).await;
         assert!(b.get(5).await.unwrap().identity().is_some(), "authenticated on one node, known on the other");
+        let s = a.get(5).await.unwrap();
+        assert!(a.first_use_everywhere(&s, 17).await);
+        assert!(!b.first_use_everywhere(&s, 17).await, "a counter replayed to another node is refused");
         b.end(5).await;
         assert!(a.get(5).await.is_none(), "ended everywhere");
     }

@@ -51,9 +51,11 @@ public final class HandledServer implements AutoCloseable {
     /** The admin credentials (JSON) the server wrote for TEST/ADMIN at start-up. */
     public final Path adminCredentials;
     private final Process process;
+    /** Cluster mode: the other nodes and the balancers, stopped with this server. */
+    private final List<Process> extras = new ArrayList<>();
     private final Thread shutdownHook;
 
-    private HandledServer(Path binary, Path workDir, int port, int httpPort, Process process,
+    HandledServer(Path binary, Path workDir, int port, int httpPort, Process process,
             Path stdoutLog, Path stderrLog, Path adminCredentials) {
         this.binary = binary;
         this.adminCredentials = adminCredentials;
@@ -63,7 +65,10 @@ public final class HandledServer implements AutoCloseable {
         this.process = process;
         this.stdoutLog = stdoutLog;
         this.stderrLog = stderrLog;
-        this.shutdownHook = new Thread(process::destroyForcibly, "kill-handled-" + port);
+        this.shutdownHook = new Thread(() -> {
+            process.destroyForcibly();
+            extras.forEach(Process::destroyForcibly);
+        }, "kill-handled-" + port);
         Runtime.getRuntime().addShutdownHook(shutdownHook);
     }
 
@@ -82,8 +87,24 @@ public final class HandledServer implements AutoCloseable {
         return p;
     }
 
+    /**
+     * Nodes per server when {@code HANDLED_TEST_CLUSTER_NODES} (≥ 2) and {@code HANDLED_TEST_CASSANDRA}
+     * are set: the suite then runs through a balancer in front of that many stateless nodes.
+     */
+    static int clusterNodes() {
+        String n = System.getenv("HANDLED_TEST_CLUSTER_NODES");
+        String cassandra = System.getenv("HANDLED_TEST_CASSANDRA");
+        if (n == null || n.isBlank() || cassandra == null || cassandra.isBlank()) {
+            return 1;
+        }
+        return Math.max(1, Integer.parseInt(n.trim()));
+    }
+
     /** Starts a server importing {@code importFile}; {@code name} labels the work dir and logs. */
     public static HandledServer start(String name, Path workDir, Path importFile) throws Exception {
+        if (clusterNodes() > 1) {
+            return ClusterLauncher.start(workDir, importFile, clusterNodes());
+        }
         Path bin = binaryPath();
         if (!Files.isRegularFile(bin) || !Files.isExecutable(bin)) {
             throw new IllegalStateException("handled binary not found or not executable: " + bin
@@ -148,7 +169,7 @@ public final class HandledServer implements AutoCloseable {
         throw last;
     }
 
-    private static void pumpStdout(Process p, Path log, CompletableFuture<Void> ready) {
+    static void pumpStdout(Process p, Path log, CompletableFuture<Void> ready) {
         try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
                 Writer w = Files.newBufferedWriter(log, StandardCharsets.UTF_8)) {
             String line;
@@ -168,7 +189,7 @@ public final class HandledServer implements AutoCloseable {
     }
 
     /** A port free for both TCP and UDP on 127.0.0.1, and another free TCP port. */
-    private static int[] freePorts() throws IOException {
+    static int[] freePorts() throws IOException {
         for (int i = 0; i < 100; i++) {
             try (ServerSocket tcp = new ServerSocket()) {
                 tcp.setReuseAddress(false);
@@ -184,6 +205,10 @@ public final class HandledServer implements AutoCloseable {
             }
         }
         throw new IOException("no free TCP+UDP port pair found on 127.0.0.1");
+    }
+
+    void adopt(Process p) {
+        extras.add(p);
     }
 
     public boolean isAlive() {
@@ -202,6 +227,7 @@ public final class HandledServer implements AutoCloseable {
     @Override
     public void close() {
         kill(process);
+        extras.forEach(HandledServer::kill);
         try {
             Runtime.getRuntime().removeShutdownHook(shutdownHook);
         } catch (IllegalStateException e) {
@@ -209,7 +235,7 @@ public final class HandledServer implements AutoCloseable {
         }
     }
 
-    private static void kill(Process p) {
+    static void kill(Process p) {
         if (!p.isAlive()) {
             return;
         }
