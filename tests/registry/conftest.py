@@ -5,6 +5,7 @@ $HANDLED_TEST_CASSANDRA names a node.
 The binary is $HANDLED_BIN (default: target/release/handled)."""
 
 import json
+import sys
 import os
 import shutil
 import signal
@@ -20,6 +21,8 @@ import pytest
 import requests
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "common"))
+import cluster  # noqa: E402
 BINARY = os.environ.get("HANDLED_BIN", str(ROOT / "target" / "release" / "handled"))
 SWEEP_SECS = 1
 
@@ -33,13 +36,22 @@ def free_port() -> int:
 class Server:
     """One `handled serve` process; `url` is the registry's root."""
 
-    def __init__(self, ephemeral: bool, data_dir: str | None = None, sweep_secs: int = SWEEP_SECS, env=None):
+    def __init__(self, ephemeral: bool, data_dir: str | None = None, sweep_secs: int = SWEEP_SECS, env=None,
+                 nodes: int = 1):
         self.tmp = tempfile.mkdtemp(prefix="handled-registry-")
         self.data_dir = data_dir or os.path.join(self.tmp, "data")
         self.ephemeral = ephemeral
+        config_text = f"registry_sweep_secs = {sweep_secs}\nregistry_expires_max = 3600\n"
+        if nodes > 1:
+            # Several stateless nodes on Cassandra behind a round-robin balancer.
+            self.proc = cluster.Cluster(BINARY, self.tmp, nodes, config_text, dict(env or {}, HANDLED_LOG="warn"),
+                                        registry=True)
+            self.port = self.proc.registry_port
+            self.url = f"http://127.0.0.1:{self.port}"
+            return
         config = os.path.join(self.tmp, "handled.toml")
         with open(config, "w") as f:
-            f.write(f"registry_sweep_secs = {sweep_secs}\nregistry_expires_max = 3600\n")
+            f.write(config_text)
         self.port = free_port()
         args = [BINARY, "serve", "--config", config, "--listen", "127.0.0.1", "--port", "0", "--http-port", "0",
                 "--registry-port", str(self.port), "--data-dir", self.data_dir]
@@ -80,7 +92,8 @@ class Server:
 
 # With a Cassandra node at $HANDLED_TEST_CASSANDRA (tests/cassandra/run.sh), the
 # suite also runs on the Cassandra store, in a keyspace of its own.
-BACKENDS = ["embedded", "ephemeral"] + (["cassandra"] if os.environ.get("HANDLED_TEST_CASSANDRA") else [])
+BACKENDS = ["embedded", "ephemeral"] + (["cassandra"] if os.environ.get("HANDLED_TEST_CASSANDRA") else []) + (
+    ["cluster"] if cluster.nodes() > 1 else [])
 
 
 def cassandra_env() -> dict:
@@ -95,7 +108,8 @@ def cassandra_env() -> dict:
 @pytest.fixture(scope="session", params=BACKENDS)
 def server(request):
     env = cassandra_env() if request.param == "cassandra" else None
-    s = Server(ephemeral=request.param == "ephemeral", env=env)
+    nodes = cluster.nodes() if request.param == "cluster" else 1
+    s = Server(ephemeral=request.param == "ephemeral", env=env, nodes=nodes)
     yield s
     s.stop()
 

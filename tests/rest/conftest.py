@@ -1,6 +1,7 @@
 """Starts one `handled serve --ephemeral` for the suite and hands tests its
 addresses and admin credentials (the file `--admin-credentials` writes)."""
 import json
+import sys
 import uuid
 import os
 import re
@@ -15,6 +16,8 @@ import urllib3
 urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+import cluster  # noqa: E402
 
 
 class Server:
@@ -35,6 +38,10 @@ def start(extra_args=(), config_text=None, env=None):
     binary = os.environ.get("HANDLED_BIN", os.path.join(ROOT, "target", "release", "handled"))
     tmp = tempfile.mkdtemp(prefix="handled-rest-")
     creds_path = os.path.join(tmp, "admin.json")
+    if cluster.nodes() > 1:
+        proc = cluster.Cluster(binary, tmp, cluster.nodes(), config_text, env, creds_path=creds_path)
+        with open(creds_path) as f:
+            return Server(proc, proc.http_port, json.load(f))
     args = [binary, "serve", "--port", "0", "--http-port", "0", "--admin-credentials", creds_path]
     env = dict(env or {})
     if os.environ.get("HANDLED_TEST_CASSANDRA"):

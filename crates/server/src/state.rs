@@ -15,6 +15,8 @@ use std::sync::{Arc, RwLock};
 
 /// Meta-table key under which each homed prefix handle is recorded.
 pub const HOMED_META_PREFIX: &str = "homed/";
+/// Longest time a node sharing a store serves from its copy of the homed set.
+pub const HOMED_RELOAD: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub struct ServerState {
     pub config: Config,
@@ -25,6 +27,10 @@ pub struct ServerState {
     pub site_serial: u16,
     /// Normalized prefix handles (`0.NA/TEST`) this server is responsible for.
     homed: RwLock<HashSet<Vec<u8>>>,
+    /// Nodes sharing a store see each other's HOME/UNHOME through it: the set
+    /// above is re-read before any "not homed" answer and at least every
+    /// [`HOMED_RELOAD`] (when it was last re-read; `None`: a single node).
+    homed_reloaded: Option<std::sync::Mutex<std::time::Instant>>,
     /// Server administrators as (handle, index) references.
     server_admins: Vec<(Vec<u8>, i32)>,
     pub challenges: Challenges,
@@ -79,6 +85,7 @@ impl ServerState {
             site_bytes,
             site_serial,
             homed: RwLock::new(homed),
+            homed_reloaded: shared.then(|| std::sync::Mutex::new(std::time::Instant::now())),
             server_admins,
             challenges,
             sessions,
@@ -114,8 +121,33 @@ impl ServerState {
     }
 
     /// Is this server responsible for `h` (§7.2)? Prefix handles `0.NA/a.b.c`
-    /// are served when any ancestor prefix is homed.
-    pub fn is_homed(&self, h: &[u8]) -> bool {
+    /// are served when any ancestor prefix is homed. With a shared store, a
+    /// prefix homed or unhomed on another node counts at once for "not homed"
+    /// answers and within [`HOMED_RELOAD`] otherwise.
+    pub async fn is_homed(&self, h: &[u8]) -> bool {
+        let Some(reloaded) = &self.homed_reloaded else { return self.is_homed_here(h) };
+        let stale = reloaded.lock().unwrap_or_else(|e| e.into_inner()).elapsed() >= HOMED_RELOAD;
+        if !stale && self.is_homed_here(h) {
+            return true;
+        }
+        self.reload_homed().await;
+        self.is_homed_here(h)
+    }
+
+    /// Re-read the homed prefixes from the shared store (nothing on a single node).
+    pub async fn reload_homed(&self) {
+        let Some(reloaded) = &self.homed_reloaded else { return };
+        match self.store.meta_scan(HOMED_META_PREFIX).await {
+            Ok(entries) => {
+                let set = entries.into_iter().map(|(k, _)| k.as_bytes()[HOMED_META_PREFIX.len()..].to_vec()).collect();
+                *self.homed.write().unwrap_or_else(|e| e.into_inner()) = set;
+                *reloaded.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+            }
+            Err(e) => tracing::warn!("homed prefixes not reloaded: {e}"),
+        }
+    }
+
+    fn is_homed_here(&self, h: &[u8]) -> bool {
         let homed = self.homed.read().unwrap_or_else(|e| e.into_inner());
         let canonical = handle::canonical(h);
         let governing = handle::normalize(&handle::prefix_handle(&canonical), false);

@@ -72,7 +72,7 @@ async fn group_member(
             break;
         }
         // Groups are resolved locally only; a registry server holds its admins.
-        if !state.is_homed(&handle) {
+        if !state.is_homed(&handle).await {
             continue;
         }
         let Some(record) = state.store.get(&state.storage_key(&handle)).await? else { continue };

@@ -40,7 +40,7 @@ async fn key_values(
     index: i32,
     value_type: &[u8],
 ) -> Result<Vec<HandleValue>, AuthError> {
-    if !state.is_homed(handle) {
+    if !state.is_homed(handle).await {
         return Err(AuthError::failed(format!("identity handle {} is not served by this server", show(handle))));
     }
     let record = match state.store.get(&state.storage_key(handle)).await {

@@ -132,7 +132,7 @@ pub async fn answer(
 /// lives here? Replies `valid` true or false, signed when CT is set.
 pub async fn verify_challenge(state: &ServerState, ctx: &RequestContext<'_>, req: &VerifyChallengeRequest) -> Vec<u8> {
     let reply = Reply::default();
-    if !state.is_homed(&req.handle) {
+    if !state.is_homed(&req.handle).await {
         return error_reply(state, ctx, ResponseCode::SERVER_NOT_RESP, "That prefix doesn't live here", reply);
     }
     match state.store.get(&state.storage_key(&handled_proto::handle::canonical(&req.handle))).await {

@@ -35,7 +35,7 @@ pub async fn create_handle(state: &ServerState, caller: &Caller, req: CreateHand
     if std::str::from_utf8(&req.handle).is_err() {
         return Err(OpError::new(ResponseCode::INVALID_HANDLE, "Handle is not valid UTF-8"));
     }
-    check_homed(state, &handle::canonical(&req.handle))?;
+    check_homed(state, &handle::canonical(&req.handle)).await?;
     let identity = require(caller)?;
     check_new_values(&req.values)?;
     if req.mint {
@@ -97,7 +97,7 @@ async fn may_create(state: &ServerState, identity: &Identity, canonical: &[u8]) 
         (Some(handle::prefix_handle(canonical)), AdminPermissions::ADD_HANDLE)
     };
     let admins = match governing {
-        Some(g) if state.is_homed(&g) => {
+        Some(g) if state.is_homed(&g).await => {
             load(state, &state.storage_key(&g)).await?.map(|r| admins_of(&r)).unwrap_or_default()
         }
         _ => Vec::new(),

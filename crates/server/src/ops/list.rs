@@ -19,7 +19,7 @@ pub async fn list_handles(state: &ServerState, caller: &Caller, prefix: &[u8]) -
         return Err(OpError::new(ResponseCode::INVALID_HANDLE, "List handles needs a prefix handle (0.NA/...)"));
     }
     let prefix_handle = handle::normalize(&canonical, false);
-    if !state.is_homed(&[&prefix_handle[handle::NA_HANDLE_PREFIX.len()..], b"/x"].concat()) {
+    if !state.is_homed(&[&prefix_handle[handle::NA_HANDLE_PREFIX.len()..], b"/x"].concat()).await {
         return Err(OpError::new(ResponseCode::SERVER_NOT_RESP, "That prefix doesn't live here"));
     }
     let identity = require(caller)?;
@@ -85,5 +85,6 @@ pub async fn unhome_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Re
 
 pub async fn list_homed_prefixes(state: &ServerState, caller: &Caller) -> Result<Vec<Vec<u8>>, OpError> {
     require_server_admin(state, caller).await?;
+    state.reload_homed().await;
     Ok(state.homed_prefixes())
 }

@@ -76,8 +76,8 @@ pub(crate) fn show(h: &[u8]) -> String {
 }
 
 /// 301 unless this server is responsible for `handle` (§7.2).
-fn check_homed(state: &ServerState, handle: &[u8]) -> Result<(), OpError> {
-    if state.is_homed(handle) {
+async fn check_homed(state: &ServerState, handle: &[u8]) -> Result<(), OpError> {
+    if state.is_homed(handle).await {
         Ok(())
     } else {
         Err(OpError::new(ResponseCode::SERVER_NOT_RESP, "That prefix doesn't live here"))

@@ -26,7 +26,7 @@ pub fn select<'a>(values: &'a [HandleValue], indexes: &[i32], types: &[Vec<u8>])
 /// an identity with READ_VALUE; values without admin read are never served.
 pub async fn resolve(state: &ServerState, caller: &Caller, req: &Resolve) -> Result<Vec<HandleValue>, OpError> {
     let canonical = handle::canonical(&req.handle);
-    check_homed(state, &canonical)?;
+    check_homed(state, &canonical).await?;
     let record = load(state, &state.storage_key(&canonical))
         .await?
         .ok_or_else(|| OpError::new(ResponseCode::HANDLE_NOT_FOUND, "Handle not found"))?;

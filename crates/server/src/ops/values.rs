@@ -30,7 +30,7 @@ fn too_busy() -> OpError {
 
 pub async fn delete_handle(state: &ServerState, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
     let canonical = handle::canonical(h);
-    check_homed(state, &canonical)?;
+    check_homed(state, &canonical).await?;
     let identity = require(caller)?;
     let key = state.storage_key(&canonical);
     for _ in 0..MAX_CAS_RETRIES {
@@ -52,7 +52,7 @@ pub async fn add_values(
     overwrite: bool,
 ) -> Result<bool, OpError> {
     let canonical = handle::canonical(h);
-    check_homed(state, &canonical)?;
+    check_homed(state, &canonical).await?;
     let identity = require(caller)?;
     if values.is_empty() {
         return Err(OpError::new(ResponseCode::INVALID_VALUE, "Value list was empty"));
@@ -102,7 +102,7 @@ pub async fn add_values(
 
 pub async fn remove_values(state: &ServerState, caller: &Caller, h: &[u8], indexes: &[i32]) -> Result<(), OpError> {
     let canonical = handle::canonical(h);
-    check_homed(state, &canonical)?;
+    check_homed(state, &canonical).await?;
     let identity = require(caller)?;
     let key = state.storage_key(&canonical);
     for _ in 0..MAX_CAS_RETRIES {
@@ -136,7 +136,7 @@ pub async fn modify_values(
     values: &[HandleValue],
 ) -> Result<(), OpError> {
     let canonical = handle::canonical(h);
-    check_homed(state, &canonical)?;
+    check_homed(state, &canonical).await?;
     let mut seen = std::collections::HashSet::new();
     if !values.iter().all(|v| seen.insert(v.index)) {
         return Err(OpError::new(ResponseCode::INVALID_VALUE, "Duplicate value indexes"));

@@ -1,0 +1,136 @@
+"""Cluster mode of the black-box suites: N stateless `handled` nodes on one
+Cassandra keyspace (127.0.0.101…, the same ports), behind haproxy on 127.0.0.1,
+round-robin with no stickiness and health checks on /readyz. Used when
+$HANDLED_TEST_CLUSTER_NODES (>= 2) and $HANDLED_TEST_CASSANDRA are set
+(tests/cassandra/run.sh sets both)."""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+
+import requests
+
+
+def nodes() -> int:
+    n = os.environ.get("HANDLED_TEST_CLUSTER_NODES", "")
+    return int(n) if n.strip() and os.environ.get("HANDLED_TEST_CASSANDRA") else 1
+
+
+def cassandra_env(prefix: str) -> dict:
+    return {
+        "HANDLED_STORE": "cassandra",
+        "HANDLED_CASSANDRA_CONTACT_POINTS": os.environ["HANDLED_TEST_CASSANDRA"],
+        "HANDLED_CASSANDRA_KEYSPACE": prefix + uuid.uuid4().hex[:16],
+        "HANDLED_CASSANDRA_REPLICATION": "1",
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node_address(i: int) -> str:
+    return f"127.0.0.{100 + i}"
+
+
+class _Stderr:
+    """All nodes' stderr, read back from their log files."""
+
+    def __init__(self, paths):
+        self.paths = paths
+
+    def read(self) -> str:
+        return "".join(open(p, errors="replace").read() for p in self.paths if os.path.exists(p))
+
+
+class Cluster:
+    """Looks like one `subprocess.Popen` of `handled serve` (terminate, wait, poll,
+    stderr.read) whose HTTP port (and registry port) are the balancer's."""
+
+    def __init__(self, binary, tmp, count, config_text="", env=None, registry=False, creds_path=None):
+        self.tmp = tmp
+        self.http_port = free_port()
+        self.native_port = free_port()
+        self.registry_port = free_port() if registry else None
+        config = os.path.join(tmp, "node.toml")
+        with open(config, "w") as f:
+            f.write('public_address = "127.0.0.1"\n' + (config_text or ""))
+            if registry:
+                f.write(f"registry_port = {self.registry_port}\n")
+        node_env = dict(os.environ, **cassandra_env("cl_"), **(env or {}))
+        self.procs, errs = [], []
+        for i in range(1, count + 1):
+            err = os.path.join(tmp, f"node{i}.stderr.log")
+            errs.append(err)
+            creds = creds_path if (i == 1 and creds_path) else os.path.join(tmp, f"admin-node{i}.json")
+            args = [binary, "serve", "--config", config, "--listen", node_address(i), "--port", str(self.native_port),
+                    "--http-port", str(self.http_port), "--data-dir", os.path.join(tmp, f"data-{i}"),
+                    "--admin-credentials", creds]
+            p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(err, "w"), env=node_env, text=True)
+            self.procs.append(p)
+            if p.stdout.readline().strip() != "ready":
+                self.terminate()
+                raise RuntimeError(f"cluster node {i} did not start: {open(err).read()[-2000:]}")
+        self.stderr = _Stderr(errs)
+        self.procs.append(self._haproxy(count))
+        self._await_balancer()
+
+    def _haproxy(self, count):
+        cfg = ["global", "  maxconn 4096", "", "defaults", "  mode tcp", "  timeout connect 2s",
+               "  timeout client 60s", "  timeout server 60s", "  timeout check 1s", ""]
+        ports = [("http", self.http_port), ("native", self.native_port)]
+        if self.registry_port:
+            ports.append(("registry", self.registry_port))
+        for name, port in ports:
+            check = "/live" if name == "registry" else "/readyz"
+            check_port = port if name == "registry" else self.http_port
+            cfg += [f"frontend {name}", f"  bind 127.0.0.1:{port}", f"  default_backend {name}_nodes", "",
+                    f"backend {name}_nodes", "  balance roundrobin", f"  option httpchk GET {check}"]
+            cfg += [f"  server n{i} {node_address(i)}:{port} check port {check_port} inter 200ms fall 2 rise 2"
+                    for i in range(1, count + 1)]
+            cfg.append("")
+        path = os.path.join(self.tmp, "haproxy.cfg")
+        with open(path, "w") as f:
+            f.write("\n".join(cfg))
+        log = open(os.path.join(self.tmp, "haproxy.log"), "w")
+        return subprocess.Popen([shutil.which("haproxy") or "haproxy", "-db", "-f", path], stdout=log, stderr=log)
+
+    def _await_balancer(self):
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                if requests.get(f"http://127.0.0.1:{self.http_port}/readyz", timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        self.terminate()
+        raise RuntimeError("the balancer did not come up")
+
+    def terminate(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+
+    def kill(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+
+    def wait(self, timeout=None):
+        for p in self.procs:
+            p.wait(timeout=timeout)
+        return self.procs[0].returncode
+
+    def poll(self):
+        return next((p.returncode for p in self.procs if p.poll() is not None), None)
+
+    def send_signal(self, sig):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(sig)
