@@ -28,4 +28,6 @@ tests/rest/run.sh target/release/handled
 
 echo "== Java interop (net.handle:handle-client against target/release/handled)"
 tests/interop-java/run.sh target/release/handled
+echo "== on Apache Cassandra: store conformance, then the registry, JSON API and Java suites through a balancer in front of 3 stateless nodes"
+tests/cluster/run.sh target/release/handled
 echo "all test suites passed"
