@@ -11,7 +11,13 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "handled", version, about = "A Handle System registry server")]
+#[command(
+    name = "handled",
+    version,
+    about = "A Handle System registry server",
+    after_help = "Exit codes: 0 done; 1 local error (arguments, files, no connection); 2 not found; \
+                  3 refused by the server; 4 authentication or permission denied."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

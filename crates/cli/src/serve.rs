@@ -24,6 +24,10 @@ pub struct ServeArgs {
     /// Address to bind.
     #[arg(long, env = "HANDLED_LISTEN")]
     listen: Option<IpAddr>,
+    /// Address published in the site record (HS_SITE) for clients to connect
+    /// to; default: --listen. Required when listening on 0.0.0.0 or ::.
+    #[arg(long, env = "HANDLED_PUBLIC_ADDRESS")]
+    public_address: Option<IpAddr>,
     /// Native protocol port (UDP and TCP).
     #[arg(long, env = "HANDLED_PORT")]
     port: Option<u16>,
@@ -79,6 +83,9 @@ impl ServeArgs {
         if let Some(l) = self.listen {
             c.listen = l;
         }
+        if let Some(a) = self.public_address {
+            c.public_address = Some(a);
+        }
         if let Some(p) = self.port {
             c.port = p;
         }
@@ -119,8 +126,29 @@ impl ServeArgs {
             cass.tls_ca = Some(p.clone());
         }
         c.validate()?;
+        check_published_address(&c)?;
         Ok(c)
     }
+}
+
+/// The site record tells clients where to connect: an unspecified address
+/// (0.0.0.0, ::) there is unusable, and a loopback one only works on this machine.
+fn check_published_address(c: &Config) -> anyhow::Result<()> {
+    let published = c.public_address();
+    if published.is_unspecified() {
+        anyhow::bail!(
+            "the site record would publish {published}, which clients cannot connect to: \
+             set --public-address (public_address in the config) to this server's reachable address"
+        );
+    }
+    if published.is_loopback() && !c.listen.is_loopback() {
+        eprintln!(
+            "warning: listening on {} but publishing {published} (loopback) in the site record: \
+             remote clients that follow it will not reach this server (set --public-address)",
+            c.listen
+        );
+    }
+    Ok(())
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {

@@ -114,3 +114,16 @@ fn admin_subcommands_and_exit_codes() {
     server.kill().unwrap();
     server.wait().unwrap();
 }
+
+/// Listening on every address without a published one would put 0.0.0.0 in the
+/// site record: refused, with the flag to use.
+#[test]
+fn serve_refuses_to_publish_an_unspecified_address() {
+    let o = Command::new(env!("CARGO_BIN_EXE_handled"))
+        .args(["serve", "--ephemeral", "--listen", "0.0.0.0", "--port", "0", "--http-port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(err.contains("0.0.0.0") && err.contains("--public-address"), "{err}");
+}
