@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "== install what is missing (scripts/install-test-deps.sh)"
+scripts/install-test-deps.sh
+
 echo "== house style: cargo fmt --check, clippy -D warnings"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
