@@ -41,8 +41,11 @@ async fn open_loop_latency_counts_the_stall_like_wrk2() {
         assert!((got - expect(q)).abs() < 0.2, "p{q}: {got:.3} s, expected {:.3} s", expect(q));
     }
     assert!(s.ms(0.5) < 20.0, "median {:.3} ms", s.ms(0.5));
-    // Uncorrected: only the 16 requests caught in flight saw the stall.
-    assert!((s.service_us.value_at_quantile(0.99) as f64) < 20_000.0);
+    // Uncorrected: only the 16 requests caught in flight saw the stall, so its p99
+    // stays an order of magnitude below the 1 s stall (100 ms leaves room for a
+    // loaded 2-core box, where it reached 20 ms while other tests ran).
+    let p99 = s.service_us.value_at_quantile(0.99) as f64;
+    assert!(p99 < 100_000.0, "uncorrected p99 {:.1} ms", p99 / 1000.0);
     assert!(s.service_us.max() as f64 > 0.9e6);
 }
 
