@@ -63,7 +63,7 @@ class Cluster:
             if registry:
                 f.write(f"registry_port = {self.registry_port}\n")
         node_env = dict(os.environ, **cassandra_env("cl_"), **(env or {}))
-        self.procs, errs = [], []
+        self.node_env, self.node_args, self.procs, errs = node_env, [], [], []
         for i in range(1, count + 1):
             err = os.path.join(tmp, f"node{i}.stderr.log")
             errs.append(err)
@@ -71,6 +71,7 @@ class Cluster:
             args = [binary, "serve", "--config", config, "--listen", node_address(i), "--port", str(self.native_port),
                     "--http-port", str(self.http_port), "--data-dir", os.path.join(tmp, f"data-{i}"),
                     "--admin-credentials", creds]
+            self.node_args.append((args, err))
             p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(err, "w"), env=node_env, text=True)
             self.procs.append(p)
             if p.stdout.readline().strip() != "ready":
@@ -79,6 +80,16 @@ class Cluster:
         self.stderr = _Stderr(errs)
         self.procs.append(self._haproxy(count))
         self._await_balancer()
+
+    def restart(self, i: int) -> float:
+        """Start node i (1-based) again after it died; seconds until it said ready."""
+        args, err = self.node_args[i - 1]
+        started = time.time()
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(err, "a"), env=self.node_env, text=True)
+        self.procs[i - 1] = p
+        if p.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"node {i} did not restart")
+        return time.time() - started
 
     def _haproxy(self, count):
         cfg = ["global", "  maxconn 4096", "", "defaults", "  mode tcp", "  timeout connect 2s",
