@@ -62,7 +62,7 @@ class Cluster:
             f.write('public_address = "127.0.0.1"\n' + (config_text or ""))
             if registry:
                 f.write(f"registry_port = {self.registry_port}\n")
-        node_env = dict(os.environ, **cassandra_env("cl_"), **(env or {}))
+        node_env = {**os.environ, **cassandra_env("cl_"), **(env or {})}
         self.node_env, self.node_args, self.procs, errs = node_env, [], [], []
         for i in range(1, count + 1):
             err = os.path.join(tmp, f"node{i}.stderr.log")
