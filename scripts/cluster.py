@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""A local cluster on one machine, all on loopback:
+
+    scripts/cluster.py up [--cassandra 3] [--nodes 3]   # start everything, print where it listens
+    scripts/cluster.py status
+    scripts/cluster.py kill-node I | start-node I        # SIGKILL / restart handled node I
+    scripts/cluster.py down                              # stop everything it started
+
+Cassandra nodes on 127.0.0.1…N (scripts/cassandra.sh, replication min(N, 3)),
+`handled` nodes on 127.0.0.101… (native 2641 UDP+TCP, HTTP 8000, registry 8001),
+and the balancer on 127.0.0.100 with the same ports: haproxy round-robin for TCP
+and HTTP (health checks on /readyz and /live every 200 ms) and nginx's stream
+module for UDP (haproxy has none; nginx needs no kernel modules or root
+networking, unlike IPVS). Every node publishes 127.0.0.100 in its site record.
+State (configs, logs, PIDs, the admin credentials) in $HANDLED_CLUSTER_DIR
+(default /tmp/handled-cluster); Cassandra's data in its nodes/ subdirectory.
+HANDLED_CLUSTER_FAST=1 boots Cassandra with its test-only fast flags."""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DIR = os.environ.get("HANDLED_CLUSTER_DIR", "/tmp/handled-cluster")
+STATE = os.path.join(DIR, "state.json")
+BALANCER = "127.0.0.100"
+PORTS = {"native": 2641, "http": 8000, "registry": 8001}
+
+
+def node_ip(i):
+    return f"127.0.0.{100 + i}"
+
+
+def cassandra(*args, env=None):
+    e = dict(os.environ, HANDLED_CASSANDRA_DATA=os.path.join(DIR, "nodes"), **(env or {}))
+    subprocess.run([os.path.join(ROOT, "scripts", "cassandra.sh"), *args], check=True, env=e)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+def start_node(st, i):
+    out, err = os.path.join(DIR, f"node{i}.out"), os.path.join(DIR, f"node{i}.err")
+    args = [st["binary"], "serve", "--config", os.path.join(DIR, "node.toml"), "--listen", node_ip(i),
+            "--data-dir", os.path.join(DIR, f"data-{i}"), "--admin-credentials",
+            os.path.join(DIR, "admin-TEST.json" if i == 1 else f"admin-node{i}.json")]
+    env = dict(os.environ, HANDLED_STORE="cassandra", HANDLED_CASSANDRA_CONTACT_POINTS=st["contact_points"],
+               HANDLED_CASSANDRA_REPLICATION=str(st["rf"]), HANDLED_CASSANDRA_KEYSPACE="handled_cluster",
+               HANDLED_LOG="warn")
+    p = subprocess.Popen(args, stdout=open(out, "w"), stderr=open(err, "a"), env=env, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if "ready" in open(out).read():
+            st["nodes"][str(i)] = p.pid
+            return
+        if p.poll() is not None:
+            raise SystemExit(f"handled node {i} exited; see {err}")
+        time.sleep(0.1)
+    raise SystemExit(f"handled node {i} not ready after 60 s; see {err}")
+
+
+def write_balancers(n):
+    cfg = ["global", "  maxconn 4096", "", "defaults", "  mode tcp", "  timeout connect 2s", "  timeout client 60s",
+           "  timeout server 60s", "  timeout check 1s", ""]
+    for name, port in PORTS.items():
+        check, check_port = ("/live", port) if name == "registry" else ("/readyz", PORTS["http"])
+        cfg += [f"frontend {name}", f"  bind {BALANCER}:{port}", f"  default_backend {name}_nodes", "",
+                f"backend {name}_nodes", "  balance roundrobin", f"  option httpchk GET {check}"]
+        cfg += [f"  server n{i} {node_ip(i)}:{port} check port {check_port} inter 200ms fall 2 rise 2"
+                for i in range(1, n + 1)] + [""]
+    open(os.path.join(DIR, "haproxy.cfg"), "w").write("\n".join(cfg))
+    ups = "".join(f"    server {node_ip(i)}:{PORTS['native']};\n" for i in range(1, n + 1))
+    open(os.path.join(DIR, "nginx.conf"), "w").write(
+        "load_module /usr/lib/nginx/modules/ngx_stream_module.so;\ndaemon off;\nworker_processes 1;\n"
+        f"pid {DIR}/nginx.pid;\nerror_log {DIR}/nginx.error.log warn;\nevents {{ worker_connections 4096; }}\n"
+        f"stream {{\n  upstream nodes {{\n{ups}  }}\n  server {{\n    listen {BALANCER}:{PORTS['native']} udp;\n"
+        "    proxy_pass nodes;\n    proxy_timeout 3s;\n  }\n}\n")
+
+
+def spawn(name, args):
+    log = open(os.path.join(DIR, f"{name}.log"), "w")
+    return subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True).pid
+
+
+def up(a):
+    if os.path.exists(STATE):
+        raise SystemExit(f"a cluster is recorded in {DIR}: scripts/cluster.py down first")
+    for tool in ("haproxy", "nginx", "java"):
+        if not shutil.which(tool):
+            raise SystemExit(f"{tool} is missing (scripts/install-test-deps.sh installs it)")
+    binary = os.path.abspath(a.binary)
+    if not os.access(binary, os.X_OK):
+        raise SystemExit(f"no handled binary at {binary}: cargo build --release -p handled")
+    os.makedirs(DIR, exist_ok=True)
+    t0 = time.time()
+    env = {"HANDLED_CASSANDRA_FAST": "1"} if os.environ.get("HANDLED_CLUSTER_FAST") == "1" else {}
+    env["HANDLED_CASSANDRA_RF"] = str(min(a.cassandra, 3))
+    cassandra("up", str(a.cassandra), env=env)
+    st = {"binary": binary, "rf": min(a.cassandra, 3), "nodes": {}, "cassandra": a.cassandra,
+          "contact_points": ",".join(f"127.0.0.{i}:9042" for i in range(1, a.cassandra + 1))}
+    open(os.path.join(DIR, "node.toml"), "w").write(
+        f'public_address = "{BALANCER}"\nport = {PORTS["native"]}\nhttp_port = {PORTS["http"]}\n'
+        f'registry_port = {PORTS["registry"]}\n')
+    json.dump(st, open(STATE, "w"))
+    for i in range(1, a.nodes + 1):
+        start_node(st, i)  # node 1 first: it makes the keyspace, site key and admin
+        json.dump(st, open(STATE, "w"))
+    write_balancers(a.nodes)
+    st["haproxy"] = spawn("haproxy", ["haproxy", "-db", "-f", os.path.join(DIR, "haproxy.cfg")])
+    st["nginx"] = spawn("nginx", ["nginx", "-c", os.path.join(DIR, "nginx.conf"), "-p", DIR])
+    json.dump(st, open(STATE, "w"))
+    print(f"cluster up in {time.time() - t0:.0f} s")
+    status(a)
+
+
+def status(_):
+    if not os.path.exists(STATE):
+        print(f"no cluster recorded in {DIR}")
+        return
+    st = json.load(open(STATE))
+    print(f"balancer {BALANCER}: native {PORTS['native']} (UDP via nginx, TCP via haproxy), "
+          f"HTTP {PORTS['http']}, registry {PORTS['registry']}")
+    for i, pid in sorted(st["nodes"].items()):
+        print(f"handled node {i}: {node_ip(int(i))} pid {pid} {'up' if alive(pid) else 'DOWN'}, log {DIR}/node{i}.err")
+    for name in ("haproxy", "nginx"):
+        if name in st:
+            print(f"{name}: pid {st[name]} {'up' if alive(st[name]) else 'DOWN'}, log {DIR}/{name}.log")
+    print(f"Cassandra: {st['contact_points']} (replication {st['rf']}); admin credentials {DIR}/admin-TEST.json")
+    print(f"try: {st['binary']} resolve --host {BALANCER} TEST/ADMIN; curl http://{BALANCER}:{PORTS['http']}/readyz")
+
+
+def kill_node(a):
+    st = json.load(open(STATE))
+    os.kill(st["nodes"][str(a.i)], signal.SIGKILL)
+    print(f"handled node {a.i} SIGKILLed")
+
+
+def start_node_cmd(a):
+    st = json.load(open(STATE))
+    t0 = time.time()
+    start_node(st, a.i)
+    json.dump(st, open(STATE, "w"))
+    print(f"handled node {a.i} ready in {time.time() - t0:.2f} s")
+
+
+def down(_):
+    if os.path.exists(STATE):
+        st = json.load(open(STATE))
+        for pid in [*st["nodes"].values(), st.get("haproxy"), st.get("nginx")]:
+            if pid and alive(pid):
+                os.kill(pid, signal.SIGTERM)
+        time.sleep(1)
+        for pid in [*st["nodes"].values(), st.get("haproxy"), st.get("nginx")]:
+            if pid and alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        os.remove(STATE)
+    if os.path.isdir(os.path.join(DIR, "nodes")):
+        cassandra("down")
+    print("cluster down")
+
+
+def main():
+    ap = argparse.ArgumentParser(description="A local handled cluster on Cassandra behind haproxy/nginx")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    u = sub.add_parser("up")
+    u.add_argument("--cassandra", type=int, default=3)
+    u.add_argument("--nodes", type=int, default=3)
+    u.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "handled"))
+    u.set_defaults(fn=up)
+    sub.add_parser("status").set_defaults(fn=status)
+    sub.add_parser("down").set_defaults(fn=down)
+    for name, fn in (("kill-node", kill_node), ("start-node", start_node_cmd)):
+        p = sub.add_parser(name)
+        p.add_argument("i", type=int)
+        p.set_defaults(fn=fn)
+    a = ap.parse_args()
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()
