@@ -29,6 +29,8 @@ DIR = os.environ.get("HANDLED_CLUSTER_DIR", "/tmp/handled-cluster")
 STATE = os.path.join(DIR, "state.json")
 BALANCER = "127.0.0.100"
 PORTS = {"native": 2641, "http": 8000, "registry": 8001}
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+import cluster  # noqa: E402  (the balancer configurations the test harness uses too)
 
 
 def node_ip(i):
@@ -69,21 +71,9 @@ def start_node(st, i):
 
 
 def write_balancers(n):
-    cfg = ["global", "  maxconn 4096", "", "defaults", "  mode tcp", "  timeout connect 2s", "  timeout client 60s",
-           "  timeout server 60s", "  timeout check 1s", ""]
-    for name, port in PORTS.items():
-        check, check_port = ("/live", port) if name == "registry" else ("/readyz", PORTS["http"])
-        cfg += [f"frontend {name}", f"  bind {BALANCER}:{port}", f"  default_backend {name}_nodes", "",
-                f"backend {name}_nodes", "  balance roundrobin", f"  option httpchk GET {check}"]
-        cfg += [f"  server n{i} {node_ip(i)}:{port} check port {check_port} inter 200ms fall 2 rise 2"
-                for i in range(1, n + 1)] + [""]
-    open(os.path.join(DIR, "haproxy.cfg"), "w").write("\n".join(cfg))
-    ups = "".join(f"    server {node_ip(i)}:{PORTS['native']};\n" for i in range(1, n + 1))
-    open(os.path.join(DIR, "nginx.conf"), "w").write(
-        "load_module /usr/lib/nginx/modules/ngx_stream_module.so;\ndaemon off;\nworker_processes 1;\n"
-        f"pid {DIR}/nginx.pid;\nerror_log {DIR}/nginx.error.log warn;\nevents {{ worker_connections 4096; }}\n"
-        f"stream {{\n  upstream nodes {{\n{ups}  }}\n  server {{\n    listen {BALANCER}:{PORTS['native']} udp;\n"
-        "    proxy_pass nodes;\n    proxy_timeout 3s;\n  }\n}\n")
+    ips = [node_ip(i) for i in range(1, n + 1)]
+    open(os.path.join(DIR, "haproxy.cfg"), "w").write(cluster.haproxy_config(BALANCER, PORTS, ips, PORTS["http"]))
+    open(os.path.join(DIR, "nginx.conf"), "w").write(cluster.nginx_udp_config(DIR, BALANCER, PORTS["native"], ips))
 
 
 def spawn(name, args):

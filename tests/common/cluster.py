@@ -38,6 +38,33 @@ def node_address(i: int) -> str:
     return f"127.0.0.{100 + i}"
 
 
+def haproxy_config(bind: str, ports: dict, nodes: list, http_port: int) -> str:
+    """haproxy in TCP mode, round-robin, no stickiness: one frontend per named
+    port on `bind`, each over the same port of every node; health checks on the
+    HTTP port's /readyz (the registry port's own /live for "registry")."""
+    cfg = ["global", "  maxconn 4096", "", "defaults", "  mode tcp", "  timeout connect 2s",
+           "  timeout client 60s", "  timeout server 60s", "  timeout check 1s", ""]
+    for name, port in ports.items():
+        check, check_port = ("/live", port) if name == "registry" else ("/readyz", http_port)
+        cfg += [f"frontend {name}", f"  bind {bind}:{port}", f"  default_backend {name}_nodes", "",
+                f"backend {name}_nodes", "  balance roundrobin", f"  option httpchk GET {check}"]
+        cfg += [f"  server n{i} {ip}:{port} check port {check_port} inter 200ms fall 2 rise 2"
+                for i, ip in enumerate(nodes, 1)]
+        cfg.append("")
+    return "\n".join(cfg)
+
+
+def nginx_udp_config(state_dir: str, bind: str, port: int, nodes: list) -> str:
+    """nginx's stream module spreading UDP datagrams over the nodes (haproxy has
+    no UDP; nginx needs neither kernel modules nor root networking, unlike IPVS)."""
+    ups = "".join(f"    server {ip}:{port};\n" for ip in nodes)
+    return ("load_module /usr/lib/nginx/modules/ngx_stream_module.so;\ndaemon off;\nworker_processes 1;\n"
+            f"pid {state_dir}/nginx.pid;\nerror_log {state_dir}/nginx.error.log warn;\n"
+            "events { worker_connections 4096; }\n"
+            f"stream {{\n  upstream nodes {{\n{ups}  }}\n  server {{\n    listen {bind}:{port} udp;\n"
+            "    proxy_pass nodes;\n    proxy_timeout 3s;\n  }\n}\n")
+
+
 class _Stderr:
     """All nodes' stderr, read back from their log files."""
 
@@ -92,22 +119,12 @@ class Cluster:
         return time.time() - started
 
     def _haproxy(self, count):
-        cfg = ["global", "  maxconn 4096", "", "defaults", "  mode tcp", "  timeout connect 2s",
-               "  timeout client 60s", "  timeout server 60s", "  timeout check 1s", ""]
-        ports = [("http", self.http_port), ("native", self.native_port)]
+        ports = {"http": self.http_port, "native": self.native_port}
         if self.registry_port:
-            ports.append(("registry", self.registry_port))
-        for name, port in ports:
-            check = "/live" if name == "registry" else "/readyz"
-            check_port = port if name == "registry" else self.http_port
-            cfg += [f"frontend {name}", f"  bind 127.0.0.1:{port}", f"  default_backend {name}_nodes", "",
-                    f"backend {name}_nodes", "  balance roundrobin", f"  option httpchk GET {check}"]
-            cfg += [f"  server n{i} {node_address(i)}:{port} check port {check_port} inter 200ms fall 2 rise 2"
-                    for i in range(1, count + 1)]
-            cfg.append("")
+            ports["registry"] = self.registry_port
         path = os.path.join(self.tmp, "haproxy.cfg")
         with open(path, "w") as f:
-            f.write("\n".join(cfg))
+            f.write(haproxy_config("127.0.0.1", ports, [node_address(i) for i in range(1, count + 1)], self.http_port))
         log = open(os.path.join(self.tmp, "haproxy.log"), "w")
         return subprocess.Popen([shutil.which("haproxy") or "haproxy", "-db", "-f", path], stdout=log, stderr=log)
 
