@@ -181,6 +181,17 @@ mod tests {
         assert!(a.get("zz").await.is_none() && a.get("").await.is_none());
     }
 
+    /// F5: anonymous session creation (every 401, every `POST /api/sessions`) kept
+    /// an entry each, up to 100k, then refused everyone. Now it keeps nothing.
+    #[tokio::test]
+    async fn issuing_sessions_stores_nothing() {
+        let store: Arc<dyn handled_store::Store> = Arc::new(MemoryStore::new());
+        let a = HttpSessions::new(b"k", Duration::from_secs(60), store.clone());
+        let ids: Vec<String> = (0..10_000).map(|_| a.create().id.clone()).collect();
+        assert!(store.doc_scan("http-session", b"", None, 1).await.unwrap().is_empty());
+        assert!(a.get(&ids[9_999]).await.is_some(), "and each still works");
+    }
+
     #[tokio::test]
     async fn unproven_sessions_expire_from_creation() {
         let a = HttpSessions::new(b"k", Duration::from_secs(1), Arc::new(MemoryStore::new()));
