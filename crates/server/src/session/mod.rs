@@ -178,8 +178,15 @@ impl Sessions {
     /// authenticated, renewed or ended it).
     pub async fn get(&self, id: i32) -> Option<Arc<Session>> {
         if let Some(shared) = &self.shared {
-            let stored = match shared.get(&id.to_be_bytes()).await {
-                Ok(Some(b)) => stored::decode(&b),
+            let stored = match shared.get_with_deadline(&id.to_be_bytes()).await {
+                Ok(Some((b, left))) => {
+                    let s = stored::decode(&b);
+                    // Idle expiry: renewed on use, at most once per half-life.
+                    if let Some(s) = s.as_ref().filter(|s| left < s.timeout / 2) {
+                        self.save(s).await;
+                    }
+                    s
+                }
                 Ok(None) => None,
                 Err(e) => {
                     tracing::warn!("shared session not read: {e}");
@@ -338,5 +345,12 @@ mod tests {
         assert!(!b.first_use_everywhere(&s, 17).await, "a counter replayed to another node is refused");
         b.end(5).await;
         assert!(a.get(5).await.is_none(), "ended everywhere");
+        // Used sessions stay alive past their first deadline (idle expiry).
+        let short = Session::new(6, [1; 32], Version::V2_10, None, Duration::from_millis(400), false);
+        a.add(short).await.unwrap();
+        for _ in 0..4 {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            assert!(b.get(6).await.is_some(), "renewed by use");
+        }
     }
 }

@@ -21,7 +21,7 @@ pub fn encode(s: &Session) -> Vec<u8> {
         }
         None => put_u8(&mut out, 0),
     }
-    put_u64(&mut out, s.timeout.as_secs());
+    put_u64(&mut out, s.timeout.as_millis() as u64);
     put_u8(&mut out, s.encrypt_all as u8);
     match s.identity() {
         Some(id) => {
@@ -44,7 +44,7 @@ pub fn decode(b: &[u8]) -> Option<Session> {
         1 => Some((r.bytes("handle").ok()?.to_vec(), r.i32("index").ok()?)),
         _ => None,
     };
-    let timeout = Duration::from_secs(r.u64("timeout").ok()?);
+    let timeout = Duration::from_millis(r.u64("timeout").ok()?);
     let encrypt_all = r.u8("encrypt").ok()? == 1;
     let session = Session::new(id, key, version, claimed, timeout, encrypt_all);
     if r.u8("authenticated").ok()? == 1 {
