@@ -41,6 +41,9 @@ class Server:
         self.tmp = tempfile.mkdtemp(prefix="handled-registry-")
         self.data_dir = data_dir or os.path.join(self.tmp, "data")
         self.ephemeral = ephemeral
+        on_cassandra = nodes > 1 or (env or {}).get("HANDLED_STORE") == "cassandra"
+        # What /live reports as Storage_type.
+        self.storage_type = "Ram" if ephemeral else ("Cassandra" if on_cassandra else "Embedded")
         config_text = f"registry_sweep_secs = {sweep_secs}\nregistry_expires_max = 3600\n"
         if nodes > 1:
             # Several stateless nodes on Cassandra behind a round-robin balancer.

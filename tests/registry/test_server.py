@@ -18,7 +18,7 @@ def test_live_shape_and_count(client, server):
     assert set(live) == {"status", "Storage_type", "Hyperties_stored"}
     assert all(isinstance(v, str) for v in live.values()), "all values are strings"
     assert live["status"] == "up"
-    assert live["Storage_type"] == ("Ram" if server.ephemeral else "Embedded")
+    assert live["Storage_type"] == server.storage_type
     n = int(live["Hyperties_stored"])
     user, hid = new_user(), new_hyperty()
     client.put(f"/hyperty/user/{enc(user)}/{enc(hid)}", hyperty_body())

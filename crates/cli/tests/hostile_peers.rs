@@ -95,3 +95,32 @@ fn a_peer_closing_early_does_not_kill_the_server() {
     assert!(get(server.http, "/healthz").contains(" 200"), "healthz still answers");
     assert!(get(server.registry, "/live").contains(" 200"), "registry /live still answers");
 }
+
+/// F10: an unparsable `LOAD_BALANCER_IP` used to be ignored with a warning, so
+/// every peer could write to the registry. Now `serve` refuses to start.
+#[test]
+fn an_unparsable_load_balancer_ip_stops_the_start() {
+    for bad in ["lb.example.org", "10.0.0.1 ", "nonsense"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_handled"))
+            .args(["serve", "--ephemeral", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0"])
+            .args(["--registry-port", "0"])
+            .env("LOAD_BALANCER_IP", bad)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run handled");
+        // Bounded: a server that starts anyway is killed and reported.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if child.try_wait().unwrap().is_none() {
+            let _ = child.kill();
+        }
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{bad:?}: {err}");
+        assert!(err.contains("LOAD_BALANCER_IP") && err.contains(bad), "{bad:?}: {err}");
+        assert!(!String::from_utf8_lossy(&o.stdout).contains("ready"), "{bad:?}: the server must not come up");
+    }
+}

@@ -74,6 +74,13 @@ impl Listeners {
 
     /// Start serving on every listener (must be called inside the runtime).
     pub fn serve(self, state: Arc<ServerState>) -> std::io::Result<RunningServer> {
+        let registry_settings = match &self.registry {
+            Some(_) => Some(
+                registry::Settings::from_config(&state.config)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
+            ),
+            None => None,
+        };
         let mut tasks = JoinSet::new();
         let runtime = tokio::runtime::Handle::current();
         for socket in self.udp {
@@ -81,8 +88,8 @@ impl Listeners {
             transport::udp::spawn(state.clone(), socket, runtime.clone())?;
         }
         tasks.spawn(transport::tcp::serve(state.clone(), self.tcp));
-        if let Some(l) = self.registry {
-            tasks.spawn(registry::serve(state.clone(), registry::Settings::from_config(&state.config), l));
+        if let (Some(l), Some(settings)) = (self.registry, registry_settings) {
+            tasks.spawn(registry::serve(state.clone(), settings, l));
         }
         tasks.spawn(transport::http::serve(state.clone(), self.http));
         state.set_ready();

@@ -41,22 +41,32 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn from_config(c: &Config) -> Settings {
+    /// Settings from the configuration and the original's environment variables.
+    /// An unparsable `LOAD_BALANCER_IP` is an error: ignoring it would let every
+    /// peer write (it used to fail open).
+    pub fn from_config(c: &Config) -> Result<Settings, String> {
         let lb = std::env::var("LOAD_BALANCER_IP").ok().filter(|v| !v.is_empty());
-        let load_balancer_ip = lb.and_then(|v| match v.parse() {
-            Ok(ip) => Some(ip),
-            Err(_) => {
-                tracing::warn!("LOAD_BALANCER_IP={v:?} is not an IP address: ignored");
-                None
-            }
-        });
-        Settings {
+        let load_balancer_ip = lb
+            .map(|v| {
+                v.parse().map_err(|_| {
+                    format!(
+                        "LOAD_BALANCER_IP={v:?} is not an IP address (unset it to let every peer call the registry)"
+                    )
+                })
+            })
+            .transpose()?;
+        let storage_type = match c.store_kind() {
+            crate::config::StoreKind::Memory => "Ram",
+            crate::config::StoreKind::Embedded => "Embedded",
+            crate::config::StoreKind::Cassandra => "Cassandra",
+        };
+        Ok(Settings {
             expires_max: c.registry_expires_max.min(i64::MAX as u64) as i64,
             sweep_period: Duration::from_secs(c.registry_sweep_secs),
-            storage_type: if c.ephemeral { "Ram" } else { "Embedded" },
+            storage_type,
             load_balancer_ip,
             dev_status_page: std::env::var("DOMAIN_ENV").is_ok_and(|v| v == "DEVELOPMENT"),
-        }
+        })
     }
 }
 
