@@ -163,7 +163,7 @@ impl Ctx {
 }
 
 pub(crate) fn report(name: &str, intro: &str, sections: Vec<Section>) -> Report {
-    Report { title: format!("handled bench scenario {name}"), intro: intro.into(), sections }
+    Report::new(format!("handled bench scenario {name}"), intro, sections)
 }
 const WRK2_QUANTILES: [f64; 7] = [0.5, 0.75, 0.9, 0.99, 0.999, 0.9999, 1.0];
 

@@ -33,6 +33,16 @@ pub const SCENARIOS: &[ScenarioInfo] = &[
 ];
 
 pub async fn run(name: &str, env: &ScenarioEnv) -> Result<ScenarioOutput, String> {
+    let mut out = run_scenario(name, env).await?;
+    let target = match &env.host {
+        Some(host) => format!("{host}, native port {}, HTTP port {}", env.port, env.http_port),
+        None => "servers the scenario started itself (handled serve, loopback, OS-chosen ports)".into(),
+    };
+    out.report.meta.push(("Target".into(), target));
+    Ok(out)
+}
+
+async fn run_scenario(name: &str, env: &ScenarioEnv) -> Result<ScenarioOutput, String> {
     match name {
         "cnri" => loops::cnri(&Ctx::new(env)?).await,
         "keepalive" => loops::keepalive(&Ctx::new(env)?).await,
