@@ -73,6 +73,11 @@ pub struct Config {
     pub max_session_secs: u64,
     /// How long a challenge waits for its answer.
     pub challenge_timeout_secs: u64,
+    /// Memory for pending challenges (each keeps the challenged request, up to
+    /// 256 KiB), in MiB; beyond it new challenges are refused as too busy.
+    pub challenge_budget_mb: usize,
+    /// Pending challenges one peer (IPv4 address or IPv6 /64) may hold.
+    pub challenges_per_peer: usize,
     /// Allow LIST_HANDLES (§3.5: a server may disable it).
     pub allow_list_handles: bool,
     // Domain registry (crate::registry).
@@ -127,6 +132,8 @@ impl Default for Config {
             server_admin_full_access: true,
             max_session_secs: 86_400,
             challenge_timeout_secs: 60,
+            challenge_budget_mb: 32,
+            challenges_per_peer: 256,
             allow_list_handles: true,
             registry_port: None,
             registry_expires_max: 3600,

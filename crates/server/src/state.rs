@@ -7,6 +7,7 @@ use crate::cache::CachingStore;
 use crate::config::Config;
 use crate::keys::RsaSigner;
 use crate::metrics::Metrics;
+use crate::quota::Quota;
 use crate::session::Sessions;
 use handled_proto::handle;
 use handled_store::Store;
@@ -55,13 +56,15 @@ impl ServerState {
         // Config::validate has checked the list; bootstrap refuses invalid configs.
         let server_admins = config.parsed_server_admins().unwrap_or_default();
         let challenge_ttl = std::time::Duration::from_secs(config.challenge_timeout_secs.max(1));
+        let challenge_quota =
+            Quota { max_bytes: config.challenge_budget_mb << 20, per_peer: config.challenges_per_peer };
         // Nodes sharing a store (Cassandra) share challenges and sessions too: a
         // balancer may send the next message of an exchange to another node.
         let shared = config.store_kind() == crate::config::StoreKind::Cassandra;
         let (challenges, sessions) = if shared {
-            (Challenges::shared(challenge_ttl, store.clone()), Sessions::shared(store.clone()))
+            (Challenges::shared(challenge_ttl, challenge_quota, store.clone()), Sessions::shared(store.clone()))
         } else {
-            (Challenges::new(challenge_ttl), Sessions::default())
+            (Challenges::new(challenge_ttl, challenge_quota), Sessions::default())
         };
         let admission = Admission::new(AdmissionConfig {
             max_concurrent: config.max_concurrent,
@@ -89,6 +92,16 @@ impl ServerState {
             server_admins,
             challenges,
             sessions,
+        }
+    }
+
+    /// Forget expired challenges (and sessions) every second, so that what a
+    /// flood left behind goes even when nothing new arrives.
+    pub async fn sweep_expired(self: Arc<Self>) {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            self.challenges.sweep();
         }
     }
 

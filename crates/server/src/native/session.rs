@@ -10,6 +10,7 @@ use handled_proto::envelope::Version;
 use handled_proto::header::ResponseCode;
 use handled_proto::response::ResponseBody;
 use handled_proto::session::{cipher, mode, KeyData, KeyExchange, SessionSetupRequest, SessionSetupResponse};
+use std::net::IpAddr;
 use std::time::Duration;
 
 fn refuse(state: &ServerState, ctx: &RequestContext<'_>, text: &str) -> Vec<u8> {
@@ -18,7 +19,7 @@ fn refuse(state: &ServerState, ctx: &RequestContext<'_>, text: &str) -> Vec<u8> 
 
 /// Agree a session key with the client's DH key and answer with ours. The
 /// response is signed with the server key (CT), never MACed.
-pub async fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionSetupRequest) -> Vec<u8> {
+pub async fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionSetupRequest, _peer: IpAddr) -> Vec<u8> {
     let version = ctx.response_version();
     if version < Version::V2_7 {
         return refuse(state, ctx, "Sessions need protocol 2.7 or later");

@@ -16,13 +16,15 @@ use crate::state::ServerState;
 use handled_proto::codec::Codec;
 use handled_proto::envelope::ENVELOPE_LEN;
 use handled_proto::header::{Header, OpFlags, ResponseCode, HEADER_LEN};
+use std::net::IpAddr;
 use std::time::Instant;
 
 /// Answer one native request unit, or refuse it at once when the server is too busy.
-pub async fn serve_unit(state: &ServerState, unit: &[u8], transport: Transport) -> Vec<Vec<u8>> {
+/// `peer` is who sent it (what it makes the server keep is charged to it).
+pub async fn serve_unit(state: &ServerState, unit: &[u8], transport: Transport, peer: IpAddr) -> Vec<Vec<u8>> {
     let arrived = Instant::now();
     match state.admission.admit().await {
-        Ok(_permit) => serve_admitted(state, unit, transport).await,
+        Ok(_permit) => serve_admitted(state, unit, transport, peer).await,
         Err(why) => refuse(state, unit, transport, why, arrived),
     }
 }
@@ -42,9 +44,9 @@ pub fn refuse(
 }
 
 /// Answer a request that already holds an admission permit.
-pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transport) -> Vec<Vec<u8>> {
+pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transport, peer: IpAddr) -> Vec<Vec<u8>> {
     let started = Instant::now();
-    let responses = handle_unit(state, unit, transport).await;
+    let responses = handle_unit(state, unit, transport, peer).await;
     state.metrics.observe(transport.name(), &responses, started.elapsed());
     responses
 }

@@ -1,0 +1,70 @@
+//! Hostile peers against authentication state (regression tests of the
+//! black-box trial, issue 13; the rerunnable attack tools are in
+//! `tests/hostile/`). Each test attacks an in-process server on loopback from
+//! its own address (127.0.0.2, …), boundedly, then checks that an ordinary
+//! client (from 127.0.0.1) is still served.
+
+mod admin_common;
+
+use handled_client::session::{encode_unit_with, UnitOptions};
+use handled_client::{decode_response, KeyChoice, Protocol, Response};
+use handled_proto::envelope::ENVELOPE_LEN;
+use handled_proto::header::{OpFlags, ResponseCode};
+use handled_proto::request::RequestBody;
+use handled_proto::value::HandleValue;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+/// A TCP connection to `to` from the loopback address `from`.
+async fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(IpAddr::from(from), 0)).unwrap();
+    socket.connect(to).await.expect("connect")
+}
+
+/// Send one request unit and read the one response unit.
+async fn exchange(stream: &mut TcpStream, unit: &[u8], request_id: i32) -> Response {
+    stream.write_all(unit).await.unwrap();
+    let mut envelope = [0u8; ENVELOPE_LEN];
+    tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut envelope)).await.unwrap().unwrap();
+    let length = u32::from_be_bytes(envelope[16..20].try_into().unwrap()) as usize;
+    let mut unit = envelope.to_vec();
+    unit.resize(ENVELOPE_LEN + length, 0);
+    stream.read_exact(&mut unit[ENVELOPE_LEN..]).await.unwrap();
+    decode_response(&unit, request_id).unwrap()
+}
+
+fn url(i: i32) -> HandleValue {
+    HandleValue::new(i, "URL", "https://example.org")
+}
+
+/// F3: every challenged request (up to 256 KiB) was kept until its challenge
+/// expired, 100,000 of them, swept only when full: 20 s of requests took RSS to
+/// 2.3 GB. Now one peer holds at most its share of the challenge budget and is
+/// refused (too busy) beyond it, while others are still challenged and served.
+#[tokio::test]
+async fn one_peer_cannot_fill_memory_with_challenged_requests() {
+    let s = admin_common::start().await;
+    let mut attacker = connect_from([127, 0, 0, 2], s.addrs.tcp).await;
+    let big = HandleValue::new(1, "URL", "x".repeat(200 * 1024));
+    let (mut challenged, mut busy) = (0, 0);
+    for rid in 1..=60 {
+        let body =
+            RequestBody::CreateHandle { handle: format!("TEST/f3-{rid}").into_bytes(), values: vec![big.clone()] };
+        let (unit, _) = encode_unit_with(&body, OpFlags::REC, rid, UnitOptions::default());
+        match exchange(&mut attacker, &unit, rid).await.code() {
+            ResponseCode::AUTHENTICATION_NEEDED => challenged += 1,
+            ResponseCode::SERVER_TOO_BUSY => busy += 1,
+            other => panic!("request {rid}: {other:?}"),
+        }
+    }
+    assert!(busy > 0, "all {challenged} challenged requests of 200 KiB were kept");
+    assert!(challenged * 200 < 32 * 1024 / 8, "{challenged} kept: more than a peer's share of 32 MiB");
+    // Others are still challenged, and served once they answer.
+    let mut admin = s.admin(Protocol::Tcp, KeyChoice::Secret, false).await;
+    admin.create(b"TEST/f3-ordinary", &[url(1)]).await.expect("an ordinary admin is served");
+    let mut admin = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
+    admin.create(b"TEST/f3-in-session", &[url(1)]).await.expect("and one in a session");
+}
