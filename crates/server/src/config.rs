@@ -71,6 +71,14 @@ pub struct Config {
     /// Longest idle time of a session; clients ask for a timeout (86 400 s by
     /// default) and get at most this.
     pub max_session_secs: u64,
+    /// Longest life of a session that has not (yet) authenticated, from its
+    /// setup; once authenticated it lives up to `max_session_secs` idle.
+    pub unauthenticated_session_secs: u64,
+    /// Memory for unauthenticated sessions, in MiB; when spent, the oldest
+    /// unauthenticated session is ended to make room.
+    pub session_budget_mb: usize,
+    /// Unauthenticated sessions one peer (IPv4 address or IPv6 /64) may hold.
+    pub sessions_per_peer: usize,
     /// How long a challenge waits for its answer.
     pub challenge_timeout_secs: u64,
     /// Memory for pending challenges (each keeps the challenged request, up to
@@ -131,6 +139,9 @@ impl Default for Config {
             max_queue_wait_ms: 1000,
             server_admin_full_access: true,
             max_session_secs: 86_400,
+            unauthenticated_session_secs: 30,
+            session_budget_mb: 16,
+            sessions_per_peer: 64,
             challenge_timeout_secs: 60,
             challenge_budget_mb: 32,
             challenges_per_peer: 256,

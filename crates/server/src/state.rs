@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::keys::RsaSigner;
 use crate::metrics::Metrics;
 use crate::quota::Quota;
-use crate::session::Sessions;
+use crate::session::{SessionLimits, Sessions};
 use handled_proto::handle;
 use handled_store::Store;
 use std::collections::HashSet;
@@ -58,13 +58,20 @@ impl ServerState {
         let challenge_ttl = std::time::Duration::from_secs(config.challenge_timeout_secs.max(1));
         let challenge_quota =
             Quota { max_bytes: config.challenge_budget_mb << 20, per_peer: config.challenges_per_peer };
+        let session_limits = SessionLimits {
+            unauthenticated: Quota { max_bytes: config.session_budget_mb << 20, per_peer: config.sessions_per_peer },
+            unauthenticated_life: std::time::Duration::from_secs(config.unauthenticated_session_secs.max(1)),
+        };
         // Nodes sharing a store (Cassandra) share challenges and sessions too: a
         // balancer may send the next message of an exchange to another node.
         let shared = config.store_kind() == crate::config::StoreKind::Cassandra;
         let (challenges, sessions) = if shared {
-            (Challenges::shared(challenge_ttl, challenge_quota, store.clone()), Sessions::shared(store.clone()))
+            (
+                Challenges::shared(challenge_ttl, challenge_quota, store.clone()),
+                Sessions::shared(session_limits, store.clone()),
+            )
         } else {
-            (Challenges::new(challenge_ttl, challenge_quota), Sessions::default())
+            (Challenges::new(challenge_ttl, challenge_quota), Sessions::new(session_limits))
         };
         let admission = Admission::new(AdmissionConfig {
             max_concurrent: config.max_concurrent,
@@ -102,6 +109,7 @@ impl ServerState {
         loop {
             every.tick().await;
             self.challenges.sweep();
+            self.sessions.sweep();
         }
     }
 

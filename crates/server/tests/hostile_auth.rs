@@ -68,3 +68,45 @@ async fn one_peer_cannot_fill_memory_with_challenged_requests() {
     let mut admin = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
     admin.create(b"TEST/f3-in-session", &[url(1)]).await.expect("and one in a session");
 }
+
+/// A DH session setup (mode 4) claiming `identity`, asking for 24 hours.
+fn session_setup(identity: &[u8], request_id: i32) -> Vec<u8> {
+    use handled_proto::codec::Codec;
+    use handled_proto::crypto::dh;
+    use handled_proto::session::{KeyExchange, SessionSetupRequest};
+    let p = dh::rfc2409_group2_p();
+    let y = dh::public_value(&p, &[2], &[7; dh::SECRET_LEN]).unwrap();
+    let key = handled_proto::data::pubkey::PublicKey::dh(&y, &p, &[2]);
+    let body = RequestBody::SessionSetup(SessionSetupRequest {
+        timeout: 86_400,
+        identity_handle: identity.to_vec(),
+        identity_index: 300,
+        exchange: KeyExchange::DiffieHellman(key.to_bytes()),
+    });
+    // No CT: the attack needs no signed answer (and signing is slow in debug builds).
+    encode_unit_with(&body, OpFlags::REC, request_id, UnitOptions::default()).0
+}
+
+/// F4: anonymous DH setups stored their claimed identity with no size limit,
+/// for up to 24 hours, 200,000 of them (8k setups: RSS 1.9 GB), and a full
+/// table refused everyone. Now identities are bounded, one peer holds a few
+/// unauthenticated sessions, and others still set up sessions and authenticate.
+#[tokio::test]
+async fn anonymous_session_setups_are_bounded_and_lock_nobody_out() {
+    let s = admin_common::start().await;
+    let mut attacker = connect_from([127, 0, 0, 2], s.addrs.tcp).await;
+    let huge = format!("TEST/{}", "x".repeat(100 * 1024));
+    let code = exchange(&mut attacker, &session_setup(huge.as_bytes(), 1), 1).await.code();
+    assert_eq!(code, ResponseCode::INVALID_SESSIONSETUP_REQUEST, "a 100 KiB identity is refused");
+    let (mut set_up, mut busy) = (0, 0);
+    for rid in 2..=101 {
+        match exchange(&mut attacker, &session_setup(b"TEST/ADMIN", rid), rid).await.code() {
+            ResponseCode::SUCCESS => set_up += 1,
+            ResponseCode::SERVER_TOO_BUSY => busy += 1,
+            other => panic!("setup {rid}: {other:?}"),
+        }
+    }
+    assert!(busy > 0 && set_up <= 64, "{set_up} unauthenticated sessions kept for one peer");
+    let mut admin = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
+    admin.create(b"TEST/f4-in-session", &[url(1)]).await.expect("others still set up sessions and authenticate");
+}
