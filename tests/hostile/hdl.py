@@ -71,8 +71,9 @@ def unit(op, body, request_id, flags=REC | CA | PO, session_id=0):
 
 
 def response_code(data):
-    """(request id, response code, session id) of a response unit."""
-    if len(data) < 28:
+    """(request id, response code, session id) of a response unit (code None
+    for a later datagram of a multi-datagram UDP answer)."""
+    if len(data) < 28 or struct.unpack(">i", data[12:16])[0] != 0:
         return None, None, None
     session_id, request_id = struct.unpack(">ii", data[4:12])
     return request_id, struct.unpack(">I", data[24:28])[0], session_id
@@ -155,6 +156,8 @@ def ordinary_request(args, udp=False):
                 s.sendto(request, args.addr)
                 try:
                     data = s.recv(2048)
+                    while response_code(data)[0] != request_id:
+                        data = s.recv(2048)
                     break
                 except socket.timeout:
                     continue

@@ -86,6 +86,13 @@ pub struct Config {
     pub challenge_budget_mb: usize,
     /// Pending challenges one peer (IPv4 address or IPv6 /64) may hold.
     pub challenges_per_peer: usize,
+    /// Most PBKDF2 work the server does for one secret-key answer, in
+    /// iterations of 160 bits (iterations × ⌈key bits / 160⌉); the Java client
+    /// sends 10,000 × 160. Answers asking for more fail authentication.
+    pub max_pbkdf2_iterations: u32,
+    /// CPU-heavy proof checks (PBKDF2, signatures) run at once, apart from
+    /// request admission; beyond them (after a short wait) too busy.
+    pub auth_workers: usize,
     /// Allow LIST_HANDLES (§3.5: a server may disable it).
     pub allow_list_handles: bool,
     // Domain registry (crate::registry).
@@ -145,6 +152,8 @@ impl Default for Config {
             challenge_timeout_secs: 60,
             challenge_budget_mb: 32,
             challenges_per_peer: 256,
+            max_pbkdf2_iterations: 10_000,
+            auth_workers: 1,
             allow_list_handles: true,
             registry_port: None,
             registry_expires_max: 3600,

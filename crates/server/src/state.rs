@@ -3,6 +3,7 @@
 
 use crate::admission::{Admission, AdmissionConfig};
 use crate::auth::challenge::Challenges;
+use crate::auth::verify::AuthWork;
 use crate::cache::CachingStore;
 use crate::config::Config;
 use crate::keys::RsaSigner;
@@ -35,6 +36,8 @@ pub struct ServerState {
     /// Server administrators as (handle, index) references.
     server_admins: Vec<(Vec<u8>, i32)>,
     pub challenges: Challenges,
+    /// The budget of CPU-heavy proof checking (PBKDF2, signatures).
+    pub auth_work: AuthWork,
     pub sessions: Sessions,
     pub admission: Admission,
     pub metrics: Metrics,
@@ -73,6 +76,7 @@ impl ServerState {
         } else {
             (Challenges::new(challenge_ttl, challenge_quota), Sessions::new(session_limits))
         };
+        let auth_work = AuthWork::new(config.auth_workers, config.max_pbkdf2_iterations);
         let admission = Admission::new(AdmissionConfig {
             max_concurrent: config.max_concurrent,
             queue: config.queue_length,
@@ -99,6 +103,7 @@ impl ServerState {
             server_admins,
             challenges,
             sessions,
+            auth_work,
         }
     }
 

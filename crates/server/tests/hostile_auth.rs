@@ -110,3 +110,68 @@ async fn anonymous_session_setups_are_bounded_and_lock_nobody_out() {
     let mut admin = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
     admin.create(b"TEST/f4-in-session", &[url(1)]).await.expect("others still set up sessions and authenticate");
 }
+
+/// The bootstrap admin's HS_SECKEY.
+fn admin_secret(s: &admin_common::AdminServer) -> Vec<u8> {
+    match s.creds(KeyChoice::Secret).key {
+        handled_client::credentials::Key::Secret(k) => k,
+        _ => unreachable!("asked for the secret key"),
+    }
+}
+
+fn pbkdf2_answer(secret: &[u8], nonce: &[u8], digest: &[u8], iterations: i32) -> Vec<u8> {
+    use handled_proto::crypto::seckey::{answer, AnswerAlg};
+    answer(AnswerAlg::Pbkdf2HmacSha1 { iterations, key_bits: 160 }, secret, nonce, digest, &[5; 16]).to_vec()
+}
+
+/// F6: a PBKDF2 answer names its own cost, up to 200,000 iterations × 1,024 bits
+/// (~0.2 s of server CPU), and VERIFY_CHALLENGE over UDP needs no challenge:
+/// 100 datagrams/s pinned both cores and starved resolution. Now the server
+/// computes at most what real clients ask for (10,000 × 160), refusing more.
+#[tokio::test]
+async fn pbkdf2_answers_cannot_ask_for_unbounded_work() {
+    let s = admin_common::start().await;
+    let secret = admin_secret(&s);
+    // VERIFY_CHALLENGE over UDP with the right secret but more iterations than the cap.
+    let udp = tokio::net::UdpSocket::bind("127.0.0.2:0").await.unwrap();
+    let (nonce, digest) = ([3u8; 16], [4u8; 32]);
+    for (iterations, valid) in [(20_000, false), (10_000, true)] {
+        let body = RequestBody::VerifyChallenge(handled_proto::session::VerifyChallengeRequest {
+            handle: b"TEST/ADMIN".to_vec(),
+            index: 300,
+            nonce: nonce.to_vec(),
+            request_digest: digest.to_vec(),
+            digest_alg: None,
+            answer: pbkdf2_answer(&secret, &nonce, &digest, iterations),
+        });
+        let (unit, _) = encode_unit_with(&body, OpFlags::REC, iterations, UnitOptions::default());
+        udp.send_to(&unit, s.addrs.udp).await.unwrap();
+        let mut reply = [0u8; 2048];
+        let n = tokio::time::timeout(Duration::from_secs(20), udp.recv(&mut reply)).await.unwrap().unwrap();
+        let r = decode_response(&reply[..n], iterations).unwrap();
+        assert_eq!(r.body, handled_proto::response::ResponseBody::VerifyResult { valid }, "{iterations} iterations");
+    }
+    // An answer to a real challenge: the same cap.
+    let mut conn = connect_from([127, 0, 0, 2], s.addrs.tcp).await;
+    for (rid, iterations, expected) in
+        [(11, 20_000, ResponseCode::AUTHENTICATION_FAILED), (13, 10_000, ResponseCode::SUCCESS)]
+    {
+        let body = RequestBody::CreateHandle { handle: format!("TEST/f6-{rid}").into_bytes(), values: vec![url(1)] };
+        let (unit, _) = encode_unit_with(&body, OpFlags::REC, rid, UnitOptions::default());
+        let challenge = exchange(&mut conn, &unit, rid).await;
+        let handled_proto::response::ResponseBody::Challenge { nonce } = &challenge.body else {
+            panic!("{challenge:?}")
+        };
+        let answer = RequestBody::ChallengeAnswer(handled_proto::request::ChallengeAnswer {
+            auth_type: b"HS_SECKEY".to_vec(),
+            identity_handle: b"TEST/ADMIN".to_vec(),
+            identity_index: 300,
+            answer: pbkdf2_answer(&secret, nonce, &challenge.digest.clone().unwrap().digest, iterations),
+        });
+        let opts = UnitOptions { session_id: challenge.envelope.session_id, ..UnitOptions::default() };
+        let (unit, _) = encode_unit_with(&answer, OpFlags::REC, rid + 1, opts);
+        assert_eq!(exchange(&mut conn, &unit, rid + 1).await.code(), expected, "{iterations} iterations");
+    }
+    let mut admin = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
+    admin.create(b"TEST/f6-ordinary", &[url(1)]).await.expect("ordinary clients still authenticate");
+}

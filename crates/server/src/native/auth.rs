@@ -149,8 +149,15 @@ pub async fn verify_challenge(state: &ServerState, ctx: &RequestContext<'_>, req
             return error_reply(state, ctx, ResponseCode::ERROR, "Internal storage error", reply);
         }
     }
-    let valid = verify::secret_key_answer(state, &req.handle, req.index, &req.answer, &req.nonce, &req.request_digest)
-        .await
-        .is_ok();
+    let valid =
+        match verify::secret_key_answer(state, &req.handle, req.index, &req.answer, &req.nonce, &req.request_digest)
+            .await
+        {
+            Ok(_) => true,
+            Err(e) if e.code == ResponseCode::SERVER_TOO_BUSY => {
+                return error_reply(state, ctx, e.code, &e.message, reply)
+            }
+            Err(_) => false,
+        };
     encode_reply(state, ctx, ResponseCode::SUCCESS, &ResponseBody::VerifyResult { valid }, false, reply)
 }
