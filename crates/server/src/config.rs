@@ -40,6 +40,11 @@ pub struct Config {
     /// LimitRTPRIO=1), so refusals do not wait for the scheduler to preempt
     /// the workers (up to 4 ms); normal priority otherwise.
     pub udp_realtime_refusals: bool,
+    /// Memory per UDP socket for multi-datagram requests being put together,
+    /// in MiB (each may announce up to 256 KiB); beyond it new ones are dropped.
+    pub udp_reassembly_mb: usize,
+    /// Unfinished multi-datagram requests one peer may have per UDP socket.
+    pub udp_reassembly_per_peer: usize,
     /// Seconds an idle TCP connection may stay open between requests.
     pub tcp_idle_timeout_secs: u64,
     /// Memory for the embedded store's page cache, in MiB (the OS page cache
@@ -135,6 +140,8 @@ impl Default for Config {
             description: "handled".to_string(),
             udp_sockets: 0,
             udp_realtime_refusals: true,
+            udp_reassembly_mb: 4,
+            udp_reassembly_per_peer: 8,
             tcp_idle_timeout_secs: 60,
             server_admins: Vec::new(),
             store_cache_mb: 64,

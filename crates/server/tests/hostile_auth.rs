@@ -175,3 +175,49 @@ async fn pbkdf2_answers_cannot_ask_for_unbounded_work() {
     let mut admin = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
     admin.create(b"TEST/f6-ordinary", &[url(1)]).await.expect("ordinary clients still authenticate");
 }
+
+/// The datagrams of a multi-datagram UDP request.
+fn udp_datagrams(unit: &[u8]) -> Vec<Vec<u8>> {
+    use handled_proto::codec::Codec;
+    let envelope = handled_proto::envelope::Envelope::read(&mut handled_proto::codec::Reader::new(unit)).unwrap();
+    handled_proto::udp::split_datagrams(&envelope, &unit[ENVELOPE_LEN..], true)
+}
+
+fn long_resolution(request_id: i32) -> Vec<u8> {
+    let body = RequestBody::Resolution(handled_proto::request::ResolutionRequest {
+        handle: format!("TEST/{}", "x".repeat(700)).into_bytes(),
+        indexes: vec![],
+        types: vec![],
+    });
+    encode_unit_with(&body, OpFlags::REC | OpFlags::PO, request_id, UnitOptions::default()).0
+}
+
+/// F7: unfinished multi-datagram UDP requests were bounded only in count (1,024
+/// per socket, ~300 MB of chunks) and dropped only when that was full: one
+/// peer starting many left no room for anyone's. Now each peer has a share of a
+/// byte budget, unfinished requests go by age, and others' requests complete.
+#[tokio::test]
+async fn unfinished_udp_requests_of_one_peer_leave_room_for_others() {
+    let s = admin_common::start().await;
+    let attacker = tokio::net::UdpSocket::bind("127.0.0.2:0").await.unwrap();
+    for rid in 1..=1100 {
+        let first = udp_datagrams(&long_resolution(rid)).remove(0);
+        attacker.send_to(&first, s.addrs.udp).await.unwrap();
+        if rid % 100 == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await; // within the socket buffer
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let datagrams = udp_datagrams(&long_resolution(5000));
+    assert!(datagrams.len() > 1);
+    for d in &datagrams {
+        client.send_to(d, s.addrs.udp).await.unwrap();
+    }
+    let mut reply = [0u8; 2048];
+    let n = tokio::time::timeout(Duration::from_secs(5), client.recv(&mut reply))
+        .await
+        .expect("another peer's multi-datagram request is answered")
+        .unwrap();
+    assert_eq!(decode_response(&reply[..n], 5000).unwrap().code(), ResponseCode::HANDLE_NOT_FOUND);
+}

@@ -3,6 +3,7 @@
 
 pub mod http;
 mod realtime;
+mod reassembly;
 pub mod tcp;
 pub mod timing;
 pub mod tls;

@@ -6,19 +6,20 @@
 //! stamps each datagram's arrival, so waits in the socket count in the times.
 
 use super::realtime::RealtimeWhileRefusing;
+use super::reassembly::{Reassemblies, REASSEMBLY_TIMEOUT};
 use super::{refuse, serve_admitted};
 use crate::admission::Turn;
 use crate::native::{read_envelope, Transport};
 use crate::state::ServerState;
 use handled_proto::envelope::ENVELOPE_LEN;
 use handled_proto::header::{OpCode, OpFlags};
-use handled_proto::udp::{split_datagrams, Reassembly, MAX_DATAGRAM};
+use handled_proto::udp::{split_datagrams, MAX_DATAGRAM};
 use nix::errno::Errno;
 use nix::sys::socket::{
     recvmmsg, sendmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, RecvMsg, SockaddrStorage,
 };
 use nix::sys::time::TimeSpec;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -40,10 +41,6 @@ const MAX_BATCHES_WITHOUT_PAUSE: u32 = 4;
 /// Larger than any datagram a Handle client sends (≤ 512), so oversized junk is
 /// seen as truncated rather than silently cut to a plausible prefix.
 const RECV_BUFFER: usize = 2048;
-/// Unfinished multi-datagram requests are dropped after this long.
-const REASSEMBLY_TIMEOUT: Duration = Duration::from_secs(5);
-/// At most this many unfinished requests per socket (a flood cannot grow memory).
-const MAX_PENDING: usize = 1024;
 const SOCKET_BUFFER: usize = 4 << 20;
 
 /// Bind `count` blocking sockets to the same address with SO_REUSEPORT.
@@ -94,7 +91,10 @@ pub struct Datagram {
 
 fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tokio::runtime::Handle) {
     let mut receiver = BatchReceiver::new(socket);
-    let mut pending: HashMap<(SocketAddr, i32), (Instant, Reassembly)> = HashMap::new();
+    let mut pending = Reassemblies::new(crate::quota::Quota {
+        max_bytes: state.config.udp_reassembly_mb << 20,
+        per_peer: state.config.udp_reassembly_per_peer,
+    });
     // While refusing, receive on a timer instead of blocking, and at realtime
     // priority if the process may (`realtime.rs`). A thread woken by a
     // datagram moments after it last ran has not yet earned the right (EEVDF
@@ -125,7 +125,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
         };
         for d in received {
             let (unit, request_id) = match read_envelope(&d.bytes) {
-                Some(env) if env.truncated => match reassemble(&mut pending, d.peer, &d.bytes) {
+                Some(env) if env.truncated => match pending.add(d.peer, &d.bytes, Instant::now()) {
                     Some(unit) => (unit, env.request_id),
                     None => continue,
                 },
@@ -349,42 +349,6 @@ pub fn send_batch(socket: &UdpSocket, replies: &[(SocketAddr, Vec<u8>)]) {
                 tracing::debug!("udp sendmmsg: {e}");
                 sent += 1;
             }
-        }
-    }
-}
-
-/// Add a chunk; returns the whole unit (first envelope + full message) once complete.
-fn reassemble(
-    pending: &mut HashMap<(SocketAddr, i32), (Instant, Reassembly)>,
-    peer: SocketAddr,
-    datagram: &[u8],
-) -> Option<Vec<u8>> {
-    let envelope = read_envelope(datagram)?;
-    let key = (peer, envelope.request_id);
-    let now = Instant::now();
-    if !pending.contains_key(&key) {
-        if pending.len() >= MAX_PENDING {
-            pending.retain(|_, (started, _)| now.duration_since(*started) < REASSEMBLY_TIMEOUT);
-            if pending.len() >= MAX_PENDING {
-                return None;
-            }
-        }
-        pending.insert(key, (now, Reassembly::new(&envelope)));
-    }
-    let (_, reassembly) = pending.get_mut(&key)?;
-    match reassembly.add(envelope.sequence, &datagram[ENVELOPE_LEN..]) {
-        Ok(Some(message)) => {
-            pending.remove(&key);
-            let mut unit = Vec::with_capacity(ENVELOPE_LEN + message.len());
-            unit.extend_from_slice(&datagram[..ENVELOPE_LEN]);
-            unit.extend_from_slice(&message);
-            Some(unit)
-        }
-        Ok(None) => None,
-        Err(e) => {
-            tracing::debug!("dropping inconsistent multi-datagram request from {peer}: {e}");
-            pending.remove(&key);
-            None
         }
     }
 }
