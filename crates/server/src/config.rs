@@ -45,6 +45,14 @@ pub struct Config {
     pub udp_reassembly_mb: usize,
     /// Unfinished multi-datagram requests one peer may have per UDP socket.
     pub udp_reassembly_per_peer: usize,
+    /// Largest answer sent over UDP, in bytes (all its datagrams); a larger one
+    /// is replaced by a short "ask over TCP" refusal (RC 500, on which the Java
+    /// client moves to TCP), so a small request cannot bring back 250 KB.
+    pub udp_max_response_bytes: usize,
+    /// UDP answer bytes per second (and burst) per source address, in KiB, like
+    /// DNS response-rate limiting; beyond it the "ask over TCP" refusal. 0 = no
+    /// limit. Loopback sources are never limited (they cannot be spoofed).
+    pub udp_rate_limit_kb: usize,
     /// Seconds an idle TCP connection may stay open between requests.
     pub tcp_idle_timeout_secs: u64,
     /// Memory for the embedded store's page cache, in MiB (the OS page cache
@@ -142,6 +150,8 @@ impl Default for Config {
             udp_realtime_refusals: true,
             udp_reassembly_mb: 4,
             udp_reassembly_per_peer: 8,
+            udp_max_response_bytes: 8192,
+            udp_rate_limit_kb: 1024,
             tcp_idle_timeout_secs: 60,
             server_admins: Vec::new(),
             store_cache_mb: 64,

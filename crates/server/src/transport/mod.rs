@@ -8,6 +8,7 @@ pub mod tcp;
 pub mod timing;
 pub mod tls;
 pub mod udp;
+mod udp_answers;
 pub mod unify;
 
 use crate::admission::Rejection;
@@ -57,6 +58,16 @@ pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transpo
 /// cost next to nothing, or refusing a surge of certified requests would take as
 /// much CPU (one RSA signature each) as serving them.
 fn busy_response(state: &ServerState, unit: &[u8], why: Rejection) -> Option<Vec<u8>> {
+    let message = match why {
+        Rejection::QueueFull => "Server too busy: request queue full",
+        Rejection::WaitedTooLong => "Server too busy: request waited too long",
+        Rejection::WouldWaitTooLong => "Server too busy: the queue would not reach this request in time",
+    };
+    unsigned_answer(state, unit, ResponseCode::SERVER_TOO_BUSY, message)
+}
+
+/// An unsigned error answer to `unit` without handling it.
+fn unsigned_answer(state: &ServerState, unit: &[u8], code: ResponseCode, message: &str) -> Option<Vec<u8>> {
     let envelope = read_envelope(unit)?;
     let header = unit.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN).and_then(|h| Header::from_bytes(h).ok());
     // The request digest (RD) covers header and body, when they are all there.
@@ -64,10 +75,5 @@ fn busy_response(state: &ServerState, unit: &[u8], why: Rejection) -> Option<Vec
         header.and_then(|h| unit.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN + h.body_length as usize)).unwrap_or(&[]);
     let header = header.map(|h| Header { op_flags: h.op_flags.without(OpFlags::CT), ..h });
     let ctx = RequestContext { envelope, header, header_and_body };
-    let message = match why {
-        Rejection::QueueFull => "Server too busy: request queue full",
-        Rejection::WaitedTooLong => "Server too busy: request waited too long",
-        Rejection::WouldWaitTooLong => "Server too busy: the queue would not reach this request in time",
-    };
-    Some(error_response(state, &ctx, ResponseCode::SERVER_TOO_BUSY, message))
+    Some(error_response(state, &ctx, code, message))
 }

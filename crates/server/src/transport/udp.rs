@@ -7,6 +7,7 @@
 
 use super::realtime::RealtimeWhileRefusing;
 use super::reassembly::{Reassemblies, REASSEMBLY_TIMEOUT};
+use super::udp_answers::{UdpAnswers, USE_TCP};
 use super::{refuse, serve_admitted};
 use crate::admission::Turn;
 use crate::native::{read_envelope, Transport};
@@ -105,6 +106,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
     let mut realtime = RealtimeWhileRefusing::new(state.config.udp_realtime_refusals);
     let mut batches_without_pause = 0;
     let in_progress = InProgress::default();
+    let answers = Arc::new(UdpAnswers::new(state.config.udp_max_response_bytes, state.config.udp_rate_limit_kb << 10));
     loop {
         let mut cheap = Vec::new();
         let mut refused = Vec::new();
@@ -144,13 +146,13 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
                 Ok(Turn::Now(permit)) if is_cheap(&unit) => cheap.push((peer, unit, permit)),
                 Ok(turn) => {
                     let claim = in_progress.claim(key);
-                    let (state2, socket2) = (state.clone(), socket.clone());
+                    let (state2, socket2, answers2) = (state.clone(), socket.clone(), answers.clone());
                     runtime.spawn(async move {
                         let replies = match turn.permit().await {
                             Ok(permit) => {
                                 let replies = serve_admitted(&state2, &unit, Transport::Udp, peer.ip()).await;
                                 drop(permit);
-                                replies
+                                fit_for_udp(&state2, &answers2, peer, &unit, replies)
                             }
                             Err(why) => refuse(&state2, &unit, Transport::Udp, why, arrived),
                         };
@@ -172,9 +174,8 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
             let replies = runtime.block_on(async {
                 let mut replies = Vec::with_capacity(cheap.len());
                 for (peer, unit, permit) in cheap.drain(..) {
-                    replies.extend(
-                        serve_admitted(state, &unit, Transport::Udp, peer.ip()).await.into_iter().map(|r| (peer, r)),
-                    );
+                    let answer = serve_admitted(state, &unit, Transport::Udp, peer.ip()).await;
+                    replies.extend(fit_for_udp(state, &answers, peer, &unit, answer).into_iter().map(|r| (peer, r)));
                     drop(permit);
                 }
                 replies
@@ -237,6 +238,25 @@ impl InProgress {
 impl Drop for Claim {
     fn drop(&mut self) {
         self.in_progress.0.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.key);
+    }
+}
+
+/// The answers to `unit`, or an "ask over TCP" answer when they are too large
+/// for UDP or beyond the peer's budget of answer bytes ([`UdpAnswers`]).
+fn fit_for_udp(
+    state: &ServerState,
+    answers: &UdpAnswers,
+    peer: SocketAddr,
+    unit: &[u8],
+    replies: Vec<Vec<u8>>,
+) -> Vec<Vec<u8>> {
+    let bytes = replies.iter().map(Vec::len).sum();
+    match answers.check(peer.ip(), bytes, Instant::now()) {
+        Ok(()) => replies,
+        Err(why) => {
+            tracing::debug!("udp answer to {peer} not sent: {why:?}");
+            super::unsigned_answer(state, unit, USE_TCP, &why.message()).into_iter().collect()
+        }
     }
 }
 

@@ -221,3 +221,66 @@ async fn unfinished_udp_requests_of_one_peer_leave_room_for_others() {
         .unwrap();
     assert_eq!(decode_response(&reply[..n], 5000).unwrap().code(), ResponseCode::HANDLE_NOT_FOUND);
 }
+
+/// F15: a value over 1 MiB (which the decoders could not read back) was
+/// refused with HTTP 500 "Internal storage error"; it is the client's mistake:
+/// 400 with a message naming the limit.
+#[tokio::test]
+async fn a_value_over_a_mebibyte_is_a_client_error() {
+    use base64::Engine;
+    let s = admin_common::start_with(|c| c.allow_plain_http_admin = true).await;
+    let user = format!("300%3ATEST%2FADMIN:{}", String::from_utf8(admin_secret(&s)).unwrap());
+    let auth = base64::engine::general_purpose::STANDARD.encode(user);
+    let body = format!(
+        r#"{{"values":[{{"index":1,"type":"URL","data":{{"format":"string","value":"{}"}}}}]}}"#,
+        "x".repeat(1_100_000)
+    );
+    let mut http = TcpStream::connect(s.addrs.http).await.unwrap();
+    let request = format!(
+        "PUT /api/handles/TEST/f15-big HTTP/1.1\r\nHost: t\r\nAuthorization: Basic {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    http.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), http.read_to_end(&mut answer)).await.unwrap().unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("\"responseCode\":202") && answer.contains("1048576"), "{answer}");
+}
+
+/// F15: a 71-byte UDP request brought back 257 KB (3,624 datagrams) for a
+/// 240-value record, to whatever address the request claimed. Now an answer
+/// over `udp_max_response_bytes` is one short "ask over TCP" datagram (RC 500,
+/// on which the Java client moves to TCP), and TCP serves the record.
+#[tokio::test]
+async fn a_small_udp_request_cannot_bring_back_a_huge_answer() {
+    let s = admin_common::start().await;
+    let mut admin = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
+    let values: Vec<HandleValue> =
+        (1..=240).map(|i| HandleValue::new(i, "URL", format!("https://example.org/{}", "v".repeat(1000)))).collect();
+    admin.create(b"TEST/f15-240", &values).await.unwrap();
+    let body = RequestBody::Resolution(handled_proto::request::ResolutionRequest {
+        handle: b"TEST/f15-240".to_vec(),
+        indexes: vec![],
+        types: vec![],
+    });
+    let (unit, _) = encode_unit_with(&body, OpFlags::REC | OpFlags::PO, 31, UnitOptions::default());
+    assert!(unit.len() < 100);
+    let udp = tokio::net::UdpSocket::bind("127.0.0.2:0").await.unwrap();
+    udp.send_to(&unit, s.addrs.udp).await.unwrap();
+    let (mut datagrams, mut bytes, mut first) = (0, 0, None);
+    let mut buf = [0u8; 2048];
+    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(500), udp.recv(&mut buf)).await {
+        datagrams += 1;
+        bytes += n;
+        first.get_or_insert_with(|| buf[..n].to_vec());
+    }
+    assert_eq!(datagrams, 1, "{bytes} bytes in {datagrams} datagrams for a {}-byte request", unit.len());
+    let r = decode_response(&first.unwrap(), 31).unwrap();
+    assert_eq!(r.code(), ResponseCode::SESSION_TIMEOUT);
+    let handled_proto::response::ResponseBody::Error { message } = &r.body else { panic!("{:?}", r.body) };
+    assert!(String::from_utf8_lossy(message).contains("ask over TCP"));
+    let mut tcp = connect_from([127, 0, 0, 2], s.addrs.tcp).await;
+    let r = exchange(&mut tcp, &unit, 31).await;
+    assert_eq!(handled_client::resolved_values(&r).unwrap().len(), 240, "TCP serves it");
+}
