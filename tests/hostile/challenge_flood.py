@@ -10,9 +10,6 @@ refused (SERVER_TOO_BUSY) beyond it. Bounded by --seconds and --count; from
 
     tests/hostile/challenge_flood.py 127.0.0.1:2641 --pid $(pidof handled)
 """
-import collections
-import time
-
 import hdl
 
 
@@ -22,23 +19,10 @@ def main():
                          sources=(1, "source addresses 127.0.0.2 … used in turn"))
     before = hdl.show_rss("before", args.pid)
     value = hdl.value(1, "URL", b"x" * (args.size_kib * 1024))
-    codes = collections.Counter()
-    conns = [hdl.tcp_connect(args.addr, f"127.0.0.{2 + i}") for i in range(max(1, min(args.sources, 250)))]
-    deadline = time.monotonic() + args.seconds
-    sent = 0
-    survived = True
-    try:
-        while sent < args.count and time.monotonic() < deadline:
-            s = conns[sent % len(conns)]
-            s.sendall(hdl.unit(hdl.CREATE_HANDLE, hdl.create(f"TEST/f3-{sent}", [value]), sent + 1, flags=hdl.REC))
-            _, code, _ = hdl.response_code(hdl.read_unit(s))
-            codes[hdl.CODES.get(code, code)] += 1
-            sent += 1
-    except OSError as e:
-        print(f"attack stopped by the server side after {sent} requests: {e}")
-        survived = False
-    for s in conns:
-        s.close()
+    sent, codes, survived = hdl.tcp_flood(
+        args,
+        lambda i, _: hdl.unit(hdl.CREATE_HANDLE, hdl.create(f"TEST/f3-{i}", [value]), i + 1, flags=hdl.REC),
+        lambda i, _, code: code)
     print(f"sent {sent} requests of {args.size_kib} KiB: {dict(codes)}")
     after = hdl.show_rss("after", args.pid)
     if before and after:

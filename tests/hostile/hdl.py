@@ -6,6 +6,7 @@ targets only, bounded runs, the server's RSS from /proc, and the final
 "does it still answer an ordinary request" probe.
 """
 import argparse
+import collections
 import os
 import socket
 import struct
@@ -103,6 +104,31 @@ def tcp_connect(target, source=None, timeout=5):
         s.bind((source, 0))
     s.connect(target)
     return s
+
+
+def tcp_flood(args, make_unit, label):
+    """Send `make_unit(i, peers)` request units round-robin over one TCP
+    connection per source address (127.0.0.2 …, --sources), reading each
+    answer, within --seconds and --count. Returns (sent, Counter of
+    `label(i, peers, code)`, whether the server side kept the connections)."""
+    codes = collections.Counter()
+    conns = [tcp_connect(args.addr, f"127.0.0.{2 + i}") for i in range(max(1, min(args.sources, 250)))]
+    deadline = time.monotonic() + args.seconds
+    sent = 0
+    survived = True
+    try:
+        while sent < args.count and time.monotonic() < deadline:
+            s = conns[sent % len(conns)]
+            s.sendall(make_unit(sent, len(conns)))
+            _, code, _ = response_code(read_unit(s))
+            codes[label(sent, len(conns), CODES.get(code, code))] += 1
+            sent += 1
+    except OSError as e:
+        print(f"attack stopped by the server side after {sent} requests: {e}")
+        survived = False
+    for s in conns:
+        s.close()
+    return sent, codes, survived
 
 
 def rss_kib(pid):

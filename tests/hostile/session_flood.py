@@ -11,9 +11,6 @@ setups with an --identity-kib identity, half with an ordinary one.
 
     tests/hostile/session_flood.py 127.0.0.1:2641 --pid $(pidof handled) --sources 8
 """
-import collections
-import time
-
 import hdl
 
 
@@ -23,25 +20,16 @@ def main():
                          sources=(1, "source addresses 127.0.0.2 … used in turn"))
     before = hdl.show_rss("before", args.pid)
     big = b"TEST/" + b"x" * (args.identity_kib * 1024)
-    codes = collections.Counter()
-    conns = [hdl.tcp_connect(args.addr, f"127.0.0.{2 + i}") for i in range(max(1, min(args.sources, 250)))]
-    deadline = time.monotonic() + args.seconds
-    sent = 0
-    survived = True
-    try:
-        while sent < args.count and time.monotonic() < deadline:
-            s = conns[sent % len(conns)]
-            is_big = (sent // len(conns)) % 2 == 0
-            identity = big if is_big else b"TEST/ADMIN"
-            s.sendall(hdl.unit(hdl.SESSION_SETUP, hdl.session_setup(identity, 300), sent + 1, flags=hdl.REC))
-            _, code, _ = hdl.response_code(hdl.read_unit(s))
-            codes[f"{'big' if is_big else 'ordinary'} identity: {hdl.CODES.get(code, code)}"] += 1
-            sent += 1
-    except OSError as e:
-        print(f"attack stopped by the server side after {sent} setups: {e}")
-        survived = False
-    for s in conns:
-        s.close()
+
+    def is_big(i, peers):
+        return (i // peers) % 2 == 0
+
+    def setup(i, peers):
+        identity = big if is_big(i, peers) else b"TEST/ADMIN"
+        return hdl.unit(hdl.SESSION_SETUP, hdl.session_setup(identity, 300), i + 1, flags=hdl.REC)
+
+    sent, codes, survived = hdl.tcp_flood(
+        args, setup, lambda i, peers, code: f"{'big' if is_big(i, peers) else 'ordinary'} identity: {code}")
     print(f"sent {sent} session setups: {dict(codes)}")
     after = hdl.show_rss("after", args.pid)
     if before and after:
