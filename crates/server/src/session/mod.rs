@@ -58,6 +58,8 @@ pub struct Session {
     pub encrypt_all: bool,
     server_counter: AtomicI32,
     live: Mutex<Live>,
+    /// When this node made it (set up here, or first seen from another node).
+    created: Instant,
 }
 
 impl Session {
@@ -77,6 +79,7 @@ impl Session {
             timeout,
             encrypt_all,
             server_counter: AtomicI32::new(1),
+            created: Instant::now(),
             live: Mutex::new(Live {
                 last_used: Instant::now(),
                 authenticated: None,
@@ -92,6 +95,12 @@ impl Session {
 
     fn expired(&self, now: Instant) -> bool {
         now.duration_since(self.live().last_used) > self.timeout
+    }
+
+    /// Expired, or unauthenticated for longer than `unauthenticated_life`.
+    fn stale(&self, now: Instant, unauthenticated_life: Duration) -> bool {
+        self.expired(now)
+            || (self.identity().is_none() && now.saturating_duration_since(self.created) > unauthenticated_life)
     }
 
     /// Accept a client counter once; refuse repeats and counters older than the window.
@@ -229,8 +238,12 @@ impl Sessions {
     }
 
     /// Forget expired unauthenticated sessions (also done on every access).
+    /// Also those a shared store's other nodes opened, which this node only
+    /// caches (its charges cover only its own).
     pub fn sweep(&self) {
-        drop(self.local());
+        let mut local = self.local();
+        let (now, life) = (Instant::now(), self.limits.unauthenticated_life);
+        local.map.retain(|_, s| !s.stale(now, life));
     }
 
     /// Unauthenticated sessions this node holds, and the bytes charged for them.
@@ -348,7 +361,8 @@ impl Sessions {
         let mut local = self.local();
         if local.map.len() >= MAX_SESSIONS {
             let now = Instant::now();
-            local.map.retain(|_, s| !s.expired(now));
+            let life = self.limits.unauthenticated_life;
+            local.map.retain(|_, s| !s.stale(now, life));
             if local.map.len() >= MAX_SESSIONS {
                 return Err(NotAdded::Full);
             }
@@ -473,6 +487,13 @@ mod tests {
         assert!(!b.first_use_everywhere(&s, 17).await, "a counter replayed to another node is refused");
         b.end(5).await;
         assert!(a.get(5).await.is_none(), "ended everywhere");
+        // A node's cache of another node's unauthenticated session goes with age.
+        let quick = SessionLimits { unauthenticated_life: Duration::from_millis(50), ..limits };
+        let c = Sessions::shared(quick, Arc::new(handled_store::MemoryStore::new()));
+        c.local().map.insert(9, Arc::new(numbered(9, Duration::from_secs(3600))));
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        c.sweep();
+        assert!(!c.contains(9), "swept although it was never charged here");
         // Used (authenticated) sessions stay alive past their first deadline (idle expiry).
         let short = numbered(6, Duration::from_millis(400));
         short.authenticate(&admin());

@@ -3,8 +3,8 @@
 //! announces up to 256 KiB, so each is charged its announced size to its peer
 //! and to the socket's byte budget ([`crate::quota`]): a peer beyond its share,
 //! or any peer beyond the budget, has its new requests dropped (as UDP may),
-//! and unfinished ones are dropped by age on every datagram, not only when the
-//! table is full (1,024 unfinished requests had held ~300 MB per socket).
+//! and unfinished ones are dropped by age with every batch of datagrams, not
+//! only when the table is full (1,024 unfinished requests had held ~300 MB per socket).
 
 use crate::native::read_envelope;
 use crate::quota::{Ledger, Quota};

@@ -165,6 +165,8 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
                 }
             }
         }
+        // Unfinished requests go by age even while only single datagrams arrive.
+        pending.sweep(Instant::now());
         let refused_some = !refused.is_empty();
         if refused_some {
             refusing_until = Instant::now() + OVERLOAD_LINGER;
