@@ -7,9 +7,11 @@ stale ones only when full, so one peer also left no room for others'
 multi-datagram requests. Now each peer has a share of a per-socket byte budget
 and unfinished requests go by age. Sends --count datagrams at most (--rate per
 second, --seconds) from 127.0.0.2, then checks that a two-datagram request from
-127.0.0.1 is answered, as well as an ordinary resolution.
+127.0.0.1 is answered, as well as an ordinary resolution. With --kib 1 the
+requests are small and many (fills a table bounded only in count).
 
     tests/hostile/udp_fragment_flood.py 127.0.0.1:2641 --pid $(pidof handled)
+    tests/hostile/udp_fragment_flood.py 127.0.0.1:2641 --kib 1 --count 3000
 """
 import socket
 import struct
@@ -18,7 +20,6 @@ import time
 import hdl
 
 PAYLOAD = 492
-TOTAL = 256 * 1024
 
 
 def datagrams(message, request_id):
@@ -47,12 +48,13 @@ def two_datagram_request(args):
 
 
 def main():
-    args = hdl.arguments(__doc__, seconds=10.0, count=200000, rate=(20000, "datagrams per second"))
+    args = hdl.arguments(__doc__, seconds=10.0, count=200000, rate=(20000, "datagrams per second"),
+                         kib=(256, "size each request announces, KiB (at most 256)"))
     hdl.show_rss("before", args.pid)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("127.0.0.2", 0))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
-    template = datagrams(b"\x00" * TOTAL, 0)[:-1]
+    template = datagrams(b"\x00" * min(args.kib * 1024, 262144), 0)[:-1]
     started = time.monotonic()
     sent, requests = 0, 0
     while sent < args.count and time.monotonic() - started < args.seconds:
@@ -70,7 +72,8 @@ def main():
                     time.sleep(ahead)
             if sent >= args.count:
                 break
-    print(f"sent {sent} datagrams: {requests} unfinished requests of 256 KiB in {time.monotonic() - started:.1f} s")
+    print(f"sent {sent} datagrams: {requests} unfinished requests of {args.kib} KiB"
+          f" in {time.monotonic() - started:.1f} s")
     time.sleep(0.5)
     hdl.show_rss("after", args.pid)
     answered = two_datagram_request(args)
