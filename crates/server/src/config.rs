@@ -52,6 +52,7 @@ pub struct Config {
     /// UDP answer bytes per second (and burst) per source address, in KiB, like
     /// DNS response-rate limiting; beyond it the "ask over TCP" refusal. 0 = no
     /// limit. Loopback sources are never limited (they cannot be spoofed).
+    /// Behind a UDP balancer every client has its address: raise it or set 0.
     pub udp_rate_limit_kb: usize,
     /// Seconds an idle TCP connection may stay open between requests.
     pub tcp_idle_timeout_secs: u64,
@@ -91,6 +92,8 @@ pub struct Config {
     /// unauthenticated session is ended to make room.
     pub session_budget_mb: usize,
     /// Unauthenticated sessions one peer (IPv4 address or IPv6 /64) may hold.
+    /// Behind a TCP balancer every client has the balancer's address: raise it
+    /// (and `challenges_per_peer`) there.
     pub sessions_per_peer: usize,
     /// How long a challenge waits for its answer.
     pub challenge_timeout_secs: u64,
@@ -165,7 +168,7 @@ impl Default for Config {
             max_session_secs: 86_400,
             unauthenticated_session_secs: 30,
             session_budget_mb: 16,
-            sessions_per_peer: 64,
+            sessions_per_peer: 256,
             challenge_timeout_secs: 60,
             challenge_budget_mb: 32,
             challenges_per_peer: 256,

@@ -163,7 +163,7 @@ pub struct SessionLimits {
 impl Default for SessionLimits {
     fn default() -> Self {
         SessionLimits {
-            unauthenticated: Quota { max_bytes: 16 << 20, per_peer: 64 },
+            unauthenticated: Quota { max_bytes: 16 << 20, per_peer: 256 },
             unauthenticated_life: Duration::from_secs(30),
         }
     }
