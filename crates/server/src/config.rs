@@ -40,6 +40,20 @@ pub struct Config {
     /// LimitRTPRIO=1), so refusals do not wait for the scheduler to preempt
     /// the workers (up to 4 ms); normal priority otherwise.
     pub udp_realtime_refusals: bool,
+    /// Memory per UDP socket for multi-datagram requests being put together,
+    /// in MiB (each may announce up to 256 KiB); beyond it new ones are dropped.
+    pub udp_reassembly_mb: usize,
+    /// Unfinished multi-datagram requests one peer may have per UDP socket.
+    pub udp_reassembly_per_peer: usize,
+    /// Largest answer sent over UDP, in bytes (all its datagrams); a larger one
+    /// is replaced by a short "ask over TCP" refusal (RC 500, on which the Java
+    /// client moves to TCP), so a small request cannot bring back 250 KB.
+    pub udp_max_response_bytes: usize,
+    /// UDP answer bytes per second (and burst) per source address, in KiB, like
+    /// DNS response-rate limiting; beyond it the "ask over TCP" refusal. 0 = no
+    /// limit. Loopback sources are never limited (they cannot be spoofed).
+    /// Behind a UDP balancer every client has its address: raise it or set 0.
+    pub udp_rate_limit_kb: usize,
     /// Seconds an idle TCP connection may stay open between requests.
     pub tcp_idle_timeout_secs: u64,
     /// Memory for the embedded store's page cache, in MiB (the OS page cache
@@ -71,8 +85,30 @@ pub struct Config {
     /// Longest idle time of a session; clients ask for a timeout (86 400 s by
     /// default) and get at most this.
     pub max_session_secs: u64,
+    /// Longest life of a session that has not (yet) authenticated, from its
+    /// setup; once authenticated it lives up to `max_session_secs` idle.
+    pub unauthenticated_session_secs: u64,
+    /// Memory for unauthenticated sessions, in MiB; when spent, the oldest
+    /// unauthenticated session is ended to make room.
+    pub session_budget_mb: usize,
+    /// Unauthenticated sessions one peer (IPv4 address or IPv6 /64) may hold.
+    /// Behind a TCP balancer every client has the balancer's address: raise it
+    /// (and `challenges_per_peer`) there.
+    pub sessions_per_peer: usize,
     /// How long a challenge waits for its answer.
     pub challenge_timeout_secs: u64,
+    /// Memory for pending challenges (each keeps the challenged request, up to
+    /// 256 KiB), in MiB; beyond it new challenges are refused as too busy.
+    pub challenge_budget_mb: usize,
+    /// Pending challenges one peer (IPv4 address or IPv6 /64) may hold.
+    pub challenges_per_peer: usize,
+    /// Most PBKDF2 work the server does for one secret-key answer, in
+    /// iterations of 160 bits (iterations × ⌈key bits / 160⌉); the Java client
+    /// sends 10,000 × 160. Answers asking for more fail authentication.
+    pub max_pbkdf2_iterations: u32,
+    /// CPU-heavy proof checks (PBKDF2, signatures) run at once, apart from
+    /// request admission; beyond them (after a short wait) too busy.
+    pub auth_workers: usize,
     /// Allow LIST_HANDLES (§3.5: a server may disable it).
     pub allow_list_handles: bool,
     // Domain registry (crate::registry).
@@ -115,6 +151,10 @@ impl Default for Config {
             description: "handled".to_string(),
             udp_sockets: 0,
             udp_realtime_refusals: true,
+            udp_reassembly_mb: 4,
+            udp_reassembly_per_peer: 8,
+            udp_max_response_bytes: 8192,
+            udp_rate_limit_kb: 1024,
             tcp_idle_timeout_secs: 60,
             server_admins: Vec::new(),
             store_cache_mb: 64,
@@ -126,7 +166,14 @@ impl Default for Config {
             max_queue_wait_ms: 1000,
             server_admin_full_access: true,
             max_session_secs: 86_400,
+            unauthenticated_session_secs: 30,
+            session_budget_mb: 16,
+            sessions_per_peer: 256,
             challenge_timeout_secs: 60,
+            challenge_budget_mb: 32,
+            challenges_per_peer: 256,
+            max_pbkdf2_iterations: 10_000,
+            auth_workers: 1,
             allow_list_handles: true,
             registry_port: None,
             registry_expires_max: 3600,

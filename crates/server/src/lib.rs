@@ -15,6 +15,7 @@ pub mod memory;
 pub mod metrics;
 pub mod native;
 pub mod ops;
+pub mod quota;
 pub mod registry;
 pub mod rest;
 pub mod session;
@@ -92,6 +93,7 @@ impl Listeners {
             tasks.spawn(registry::serve(state.clone(), settings, l));
         }
         tasks.spawn(transport::http::serve(state.clone(), self.http));
+        tasks.spawn(state.clone().sweep_expired());
         state.set_ready();
         Ok(RunningServer { addrs: self.addrs, tasks })
     }

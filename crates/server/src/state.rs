@@ -3,11 +3,13 @@
 
 use crate::admission::{Admission, AdmissionConfig};
 use crate::auth::challenge::Challenges;
+use crate::auth::verify::AuthWork;
 use crate::cache::CachingStore;
 use crate::config::Config;
 use crate::keys::RsaSigner;
 use crate::metrics::Metrics;
-use crate::session::Sessions;
+use crate::quota::Quota;
+use crate::session::{SessionLimits, Sessions};
 use handled_proto::handle;
 use handled_store::Store;
 use std::collections::HashSet;
@@ -34,6 +36,8 @@ pub struct ServerState {
     /// Server administrators as (handle, index) references.
     server_admins: Vec<(Vec<u8>, i32)>,
     pub challenges: Challenges,
+    /// The budget of CPU-heavy proof checking (PBKDF2, signatures).
+    pub auth_work: AuthWork,
     pub sessions: Sessions,
     pub admission: Admission,
     pub metrics: Metrics,
@@ -55,14 +59,24 @@ impl ServerState {
         // Config::validate has checked the list; bootstrap refuses invalid configs.
         let server_admins = config.parsed_server_admins().unwrap_or_default();
         let challenge_ttl = std::time::Duration::from_secs(config.challenge_timeout_secs.max(1));
+        let challenge_quota =
+            Quota { max_bytes: config.challenge_budget_mb << 20, per_peer: config.challenges_per_peer };
+        let session_limits = SessionLimits {
+            unauthenticated: Quota { max_bytes: config.session_budget_mb << 20, per_peer: config.sessions_per_peer },
+            unauthenticated_life: std::time::Duration::from_secs(config.unauthenticated_session_secs.max(1)),
+        };
         // Nodes sharing a store (Cassandra) share challenges and sessions too: a
         // balancer may send the next message of an exchange to another node.
         let shared = config.store_kind() == crate::config::StoreKind::Cassandra;
         let (challenges, sessions) = if shared {
-            (Challenges::shared(challenge_ttl, store.clone()), Sessions::shared(store.clone()))
+            (
+                Challenges::shared(challenge_ttl, challenge_quota, store.clone()),
+                Sessions::shared(session_limits, store.clone()),
+            )
         } else {
-            (Challenges::new(challenge_ttl), Sessions::default())
+            (Challenges::new(challenge_ttl, challenge_quota), Sessions::new(session_limits))
         };
+        let auth_work = AuthWork::new(config.auth_workers, config.max_pbkdf2_iterations);
         let admission = Admission::new(AdmissionConfig {
             max_concurrent: config.max_concurrent,
             queue: config.queue_length,
@@ -89,6 +103,18 @@ impl ServerState {
             server_admins,
             challenges,
             sessions,
+            auth_work,
+        }
+    }
+
+    /// Forget expired challenges (and sessions) every second, so that what a
+    /// flood left behind goes even when nothing new arrives.
+    pub async fn sweep_expired(self: Arc<Self>) {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            self.challenges.sweep();
+            self.sessions.sweep();
         }
     }
 

@@ -1,6 +1,13 @@
 //! Checking proofs of identity against admin handles stored on this server
 //! (§5.2): secret-key answers, public-key answers, and plain secrets (for the
 //! REST API's Basic authentication).
+//!
+//! Anyone may ask for a proof to be checked (VERIFY_CHALLENGE needs no prior
+//! challenge, even over UDP), and a PBKDF2 answer names its own cost. So the
+//! server computes PBKDF2 only up to [`AuthWork::max_pbkdf2_cost`], and all
+//! CPU-heavy checking (PBKDF2, signatures) runs under its own small budget of
+//! threads, apart from admission: a flood of proofs is refused as too busy
+//! and cannot starve resolution.
 
 use super::{signature, Identity};
 use crate::state::ServerState;
@@ -9,6 +16,63 @@ use handled_proto::data::pubkey::PublicKey;
 use handled_proto::header::ResponseCode;
 use handled_proto::session::{PublicKeyAnswer, SecretKeyAnswer};
 use handled_proto::value::{types, HandleValue};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// Longest wait for a turn at CPU-heavy checking before "too busy".
+const AUTH_WORK_WAIT: Duration = Duration::from_millis(200);
+/// PBKDF2-HMAC-SHA1 yields 160 bits per block; each block costs all iterations.
+const PBKDF2_BLOCK_BITS: i64 = 160;
+
+/// The budget of CPU-heavy proof checking.
+pub struct AuthWork {
+    turns: Arc<Semaphore>,
+    /// Most PBKDF2 work one answer may ask for: iterations × 160-bit blocks.
+    pub max_pbkdf2_cost: i64,
+}
+
+impl AuthWork {
+    /// `workers` checks at once (at least one).
+    pub fn new(workers: usize, max_pbkdf2_cost: u32) -> Self {
+        AuthWork { turns: Arc::new(Semaphore::new(workers.max(1))), max_pbkdf2_cost: i64::from(max_pbkdf2_cost) }
+    }
+
+    /// Run `work` on a blocking thread once a turn is free; too busy when none
+    /// frees up within [`AUTH_WORK_WAIT`].
+    pub async fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> Result<T, AuthError> {
+        let turn = match tokio::time::timeout(AUTH_WORK_WAIT, self.turns.clone().acquire_owned()).await {
+            Ok(Ok(turn)) => turn,
+            _ => {
+                return Err(AuthError {
+                    code: ResponseCode::SERVER_TOO_BUSY,
+                    message: "Server too busy: too many authentication checks at once".into(),
+                })
+            }
+        };
+        tokio::task::spawn_blocking(move || {
+            let result = work();
+            drop(turn);
+            result
+        })
+        .await
+        .map_err(|e| AuthError::error(format!("verification task failed: {e}")))
+    }
+
+    /// Refuse a PBKDF2 answer that asks for more work than real clients do.
+    fn check(&self, answer: &SecretKeyAnswer) -> Result<(), AuthError> {
+        let SecretKeyAnswer::Pbkdf2HmacSha1 { iterations, key_bits, .. } = answer else { return Ok(()) };
+        let blocks = (i64::from(*key_bits) + PBKDF2_BLOCK_BITS - 1) / PBKDF2_BLOCK_BITS;
+        if i64::from(*iterations) * blocks.max(1) > self.max_pbkdf2_cost {
+            return Err(AuthError::failed(format!(
+                "PBKDF2 answer with {iterations} iterations of {key_bits} bits: this server computes at most {} \
+                 iterations of 160 bits",
+                self.max_pbkdf2_cost
+            )));
+        }
+        Ok(())
+    }
+}
 
 /// A failed authentication: 403 when the proof is wrong or names nothing
 /// usable, 406 for other errors (§5.6).
@@ -72,20 +136,22 @@ pub async fn secret_key_answer(
 ) -> Result<Identity, AuthError> {
     let answer =
         SecretKeyAnswer::decode(answer).map_err(|e| AuthError::failed(format!("malformed secret key answer: {e}")))?;
+    state.auth_work.check(&answer)?;
     let secrets: Vec<Vec<u8>> =
         key_values(state, handle, index, types::HS_SECKEY).await?.into_iter().map(|v| v.data).collect();
     let (nonce, digest) = (nonce.to_vec(), digest.to_vec());
-    // PBKDF2 costs milliseconds: keep it off the I/O threads.
-    let verdict = tokio::task::spawn_blocking(move || -> Result<bool, seckey::AnswerError> {
-        for s in &secrets {
-            if seckey::verify(&answer, s, &nonce, &digest)? {
-                return Ok(true);
+    // PBKDF2 costs milliseconds: keep it off the I/O threads, within the budget.
+    let verdict = state
+        .auth_work
+        .run(move || -> Result<bool, seckey::AnswerError> {
+            for s in &secrets {
+                if seckey::verify(&answer, s, &nonce, &digest)? {
+                    return Ok(true);
+                }
             }
-        }
-        Ok(false)
-    })
-    .await
-    .map_err(|e| AuthError::error(format!("verification task failed: {e}")))?;
+            Ok(false)
+        })
+        .await?;
     match verdict {
         Ok(true) => Ok(Identity::new(handle, index)),
         Ok(false) => Err(AuthError::failed(format!("wrong secret key answer for {index}:{}", show(handle)))),
@@ -122,14 +188,15 @@ pub async fn signature_by(
     };
     let keys = key_values(state, handle, index, types::HS_PUBKEY).await?;
     let (sig, signed) = (sig.to_vec(), signed.to_vec());
-    let matched = tokio::task::spawn_blocking(move || {
-        keys.iter().find_map(|v| {
-            let key = PublicKey::decode_data(&v.data).ok()?;
-            signature::verify(&key, alg, &signed, &sig).then_some(v.index)
+    let matched = state
+        .auth_work
+        .run(move || {
+            keys.iter().find_map(|v| {
+                let key = PublicKey::decode_data(&v.data).ok()?;
+                signature::verify(&key, alg, &signed, &sig).then_some(v.index)
+            })
         })
-    })
-    .await
-    .map_err(|e| AuthError::error(format!("verification task failed: {e}")))?;
+        .await?;
     match matched {
         Some(k) => Ok(Identity { handle: handle.to_vec(), index, key_index: (index == 0).then_some(k) }),
         None => {
@@ -146,5 +213,57 @@ pub async fn secret(state: &ServerState, handle: &[u8], index: i32, secret: &[u8
         Ok(Identity::new(handle, index))
     } else {
         Err(AuthError::failed(format!("wrong secret key for {index}:{}", show(handle))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pbkdf2(iterations: i32, key_bits: i32) -> SecretKeyAnswer {
+        SecretKeyAnswer::Pbkdf2HmacSha1 { salt: vec![0; 16], iterations, key_bits, mac: vec![0; 20] }
+    }
+
+    /// F6: a client could make the server run 200,000 iterations × 1,024 bits
+    /// (~0.2 s of CPU) per answer; now only what real clients ask for.
+    #[test]
+    fn pbkdf2_work_is_capped_at_what_real_clients_ask() {
+        let work = AuthWork::new(1, 10_000);
+        assert!(work.check(&pbkdf2(10_000, 160)).is_ok(), "the Java client's answers");
+        assert!(work.check(&pbkdf2(5_000, 320)).is_ok());
+        for (iterations, bits) in [(200_000, 1024), (10_001, 160), (10_000, 168), (i32::MAX, 160)] {
+            let e = work.check(&pbkdf2(iterations, bits)).unwrap_err();
+            assert_eq!(e.code, ResponseCode::AUTHENTICATION_FAILED, "{iterations} × {bits}");
+        }
+        assert!(work.check(&SecretKeyAnswer::HmacSha256(vec![0; 32])).is_ok());
+    }
+
+    /// F6: heavy checks run a few at a time, and beyond that are refused as
+    /// too busy instead of piling up.
+    #[tokio::test]
+    async fn heavy_checks_have_their_own_budget() {
+        let work = Arc::new(AuthWork::new(1, 10_000));
+        let (started, release) = (Arc::new(std::sync::Barrier::new(2)), Arc::new(std::sync::Barrier::new(2)));
+        let busy = {
+            let (work, started, release) = (work.clone(), started.clone(), release.clone());
+            tokio::spawn(async move {
+                work.run(move || {
+                    started.wait();
+                    release.wait();
+                })
+                .await
+            })
+        };
+        tokio::task::spawn_blocking({
+            let started = started.clone();
+            move || started.wait()
+        })
+        .await
+        .unwrap();
+        let refused = work.run(|| ()).await.unwrap_err();
+        assert_eq!(refused.code, ResponseCode::SERVER_TOO_BUSY);
+        tokio::task::spawn_blocking(move || release.wait()).await.unwrap();
+        busy.await.unwrap().unwrap();
+        assert!(work.run(|| ()).await.is_ok(), "the turn is free again");
     }
 }

@@ -15,11 +15,17 @@ use handled_proto::message::parse_message;
 use handled_proto::request::{ChallengeAnswer, RequestBody, AUTH_TYPE_PUBKEY, AUTH_TYPE_SECKEY};
 use handled_proto::response::ResponseBody;
 use handled_proto::session::VerifyChallengeRequest;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// Answer a request with a challenge (402): a fresh nonce, the request digest,
 /// and a challenge id in the envelope (the session's own id inside a session).
-pub async fn challenge(state: &ServerState, ctx: &RequestContext<'_>, session: Option<&Session>) -> Vec<u8> {
+pub async fn challenge(
+    state: &ServerState,
+    ctx: &RequestContext<'_>,
+    session: Option<&Session>,
+    peer: IpAddr,
+) -> Vec<u8> {
     let nonce: [u8; 16] = rand::random();
     let digest = RequestDigest::compute(ctx.response_version(), ctx.header_and_body);
     let pending = Pending::new(
@@ -34,7 +40,7 @@ pub async fn challenge(state: &ServerState, ctx: &RequestContext<'_>, session: O
     let mut attempts = 0;
     let id = loop {
         let id = session.map_or_else(|| state.new_auth_id(), |s| s.id);
-        match state.challenges.insert(id, pending.clone(), session.is_some()).await {
+        match state.challenges.insert(id, peer, pending.clone(), session.is_some()).await {
             Ok(()) => break id,
             Err(NotStored::IdTaken) if attempts < 3 => attempts += 1,
             Err(NotStored::Store) => {
@@ -143,8 +149,15 @@ pub async fn verify_challenge(state: &ServerState, ctx: &RequestContext<'_>, req
             return error_reply(state, ctx, ResponseCode::ERROR, "Internal storage error", reply);
         }
     }
-    let valid = verify::secret_key_answer(state, &req.handle, req.index, &req.answer, &req.nonce, &req.request_digest)
-        .await
-        .is_ok();
+    let valid =
+        match verify::secret_key_answer(state, &req.handle, req.index, &req.answer, &req.nonce, &req.request_digest)
+            .await
+        {
+            Ok(_) => true,
+            Err(e) if e.code == ResponseCode::SERVER_TOO_BUSY => {
+                return error_reply(state, ctx, e.code, &e.message, reply)
+            }
+            Err(_) => false,
+        };
     encode_reply(state, ctx, ResponseCode::SUCCESS, &ResponseBody::VerifyResult { valid }, false, reply)
 }

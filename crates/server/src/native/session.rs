@@ -1,7 +1,7 @@
 //! SESSION_SETUP (mode 4, Diffie–Hellman) and SESSION_TERMINATE (§5.7).
 
 use super::respond::{encode_reply, error_reply, Reply, RequestContext};
-use crate::session::{NotAdded, Session};
+use crate::session::{NotAdded, Session, MAX_IDENTITY_LEN};
 use crate::state::ServerState;
 use handled_proto::codec::Codec;
 use handled_proto::crypto::{dh, session as session_crypto};
@@ -10,6 +10,7 @@ use handled_proto::envelope::Version;
 use handled_proto::header::ResponseCode;
 use handled_proto::response::ResponseBody;
 use handled_proto::session::{cipher, mode, KeyData, KeyExchange, SessionSetupRequest, SessionSetupResponse};
+use std::net::IpAddr;
 use std::time::Duration;
 
 fn refuse(state: &ServerState, ctx: &RequestContext<'_>, text: &str) -> Vec<u8> {
@@ -18,7 +19,7 @@ fn refuse(state: &ServerState, ctx: &RequestContext<'_>, text: &str) -> Vec<u8> 
 
 /// Agree a session key with the client's DH key and answer with ours. The
 /// response is signed with the server key (CT), never MACed.
-pub async fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionSetupRequest) -> Vec<u8> {
+pub async fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionSetupRequest, peer: IpAddr) -> Vec<u8> {
     let version = ctx.response_version();
     if version < Version::V2_7 {
         return refuse(state, ctx, "Sessions need protocol 2.7 or later");
@@ -39,6 +40,9 @@ pub async fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionS
     let Some(key) = session_crypto::session_key_from_dh(&shared) else {
         return refuse(state, ctx, "DH secret too short");
     };
+    if req.identity_handle.len() > MAX_IDENTITY_LEN {
+        return refuse(state, ctx, &format!("Identity handle longer than {MAX_IDENTITY_LEN} bytes"));
+    }
     let claimed = (!req.identity_handle.is_empty() && req.identity_index >= 0)
         .then(|| (req.identity_handle.clone(), req.identity_index));
     let max = state.config.max_session_secs.max(1);
@@ -47,7 +51,7 @@ pub async fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionS
     let id = loop {
         let id = state.new_auth_id();
         let session = Session::new(id, key, version, claimed.clone(), Duration::from_secs(timeout), false);
-        match state.sessions.add(session).await {
+        match state.sessions.add(session, peer).await {
             Ok(()) => break id,
             Err(NotAdded::IdTaken) if attempts < 3 => attempts += 1,
             Err(NotAdded::Store) => {

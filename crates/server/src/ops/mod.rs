@@ -51,6 +51,12 @@ impl OpError {
 
 impl From<StoreError> for OpError {
     fn from(e: StoreError) -> Self {
+        if let StoreError::Invalid(why) = &e {
+            // A record the decoders could not read back (e.g. a value over 1 MiB):
+            // the client's mistake, not the store's (was RC 2, HTTP 500).
+            tracing::debug!("store: {e}");
+            return OpError::new(ResponseCode::INVALID_VALUE, why.to_string());
+        }
         tracing::error!("store: {e}");
         match e {
             // The store is out of reach (a cluster that lost its quorum, a closed

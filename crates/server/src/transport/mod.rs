@@ -3,10 +3,12 @@
 
 pub mod http;
 mod realtime;
+mod reassembly;
 pub mod tcp;
 pub mod timing;
 pub mod tls;
 pub mod udp;
+mod udp_answers;
 pub mod unify;
 
 use crate::admission::Rejection;
@@ -16,13 +18,15 @@ use crate::state::ServerState;
 use handled_proto::codec::Codec;
 use handled_proto::envelope::ENVELOPE_LEN;
 use handled_proto::header::{Header, OpFlags, ResponseCode, HEADER_LEN};
+use std::net::IpAddr;
 use std::time::Instant;
 
 /// Answer one native request unit, or refuse it at once when the server is too busy.
-pub async fn serve_unit(state: &ServerState, unit: &[u8], transport: Transport) -> Vec<Vec<u8>> {
+/// `peer` is who sent it (what it makes the server keep is charged to it).
+pub async fn serve_unit(state: &ServerState, unit: &[u8], transport: Transport, peer: IpAddr) -> Vec<Vec<u8>> {
     let arrived = Instant::now();
     match state.admission.admit().await {
-        Ok(_permit) => serve_admitted(state, unit, transport).await,
+        Ok(_permit) => serve_admitted(state, unit, transport, peer).await,
         Err(why) => refuse(state, unit, transport, why, arrived),
     }
 }
@@ -42,9 +46,9 @@ pub fn refuse(
 }
 
 /// Answer a request that already holds an admission permit.
-pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transport) -> Vec<Vec<u8>> {
+pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transport, peer: IpAddr) -> Vec<Vec<u8>> {
     let started = Instant::now();
-    let responses = handle_unit(state, unit, transport).await;
+    let responses = handle_unit(state, unit, transport, peer).await;
     state.metrics.observe(transport.name(), &responses, started.elapsed());
     responses
 }
@@ -54,6 +58,16 @@ pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transpo
 /// cost next to nothing, or refusing a surge of certified requests would take as
 /// much CPU (one RSA signature each) as serving them.
 fn busy_response(state: &ServerState, unit: &[u8], why: Rejection) -> Option<Vec<u8>> {
+    let message = match why {
+        Rejection::QueueFull => "Server too busy: request queue full",
+        Rejection::WaitedTooLong => "Server too busy: request waited too long",
+        Rejection::WouldWaitTooLong => "Server too busy: the queue would not reach this request in time",
+    };
+    unsigned_answer(state, unit, ResponseCode::SERVER_TOO_BUSY, message)
+}
+
+/// An unsigned error answer to `unit` without handling it.
+fn unsigned_answer(state: &ServerState, unit: &[u8], code: ResponseCode, message: &str) -> Option<Vec<u8>> {
     let envelope = read_envelope(unit)?;
     let header = unit.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN).and_then(|h| Header::from_bytes(h).ok());
     // The request digest (RD) covers header and body, when they are all there.
@@ -61,10 +75,5 @@ fn busy_response(state: &ServerState, unit: &[u8], why: Rejection) -> Option<Vec
         header.and_then(|h| unit.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN + h.body_length as usize)).unwrap_or(&[]);
     let header = header.map(|h| Header { op_flags: h.op_flags.without(OpFlags::CT), ..h });
     let ctx = RequestContext { envelope, header, header_and_body };
-    let message = match why {
-        Rejection::QueueFull => "Server too busy: request queue full",
-        Rejection::WaitedTooLong => "Server too busy: request waited too long",
-        Rejection::WouldWaitTooLong => "Server too busy: the queue would not reach this request in time",
-    };
-    Some(error_response(state, &ctx, ResponseCode::SERVER_TOO_BUSY, message))
+    Some(error_response(state, &ctx, code, message))
 }

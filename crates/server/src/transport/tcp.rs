@@ -7,7 +7,7 @@ use crate::native::{read_envelope, Transport};
 use crate::state::ServerState;
 use handled_proto::envelope::ENVELOPE_LEN;
 use handled_proto::header::ResponseCode;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -35,7 +35,7 @@ pub async fn serve(state: Arc<ServerState>, listener: TcpListener) {
             Ok((stream, peer)) => {
                 let state = state.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = connection(&state, stream).await {
+                    if let Err(e) = connection(&state, stream, peer.ip()).await {
                         tracing::debug!("tcp connection from {peer}: {e}");
                     }
                 });
@@ -69,7 +69,7 @@ async fn fill(stream: &mut (impl AsyncRead + Unpin), buf: &mut [u8], limit: Dura
     Ok(Fill::Complete)
 }
 
-async fn connection(state: &ServerState, mut stream: TcpStream) -> std::io::Result<()> {
+async fn connection(state: &ServerState, mut stream: TcpStream, peer: IpAddr) -> std::io::Result<()> {
     let _open = state.metrics.connection("tcp");
     stream.set_nodelay(true)?;
     let idle = Duration::from_secs(state.config.tcp_idle_timeout_secs);
@@ -86,7 +86,7 @@ async fn connection(state: &ServerState, mut stream: TcpStream) -> std::io::Resu
             Ok(n) => n,
             Err(_) => {
                 // The rest of the stream can't be framed any more: answer, then close.
-                let responses = serve_unit(state, &unit, Transport::Tcp).await;
+                let responses = serve_unit(state, &unit, Transport::Tcp, peer).await;
                 for r in responses {
                     stream.write_all(&r).await?;
                 }
@@ -100,7 +100,7 @@ async fn connection(state: &ServerState, mut stream: TcpStream) -> std::io::Resu
             let _ = stream.write_all(&error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &text)).await;
             return Ok(());
         }
-        let responses = serve_unit(state, &unit, Transport::Tcp).await;
+        let responses = serve_unit(state, &unit, Transport::Tcp, peer).await;
         match responses.as_slice() {
             [one] => stream.write_all(one).await?,
             many => stream.write_all(&many.concat()).await?,

@@ -6,19 +6,21 @@
 //! stamps each datagram's arrival, so waits in the socket count in the times.
 
 use super::realtime::RealtimeWhileRefusing;
+use super::reassembly::{Reassemblies, REASSEMBLY_TIMEOUT};
+use super::udp_answers::{UdpAnswers, USE_TCP};
 use super::{refuse, serve_admitted};
 use crate::admission::Turn;
 use crate::native::{read_envelope, Transport};
 use crate::state::ServerState;
 use handled_proto::envelope::ENVELOPE_LEN;
 use handled_proto::header::{OpCode, OpFlags};
-use handled_proto::udp::{split_datagrams, Reassembly, MAX_DATAGRAM};
+use handled_proto::udp::{split_datagrams, MAX_DATAGRAM};
 use nix::errno::Errno;
 use nix::sys::socket::{
     recvmmsg, sendmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, RecvMsg, SockaddrStorage,
 };
 use nix::sys::time::TimeSpec;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -40,10 +42,6 @@ const MAX_BATCHES_WITHOUT_PAUSE: u32 = 4;
 /// Larger than any datagram a Handle client sends (≤ 512), so oversized junk is
 /// seen as truncated rather than silently cut to a plausible prefix.
 const RECV_BUFFER: usize = 2048;
-/// Unfinished multi-datagram requests are dropped after this long.
-const REASSEMBLY_TIMEOUT: Duration = Duration::from_secs(5);
-/// At most this many unfinished requests per socket (a flood cannot grow memory).
-const MAX_PENDING: usize = 1024;
 const SOCKET_BUFFER: usize = 4 << 20;
 
 /// Bind `count` blocking sockets to the same address with SO_REUSEPORT.
@@ -94,7 +92,10 @@ pub struct Datagram {
 
 fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tokio::runtime::Handle) {
     let mut receiver = BatchReceiver::new(socket);
-    let mut pending: HashMap<(SocketAddr, i32), (Instant, Reassembly)> = HashMap::new();
+    let mut pending = Reassemblies::new(crate::quota::Quota {
+        max_bytes: state.config.udp_reassembly_mb << 20,
+        per_peer: state.config.udp_reassembly_per_peer,
+    });
     // While refusing, receive on a timer instead of blocking, and at realtime
     // priority if the process may (`realtime.rs`). A thread woken by a
     // datagram moments after it last ran has not yet earned the right (EEVDF
@@ -105,6 +106,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
     let mut realtime = RealtimeWhileRefusing::new(state.config.udp_realtime_refusals);
     let mut batches_without_pause = 0;
     let in_progress = InProgress::default();
+    let answers = Arc::new(UdpAnswers::new(state.config.udp_max_response_bytes, state.config.udp_rate_limit_kb << 10));
     loop {
         let mut cheap = Vec::new();
         let mut refused = Vec::new();
@@ -125,7 +127,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
         };
         for d in received {
             let (unit, request_id) = match read_envelope(&d.bytes) {
-                Some(env) if env.truncated => match reassemble(&mut pending, d.peer, &d.bytes) {
+                Some(env) if env.truncated => match pending.add(d.peer, &d.bytes, Instant::now()) {
                     Some(unit) => (unit, env.request_id),
                     None => continue,
                 },
@@ -144,13 +146,13 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
                 Ok(Turn::Now(permit)) if is_cheap(&unit) => cheap.push((peer, unit, permit)),
                 Ok(turn) => {
                     let claim = in_progress.claim(key);
-                    let (state2, socket2) = (state.clone(), socket.clone());
+                    let (state2, socket2, answers2) = (state.clone(), socket.clone(), answers.clone());
                     runtime.spawn(async move {
                         let replies = match turn.permit().await {
                             Ok(permit) => {
-                                let replies = serve_admitted(&state2, &unit, Transport::Udp).await;
+                                let replies = serve_admitted(&state2, &unit, Transport::Udp, peer.ip()).await;
                                 drop(permit);
-                                replies
+                                fit_for_udp(&state2, &answers2, peer, &unit, replies)
                             }
                             Err(why) => refuse(&state2, &unit, Transport::Udp, why, arrived),
                         };
@@ -163,6 +165,8 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
                 }
             }
         }
+        // Unfinished requests go by age even while only single datagrams arrive.
+        pending.sweep(Instant::now());
         let refused_some = !refused.is_empty();
         if refused_some {
             refusing_until = Instant::now() + OVERLOAD_LINGER;
@@ -172,7 +176,8 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
             let replies = runtime.block_on(async {
                 let mut replies = Vec::with_capacity(cheap.len());
                 for (peer, unit, permit) in cheap.drain(..) {
-                    replies.extend(serve_admitted(state, &unit, Transport::Udp).await.into_iter().map(|r| (peer, r)));
+                    let answer = serve_admitted(state, &unit, Transport::Udp, peer.ip()).await;
+                    replies.extend(fit_for_udp(state, &answers, peer, &unit, answer).into_iter().map(|r| (peer, r)));
                     drop(permit);
                 }
                 replies
@@ -235,6 +240,25 @@ impl InProgress {
 impl Drop for Claim {
     fn drop(&mut self) {
         self.in_progress.0.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.key);
+    }
+}
+
+/// The answers to `unit`, or an "ask over TCP" answer when they are too large
+/// for UDP or beyond the peer's budget of answer bytes ([`UdpAnswers`]).
+fn fit_for_udp(
+    state: &ServerState,
+    answers: &UdpAnswers,
+    peer: SocketAddr,
+    unit: &[u8],
+    replies: Vec<Vec<u8>>,
+) -> Vec<Vec<u8>> {
+    let bytes = replies.iter().map(Vec::len).sum();
+    match answers.check(peer.ip(), bytes, Instant::now()) {
+        Ok(()) => replies,
+        Err(why) => {
+            tracing::debug!("udp answer to {peer} not sent: {why:?}");
+            super::unsigned_answer(state, unit, USE_TCP, &why.message()).into_iter().collect()
+        }
     }
 }
 
@@ -347,42 +371,6 @@ pub fn send_batch(socket: &UdpSocket, replies: &[(SocketAddr, Vec<u8>)]) {
                 tracing::debug!("udp sendmmsg: {e}");
                 sent += 1;
             }
-        }
-    }
-}
-
-/// Add a chunk; returns the whole unit (first envelope + full message) once complete.
-fn reassemble(
-    pending: &mut HashMap<(SocketAddr, i32), (Instant, Reassembly)>,
-    peer: SocketAddr,
-    datagram: &[u8],
-) -> Option<Vec<u8>> {
-    let envelope = read_envelope(datagram)?;
-    let key = (peer, envelope.request_id);
-    let now = Instant::now();
-    if !pending.contains_key(&key) {
-        if pending.len() >= MAX_PENDING {
-            pending.retain(|_, (started, _)| now.duration_since(*started) < REASSEMBLY_TIMEOUT);
-            if pending.len() >= MAX_PENDING {
-                return None;
-            }
-        }
-        pending.insert(key, (now, Reassembly::new(&envelope)));
-    }
-    let (_, reassembly) = pending.get_mut(&key)?;
-    match reassembly.add(envelope.sequence, &datagram[ENVELOPE_LEN..]) {
-        Ok(Some(message)) => {
-            pending.remove(&key);
-            let mut unit = Vec::with_capacity(ENVELOPE_LEN + message.len());
-            unit.extend_from_slice(&datagram[..ENVELOPE_LEN]);
-            unit.extend_from_slice(&message);
-            Some(unit)
-        }
-        Ok(None) => None,
-        Err(e) => {
-            tracing::debug!("dropping inconsistent multi-datagram request from {peer}: {e}");
-            pending.remove(&key);
-            None
         }
     }
 }

@@ -41,6 +41,9 @@ public final class Fixtures {
     public static final String SECRET = "TEST/SECRET";
     public static final String ONLY_SECRET = "TEST/ONLYSECRET";
     public static final String BIG = "TEST/BIG";
+    /** Over the server's default UDP answer limit (8192 bytes): answered over TCP only. */
+    public static final String HUGE = "TEST/HUGE";
+    public static final int HUGE_VALUES = 12;
 
     public static final String BIG_URL = bigUrl(3000);
     public static final byte[] BIG_BLOB = blob(2500);
@@ -76,6 +79,11 @@ public final class Fixtures {
             value(1, "URL", BIG_URL),
             value(2, "BLOB", BIG_BLOB),
         });
+        HandleValue[] huge = new HandleValue[HUGE_VALUES];
+        for (int i = 0; i < HUGE_VALUES; i++) {
+            huge[i] = value(i + 1, "URL", bigUrl(1000));
+        }
+        HANDLES.put(HUGE, huge);
     }
 
     /** A copy of the values stored for {@code handle} (in stored order). */
