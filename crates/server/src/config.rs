@@ -97,6 +97,16 @@ pub struct Config {
     pub http_keep_alive_secs: u64,
     /// Requests served on one HTTP connection before it is closed.
     pub http_max_requests: u64,
+    /// Open TCP connections (native TCP, HTTP/HTTPS and registry ports
+    /// together); beyond, a connection is refused at once (HTTP 503). Lowered at
+    /// start to fit the file-descriptor limit (whose soft value is raised to the hard one).
+    pub max_connections: usize,
+    /// Open TCP connections from one client address; 0 = only `max_connections`.
+    /// Raise it when clients arrive through a proxy or load balancer.
+    pub max_connections_per_peer: usize,
+    /// MiB that request bodies being received may hold together (all HTTP
+    /// ports); a body that does not fit is refused at once (HTTP 503).
+    pub http_body_budget_mb: usize,
 }
 
 impl Default for Config {
@@ -137,6 +147,9 @@ impl Default for Config {
             allow_plain_http_admin: false,
             http_keep_alive_secs: 15,
             http_max_requests: 100_000,
+            max_connections: 10_000,
+            max_connections_per_peer: 1_000,
+            http_body_budget_mb: 256,
         }
     }
 }

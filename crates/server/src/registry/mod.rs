@@ -20,7 +20,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use crate::transport::accept::Acceptor;
 
 use crate::config::Config;
 pub use service::Registry;
@@ -72,7 +72,7 @@ impl Settings {
 
 /// Serve the registry on `listener` until the process ends, with its sweeper.
 /// Serve the registry; admission control and metrics are the server's own (`state`).
-pub async fn serve(state: Arc<crate::state::ServerState>, settings: Settings, listener: TcpListener) {
+pub async fn serve(state: Arc<crate::state::ServerState>, settings: Settings, listener: Acceptor) {
     let registry = match Registry::open(state.store.clone(), settings).await {
         Ok(r) => Arc::new(r),
         Err(e) => {

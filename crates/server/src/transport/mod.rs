@@ -1,7 +1,10 @@
 //! Listeners: each turns its framing into calls of [`serve_unit`], which applies
 //! admission control and records metrics around [`crate::native::handle_unit`].
 
+pub mod accept;
+pub mod body;
 pub mod http;
+pub mod limits;
 mod realtime;
 pub mod tcp;
 pub mod timing;

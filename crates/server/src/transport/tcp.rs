@@ -1,6 +1,7 @@
 //! TCP (§4.2): the Java client sends one request per connection, others keep
 //! the connection open; we answer requests until the peer closes or idles out.
 
+use super::accept::Acceptor;
 use super::serve_unit;
 use crate::native::respond::{error_response, RequestContext};
 use crate::native::{read_envelope, Transport};
@@ -29,23 +30,16 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::from_std(s.into())
 }
 
-pub async fn serve(state: Arc<ServerState>, listener: TcpListener) {
+pub async fn serve(state: Arc<ServerState>, mut listener: Acceptor) {
     loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
-                let state = state.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = connection(&state, stream).await {
-                        tracing::debug!("tcp connection from {peer}: {e}");
-                    }
-                });
+        let (stream, peer, slot) = listener.next().await;
+        let state = state.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            if let Err(e) = connection(&state, stream).await {
+                tracing::debug!("tcp connection from {peer}: {e}");
             }
-            Err(e) => {
-                // Running out of file descriptors must not end the accept loop.
-                tracing::warn!("tcp accept: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
+        });
     }
 }
 
@@ -63,6 +57,29 @@ async fn fill(stream: &mut (impl AsyncRead + Unpin), buf: &mut [u8], limit: Dura
         match tokio::time::timeout_at(deadline, stream.read(&mut buf[got..])).await {
             Ok(Ok(0)) | Err(_) => return Ok(Fill::Short(got)),
             Ok(Ok(n)) => got += n,
+            Ok(Err(e)) => return Err(e),
+        }
+    }
+    Ok(Fill::Complete)
+}
+
+/// Append `len` bytes to `buf` as they arrive, allocating only for what came:
+/// an envelope announcing a 256 KB message followed by silence must not pin
+/// 256 KB for the read timeout (F2).
+async fn fill_growing(
+    stream: &mut (impl AsyncRead + Unpin),
+    buf: &mut Vec<u8>,
+    len: usize,
+    limit: Duration,
+) -> std::io::Result<Fill> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let start = buf.len();
+    let mut chunk = [0u8; 16 * 1024];
+    while buf.len() - start < len {
+        let want = (len - (buf.len() - start)).min(chunk.len());
+        match tokio::time::timeout_at(deadline, stream.read(&mut chunk[..want])).await {
+            Ok(Ok(0)) | Err(_) => return Ok(Fill::Short(buf.len() - start)),
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
             Ok(Err(e)) => return Err(e),
         }
     }
@@ -93,8 +110,7 @@ async fn connection(state: &ServerState, mut stream: TcpStream) -> std::io::Resu
                 return Ok(());
             }
         };
-        unit.resize(ENVELOPE_LEN + length, 0);
-        if let Fill::Short(got) = fill(&mut stream, &mut unit[ENVELOPE_LEN..], MESSAGE_READ_TIMEOUT).await? {
+        if let Fill::Short(got) = fill_growing(&mut stream, &mut unit, length, MESSAGE_READ_TIMEOUT).await? {
             let ctx = RequestContext { envelope, header: None, header_and_body: &[] };
             let text = format!("Expecting {length} bytes, only received {got}");
             let _ = stream.write_all(&error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &text)).await;

@@ -1,0 +1,106 @@
+//! Hostile HTTP peers against a real `handled serve` process: regression tests
+//! of the black-box security trial (issue 13); the attack tools that found the
+//! problems are in `tests/hostile/`. Each attack is bounded and on loopback, and
+//! each test checks that an ordinary client is still served.
+
+mod common;
+
+use common::{connect_from, get_from, read_answer, start_with};
+use std::io::Write;
+use std::net::{IpAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+/// The head of a native-tunnel POST announcing a full-size message, then the
+/// first `partial` bytes of its body; the rest never comes.
+fn stalled_tunnel_post(source: IpAddr, addr: std::net::SocketAddr, partial: usize) -> TcpStream {
+    let mut s = connect_from(source, addr);
+    let head =
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-hdl-message\r\nContent-Length: 262164\r\n\r\n";
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(&vec![0u8; partial]).unwrap();
+    s
+}
+
+/// F2: a tunnel POST whose body never arrives was held forever (the JSON API's
+/// body timeout did not cover the tunnel). Now it gets 408 after the keep-alive
+/// time, like a slow request head.
+#[test]
+fn a_stalled_tunnel_body_is_cut_off() {
+    let mut server = start_with("http_keep_alive_secs = 1\n");
+    let local = ip("127.0.0.1");
+    let mut stalled: Vec<TcpStream> = (0..20).map(|i| stalled_tunnel_post(local, server.http, i * 1000)).collect();
+    let started = Instant::now();
+    for s in &mut stalled {
+        // read_answer gives up after 5 s: the old server never answered.
+        let answer = read_answer(s);
+        assert!(answer.starts_with("HTTP/1.1 408 "), "a stalled body is answered 408, got {answer:?}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "cut after about the 1 s body timeout");
+    server.assert_alive("stalled tunnel bodies");
+    assert!(get_from(local, server.http, "/healthz").contains(" 200"));
+}
+
+/// F2: connections were not capped, so 21,000 stalled sockets used every file
+/// descriptor and all listeners stopped answering. Now a connection beyond the
+/// per-address or the total limit is refused at once with 503, an ordinary
+/// client from elsewhere is still served, refusals are logged at most once a
+/// second, and a closed connection frees its slot.
+#[test]
+fn connections_beyond_the_limits_are_refused_honestly() {
+    let mut server = start_with("max_connections = 12\nmax_connections_per_peer = 8\nhttp_keep_alive_secs = 30\n");
+    let (attacker, other, crowd, late) = (ip("127.0.0.1"), ip("127.0.0.2"), ip("127.0.0.3"), ip("127.0.0.4"));
+    let mut held: Vec<TcpStream> = (0..8).map(|_| stalled_tunnel_post(attacker, server.http, 100)).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    for _ in 0..30 {
+        // Beyond the per-address limit, on every TCP port: refused at once.
+        let answer = read_answer(&mut connect_from(attacker, server.http));
+        assert!(answer.starts_with("HTTP/1.1 503 "), "refused honestly, got {answer:?}");
+        assert!(answer.contains("from this address"), "{answer}");
+        let answer = read_answer(&mut connect_from(attacker, server.registry));
+        assert!(answer.starts_with("HTTP/1.1 503 "), "registry port too, got {answer:?}");
+        assert_eq!(read_answer(&mut connect_from(attacker, server.tcp)), "", "native TCP: closed at once");
+    }
+    assert!(get_from(other, server.http, "/healthz").contains(" 200"), "another client is served");
+    assert!(get_from(other, server.registry, "/live").contains(" 200"), "on the registry port too");
+    // Fill the total (8 + 4 = 12): now everyone is refused, still honestly.
+    held.extend((0..4).map(|_| stalled_tunnel_post(crowd, server.http, 100)));
+    std::thread::sleep(Duration::from_millis(200));
+    let answer = read_answer(&mut connect_from(late, server.http));
+    assert!(answer.starts_with("HTTP/1.1 503 ") && answer.contains("too many open connections"), "{answer}");
+    // 91 refusals in well under a second: a line or two, not one each.
+    let logged = server.log_lines_with("refused a connection");
+    assert!((1..=3).contains(&logged), "refusal warnings are rate-limited: {logged} lines");
+    held.truncate(4);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !get_from(attacker, server.http, "/healthz").contains(" 200") {
+        assert!(Instant::now() < deadline, "closed connections free their slots");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.assert_alive("connections beyond the limits");
+}
+
+/// F2: each partly sent body pinned what it had received (a tunnel message up
+/// to ~256 KB, a JSON API body up to 4 MB) with nothing bounding the sum. Now
+/// bodies being received share a byte budget; one that does not fit is refused
+/// at once with 503, and requests without a body are still served.
+#[test]
+fn partly_sent_bodies_share_a_bounded_budget() {
+    let mut server = start_with("http_body_budget_mb = 1\nhttp_keep_alive_secs = 30\n");
+    let local = ip("127.0.0.1");
+    // Each reserves what it announces (257 KiB): three fit in 1 MiB, a fourth does not.
+    let _held: Vec<TcpStream> = (0..3).map(|_| stalled_tunnel_post(local, server.http, 1000)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let answer = read_answer(&mut stalled_tunnel_post(local, server.http, 1000));
+    assert!(answer.starts_with("HTTP/1.1 503 ") && answer.contains("request bodies"), "{answer}");
+    let mut put = connect_from(local, server.http);
+    write!(put, "PUT /api/handles/TEST/x HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\n{{\"values\"").unwrap();
+    let mut head = [0u8; 12];
+    std::io::Read::read_exact(&mut put, &mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 503", "the JSON API shares the budget");
+    assert!(get_from(local, server.http, "/healthz").contains(" 200"), "requests without a body are served");
+    server.assert_alive("bodies beyond the budget");
+}
