@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{connect_from, get_from, read_answer, start_with};
+use common::{connect_from, get_from, read_answer, request, start_with};
 use std::io::Write;
 use std::net::{IpAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -103,4 +103,36 @@ fn partly_sent_bodies_share_a_bounded_budget() {
     assert_eq!(&head, b"HTTP/1.1 503", "the JSON API shares the budget");
     assert!(get_from(local, server.http, "/healthz").contains(" 200"), "requests without a body are served");
     server.assert_alive("bodies beyond the budget");
+}
+
+/// F12: secret keys created without explicit permissions (CLI `INDEX:TYPE:DATA`,
+/// JSON values without `permissions`) were publicly readable: visible to
+/// anonymous reads and searchable through `/hrls`. Now they are admin-only, and
+/// a secret is never indexed for reverse lookup, even one made public on purpose.
+#[test]
+fn secret_keys_are_not_public_by_default() {
+    let mut server = start_with("allow_plain_http_admin = true\n");
+    let o = server.admin(&["create", "TEST/f12cli", "1:URL:https://f12.example/cli", "300:HS_SECKEY:clisecret"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let secret = server.admin_secret();
+    let admin = Some(("300%3ATEST%2FADMIN", secret.as_str()));
+    let body = r#"{"values":[{"index":1,"type":"URL","data":"https://f12.example/json"},
+        {"index":300,"type":"HS_SECKEY","data":"jsonsecret"},
+        {"index":301,"type":"HS_SECKEY","data":{"format":"string","value":"publicsecret"},"permissions":"1110"}]}"#;
+    let put = request(server.http, "PUT", "/api/handles/TEST/f12json", admin, body);
+    assert!(put.starts_with("HTTP/1.1 201 "), "{put}");
+    for handle in ["f12cli", "f12json"] {
+        let anonymous = request(server.http, "GET", &format!("/api/handles/TEST/{handle}"), None, "");
+        assert!(anonymous.starts_with("HTTP/1.1 200 ") && anonymous.contains("https://f12.example"), "{anonymous}");
+        assert!(!anonymous.contains("clisecret") && !anonymous.contains("jsonsecret"), "anonymous read: {anonymous}");
+        let admin_read = request(server.http, "GET", &format!("/api/handles/TEST/{handle}"), admin, "");
+        assert!(admin_read.contains(r#""permissions":"1100""#), "the admin still reads it: {admin_read}");
+    }
+    for secret in ["clisecret", "jsonsecret", "publicsecret", "*secret"] {
+        let found = request(server.http, "GET", &format!("/hrls/handles?HS_SECKEY={secret}"), None, "");
+        assert!(found.starts_with("HTTP/1.1 200 ") && found.ends_with("\r\n\r\n[]"), "{secret}: {found}");
+    }
+    let found = request(server.http, "GET", "/hrls/handles?URL=https://f12.example/*", None, "");
+    assert!(found.contains("TEST/F12CLI") && found.contains("TEST/F12JSON"), "others are still found: {found}");
+    server.assert_alive("secret keys");
 }

@@ -17,7 +17,8 @@ pub struct Server {
     pub registry: SocketAddr,
     /// The server's log lines (stderr) so far.
     pub log: Arc<Mutex<Vec<String>>>,
-    _config: Option<tempfile::TempDir>,
+    /// The configuration file and the admin credentials (`creds.json`).
+    pub dir: tempfile::TempDir,
 }
 
 impl Drop for Server {
@@ -40,19 +41,15 @@ pub fn start() -> Server {
 /// A server with these lines of TOML configuration (flags set the ports).
 pub fn start_with(config: &str) -> Server {
     let mut command = Command::new(env!("CARGO_BIN_EXE_handled"));
-    command.args(["serve", "--ephemeral", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0"]).args([
-        "--registry-port",
-        "0",
-        "--prefix",
-        "TEST",
-    ]);
-    let dir = (!config.is_empty()).then(|| {
-        let dir = tempfile::tempdir().unwrap();
+    command.args(["serve", "--ephemeral", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0"]);
+    command.args(["--registry-port", "0", "--prefix", "TEST"]);
+    let dir = tempfile::tempdir().unwrap();
+    command.arg("--admin-credentials").arg(dir.path().join("creds.json"));
+    if !config.is_empty() {
         let path = dir.path().join("handled.toml");
         std::fs::write(&path, config).unwrap();
         command.arg("--config").arg(&path);
-        dir
-    });
+    }
     let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn handled");
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let (mut tcp, mut http, mut registry) = (None, None, None);
@@ -80,7 +77,7 @@ pub fn start_with(config: &str) -> Server {
         http: http.expect("http address"),
         registry: registry.expect("registry address"),
         log,
-        _config: dir,
+        dir,
     }
 }
 
@@ -90,6 +87,27 @@ impl Server {
         if let Some(status) = self.child.try_wait().unwrap() {
             panic!("the server died after {after}: {status:?}");
         }
+    }
+
+    /// The admin credentials file serve wrote (TEST/ADMIN, secret key at index 300).
+    pub fn credentials(&self) -> std::path::PathBuf {
+        self.dir.path().join("creds.json")
+    }
+
+    /// The admin's secret key.
+    pub fn admin_secret(&self) -> String {
+        let creds: serde_json::Value = serde_json::from_slice(&std::fs::read(self.credentials()).unwrap()).unwrap();
+        creds["secret_key"]["secret"].as_str().unwrap().to_owned()
+    }
+
+    /// Run a `handled` admin subcommand against this server with its credentials.
+    pub fn admin(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_handled"))
+            .args(args)
+            .args(["--port", &self.tcp.port().to_string(), "--credentials"])
+            .arg(self.credentials())
+            .output()
+            .expect("run handled")
     }
 
     /// Log lines containing `text`.
@@ -113,6 +131,24 @@ pub fn read_answer(s: &mut TcpStream) -> String {
     let mut answer = Vec::new();
     s.read_to_end(&mut answer).expect("read answer");
     String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A request with optional Basic credentials and a JSON body; returns the whole answer.
+pub fn request(addr: SocketAddr, method: &str, path: &str, basic: Option<(&str, &str)>, body: &str) -> String {
+    let mut s = connect_from("127.0.0.1".parse().unwrap(), addr);
+    let auth = basic.map_or(String::new(), |(user, password)| {
+        use base64::Engine as _;
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        format!("Authorization: Basic {token}\r\n")
+    });
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}Content-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    read_answer(&mut s)
 }
 
 /// One ordinary request on a fresh connection; returns the status line.
