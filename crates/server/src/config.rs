@@ -107,6 +107,20 @@ pub struct Config {
     /// MiB that request bodies being received may hold together (all HTTP
     /// ports); a body that does not fit is refused at once (HTTP 503).
     pub http_body_budget_mb: usize,
+    // Reverse lookup (`/hrls`, crate::rest::hrls): what one search may cost.
+    /// Deepest result a search may page to (`page × limit + limit`, for
+    /// pages after the first).
+    pub hrls_max_offset: usize,
+    /// Index entries one search may read; beyond, it is refused as too broad.
+    pub hrls_max_examined: usize,
+    /// Longest run of one search before it is stopped (HTTP 503).
+    pub hrls_search_timeout_ms: u64,
+    /// Searches reading more than one batch (1000) of index entries that may
+    /// run at once; more are refused at once (HTTP 503, `Retry-After`).
+    pub hrls_max_scans: usize,
+    /// Searches by pattern (`*`) need an authenticated caller; exact-value
+    /// searches stay anonymous.
+    pub hrls_patterns_need_auth: bool,
 }
 
 impl Default for Config {
@@ -150,6 +164,11 @@ impl Default for Config {
             max_connections: 10_000,
             max_connections_per_peer: 1_000,
             http_body_budget_mb: 256,
+            hrls_max_offset: 10_000,
+            hrls_max_examined: 100_000,
+            hrls_search_timeout_ms: 2_000,
+            hrls_max_scans: 1,
+            hrls_patterns_need_auth: false,
         }
     }
 }

@@ -55,6 +55,8 @@ pub struct Rest {
     openapi: Bytes,
     /// Request bodies: time limit (slow senders are cut off) and shared budget.
     bodies: BodyReader,
+    /// What a reverse-lookup search may cost.
+    search: hrls::SearchLimits,
 }
 
 /// A parsed request, body read.
@@ -193,7 +195,8 @@ impl Rest {
             Arc::new(handled_store::MemoryStore::new())
         };
         let sessions = http_sessions::HttpSessions::new(state.key.pkcs8(), ttl, learned);
-        Rest { sessions, openapi: openapi::document(), state, bodies }
+        let search = hrls::SearchLimits::from_config(&state.config);
+        Rest { sessions, openapi: openapi::document(), state, bodies, search }
     }
 
     /// Does this request's connection let credentials count (§4.6)?
