@@ -80,8 +80,22 @@ pub struct Config {
     pub registry_port: Option<u16>,
     /// `EXPIRES_MAX`: larger `expires` values are clamped to this many seconds.
     pub registry_expires_max: u64,
-    /// Seconds between sweeps that mark expired endpoints (0: only on reads).
+    /// Seconds between sweeps that mark expired endpoints (0: only on reads)
+    /// and purge old disconnected ones.
     pub registry_sweep_secs: u64,
+    /// A disconnected (expired or deleted) record is removed this many seconds
+    /// after the change feed (`/registry/updated`) handed it out; until then
+    /// reads still answer it (408) as the original does.
+    pub registry_retention_secs: u64,
+    /// ...and this long after it went, when no one reads the change feed.
+    pub registry_unseen_retention_secs: u64,
+    /// Hyperties one user may have (disconnected ones count until removed);
+    /// beyond, a create is refused (403). 0 = no limit.
+    pub registry_max_hyperties_per_user: usize,
+    /// Records (hyperties and data objects) one client address may create;
+    /// beyond, 403. Not applied behind `LOAD_BALANCER_IP` (every request comes
+    /// from the balancer). 0 = no limit.
+    pub registry_max_records_per_peer: usize,
     /// Write newly generated admin credentials here instead of the data
     /// directory (with several prefixes, `-<prefix>` goes before the extension).
     pub admin_credentials: Option<PathBuf>,
@@ -155,6 +169,10 @@ impl Default for Config {
             registry_port: None,
             registry_expires_max: 3600,
             registry_sweep_secs: 60,
+            registry_retention_secs: 86_400,
+            registry_unseen_retention_secs: 7 * 86_400,
+            registry_max_hyperties_per_user: 1_000,
+            registry_max_records_per_peer: 100_000,
             admin_credentials: None,
             tls_cert: None,
             tls_key: None,

@@ -126,7 +126,7 @@ pub async fn handle(reg: &Registry, bodies: &BodyReader, peer: std::net::IpAddr,
         }
 
         (&Method::PUT, ["hyperty", "user", user, id]) => {
-            reg.put_hyperty(user, id, &body).await.map(|_| message(StatusCode::OK, "Hyperty created"))
+            reg.put_hyperty(peer, user, id, &body).await.map(|_| message(StatusCode::OK, "Hyperty created"))
         }
         (&Method::DELETE, ["hyperty", "user", user, id]) => {
             reg.delete_hyperty(user, id).await.map(|_| message(StatusCode::OK, "Hyperty deleted"))
@@ -155,7 +155,7 @@ pub async fn handle(reg: &Registry, bodies: &BodyReader, peer: std::net::IpAddr,
         },
 
         (&Method::PUT, ["hyperty", "dataobject", url]) => {
-            reg.put_data_object(url, &body).await.map(|_| message(StatusCode::OK, "Data object created"))
+            reg.put_data_object(peer, url, &body).await.map(|_| message(StatusCode::OK, "Data object created"))
         }
         (&Method::PUT, ["dataobject", "url", url]) => reg.touch(Kind::DataObject, url, &body).await.map(|_| {
             let msg = if &body[..] == b"{}" { "Keep alive" } else { "data object updated" };
@@ -191,6 +191,7 @@ pub async fn handle(reg: &Registry, bodies: &BodyReader, peer: std::net::IpAddr,
         Ok(r) => r,
         Err(Error::NotFound) => message(StatusCode::NOT_FOUND, "Not Found"),
         Err(Error::BadRequest) => bare(StatusCode::BAD_REQUEST),
+        Err(Error::Quota(why)) => message(StatusCode::FORBIDDEN, &why),
         Err(Error::Store(e @ (StoreError::Backend(_) | StoreError::Closed | StoreError::Io(_)))) => {
             tracing::error!("registry store error: {e}");
             message(StatusCode::SERVICE_UNAVAILABLE, "Storage unavailable, try again later")
