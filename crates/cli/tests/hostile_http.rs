@@ -85,23 +85,31 @@ fn connections_beyond_the_limits_are_refused_honestly() {
 
 /// F2: each partly sent body pinned what it had received (a tunnel message up
 /// to ~256 KB, a JSON API body up to 4 MB) with nothing bounding the sum. Now
-/// bodies being received share a byte budget; one that does not fit is refused
-/// at once with 503, and requests without a body are still served.
+/// bodies being received share a byte budget, a quarter of it per client
+/// address; one that does not fit is refused at once with 503, and requests
+/// without a body are still served.
 #[test]
 fn partly_sent_bodies_share_a_bounded_budget() {
     let mut server = start_with("http_body_budget_mb = 1\nhttp_keep_alive_secs = 30\n");
-    let local = ip("127.0.0.1");
-    // Each reserves what it announces (257 KiB): three fit in 1 MiB, a fourth does not.
-    let _held: Vec<TcpStream> = (0..3).map(|_| stalled_tunnel_post(local, server.http, 1000)).collect();
+    // Each reserves what it announces, at most a share (256 KiB of 1 MiB).
+    let first = stalled_tunnel_post(ip("127.0.0.1"), server.http, 1000);
+    std::thread::sleep(Duration::from_millis(200));
+    let answer = read_answer(&mut stalled_tunnel_post(ip("127.0.0.1"), server.http, 1000));
+    assert!(answer.starts_with("HTTP/1.1 503 ") && answer.contains("request bodies"), "one address' share: {answer}");
+    let _others: Vec<TcpStream> =
+        ["127.0.0.2", "127.0.0.3", "127.0.0.4"].iter().map(|a| stalled_tunnel_post(ip(a), server.http, 1000)).collect();
     std::thread::sleep(Duration::from_millis(300));
-    let answer = read_answer(&mut stalled_tunnel_post(local, server.http, 1000));
-    assert!(answer.starts_with("HTTP/1.1 503 ") && answer.contains("request bodies"), "{answer}");
-    let mut put = connect_from(local, server.http);
+    let mut put = connect_from(ip("127.0.0.5"), server.http);
     write!(put, "PUT /api/handles/TEST/x HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\n{{\"values\"").unwrap();
     let mut head = [0u8; 12];
     std::io::Read::read_exact(&mut put, &mut head).unwrap();
-    assert_eq!(&head, b"HTTP/1.1 503", "the JSON API shares the budget");
-    assert!(get_from(local, server.http, "/healthz").contains(" 200"), "requests without a body are served");
+    assert_eq!(&head, b"HTTP/1.1 503", "the budget is spent; the JSON API shares it");
+    assert!(get_from(ip("127.0.0.5"), server.http, "/healthz").contains(" 200"), "requests without a body are served");
+    drop(first);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut whole = stalled_tunnel_post(ip("127.0.0.1"), server.http, 262_164);
+    std::io::Read::read_exact(&mut whole, &mut head).unwrap();
+    assert_ne!(&head, b"HTTP/1.1 503", "a closed connection gives its share back");
     server.assert_alive("bodies beyond the budget");
 }
 

@@ -119,7 +119,8 @@ pub struct Config {
     /// Raise it when clients arrive through a proxy or load balancer.
     pub max_connections_per_peer: usize,
     /// MiB that request bodies being received may hold together (all HTTP
-    /// ports); a body that does not fit is refused at once (HTTP 503).
+    /// ports), a quarter of it from one client address; a body that does not
+    /// fit is refused at once (HTTP 503).
     pub http_body_budget_mb: usize,
     // Reverse lookup (`/hrls`, crate::rest::hrls): what one search may cost.
     /// Deepest result a search may page to (`page × limit + limit`, for
@@ -180,7 +181,7 @@ impl Default for Config {
             http_keep_alive_secs: 15,
             http_max_requests: 100_000,
             max_connections: 10_000,
-            max_connections_per_peer: 1_000,
+            max_connections_per_peer: 2_000,
             http_body_budget_mb: 256,
             hrls_max_offset: 10_000,
             hrls_max_examined: 100_000,

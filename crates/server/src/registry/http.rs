@@ -102,7 +102,7 @@ pub async fn handle(reg: &Registry, bodies: &BodyReader, peer: std::net::IpAddr,
     let params = req.uri().query().map(parse_query).unwrap_or_default();
     let wants_html = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
     let body = if method == Method::PUT {
-        match bodies.read(req.into_body(), MAX_BODY).await {
+        match bodies.read(req.into_body(), MAX_BODY, peer).await {
             Ok(b) => b,
             Err(BodyError::Busy) => return bare(StatusCode::SERVICE_UNAVAILABLE),
             Err(_) => return bare(StatusCode::BAD_REQUEST),

@@ -211,7 +211,7 @@ impl Rest {
         let body = if body.is_end_stream() {
             Bytes::new()
         } else {
-            match self.bodies.read(body, MAX_BODY).await {
+            match self.bodies.read(body, MAX_BODY, conn.peer.ip()).await {
                 Ok(b) => b,
                 Err(e) => return plain_error(e.status(), &e.message()),
             }

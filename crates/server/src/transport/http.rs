@@ -90,7 +90,7 @@ pub(super) async fn route(shared: &HttpShared, conn: Conn, req: Request<Incoming
     }
     if req.method() == Method::POST && is_hdl(&req) {
         // Admission happens per native message, like on the other transports.
-        return tunnel(state, req, &shared.bodies).await;
+        return tunnel(state, req, &shared.bodies, conn.peer.ip()).await;
     }
     let started = Instant::now();
     let _permit = match state.admission.admit().await {
@@ -155,8 +155,13 @@ async fn readiness(state: &ServerState) -> Response<Full<Bytes>> {
 /// A tunnelled message; its body is read like the JSON API's, with a time
 /// limit (a stalled sender used to hold the socket and its partial message
 /// forever, F2) and from the shared body budget.
-async fn tunnel(state: &ServerState, req: Request<Incoming>, bodies: &BodyReader) -> Response<Full<Bytes>> {
-    let body = match bodies.read(req.into_body(), MAX_TUNNEL_BODY).await {
+async fn tunnel(
+    state: &ServerState,
+    req: Request<Incoming>,
+    bodies: &BodyReader,
+    peer: std::net::IpAddr,
+) -> Response<Full<Bytes>> {
+    let body = match bodies.read(req.into_body(), MAX_TUNNEL_BODY, peer).await {
         Ok(b) => b,
         Err(BodyError::Unreadable(e)) => {
             return json_error(StatusCode::PAYLOAD_TOO_LARGE, 4, &format!("Cannot read message: {e}"))
