@@ -20,13 +20,7 @@ import sys
 import threading
 import time
 
-
-def rss_kb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
-    except (OSError, StopIteration, TypeError):
-        return None
+from hostile_common import loopback_target, rss_kb
 
 
 def timed_get(host, port, path):
@@ -52,10 +46,7 @@ def main():
     ap.add_argument("--pid", type=int, help="server process id, for its RSS")
     ap.add_argument("--max-median-ms", type=float, default=1000, help="probe median latency that counts as served")
     a = ap.parse_args()
-    host, port = a.target.rsplit(":", 1)
-    port = int(port)
-    if not host.startswith("127.") and host != "localhost":
-        sys.exit("loopback targets only")
+    host, port = loopback_target(a.target)
     clients, seconds = min(a.clients, 16), min(a.seconds, 60)
     rss_before = rss_kb(a.pid)
     base_status, base_time = timed_get(host, port, f"/api/handles/{a.probe}")

@@ -22,6 +22,8 @@ import sys
 import time
 import urllib.parse
 
+from hostile_common import loopback_target, rss_kb
+
 BODY = json.dumps({"expires": 3600, "dataSchemes": ["comm"], "resources": ["chat"], "runtime": "r",
                    "status": "created", "descriptor": "https://catalogue.example/" + "d" * 200})
 
@@ -39,14 +41,6 @@ def size_mb(path):
     return round(total / 1e6, 1)
 
 
-def rss_kb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
-    except (OSError, StopIteration, TypeError):
-        return None
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("target", help="HOST:PORT of the registry port")
@@ -56,12 +50,10 @@ def main():
     ap.add_argument("--pid", type=int)
     ap.add_argument("--wait", type=float, default=0, help="seconds to wait for the purge at the end (max 600)")
     a = ap.parse_args()
-    host, port = a.target.rsplit(":", 1)
-    if not host.startswith("127.") and host != "localhost":
-        sys.exit("loopback targets only")
+    host, port = loopback_target(a.target)
     n = min(a.records, 200_000)
     # Reading the feed writes every record it hands out: allow it time.
-    c = http.client.HTTPConnection(host, int(port), timeout=300)
+    c = http.client.HTTPConnection(host, port, timeout=300)
 
     def call(method, path, body=None):
         c.request(method, path, body=body, headers={"Content-Type": "application/json"})

@@ -24,20 +24,9 @@ import socket
 import sys
 import time
 
+from hostile_common import loopback_target, rss_kb
+
 MESSAGE = 20 + 262_144  # envelope + largest message
-
-
-def rss_kb(pid):
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 def ordinary(host, port, source="127.0.0.2"):
@@ -76,10 +65,7 @@ def main():
     ap.add_argument("--hold", type=float, default=25, help="seconds to keep the sockets (max 120)")
     ap.add_argument("--pid", type=int, help="server process id, for its RSS")
     a = ap.parse_args()
-    host, port = a.target.rsplit(":", 1)
-    port = int(port)
-    if not host.startswith("127.") and host != "localhost":
-        sys.exit("loopback targets only")
+    host, port = loopback_target(a.target)
     count, hold = min(a.count, 5000), min(a.hold, 120)
     head = (
         f"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-hdl-message\r\n"
