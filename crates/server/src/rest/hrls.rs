@@ -169,12 +169,12 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
     let mut after: Option<IndexHit> = None;
     let mut examined = 0usize;
     let started = Instant::now();
-    let mut _scan = None;
+    let mut scan_permit = None;
     'outer: loop {
-        if examined >= BATCH && _scan.is_none() {
+        if examined >= BATCH && scan_permit.is_none() {
             // Past its first batch a search is a scan: a few at a time.
             match limits.scans.clone().try_acquire_owned() {
-                Ok(permit) => _scan = Some(permit),
+                Ok(permit) => scan_permit = Some(permit),
                 Err(_) => return busy("Server too busy: other broad searches are running"),
             }
         }

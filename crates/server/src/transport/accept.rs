@@ -100,12 +100,14 @@ impl Acceptor {
     }
 
     fn refuse(&mut self, stream: TcpStream, peer: SocketAddr, why: Refusal) {
-        if let Some(answer) = (self.refusal)(why) {
-            // Read what already arrived, so closing sends FIN after the answer,
-            // not a reset that could destroy it; never wait for either.
+        if let (Some(answer), Ok(mut socket)) = ((self.refusal)(why), stream.into_std()) {
+            use std::io::{Read, Write};
+            // Straight to the (non-blocking) socket, never waiting: read what
+            // already arrived, so that closing sends FIN after the answer, not
+            // a reset that could destroy it.
             let mut sink = [0u8; 4096];
-            let _ = stream.try_read(&mut sink);
-            let _ = stream.try_write(&answer);
+            let _ = socket.read(&mut sink);
+            let _ = socket.write(&answer);
         }
         let name = self.name;
         self.refusals.warn(format_args!("{name}: refused a connection from {peer}: {}", why.as_str()));
