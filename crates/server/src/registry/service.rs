@@ -44,19 +44,27 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Counts the stored hyperties once (for `/live`); fails if the store has no documents.
+    /// Counts the stored hyperties once (for `/live`) and gives records written
+    /// before the purge existed its index entries; fails if the store has no documents.
     pub async fn open(store: Arc<dyn Store>, settings: Settings) -> Result<Registry, StoreError> {
-        let mut n = 0u64;
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            let page = store.doc_scan(Kind::Hyperty.collection(), b"", after.as_deref(), 4096).await?;
-            n += page.len() as u64;
-            match page.into_iter().last() {
-                Some((id, _)) => after = Some(id),
-                None => break,
+        let mut hyperties = 0u64;
+        for kind in Kind::ALL {
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let page = store.doc_scan(kind.collection(), b"", after.as_deref(), 4096).await?;
+                if kind == Kind::Hyperty {
+                    hyperties += page.len() as u64;
+                }
+                for (id, doc) in &page {
+                    super::upkeep::reindex_if_old(&*store, kind, id, doc).await?;
+                }
+                match page.into_iter().last() {
+                    Some((id, _)) => after = Some(id),
+                    None => break,
+                }
             }
         }
-        Ok(Registry { store, settings, hyperties: AtomicU64::new(n) })
+        Ok(Registry { store, settings, hyperties: AtomicU64::new(hyperties) })
     }
 
     pub fn hyperties_stored(&self) -> u64 {

@@ -12,12 +12,25 @@
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 
-use handled_store::{DocExpect, DocOutcome, IndexHit, IndexMatch};
+use handled_store::{DocExpect, DocOutcome, Document, IndexHit, IndexMatch, Store, StoreError};
 
 use super::model::{due_key, now_secs, Kind, Stored, IDX_GONE, IDX_GONE_UNSEEN, IDX_PEER, IDX_USER};
 use super::service::{Error, Registry};
 
 const PAGE: usize = 512;
+
+/// A record stored before the purge existed has no "gone" index entry, so it
+/// would never be removed: rewrite its document with the entries it has now (a
+/// compare-and-set; a record changed meanwhile already has them).
+pub(super) async fn reindex_if_old(store: &dyn Store, kind: Kind, id: &[u8], doc: &Document) -> Result<(), StoreError> {
+    let Some(s) = Stored::from_document(doc) else { return Ok(()) };
+    let current = s.to_document(kind);
+    if current.index == doc.index {
+        return Ok(());
+    }
+    store.doc_swap(kind.collection(), id, DocExpect::Present(doc.clone()), Some(current)).await?;
+    Ok(())
+}
 
 impl Registry {
     /// Refuse to create `id` beyond the quotas (replacing an existing record is
@@ -190,6 +203,27 @@ mod tests {
         assert!(reg.load(Kind::Hyperty, "hyperty://x/7").await.unwrap().is_none());
         let feed_left = store.doc_lookup(Kind::Hyperty.collection(), IDX_FEED, IndexMatch::Exact(b""), None, 10);
         assert!(feed_left.await.unwrap().is_empty());
+    }
+
+    /// Records deleted before the purge existed (no "gone" entry) are purged too.
+    #[tokio::test]
+    async fn records_from_before_the_purge_are_reindexed_at_open() {
+        let (reg, store) = registry(settings()).await;
+        reg.put_hyperty(peer("127.0.0.1"), "user://x/u", "hyperty://x/old", HYPERTY).await.unwrap();
+        reg.delete_hyperty("user://x/u", "hyperty://x/old").await.unwrap();
+        reg.take_feed().await.unwrap();
+        // As an older version stored it: no `gone`, no gone entry.
+        let coll = Kind::Hyperty.collection();
+        let doc = store.doc_get(coll, b"hyperty://x/old").await.unwrap().unwrap();
+        let mut old = Stored::from_document(&doc).unwrap();
+        old.gone = None;
+        let mut old_doc = old.to_document(Kind::Hyperty);
+        old_doc.index.retain(|e| e.name != IDX_GONE);
+        store.doc_swap(coll, b"hyperty://x/old", DocExpect::Present(doc), Some(old_doc)).await.unwrap();
+        assert_eq!(reg.purge().await.unwrap(), 0, "invisible to the purge");
+        let reg = Registry::open(store.clone(), settings()).await.unwrap();
+        assert_eq!(reg.purge().await.unwrap(), 1);
+        assert_eq!(stored(&*store, Kind::Hyperty).await, 0);
     }
 
     #[tokio::test]
