@@ -43,6 +43,9 @@ pub async fn serve(state: Arc<ServerState>, mut listener: Acceptor) {
     }
 }
 
+/// A unit buffer grown past this is not kept for the connection's next message.
+const KEPT_BUFFER: usize = 64 * 1024;
+
 /// How a read of an exact number of bytes ended.
 enum Fill {
     Complete,
@@ -50,23 +53,10 @@ enum Fill {
     Short(usize),
 }
 
-async fn fill(stream: &mut (impl AsyncRead + Unpin), buf: &mut [u8], limit: Duration) -> std::io::Result<Fill> {
-    let mut got = 0;
-    let deadline = tokio::time::Instant::now() + limit;
-    while got < buf.len() {
-        match tokio::time::timeout_at(deadline, stream.read(&mut buf[got..])).await {
-            Ok(Ok(0)) | Err(_) => return Ok(Fill::Short(got)),
-            Ok(Ok(n)) => got += n,
-            Ok(Err(e)) => return Err(e),
-        }
-    }
-    Ok(Fill::Complete)
-}
-
 /// Append `len` bytes to `buf` as they arrive, allocating only for what came:
 /// an envelope announcing a 256 KB message followed by silence must not pin
 /// 256 KB for the read timeout (F2).
-async fn fill_growing(
+async fn fill(
     stream: &mut (impl AsyncRead + Unpin),
     buf: &mut Vec<u8>,
     len: usize,
@@ -92,9 +82,11 @@ async fn connection(state: &ServerState, mut stream: TcpStream) -> std::io::Resu
     let idle = Duration::from_secs(state.config.tcp_idle_timeout_secs);
     let mut unit = Vec::new();
     loop {
+        if unit.capacity() > KEPT_BUFFER {
+            unit = Vec::new();
+        }
         unit.clear();
-        unit.resize(ENVELOPE_LEN, 0);
-        match fill(&mut stream, &mut unit, idle).await? {
+        match fill(&mut stream, &mut unit, ENVELOPE_LEN, idle).await? {
             Fill::Complete => {}
             Fill::Short(_) => return Ok(()),
         }
@@ -110,7 +102,7 @@ async fn connection(state: &ServerState, mut stream: TcpStream) -> std::io::Resu
                 return Ok(());
             }
         };
-        if let Fill::Short(got) = fill_growing(&mut stream, &mut unit, length, MESSAGE_READ_TIMEOUT).await? {
+        if let Fill::Short(got) = fill(&mut stream, &mut unit, length, MESSAGE_READ_TIMEOUT).await? {
             let ctx = RequestContext { envelope, header: None, header_and_body: &[] };
             let text = format!("Expecting {length} bytes, only received {got}");
             let _ = stream.write_all(&error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &text)).await;
@@ -121,5 +113,26 @@ async fn connection(state: &ServerState, mut stream: TcpStream) -> std::io::Resu
             [one] => stream.write_all(one).await?,
             many => stream.write_all(&many.concat()).await?,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// F2: the message buffer used to be sized from the envelope's announced
+    /// length before any of it arrived; now it grows only with what came.
+    #[tokio::test]
+    async fn a_short_message_allocates_only_what_arrived() {
+        let mut buf = vec![0u8; ENVELOPE_LEN];
+        let mut stream: &[u8] = &[7u8; 100];
+        let got = fill(&mut stream, &mut buf, 262_144, Duration::from_secs(1)).await.unwrap();
+        assert!(matches!(got, Fill::Short(100)));
+        assert_eq!(buf.len(), ENVELOPE_LEN + 100);
+        assert!(buf.capacity() < 64 * 1024, "capacity {}", buf.capacity());
+        let mut stream: &[u8] = &[7u8; 40_000];
+        let mut buf = Vec::new();
+        assert!(matches!(fill(&mut stream, &mut buf, 40_000, Duration::from_secs(1)).await.unwrap(), Fill::Complete));
+        assert_eq!(buf, vec![7u8; 40_000]);
     }
 }
