@@ -52,6 +52,7 @@ pub async fn serve(registry: Arc<Registry>, state: Arc<ServerState>, mut listene
                 .timer(TokioTimer::new())
                 .keep_alive(true)
                 .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_buf_size(crate::transport::MAX_HTTP_BUFFER)
                 .serve_connection(TokioIo::new(stream), service);
             if let Err(e) = conn.await {
                 tracing::debug!("registry connection from {peer}: {e}");

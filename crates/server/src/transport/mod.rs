@@ -21,6 +21,11 @@ use handled_proto::envelope::ENVELOPE_LEN;
 use handled_proto::header::{Header, OpFlags, ResponseCode, HEADER_LEN};
 use std::time::Instant;
 
+/// Largest read buffer of an HTTP/1 connection (hyper's default is ~400 KB):
+/// a request head must fit, so a peer dribbling an endless head holds at most
+/// this until the header timeout; larger heads get 431.
+pub const MAX_HTTP_BUFFER: usize = 64 * 1024;
+
 /// Answer one native request unit, or refuse it at once when the server is too busy.
 pub async fn serve_unit(state: &ServerState, unit: &[u8], transport: Transport) -> Vec<Vec<u8>> {
     let arrived = Instant::now();
