@@ -65,6 +65,11 @@ fn connections_beyond_the_limits_are_refused_honestly() {
         assert_eq!(read_answer(&mut connect_from(attacker, server.tcp)), "", "native TCP: closed at once");
     }
     assert!(get_from(other, server.http, "/healthz").contains(" 200"), "another client is served");
+    let mut s = connect_from(other, server.http);
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let metrics = read_answer(&mut s);
+    let refused = r#"handled_connections_refused_total{transport="http",reason="per_peer"} 30"#;
+    assert!(metrics.contains(refused), "refusals are counted: {metrics}");
     assert!(get_from(other, server.registry, "/live").contains(" 200"), "on the registry port too");
     // Fill the total (8 + 4 = 12): now everyone is refused, still honestly.
     held.extend((0..4).map(|_| stalled_tunnel_post(crowd, server.http, 100)));

@@ -89,7 +89,11 @@ impl Listeners {
         }
         // One set of connection limits over every TCP port: they share the descriptors.
         let limits = transport::limits::ConnectionLimits::from_config(&state.config);
-        let acceptor = |l, name, refusal| transport::accept::Acceptor::new(l, name, limits.clone(), refusal);
+        let metrics = state.clone();
+        let on_refusal: transport::accept::RefusalHook =
+            Arc::new(move |name, why| metrics.metrics.connection_refused(name, why.label()));
+        let acceptor =
+            |l, name, refusal| transport::accept::Acceptor::new(l, name, limits.clone(), refusal, on_refusal.clone());
         let http_refusal = transport::accept::http_refusal;
         tasks.spawn(transport::tcp::serve(state.clone(), acceptor(self.tcp, "tcp", |_| None)));
         if let (Some(l), Some(settings)) = (self.registry, registry_settings) {

@@ -42,6 +42,9 @@ impl ThrottledWarning {
     }
 }
 
+/// Told of every refused connection (listener name, why): the metrics.
+pub type RefusalHook = Arc<dyn Fn(&'static str, Refusal) + Send + Sync>;
+
 pub struct Acceptor {
     listener: TcpListener,
     /// Listener name in log lines.
@@ -49,6 +52,7 @@ pub struct Acceptor {
     limits: Arc<ConnectionLimits>,
     /// Bytes written (without waiting) to a refused connection before it is closed.
     refusal: fn(Refusal) -> Option<Vec<u8>>,
+    on_refusal: RefusalHook,
     backoff: Duration,
     errors: ThrottledWarning,
     refusals: ThrottledWarning,
@@ -60,6 +64,7 @@ impl Acceptor {
         name: &'static str,
         limits: Arc<ConnectionLimits>,
         refusal: fn(Refusal) -> Option<Vec<u8>>,
+        on_refusal: RefusalHook,
     ) -> Acceptor {
         let second = Duration::from_secs(1);
         Acceptor {
@@ -67,6 +72,7 @@ impl Acceptor {
             name,
             limits,
             refusal,
+            on_refusal,
             backoff: Duration::ZERO,
             errors: ThrottledWarning::new(second),
             refusals: ThrottledWarning::new(second),
@@ -110,6 +116,7 @@ impl Acceptor {
             let _ = socket.write(&answer);
         }
         let name = self.name;
+        (self.on_refusal)(name, why);
         self.refusals.warn(format_args!("{name}: refused a connection from {peer}: {}", why.as_str()));
     }
 }
@@ -150,7 +157,12 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let limits = ConnectionLimits::new(1, 0, 1 << 20);
-        let mut acceptor = Acceptor::new(listener, "test", limits.clone(), http_refusal);
+        let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = refused.clone();
+        let hook: RefusalHook = Arc::new(move |_, _| {
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        let mut acceptor = Acceptor::new(listener, "test", limits.clone(), http_refusal, hook);
         let _first = TcpStream::connect(addr).await.unwrap();
         let (stream, _, slot) = acceptor.next().await;
         let mut second = TcpStream::connect(addr).await.unwrap();
@@ -166,5 +178,6 @@ mod tests {
         let third = TcpStream::connect(addr).await.unwrap();
         assert_eq!(waiting.await.unwrap(), third.local_addr().unwrap(), "a freed slot serves the next one");
         assert_eq!(limits.open(), 0);
+        assert_eq!(refused.load(std::sync::atomic::Ordering::Relaxed), 1, "the hook heard of the refusal");
     }
 }

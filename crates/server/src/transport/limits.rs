@@ -21,6 +21,14 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// Metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::Total => "total",
+            Refusal::PerPeer => "per_peer",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Refusal::Total => "too many open connections",
