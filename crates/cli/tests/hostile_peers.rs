@@ -3,73 +3,13 @@
 //! Each test attacks on loopback, boundedly, then checks that the server process
 //! is still alive and still serves an ordinary client.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use common::{get, start};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// A running `serve --ephemeral`, killed on drop.
-struct Server {
-    child: Child,
-    http: SocketAddr,
-    registry: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The address after `label` in a start-up line (`… http 127.0.0.1:PORT …`).
-fn address_after(line: &str, label: &str) -> Option<SocketAddr> {
-    let rest = line.split(label).nth(1)?;
-    rest.split(|c: char| c.is_whitespace() || c == '/').find(|w| !w.is_empty())?.parse().ok()
-}
-
-fn start() -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_handled"))
-        .args(["serve", "--ephemeral", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0"])
-        .args(["--registry-port", "0", "--prefix", "TEST"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn handled");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let (mut http, mut registry) = (None, None);
-    let mut line = String::new();
-    while registry.is_none() && stderr.read_line(&mut line).unwrap() > 0 {
-        http = http.or_else(|| address_after(&line, " http "));
-        registry = registry.or_else(|| address_after(&line, "http://"));
-        line.clear();
-    }
-    let mut ready = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
-    assert_eq!(ready.trim(), "ready");
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    Server { child, http: http.expect("http address"), registry: registry.expect("registry address") }
-}
-
-impl Server {
-    /// Panics if the process has exited (with how it exited).
-    fn assert_alive(&mut self, after: &str) {
-        if let Some(status) = self.child.try_wait().unwrap() {
-            panic!("the server died after {after}: {status:?}");
-        }
-    }
-}
-
-/// One ordinary request on a fresh connection; returns the status line.
-fn get(addr: SocketAddr, path: &str) -> String {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).expect("read answer");
-    answer.lines().next().unwrap_or_default().to_owned()
-}
 
 /// Pipelines many requests and closes without reading a byte of the answers, so
 /// the server's next write meets a closed socket (EPIPE / ECONNRESET).

@@ -13,6 +13,19 @@ impl ValuePermissions {
     pub const PUBLIC_WRITE: u8 = 0x01;
     /// Admin read, admin write, public read.
     pub const DEFAULT: ValuePermissions = ValuePermissions(0x0e);
+    /// Admin read and write only: secret keys (§2.9).
+    pub const SECRET: ValuePermissions = ValuePermissions(0x0c);
+
+    /// What a new value of this type gets when none are given: secret keys
+    /// are not publicly readable (the original's JSON API leaves them `1110`,
+    /// readable by anyone; its admin tools give them `1100`, as we do here).
+    pub fn default_for(value_type: &[u8]) -> ValuePermissions {
+        if is_secret_type(value_type) {
+            Self::SECRET
+        } else {
+            Self::DEFAULT
+        }
+    }
 
     pub fn admin_read(self) -> bool {
         self.0 & Self::ADMIN_READ != 0
@@ -87,15 +100,17 @@ pub struct HandleValue {
 }
 
 impl HandleValue {
-    /// A value with default TTL and permissions and no timestamp.
+    /// A value with default TTL and permissions (by type, [`ValuePermissions::default_for`])
+    /// and no timestamp.
     pub fn new(index: i32, value_type: impl Into<Vec<u8>>, data: impl Into<Vec<u8>>) -> Self {
+        let value_type = value_type.into();
         HandleValue {
             index,
             timestamp: 0,
             ttl_type: TtlType::Relative,
             ttl: DEFAULT_TTL,
-            permissions: ValuePermissions::DEFAULT,
-            value_type: value_type.into(),
+            permissions: ValuePermissions::default_for(&value_type),
+            value_type,
             data: data.into(),
             references: Vec::new(),
         }
@@ -172,6 +187,13 @@ pub fn is_type_or_subtype(value_type: &[u8], name: &[u8]) -> bool {
         && (value_type.len() == name.len() || value_type[name.len()] == b'.')
 }
 
+/// Is this a secret: a secret key (HS_SECKEY) or a private key (HS_PRIVKEY, HS_DSAPRIVKEY,
+/// or a sub-type of them)? Secrets default to admin-only permissions and are
+/// never searchable.
+pub fn is_secret_type(value_type: &[u8]) -> bool {
+    types::SECRETS.iter().any(|t| is_type_or_subtype(value_type, t))
+}
+
 /// Well-known type names.
 pub mod types {
     pub const URL: &[u8] = b"URL";
@@ -185,6 +207,8 @@ pub mod types {
     pub const HS_SECKEY: &[u8] = b"HS_SECKEY";
     pub const HS_PUBKEY: &[u8] = b"HS_PUBKEY";
     pub const HS_ALIAS: &[u8] = b"HS_ALIAS";
+    /// Types whose data is a secret ([`super::is_secret_type`]).
+    pub const SECRETS: [&[u8]; 3] = [HS_SECKEY, b"HS_PRIVKEY", b"HS_DSAPRIVKEY"];
 }
 
 #[cfg(test)]
@@ -200,6 +224,18 @@ mod tests {
         assert!(!type_matches(b"URLX", b"URL."));
         assert!(is_type_or_subtype(b"HS_ADMIN.foo", b"HS_ADMIN"));
         assert!(!is_type_or_subtype(b"HS_ADMINX", b"HS_ADMIN"));
+    }
+
+    #[test]
+    fn secrets_default_to_admin_only() {
+        for t in ["HS_SECKEY", "hs_seckey", "HS_SECKEY.old", "HS_PRIVKEY", "HS_DSAPRIVKEY"] {
+            assert!(is_secret_type(t.as_bytes()), "{t}");
+            assert_eq!(HandleValue::new(300, t, "x").permissions, ValuePermissions::SECRET, "{t}");
+        }
+        for t in ["URL", "HS_PUBKEY", "HS_SECKEYS", "HS_ADMIN"] {
+            assert!(!is_secret_type(t.as_bytes()), "{t}");
+            assert_eq!(HandleValue::new(1, t, "x").permissions, ValuePermissions::DEFAULT, "{t}");
+        }
     }
 
     #[test]

@@ -116,8 +116,22 @@ pub struct Config {
     pub registry_port: Option<u16>,
     /// `EXPIRES_MAX`: larger `expires` values are clamped to this many seconds.
     pub registry_expires_max: u64,
-    /// Seconds between sweeps that mark expired endpoints (0: only on reads).
+    /// Seconds between sweeps that mark expired endpoints (0: only on reads)
+    /// and purge old disconnected ones.
     pub registry_sweep_secs: u64,
+    /// A disconnected (expired or deleted) record is removed this many seconds
+    /// after the change feed (`/registry/updated`) handed it out; until then
+    /// reads still answer it (408) as the original does.
+    pub registry_retention_secs: u64,
+    /// ...and this long after it went, when no one reads the change feed.
+    pub registry_unseen_retention_secs: u64,
+    /// Hyperties one user may have (disconnected ones count until removed);
+    /// beyond, a create is refused (403). 0 = no limit.
+    pub registry_max_hyperties_per_user: usize,
+    /// Records (hyperties and data objects) one client address may create;
+    /// beyond, 403. Not applied behind `LOAD_BALANCER_IP` (every request comes
+    /// from the balancer). 0 = no limit.
+    pub registry_max_records_per_peer: usize,
     /// Write newly generated admin credentials here instead of the data
     /// directory (with several prefixes, `-<prefix>` goes before the extension).
     pub admin_credentials: Option<PathBuf>,
@@ -133,6 +147,31 @@ pub struct Config {
     pub http_keep_alive_secs: u64,
     /// Requests served on one HTTP connection before it is closed.
     pub http_max_requests: u64,
+    /// Open TCP connections (native TCP, HTTP/HTTPS and registry ports
+    /// together); beyond, a connection is refused at once (HTTP 503). Lowered at
+    /// start to fit the file-descriptor limit (whose soft value is raised to the hard one).
+    pub max_connections: usize,
+    /// Open TCP connections from one client address; 0 = only `max_connections`.
+    /// Raise it when clients arrive through a proxy or load balancer.
+    pub max_connections_per_peer: usize,
+    /// MiB that request bodies being received may hold together (all HTTP
+    /// ports), a quarter of it from one client address; a body that does not
+    /// fit is refused at once (HTTP 503).
+    pub http_body_budget_mb: usize,
+    // Reverse lookup (`/hrls`, crate::rest::hrls): what one search may cost.
+    /// Deepest result a search may page to (`page × limit + limit`, for
+    /// pages after the first).
+    pub hrls_max_offset: usize,
+    /// Index entries one search may read; beyond, it is refused as too broad.
+    pub hrls_max_examined: usize,
+    /// Longest run of one search before it is stopped (HTTP 503).
+    pub hrls_search_timeout_ms: u64,
+    /// Searches reading more than one batch (1000) of index entries that may
+    /// run at once; more are refused at once (HTTP 503, `Retry-After`).
+    pub hrls_max_scans: usize,
+    /// Searches by pattern (`*`) need an authenticated caller; exact-value
+    /// searches stay anonymous.
+    pub hrls_patterns_need_auth: bool,
 }
 
 impl Default for Config {
@@ -178,12 +217,24 @@ impl Default for Config {
             registry_port: None,
             registry_expires_max: 3600,
             registry_sweep_secs: 60,
+            registry_retention_secs: 86_400,
+            registry_unseen_retention_secs: 7 * 86_400,
+            registry_max_hyperties_per_user: 1_000,
+            registry_max_records_per_peer: 100_000,
             admin_credentials: None,
             tls_cert: None,
             tls_key: None,
             allow_plain_http_admin: false,
             http_keep_alive_secs: 15,
             http_max_requests: 100_000,
+            max_connections: 10_000,
+            max_connections_per_peer: 2_000,
+            http_body_budget_mb: 256,
+            hrls_max_offset: 10_000,
+            hrls_max_examined: 100_000,
+            hrls_search_timeout_ms: 2_000,
+            hrls_max_scans: 1,
+            hrls_patterns_need_auth: false,
         }
     }
 }

@@ -88,11 +88,19 @@ impl Listeners {
             // UDP threads run until the process exits; they hold no state worth flushing.
             transport::udp::spawn(state.clone(), socket, runtime.clone())?;
         }
-        tasks.spawn(transport::tcp::serve(state.clone(), self.tcp));
+        // One set of connection limits over every TCP port: they share the descriptors.
+        let limits = transport::limits::ConnectionLimits::from_config(&state.config);
+        let metrics = state.clone();
+        let on_refusal: transport::accept::RefusalHook =
+            Arc::new(move |name, why| metrics.metrics.connection_refused(name, why.label()));
+        let acceptor =
+            |l, name, refusal| transport::accept::Acceptor::new(l, name, limits.clone(), refusal, on_refusal.clone());
+        let http_refusal = transport::accept::http_refusal;
+        tasks.spawn(transport::tcp::serve(state.clone(), acceptor(self.tcp, "tcp", |_| None)));
         if let (Some(l), Some(settings)) = (self.registry, registry_settings) {
-            tasks.spawn(registry::serve(state.clone(), settings, l));
+            tasks.spawn(registry::serve(state.clone(), settings, acceptor(l, "registry", http_refusal)));
         }
-        tasks.spawn(transport::http::serve(state.clone(), self.http));
+        tasks.spawn(transport::http::serve(state.clone(), acceptor(self.http, "http", http_refusal)));
         tasks.spawn(state.clone().sweep_expired());
         state.set_ready();
         Ok(RunningServer { addrs: self.addrs, tasks })

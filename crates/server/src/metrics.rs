@@ -33,6 +33,12 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusedLabels {
+    transport: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BatchLabel {
     le: &'static str,
 }
@@ -56,6 +62,7 @@ pub struct Metrics {
     /// overload is turned away, and would only blur the served requests' latency.
     refusals: Family<TransportLabel, Histogram, fn() -> Histogram>,
     connections: Family<TransportLabel, Gauge>,
+    connections_refused: Family<RefusedLabels, Counter>,
     udp_duplicates: Counter,
 }
 
@@ -66,6 +73,7 @@ impl Default for Metrics {
             latency: Family::new_with_constructor(latency_histogram),
             refusals: Family::new_with_constructor(refusal_histogram),
             connections: Family::default(),
+            connections_refused: Family::default(),
             udp_duplicates: Counter::default(),
         }
     }
@@ -116,6 +124,11 @@ impl Metrics {
         ConnectionGuard(gauge)
     }
 
+    /// A connection refused at accept (over a connection limit, `reason`).
+    pub fn connection_refused(&self, transport: &'static str, reason: &'static str) {
+        self.connections_refused.get_or_create(&RefusedLabels { transport, reason }).inc();
+    }
+
     /// The text exposition.
     pub fn render(&self, admission: &AdmissionStats, cache: Option<&CacheStats>, store: &StoreStats) -> String {
         let mut r = Registry::with_prefix("handled");
@@ -131,6 +144,11 @@ impl Metrics {
             self.refusals.clone(),
         );
         r.register("open_connections", "Open TCP and HTTP connections", self.connections.clone());
+        r.register(
+            "connections_refused",
+            "Connections refused at accept, over the total or per-address limit",
+            self.connections_refused.clone(),
+        );
         r.register(
             "udp_duplicates_dropped",
             "Re-sent UDP requests dropped because the original was still queued or being served",

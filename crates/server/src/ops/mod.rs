@@ -123,6 +123,15 @@ fn is_admin_value(v: &HandleValue) -> bool {
     v.is_type(types::HS_ADMIN)
 }
 
+/// Does this value decide who someone is or what they may do: an HS_ADMIN, a
+/// key an identity is checked against, a group (HS_VLIST) or a secret? Only
+/// admins may write one, even over a publicly writable value (F13: anyone could
+/// turn such a value into an HS_SECKEY and then authenticate with it).
+fn grants_authority(v: &HandleValue) -> bool {
+    [types::HS_ADMIN, types::HS_SECKEY, types::HS_PUBKEY, types::HS_VLIST].iter().any(|t| v.is_type(t))
+        || handled_proto::value::is_secret_type(&v.value_type)
+}
+
 /// Equal apart from the timestamp (which the server sets).
 fn same_value(a: &HandleValue, b: &HandleValue) -> bool {
     HandleValue { timestamp: 0, ..a.clone() } == HandleValue { timestamp: 0, ..b.clone() }

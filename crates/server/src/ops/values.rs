@@ -127,8 +127,9 @@ pub async fn remove_values(state: &ServerState, caller: &Caller, h: &[u8], index
     Err(too_busy())
 }
 
-/// Replace values by index. Publicly writable non-admin values may be changed
-/// by anyone (§3.5); everything else needs the matching admin permissions.
+/// Replace values by index. Publicly writable values may be changed by anyone
+/// (§3.5) unless the old or the new value grants authority ([`grants_authority`]);
+/// everything else needs the matching admin permissions.
 pub async fn modify_values(
     state: &ServerState,
     caller: &Caller,
@@ -150,7 +151,7 @@ pub async fn modify_values(
             let Some(o) = old.values.iter().find(|o| o.index == v.index) else {
                 return Err(OpError::new(ResponseCode::VALUES_NOT_FOUND, format!("Value index {} not found", v.index)));
             };
-            public_only &= o.permissions.public_write() && !is_admin_value(o) && !is_admin_value(v);
+            public_only &= o.permissions.public_write() && !grants_authority(o) && !grants_authority(v);
             needed = needed | change_permissions(Some(o), Some(v));
         }
         if !public_only {

@@ -8,17 +8,18 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use handled_store::StoreError;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE, LOCATION};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{json, Map, Value};
-use tokio::net::TcpListener;
 
 use super::model::{Kind, Search, IDX_NAME, IDX_REPORTER, IDX_USER};
 use super::service::{Error, Found, Registry};
 use crate::state::ServerState;
+use crate::transport::accept::Acceptor;
+use crate::transport::body::{BodyError, BodyReader};
 use crate::transport::timing::server_timing;
 
 type Resp = Response<Full<Bytes>>;
@@ -29,25 +30,19 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_BODY: usize = 1 << 20;
 
-pub async fn serve(registry: Arc<Registry>, state: Arc<ServerState>, listener: TcpListener) {
+pub async fn serve(registry: Arc<Registry>, state: Arc<ServerState>, mut listener: Acceptor) {
+    let bodies = BodyReader::new(BODY_READ_TIMEOUT, listener.limits().bodies.clone());
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!("registry accept: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
+        let (stream, peer, slot) = listener.next().await;
         let _ = stream.set_nodelay(true);
-        let (registry, state) = (registry.clone(), state.clone());
+        let (registry, state, bodies) = (registry.clone(), state.clone(), bodies.clone());
         tokio::spawn(async move {
-            let _open = state.metrics.connection("registry");
+            let _open = (slot, state.metrics.connection("registry"));
             let service = hyper::service::service_fn(move |req| {
-                let (registry, state) = (registry.clone(), state.clone());
+                let (registry, state, bodies) = (registry.clone(), state.clone(), bodies.clone());
                 async move {
                     let started = Instant::now();
-                    let mut r = admitted(&registry, &state, peer.ip(), req).await;
+                    let mut r = admitted(&registry, &state, &bodies, peer.ip(), req).await;
                     state.metrics.observe_http("registry", r.status().as_u16(), started.elapsed());
                     server_timing(r.headers_mut(), started);
                     Ok::<_, Infallible>(r)
@@ -57,6 +52,7 @@ pub async fn serve(registry: Arc<Registry>, state: Arc<ServerState>, listener: T
                 .timer(TokioTimer::new())
                 .keep_alive(true)
                 .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_buf_size(crate::transport::MAX_HTTP_BUFFER)
                 .serve_connection(TokioIo::new(stream), service);
             if let Err(e) = conn.await {
                 tracing::debug!("registry connection from {peer}: {e}");
@@ -67,9 +63,15 @@ pub async fn serve(registry: Arc<Registry>, state: Arc<ServerState>, listener: T
 
 /// The server's admission control in front of every route but `/live` (health
 /// is never throttled): a refused request gets 503 with `Retry-After` at once.
-async fn admitted(reg: &Registry, state: &ServerState, peer: std::net::IpAddr, req: Request<Incoming>) -> Resp {
+async fn admitted(
+    reg: &Registry,
+    state: &ServerState,
+    bodies: &BodyReader,
+    peer: std::net::IpAddr,
+    req: Request<Incoming>,
+) -> Resp {
     match req.uri().path() {
-        "/live" => return handle(reg, peer, req).await,
+        "/live" => return handle(reg, bodies, peer, req).await,
         // The registry's own OpenAPI document (its routes live on this port only).
         "/openapi.json" if req.method() == Method::GET => {
             let mut r = Response::new(Full::new(Bytes::from_static(include_bytes!("openapi.json"))));
@@ -79,7 +81,7 @@ async fn admitted(reg: &Registry, state: &ServerState, peer: std::net::IpAddr, r
         _ => {}
     }
     match state.admission.admit().await {
-        Ok(_permit) => handle(reg, peer, req).await,
+        Ok(_permit) => handle(reg, bodies, peer, req).await,
         Err(why) => {
             let body = json!({ "message": format!("Server too busy ({})", why.as_str()) });
             let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
@@ -92,7 +94,7 @@ async fn admitted(reg: &Registry, state: &ServerState, peer: std::net::IpAddr, r
 }
 
 /// One request: the original's `before` filter, then the routes.
-pub async fn handle(reg: &Registry, peer: std::net::IpAddr, req: Request<Incoming>) -> Resp {
+pub async fn handle(reg: &Registry, bodies: &BodyReader, peer: std::net::IpAddr, req: Request<Incoming>) -> Resp {
     if reg.settings.load_balancer_ip.is_some_and(|lb| lb != peer) {
         return text(StatusCode::UNAUTHORIZED, "text/plain", "Unauthorized request");
     }
@@ -101,9 +103,10 @@ pub async fn handle(reg: &Registry, peer: std::net::IpAddr, req: Request<Incomin
     let params = req.uri().query().map(parse_query).unwrap_or_default();
     let wants_html = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
     let body = if method == Method::PUT {
-        match tokio::time::timeout(BODY_READ_TIMEOUT, Limited::new(req.into_body(), MAX_BODY).collect()).await {
-            Ok(Ok(b)) => b.to_bytes(),
-            _ => return bare(StatusCode::BAD_REQUEST),
+        match bodies.read(req.into_body(), MAX_BODY, peer).await {
+            Ok(b) => b,
+            Err(BodyError::Busy) => return bare(StatusCode::SERVICE_UNAVAILABLE),
+            Err(_) => return bare(StatusCode::BAD_REQUEST),
         }
     } else {
         Bytes::new()
@@ -124,7 +127,7 @@ pub async fn handle(reg: &Registry, peer: std::net::IpAddr, req: Request<Incomin
         }
 
         (&Method::PUT, ["hyperty", "user", user, id]) => {
-            reg.put_hyperty(user, id, &body).await.map(|_| message(StatusCode::OK, "Hyperty created"))
+            reg.put_hyperty(peer, user, id, &body).await.map(|_| message(StatusCode::OK, "Hyperty created"))
         }
         (&Method::DELETE, ["hyperty", "user", user, id]) => {
             reg.delete_hyperty(user, id).await.map(|_| message(StatusCode::OK, "Hyperty deleted"))
@@ -153,7 +156,7 @@ pub async fn handle(reg: &Registry, peer: std::net::IpAddr, req: Request<Incomin
         },
 
         (&Method::PUT, ["hyperty", "dataobject", url]) => {
-            reg.put_data_object(url, &body).await.map(|_| message(StatusCode::OK, "Data object created"))
+            reg.put_data_object(peer, url, &body).await.map(|_| message(StatusCode::OK, "Data object created"))
         }
         (&Method::PUT, ["dataobject", "url", url]) => reg.touch(Kind::DataObject, url, &body).await.map(|_| {
             let msg = if &body[..] == b"{}" { "Keep alive" } else { "data object updated" };
@@ -189,6 +192,7 @@ pub async fn handle(reg: &Registry, peer: std::net::IpAddr, req: Request<Incomin
         Ok(r) => r,
         Err(Error::NotFound) => message(StatusCode::NOT_FOUND, "Not Found"),
         Err(Error::BadRequest) => bare(StatusCode::BAD_REQUEST),
+        Err(Error::Quota(why)) => message(StatusCode::FORBIDDEN, &why),
         Err(Error::Store(e @ (StoreError::Backend(_) | StoreError::Closed | StoreError::Io(_)))) => {
             tracing::error!("registry store error: {e}");
             message(StatusCode::SERVICE_UNAVAILABLE, "Storage unavailable, try again later")

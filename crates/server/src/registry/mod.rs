@@ -10,17 +10,20 @@
 //! * [`http`]: routing on the raw path and the original's answers.
 //!
 //! Expiry is applied on every read and by a sweeper that walks the deadline
-//! index every `registry_sweep_secs`.
+//! index every `registry_sweep_secs`; [`upkeep`] removes disconnected records
+//! once the change feed has handed them out (and a retention time passed) and
+//! holds new records to per-user and per-peer quotas.
 
 pub mod http;
 pub mod model;
 pub mod service;
+mod upkeep;
 
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use crate::transport::accept::Acceptor;
 
 use crate::config::Config;
 pub use service::Registry;
@@ -38,6 +41,13 @@ pub struct Settings {
     pub load_balancer_ip: Option<IpAddr>,
     /// `DOMAIN_ENV=DEVELOPMENT` (environment): `/live` has an HTML page for browsers.
     pub dev_status_page: bool,
+    /// Disconnected records are removed this long after the change feed
+    /// handed them out, or after `unseen_retention` when it never did.
+    pub retention: Duration,
+    pub unseen_retention: Duration,
+    /// Quotas on new records (0: none).
+    pub max_hyperties_per_user: usize,
+    pub max_records_per_peer: usize,
 }
 
 impl Settings {
@@ -66,13 +76,17 @@ impl Settings {
             storage_type,
             load_balancer_ip,
             dev_status_page: std::env::var("DOMAIN_ENV").is_ok_and(|v| v == "DEVELOPMENT"),
+            retention: Duration::from_secs(c.registry_retention_secs),
+            unseen_retention: Duration::from_secs(c.registry_unseen_retention_secs),
+            max_hyperties_per_user: c.registry_max_hyperties_per_user,
+            max_records_per_peer: c.registry_max_records_per_peer,
         })
     }
 }
 
 /// Serve the registry on `listener` until the process ends, with its sweeper.
 /// Serve the registry; admission control and metrics are the server's own (`state`).
-pub async fn serve(state: Arc<crate::state::ServerState>, settings: Settings, listener: TcpListener) {
+pub async fn serve(state: Arc<crate::state::ServerState>, settings: Settings, listener: Acceptor) {
     let registry = match Registry::open(state.store.clone(), settings).await {
         Ok(r) => Arc::new(r),
         Err(e) => {
@@ -93,6 +107,11 @@ pub async fn serve(state: Arc<crate::state::ServerState>, settings: Settings, li
                     Ok(0) => {}
                     Ok(n) => tracing::debug!("registry sweep: {n} records expired"),
                     Err(e) => tracing::warn!("registry sweep failed: {e:?}"),
+                }
+                match r.purge().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!("registry purge: {n} disconnected records removed"),
+                    Err(e) => tracing::warn!("registry purge failed: {e:?}"),
                 }
             }
         });

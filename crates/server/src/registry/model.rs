@@ -23,6 +23,12 @@ pub const IDX_REPORTER: &str = "reporter";
 pub const IDX_DUE: &str = "due";
 /// Records waiting in the change feed (`/registry/updated`).
 pub const IDX_FEED: &str = "feed";
+/// Disconnected records by when they went (due key), apart for those the
+/// change feed has not handed out yet: the purge walks each up to its cut-off.
+pub const IDX_GONE: &str = "gone";
+pub const IDX_GONE_UNSEEN: &str = "gone_unseen";
+/// The client address that created the record (per-peer quota).
+pub const IDX_PEER: &str = "peer";
 
 pub const DISCONNECTED: &str = "disconnected";
 pub const LIVE: &str = "live";
@@ -102,6 +108,12 @@ pub struct Stored {
     /// Waiting in the change feed.
     #[serde(default)]
     pub notify: bool,
+    /// When it went `disconnected` (by expiry or delete; none while live).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gone: Option<i64>,
+    /// The client address that created it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
 }
 
 /// Why a body cannot be stored: answered as a bare 400.
@@ -109,6 +121,13 @@ pub struct Stored {
 pub struct BadBody;
 
 impl Stored {
+    /// A new record made at `now` by `peer`.
+    pub fn new(obj: Map<String, Value>, now: i64, peer: Option<String>) -> Stored {
+        let mut s = Stored { obj, lm: now, notify: false, gone: None, peer };
+        s.touch(now);
+        s
+    }
+
     pub fn status(&self) -> &str {
         self.obj.get("status").and_then(Value::as_str).unwrap_or("")
     }
@@ -134,16 +153,23 @@ impl Stored {
         self.obj.insert("status".into(), Value::String(s.into()));
     }
 
-    /// Touch: `lastModified` = now.
+    /// Touch: `lastModified` = now (a client's write: the record is not gone).
     pub fn touch(&mut self, now: i64) {
         self.lm = now;
+        self.gone = None;
         self.obj.insert("lastModified".into(), Value::String(format_time(now)));
     }
 
     /// Mark disconnected and queue for the change feed (expiry, delete).
-    pub fn disconnect(&mut self) {
+    pub fn disconnect(&mut self, now: i64) {
         self.set_status(DISCONNECTED);
         self.notify = true;
+        self.gone = Some(now);
+    }
+
+    /// When it went: for a record a client set `disconnected` itself, its last write.
+    pub fn gone_at(&self) -> i64 {
+        self.gone.unwrap_or(self.lm)
     }
 
     /// The store document: body plus the index entries of every lookup.
@@ -166,6 +192,7 @@ impl Stored {
                 add(IDX_REPORTER, self.str_field("reporter"));
             }
         }
+        add(IDX_PEER, self.peer.as_deref());
         if !self.is_disconnected() {
             // First second at which `now − lm > expires` holds.
             let due = self.lm.saturating_add(self.expires()).saturating_add(1);
@@ -173,6 +200,10 @@ impl Stored {
         }
         if self.notify {
             index.push(IndexEntry::new(IDX_FEED, Vec::new()));
+        }
+        if self.is_disconnected() {
+            let gone = if self.notify { IDX_GONE_UNSEEN } else { IDX_GONE };
+            index.push(IndexEntry::new(gone, due_key(self.gone_at()).to_vec()));
         }
         let body = serde_json::to_vec(self).expect("a JSON map always serializes");
         Document::new(body, index)
@@ -348,7 +379,7 @@ mod tests {
 
     #[test]
     fn index_entries_follow_the_record() {
-        let mut s = Stored { obj: Map::new(), lm: 100, notify: false };
+        let mut s = Stored::new(Map::new(), 100, None);
         s.obj.insert("userID".into(), json!("user://g.com/a@b.c"));
         s.obj.insert("expires".into(), json!(10));
         s.obj.insert("status".into(), json!("live"));
@@ -358,8 +389,16 @@ mod tests {
         assert!(d.index.contains(&IndexEntry::new("email", "a@b.c")));
         assert!(d.index.contains(&IndexEntry::new("due", due_key(111).to_vec())));
         assert!(!s.is_due(110) && s.is_due(111));
-        s.disconnect();
+        s.disconnect(120);
+        let d = s.to_document(Kind::Hyperty);
+        let names: Vec<&str> = d.index.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["email", "feed", "gone_unseen", "user"]);
+        assert!(d.index.contains(&IndexEntry::new("gone_unseen", due_key(120).to_vec())));
+        s.notify = false; // the change feed has handed it out
+        s.peer = Some("127.0.0.1".into());
         let names: Vec<String> = s.to_document(Kind::Hyperty).index.into_iter().map(|e| e.name).collect();
-        assert_eq!(names, ["email", "feed", "user"]);
+        assert_eq!(names, ["email", "gone", "peer", "user"]);
+        s.touch(130);
+        assert_eq!((s.gone, s.gone_at()), (None, 130), "a client's write: not gone any more");
     }
 }

@@ -3,6 +3,7 @@
 //! through an index, and expiry is applied on the way out of every read.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -20,6 +21,8 @@ use super::Settings;
 pub enum Error {
     NotFound,
     BadRequest,
+    /// A new record beyond a quota (why).
+    Quota(String),
     Store(StoreError),
 }
 
@@ -35,25 +38,33 @@ pub type Found = BTreeMap<String, Stored>;
 const PAGE: usize = 512;
 
 pub struct Registry {
-    store: Arc<dyn Store>,
+    pub(super) store: Arc<dyn Store>,
     pub settings: Settings,
-    hyperties: AtomicU64,
+    pub(super) hyperties: AtomicU64,
 }
 
 impl Registry {
-    /// Counts the stored hyperties once (for `/live`); fails if the store has no documents.
+    /// Counts the stored hyperties once (for `/live`) and gives records written
+    /// before the purge existed its index entries; fails if the store has no documents.
     pub async fn open(store: Arc<dyn Store>, settings: Settings) -> Result<Registry, StoreError> {
-        let mut n = 0u64;
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            let page = store.doc_scan(Kind::Hyperty.collection(), b"", after.as_deref(), 4096).await?;
-            n += page.len() as u64;
-            match page.into_iter().last() {
-                Some((id, _)) => after = Some(id),
-                None => break,
+        let mut hyperties = 0u64;
+        for kind in Kind::ALL {
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let page = store.doc_scan(kind.collection(), b"", after.as_deref(), 4096).await?;
+                if kind == Kind::Hyperty {
+                    hyperties += page.len() as u64;
+                }
+                for (id, doc) in &page {
+                    super::upkeep::reindex_if_old(&*store, kind, id, doc).await?;
+                }
+                match page.into_iter().last() {
+                    Some((id, _)) => after = Some(id),
+                    None => break,
+                }
             }
         }
-        Ok(Registry { store, settings, hyperties: AtomicU64::new(n) })
+        Ok(Registry { store, settings, hyperties: AtomicU64::new(hyperties) })
     }
 
     pub fn hyperties_stored(&self) -> u64 {
@@ -96,7 +107,7 @@ impl Registry {
         }
         self.modify(kind, id, |cur, now| match cur {
             Some(mut c) if c.is_due(now) => {
-                c.disconnect();
+                c.disconnect(now);
                 Ok((Some(c.clone()), Some(c)))
             }
             other => Ok((None, other)),
@@ -104,7 +115,7 @@ impl Registry {
         .await
     }
 
-    async fn lookup(&self, kind: Kind, index: &str, key: IndexMatch<'_>) -> Result<Vec<IndexHit>, Error> {
+    pub(super) async fn lookup(&self, kind: Kind, index: &str, key: IndexMatch<'_>) -> Result<Vec<IndexHit>, Error> {
         let mut out = Vec::new();
         loop {
             let page = self.store.doc_lookup(kind.collection(), index, key, out.last(), PAGE).await?;
@@ -133,10 +144,12 @@ impl Registry {
         self.load_hits(kind, hits).await
     }
 
-    /// `PUT /hyperty/user/{user}/{id}`: create, or replace the same user's record
-    /// (keeping `startingTime`); another user's record is not touched (404).
-    pub async fn put_hyperty(&self, user: &str, id: &str, body: &[u8]) -> Result<(), Error> {
+    /// `PUT /hyperty/user/{user}/{id}` from `peer`: create (within the quotas),
+    /// or replace the same user's record (keeping `startingTime`); another
+    /// user's record is not touched (404).
+    pub async fn put_hyperty(&self, peer: IpAddr, user: &str, id: &str, body: &[u8]) -> Result<(), Error> {
         let obj = parse_create(Kind::Hyperty, body, self.settings.expires_max).map_err(|_| Error::BadRequest)?;
+        self.check_quota(Kind::Hyperty, id, Some(user), peer).await?;
         let created = self
             .modify(Kind::Hyperty, id, |cur, now| {
                 if cur.as_ref().is_some_and(|c| c.str_field("userID") != Some(user)) {
@@ -147,9 +160,9 @@ impl Registry {
                 o.insert("startingTime".into(), started.unwrap_or_else(|| Value::String(format_time(now))));
                 o.insert("hypertyID".into(), Value::String(id.into()));
                 o.insert("userID".into(), Value::String(user.into()));
-                let mut s = Stored { obj: o, lm: now, notify: false };
-                s.touch(now);
-                Ok((Some(s), cur.is_none()))
+                // The creator stays the creator across replacements.
+                let creator = cur.as_ref().map_or(Some(peer.to_string()), |c| c.peer.clone());
+                Ok((Some(Stored::new(o, now, creator)), cur.is_none()))
             })
             .await?;
         if created {
@@ -160,9 +173,9 @@ impl Registry {
 
     /// `DELETE /hyperty/user/{user}/{id}`: soft delete, queued for the change feed.
     pub async fn delete_hyperty(&self, user: &str, id: &str) -> Result<(), Error> {
-        self.modify(Kind::Hyperty, id, |cur, _| match cur {
+        self.modify(Kind::Hyperty, id, |cur, now| match cur {
             Some(mut c) if c.str_field("userID") == Some(user) => {
-                c.disconnect();
+                c.disconnect(now);
                 Ok((Some(c), ()))
             }
             _ => Err(Error::NotFound),
@@ -227,17 +240,18 @@ impl Registry {
         .await
     }
 
-    /// `PUT /hyperty/dataobject/{url}`: create or full replace (keeps `startingTime`).
-    pub async fn put_data_object(&self, url: &str, body: &[u8]) -> Result<(), Error> {
+    /// `PUT /hyperty/dataobject/{url}` from `peer`: create (within the quotas)
+    /// or full replace (keeps `startingTime`).
+    pub async fn put_data_object(&self, peer: IpAddr, url: &str, body: &[u8]) -> Result<(), Error> {
         let obj = parse_create(Kind::DataObject, body, self.settings.expires_max).map_err(|_| Error::BadRequest)?;
+        self.check_quota(Kind::DataObject, url, None, peer).await?;
         self.modify(Kind::DataObject, url, |cur, now| {
             let mut o = obj.clone();
             let started = cur.as_ref().and_then(|c| c.obj.get("startingTime").cloned());
             o.insert("startingTime".into(), started.unwrap_or_else(|| Value::String(format_time(now))));
             o.insert("url".into(), Value::String(url.into()));
-            let mut s = Stored { obj: o, lm: now, notify: false };
-            s.touch(now);
-            Ok((Some(s), ()))
+            let creator = cur.as_ref().map_or(Some(peer.to_string()), |c| c.peer.clone());
+            Ok((Some(Stored::new(o, now, creator)), ()))
         })
         .await
     }

@@ -6,24 +6,70 @@
 //! term with the longest literal start drives an exact or prefix lookup;
 //! each hit is checked against the current record (the index may hold
 //! entries of values just removed). A pattern starting with `*` reads that
-//! type's whole index (never the handles table), bounded by [`MAX_EXAMINED`].
+//! type's whole index (never the handles table).
+//!
+//! What a search may cost is bounded ([`SearchLimits`], F8 of the security
+//! trial: `URL=*&page=100` over 200k handles cost 0.7 s of CPU per anonymous
+//! request and 8 clients slowed everyone down 200-fold): how deep it may page,
+//! how many index entries it may read, how long it may run, and how many
+//! searches past their first batch of entries may run at once.
 
 use super::revindex::{self, COLLECTION};
 use super::{Reply, Req, Rest};
+use crate::auth::Caller;
+use crate::config::Config;
 use handled_proto::handle;
+use handled_proto::header::ResponseCode;
 use handled_proto::json::value_to_json;
 use handled_store::{HandleRecord, IndexHit, IndexMatch};
+use hyper::header::HeaderValue;
 use hyper::{Method, StatusCode};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
 
 /// Parameters that steer the search rather than name a value type.
 const CONTROL: &[&str] = &["limit", "page", "retrieverecords", "pretty", "callback"];
 const DEFAULT_LIMIT: usize = 1000;
 const MAX_LIMIT: usize = 10_000;
-/// Index entries read per lookup call, and at most per search.
+/// Index entries read per lookup call; a search that needs more is a scan.
 const BATCH: usize = 1000;
-const MAX_EXAMINED: usize = 1_000_000;
+
+/// What one search may cost (the `hrls_*` configuration).
+pub(crate) struct SearchLimits {
+    /// `page × limit + limit` at most this (for pages after the first).
+    max_offset: usize,
+    /// Index entries one search may read.
+    max_examined: usize,
+    timeout: Duration,
+    /// Searches by pattern (not an exact value) need an authenticated caller.
+    patterns_need_auth: bool,
+    /// Permits of searches past their first batch (the scan admission class).
+    scans: Arc<Semaphore>,
+}
+
+impl SearchLimits {
+    pub(crate) fn from_config(c: &Config) -> SearchLimits {
+        SearchLimits {
+            max_offset: c.hrls_max_offset.max(1),
+            max_examined: c.hrls_max_examined.max(BATCH),
+            timeout: Duration::from_millis(c.hrls_search_timeout_ms.max(1)),
+            patterns_need_auth: c.hrls_patterns_need_auth,
+            scans: Arc::new(Semaphore::new(c.hrls_max_scans.max(1))),
+        }
+    }
+}
+
+fn too_broad(message: String) -> Reply {
+    Reply::error(StatusCode::BAD_REQUEST, ResponseCode::PROTOCOL_ERROR, format!("{message}; narrow the search"))
+}
+
+fn busy(message: &str) -> Reply {
+    Reply::error(StatusCode::SERVICE_UNAVAILABLE, ResponseCode::SERVER_TOO_BUSY, message)
+        .header(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"))
+}
 
 /// `*` matches any run of bytes; both sides already lower case.
 pub(super) fn glob(pattern: &[u8], text: &[u8]) -> bool {
@@ -83,6 +129,15 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
     }
     let limit = (limit as usize).min(MAX_LIMIT);
     let skip = (page as usize).saturating_mul(limit);
+    let limits = &rest.search;
+    // Skipped matches cost as much as returned ones; the first page is
+    // bounded by `MAX_LIMIT` and the examined budget.
+    if skip > 0 && skip.saturating_add(limit) > limits.max_offset {
+        return too_broad(format!(
+            "Page {page} of {limit} is too deep: at most {} results can be paged",
+            limits.max_offset
+        ));
+    }
     let with_records = req.params.flag("retrieverecords");
     // Ids are storage keys: compare the prefix in stored form too.
     let id_prefix = (!prefix.is_empty()).then(|| {
@@ -95,6 +150,17 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
     let start = literal_start(&driver).to_vec();
     let exact = start.len() == driver.len();
     let key = if exact { IndexMatch::Exact(&start) } else { IndexMatch::Prefix(&start) };
+    if !exact && limits.patterns_need_auth {
+        match rest.caller(req).await {
+            Ok(Caller::Authenticated(_)) => {}
+            Ok(_) => {
+                let why = "Searches by pattern need authentication on this server";
+                return rest
+                    .challenge(req, Reply::error(StatusCode::UNAUTHORIZED, ResponseCode::AUTHENTICATION_NEEDED, why));
+            }
+            Err(reply) => return reply,
+        }
+    }
 
     let store = &rest.state.store;
     let mut seen = HashSet::new();
@@ -102,7 +168,24 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
     let mut matched = 0usize;
     let mut after: Option<IndexHit> = None;
     let mut examined = 0usize;
-    'outer: while examined < MAX_EXAMINED {
+    let started = Instant::now();
+    let mut scan_permit = None;
+    'outer: loop {
+        if examined >= BATCH && scan_permit.is_none() {
+            // Past its first batch a search is a scan: a few at a time.
+            match limits.scans.clone().try_acquire_owned() {
+                Ok(permit) => scan_permit = Some(permit),
+                Err(_) => return busy("Server too busy: other broad searches are running"),
+            }
+        }
+        if examined >= limits.max_examined {
+            return too_broad(format!("Search reads more than {} index entries", limits.max_examined));
+        }
+        if started.elapsed() > limits.timeout {
+            return busy("Search took too long");
+        }
+        // A batch from a store that answers at once must not hold the thread.
+        tokio::task::yield_now().await;
         let hits = match store.doc_lookup(COLLECTION, &driver_type, key, after.as_ref(), BATCH).await {
             Ok(h) => h,
             Err(e) => {
@@ -174,5 +257,88 @@ mod tests {
         assert!(!glob(b"https://*.org", b"https://a.b.com"));
         assert!(glob(b"a*b*c", b"aXbYbZc") && !glob(b"a*b*c", b"aXcYb"));
         assert_eq!(literal_start(b"http*x"), b"http");
+    }
+
+    /// A JSON API over a store holding `TEST/H0..n` (URL `https://example.org/i`).
+    async fn rest_over(n: usize, tweak: impl FnOnce(&mut Config)) -> (Rest, tempfile::TempDir) {
+        use handled_proto::value::HandleValue;
+        let dir = tempfile::tempdir().unwrap();
+        let mut config =
+            Config { ephemeral: true, admin_credentials: Some(dir.path().join("c.json")), ..Config::default() };
+        tweak(&mut config);
+        let store = crate::bootstrap::open_store(&config).await.unwrap();
+        let url = |i: usize| HandleValue::new(1, "URL", format!("https://example.org/{i}"));
+        let records = (0..n).map(|i| (format!("TEST/H{i}").into_bytes(), HandleRecord { values: vec![url(i)] }));
+        store.put_many(records.collect()).await.unwrap();
+        let booted = crate::bootstrap::bootstrap(config, store).await.unwrap();
+        let bodies = crate::transport::body::BodyReader::new(
+            Duration::from_secs(1),
+            crate::transport::body::BodyBudget::new(1 << 20),
+        );
+        (Rest::new(booted.state, bodies), dir)
+    }
+
+    async fn answer(rest: &Rest, query: &str) -> (StatusCode, Value) {
+        let req = Req {
+            method: Method::GET,
+            path: "/hrls/handles".into(),
+            params: super::super::params::Params::from_query(Some(query)),
+            headers: Default::default(),
+            body: Default::default(),
+            conn: super::super::Conn { secure: false, peer: "127.0.0.1:1".parse().unwrap() },
+        };
+        let reply = search(rest, &req, "").await;
+        (reply.status, reply.body.unwrap_or_default())
+    }
+
+    /// F8: deep pages and broad patterns were read to the end (0.7 s of CPU
+    /// for `URL=*&page=100` over 200k handles); now they are refused, cheaply
+    /// and with a reason, while narrow searches still answer.
+    #[tokio::test]
+    async fn deep_pages_and_broad_patterns_are_refused() {
+        let (rest, _dir) = rest_over(3000, |c| {
+            c.hrls_max_offset = 200;
+            c.hrls_max_examined = 2000;
+        })
+        .await;
+        let (status, body) = answer(&rest, "URL=*&limit=10&page=30").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(body["message"].as_str().unwrap().contains("too deep"), "{body}");
+        let (status, body) = answer(&rest, "URL=*&limit=10&page=19").await;
+        assert_eq!((status, body.as_array().map(Vec::len)), (StatusCode::OK, Some(10)), "the last page allowed");
+        // A pattern no index prefix narrows reads every entry: more than allowed.
+        let (status, body) = answer(&rest, "URL=*/2999").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(body["message"].as_str().unwrap().contains("index entries"), "{body}");
+        let (status, body) = answer(&rest, "URL=https://example.org/2999").await;
+        assert_eq!((status, body), (StatusCode::OK, serde_json::json!(["TEST/H2999"])), "exact lookups still answer");
+        let (status, body) = answer(&rest, "URL=https://example.org/29*").await;
+        assert_eq!((status, body.as_array().map(Vec::len)), (StatusCode::OK, Some(111)), "narrow prefixes too");
+    }
+
+    /// F8: a search past its first batch of index entries is a scan; only
+    /// `hrls_max_scans` run at once, the next one is refused at once (503), and
+    /// searches within one batch never wait for scans.
+    #[tokio::test]
+    async fn scans_are_a_separate_admission_class() {
+        let (rest, _dir) = rest_over(2500, |c| c.hrls_max_scans = 1).await;
+        let running = rest.search.scans.clone().try_acquire_owned().unwrap(); // another scan
+        let (status, _) = answer(&rest, "URL=*&limit=2000").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "another scan is running");
+        let (status, _) = answer(&rest, "URL=*&limit=10").await;
+        assert_eq!(status, StatusCode::OK, "a search within one batch is no scan");
+        drop(running);
+        let (status, body) = answer(&rest, "URL=*&limit=2000").await;
+        assert_eq!((status, body.as_array().map(Vec::len)), (StatusCode::OK, Some(2000)));
+        assert_eq!(rest.search.scans.available_permits(), 1, "the permit is given back");
+    }
+
+    #[tokio::test]
+    async fn pattern_searches_may_require_authentication() {
+        let (rest, _dir) = rest_over(10, |c| c.hrls_patterns_need_auth = true).await;
+        let (status, body) = answer(&rest, "URL=https://example.org/*").await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+        let (status, body) = answer(&rest, "URL=https://example.org/3").await;
+        assert_eq!((status, body), (StatusCode::OK, serde_json::json!(["TEST/H3"])), "exact values stay anonymous");
     }
 }

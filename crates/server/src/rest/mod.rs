@@ -17,9 +17,10 @@ mod sessions;
 
 use crate::ops::OpError;
 use crate::state::ServerState;
+use crate::transport::body::BodyReader;
 use bytes::Bytes;
 use handled_proto::header::ResponseCode;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
@@ -52,8 +53,10 @@ pub struct Rest {
     pub(crate) state: Arc<ServerState>,
     pub(crate) sessions: http_sessions::HttpSessions,
     openapi: Bytes,
-    /// Longest time to wait for a request body (slow senders are cut off).
-    body_timeout: Duration,
+    /// Request bodies: time limit (slow senders are cut off) and shared budget.
+    bodies: BodyReader,
+    /// What a reverse-lookup search may cost.
+    search: hrls::SearchLimits,
 }
 
 /// A parsed request, body read.
@@ -182,7 +185,7 @@ fn scrub_callback(cb: &str) -> String {
 }
 
 impl Rest {
-    pub fn new(state: Arc<ServerState>, body_timeout: Duration) -> Rest {
+    pub fn new(state: Arc<ServerState>, bodies: BodyReader) -> Rest {
         let ttl = Duration::from_secs(state.config.max_session_secs.max(1));
         // What sessions learn is shared through the store only when nodes share one.
         let learned: Arc<dyn handled_store::Store> = if state.config.store_kind() == crate::config::StoreKind::Cassandra
@@ -192,7 +195,8 @@ impl Rest {
             Arc::new(handled_store::MemoryStore::new())
         };
         let sessions = http_sessions::HttpSessions::new(state.key.pkcs8(), ttl, learned);
-        Rest { sessions, openapi: openapi::document(), state, body_timeout }
+        let search = hrls::SearchLimits::from_config(&state.config);
+        Rest { sessions, openapi: openapi::document(), state, bodies, search }
     }
 
     /// Does this request's connection let credentials count (§4.6)?
@@ -207,10 +211,9 @@ impl Rest {
         let body = if body.is_end_stream() {
             Bytes::new()
         } else {
-            match tokio::time::timeout(self.body_timeout, Limited::new(body, MAX_BODY).collect()).await {
-                Ok(Ok(b)) => b.to_bytes(),
-                Ok(Err(e)) => return plain_error(StatusCode::BAD_REQUEST, &format!("Cannot read request body: {e}")),
-                Err(_) => return plain_error(StatusCode::REQUEST_TIMEOUT, "Request body not received in time"),
+            match self.bodies.read(body, MAX_BODY, conn.peer.ip()).await {
+                Ok(b) => b,
+                Err(e) => return plain_error(e.status(), &e.message()),
             }
         };
         let mut req = Req {

@@ -9,7 +9,7 @@
 //! one commit per write, no locks, nothing to repair after a crash.
 
 use async_trait::async_trait;
-use handled_proto::value::HandleValue;
+use handled_proto::value::{is_secret_type, HandleValue};
 use handled_store::{
     DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexEntry, IndexHit, IndexMatch, Store,
     StoreError, StoreStats, SwapOutcome,
@@ -21,9 +21,11 @@ pub const COLLECTION: &str = "hrls";
 /// Longer values are not searchable (keeps index keys small).
 pub const MAX_INDEXED_LEN: usize = 2048;
 
-/// Is `v` searchable: publicly readable, not too long?
+/// Is `v` searchable: publicly readable, not a secret (even a publicly
+/// readable one, F12), not too long?
 pub fn indexed(v: &HandleValue) -> bool {
     v.permissions.public_read()
+        && !is_secret_type(&v.value_type)
         && v.data.len() <= MAX_INDEXED_LEN
         && !v.value_type.is_empty()
         && v.value_type.len() <= MAX_INDEXED_LEN
@@ -180,12 +182,16 @@ mod tests {
     #[tokio::test]
     async fn every_write_keeps_the_index() {
         let s = IndexedStore::wrap(Arc::new(MemoryStore::new()));
+        let mut private = HandleValue::new(2, "EMAIL", "me@example");
+        private.permissions = ValuePermissions(0x0c);
+        // F12: a secret is never searchable, even when made publicly readable.
         let mut secret = HandleValue::new(300, "HS_SECKEY", "pw");
-        secret.permissions = ValuePermissions(0x0c);
-        let r1 = record(vec![HandleValue::new(1, "URL", "https://A.example"), secret]);
+        secret.permissions = ValuePermissions(0x0e);
+        let r1 = record(vec![HandleValue::new(1, "URL", "https://A.example"), private, secret]);
         assert!(s.swap(b"T/1", Expect::Absent, Some(r1.clone())).await.unwrap().is_done());
         assert_eq!(hits(&*s, "URL", b"https://a.example").await, vec![b"T/1".to_vec()]);
-        assert!(hits(&*s, "HS_SECKEY", b"pw").await.is_empty(), "non-public values are not indexed");
+        assert!(hits(&*s, "EMAIL", b"me@example").await.is_empty(), "non-public values are not indexed");
+        assert!(hits(&*s, "HS_SECKEY", b"pw").await.is_empty(), "secrets are not indexed");
         let r2 = record(vec![HandleValue::new(1, "url", "https://b.example")]);
         s.swap(b"T/1", Expect::Present(r1), Some(r2.clone())).await.unwrap();
         assert!(hits(&*s, "URL", b"https://a.example").await.is_empty());

@@ -4,19 +4,20 @@
 //! any path), the operations endpoints, or the JSON API and reverse lookup
 //! ([`crate::rest`], `/api/...`, `/hrls/...`).
 
+use super::accept::Acceptor;
+use super::body::{BodyBudget, BodyError, BodyReader};
 use super::serve_unit;
 use crate::native::Transport;
 use crate::rest::{Conn, Rest};
 use crate::state::ServerState;
 use bytes::Bytes;
 use handled_proto::envelope::{ENVELOPE_LEN, MAX_MESSAGE_LEN};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE, LOCATION};
 use hyper::{Method, Request, Response, StatusCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 pub const HDL_MESSAGE: &str = "application/x-hdl-message";
@@ -33,10 +34,12 @@ pub struct HttpShared {
     pub keep_alive: Duration,
     /// Requests per connection, advertised as `Keep-Alive: max=`.
     pub max_requests: u64,
+    /// Request bodies must arrive within the keep-alive time, like heads.
+    pub bodies: BodyReader,
 }
 
 impl HttpShared {
-    pub fn new(state: Arc<ServerState>) -> HttpShared {
+    pub fn new(state: Arc<ServerState>, budget: Arc<BodyBudget>) -> HttpShared {
         let keep_alive = Duration::from_secs(state.config.http_keep_alive_secs.max(1));
         let tls = match super::tls::acceptor(&state.config, &state.key) {
             Ok(a) => Some(a),
@@ -45,8 +48,10 @@ impl HttpShared {
                 None
             }
         };
+        let bodies = BodyReader::new(keep_alive, budget);
         HttpShared {
-            rest: Rest::new(state.clone(), keep_alive),
+            rest: Rest::new(state.clone(), bodies.clone()),
+            bodies,
             max_requests: state.config.http_max_requests,
             state,
             tls,
@@ -55,21 +60,14 @@ impl HttpShared {
     }
 }
 
-pub async fn serve(state: Arc<ServerState>, listener: TcpListener) {
-    let shared = Arc::new(HttpShared::new(state.clone()));
+pub async fn serve(state: Arc<ServerState>, mut listener: Acceptor) {
+    let shared = Arc::new(HttpShared::new(state.clone(), listener.limits().bodies.clone()));
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!("http accept: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
+        let (stream, peer, slot) = listener.next().await;
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
         tokio::spawn(async move {
-            let _open = shared.state.metrics.connection("http");
+            let _open = (slot, shared.state.metrics.connection("http"));
             super::unify::serve(shared, stream, peer).await;
         });
     }
@@ -92,7 +90,7 @@ pub(super) async fn route(shared: &HttpShared, conn: Conn, req: Request<Incoming
     }
     if req.method() == Method::POST && is_hdl(&req) {
         // Admission happens per native message, like on the other transports.
-        return tunnel(state, req, conn.peer.ip()).await;
+        return tunnel(state, req, &shared.bodies, conn.peer.ip()).await;
     }
     let started = Instant::now();
     let _permit = match state.admission.admit().await {
@@ -154,10 +152,22 @@ async fn readiness(state: &ServerState) -> Response<Full<Bytes>> {
     text(status, "application/json", body.to_string())
 }
 
-async fn tunnel(state: &ServerState, req: Request<Incoming>, peer: std::net::IpAddr) -> Response<Full<Bytes>> {
-    let body = match Limited::new(req.into_body(), MAX_TUNNEL_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => return json_error(StatusCode::PAYLOAD_TOO_LARGE, 4, &format!("Cannot read message: {e}")),
+/// A tunnelled message; its body is read like the JSON API's, with a time
+/// limit (a stalled sender used to hold the socket and its partial message
+/// forever, F2) and from the shared body budget.
+async fn tunnel(
+    state: &ServerState,
+    req: Request<Incoming>,
+    bodies: &BodyReader,
+    peer: std::net::IpAddr,
+) -> Response<Full<Bytes>> {
+    let body = match bodies.read(req.into_body(), MAX_TUNNEL_BODY, peer).await {
+        Ok(b) => b,
+        Err(BodyError::Unreadable(e)) => {
+            return json_error(StatusCode::PAYLOAD_TOO_LARGE, 4, &format!("Cannot read message: {e}"))
+        }
+        Err(e @ BodyError::Busy) => return json_error(e.status(), 3, &e.message()),
+        Err(e @ BodyError::TimedOut) => return json_error(e.status(), 4, &e.message()),
     };
     // The Java server tolerates one CR or LF before the envelope.
     let unit = match body.first() {

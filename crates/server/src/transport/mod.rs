@@ -1,7 +1,10 @@
 //! Listeners: each turns its framing into calls of [`serve_unit`], which applies
 //! admission control and records metrics around [`crate::native::handle_unit`].
 
+pub mod accept;
+pub mod body;
 pub mod http;
+pub mod limits;
 mod realtime;
 mod reassembly;
 pub mod tcp;
@@ -20,6 +23,11 @@ use handled_proto::envelope::ENVELOPE_LEN;
 use handled_proto::header::{Header, OpFlags, ResponseCode, HEADER_LEN};
 use std::net::IpAddr;
 use std::time::Instant;
+
+/// Largest read buffer of an HTTP/1 connection (hyper's default is ~400 KB):
+/// a request head must fit, so a peer dribbling an endless head holds at most
+/// this until the header timeout; larger heads get 431.
+pub const MAX_HTTP_BUFFER: usize = 64 * 1024;
 
 /// Answer one native request unit, or refuse it at once when the server is too busy.
 /// `peer` is who sent it (what it makes the server keep is charged to it).

@@ -1,6 +1,7 @@
 //! TCP (§4.2): the Java client sends one request per connection, others keep
 //! the connection open; we answer requests until the peer closes or idles out.
 
+use super::accept::Acceptor;
 use super::serve_unit;
 use crate::native::respond::{error_response, RequestContext};
 use crate::native::{read_envelope, Transport};
@@ -29,25 +30,21 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::from_std(s.into())
 }
 
-pub async fn serve(state: Arc<ServerState>, listener: TcpListener) {
+pub async fn serve(state: Arc<ServerState>, mut listener: Acceptor) {
     loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
-                let state = state.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = connection(&state, stream, peer.ip()).await {
-                        tracing::debug!("tcp connection from {peer}: {e}");
-                    }
-                });
+        let (stream, peer, slot) = listener.next().await;
+        let state = state.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            if let Err(e) = connection(&state, stream, peer.ip()).await {
+                tracing::debug!("tcp connection from {peer}: {e}");
             }
-            Err(e) => {
-                // Running out of file descriptors must not end the accept loop.
-                tracing::warn!("tcp accept: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
+        });
     }
 }
+
+/// A unit buffer grown past this is not kept for the connection's next message.
+const KEPT_BUFFER: usize = 64 * 1024;
 
 /// How a read of an exact number of bytes ended.
 enum Fill {
@@ -56,13 +53,23 @@ enum Fill {
     Short(usize),
 }
 
-async fn fill(stream: &mut (impl AsyncRead + Unpin), buf: &mut [u8], limit: Duration) -> std::io::Result<Fill> {
-    let mut got = 0;
+/// Append `len` bytes to `buf` as they arrive, allocating only for what came:
+/// an envelope announcing a 256 KB message followed by silence must not pin
+/// 256 KB for the read timeout (F2).
+async fn fill(
+    stream: &mut (impl AsyncRead + Unpin),
+    buf: &mut Vec<u8>,
+    len: usize,
+    limit: Duration,
+) -> std::io::Result<Fill> {
     let deadline = tokio::time::Instant::now() + limit;
-    while got < buf.len() {
-        match tokio::time::timeout_at(deadline, stream.read(&mut buf[got..])).await {
-            Ok(Ok(0)) | Err(_) => return Ok(Fill::Short(got)),
-            Ok(Ok(n)) => got += n,
+    let start = buf.len();
+    let mut chunk = [0u8; 16 * 1024];
+    while buf.len() - start < len {
+        let want = (len - (buf.len() - start)).min(chunk.len());
+        match tokio::time::timeout_at(deadline, stream.read(&mut chunk[..want])).await {
+            Ok(Ok(0)) | Err(_) => return Ok(Fill::Short(buf.len() - start)),
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
             Ok(Err(e)) => return Err(e),
         }
     }
@@ -75,9 +82,11 @@ async fn connection(state: &ServerState, mut stream: TcpStream, peer: IpAddr) ->
     let idle = Duration::from_secs(state.config.tcp_idle_timeout_secs);
     let mut unit = Vec::new();
     loop {
+        if unit.capacity() > KEPT_BUFFER {
+            unit = Vec::new();
+        }
         unit.clear();
-        unit.resize(ENVELOPE_LEN, 0);
-        match fill(&mut stream, &mut unit, idle).await? {
+        match fill(&mut stream, &mut unit, ENVELOPE_LEN, idle).await? {
             Fill::Complete => {}
             Fill::Short(_) => return Ok(()),
         }
@@ -93,8 +102,7 @@ async fn connection(state: &ServerState, mut stream: TcpStream, peer: IpAddr) ->
                 return Ok(());
             }
         };
-        unit.resize(ENVELOPE_LEN + length, 0);
-        if let Fill::Short(got) = fill(&mut stream, &mut unit[ENVELOPE_LEN..], MESSAGE_READ_TIMEOUT).await? {
+        if let Fill::Short(got) = fill(&mut stream, &mut unit, length, MESSAGE_READ_TIMEOUT).await? {
             let ctx = RequestContext { envelope, header: None, header_and_body: &[] };
             let text = format!("Expecting {length} bytes, only received {got}");
             let _ = stream.write_all(&error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &text)).await;
@@ -105,5 +113,26 @@ async fn connection(state: &ServerState, mut stream: TcpStream, peer: IpAddr) ->
             [one] => stream.write_all(one).await?,
             many => stream.write_all(&many.concat()).await?,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// F2: the message buffer used to be sized from the envelope's announced
+    /// length before any of it arrived; now it grows only with what came.
+    #[tokio::test]
+    async fn a_short_message_allocates_only_what_arrived() {
+        let mut buf = vec![0u8; ENVELOPE_LEN];
+        let mut stream: &[u8] = &[7u8; 100];
+        let got = fill(&mut stream, &mut buf, 262_144, Duration::from_secs(1)).await.unwrap();
+        assert!(matches!(got, Fill::Short(100)));
+        assert_eq!(buf.len(), ENVELOPE_LEN + 100);
+        assert!(buf.capacity() < 64 * 1024, "capacity {}", buf.capacity());
+        let mut stream: &[u8] = &[7u8; 40_000];
+        let mut buf = Vec::new();
+        assert!(matches!(fill(&mut stream, &mut buf, 40_000, Duration::from_secs(1)).await.unwrap(), Fill::Complete));
+        assert_eq!(buf, vec![7u8; 40_000]);
     }
 }

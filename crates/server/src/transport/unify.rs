@@ -94,6 +94,7 @@ where
         // hyper starts this timer whenever it waits for a request head, so it
         // is both the keep-alive idle limit and the slowloris limit.
         .header_read_timeout(keep_alive)
+        .max_buf_size(super::MAX_HTTP_BUFFER)
         .serve_connection(TokioIo::new(io), service)
         .await;
     if let Err(e) = result {
