@@ -20,6 +20,12 @@
 //!
 //! Batching needs no timer: while one sync runs, the next batch queues up.
 //!
+//! Damage is refused, never served or rolled back over: every stored value carries
+//! a checksum checked on read (`embedded_format.rs`), and every durable commit is
+//! two-phase, so that a page that fails its checksum when redb repairs the file
+//! after an unclean shutdown cannot be a torn commit: redb then refuses the file
+//! instead of rolling back to an older commit (which lost whole stores before).
+//!
 //! Documents live in two more tables (documents, index entries; see
 //! `embedded_docs.rs`); a document swap is one more kind of batched operation, and
 //! documents riding along with a handle write are applied in the same transaction.
@@ -42,6 +48,8 @@ use crate::{
 
 #[path = "embedded_docs.rs"]
 mod docs;
+#[path = "embedded_format.rs"]
+mod format;
 #[path = "embedded_wal.rs"]
 mod wal;
 #[path = "embedded_writer.rs"]
@@ -169,6 +177,7 @@ impl EmbeddedStore {
 
         let (log, replayed) = Wal::open(&db, &path).map_err(|e| open_error(&path, e))?;
         let repaired = repaired || replayed > 0;
+        format::upgrade(&db).map_err(|e| open_error(&path, e))?;
 
         let db = Arc::new(db);
         let snapshot = Snapshot::open(&db).map_err(|e| open_error(&path, e))?;
@@ -302,7 +311,7 @@ impl Store for EmbeddedStore {
             }
         };
         match snap.handles.get(key).map_err(|e| map_redb(e.into()))? {
-            Some(g) => HandleRecord::decode_stored(key, g.value()).map(Some),
+            Some(g) => HandleRecord::decode_stored(key, format::unseal("handle", key, g.value())?).map(Some),
             None => Ok(None),
         }
     }
@@ -340,6 +349,7 @@ impl Store for EmbeddedStore {
                 };
                 SwapOutcome::Done { previous }
             }
+            RawOutcome::Damaged(e) => return Err(e),
             RawOutcome::Conflict { current: None } => SwapOutcome::Conflict { current: None },
             RawOutcome::Conflict { current: Some(b) } => {
                 SwapOutcome::Conflict { current: Some(HandleRecord::decode_stored(key, &b)?) }
@@ -396,7 +406,10 @@ impl Store for EmbeddedStore {
 
     async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let snap = self.snapshot()?;
-        Ok(snap.meta.get(key).map_err(|e| map_redb(e.into()))?.map(|g| g.value().to_vec()))
+        match snap.meta.get(key).map_err(|e| map_redb(e.into()))? {
+            Some(g) => Ok(Some(format::unseal("metadata", key.as_bytes(), g.value())?.to_vec())),
+            None => Ok(None),
+        }
     }
 
     async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
@@ -409,10 +422,11 @@ impl Store for EmbeddedStore {
         let mut out = Vec::new();
         for item in range {
             let (k, v) = item.map_err(|e| map_redb(e.into()))?;
-            if !k.value().starts_with(prefix) {
+            let k = k.value();
+            if !k.starts_with(prefix) {
                 break;
             }
-            out.push((k.value().to_owned(), v.value().to_vec()));
+            out.push((k.to_owned(), format::unseal("metadata", k.as_bytes(), v.value())?.to_vec()));
         }
         Ok(out)
     }
@@ -502,7 +516,8 @@ fn ensure_tables(db: &Database) -> Result<(), StoreError> {
         h || m || d || i || w
     };
     if missing {
-        let txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
+        let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
+        txn.set_two_phase_commit(true);
         txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
         txn.open_table(META).map_err(|e| map_redb(e.into()))?;
         txn.open_table(DOCS).map_err(|e| map_redb(e.into()))?;
@@ -521,7 +536,12 @@ fn open_error(path: &Path, e: StoreError) -> StoreError {
             StoreError::Corrupt(format!("store {p}: {io}"))
         }
         StoreError::Io(io) => StoreError::Io(std::io::Error::new(io.kind(), format!("opening store {p}: {io}"))),
-        StoreError::Corrupt(m) => StoreError::Corrupt(format!("store {p}: {m}")),
+        // The log's own message says where and what to do.
+        StoreError::Corrupt(m) if m.starts_with("store log") => StoreError::Corrupt(m),
+        StoreError::Corrupt(m) => StoreError::Corrupt(format!(
+            "store {p}: {m}. The file is damaged and the server does not start on it: restore the data \
+             directory from a backup"
+        )),
         StoreError::Backend(m) => StoreError::Backend(format!("opening store {p}: {m}")),
         other => other,
     }

@@ -13,6 +13,7 @@ use redb::{Database, Durability, ReadableTable, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
 use super::docs::{self, DocOp};
+use super::format;
 use super::wal::{self, Redo, TableId, Wal};
 use super::{map_redb, EmbeddedOptions, Shared, Snapshot, DOCS, DOC_INDEX, HANDLES, META};
 use crate::StoreError;
@@ -32,6 +33,8 @@ pub(super) enum RawOutcome {
     Conflict {
         current: Option<Vec<u8>>,
     },
+    /// The current record fails its checksum: only an unconditional write may replace it.
+    Damaged(StoreError),
 }
 
 pub(super) enum Op {
@@ -211,6 +214,7 @@ impl Committer {
         let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
         let durability = if checkpoint { Durability::Immediate } else { Durability::None };
         txn.set_durability(durability).map_err(|e| StoreError::Backend(e.to_string()))?;
+        txn.set_two_phase_commit(checkpoint);
         txn.set_quick_repair(self.opts.quick_repair);
         let mut redo = Redo::default();
         let acks = apply(&txn, batch, &mut redo)?;
@@ -243,6 +247,7 @@ impl Committer {
         }
         let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
         txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
+        txn.set_two_phase_commit(true);
         wal::set_checkpoint(&txn, self.wal.last_seq())?;
         txn.commit().map_err(|e| map_redb(e.into()))?;
         self.checkpointed();
@@ -278,7 +283,18 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) 
         match &p.op {
             Op::Swap { key, expect, new, docs: doc_ops } => {
                 let key = key.as_slice();
-                let current = handles.get(key).map_err(r)?.map(|g| g.value().to_vec());
+                let current = match handles.get(key).map_err(r)? {
+                    None => None,
+                    Some(g) => match format::unseal("handle", key, g.value()) {
+                        Ok(c) => Some(c.to_vec()),
+                        // Overwriting (or deleting) a damaged record is how it is repaired.
+                        Err(_) if matches!(expect, RawExpect::Any) => None,
+                        Err(e) => {
+                            acks.push(Ack::Swap(RawOutcome::Damaged(e)));
+                            continue;
+                        }
+                    },
+                };
                 let holds = match (expect, &current) {
                     (RawExpect::Any, _) | (RawExpect::Absent, None) => true,
                     (RawExpect::Present(e), Some(c)) => e == c,
@@ -288,11 +304,12 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) 
                     acks.push(Ack::Swap(RawOutcome::Conflict { current }));
                     continue;
                 }
-                match new {
+                let sealed = new.as_deref().map(|v| format::seal(key, v));
+                match &sealed {
                     Some(v) => drop(handles.insert(key, v.as_slice()).map_err(r)?),
                     None => drop(handles.remove(key).map_err(r)?),
                 }
-                redo.record(TableId::Handles, key, new.as_deref());
+                redo.record(TableId::Handles, key, sealed.as_deref());
                 if !doc_ops.is_empty() {
                     doc_tables_of(&mut doc_tables)?;
                     let (t, i) = doc_tables.as_mut().expect("opened above");
@@ -310,17 +327,18 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) 
                     meta = Some(txn.open_table(META).map_err(|e| map_redb(e.into()))?);
                 }
                 let t = meta.as_mut().expect("opened above");
-                match value {
+                let sealed = value.as_deref().map(|v| format::seal(key.as_bytes(), v));
+                match &sealed {
                     Some(v) => drop(t.insert(key.as_str(), v.as_slice()).map_err(r)?),
                     None => drop(t.remove(key.as_str()).map_err(r)?),
                 }
-                redo.record(TableId::Meta, key.as_bytes(), value.as_deref());
+                redo.record(TableId::Meta, key.as_bytes(), sealed.as_deref());
                 acks.push(Ack::Unit);
             }
             Op::Import { records, docs: doc_ops } => {
                 // Not recorded: a batch with an import is a checkpoint.
                 for (k, v) in records {
-                    handles.insert(k.as_slice(), v.as_slice()).map_err(r)?;
+                    handles.insert(k.as_slice(), format::seal(k, v).as_slice()).map_err(r)?;
                 }
                 if !doc_ops.is_empty() {
                     doc_tables_of(&mut doc_tables)?;
@@ -403,7 +421,8 @@ mod tests {
         assert!(matches!(outcome(&acks[6]), RawOutcome::Done { previous: None }));
         let txn = db.begin_read().unwrap();
         let t = txn.open_table(HANDLES).unwrap();
-        assert_eq!(t.get(k.as_slice()).unwrap().unwrap().value(), rec("c").as_slice());
+        let stored = t.get(k.as_slice()).unwrap().unwrap();
+        assert_eq!(format::unseal("handle", k, stored.value()).unwrap(), rec("c").as_slice());
         assert_eq!(t.len().unwrap(), 1);
     }
 
