@@ -70,6 +70,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapErro
     let options = EmbeddedOptions {
         cache_bytes: Some(config.store_cache_mb.max(1) << 20),
         checkpoint_interval: std::time::Duration::from_millis(config.store_checkpoint_ms.max(1)),
+        min_free_bytes: config.store_min_free_mb << 20,
         ..EmbeddedOptions::default()
     };
     let store = EmbeddedStore::open(&config.data_dir.join(STORE_FILE), options)?;

@@ -50,11 +50,14 @@ use crate::{
 mod docs;
 #[path = "embedded_format.rs"]
 mod format;
+#[path = "embedded_space.rs"]
+mod space;
 #[path = "embedded_wal.rs"]
 mod wal;
 #[path = "embedded_writer.rs"]
 mod writer;
 
+use space::DiskSpace;
 use wal::Wal;
 use writer::{writer_loop, Committer, Op, Pending, RawExpect, RawOutcome, Reply};
 
@@ -95,6 +98,9 @@ pub struct EmbeddedOptions {
     pub checkpoint_interval: std::time::Duration,
     /// Log size that forces a checkpoint.
     pub checkpoint_log_bytes: u64,
+    /// Free space kept on the store's filesystem: below it writes are refused (and
+    /// [`Store::writable`] says why) until space returns. 0: no reserve.
+    pub min_free_bytes: u64,
     /// Verify every page checksum on every open (slow on big stores). Off by default;
     /// redb always checks and repairs after an unclean shutdown.
     pub check_integrity_on_open: bool,
@@ -111,6 +117,7 @@ impl Default for EmbeddedOptions {
             check_integrity_on_open: false,
             checkpoint_interval: std::time::Duration::from_secs(2),
             checkpoint_log_bytes: 64 << 20,
+            min_free_bytes: 64 << 20,
         }
     }
 }
@@ -124,6 +131,7 @@ pub struct EmbeddedStore {
     tx: Mutex<Option<mpsc::Sender<Pending>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     shared: Arc<Shared>,
+    space: DiskSpace,
     repaired: bool,
 }
 
@@ -131,7 +139,7 @@ struct Shared {
     stats: StatCounters,
     /// The tables as of the latest commit (None if it could not be opened).
     snapshot: ArcSwapOption<Snapshot>,
-    /// Why the writer stopped, if it stopped on its own.
+    /// Why the writer stopped, or takes no more writes, if it did so on its own.
     fatal: Mutex<Option<String>>,
 }
 
@@ -175,7 +183,22 @@ impl EmbeddedStore {
         }
         ensure_tables(&db).map_err(|e| open_error(&path, e))?;
 
-        let (log, replayed) = Wal::open(&db, &path).map_err(|e| open_error(&path, e))?;
+        let space = DiskSpace::new(&path, options.min_free_bytes);
+        let (log, replayed) = Wal::open(&db, &path).map_err(|e| match e {
+            StoreError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
+                let log_len = std::fs::metadata(Wal::path_for(&path)).map_or(0, |m| m.len());
+                StoreError::Io(std::io::Error::new(
+                    io.kind(),
+                    format!(
+                        "replaying the store log ({}) after an unclean shutdown needs free space, up to about twice \
+                         the log's size; {}: free some and start again ({io})",
+                        space::mib(log_len),
+                        space.describe()
+                    ),
+                ))
+            }
+            e => open_error(&path, e),
+        })?;
         let repaired = repaired || replayed > 0;
         format::upgrade(&db).map_err(|e| open_error(&path, e))?;
 
@@ -191,10 +214,11 @@ impl EmbeddedStore {
             let db = db.clone();
             let shared = shared.clone();
             let opts = options.clone();
+            let space = space.clone();
             std::thread::Builder::new()
                 .name("store-writer".into())
                 .spawn(move || {
-                    let mut committer = Committer::new(log, opts.clone());
+                    let mut committer = Committer::new(log, opts.clone(), space, shared.clone());
                     writer_loop(db.clone(), rx, shared, opts, |db, batch| committer.commit(db, batch));
                     // Leave the file complete and the log empty.
                     if let Err(e) = committer.checkpoint(&db) {
@@ -209,6 +233,7 @@ impl EmbeddedStore {
             tx: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
             shared,
+            space,
             repaired,
         })
     }
@@ -437,6 +462,16 @@ impl Store for EmbeddedStore {
 
     fn stats(&self) -> StoreStats {
         self.shared.stats.snapshot()
+    }
+
+    fn writable(&self) -> Result<(), StoreError> {
+        if let Some(m) = &*self.shared.fatal.lock() {
+            return Err(StoreError::Backend(m.clone()));
+        }
+        if self.tx.lock().is_none() {
+            return Err(StoreError::Closed);
+        }
+        self.space.check()
     }
 
     fn close(&self) {

@@ -88,6 +88,9 @@ pub(super) struct Wal {
     len: u64,
     /// Sequence number of the last record appended (or covered by the checkpoint).
     last_seq: u64,
+    /// A failed append may have left part of a record after `len`, and cutting
+    /// it off failed too: cut before the next append, or refuse it.
+    torn: bool,
 }
 
 impl Wal {
@@ -130,7 +133,7 @@ impl Wal {
             txn.commit().map_err(|e| map_redb(e.into()))?;
             tracing::warn!(path = %path.display(), records = records.len(), "store log replayed after an unclean shutdown");
         }
-        let mut wal = Wal { file, path, len: bytes.len() as u64, last_seq };
+        let mut wal = Wal { file, path, len: bytes.len() as u64, last_seq, torn: false };
         if wal.len > 0 {
             wal.reset()?;
         }
@@ -149,6 +152,11 @@ impl Wal {
 
     /// Append one batch's effects and sync them to disk.
     pub(super) fn append(&mut self, redo: &Redo) -> Result<(), StoreError> {
+        if self.torn {
+            // An intact record after a torn one would read as damage at the next open.
+            self.file.set_len(self.len).map_err(|e| self.error(e))?;
+            self.torn = false;
+        }
         let seq = self.last_seq + 1;
         let payload_len = 8 + redo.entries.len();
         let mut crc = crc32fast::Hasher::new();
@@ -162,16 +170,17 @@ impl Wal {
         let written = self.file.write_all(&record).and_then(|_| self.file.sync_data());
         if let Err(e) = written {
             // Part of the record may be on disk: cut it off so a later record
-            // does not follow garbage (replay would stop there anyway).
-            let _ = self.file.set_len(self.len);
-            return Err(StoreError::Io(std::io::Error::new(
-                e.kind(),
-                format!("store log {}: {e}", self.path.display()),
-            )));
+            // does not follow garbage.
+            self.torn = self.file.set_len(self.len).is_err();
+            return Err(self.error(e));
         }
         self.len += record.len() as u64;
         self.last_seq = seq;
         Ok(())
+    }
+
+    fn error(&self, e: std::io::Error) -> StoreError {
+        StoreError::Io(std::io::Error::new(e.kind(), format!("store log {}: {e}", self.path.display())))
     }
 
     /// After a checkpoint: everything logged is in the store file; start over.

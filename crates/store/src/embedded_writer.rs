@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::docs::{self, DocOp};
 use super::format;
+use super::space::DiskSpace;
 use super::wal::{self, Redo, TableId, Wal};
 use super::{map_redb, EmbeddedOptions, Shared, Snapshot, DOCS, DOC_INDEX, HANDLES, META};
 use crate::StoreError;
@@ -191,22 +192,47 @@ pub(super) struct Committer {
     wal: Wal,
     opts: EmbeddedOptions,
     last_checkpoint: Instant,
-    /// Set when the store file and the log may disagree: no more writes until a
-    /// restart replays the log.
+    space: DiskSpace,
+    /// `fatal` is set when the store file and the log may disagree, or redb
+    /// latched an I/O error: no more writes until a restart reopens the store.
+    shared: Arc<Shared>,
     broken: Option<String>,
 }
 
 impl Committer {
-    pub(super) fn new(wal: Wal, opts: EmbeddedOptions) -> Self {
-        Committer { wal, opts, last_checkpoint: Instant::now(), broken: None }
+    pub(super) fn new(wal: Wal, opts: EmbeddedOptions, space: DiskSpace, shared: Arc<Shared>) -> Self {
+        Committer { wal, opts, last_checkpoint: Instant::now(), space, shared, broken: None }
     }
 
     /// Apply and commit one batch; durable when it returns `Ok`. The flag tells
-    /// whether the disk was synced (false when the batch changed nothing).
+    /// whether the disk was synced (false when the batch changed nothing). Refused
+    /// while the disk is (nearly) full.
     pub(super) fn commit(&mut self, db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
         if let Some(m) = &self.broken {
             return Err(StoreError::Backend(m.clone()));
         }
+        self.space.check()?;
+        let result = self.commit_batch(db, batch);
+        if let Err(e) = &result {
+            // redb latches an I/O error (e.g. a full disk despite the reserve):
+            // every later transaction fails until the file is reopened.
+            if self.broken.is_none() && db.begin_write().is_err() {
+                self.break_with(format!(
+                    "store unusable after an I/O error ({e}; {}): restart the server to reopen it",
+                    self.space.describe()
+                ));
+            }
+        }
+        result
+    }
+
+    fn break_with(&mut self, msg: String) {
+        tracing::error!("{msg}");
+        *self.shared.fatal.lock() = Some(msg.clone());
+        self.broken = Some(msg);
+    }
+
+    fn commit_batch(&mut self, db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
         // Imports are not logged (the log would double their I/O): they checkpoint.
         let checkpoint = batch.iter().any(|p| matches!(p.op, Op::Import { .. }))
             || self.wal.len() >= self.opts.checkpoint_log_bytes
@@ -234,7 +260,7 @@ impl Committer {
             let msg = format!(
                 "store commit failed after its log record was written ({e}): restart the server to replay the log"
             );
-            self.broken = Some(msg.clone());
+            self.break_with(msg.clone());
             return Err(StoreError::Backend(msg));
         }
         Ok((acks, true))
