@@ -207,6 +207,9 @@ pub(super) fn set_checkpoint(txn: &WriteTransaction, seq: u64) -> Result<(), Sto
     Ok(())
 }
 
+/// One intact record: (seq, entries).
+type LogRecord<'a> = (u64, &'a [u8]);
+
 /// Where replay of the log stopped.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum LogEnd {
@@ -265,7 +268,7 @@ fn record_at(bytes: &[u8], at: usize) -> Result<(u64, &[u8], usize), &'static st
 /// The intact records after `checkpoint`, in sequence: (seq, entries), and how the
 /// log ends. A bad record with nothing intact after it is a torn tail; a bad record
 /// (or a break in the sequence) before intact later records is [`Damage`].
-fn valid_records(bytes: &[u8], checkpoint: u64) -> Result<(Vec<(u64, &[u8])>, LogEnd), Damage> {
+fn valid_records(bytes: &[u8], checkpoint: u64) -> Result<(Vec<LogRecord<'_>>, LogEnd), Damage> {
     let mut out = Vec::new();
     let mut at = 0usize;
     let mut expected = checkpoint + 1;
