@@ -14,14 +14,20 @@ enum Start {
     Exited { code: Option<i32>, stderr: String },
 }
 
-/// Start `handled serve` on `dir`; a server that comes up is stopped at once.
+/// Start `handled serve` on `dir`; a server that comes up is stopped at once
+/// (killed: an unclean shutdown).
 fn start(dir: &Path, creds: &Path) -> Start {
+    start_with(dir, creds, &[])
+}
+
+fn start_with(dir: &Path, creds: &Path, extra: &[&str]) -> Start {
     let mut child = Command::new(env!("CARGO_BIN_EXE_handled"))
         .args(["serve", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0", "--prefix", "TEST"])
         .arg("--data-dir")
         .arg(dir)
         .arg("--admin-credentials")
         .arg(creds)
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -85,4 +91,37 @@ fn existing_credentials_file_is_never_overwritten() {
         }
     }
     assert_eq!(std::fs::read(&creds).unwrap(), b"{\"the\": \"old admin\"}");
+}
+
+/// The case: a byte flipped in a store page after an unclean shutdown.
+/// redb's repair rolled the file back to an empty store, and bootstrap made a new
+/// admin over the old one's credentials. Now the start is refused.
+#[test]
+fn damaged_store_page_after_kill_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let creds = dir.path().join("admin-TEST.json");
+    // Checkpoint every batch, so that the bootstrap's writes are in the store file.
+    let config = dir.path().join("handled.toml");
+    std::fs::write(&config, "store_checkpoint_ms = 1\n").unwrap();
+    let config = config.display().to_string();
+    assert!(matches!(start_with(&data, &creds, &["--config", &config]), Start::Ready), "first start");
+    let written = std::fs::read(&creds).unwrap();
+    let file = data.join("handles.redb");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let needle = b"TEST/ADMIN";
+    let spots: Vec<usize> =
+        (0..bytes.len() - needle.len()).filter(|&i| &bytes[i..i + needle.len()] == needle).collect();
+    // One byte: in the newest copy (redb writes new pages after old ones here).
+    let at = *spots.last().expect("the admin handle is in the store file");
+    bytes[at + 5] ^= 0x01;
+    std::fs::write(&file, bytes).unwrap();
+    match start_with(&data, &creds, &["--config", &config]) {
+        Start::Ready => panic!("serve started on a damaged store"),
+        Start::Exited { code, stderr } => {
+            assert_ne!(code, Some(0), "{stderr}");
+            assert!(stderr.contains("handles.redb") && stderr.contains("backup"), "{stderr}");
+        }
+    }
+    assert_eq!(std::fs::read(&creds).unwrap(), written, "the credentials file is untouched");
 }
