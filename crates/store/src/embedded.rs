@@ -124,9 +124,6 @@ impl Default for EmbeddedOptions {
 
 /// The durable store: see the module documentation.
 pub struct EmbeddedStore {
-    /// Taken by `close`: redb marks the file cleanly shut down only when the
-    /// database is dropped, and an unclean file is repaired (slowly) at next open.
-    db: Mutex<Option<Arc<Database>>>,
     path: PathBuf,
     tx: Mutex<Option<mpsc::Sender<Pending>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -141,6 +138,10 @@ struct Shared {
     snapshot: ArcSwapOption<Snapshot>,
     /// Why the writer stopped, or takes no more writes, if it did so on its own.
     fatal: Mutex<Option<String>>,
+    /// Taken by `close`: redb marks the file cleanly shut down only when the
+    /// database is dropped, and an unclean file is repaired (slowly) at next open.
+    /// Empty while the writer reopens the file after an I/O error.
+    db: Mutex<Option<Arc<Database>>>,
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -156,86 +157,34 @@ impl EmbeddedStore {
     /// logged) and [`Self::was_repaired`] tells.
     pub fn open(path: &Path, options: EmbeddedOptions) -> Result<Self, StoreError> {
         let path = if path.is_dir() { path.join(STORE_FILE_NAME) } else { path.to_path_buf() };
-        let repair_seen = Arc::new(AtomicBool::new(false));
-        let mut builder = Database::builder();
-        if let Some(c) = options.cache_bytes {
-            builder.set_cache_size(c);
-        }
-        builder.set_check_integrity_on_open(options.check_integrity_on_open);
-        {
-            let seen = repair_seen.clone();
-            let shown = AtomicU64::new(u64::MAX);
-            let p = path.clone();
-            builder.set_repair_callback(move |s| {
-                if !seen.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(path = %p.display(), "store was not shut down cleanly: repairing");
-                }
-                let decile = (s.progress() * 10.0) as u64;
-                if shown.swap(decile, Ordering::Relaxed) != decile {
-                    tracing::info!(path = %p.display(), "store repair {:.0}%", s.progress() * 100.0);
-                }
-            });
-        }
-        let db = builder.create(&path).map_err(|e| open_error(&path, map_redb(e.into())))?;
-        let repaired = repair_seen.load(Ordering::Relaxed);
-        if repaired {
-            tracing::warn!(path = %path.display(), "store repaired");
-        }
-        ensure_tables(&db).map_err(|e| open_error(&path, e))?;
-
         let space = DiskSpace::new(&path, options.min_free_bytes);
-        let (log, replayed) = Wal::open(&db, &path).map_err(|e| match e {
-            StoreError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
-                let log_len = std::fs::metadata(Wal::path_for(&path)).map_or(0, |m| m.len());
-                StoreError::Io(std::io::Error::new(
-                    io.kind(),
-                    format!(
-                        "replaying the store log ({}) after an unclean shutdown needs free space, up to about twice \
-                         the log's size; {}: free some and start again ({io})",
-                        space::mib(log_len),
-                        space.describe()
-                    ),
-                ))
-            }
-            e => open_error(&path, e),
-        })?;
-        let repaired = repaired || replayed > 0;
-        format::upgrade(&db).map_err(|e| open_error(&path, e))?;
-
-        let db = Arc::new(db);
+        let (db, log, repaired) = open_file(&path, &options, &space)?;
         let snapshot = Snapshot::open(&db).map_err(|e| open_error(&path, e))?;
         let shared = Arc::new(Shared {
             stats: StatCounters::default(),
             snapshot: ArcSwapOption::from_pointee(snapshot),
             fatal: Mutex::new(None),
+            db: Mutex::new(Some(Arc::new(db))),
         });
         let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
         let writer = {
-            let db = db.clone();
             let shared = shared.clone();
             let opts = options.clone();
             let space = space.clone();
+            let path = path.clone();
             std::thread::Builder::new()
                 .name("store-writer".into())
                 .spawn(move || {
-                    let mut committer = Committer::new(log, opts.clone(), space, shared.clone());
-                    writer_loop(db.clone(), rx, shared, opts, |db, batch| committer.commit(db, batch));
+                    let mut committer = Committer::new(log, opts.clone(), space, shared.clone(), path);
+                    writer_loop(rx, shared, opts, |batch| committer.commit(batch));
                     // Leave the file complete and the log empty.
-                    if let Err(e) = committer.checkpoint(&db) {
+                    if let Err(e) = committer.checkpoint() {
                         tracing::error!("final store checkpoint failed (the log is replayed at next open): {e}");
                     }
                 })
                 .map_err(StoreError::Io)?
         };
-        Ok(EmbeddedStore {
-            db: Mutex::new(Some(db)),
-            path,
-            tx: Mutex::new(Some(tx)),
-            writer: Mutex::new(Some(writer)),
-            shared,
-            space,
-            repaired,
-        })
+        Ok(EmbeddedStore { path, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)), shared, space, repaired })
     }
 
     /// Open `dir/handles.redb`, creating `dir` if needed.
@@ -277,7 +226,7 @@ impl EmbeddedStore {
         }
         // The snapshot holds a read transaction: release it before the database.
         self.shared.snapshot.store(None);
-        self.db.lock().take();
+        self.shared.db.lock().take();
     }
 
     fn sender(&self) -> Result<mpsc::Sender<Pending>, StoreError> {
@@ -285,7 +234,8 @@ impl EmbeddedStore {
     }
 
     fn database(&self) -> Result<Arc<Database>, StoreError> {
-        self.db.lock().clone().ok_or(StoreError::Closed)
+        let db = self.shared.db.lock().clone();
+        db.ok_or_else(|| self.writer_gone())
     }
 
     /// Queue one write and wait for its acknowledgement.
@@ -518,6 +468,58 @@ impl Store for EmbeddedStore {
 
 // ---------------------------------------------------------------------------------
 // Open and errors
+
+/// Open the database file, replay its log and bring it to the current format:
+/// the database, its log, and whether it had to be repaired. (Also how the writer
+/// reopens the file after redb latched an I/O error.)
+fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Result<(Database, Wal, bool), StoreError> {
+    let path = path.to_path_buf();
+    let repair_seen = Arc::new(AtomicBool::new(false));
+    let mut builder = Database::builder();
+    if let Some(c) = options.cache_bytes {
+        builder.set_cache_size(c);
+    }
+    builder.set_check_integrity_on_open(options.check_integrity_on_open);
+    {
+        let seen = repair_seen.clone();
+        let shown = AtomicU64::new(u64::MAX);
+        let p = path.clone();
+        builder.set_repair_callback(move |s| {
+            if !seen.swap(true, Ordering::Relaxed) {
+                tracing::warn!(path = %p.display(), "store was not shut down cleanly: repairing");
+            }
+            let decile = (s.progress() * 10.0) as u64;
+            if shown.swap(decile, Ordering::Relaxed) != decile {
+                tracing::info!(path = %p.display(), "store repair {:.0}%", s.progress() * 100.0);
+            }
+        });
+    }
+    let db = builder.create(&path).map_err(|e| open_error(&path, map_redb(e.into())))?;
+    let repaired = repair_seen.load(Ordering::Relaxed);
+    if repaired {
+        tracing::warn!(path = %path.display(), "store repaired");
+    }
+    ensure_tables(&db).map_err(|e| open_error(&path, e))?;
+
+    let (log, replayed) = Wal::open(&db, &path).map_err(|e| match e {
+        StoreError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
+            let log_len = std::fs::metadata(Wal::path_for(&path)).map_or(0, |m| m.len());
+            StoreError::Io(std::io::Error::new(
+                io.kind(),
+                format!(
+                    "replaying the store log ({}) after an unclean shutdown needs free space, up to about twice \
+                     the log's size; {}: free some and start again ({io})",
+                    space::mib(log_len),
+                    space.describe()
+                ),
+            ))
+        }
+        e => open_error(&path, e),
+    })?;
+    let repaired = repaired || replayed > 0;
+    format::upgrade(&db).map_err(|e| open_error(&path, e))?;
+    Ok((db, log, repaired))
+}
 
 /// Both tables in one read transaction.
 struct Snapshot {

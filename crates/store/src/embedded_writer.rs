@@ -6,6 +6,7 @@
 //! log record, or a durable commit at a checkpoint: `embedded_wal.rs`), publishes
 //! a fresh read snapshot, and only then answers every operation of the batch.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -114,11 +115,10 @@ impl Pending {
 /// was synced), publish the new snapshot, then answer. `commit` is a parameter so
 /// tests can make it fail.
 pub(super) fn writer_loop(
-    db: Arc<Database>,
     mut rx: mpsc::Receiver<Pending>,
     shared: Arc<Shared>,
     opts: EmbeddedOptions,
-    mut commit: impl FnMut(&Database, &[Pending]) -> Result<(Vec<Ack>, bool), StoreError>,
+    mut commit: impl FnMut(&[Pending]) -> Result<(Vec<Ack>, bool), StoreError>,
 ) {
     let max_ops = opts.max_batch_ops.max(1);
     let mut batch: Vec<Pending> = Vec::with_capacity(max_ops);
@@ -139,12 +139,13 @@ pub(super) fn writer_loop(
             batch.iter().map(|p| if let Op::Import { records, .. } = &p.op { records.len() as u64 } else { 0 }).sum();
 
         let started = Instant::now();
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(&db, &batch)));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(&batch)));
         match result {
             Ok(Ok((acks, synced))) => {
                 shared.stats.committed(ops, imported, synced, started.elapsed().as_micros() as u64);
                 // Publish the new state before anyone learns of it.
-                match Snapshot::open(&db) {
+                let db = shared.db.lock().clone();
+                match db.ok_or(StoreError::Closed).and_then(|db| Snapshot::open(&db)) {
                     Ok(snap) => shared.snapshot.store(Some(Arc::new(snap))),
                     Err(e) => {
                         tracing::warn!("could not open a read snapshot after a commit: {e}");
@@ -193,32 +194,36 @@ pub(super) struct Committer {
     opts: EmbeddedOptions,
     last_checkpoint: Instant,
     space: DiskSpace,
-    /// `fatal` is set when the store file and the log may disagree, or redb
-    /// latched an I/O error: no more writes until a restart reopens the store.
+    /// The database (`shared.db`); `shared.fatal` says why writes are refused
+    /// while the file is broken.
     shared: Arc<Shared>,
+    path: PathBuf,
+    /// Set when the store file and the log may disagree, or redb latched an I/O
+    /// error: the file is reopened (its log replayed) before the next write.
     broken: Option<String>,
 }
 
 impl Committer {
-    pub(super) fn new(wal: Wal, opts: EmbeddedOptions, space: DiskSpace, shared: Arc<Shared>) -> Self {
-        Committer { wal, opts, last_checkpoint: Instant::now(), space, shared, broken: None }
+    pub(super) fn new(wal: Wal, opts: EmbeddedOptions, space: DiskSpace, shared: Arc<Shared>, path: PathBuf) -> Self {
+        Committer { wal, opts, last_checkpoint: Instant::now(), space, shared, path, broken: None }
     }
 
     /// Apply and commit one batch; durable when it returns `Ok`. The flag tells
     /// whether the disk was synced (false when the batch changed nothing). Refused
     /// while the disk is (nearly) full.
-    pub(super) fn commit(&mut self, db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
-        if let Some(m) = &self.broken {
-            return Err(StoreError::Backend(m.clone()));
+    pub(super) fn commit(&mut self, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
+        if self.broken.is_some() {
+            self.reopen()?;
         }
         self.space.check()?;
-        let result = self.commit_batch(db, batch);
+        let db = self.shared.db.lock().clone().ok_or(StoreError::Closed)?;
+        let result = self.commit_batch(&db, batch);
         if let Err(e) = &result {
             // redb latches an I/O error (e.g. a full disk despite the reserve):
             // every later transaction fails until the file is reopened.
             if self.broken.is_none() && db.begin_write().is_err() {
                 self.break_with(format!(
-                    "store unusable after an I/O error ({e}; {}): restart the server to reopen it",
+                    "store unusable after an I/O error ({e}; {}); it is reopened at the next write",
                     self.space.describe()
                 ));
             }
@@ -230,6 +235,30 @@ impl Committer {
         tracing::error!("{msg}");
         *self.shared.fatal.lock() = Some(msg.clone());
         self.broken = Some(msg);
+    }
+
+    /// Reopen a broken file once space is back: release it, open it again
+    /// (replaying the log) and take writes again. Fails, and is tried again at the
+    /// next write, while space is short or a reader still holds the old file;
+    /// reads fail with the reason from the release until the reopen succeeds.
+    fn reopen(&mut self) -> Result<(), StoreError> {
+        let broken = self.broken.clone().unwrap_or_default();
+        // Reads go on from the old file until space is back.
+        self.space.check().map_err(|e| StoreError::Backend(format!("{broken}; not reopened yet: {e}")))?;
+        self.shared.snapshot.store(None);
+        self.shared.db.lock().take();
+        match super::open_file(&self.path, &self.opts, &self.space) {
+            Ok((db, wal, _)) => {
+                self.wal = wal;
+                self.last_checkpoint = Instant::now();
+                *self.shared.db.lock() = Some(Arc::new(db));
+                *self.shared.fatal.lock() = None;
+                self.broken = None;
+                tracing::warn!(path = %self.path.display(), "store reopened after an I/O error; writes resume");
+                Ok(())
+            }
+            Err(e) => Err(StoreError::Backend(format!("{broken}; reopening failed: {e}"))),
+        }
     }
 
     fn commit_batch(&mut self, db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
@@ -267,10 +296,11 @@ impl Committer {
     }
 
     /// A durable commit of everything so far (on shutdown), emptying the log.
-    pub(super) fn checkpoint(&mut self, db: &Database) -> Result<(), StoreError> {
+    pub(super) fn checkpoint(&mut self) -> Result<(), StoreError> {
         if self.broken.is_some() {
             return Ok(());
         }
+        let Some(db) = self.shared.db.lock().clone() else { return Ok(()) };
         let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
         txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
         txn.set_two_phase_commit(true);
@@ -458,11 +488,12 @@ mod tests {
         (Pending { bytes: op.bytes(), op, reply: Reply::Unit(reply) }, rx)
     }
 
-    fn test_shared(db: &Database) -> Arc<Shared> {
+    fn test_shared(db: &Arc<Database>) -> Arc<Shared> {
         Arc::new(Shared {
             stats: StatCounters::default(),
             snapshot: ArcSwapOption::from_pointee(Snapshot::open(db).unwrap()),
             fatal: Mutex::new(None),
+            db: Mutex::new(Some(db.clone())),
         })
     }
 
@@ -492,12 +523,12 @@ mod tests {
         let writer = {
             let (db, shared) = (db.clone(), shared.clone());
             std::thread::spawn(move || {
-                writer_loop(db, rx, shared, EmbeddedOptions::default(), |db, batch| {
+                writer_loop(rx, shared, EmbeddedOptions::default(), |batch| {
                     let fail = batch.iter().any(|p| matches!(&p.op, Op::Meta { key, .. } if key == "fail"));
                     if fail {
                         Err(StoreError::Io(std::io::Error::other("disk on fire")))
                     } else {
-                        commit_durably(db, batch)
+                        commit_durably(&db, batch)
                     }
                 })
             })
@@ -526,15 +557,15 @@ mod tests {
     /// A panic in the writer fails its batch and stops the writer for good.
     #[test]
     fn writer_panic_stops_writes() {
-        let (_dir, db, shared) = test_writer_parts();
+        let (_dir, _db, shared) = test_writer_parts();
         let (tx, rx) = mpsc::channel(16);
         let (p1, r1) = unit("a");
         let (p2, r2) = unit("b");
         tx.blocking_send(p1).unwrap();
         tx.blocking_send(p2).unwrap();
         let writer = {
-            let (db, shared) = (db.clone(), shared.clone());
-            std::thread::spawn(move || writer_loop(db, rx, shared, EmbeddedOptions::default(), |_, _| panic!("boom")))
+            let shared = shared.clone();
+            std::thread::spawn(move || writer_loop(rx, shared, EmbeddedOptions::default(), |_| panic!("boom")))
         };
         for r in [r1, r2] {
             match r.blocking_recv().unwrap() {

@@ -172,3 +172,71 @@ fn replay_on_a_full_disk_says_what_it_needs() {
     let s = EmbeddedStore::open_dir(&data, no_checkpoint()).unwrap();
     assert_eq!(rt.block_on(s.count()).unwrap(), LOGGED as u64);
 }
+
+/// Without a reserve the disk fills inside redb, which then refuses every
+/// transaction until the file is reopened: the writer reopens it (replaying its
+/// log) once space returns, still without a restart, and loses nothing acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn io_error_inside_the_database_recovers_when_space_returns() {
+    let Some(fs) = Tmpfs::mount(16) else { return };
+    let data = fs.path().join("data");
+    let opts = EmbeddedOptions {
+        cache_bytes: Some(4 << 20),
+        checkpoint_interval: Duration::from_millis(20),
+        min_free_bytes: 0,
+        ..Default::default()
+    };
+    let s = EmbeddedStore::open_dir(&data, opts.clone()).unwrap();
+    // Leave about 1 MiB, then write (checkpointing often) until the disk is full.
+    let filler = fs.path().join("filler");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0x55u8; 64 << 10];
+        while f.write_all(&chunk).and_then(|_| f.sync_data()).is_ok() {}
+        f.set_len(f.metadata().unwrap().len().saturating_sub(1 << 20)).unwrap();
+    }
+    let mut acked = Vec::new();
+    let mut failed = 0;
+    for i in 0..5000 {
+        match s.swap(&key(i), Expect::Absent, Some(record(i))).await {
+            Ok(_) => acked.push(i),
+            Err(e) => {
+                failed += 1;
+                if failed == 1 {
+                    eprintln!("first refusal: {e}");
+                }
+                if failed >= 20 {
+                    break;
+                }
+            }
+        }
+    }
+    assert!(failed > 0, "the disk never filled");
+    let latched = s.writable().err().map(|e| e.to_string());
+    eprintln!("while full: writable = {latched:?}");
+    std::fs::remove_file(&filler).unwrap();
+    // The next write reopens the file if redb latched the error, and goes through.
+    let mut back = false;
+    for attempt in 0..50u32 {
+        match s.swap(&key(10_000 + attempt), Expect::Absent, Some(record(10_000 + attempt))).await {
+            Ok(_) => {
+                acked.push(10_000 + attempt);
+                back = true;
+                break;
+            }
+            Err(e) => eprintln!("retry {attempt}: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(back, "writes did not resume after space returned");
+    assert!(s.writable().is_ok(), "{:?}", s.writable());
+    for i in &acked {
+        assert_eq!(s.get(&key(*i)).await.unwrap(), Some(record(*i)), "acknowledged write {i} lost");
+    }
+    drop(s);
+    let s = EmbeddedStore::open_dir(&data, opts).unwrap();
+    for i in &acked {
+        assert_eq!(s.get(&key(*i)).await.unwrap(), Some(record(*i)), "acknowledged write {i} lost after reopen");
+    }
+}
