@@ -70,6 +70,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapErro
     let options = EmbeddedOptions {
         cache_bytes: Some(config.store_cache_mb.max(1) << 20),
         checkpoint_interval: std::time::Duration::from_millis(config.store_checkpoint_ms.max(1)),
+        min_free_bytes: config.store_min_free_mb << 20,
         ..EmbeddedOptions::default()
     };
     let store = EmbeddedStore::open(&config.data_dir.join(STORE_FILE), options)?;
@@ -146,6 +147,7 @@ async fn load_or_create_key(config: &Config, store: &dyn Store) -> Result<RsaSig
     }
     let path = config.data_dir.join(SERVER_KEY_FILE);
     if path.exists() {
+        refuse_lost_store(config, store, &path).await?;
         return Ok(RsaSigner::load(&path)?);
     }
     if config.store_kind() == StoreKind::Cassandra {
@@ -160,6 +162,22 @@ async fn load_or_create_key(config: &Config, store: &dyn Store) -> Result<RsaSig
     let key = RsaSigner::generate()?;
     key.save(&path)?;
     Ok(key)
+}
+
+/// A data directory with a server key has been started before, so its embedded
+/// store holds the site record. Without it the store was lost or replaced (or
+/// rolled back): bootstrapping would make a new admin over the old one's files.
+async fn refuse_lost_store(config: &Config, store: &dyn Store, key_path: &Path) -> Result<(), BootstrapError> {
+    if config.store_kind() != StoreKind::Embedded || store.meta_get(META_SITE_SERIAL).await?.is_some() {
+        return Ok(());
+    }
+    Err(BootstrapError::Invalid(format!(
+        "data directory {} holds a server key ({}) but its store has no site record: the store was lost, \
+         replaced or damaged. Refusing to bootstrap over it; restore the store from a backup, or move the \
+         data directory away to start a new server",
+        config.data_dir.display(),
+        key_path.display()
+    )))
 }
 
 async fn read_u16(store: &dyn Store, key: &str) -> Result<Option<u16>, BootstrapError> {
@@ -240,6 +258,15 @@ async fn create_admin_handle(
     admin_handle: &[u8],
     admin_ref: &AdminRecord,
 ) -> Result<Option<PathBuf>, BootstrapError> {
+    let path = credentials_path(config, prefix);
+    if path.exists() {
+        return Err(BootstrapError::Invalid(format!(
+            "{} is not in the store but its credentials file {} exists: refusing to make a new admin over it \
+             (was the store lost? restore it from a backup; or move the file away to create a new admin)",
+            String::from_utf8_lossy(admin_handle),
+            path.display()
+        )));
+    }
     let secret: String = {
         use rand::distr::{Alphanumeric, SampleString};
         Alphanumeric.sample_string(&mut rand::rng(), 32)
@@ -258,7 +285,6 @@ async fn create_admin_handle(
         return Ok(None);
     }
 
-    let path = credentials_path(config, prefix);
     let handle_text = String::from_utf8_lossy(admin_handle).into_owned();
     let b64 = base64::engine::general_purpose::STANDARD;
     let credentials = serde_json::json!({

@@ -184,6 +184,10 @@ impl Store for CachingStore {
         self.inner.stats()
     }
 
+    fn writable(&self) -> Result<(), StoreError> {
+        self.inner.writable()
+    }
+
     fn close(&self) {
         self.inner.close();
         self.invalidate_all();

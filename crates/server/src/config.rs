@@ -63,6 +63,10 @@ pub struct Config {
     /// every acknowledged write is in the synced write-ahead log. Longer: fewer
     /// slow commits, more log to replay after a crash.
     pub store_checkpoint_ms: u64,
+    /// Free space (MiB) kept on the embedded store's filesystem: below it writes
+    /// are refused with a clear error and `/readyz` says not ready, until space
+    /// returns (no restart needed). 0: no reserve.
+    pub store_min_free_mb: u64,
     /// Seconds between returns of freed heap memory to the OS (glibc's
     /// `malloc_trim`); 0 = never.
     pub memory_trim_secs: u64,
@@ -198,6 +202,7 @@ impl Default for Config {
             server_admins: Vec::new(),
             store_cache_mb: 64,
             store_checkpoint_ms: 2000,
+            store_min_free_mb: 64,
             memory_trim_secs: 30,
             cache_mb: 0,
             max_concurrent: 256,

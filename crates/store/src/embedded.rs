@@ -20,6 +20,12 @@
 //!
 //! Batching needs no timer: while one sync runs, the next batch queues up.
 //!
+//! Damage is refused, never served or rolled back over: every stored value carries
+//! a checksum checked on read (`embedded_format.rs`), and every durable commit is
+//! two-phase, so that a page that fails its checksum when redb repairs the file
+//! after an unclean shutdown cannot be a torn commit: redb then refuses the file
+//! instead of rolling back to an older commit (which lost whole stores before).
+//!
 //! Documents live in two more tables (documents, index entries; see
 //! `embedded_docs.rs`); a document swap is one more kind of batched operation, and
 //! documents riding along with a handle write are applied in the same transaction.
@@ -42,11 +48,16 @@ use crate::{
 
 #[path = "embedded_docs.rs"]
 mod docs;
+#[path = "embedded_format.rs"]
+mod format;
+#[path = "embedded_space.rs"]
+mod space;
 #[path = "embedded_wal.rs"]
 mod wal;
 #[path = "embedded_writer.rs"]
 mod writer;
 
+use space::DiskSpace;
 use wal::Wal;
 use writer::{writer_loop, Committer, Op, Pending, RawExpect, RawOutcome, Reply};
 
@@ -87,6 +98,9 @@ pub struct EmbeddedOptions {
     pub checkpoint_interval: std::time::Duration,
     /// Log size that forces a checkpoint.
     pub checkpoint_log_bytes: u64,
+    /// Free space kept on the store's filesystem: below it writes are refused (and
+    /// [`Store::writable`] says why) until space returns. 0: no reserve.
+    pub min_free_bytes: u64,
     /// Verify every page checksum on every open (slow on big stores). Off by default;
     /// redb always checks and repairs after an unclean shutdown.
     pub check_integrity_on_open: bool,
@@ -103,19 +117,18 @@ impl Default for EmbeddedOptions {
             check_integrity_on_open: false,
             checkpoint_interval: std::time::Duration::from_secs(2),
             checkpoint_log_bytes: 64 << 20,
+            min_free_bytes: 64 << 20,
         }
     }
 }
 
 /// The durable store: see the module documentation.
 pub struct EmbeddedStore {
-    /// Taken by `close`: redb marks the file cleanly shut down only when the
-    /// database is dropped, and an unclean file is repaired (slowly) at next open.
-    db: Mutex<Option<Arc<Database>>>,
     path: PathBuf,
     tx: Mutex<Option<mpsc::Sender<Pending>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     shared: Arc<Shared>,
+    space: DiskSpace,
     repaired: bool,
 }
 
@@ -123,8 +136,12 @@ struct Shared {
     stats: StatCounters,
     /// The tables as of the latest commit (None if it could not be opened).
     snapshot: ArcSwapOption<Snapshot>,
-    /// Why the writer stopped, if it stopped on its own.
+    /// Why the writer stopped, or takes no more writes, if it did so on its own.
     fatal: Mutex<Option<String>>,
+    /// Taken by `close`: redb marks the file cleanly shut down only when the
+    /// database is dropped, and an unclean file is repaired (slowly) at next open.
+    /// Empty while the writer reopens the file after an I/O error.
+    db: Mutex<Option<Arc<Database>>>,
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -140,68 +157,34 @@ impl EmbeddedStore {
     /// logged) and [`Self::was_repaired`] tells.
     pub fn open(path: &Path, options: EmbeddedOptions) -> Result<Self, StoreError> {
         let path = if path.is_dir() { path.join(STORE_FILE_NAME) } else { path.to_path_buf() };
-        let repair_seen = Arc::new(AtomicBool::new(false));
-        let mut builder = Database::builder();
-        if let Some(c) = options.cache_bytes {
-            builder.set_cache_size(c);
-        }
-        builder.set_check_integrity_on_open(options.check_integrity_on_open);
-        {
-            let seen = repair_seen.clone();
-            let shown = AtomicU64::new(u64::MAX);
-            let p = path.clone();
-            builder.set_repair_callback(move |s| {
-                if !seen.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(path = %p.display(), "store was not shut down cleanly: repairing");
-                }
-                let decile = (s.progress() * 10.0) as u64;
-                if shown.swap(decile, Ordering::Relaxed) != decile {
-                    tracing::info!(path = %p.display(), "store repair {:.0}%", s.progress() * 100.0);
-                }
-            });
-        }
-        let db = builder.create(&path).map_err(|e| open_error(&path, map_redb(e.into())))?;
-        let repaired = repair_seen.load(Ordering::Relaxed);
-        if repaired {
-            tracing::warn!(path = %path.display(), "store repaired");
-        }
-        ensure_tables(&db).map_err(|e| open_error(&path, e))?;
-
-        let (log, replayed) = Wal::open(&db, &path).map_err(|e| open_error(&path, e))?;
-        let repaired = repaired || replayed > 0;
-
-        let db = Arc::new(db);
+        let space = DiskSpace::new(&path, options.min_free_bytes);
+        let (db, log, repaired) = open_file(&path, &options, &space)?;
         let snapshot = Snapshot::open(&db).map_err(|e| open_error(&path, e))?;
         let shared = Arc::new(Shared {
             stats: StatCounters::default(),
             snapshot: ArcSwapOption::from_pointee(snapshot),
             fatal: Mutex::new(None),
+            db: Mutex::new(Some(Arc::new(db))),
         });
         let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
         let writer = {
-            let db = db.clone();
             let shared = shared.clone();
             let opts = options.clone();
+            let space = space.clone();
+            let path = path.clone();
             std::thread::Builder::new()
                 .name("store-writer".into())
                 .spawn(move || {
-                    let mut committer = Committer::new(log, opts.clone());
-                    writer_loop(db.clone(), rx, shared, opts, |db, batch| committer.commit(db, batch));
+                    let mut committer = Committer::new(log, opts.clone(), space, shared.clone(), path);
+                    writer_loop(rx, shared, opts, |batch| committer.commit(batch));
                     // Leave the file complete and the log empty.
-                    if let Err(e) = committer.checkpoint(&db) {
+                    if let Err(e) = committer.checkpoint() {
                         tracing::error!("final store checkpoint failed (the log is replayed at next open): {e}");
                     }
                 })
                 .map_err(StoreError::Io)?
         };
-        Ok(EmbeddedStore {
-            db: Mutex::new(Some(db)),
-            path,
-            tx: Mutex::new(Some(tx)),
-            writer: Mutex::new(Some(writer)),
-            shared,
-            repaired,
-        })
+        Ok(EmbeddedStore { path, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)), shared, space, repaired })
     }
 
     /// Open `dir/handles.redb`, creating `dir` if needed.
@@ -243,7 +226,7 @@ impl EmbeddedStore {
         }
         // The snapshot holds a read transaction: release it before the database.
         self.shared.snapshot.store(None);
-        self.db.lock().take();
+        self.shared.db.lock().take();
     }
 
     fn sender(&self) -> Result<mpsc::Sender<Pending>, StoreError> {
@@ -251,7 +234,8 @@ impl EmbeddedStore {
     }
 
     fn database(&self) -> Result<Arc<Database>, StoreError> {
-        self.db.lock().clone().ok_or(StoreError::Closed)
+        let db = self.shared.db.lock().clone();
+        db.ok_or_else(|| self.writer_gone())
     }
 
     /// Queue one write and wait for its acknowledgement.
@@ -302,7 +286,7 @@ impl Store for EmbeddedStore {
             }
         };
         match snap.handles.get(key).map_err(|e| map_redb(e.into()))? {
-            Some(g) => HandleRecord::decode_stored(key, g.value()).map(Some),
+            Some(g) => HandleRecord::decode_stored(key, format::unseal("handle", key, g.value())?).map(Some),
             None => Ok(None),
         }
     }
@@ -340,6 +324,7 @@ impl Store for EmbeddedStore {
                 };
                 SwapOutcome::Done { previous }
             }
+            RawOutcome::Damaged(e) => return Err(e),
             RawOutcome::Conflict { current: None } => SwapOutcome::Conflict { current: None },
             RawOutcome::Conflict { current: Some(b) } => {
                 SwapOutcome::Conflict { current: Some(HandleRecord::decode_stored(key, &b)?) }
@@ -396,7 +381,10 @@ impl Store for EmbeddedStore {
 
     async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let snap = self.snapshot()?;
-        Ok(snap.meta.get(key).map_err(|e| map_redb(e.into()))?.map(|g| g.value().to_vec()))
+        match snap.meta.get(key).map_err(|e| map_redb(e.into()))? {
+            Some(g) => Ok(Some(format::unseal("metadata", key.as_bytes(), g.value())?.to_vec())),
+            None => Ok(None),
+        }
     }
 
     async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
@@ -409,10 +397,11 @@ impl Store for EmbeddedStore {
         let mut out = Vec::new();
         for item in range {
             let (k, v) = item.map_err(|e| map_redb(e.into()))?;
-            if !k.value().starts_with(prefix) {
+            let k = k.value();
+            if !k.starts_with(prefix) {
                 break;
             }
-            out.push((k.value().to_owned(), v.value().to_vec()));
+            out.push((k.to_owned(), format::unseal("metadata", k.as_bytes(), v.value())?.to_vec()));
         }
         Ok(out)
     }
@@ -423,6 +412,16 @@ impl Store for EmbeddedStore {
 
     fn stats(&self) -> StoreStats {
         self.shared.stats.snapshot()
+    }
+
+    fn writable(&self) -> Result<(), StoreError> {
+        if let Some(m) = &*self.shared.fatal.lock() {
+            return Err(StoreError::Backend(m.clone()));
+        }
+        if self.tx.lock().is_none() {
+            return Err(StoreError::Closed);
+        }
+        self.space.check()
     }
 
     fn close(&self) {
@@ -470,6 +469,58 @@ impl Store for EmbeddedStore {
 // ---------------------------------------------------------------------------------
 // Open and errors
 
+/// Open the database file, replay its log and bring it to the current format:
+/// the database, its log, and whether it had to be repaired. (Also how the writer
+/// reopens the file after redb latched an I/O error.)
+fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Result<(Database, Wal, bool), StoreError> {
+    let path = path.to_path_buf();
+    let repair_seen = Arc::new(AtomicBool::new(false));
+    let mut builder = Database::builder();
+    if let Some(c) = options.cache_bytes {
+        builder.set_cache_size(c);
+    }
+    builder.set_check_integrity_on_open(options.check_integrity_on_open);
+    {
+        let seen = repair_seen.clone();
+        let shown = AtomicU64::new(u64::MAX);
+        let p = path.clone();
+        builder.set_repair_callback(move |s| {
+            if !seen.swap(true, Ordering::Relaxed) {
+                tracing::warn!(path = %p.display(), "store was not shut down cleanly: repairing");
+            }
+            let decile = (s.progress() * 10.0) as u64;
+            if shown.swap(decile, Ordering::Relaxed) != decile {
+                tracing::info!(path = %p.display(), "store repair {:.0}%", s.progress() * 100.0);
+            }
+        });
+    }
+    let db = builder.create(&path).map_err(|e| open_error(&path, map_redb(e.into())))?;
+    let repaired = repair_seen.load(Ordering::Relaxed);
+    if repaired {
+        tracing::warn!(path = %path.display(), "store repaired");
+    }
+    ensure_tables(&db).map_err(|e| open_error(&path, e))?;
+
+    let (log, replayed) = Wal::open(&db, &path).map_err(|e| match e {
+        StoreError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
+            let log_len = std::fs::metadata(Wal::path_for(&path)).map_or(0, |m| m.len());
+            StoreError::Io(std::io::Error::new(
+                io.kind(),
+                format!(
+                    "replaying the store log ({}) after an unclean shutdown needs free space, up to about twice \
+                     the log's size; {}: free some and start again ({io})",
+                    space::mib(log_len),
+                    space.describe()
+                ),
+            ))
+        }
+        e => open_error(&path, e),
+    })?;
+    let repaired = repaired || replayed > 0;
+    format::upgrade(&db).map_err(|e| open_error(&path, e))?;
+    Ok((db, log, repaired))
+}
+
 /// Both tables in one read transaction.
 struct Snapshot {
     handles: ReadOnlyTable<&'static [u8], &'static [u8]>,
@@ -502,7 +553,8 @@ fn ensure_tables(db: &Database) -> Result<(), StoreError> {
         h || m || d || i || w
     };
     if missing {
-        let txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
+        let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
+        txn.set_two_phase_commit(true);
         txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
         txn.open_table(META).map_err(|e| map_redb(e.into()))?;
         txn.open_table(DOCS).map_err(|e| map_redb(e.into()))?;
@@ -521,7 +573,12 @@ fn open_error(path: &Path, e: StoreError) -> StoreError {
             StoreError::Corrupt(format!("store {p}: {io}"))
         }
         StoreError::Io(io) => StoreError::Io(std::io::Error::new(io.kind(), format!("opening store {p}: {io}"))),
-        StoreError::Corrupt(m) => StoreError::Corrupt(format!("store {p}: {m}")),
+        // The log's own message says where and what to do.
+        StoreError::Corrupt(m) if m.starts_with("store log") => StoreError::Corrupt(m),
+        StoreError::Corrupt(m) => StoreError::Corrupt(format!(
+            "store {p}: {m}. The file is damaged and the server does not start on it: restore the data \
+             directory from a backup"
+        )),
         StoreError::Backend(m) => StoreError::Backend(format!("opening store {p}: {m}")),
         other => other,
     }

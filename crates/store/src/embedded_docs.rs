@@ -7,6 +7,7 @@ use std::ops::Bound;
 
 use redb::{ReadableTable, Table};
 
+use super::format;
 use super::wal::{Redo, TableId};
 use super::{map_redb, RawExpect, RawOutcome, Snapshot};
 use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
@@ -69,7 +70,20 @@ pub(super) fn apply(
     redo: &mut Redo,
 ) -> Result<RawOutcome, StoreError> {
     let r = |e: redb::StorageError| map_redb(e.into());
-    let current = docs.get(op.key.as_slice()).map_err(r)?.map(|g| g.value().to_vec());
+    let current = match docs.get(op.key.as_slice()).map_err(r)? {
+        None => None,
+        Some(g) => match format::unseal("document", &op.key, g.value()) {
+            Ok(c) => Some(c.to_vec()),
+            Err(e) => {
+                if !matches!(op.expect, RawExpect::Any) {
+                    return Ok(RawOutcome::Damaged(e));
+                }
+                // Its index entries cannot be found again; overwriting still repairs it.
+                tracing::warn!("replacing a damaged document: {e}");
+                None
+            }
+        },
+    };
     let holds = match (&op.expect, &current) {
         (RawExpect::Any, _) | (RawExpect::Absent, None) => true,
         (RawExpect::Present(e), Some(c)) => e == c,
@@ -93,8 +107,9 @@ pub(super) fn apply(
     }
     match &op.new {
         Some((doc, keys)) => {
-            docs.insert(op.key.as_slice(), doc.as_slice()).map_err(r)?;
-            redo.record(TableId::Docs, &op.key, Some(doc));
+            let sealed = format::seal(&op.key, doc);
+            docs.insert(op.key.as_slice(), sealed.as_slice()).map_err(r)?;
+            redo.record(TableId::Docs, &op.key, Some(&sealed));
             for k in keys {
                 index.insert(k.as_slice(), ()).map_err(r)?;
                 redo.record(TableId::DocIndex, k, Some(&[]));
@@ -114,12 +129,14 @@ pub(super) fn outcome(raw: RawOutcome) -> Result<DocOutcome, StoreError> {
         RawOutcome::DoneAsExpected => return Err(StoreError::Backend("internal: unexpected document outcome".into())),
         RawOutcome::Done { previous } => DocOutcome::Done { previous: decode(previous)? },
         RawOutcome::Conflict { current } => DocOutcome::Conflict { current: decode(current)? },
+        RawOutcome::Damaged(e) => return Err(e),
     })
 }
 
 pub(super) fn get(snap: &Snapshot, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
-    match snap.docs.get(doc_key(collection, id).as_slice()).map_err(|e| map_redb(e.into()))? {
-        Some(g) => Document::decode(g.value()).map(Some),
+    let key = doc_key(collection, id);
+    match snap.docs.get(key.as_slice()).map_err(|e| map_redb(e.into()))? {
+        Some(g) => Document::decode(format::unseal("document", &key, g.value())?).map(Some),
         None => Ok(None),
     }
 }
@@ -174,7 +191,8 @@ pub(super) fn scan(
         if !k.value().starts_with(&lower) {
             break;
         }
-        out.push((k.value()[head..].to_vec(), Document::decode(v.value())?));
+        let doc = Document::decode(format::unseal("document", k.value(), v.value())?)?;
+        out.push((k.value()[head..].to_vec(), doc));
         if out.len() >= limit {
             break;
         }

@@ -11,9 +11,10 @@
 //! Records are physical redo (`set key = value` / `remove key` per table), so
 //! replaying one twice is harmless. Each record carries a sequence number; the
 //! checkpoint stores the last one it covers in its own commit, and opening the
-//! store replays the records after it, in order, stopping at the first torn or
-//! out-of-sequence record (only the unacknowledged tail can be torn: a batch is
-//! answered after its record is synced).
+//! store replays the records after it, in order. Only the unacknowledged tail can
+//! be torn (a batch is answered after its record is synced): a bad record with
+//! nothing intact after it is dropped; one followed by intact records is damage,
+//! and the store refuses to open rather than lose the acknowledged writes after it.
 //!
 //! Record: `len: u32 LE | crc32(payload): u32 LE | payload`, payload =
 //! `seq: u64 LE | entry*`, entry = `table: u8 | key_len: u32 LE | key |
@@ -87,6 +88,9 @@ pub(super) struct Wal {
     len: u64,
     /// Sequence number of the last record appended (or covered by the checkpoint).
     last_seq: u64,
+    /// A failed append may have left part of a record after `len`, and cutting
+    /// it off failed too: cut before the next append, or refuse it.
+    torn: bool,
 }
 
 impl Wal {
@@ -107,11 +111,20 @@ impl Wal {
         let mut bytes = Vec::new();
         file.seek(SeekFrom::Start(0))?;
         file.read_to_end(&mut bytes)?;
-        let records = valid_records(&bytes, checkpoint);
+        let (records, end) = valid_records(&bytes, checkpoint).map_err(|d| StoreError::Corrupt(d.message(&path)))?;
+        if let LogEnd::TornTail { offset } = end {
+            tracing::warn!(
+                path = %path.display(),
+                offset,
+                bytes = bytes.len() - offset,
+                "store log ends in an incomplete record (a write cut short by a crash, never acknowledged): dropped"
+            );
+        }
         let last_seq = records.last().map_or(checkpoint, |r| r.0);
         if !records.is_empty() {
             let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
             txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
+            txn.set_two_phase_commit(true);
             for (seq, entries) in &records {
                 replay(&txn, entries)
                     .map_err(|e| StoreError::Corrupt(format!("log record {seq} in {}: {e}", path.display())))?;
@@ -120,7 +133,7 @@ impl Wal {
             txn.commit().map_err(|e| map_redb(e.into()))?;
             tracing::warn!(path = %path.display(), records = records.len(), "store log replayed after an unclean shutdown");
         }
-        let mut wal = Wal { file, path, len: bytes.len() as u64, last_seq };
+        let mut wal = Wal { file, path, len: bytes.len() as u64, last_seq, torn: false };
         if wal.len > 0 {
             wal.reset()?;
         }
@@ -139,6 +152,11 @@ impl Wal {
 
     /// Append one batch's effects and sync them to disk.
     pub(super) fn append(&mut self, redo: &Redo) -> Result<(), StoreError> {
+        if self.torn {
+            // An intact record after a torn one would read as damage at the next open.
+            self.file.set_len(self.len).map_err(|e| self.error(e))?;
+            self.torn = false;
+        }
         let seq = self.last_seq + 1;
         let payload_len = 8 + redo.entries.len();
         let mut crc = crc32fast::Hasher::new();
@@ -152,16 +170,17 @@ impl Wal {
         let written = self.file.write_all(&record).and_then(|_| self.file.sync_data());
         if let Err(e) = written {
             // Part of the record may be on disk: cut it off so a later record
-            // does not follow garbage (replay would stop there anyway).
-            let _ = self.file.set_len(self.len);
-            return Err(StoreError::Io(std::io::Error::new(
-                e.kind(),
-                format!("store log {}: {e}", self.path.display()),
-            )));
+            // does not follow garbage.
+            self.torn = self.file.set_len(self.len).is_err();
+            return Err(self.error(e));
         }
         self.len += record.len() as u64;
         self.last_seq = seq;
         Ok(())
+    }
+
+    fn error(&self, e: std::io::Error) -> StoreError {
+        StoreError::Io(std::io::Error::new(e.kind(), format!("store log {}: {e}", self.path.display())))
     }
 
     /// After a checkpoint: everything logged is in the store file; start over.
@@ -188,35 +207,105 @@ pub(super) fn set_checkpoint(txn: &WriteTransaction, seq: u64) -> Result<(), Sto
     Ok(())
 }
 
-/// The intact records after `checkpoint`, in sequence: (seq, entries).
-fn valid_records(bytes: &[u8], checkpoint: u64) -> Vec<(u64, &[u8])> {
+/// One intact record: (seq, entries).
+type LogRecord<'a> = (u64, &'a [u8]);
+
+/// Where replay of the log stopped.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum LogEnd {
+    /// Every byte was an intact record.
+    Clean,
+    /// An incomplete record from `offset` to the end: a write a crash cut short,
+    /// never acknowledged (a batch is answered after its record is synced).
+    TornTail { offset: usize },
+}
+
+/// The log is damaged before its end: intact records follow a bad one, so
+/// acknowledged writes would be lost by stopping there.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Damage {
+    offset: usize,
+    seq: u64,
+    reason: &'static str,
+    next_intact: usize,
+}
+
+impl Damage {
+    fn message(&self, path: &Path) -> String {
+        let p = path.display();
+        format!(
+            "store log {p} is damaged at byte offset {} (record {}: {}), and intact records follow at offset {}: \
+             refusing to start rather than drop acknowledged writes. To recover, restore the data directory from a \
+             backup; or, accepting the loss of every write logged from that offset on, cut the log there \
+             (`truncate -s {} {p}`) and start again",
+            self.offset, self.seq, self.reason, self.next_intact, self.offset
+        )
+    }
+}
+
+/// The record at `at`, if intact: (seq, entries, length with header).
+fn record_at(bytes: &[u8], at: usize) -> Result<(u64, &[u8], usize), &'static str> {
+    if bytes.len() - at < HEADER {
+        return Err("incomplete header");
+    }
+    let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
+    let start = at + HEADER;
+    if !(8..=MAX_RECORD).contains(&len) {
+        return Err("impossible length");
+    }
+    if bytes.len() - start < len as usize {
+        return Err("length past the end of the log");
+    }
+    let payload = &bytes[start..start + len as usize];
+    if crc32fast::hash(payload) != crc {
+        return Err("checksum mismatch");
+    }
+    let seq = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
+    Ok((seq, &payload[8..], HEADER + len as usize))
+}
+
+/// The intact records after `checkpoint`, in sequence: (seq, entries), and how the
+/// log ends. A bad record with nothing intact after it is a torn tail; a bad record
+/// (or a break in the sequence) before intact later records is [`Damage`].
+fn valid_records(bytes: &[u8], checkpoint: u64) -> Result<(Vec<LogRecord<'_>>, LogEnd), Damage> {
     let mut out = Vec::new();
     let mut at = 0usize;
     let mut expected = checkpoint + 1;
-    while bytes.len() - at >= HEADER {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
-        let start = at + HEADER;
-        if !(8..=MAX_RECORD).contains(&len) || bytes.len() - start < len as usize {
-            break;
-        }
-        let payload = &bytes[start..start + len as usize];
-        if crc32fast::hash(payload) != crc {
-            break;
-        }
-        let seq = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
-        // Leftovers the checkpoint covers (an emptying that did not reach the
-        // disk) may precede the live records, never follow them.
-        if !(seq <= checkpoint && out.is_empty()) {
-            if seq != expected {
-                break;
+    while at < bytes.len() {
+        let reason = match record_at(bytes, at) {
+            // Leftovers the checkpoint covers (an emptying that did not reach the
+            // disk) may precede the live records, never follow them.
+            Ok((seq, _, len)) if seq <= checkpoint && out.is_empty() => {
+                at += len;
+                continue;
             }
-            out.push((seq, &payload[8..]));
-            expected += 1;
-        }
-        at = start + len as usize;
+            Ok((seq, entries, len)) if seq == expected => {
+                out.push((seq, entries));
+                expected += 1;
+                at += len;
+                continue;
+            }
+            Ok(_) => "out of sequence",
+            Err(reason) => reason,
+        };
+        return match next_intact(bytes, at + 1, expected) {
+            Some(next_intact) => Err(Damage { offset: at, seq: expected, reason, next_intact }),
+            None => Ok((out, LogEnd::TornTail { offset: at })),
+        };
     }
-    out
+    Ok((out, LogEnd::Clean))
+}
+
+/// The first offset from `from` holding an intact record with a sequence number
+/// at least `expected` (the seq is checked before the checksum, to keep the walk cheap).
+fn next_intact(bytes: &[u8], from: usize, expected: u64) -> Option<usize> {
+    let most = expected + (bytes.len() / HEADER) as u64;
+    let last = bytes.len().checked_sub(HEADER + 8)?;
+    (from..=last).find(|&at| {
+        let seq = u64::from_le_bytes(bytes[at + HEADER..at + HEADER + 8].try_into().expect("8 bytes"));
+        (expected..=most).contains(&seq) && record_at(bytes, at).is_ok()
+    })
 }
 
 /// Apply one record's entries inside `txn`.
@@ -280,21 +369,50 @@ mod tests {
         out
     }
 
+    fn seqs(log: &[u8], checkpoint: u64) -> Result<(Vec<u64>, LogEnd), Damage> {
+        valid_records(log, checkpoint).map(|(r, end)| (r.into_iter().map(|r| r.0).collect(), end))
+    }
+
     #[test]
-    fn replay_stops_at_torn_or_out_of_sequence_records() {
-        let mut log =
-            [record(4, b"old"), record(5, b"a"), record(6, b"b"), record(3, b"stale"), record(7, b"c")].concat();
-        let got: Vec<u64> = valid_records(&log, 4).into_iter().map(|r| r.0).collect();
-        assert_eq!(got, [5, 6], "records the checkpoint covers are skipped; a sequence break ends replay");
-        log = [record(1, b"a"), record(2, b"b")].concat();
-        let full = log.len();
-        for cut in 0..full {
-            let n = valid_records(&log[..cut], 0).len();
-            assert!(n <= 2 && (cut < full || n == 2));
+    fn replay_drops_a_torn_tail_only() {
+        let log = [record(4, b"old"), record(5, b"a"), record(6, b"b")].concat();
+        assert_eq!(seqs(&log, 4).unwrap(), (vec![5, 6], LogEnd::Clean), "records the checkpoint covers are skipped");
+        // A write cut short anywhere in the last record: the records before it replay.
+        let two = [record(1, b"a"), record(2, b"bb")].concat();
+        let first = record(1, b"a").len();
+        for cut in 0..two.len() {
+            let (got, end) = seqs(&two[..cut], 0).unwrap();
+            let whole = if cut >= first { vec![1] } else { vec![] };
+            assert_eq!(got, whole, "cut at {cut}");
+            let torn = cut != 0 && cut != first;
+            assert_eq!(end == LogEnd::Clean, !torn, "cut at {cut}");
         }
-        let last = log.len() - 1;
-        log[last] ^= 1;
-        assert_eq!(valid_records(&log, 0).len(), 1, "a damaged record is not replayed");
+        // Damage in the last record cannot be told from a torn write: dropped.
+        let mut last_bad = two.clone();
+        *last_bad.last_mut().unwrap() ^= 1;
+        assert_eq!(seqs(&last_bad, 0).unwrap(), (vec![1], LogEnd::TornTail { offset: first }));
+    }
+
+    /// F11: one flipped byte in the middle of the log (header or payload of any
+    /// record but the last), or a break in the sequence, is damage naming the offset.
+    #[test]
+    fn damage_before_intact_records_is_refused() {
+        let log = [record(1, b"first"), record(2, b"second"), record(3, b"third")].concat();
+        let second = record(1, b"first").len();
+        let third = second + record(2, b"second").len();
+        for at in 0..third {
+            let mut bad = log.clone();
+            bad[at] ^= 0x10;
+            let d = seqs(&bad, 0).unwrap_err();
+            let (offset, seq) = if at < second { (0, 1) } else { (second, 2) };
+            assert_eq!((d.offset, d.seq), (offset, seq), "flip at {at}");
+            assert!(d.next_intact > d.offset && d.next_intact <= third, "flip at {at}: {d:?}");
+            let m = d.message(Path::new("/data/handles.redb.wal"));
+            assert!(m.contains("/data/handles.redb.wal") && m.contains(&format!("offset {offset}")), "{m}");
+            assert!(m.contains("backup") && m.contains("truncate"), "{m}");
+        }
+        let skipped = [record(1, b"a"), record(3, b"c"), record(4, b"d")].concat();
+        assert_eq!(seqs(&skipped, 0).unwrap_err().reason, "out of sequence");
     }
 
     #[test]

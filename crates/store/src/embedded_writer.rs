@@ -6,6 +6,7 @@
 //! log record, or a durable commit at a checkpoint: `embedded_wal.rs`), publishes
 //! a fresh read snapshot, and only then answers every operation of the batch.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,6 +14,8 @@ use redb::{Database, Durability, ReadableTable, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
 use super::docs::{self, DocOp};
+use super::format;
+use super::space::DiskSpace;
 use super::wal::{self, Redo, TableId, Wal};
 use super::{map_redb, EmbeddedOptions, Shared, Snapshot, DOCS, DOC_INDEX, HANDLES, META};
 use crate::StoreError;
@@ -32,6 +35,8 @@ pub(super) enum RawOutcome {
     Conflict {
         current: Option<Vec<u8>>,
     },
+    /// The current record fails its checksum: only an unconditional write may replace it.
+    Damaged(StoreError),
 }
 
 pub(super) enum Op {
@@ -110,11 +115,10 @@ impl Pending {
 /// was synced), publish the new snapshot, then answer. `commit` is a parameter so
 /// tests can make it fail.
 pub(super) fn writer_loop(
-    db: Arc<Database>,
     mut rx: mpsc::Receiver<Pending>,
     shared: Arc<Shared>,
     opts: EmbeddedOptions,
-    mut commit: impl FnMut(&Database, &[Pending]) -> Result<(Vec<Ack>, bool), StoreError>,
+    mut commit: impl FnMut(&[Pending]) -> Result<(Vec<Ack>, bool), StoreError>,
 ) {
     let max_ops = opts.max_batch_ops.max(1);
     let mut batch: Vec<Pending> = Vec::with_capacity(max_ops);
@@ -135,12 +139,13 @@ pub(super) fn writer_loop(
             batch.iter().map(|p| if let Op::Import { records, .. } = &p.op { records.len() as u64 } else { 0 }).sum();
 
         let started = Instant::now();
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(&db, &batch)));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(&batch)));
         match result {
             Ok(Ok((acks, synced))) => {
                 shared.stats.committed(ops, imported, synced, started.elapsed().as_micros() as u64);
                 // Publish the new state before anyone learns of it.
-                match Snapshot::open(&db) {
+                let db = shared.db.lock().clone();
+                match db.ok_or(StoreError::Closed).and_then(|db| Snapshot::open(&db)) {
                     Ok(snap) => shared.snapshot.store(Some(Arc::new(snap))),
                     Err(e) => {
                         tracing::warn!("could not open a read snapshot after a commit: {e}");
@@ -188,22 +193,75 @@ pub(super) struct Committer {
     wal: Wal,
     opts: EmbeddedOptions,
     last_checkpoint: Instant,
-    /// Set when the store file and the log may disagree: no more writes until a
-    /// restart replays the log.
+    space: DiskSpace,
+    /// The database (`shared.db`); `shared.fatal` says why writes are refused
+    /// while the file is broken.
+    shared: Arc<Shared>,
+    path: PathBuf,
+    /// Set when the store file and the log may disagree, or redb latched an I/O
+    /// error: the file is reopened (its log replayed) before the next write.
     broken: Option<String>,
 }
 
 impl Committer {
-    pub(super) fn new(wal: Wal, opts: EmbeddedOptions) -> Self {
-        Committer { wal, opts, last_checkpoint: Instant::now(), broken: None }
+    pub(super) fn new(wal: Wal, opts: EmbeddedOptions, space: DiskSpace, shared: Arc<Shared>, path: PathBuf) -> Self {
+        Committer { wal, opts, last_checkpoint: Instant::now(), space, shared, path, broken: None }
     }
 
     /// Apply and commit one batch; durable when it returns `Ok`. The flag tells
-    /// whether the disk was synced (false when the batch changed nothing).
-    pub(super) fn commit(&mut self, db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
-        if let Some(m) = &self.broken {
-            return Err(StoreError::Backend(m.clone()));
+    /// whether the disk was synced (false when the batch changed nothing). Refused
+    /// while the disk is (nearly) full.
+    pub(super) fn commit(&mut self, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
+        if self.broken.is_some() {
+            self.reopen()?;
         }
+        self.space.check()?;
+        let db = self.shared.db.lock().clone().ok_or(StoreError::Closed)?;
+        let result = self.commit_batch(&db, batch);
+        if let Err(e) = &result {
+            // redb latches an I/O error (e.g. a full disk despite the reserve):
+            // every later transaction fails until the file is reopened.
+            if self.broken.is_none() && db.begin_write().is_err() {
+                self.break_with(format!(
+                    "store unusable after an I/O error ({e}; {}); it is reopened at the next write",
+                    self.space.describe()
+                ));
+            }
+        }
+        result
+    }
+
+    fn break_with(&mut self, msg: String) {
+        tracing::error!("{msg}");
+        *self.shared.fatal.lock() = Some(msg.clone());
+        self.broken = Some(msg);
+    }
+
+    /// Reopen a broken file once space is back: release it, open it again
+    /// (replaying the log) and take writes again. Fails, and is tried again at the
+    /// next write, while space is short or a reader still holds the old file;
+    /// reads fail with the reason from the release until the reopen succeeds.
+    fn reopen(&mut self) -> Result<(), StoreError> {
+        let broken = self.broken.clone().unwrap_or_default();
+        // Reads go on from the old file until space is back.
+        self.space.check().map_err(|e| StoreError::Backend(format!("{broken}; not reopened yet: {e}")))?;
+        self.shared.snapshot.store(None);
+        self.shared.db.lock().take();
+        match super::open_file(&self.path, &self.opts, &self.space) {
+            Ok((db, wal, _)) => {
+                self.wal = wal;
+                self.last_checkpoint = Instant::now();
+                *self.shared.db.lock() = Some(Arc::new(db));
+                *self.shared.fatal.lock() = None;
+                self.broken = None;
+                tracing::warn!(path = %self.path.display(), "store reopened after an I/O error; writes resume");
+                Ok(())
+            }
+            Err(e) => Err(StoreError::Backend(format!("{broken}; reopening failed: {e}"))),
+        }
+    }
+
+    fn commit_batch(&mut self, db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
         // Imports are not logged (the log would double their I/O): they checkpoint.
         let checkpoint = batch.iter().any(|p| matches!(p.op, Op::Import { .. }))
             || self.wal.len() >= self.opts.checkpoint_log_bytes
@@ -211,6 +269,7 @@ impl Committer {
         let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
         let durability = if checkpoint { Durability::Immediate } else { Durability::None };
         txn.set_durability(durability).map_err(|e| StoreError::Backend(e.to_string()))?;
+        txn.set_two_phase_commit(checkpoint);
         txn.set_quick_repair(self.opts.quick_repair);
         let mut redo = Redo::default();
         let acks = apply(&txn, batch, &mut redo)?;
@@ -230,19 +289,21 @@ impl Committer {
             let msg = format!(
                 "store commit failed after its log record was written ({e}): restart the server to replay the log"
             );
-            self.broken = Some(msg.clone());
+            self.break_with(msg.clone());
             return Err(StoreError::Backend(msg));
         }
         Ok((acks, true))
     }
 
     /// A durable commit of everything so far (on shutdown), emptying the log.
-    pub(super) fn checkpoint(&mut self, db: &Database) -> Result<(), StoreError> {
+    pub(super) fn checkpoint(&mut self) -> Result<(), StoreError> {
         if self.broken.is_some() {
             return Ok(());
         }
+        let Some(db) = self.shared.db.lock().clone() else { return Ok(()) };
         let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
         txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
+        txn.set_two_phase_commit(true);
         wal::set_checkpoint(&txn, self.wal.last_seq())?;
         txn.commit().map_err(|e| map_redb(e.into()))?;
         self.checkpointed();
@@ -278,7 +339,18 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) 
         match &p.op {
             Op::Swap { key, expect, new, docs: doc_ops } => {
                 let key = key.as_slice();
-                let current = handles.get(key).map_err(r)?.map(|g| g.value().to_vec());
+                let current = match handles.get(key).map_err(r)? {
+                    None => None,
+                    Some(g) => match format::unseal("handle", key, g.value()) {
+                        Ok(c) => Some(c.to_vec()),
+                        // Overwriting (or deleting) a damaged record is how it is repaired.
+                        Err(_) if matches!(expect, RawExpect::Any) => None,
+                        Err(e) => {
+                            acks.push(Ack::Swap(RawOutcome::Damaged(e)));
+                            continue;
+                        }
+                    },
+                };
                 let holds = match (expect, &current) {
                     (RawExpect::Any, _) | (RawExpect::Absent, None) => true,
                     (RawExpect::Present(e), Some(c)) => e == c,
@@ -288,11 +360,12 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) 
                     acks.push(Ack::Swap(RawOutcome::Conflict { current }));
                     continue;
                 }
-                match new {
+                let sealed = new.as_deref().map(|v| format::seal(key, v));
+                match &sealed {
                     Some(v) => drop(handles.insert(key, v.as_slice()).map_err(r)?),
                     None => drop(handles.remove(key).map_err(r)?),
                 }
-                redo.record(TableId::Handles, key, new.as_deref());
+                redo.record(TableId::Handles, key, sealed.as_deref());
                 if !doc_ops.is_empty() {
                     doc_tables_of(&mut doc_tables)?;
                     let (t, i) = doc_tables.as_mut().expect("opened above");
@@ -310,17 +383,18 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) 
                     meta = Some(txn.open_table(META).map_err(|e| map_redb(e.into()))?);
                 }
                 let t = meta.as_mut().expect("opened above");
-                match value {
+                let sealed = value.as_deref().map(|v| format::seal(key.as_bytes(), v));
+                match &sealed {
                     Some(v) => drop(t.insert(key.as_str(), v.as_slice()).map_err(r)?),
                     None => drop(t.remove(key.as_str()).map_err(r)?),
                 }
-                redo.record(TableId::Meta, key.as_bytes(), value.as_deref());
+                redo.record(TableId::Meta, key.as_bytes(), sealed.as_deref());
                 acks.push(Ack::Unit);
             }
             Op::Import { records, docs: doc_ops } => {
                 // Not recorded: a batch with an import is a checkpoint.
                 for (k, v) in records {
-                    handles.insert(k.as_slice(), v.as_slice()).map_err(r)?;
+                    handles.insert(k.as_slice(), format::seal(k, v).as_slice()).map_err(r)?;
                 }
                 if !doc_ops.is_empty() {
                     doc_tables_of(&mut doc_tables)?;
@@ -403,7 +477,8 @@ mod tests {
         assert!(matches!(outcome(&acks[6]), RawOutcome::Done { previous: None }));
         let txn = db.begin_read().unwrap();
         let t = txn.open_table(HANDLES).unwrap();
-        assert_eq!(t.get(k.as_slice()).unwrap().unwrap().value(), rec("c").as_slice());
+        let stored = t.get(k.as_slice()).unwrap().unwrap();
+        assert_eq!(format::unseal("handle", k, stored.value()).unwrap(), rec("c").as_slice());
         assert_eq!(t.len().unwrap(), 1);
     }
 
@@ -413,11 +488,12 @@ mod tests {
         (Pending { bytes: op.bytes(), op, reply: Reply::Unit(reply) }, rx)
     }
 
-    fn test_shared(db: &Database) -> Arc<Shared> {
+    fn test_shared(db: &Arc<Database>) -> Arc<Shared> {
         Arc::new(Shared {
             stats: StatCounters::default(),
             snapshot: ArcSwapOption::from_pointee(Snapshot::open(db).unwrap()),
             fatal: Mutex::new(None),
+            db: Mutex::new(Some(db.clone())),
         })
     }
 
@@ -447,12 +523,12 @@ mod tests {
         let writer = {
             let (db, shared) = (db.clone(), shared.clone());
             std::thread::spawn(move || {
-                writer_loop(db, rx, shared, EmbeddedOptions::default(), |db, batch| {
+                writer_loop(rx, shared, EmbeddedOptions::default(), |batch| {
                     let fail = batch.iter().any(|p| matches!(&p.op, Op::Meta { key, .. } if key == "fail"));
                     if fail {
                         Err(StoreError::Io(std::io::Error::other("disk on fire")))
                     } else {
-                        commit_durably(db, batch)
+                        commit_durably(&db, batch)
                     }
                 })
             })
@@ -481,15 +557,15 @@ mod tests {
     /// A panic in the writer fails its batch and stops the writer for good.
     #[test]
     fn writer_panic_stops_writes() {
-        let (_dir, db, shared) = test_writer_parts();
+        let (_dir, _db, shared) = test_writer_parts();
         let (tx, rx) = mpsc::channel(16);
         let (p1, r1) = unit("a");
         let (p2, r2) = unit("b");
         tx.blocking_send(p1).unwrap();
         tx.blocking_send(p2).unwrap();
         let writer = {
-            let (db, shared) = (db.clone(), shared.clone());
-            std::thread::spawn(move || writer_loop(db, rx, shared, EmbeddedOptions::default(), |_, _| panic!("boom")))
+            let shared = shared.clone();
+            std::thread::spawn(move || writer_loop(rx, shared, EmbeddedOptions::default(), |_| panic!("boom")))
         };
         for r in [r1, r2] {
             match r.blocking_recv().unwrap() {

@@ -269,6 +269,10 @@ pub trait Store: Send + Sync + 'static {
     /// Counters for metrics.
     fn stats(&self) -> StoreStats;
 
+    /// Whether writes can be taken now, and if not why (e.g. the disk is full);
+    /// for readiness. Required, so that wrappers forward it.
+    fn writable(&self) -> Result<(), StoreError>;
+
     // -- Documents -----------------------------------------------------------------
     //
     // A document lives in a `collection` under an `id` (bytes); collections are

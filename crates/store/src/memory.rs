@@ -204,6 +204,10 @@ impl Store for MemoryStore {
         self.stats.snapshot()
     }
 
+    fn writable(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
         self.check_open()?;
         Ok(self.docs.read().docs.get(&doc_key(collection, id)).cloned())

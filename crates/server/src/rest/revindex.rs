@@ -120,6 +120,10 @@ impl Store for IndexedStore {
         self.inner.stats()
     }
 
+    fn writable(&self) -> Result<(), StoreError> {
+        self.inner.writable()
+    }
+
     fn close(&self) {
         self.inner.close();
     }

@@ -140,7 +140,9 @@ fn metrics_text(state: &ServerState) -> String {
 
 /// Ready when the listeners are serving and the store answers.
 async fn readiness(state: &ServerState) -> Response<Full<Bytes>> {
-    let store = state.store.count().await;
+    // A store that cannot take writes (disk full) is not ready: the balancer
+    // sends writes elsewhere until it is.
+    let store = state.store.count().await.and_then(|_| state.store.writable());
     let listening = state.is_ready();
     let ok = store.is_ok() && listening;
     let body = serde_json::json!({

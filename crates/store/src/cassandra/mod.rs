@@ -524,6 +524,10 @@ impl Store for CassandraStore {
         self.stats.snapshot()
     }
 
+    fn writable(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
         self.check_open()?;
         let row = self.rows.read_row(&self.session, &pk(id), collection).await?;
