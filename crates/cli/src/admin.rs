@@ -6,6 +6,7 @@
 //! (exists, invalid, not responsible...), 4 authentication or permission
 //! failure, 1 usage, I/O or connection error.
 
+use crate::handle_syntax::{check_handle, check_prefix, prefix_of};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use handled_client::{AdminError, AdminSession, ConnectParams, Credentials, KeyChoice, Protocol};
@@ -123,6 +124,18 @@ impl AdminCommand {
             | AdminCommand::List { connect, .. } => connect,
         }
     }
+
+    /// The handle (or prefix, for `list`) named, checked before anything is sent.
+    fn check_syntax(&self) -> anyhow::Result<&str> {
+        match self {
+            AdminCommand::Create { handle, mint, .. } => check_handle(handle, *mint).map(|_| handle.as_str()),
+            AdminCommand::Delete { handle, .. }
+            | AdminCommand::AddValue { handle, .. }
+            | AdminCommand::RemoveValue { handle, .. }
+            | AdminCommand::ModifyValue { handle, .. } => check_handle(handle, false).map(|_| handle.as_str()),
+            AdminCommand::List { prefix, .. } => check_prefix(prefix).map(|_| prefix.as_str()),
+        }
+    }
 }
 
 /// `keygen`: a new RSA key pair for an admin handle.
@@ -203,6 +216,7 @@ fn exit_for(code: ResponseCode) -> u8 {
 }
 
 pub async fn run(command: AdminCommand) -> anyhow::Result<ExitCode> {
+    let named = command.check_syntax()?.to_string();
     let c = command.connect().clone();
     let creds = c.credentials()?;
     let who = creds.display();
@@ -221,6 +235,9 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<ExitCode> {
                     ResponseCode::AUTHENTICATION_FAILED => format!(" (wrong key for {who}?)"),
                     ResponseCode::INVALID_ADMIN | ResponseCode::INSUFFICIENT_PERMISSIONS => {
                         format!(" ({who} lacks the permission)")
+                    }
+                    ResponseCode::SERVER_NOT_RESP => {
+                        format!(" (prefix {} is not homed on {})", prefix_of(&named), params.addr)
                     }
                     _ => String::new(),
                 };

@@ -2,6 +2,7 @@
 
 mod admin;
 mod bench;
+mod handle_syntax;
 mod import;
 mod resolve;
 mod serve;

@@ -1,5 +1,6 @@
 //! `handled resolve HANDLE`: print a handle's values, or the error code.
 
+use crate::handle_syntax::{check_handle, prefix_of};
 use anyhow::Context;
 use clap::Args;
 use handled_client::{resolved_values, Connection, Protocol, ResolveOptions};
@@ -40,6 +41,7 @@ pub struct ResolveArgs {
 }
 
 pub async fn run(args: ResolveArgs) -> anyhow::Result<ExitCode> {
+    check_handle(&args.handle, false)?;
     let protocol = if args.tcp {
         Protocol::Tcp
     } else if args.http {
@@ -72,8 +74,13 @@ pub async fn run(args: ResolveArgs) -> anyhow::Result<ExitCode> {
         }
         None => {
             let code = response.code();
+            let hint = if code == ResponseCode::SERVER_NOT_RESP {
+                format!(" (prefix {} is not homed on {addr})", prefix_of(&args.handle))
+            } else {
+                String::new()
+            };
             eprintln!(
-                "{}: {} ({}){}",
+                "{}: {} ({}){}{hint}",
                 args.handle,
                 code.name(),
                 code.0,
