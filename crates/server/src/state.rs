@@ -33,6 +33,8 @@ pub struct ServerState {
     homed_reloaded: Option<std::sync::Mutex<std::time::Instant>>,
     /// Server administrators as (handle, index) references.
     server_admins: Vec<(Vec<u8>, i32)>,
+    /// Admins scoped to one prefix: (admin handle, prefix handle `0.NA/<PREFIX>`).
+    prefix_admins: Vec<(Vec<u8>, Vec<u8>)>,
     pub challenges: Challenges,
     pub sessions: Sessions,
     pub admission: Admission,
@@ -54,6 +56,7 @@ impl ServerState {
     ) -> Self {
         // Config::validate has checked the list; bootstrap refuses invalid configs.
         let server_admins = config.parsed_server_admins().unwrap_or_default();
+        let prefix_admins = config.prefix_admins();
         let challenge_ttl = std::time::Duration::from_secs(config.challenge_timeout_secs.max(1));
         // Nodes sharing a store (Cassandra) share challenges and sessions too: a
         // balancer may send the next message of an exchange to another node.
@@ -87,6 +90,7 @@ impl ServerState {
             homed: RwLock::new(homed),
             homed_reloaded: shared.then(|| std::sync::Mutex::new(std::time::Instant::now())),
             server_admins,
+            prefix_admins,
             challenges,
             sessions,
         }
@@ -102,6 +106,10 @@ impl ServerState {
 
     pub fn server_admins(&self) -> &[(Vec<u8>, i32)] {
         &self.server_admins
+    }
+
+    pub fn prefix_admins(&self) -> &[(Vec<u8>, Vec<u8>)] {
+        &self.prefix_admins
     }
 
     /// A fresh id for a challenge or a session: one id space for both (§7.5),

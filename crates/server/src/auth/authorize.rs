@@ -6,6 +6,7 @@ use super::Identity;
 use crate::state::ServerState;
 use handled_proto::data::admin::{AdminPermissions, AdminRecord};
 use handled_proto::data::vlist::ValueList;
+use handled_proto::handle;
 use handled_proto::value::{types, HandleValue};
 use handled_store::StoreError;
 use std::collections::{HashSet, VecDeque};
@@ -23,11 +24,13 @@ pub fn admin_records(values: &[HandleValue]) -> Vec<AdminRecord> {
         .collect()
 }
 
-/// May `identity` act with `needed` permissions, given the HS_ADMIN records
-/// that govern the target? Server admins with full access always may.
+/// May `identity` act on `target` with `needed` permissions, given the
+/// HS_ADMIN records that govern it? Server admins with full access always
+/// may, and so may a prefix's default admin under its own prefix.
 pub async fn permitted(
     state: &ServerState,
     identity: &Identity,
+    target: &[u8],
     admins: &[AdminRecord],
     needed: AdminPermissions,
 ) -> Result<bool, StoreError> {
@@ -35,6 +38,9 @@ pub async fn permitted(
     let relevant: Vec<(Vec<u8>, i32)> =
         admins.iter().filter(|a| a.permissions.contains(needed)).map(|a| (a.handle.clone(), a.index)).collect();
     if relevant.iter().any(|(h, i)| identity.matches(h, *i)) {
+        return Ok(true);
+    }
+    if is_prefix_admin(state, identity, target) {
         return Ok(true);
     }
     if state.config.server_admin_full_access && is_server_admin(state, identity).await? {
@@ -51,6 +57,18 @@ pub async fn is_server_admin(state: &ServerState, identity: &Identity) -> Result
         return Ok(true);
     }
     group_member(state, identity, admins.to_vec()).await
+}
+
+/// Without configured `server_admins`, `<prefix>/ADMIN` administers the
+/// handles of its own prefix (and its prefix handle), nothing else: tenants
+/// sharing a server do not administer each other.
+fn is_prefix_admin(state: &ServerState, identity: &Identity, target: &[u8]) -> bool {
+    let target_prefix = if handle::is_prefix_handle(target) {
+        handle::normalize(&handle::canonical(target), false)
+    } else {
+        handle::prefix_handle(target)
+    };
+    state.prefix_admins().iter().any(|(admin, scope)| *scope == target_prefix && identity.matches(admin, 0))
 }
 
 /// Breadth-first over admin groups: each reference names a value that may be

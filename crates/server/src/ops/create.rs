@@ -102,7 +102,7 @@ async fn may_create(state: &ServerState, identity: &Identity, canonical: &[u8]) 
         }
         _ => Vec::new(),
     };
-    permit(state, identity, &admins, AdminPermissions(needed)).await
+    permit(state, identity, canonical, &admins, AdminPermissions(needed)).await
 }
 
 /// Create with OW over an existing handle (§5.6): allowed if the existing
@@ -126,12 +126,12 @@ async fn may_overwrite(
         return Ok(());
     }
     let admins = admins_of(old);
-    if permitted(state, identity, &admins, needed).await?
-        || permitted(state, identity, &admins, AdminPermissions(AdminPermissions::ADD_ADMIN)).await?
+    if permitted(state, identity, canonical, &admins, needed).await?
+        || permitted(state, identity, canonical, &admins, AdminPermissions(AdminPermissions::ADD_ADMIN)).await?
     {
         return Ok(());
     }
-    if permitted(state, identity, &admins, AdminPermissions(AdminPermissions::DELETE_HANDLE)).await? {
+    if permitted(state, identity, canonical, &admins, AdminPermissions(AdminPermissions::DELETE_HANDLE)).await? {
         return may_create(state, identity, canonical).await;
     }
     Err(OpError::new(

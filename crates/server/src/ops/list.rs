@@ -24,7 +24,7 @@ pub async fn list_handles(state: &ServerState, caller: &Caller, prefix: &[u8]) -
     }
     let identity = require(caller)?;
     let admins = load(state, &prefix_handle).await?.map(|r| admins_of(&r)).unwrap_or_default();
-    permit(state, identity, &admins, AdminPermissions(AdminPermissions::LIST_HANDLES)).await?;
+    permit(state, identity, &prefix_handle, &admins, AdminPermissions(AdminPermissions::LIST_HANDLES)).await?;
 
     let mut scan_prefix = prefix_handle[handle::NA_HANDLE_PREFIX.len()..].to_vec();
     scan_prefix.push(b'/');
