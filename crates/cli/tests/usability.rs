@@ -36,3 +36,46 @@ fn a_prefix_not_homed_is_named() {
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("prefix OTHER is not homed"), "{}", text(&o.stderr));
 }
+
+/// `resolve --certify` checks the signature with the key of the server's site
+/// record and shows it; a response altered on the way is rejected (exit 1).
+#[test]
+fn certified_resolution_is_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path(), &[]);
+    let port = &server.tcp_port;
+    let o = handled(dir.path(), port, &["create", "TEST/signed", "1:URL:https://example.org/untampered"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = run(&["resolve", "TEST/signed", "--certify", "--port", port]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("signature verified with the site key"), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains(r#""verified": true"#), "{}", text(&o.stdout));
+
+    // A UDP relay that changes the URL in every answer carrying it.
+    let relay = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let relay_port = relay.local_addr().unwrap().port().to_string();
+    let upstream = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    upstream.connect(format!("127.0.0.1:{port}")).unwrap();
+    let relaying = std::thread::spawn(move || {
+        let timeout = Some(std::time::Duration::from_secs(10));
+        relay.set_read_timeout(timeout).unwrap();
+        upstream.set_read_timeout(timeout).unwrap();
+        let mut buf = vec![0u8; 65_536];
+        // Two exchanges: the site record, then the resolution.
+        for _ in 0..2 {
+            let (n, client) = relay.recv_from(&mut buf).unwrap();
+            upstream.send(&buf[..n]).unwrap();
+            let n = upstream.recv(&mut buf).unwrap();
+            let answer = &mut buf[..n];
+            if let Some(at) = answer.windows(10).position(|w| w == b"untampered") {
+                answer[at..at + 10].copy_from_slice(b"tampered!!");
+            }
+            relay.send_to(answer, client).unwrap();
+        }
+    });
+    let o = run(&["resolve", "TEST/signed", "--certify", "--port", &relay_port]);
+    relaying.join().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("signature does not verify"), "{}", text(&o.stderr));
+    assert!(!text(&o.stdout).contains("tampered"), "altered values are not printed: {}", text(&o.stdout));
+}
