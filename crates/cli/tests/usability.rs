@@ -79,3 +79,25 @@ fn certified_resolution_is_verified() {
     assert!(text(&o.stderr).contains("signature does not verify"), "{}", text(&o.stderr));
     assert!(!text(&o.stdout).contains("tampered"), "altered values are not printed: {}", text(&o.stdout));
 }
+
+/// A write over plain HTTP is refused with the way out: HTTPS on the same port.
+#[test]
+fn plain_http_write_says_https_is_needed() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path(), &[]);
+    let body = r#"{"values":[{"index":1,"type":"URL","data":{"format":"string","value":"https://example.org"}}]}"#;
+    let mut s = std::net::TcpStream::connect(format!("127.0.0.1:{}", server.http_port)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "PUT /api/handles/TEST/plain HTTP/1.1\r\nHost: x\r\nAuthorization: Basic MzAwJTNBVEVTVCUyRkFETUlOOng=\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(answer.contains("HTTPS, on this same port") && answer.contains("allow_plain_http_admin"), "{answer}");
+}

@@ -83,7 +83,7 @@ pub(super) async fn route(rest: &Rest, req: &Req, rest_path: &str) -> Reply {
         return Reply::method_not_allowed(req, allow);
     }
     if !rest.credentials_count(req) {
-        return error(StatusCode::FORBIDDEN, "Sessions need HTTPS");
+        return error(StatusCode::FORBIDDEN, format!("Sessions need HTTPS: {}", super::PLAIN_HTTP_HINT));
     }
     let (f, decoded) = fields(req);
     match (rest_path, &req.method) {
