@@ -54,13 +54,15 @@ pub struct Connect {
 
 #[derive(Subcommand)]
 pub enum AdminCommand {
-    /// Create a handle. VALUE is INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
+    /// Create a handle.
     Create {
         #[command(flatten)]
         connect: Connect,
+        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
         handle: String,
+        /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
         values: Vec<String>,
-        /// Values as a JSON array in the REST API form (instead of / besides VALUE).
+        /// Values as a JSON array in the REST API form (instead of / besides VALUES).
         #[arg(long)]
         json: Option<String>,
         /// Replace the handle if it exists.
@@ -74,14 +76,18 @@ pub enum AdminCommand {
     Delete {
         #[command(flatten)]
         connect: Connect,
+        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
         handle: String,
     },
     /// Add values (INDEX:TYPE:DATA or --json).
     AddValue {
         #[command(flatten)]
         connect: Connect,
+        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
         handle: String,
+        /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
         values: Vec<String>,
+        /// Values as a JSON array in the REST API form (instead of / besides VALUES).
         #[arg(long)]
         json: Option<String>,
         /// Replace values whose index is taken.
@@ -92,7 +98,9 @@ pub enum AdminCommand {
     RemoveValue {
         #[command(flatten)]
         connect: Connect,
+        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
         handle: String,
+        /// Indexes of the values to remove.
         #[arg(required = true)]
         indexes: Vec<i32>,
     },
@@ -100,8 +108,11 @@ pub enum AdminCommand {
     ModifyValue {
         #[command(flatten)]
         connect: Connect,
+        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
         handle: String,
+        /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
         values: Vec<String>,
+        /// Values as a JSON array in the REST API form (instead of / besides VALUES).
         #[arg(long)]
         json: Option<String>,
     },
@@ -109,6 +120,7 @@ pub enum AdminCommand {
     List {
         #[command(flatten)]
         connect: Connect,
+        /// The prefix, e.g. TEST (or 0.NA/TEST).
         prefix: String,
     },
 }

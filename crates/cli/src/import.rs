@@ -14,8 +14,10 @@ use std::time::Instant;
 pub struct ImportArgs {
     /// JSON lines: {"handle": "TEST/1", "values": [...]} per line.
     file: PathBuf,
+    /// TOML configuration file (the server's: data directory, store, case rules).
     #[arg(long, short, env = "HANDLED_CONFIG")]
     config: Option<PathBuf>,
+    /// Data directory to load into (default `data`, relative to the working directory).
     #[arg(long, env = "HANDLED_DATA_DIR")]
     data_dir: Option<PathBuf>,
 }

@@ -119,3 +119,32 @@ mod tests {
         assert_eq!(super::one_line(&e), format!("cannot reach 127.0.0.1:2641: {text}"));
     }
 }
+
+#[cfg(test)]
+mod help_tests {
+    use clap::CommandFactory;
+
+    /// Every argument of every subcommand says what it is for.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                // clap renders `{n}` as a line break, so it would vanish from the help.
+                if help.trim().is_empty() || help.contains("{n}") {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "handled", &mut missing);
+        assert!(missing.is_empty(), "arguments without (whole) help: {missing:#?}");
+    }
+}

@@ -21,10 +21,13 @@ pub struct ResolveArgs {
     /// Port: native port for --udp/--tcp (default 2641), HTTP port for --http (default 8000).
     #[arg(long)]
     port: Option<u16>,
+    /// Over UDP (the default).
     #[arg(long, conflicts_with_all = ["tcp", "http"])]
     udp: bool,
+    /// Over TCP.
     #[arg(long, conflicts_with = "http")]
     tcp: bool,
+    /// Over the HTTP tunnel (POST of the native message to the HTTP port).
     #[arg(long)]
     http: bool,
     /// Only values with these indexes (repeatable).
