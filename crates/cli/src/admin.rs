@@ -29,7 +29,8 @@ pub struct Connect {
     /// Use the HTTP tunnel instead of TCP.
     #[arg(long)]
     http: bool,
-    /// Credentials file written by `handled serve`.
+    /// Credentials file written by `handled serve` (the default is relative to
+    /// the working directory: run from where `serve` ran, or give the path).
     #[arg(long, env = "HANDLED_CREDENTIALS", default_value = "data/admin-TEST.json")]
     credentials: PathBuf,
     /// Authenticate with the file's RSA key instead of its secret key.
@@ -199,8 +200,13 @@ impl Connect {
             };
         }
         let choice = if self.rsa { KeyChoice::PublicKey } else { KeyChoice::Secret };
-        Credentials::load(&self.credentials, choice)
-            .context("no usable credentials (use --credentials, or --admin with --secret/--private-key)")
+        Credentials::load(&self.credentials, choice).with_context(|| {
+            let path = std::path::absolute(&self.credentials).unwrap_or_else(|_| self.credentials.clone());
+            format!(
+                "no usable credentials at {} (use --credentials, or --admin with --secret/--private-key)",
+                path.display()
+            )
+        })
     }
 
     fn params(&self) -> anyhow::Result<ConnectParams> {

@@ -101,3 +101,34 @@ fn plain_http_write_says_https_is_needed() {
     assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
     assert!(answer.contains("HTTPS, on this same port") && answer.contains("allow_plain_http_admin"), "{answer}");
 }
+
+/// `serve --ephemeral` prints its credentials file's absolute path and removes
+/// the file from the temp directory when it stops.
+#[test]
+fn ephemeral_credentials_are_removed_at_exit() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_handled"))
+        .args(["serve", "--ephemeral", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let mut credentials = None;
+    while stderr.read_line(&mut line).unwrap() > 0 && credentials.is_none() {
+        credentials = line.strip_prefix("admin credentials written to ").map(|rest| {
+            std::path::PathBuf::from(rest.split(" (keep").next().unwrap().to_string())
+        });
+        line.clear();
+    }
+    let credentials = credentials.expect("the credentials path is printed");
+    assert!(credentials.is_absolute() && credentials.exists(), "{}", credentials.display());
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    assert!(!credentials.exists(), "{} outlives the ephemeral server", credentials.display());
+}
