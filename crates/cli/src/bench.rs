@@ -7,15 +7,18 @@ use clap::{Args, Subcommand, ValueEnum};
 use handled_bench::admin::default_prefix;
 use handled_bench::coord::{coordinate, merge, GreenFlag};
 use handled_bench::html::{concurrency_charts, rate_charts, runs_section, Report};
+use handled_bench::recorder::{Outcome, Recorder};
 use handled_bench::report::{json_line, table, under_limit};
 use handled_bench::scenario::{self, ScenarioEnv};
+use handled_bench::workload::{Key, Op};
 use handled_bench::{
-    FreshNames, KeySet, Model, OpKind, Plan, RateSweep, Schedule, Stats, TargetSpec, Transport, Workload,
+    FreshNames, KeySet, Model, OpKind, Plan, RateSweep, Schedule, Stats, Target, TargetSpec, Transport, Workload,
 };
 use handled_client::{Credentials, KeyChoice};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum TransportArg {
@@ -336,6 +339,13 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    if a.green_flag.is_none() {
+        let handle = match &keys {
+            KeySet::One(h) => h.clone(),
+            KeySet::Uniform { prefix, .. } | KeySet::Zipf { prefix, .. } => format!("{prefix}/0"),
+        };
+        probe(&target, handle, secs(a.timeout).max(Duration::from_millis(1))).await?;
+    }
     let mut plan = Plan::new(label, target, Workload { keys, ops: a.ops.clone(), fresh });
     plan.fsync_probe = a.fsync_probe.clone();
     plan.timeout = secs(a.timeout).max(Duration::from_millis(1));
@@ -413,6 +423,25 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if runs.iter().all(|r| r.ok == 0) { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// One resolution before the run: a server that cannot be reached at all is
+/// a clear error now, not a whole run of 100% errors.
+async fn probe(target: &Target, handle: String, timeout: Duration) -> anyhow::Result<()> {
+    let recorder = Arc::new(Recorder::new(Instant::now()));
+    let mut conn = target.conn();
+    let outcome = match target.prepare(&mut conn, &recorder, timeout).await {
+        Ok(()) => target.call(&mut conn, &Op::Resolve(Key { handle, n: 0 }), &recorder, timeout).await,
+        Err(e) => bail!("{e}; nothing measured"),
+    };
+    target.close(conn, &recorder);
+    match outcome {
+        Outcome::Failed { kind } => {
+            bail!("cannot reach {} at {}: {kind}; nothing measured", target.describe(), target.first_addr())
+        }
+        // Answered (a refusal too): the server is there.
+        _ => Ok(()),
+    }
 }
 
 fn output(

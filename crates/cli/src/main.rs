@@ -14,7 +14,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "handled",
-    version,
+    version = handled_server::build::LONG_VERSION,
     about = "A Handle System registry server",
     after_help = "Exit codes: 0 done; 1 local error (arguments, files, no connection); 2 not found; \
                   3 refused by the server; 4 authentication or permission denied."

@@ -132,3 +132,34 @@ fn ephemeral_credentials_are_removed_at_exit() {
     assert!(child.wait().unwrap().success());
     assert!(!credentials.exists(), "{} outlives the ephemeral server", credentials.display());
 }
+
+/// `status` names the version and commit, the uptime and the handle count;
+/// `--version` carries the commit too.
+#[test]
+fn status_shows_version_uptime_and_handles() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path(), &[]);
+    let o = run(&["status", "--http-port", &server.http_port]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let line = out.lines().find(|l| l.starts_with("server")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains(&format!("handled {} (commit ", env!("CARGO_PKG_VERSION"))), "{line}");
+    assert!(line.contains(" up ") && line.contains(" handles") && !line.contains("? handles"), "{line}");
+    let version = text(&run(&["--version"]).stdout);
+    assert!(version.starts_with(&format!("handled {} (commit ", env!("CARGO_PKG_VERSION"))), "{version}");
+}
+
+/// `bench` against a server that is not there stops at once with a clear
+/// error instead of measuring 100% errors for its whole duration.
+#[test]
+fn bench_stops_when_the_server_cannot_be_reached() {
+    // A port just freed: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    for transport in ["udp", "tcp", "json-api"] {
+        let started = std::time::Instant::now();
+        let o = run(&["bench", "--transport", transport, "--port", &port, "-d", "30", "--timeout", "2", "--quiet"]);
+        assert_eq!(o.status.code(), Some(1), "{transport}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("cannot reach") && text(&o.stderr).contains("nothing measured"), "{}", text(&o.stderr));
+        assert!(started.elapsed() < std::time::Duration::from_secs(15), "{transport}: ran {:?}", started.elapsed());
+    }
+}

@@ -22,6 +22,14 @@ pub mod site;
 pub mod state;
 pub mod transport;
 
+/// This build's version and git commit (`build.rs`; "unknown" outside a checkout).
+pub mod build {
+    pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+    pub const GIT_COMMIT: &str = env!("HANDLED_GIT_COMMIT");
+    /// `0.1.0 (commit 0123456789ab)`, as `handled --version` prints it.
+    pub const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("HANDLED_GIT_COMMIT"), ")");
+}
+
 use state::ServerState;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -86,7 +86,7 @@ pub(super) async fn route(shared: &HttpShared, conn: Conn, req: Request<Incoming
         match req.uri().path() {
             "/healthz" => return text(StatusCode::OK, "text/plain", "ok\n".into()),
             "/readyz" => return readiness(state).await,
-            "/metrics" => return text(StatusCode::OK, "text/plain; version=0.0.4", metrics_text(state)),
+            "/metrics" => return text(StatusCode::OK, "text/plain; version=0.0.4", metrics_text(state).await),
             _ => {}
         }
     }
@@ -135,9 +135,10 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
     response
 }
 
-fn metrics_text(state: &ServerState) -> String {
+async fn metrics_text(state: &ServerState) -> String {
     let cache = state.cache.as_ref().map(|c| c.cache_stats());
-    state.metrics.render(&state.admission.stats(), cache.as_ref(), &state.store.stats())
+    let handles = state.store.count().await.ok();
+    state.metrics.render(&state.admission.stats(), cache.as_ref(), &state.store.stats(), handles)
 }
 
 /// Ready when the listeners are serving and the store answers.
