@@ -4,6 +4,7 @@ use anyhow::Context;
 use clap::Args;
 use handled_server::bootstrap::{bootstrap, open_store};
 use handled_server::config::{Config, StoreKind};
+use handled_server::import::ImportOptions;
 use handled_server::Listeners;
 use std::io::Write;
 use std::net::IpAddr;
@@ -159,10 +160,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     listeners.apply_ports(&mut config);
     let store = open_store(&config).await?;
     if let Some(path) = &args.import {
+        // Loading before serving replaces what is there, as the flag always did.
+        let options = ImportOptions { replace: true, ..ImportOptions::for_server(&config, &*store).await? };
+        let checked = crate::import::check_file(&*store, path, &options).await?;
         let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         let n = handled_server::import::import(&*store, std::io::BufReader::new(file), config.case_sensitive, |_| {})
             .await?;
-        tracing::info!("imported {n} handles from {}", path.display());
+        eprintln!("{}", crate::import::summary(n, &checked, path));
     }
     handled_server::memory::spawn_trimmer(std::time::Duration::from_secs(config.memory_trim_secs))
         .context("cannot start the memory trimming thread")?;

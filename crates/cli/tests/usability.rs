@@ -163,3 +163,42 @@ fn bench_stops_when_the_server_cannot_be_reached() {
         assert!(started.elapsed() < std::time::Duration::from_secs(15), "{transport}: ran {:?}", started.elapsed());
     }
 }
+
+/// `import` checks the whole file before writing: a bad line, a handle that
+/// exists (without --replace) or a prefix not homed (with --strict) imports
+/// nothing and says so with the line; counts are in words.
+#[test]
+fn import_checks_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let record = |h: &str| format!(r#"{{"handle":"{h}","values":[{{"index":1,"type":"URL","data":"https://example.org"}}]}}"#);
+    let import = |lines: &[String], extra: &[&str]| {
+        let file = dir.path().join("in.jsonl");
+        std::fs::write(&file, lines.join("\n")).unwrap();
+        let mut args = vec!["import", file.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
+        args.extend(extra);
+        let o = run(&args);
+        (o.status.code(), text(&o.stderr))
+    };
+    let (code, err) = import(&[record("TEST/1"), "{not json".into()], &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("line 2: not JSON") && err.contains("nothing imported"), "{err}");
+
+    let (code, err) = import(&[record("TEST/1")], &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("imported 1 handle from"), "line 1 of the failed file was not imported: {err}");
+
+    let (code, err) = import(&[record("TEST/2"), record("TEST/1")], &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("line 2: TEST/1 exists (--replace") && err.contains("nothing imported"), "{err}");
+    let (code, err) = import(&[record("TEST/2"), record("TEST/1")], &["--replace"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("imported 2 handles (1 replaced)"), "{err}");
+
+    let (code, err) = import(&[record("OTHER/1")], &["--strict"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("line 1: prefix OTHER is not homed here") && err.contains("nothing imported"), "{err}");
+    let (code, err) = import(&[record("OTHER/1")], &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("warning: 1 handle of prefix OTHER, which this server does not home"), "{err}");
+}

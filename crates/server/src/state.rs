@@ -15,6 +15,21 @@ use std::sync::{Arc, RwLock};
 
 /// Meta-table key under which each homed prefix handle is recorded.
 pub const HOMED_META_PREFIX: &str = "homed/";
+
+/// Is `h` under one of `homed` (normalized prefix handles `0.NA/X`)? A prefix
+/// handle also counts when a prefix it derives from is homed.
+pub fn homed_in(homed: &HashSet<Vec<u8>>, h: &[u8]) -> bool {
+    let canonical = handle::canonical(h);
+    let governing = handle::normalize(&handle::prefix_handle(&canonical), false);
+    if homed.contains(&governing) {
+        return true;
+    }
+    if handle::is_prefix_handle(&canonical) {
+        let own = handle::normalize(&canonical, false);
+        return handle::ancestors(&own).iter().any(|a| homed.contains(a.as_slice()));
+    }
+    false
+}
 /// Longest time a node sharing a store serves from its copy of the homed set.
 pub const HOMED_RELOAD: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -156,17 +171,7 @@ impl ServerState {
     }
 
     fn is_homed_here(&self, h: &[u8]) -> bool {
-        let homed = self.homed.read().unwrap_or_else(|e| e.into_inner());
-        let canonical = handle::canonical(h);
-        let governing = handle::normalize(&handle::prefix_handle(&canonical), false);
-        if homed.contains(&governing) {
-            return true;
-        }
-        if handle::is_prefix_handle(&canonical) {
-            let own = handle::normalize(&canonical, false);
-            return handle::ancestors(&own).iter().any(|a| homed.contains(a.as_slice()));
-        }
-        false
+        homed_in(&self.homed.read().unwrap_or_else(|e| e.into_inner()), h)
     }
 
     pub fn homed_prefixes(&self) -> Vec<Vec<u8>> {
