@@ -190,6 +190,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     // Handlers first: a SIGTERM right after "ready" must stop the server cleanly.
     let shutdown = shutdown_signal().context("cannot install the signal handlers")?;
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("cannot install the signal handlers")?;
+    let (state, config_path) = (booted.state.clone(), args.config.clone());
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            match handled_server::reload::reload(&state, config_path.as_deref()) {
+                Ok(()) => eprintln!("SIGHUP: reloaded {}", handled_server::reload::RELOADED_KEYS),
+                Err(e) => eprintln!("SIGHUP: nothing reloaded, the running configuration stays: {e}"),
+            }
+        }
+    });
     // Test harnesses wait for this line.
     println!("ready");
     let _ = std::io::stdout().flush();

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{handled, run, serve, text};
+use common::{handled, run, serve, serve_keeping_stderr, text};
 
 /// Malformed handles are refused before anything is sent (exit 1, with what is
 /// wrong), instead of coming back as "That prefix doesn't live here".
@@ -201,4 +201,35 @@ fn import_checks_before_writing() {
     let (code, err) = import(&[record("OTHER/1")], &[]);
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("warning: 1 handle of prefix OTHER, which this server does not home"), "{err}");
+}
+
+/// SIGHUP re-reads the configuration file's reloadable keys (here
+/// allow_list_handles) without a restart; a broken file changes nothing.
+#[test]
+fn sighup_reloads_the_configuration() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("handled.toml");
+    std::fs::write(&config, "allow_list_handles = false\n").unwrap();
+    let mut server = serve_keeping_stderr(dir.path(), &["--config", config.to_str().unwrap()]);
+    let mut stderr = BufReader::new(server.stderr.take().unwrap());
+    let mut hup = |expect: &str| {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(server.child.id() as i32, libc::SIGHUP) };
+        let mut line = String::new();
+        while stderr.read_line(&mut line).unwrap() > 0 && !line.starts_with("SIGHUP") {
+            line.clear();
+        }
+        assert!(line.contains(expect), "{line}");
+    };
+    let list = || handled(dir.path(), &server.tcp_port, &["list", "TEST"]);
+    let o = list();
+    assert_eq!(o.status.code(), Some(3), "listing is off: {}", text(&o.stderr));
+    std::fs::write(&config, "allow_list_handles = true\n").unwrap();
+    hup("reloaded");
+    let o = list();
+    assert!(o.status.success(), "listing is on after SIGHUP: {}", text(&o.stderr));
+    std::fs::write(&config, "allow_list_handles = maybe\n").unwrap();
+    hup("nothing reloaded");
+    assert!(list().status.success(), "a broken file changes nothing");
 }

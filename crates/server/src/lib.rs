@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod native;
 pub mod ops;
 pub mod registry;
+pub mod reload;
 pub mod rest;
 pub mod session;
 pub mod site;

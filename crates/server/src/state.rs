@@ -7,6 +7,8 @@ use crate::cache::CachingStore;
 use crate::config::Config;
 use crate::keys::RsaSigner;
 use crate::metrics::Metrics;
+use crate::reload::Live;
+use crate::transport::tls::CertSlot;
 use crate::session::Sessions;
 use handled_proto::handle;
 use handled_store::Store;
@@ -46,10 +48,10 @@ pub struct ServerState {
     /// above is re-read before any "not homed" answer and at least every
     /// [`HOMED_RELOAD`] (when it was last re-read; `None`: a single node).
     homed_reloaded: Option<std::sync::Mutex<std::time::Instant>>,
-    /// Server administrators as (handle, index) references.
-    server_admins: Vec<(Vec<u8>, i32)>,
-    /// Admins scoped to one prefix: (admin handle, prefix handle `0.NA/<PREFIX>`).
-    prefix_admins: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The keys SIGHUP may change (admins, switches); read through [`ServerState::live`].
+    live: RwLock<Arc<Live>>,
+    /// The HTTPS certificate (None: TLS setup failed, plain HTTP only).
+    pub tls: Option<Arc<CertSlot>>,
     pub challenges: Challenges,
     pub sessions: Sessions,
     pub admission: Admission,
@@ -70,8 +72,14 @@ impl ServerState {
         homed: HashSet<Vec<u8>>,
     ) -> Self {
         // Config::validate has checked the list; bootstrap refuses invalid configs.
-        let server_admins = config.parsed_server_admins().unwrap_or_default();
-        let prefix_admins = config.prefix_admins();
+        let live = RwLock::new(Arc::new(Live::of(&config)));
+        let tls = match CertSlot::load(&config, &key) {
+            Ok(slot) => Some(slot),
+            Err(e) => {
+                tracing::error!("HTTPS disabled on the HTTP port: {e}");
+                None
+            }
+        };
         let challenge_ttl = std::time::Duration::from_secs(config.challenge_timeout_secs.max(1));
         // Nodes sharing a store (Cassandra) share challenges and sessions too: a
         // balancer may send the next message of an exchange to another node.
@@ -104,8 +112,8 @@ impl ServerState {
             site_serial,
             homed: RwLock::new(homed),
             homed_reloaded: shared.then(|| std::sync::Mutex::new(std::time::Instant::now())),
-            server_admins,
-            prefix_admins,
+            live,
+            tls,
             challenges,
             sessions,
         }
@@ -119,12 +127,13 @@ impl ServerState {
         self.ready.store(true, std::sync::atomic::Ordering::Release);
     }
 
-    pub fn server_admins(&self) -> &[(Vec<u8>, i32)] {
-        &self.server_admins
+    /// The reloadable configuration now in force.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    pub fn prefix_admins(&self) -> &[(Vec<u8>, Vec<u8>)] {
-        &self.prefix_admins
+    pub fn set_live(&self, live: Live) {
+        *self.live.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(live);
     }
 
     /// A fresh id for a challenge or a session: one id space for both (§7.5),

@@ -12,6 +12,17 @@ pub struct Server {
     pub http_port: String,
     /// stderr lines up to the "serving" line.
     pub banner: String,
+    /// The rest of stderr, unless taken (else drained in the background).
+    pub stderr: Option<BufReader<std::process::ChildStderr>>,
+}
+
+impl Server {
+    /// Keep draining stderr so that a chatty server never blocks on a full pipe.
+    pub fn drain_stderr(&mut self) {
+        if let Some(mut stderr) = self.stderr.take() {
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        }
+    }
 }
 
 impl Drop for Server {
@@ -23,6 +34,13 @@ impl Drop for Server {
 
 /// `serve` homing TEST with its credentials in `dir/creds.json`, plus `extra` arguments.
 pub fn serve(dir: &Path, extra: &[&str]) -> Server {
+    let mut server = serve_keeping_stderr(dir, extra);
+    server.drain_stderr();
+    server
+}
+
+/// [`serve`], with the rest of stderr left to the caller in `Server::stderr`.
+pub fn serve_keeping_stderr(dir: &Path, extra: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_handled"))
         .args(["serve", "--ephemeral", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0"])
         .args(if extra.contains(&"--prefix") { &[][..] } else { &["--prefix", "TEST"][..] })
@@ -47,12 +65,10 @@ pub fn serve(dir: &Path, extra: &[&str]) -> Server {
         }
         line.clear();
     }
-    // Keep draining stderr so a chatty server never blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     let mut ready = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
     assert_eq!(ready.trim(), "ready", "{banner}");
-    Server { child, tcp_port, http_port, banner }
+    Server { child, tcp_port, http_port, banner, stderr: Some(stderr) }
 }
 
 /// A client subcommand against `port` with the credentials in `dir/creds.json`.

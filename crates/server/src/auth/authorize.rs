@@ -43,7 +43,7 @@ pub async fn permitted(
     if is_prefix_admin(state, identity, target) {
         return Ok(true);
     }
-    if state.config.server_admin_full_access && is_server_admin(state, identity).await? {
+    if state.live().server_admin_full_access && is_server_admin(state, identity).await? {
         return Ok(true);
     }
     group_member(state, identity, relevant).await
@@ -52,11 +52,11 @@ pub async fn permitted(
 /// Is `identity` one of the configured server administrators (or in a group
 /// one of them names)?
 pub async fn is_server_admin(state: &ServerState, identity: &Identity) -> Result<bool, StoreError> {
-    let admins = state.server_admins();
+    let admins = state.live().server_admins.clone();
     if admins.iter().any(|(h, i)| identity.matches(h, *i)) {
         return Ok(true);
     }
-    group_member(state, identity, admins.to_vec()).await
+    group_member(state, identity, admins).await
 }
 
 /// Without configured `server_admins`, `<prefix>/ADMIN` administers the
@@ -68,7 +68,7 @@ fn is_prefix_admin(state: &ServerState, identity: &Identity, target: &[u8]) -> b
     } else {
         handle::prefix_handle(target)
     };
-    state.prefix_admins().iter().any(|(admin, scope)| *scope == target_prefix && identity.matches(admin, 0))
+    state.live().prefix_admins.iter().any(|(admin, scope)| *scope == target_prefix && identity.matches(admin, 0))
 }
 
 /// Breadth-first over admin groups: each reference names a value that may be

@@ -11,7 +11,7 @@ const SCAN_PAGE: usize = 1000;
 /// All handles under a prefix, in stored form (§3.5: upper-case on a
 /// case-insensitive server). Needs LIST_HANDLES in the prefix handle's HS_ADMIN.
 pub async fn list_handles(state: &ServerState, caller: &Caller, prefix: &[u8]) -> Result<Vec<Vec<u8>>, OpError> {
-    if !state.config.allow_list_handles {
+    if !state.live().allow_list_handles {
         return Err(OpError::new(ResponseCode::OPERATION_NOT_SUPPORTED, "Listing handles is disabled on this server"));
     }
     let canonical = handle::canonical(prefix);

@@ -201,7 +201,7 @@ impl Rest {
 
     /// Does this request's connection let credentials count (§4.6)?
     pub(crate) fn credentials_count(&self, req: &Req) -> bool {
-        req.conn.secure || self.state.config.allow_plain_http_admin
+        req.conn.secure || self.state.live().allow_plain_http_admin
     }
 
     /// Answer one `/api/...` or `/hrls/...` request.

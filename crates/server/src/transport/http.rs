@@ -38,13 +38,7 @@ pub struct HttpShared {
 impl HttpShared {
     pub fn new(state: Arc<ServerState>) -> HttpShared {
         let keep_alive = Duration::from_secs(state.config.http_keep_alive_secs.max(1));
-        let tls = match super::tls::acceptor(&state.config, &state.key) {
-            Ok(a) => Some(a),
-            Err(e) => {
-                tracing::error!("HTTPS disabled on the HTTP port: {e}");
-                None
-            }
-        };
+        let tls = state.tls.as_ref().map(|slot| slot.acceptor());
         HttpShared {
             rest: Rest::new(state.clone(), keep_alive),
             max_requests: state.config.http_max_requests,
