@@ -22,6 +22,27 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines (stderr) as text, or as one JSON object each.
+    #[arg(long, global = true, env = "HANDLED_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Logs to stderr, filtered by `HANDLED_LOG` (default: warnings); colours only on a terminal.
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("HANDLED_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
 }
 
 #[derive(Subcommand)]
@@ -62,10 +83,7 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("HANDLED_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

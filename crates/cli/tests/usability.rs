@@ -233,3 +233,50 @@ fn sighup_reloads_the_configuration() {
     hup("nothing reloaded");
     assert!(list().status.success(), "a broken file changes nothing");
 }
+
+/// Logs: UDP and TCP requests get access lines, failed authentications are
+/// logged with identity and peer, JSON on request, never colour codes in a
+/// pipe; `access_log = "off"` silences access lines.
+#[test]
+fn access_and_authentication_logs() {
+    use std::io::Read;
+    let stop = |mut server: common::Server| {
+        let mut stderr = server.stderr.take().unwrap();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
+        let mut out = String::new();
+        stderr.read_to_string(&mut out).unwrap();
+        out
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("HANDLED_LOG", "warn,access=info"), ("HANDLED_LOG_FORMAT", "json")];
+    let server = common::serve_with_env(dir.path(), &[], &env);
+    let port = server.tcp_port.clone();
+    assert!(run(&["resolve", "TEST/ADMIN", "--port", &port]).status.success());
+    assert!(run(&["resolve", "TEST/ADMIN", "--tcp", "--port", &port]).status.success());
+    let wrong = run(&["create", "TEST/x", "1:URL:x", "--port", &port, "--admin", "300:TEST/ADMIN", "--secret", "wrong"]);
+    assert_eq!(wrong.status.code(), Some(4));
+    let log = stop(server);
+    assert!(!log.contains('\u{1b}'), "no colour codes in a pipe: {log}");
+    let lines: Vec<serde_json::Value> =
+        log.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).expect(l)).collect();
+    let access = |transport: &str| {
+        lines.iter().any(|l| {
+            l["target"] == "access" && l["fields"]["transport"] == transport && l["fields"]["handle"] == "TEST/ADMIN"
+        })
+    };
+    assert!(access("udp") && access("tcp"), "{log}");
+    assert!(
+        lines.iter().any(|l| l["target"] == "auth"
+            && l["fields"]["identity"] == "300:TEST/ADMIN"
+            && l["fields"]["peer"].as_str().is_some_and(|p| p.starts_with("127.0.0.1:"))),
+        "{log}"
+    );
+
+    let config = dir.path().join("quiet.toml");
+    std::fs::write(&config, "access_log = \"off\"\n").unwrap();
+    let server = common::serve_with_env(dir.path(), &["--config", config.to_str().unwrap()], &env[..1]);
+    assert!(run(&["resolve", "TEST/ADMIN", "--port", &server.tcp_port]).status.success());
+    let log = stop(server);
+    assert!(!log.contains("access") && !log.contains('\u{1b}'), "{log}");
+}

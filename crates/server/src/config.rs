@@ -100,6 +100,12 @@ pub struct Config {
     pub http_keep_alive_secs: u64,
     /// Requests served on one HTTP connection before it is closed.
     pub http_max_requests: u64,
+    /// Which requests get an access line (UDP, TCP and HTTP; shown with
+    /// `HANDLED_LOG=warn,access=info`): "full", "sampled" or "off". Requests
+    /// refused as too busy get none (the metrics count them).
+    pub access_log: crate::logging::AccessLogMode,
+    /// With `access_log = "sampled"`: one request in this many.
+    pub access_log_sample_every: u64,
 }
 
 impl Default for Config {
@@ -140,6 +146,8 @@ impl Default for Config {
             allow_plain_http_admin: false,
             http_keep_alive_secs: 15,
             http_max_requests: 100_000,
+            access_log: crate::logging::AccessLogMode::Full,
+            access_log_sample_every: 100,
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod config;
 pub mod import;
 pub mod keys;
+pub mod logging;
 pub mod memory;
 pub mod metrics;
 pub mod native;

@@ -6,6 +6,7 @@ use crate::auth::challenge::Challenges;
 use crate::cache::CachingStore;
 use crate::config::Config;
 use crate::keys::RsaSigner;
+use crate::logging::Logs;
 use crate::metrics::Metrics;
 use crate::reload::Live;
 use crate::transport::tls::CertSlot;
@@ -52,6 +53,8 @@ pub struct ServerState {
     live: RwLock<Arc<Live>>,
     /// The HTTPS certificate (None: TLS setup failed, plain HTTP only).
     pub tls: Option<Arc<CertSlot>>,
+    /// Access lines and failed authentications: policy and counters.
+    pub logs: Logs,
     pub challenges: Challenges,
     pub sessions: Sessions,
     pub admission: Admission,
@@ -73,6 +76,7 @@ impl ServerState {
     ) -> Self {
         // Config::validate has checked the list; bootstrap refuses invalid configs.
         let live = RwLock::new(Arc::new(Live::of(&config)));
+        let logs = Logs::new(config.access_log, config.access_log_sample_every);
         let tls = match CertSlot::load(&config, &key) {
             Ok(slot) => Some(slot),
             Err(e) => {
@@ -114,6 +118,7 @@ impl ServerState {
             homed_reloaded: shared.then(|| std::sync::Mutex::new(std::time::Instant::now())),
             live,
             tls,
+            logs,
             challenges,
             sessions,
         }

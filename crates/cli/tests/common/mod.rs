@@ -41,7 +41,13 @@ pub fn serve(dir: &Path, extra: &[&str]) -> Server {
 
 /// [`serve`], with the rest of stderr left to the caller in `Server::stderr`.
 pub fn serve_keeping_stderr(dir: &Path, extra: &[&str]) -> Server {
+    serve_with_env(dir, extra, &[])
+}
+
+/// [`serve_keeping_stderr`] with these environment variables set.
+pub fn serve_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_handled"))
+        .envs(env.iter().copied())
         .args(["serve", "--ephemeral", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0"])
         .args(if extra.contains(&"--prefix") { &[][..] } else { &["--prefix", "TEST"][..] })
         .args(extra)

@@ -86,7 +86,7 @@ pub(super) async fn route(shared: &HttpShared, conn: Conn, req: Request<Incoming
     }
     if req.method() == Method::POST && is_hdl(&req) {
         // Admission happens per native message, like on the other transports.
-        return tunnel(state, req).await;
+        return tunnel(state, req, conn.peer).await;
     }
     let started = Instant::now();
     let _permit = match state.admission.admit().await {
@@ -149,7 +149,7 @@ async fn readiness(state: &ServerState) -> Response<Full<Bytes>> {
     text(status, "application/json", body.to_string())
 }
 
-async fn tunnel(state: &ServerState, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn tunnel(state: &ServerState, req: Request<Incoming>, peer: std::net::SocketAddr) -> Response<Full<Bytes>> {
     let body = match Limited::new(req.into_body(), MAX_TUNNEL_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return json_error(StatusCode::PAYLOAD_TOO_LARGE, 4, &format!("Cannot read message: {e}")),
@@ -159,7 +159,7 @@ async fn tunnel(state: &ServerState, req: Request<Incoming>) -> Response<Full<By
         Some(b'\r' | b'\n') => &body[1..],
         _ => &body[..],
     };
-    let responses = serve_unit(state, unit, Transport::Http).await;
+    let responses = serve_unit(state, unit, Transport::Http, peer).await;
     if responses.is_empty() {
         return json_error(StatusCode::BAD_REQUEST, 4, "Message shorter than an envelope");
     }

@@ -70,6 +70,7 @@ async fn fill(stream: &mut (impl AsyncRead + Unpin), buf: &mut [u8], limit: Dura
 }
 
 async fn connection(state: &ServerState, mut stream: TcpStream) -> std::io::Result<()> {
+    let peer = stream.peer_addr()?;
     let _open = state.metrics.connection("tcp");
     stream.set_nodelay(true)?;
     let idle = Duration::from_secs(state.config.tcp_idle_timeout_secs);
@@ -86,7 +87,7 @@ async fn connection(state: &ServerState, mut stream: TcpStream) -> std::io::Resu
             Ok(n) => n,
             Err(_) => {
                 // The rest of the stream can't be framed any more: answer, then close.
-                let responses = serve_unit(state, &unit, Transport::Tcp).await;
+                let responses = serve_unit(state, &unit, Transport::Tcp, peer).await;
                 for r in responses {
                     stream.write_all(&r).await?;
                 }
@@ -100,7 +101,7 @@ async fn connection(state: &ServerState, mut stream: TcpStream) -> std::io::Resu
             let _ = stream.write_all(&error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &text)).await;
             return Ok(());
         }
-        let responses = serve_unit(state, &unit, Transport::Tcp).await;
+        let responses = serve_unit(state, &unit, Transport::Tcp, peer).await;
         match responses.as_slice() {
             [one] => stream.write_all(one).await?,
             many => stream.write_all(&many.concat()).await?,

@@ -148,7 +148,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
                     runtime.spawn(async move {
                         let replies = match turn.permit().await {
                             Ok(permit) => {
-                                let replies = serve_admitted(&state2, &unit, Transport::Udp).await;
+                                let replies = serve_admitted(&state2, &unit, Transport::Udp, peer).await;
                                 drop(permit);
                                 replies
                             }
@@ -172,7 +172,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
             let replies = runtime.block_on(async {
                 let mut replies = Vec::with_capacity(cheap.len());
                 for (peer, unit, permit) in cheap.drain(..) {
-                    replies.extend(serve_admitted(state, &unit, Transport::Udp).await.into_iter().map(|r| (peer, r)));
+                    replies.extend(serve_admitted(state, &unit, Transport::Udp, peer).await.into_iter().map(|r| (peer, r)));
                     drop(permit);
                 }
                 replies
