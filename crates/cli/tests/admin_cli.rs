@@ -27,7 +27,8 @@ fn admin_subcommands_and_exit_codes() {
         r#"[{"index":1,"type":"URL","data":"https://example.org/b"}]"#,
     ]);
     ok(&["remove-value", "TEST/cli", "2", "--no-session"]);
-    assert!(ok(&["list", "TEST"]).lines().any(|l| l == "TEST/CLI"));
+    // Listed as created (matching stays case-insensitive: `delete TEST/cli` below finds it).
+    assert!(ok(&["list", "TEST"]).lines().any(|l| l == "TEST/cli"));
     let minted = ok(&["create", "TEST/m-", "--mint", "1:URL:https://example.org/m"]);
     assert!(minted.trim().starts_with("TEST/m-") && minted.trim().len() == "TEST/m-".len() + 36, "{minted}");
 

@@ -247,13 +247,12 @@ async fn create_admin_handle(
     let admin_key = RsaSigner::generate()?;
     let mut seckey = HandleValue::new(SECKEY_INDEX, types::HS_SECKEY, secret.as_bytes().to_vec());
     seckey.permissions = ValuePermissions(ValuePermissions::ADMIN_READ | ValuePermissions::ADMIN_WRITE);
-    let record = HandleRecord {
-        values: vec![
-            stamped(HandleValue::new(ADMIN_INDEX, types::HS_ADMIN, admin_ref.to_bytes())),
-            stamped(seckey),
-            stamped(HandleValue::new(PUBKEY_INDEX, types::HS_PUBKEY, admin_key.hs_pubkey())),
-        ],
-    };
+    let values = vec![
+        stamped(HandleValue::new(ADMIN_INDEX, types::HS_ADMIN, admin_ref.to_bytes())),
+        stamped(seckey),
+        stamped(HandleValue::new(PUBKEY_INDEX, types::HS_PUBKEY, admin_key.hs_pubkey())),
+    ];
+    let record = HandleRecord::named(values, admin_handle, key);
     if !store.swap(key, Expect::Absent, Some(record)).await?.is_done() {
         return Ok(None);
     }

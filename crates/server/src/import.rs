@@ -154,7 +154,8 @@ pub async fn import(
         }
         let (h, record) =
             parse_line(&line, now).map_err(|message| ImportError::Line { line: n as u64 + 1, message })?;
-        group.push((handle::normalize(&h, case_sensitive), record));
+        let key = handle::normalize(&h, case_sensitive);
+        group.push((key.clone(), HandleRecord::named(record.values, &h, &key)));
         if group.len() == SORT_GROUP {
             flush(store, &mut group, &mut loaded, &mut progress).await?;
         }

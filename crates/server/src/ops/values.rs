@@ -118,8 +118,8 @@ pub async fn remove_values(state: &ServerState, caller: &Caller, h: &[u8], index
             needed = needed | change_permissions(Some(v), None);
         }
         permit(state, identity, &canonical, &admins_of(&old), needed).await?;
-        let record =
-            HandleRecord { values: old.values.iter().filter(|v| !indexes.contains(&v.index)).cloned().collect() };
+        let values = old.values.iter().filter(|v| !indexes.contains(&v.index)).cloned().collect();
+        let record = HandleRecord { values, name: old.name.clone() };
         if replace(state, &key, old, Some(record)).await? {
             return Ok(());
         }
