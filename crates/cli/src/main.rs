@@ -36,8 +36,8 @@ enum LogFormat {
 /// Logs to stderr, filtered by `HANDLED_LOG` (default: warnings); colours only on a terminal.
 fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("HANDLED_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HANDLED_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),

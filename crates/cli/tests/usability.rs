@@ -118,9 +118,9 @@ fn ephemeral_credentials_are_removed_at_exit() {
     let mut line = String::new();
     let mut credentials = None;
     while stderr.read_line(&mut line).unwrap() > 0 && credentials.is_none() {
-        credentials = line.strip_prefix("admin credentials written to ").map(|rest| {
-            std::path::PathBuf::from(rest.split(" (keep").next().unwrap().to_string())
-        });
+        credentials = line
+            .strip_prefix("admin credentials written to ")
+            .map(|rest| std::path::PathBuf::from(rest.split(" (keep").next().unwrap().to_string()));
         line.clear();
     }
     let credentials = credentials.expect("the credentials path is printed");
@@ -159,7 +159,11 @@ fn bench_stops_when_the_server_cannot_be_reached() {
         let started = std::time::Instant::now();
         let o = run(&["bench", "--transport", transport, "--port", &port, "-d", "30", "--timeout", "2", "--quiet"]);
         assert_eq!(o.status.code(), Some(1), "{transport}: {}", text(&o.stderr));
-        assert!(text(&o.stderr).contains("cannot reach") && text(&o.stderr).contains("nothing measured"), "{}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("cannot reach") && text(&o.stderr).contains("nothing measured"),
+            "{}",
+            text(&o.stderr)
+        );
         assert!(started.elapsed() < std::time::Duration::from_secs(15), "{transport}: ran {:?}", started.elapsed());
     }
 }
@@ -171,7 +175,8 @@ fn bench_stops_when_the_server_cannot_be_reached() {
 fn import_checks_before_writing() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let record = |h: &str| format!(r#"{{"handle":"{h}","values":[{{"index":1,"type":"URL","data":"https://example.org"}}]}}"#);
+    let record =
+        |h: &str| format!(r#"{{"handle":"{h}","values":[{{"index":1,"type":"URL","data":"https://example.org"}}]}}"#);
     let import = |lines: &[String], extra: &[&str]| {
         let file = dir.path().join("in.jsonl");
         std::fs::write(&file, lines.join("\n")).unwrap();
@@ -254,7 +259,8 @@ fn access_and_authentication_logs() {
     let port = server.tcp_port.clone();
     assert!(run(&["resolve", "TEST/ADMIN", "--port", &port]).status.success());
     assert!(run(&["resolve", "TEST/ADMIN", "--tcp", "--port", &port]).status.success());
-    let wrong = run(&["create", "TEST/x", "1:URL:x", "--port", &port, "--admin", "300:TEST/ADMIN", "--secret", "wrong"]);
+    let wrong =
+        run(&["create", "TEST/x", "1:URL:x", "--port", &port, "--admin", "300:TEST/ADMIN", "--secret", "wrong"]);
     assert_eq!(wrong.status.code(), Some(4));
     let log = stop(server);
     assert!(!log.contains('\u{1b}'), "no colour codes in a pipe: {log}");

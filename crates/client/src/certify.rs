@@ -3,9 +3,9 @@
 //! publishes in its site record.
 
 use crate::Response;
+use handled_proto::codec::Codec;
 use handled_proto::credential::{alg_names, signed_input};
 use handled_proto::data::pubkey::{unsigned, PublicKey};
-use handled_proto::codec::Codec;
 use handled_proto::data::site::SiteInfo;
 use handled_proto::response::ResponseBody;
 

@@ -106,7 +106,7 @@ pub async fn check(
     for (n, line) in input.lines().enumerate() {
         let line = line?;
         bytes += line.len() as u64 + 1;
-        if n % 4096 == 0 {
+        if n.is_multiple_of(4096) {
             progress(bytes);
         }
         if line.trim().is_empty() {

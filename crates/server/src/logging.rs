@@ -71,7 +71,7 @@ impl Logs {
         match self.mode {
             AccessLogMode::Off => false,
             AccessLogMode::Full => true,
-            AccessLogMode::Sampled => self.requests.fetch_add(1, Ordering::Relaxed) % self.sample_every == 0,
+            AccessLogMode::Sampled => self.requests.fetch_add(1, Ordering::Relaxed).is_multiple_of(self.sample_every),
         }
     }
 

@@ -263,8 +263,11 @@ mod tests {
         let cache = CacheStats { hits: 3, misses: 4, bytes: 1000, ..Default::default() };
         let store = StoreStats { commits: 2, batch_sizes: [1, 1, 0, 0, 0, 0, 0, 0, 0, 0], ..Default::default() };
         let text = m.render(&admission, Some(&cache), &store, Some(3));
-        let build =
-            format!(r#"handled_build_info{{version="{}",commit="{}"}} 1"#, crate::build::VERSION, crate::build::GIT_COMMIT);
+        let build = format!(
+            r#"handled_build_info{{version="{}",commit="{}"}} 1"#,
+            crate::build::VERSION,
+            crate::build::GIT_COMMIT
+        );
         for line in [
             r#"handled_requests_total{transport="udp",op="RESOLUTION",code="HANDLE_NOT_FOUND"} 2"#,
             r#"handled_request_duration_seconds_count{transport="udp"} 2"#,

@@ -63,7 +63,9 @@ pub fn serve_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Serve
     while stderr.read_line(&mut line).unwrap() > 0 {
         banner.push_str(&line);
         let port_after = |word: &str| {
-            line.split(word).nth(1).map(|rest| rest.split_whitespace().next().unwrap().rsplit(':').next().unwrap().to_string())
+            line.split(word)
+                .nth(1)
+                .map(|rest| rest.split_whitespace().next().unwrap().rsplit(':').next().unwrap().to_string())
         };
         if let (Some(t), Some(h)) = (port_after(" tcp "), port_after(" http ")) {
             (tcp_port, http_port) = (t, h);

@@ -35,7 +35,8 @@ pub async fn delete_handle(state: &ServerState, caller: &Caller, h: &[u8]) -> Re
     let key = state.storage_key(&canonical);
     for _ in 0..MAX_CAS_RETRIES {
         let old = load(state, &key).await?.ok_or_else(|| not_found(h))?;
-        permit(state, identity, &canonical, &admins_of(&old), AdminPermissions(AdminPermissions::DELETE_HANDLE)).await?;
+        permit(state, identity, &canonical, &admins_of(&old), AdminPermissions(AdminPermissions::DELETE_HANDLE))
+            .await?;
         if replace(state, &key, old, None).await? {
             return Ok(());
         }

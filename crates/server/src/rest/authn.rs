@@ -208,7 +208,11 @@ impl Rest {
         let (handle, index) = parse_identity(&user);
         let verified = verify::secret(&self.state, &handle, index, &raw[colon + 1..]).await;
         if let Err(e) = &verified {
-            self.state.logs.auth_failed(&format!("{index}:{}", String::from_utf8_lossy(&handle)), Some(peer), &e.message);
+            self.state.logs.auth_failed(
+                &format!("{index}:{}", String::from_utf8_lossy(&handle)),
+                Some(peer),
+                &e.message,
+            );
         }
         verified
     }

@@ -172,7 +172,9 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
             let replies = runtime.block_on(async {
                 let mut replies = Vec::with_capacity(cheap.len());
                 for (peer, unit, permit) in cheap.drain(..) {
-                    replies.extend(serve_admitted(state, &unit, Transport::Udp, peer).await.into_iter().map(|r| (peer, r)));
+                    replies.extend(
+                        serve_admitted(state, &unit, Transport::Udp, peer).await.into_iter().map(|r| (peer, r)),
+                    );
                     drop(permit);
                 }
                 replies
