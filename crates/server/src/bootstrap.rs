@@ -97,12 +97,7 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     let site = build_site(&config, hs_pubkey, serial);
     let site_bytes = site.to_bytes();
 
-    let mut homed: HashSet<Vec<u8>> = store
-        .meta_scan(HOMED_META_PREFIX)
-        .await?
-        .into_iter()
-        .map(|(k, _)| k.as_bytes()[HOMED_META_PREFIX.len()..].to_vec())
-        .collect();
+    let mut homed: HashSet<Vec<u8>> = crate::state::stored_homed(&*store).await?;
 
     let mut new_credentials = Vec::new();
     for prefix in &config.prefixes {

@@ -8,7 +8,7 @@
 //! (with `strict`) stops the import before anything is stored.
 
 use crate::config::Config;
-use crate::state::{homed_in, HOMED_META_PREFIX};
+use crate::state::{homed_in, stored_homed};
 use handled_proto::handle;
 use handled_proto::json::value_from_json;
 use handled_store::{HandleRecord, Store, StoreError};
@@ -71,12 +71,7 @@ impl ImportOptions {
     /// Options for `config`'s server: the prefixes it homes (configured, or
     /// homed at run time and kept in the store).
     pub async fn for_server(config: &Config, store: &dyn Store) -> Result<ImportOptions, StoreError> {
-        let mut homed: HashSet<Vec<u8>> = store
-            .meta_scan(HOMED_META_PREFIX)
-            .await?
-            .into_iter()
-            .map(|(k, _)| k.as_bytes()[HOMED_META_PREFIX.len()..].to_vec())
-            .collect();
+        let mut homed = stored_homed(store).await?;
         homed.extend(config.prefixes.iter().map(|p| handle::normalize(format!("0.NA/{p}").as_bytes(), false)));
         Ok(ImportOptions { case_sensitive: config.case_sensitive, homed, ..ImportOptions::default() })
     }

@@ -19,6 +19,12 @@ use std::sync::{Arc, RwLock};
 /// Meta-table key under which each homed prefix handle is recorded.
 pub const HOMED_META_PREFIX: &str = "homed/";
 
+/// The prefix handles homed at run time (HOME_NA), as the store keeps them.
+pub async fn stored_homed(store: &dyn Store) -> Result<HashSet<Vec<u8>>, handled_store::StoreError> {
+    let entries = store.meta_scan(HOMED_META_PREFIX).await?;
+    Ok(entries.into_iter().map(|(k, _)| k.as_bytes()[HOMED_META_PREFIX.len()..].to_vec()).collect())
+}
+
 /// Is `h` under one of `homed` (normalized prefix handles `0.NA/X`)? A prefix
 /// handle also counts when a prefix it derives from is homed.
 pub fn homed_in(homed: &HashSet<Vec<u8>>, h: &[u8]) -> bool {
