@@ -18,6 +18,7 @@ command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)   # aws-lc-rs builds AWS-LC with it
+command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)   # scripts/test-systemd-unit.sh
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)   # bench HTML reports are opened headless
 # The cluster suites (tests/cluster): haproxy for TCP/HTTP, nginx's stream module for UDP.
 command -v haproxy >/dev/null 2>&1 || need_apt+=(haproxy)

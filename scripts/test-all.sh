@@ -20,6 +20,9 @@ scripts/test-standalone.sh
 echo "== build the release binary for the black-box suites"
 cargo build --release --locked -p handled
 
+echo "== contrib/handled.service: systemd-analyze verify and security"
+scripts/test-systemd-unit.sh target/release/handled
+
 echo "== bench HTML report per scenario, opened in headless Chromium"
 tests/bench-report/run.sh target/release/handled
 

@@ -175,12 +175,23 @@ def test_site_listing_prefixes(server):
     assert r.json()["handles"] == [] and r.json()["pageSize"] == 0 and int(r.json()["totalCount"]) >= 2
     r = requests.get(f"{server.http}/api/handles?prefix=TEST")
     assert (r.status_code, r.json()["responseCode"]) == (403, 402)
+    # By default TEST/ADMIN administers its own prefix only, not the server's prefixes.
     r = requests.get(f"{server.https}/api/prefixes", auth=server.basic(), verify=False)
-    assert r.json() == {"responseCode": 1, "totalCount": "1", "prefixes": ["0.NA/TEST"]}
-    r = requests.post(f"{server.https}/api/prefixes/NEWPFX", auth=server.basic(), verify=False)
-    assert r.status_code == 200
-    assert "0.NA/NEWPFX" in requests.get(f"{server.https}/api/prefixes", auth=server.basic(), verify=False).json()["prefixes"]
-    assert requests.delete(f"{server.https}/api/prefixes/NEWPFX", auth=server.basic(), verify=False).status_code == 200
+    assert r.status_code == 403
+
+
+def test_server_admins_home_prefixes():
+    s = start(config_text='server_admins = ["TEST/ADMIN"]\n')
+    try:
+        r = requests.get(f"{s.https}/api/prefixes", auth=s.basic(), verify=False)
+        assert r.json() == {"responseCode": 1, "totalCount": "1", "prefixes": ["0.NA/TEST"]}
+        r = requests.post(f"{s.https}/api/prefixes/NEWPFX", auth=s.basic(), verify=False)
+        assert r.status_code == 200
+        assert "0.NA/NEWPFX" in requests.get(f"{s.https}/api/prefixes", auth=s.basic(), verify=False).json()["prefixes"]
+        assert requests.delete(f"{s.https}/api/prefixes/NEWPFX", auth=s.basic(), verify=False).status_code == 200
+    finally:
+        s.proc.terminate()
+        s.proc.wait(timeout=10)
 
 
 def test_listing_disabled_is_501():

@@ -30,7 +30,7 @@ pub enum Target {
     /// POST `application/x-hdl-message` to `/`.
     Tunnel(HttpTarget),
     /// Requests to a URL template, `{handle}`, `{handle_enc}` (percent-encoded)
-    /// and `{n}` filled in, in the path and the body alike.
+    /// and `{n}` (or `{seq}`) filled in, in the path and the body alike.
     Url {
         http: HttpTarget,
         request: UrlRequest,
@@ -315,7 +315,8 @@ pub fn fill_template(template: &str, op: &Op) -> String {
         Op::Resolve(key) | Op::ResolveCertified(key) => template
             .replace("{handle_enc}", &percent_encode(&key.handle))
             .replace("{handle}", &key.handle)
-            .replace("{n}", &key.n.to_string()),
+            .replace("{n}", &key.n.to_string())
+            .replace("{seq}", &key.n.to_string()),
         _ => template.to_string(),
     }
 }
@@ -349,5 +350,6 @@ mod tests {
         let op = Op::Resolve(Key { handle: "TEST/a b".into(), n: 7 });
         assert_eq!(fill_template("/api/handles/{handle}", &op), "/api/handles/TEST/a b");
         assert_eq!(fill_template("/hyperty/url/{handle_enc}?i={n}", &op), "/hyperty/url/TEST%2Fa%20b?i=7");
+        assert_eq!(fill_template("/x?i={seq}", &op), "/x?i=7", "the alias the help can show");
     }
 }

@@ -6,6 +6,7 @@
 //! (exists, invalid, not responsible...), 4 authentication or permission
 //! failure, 1 usage, I/O or connection error.
 
+use crate::handle_syntax::{check_handle, check_prefix, prefix_of};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use handled_client::{AdminError, AdminSession, ConnectParams, Credentials, KeyChoice, Protocol};
@@ -28,7 +29,8 @@ pub struct Connect {
     /// Use the HTTP tunnel instead of TCP.
     #[arg(long)]
     http: bool,
-    /// Credentials file written by `handled serve`.
+    /// Credentials file written by `handled serve` (the default is relative to
+    /// the working directory: run from where `serve` ran, or give the path).
     #[arg(long, env = "HANDLED_CREDENTIALS", default_value = "data/admin-TEST.json")]
     credentials: PathBuf,
     /// Authenticate with the file's RSA key instead of its secret key.
@@ -53,13 +55,15 @@ pub struct Connect {
 
 #[derive(Subcommand)]
 pub enum AdminCommand {
-    /// Create a handle. VALUE is INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
+    /// Create a handle.
     Create {
         #[command(flatten)]
         connect: Connect,
+        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
         handle: String,
+        /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
         values: Vec<String>,
-        /// Values as a JSON array in the REST API form (instead of / besides VALUE).
+        /// Values as a JSON array in the REST API form (instead of / besides VALUES).
         #[arg(long)]
         json: Option<String>,
         /// Replace the handle if it exists.
@@ -73,14 +77,18 @@ pub enum AdminCommand {
     Delete {
         #[command(flatten)]
         connect: Connect,
+        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
         handle: String,
     },
     /// Add values (INDEX:TYPE:DATA or --json).
     AddValue {
         #[command(flatten)]
         connect: Connect,
+        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
         handle: String,
+        /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
         values: Vec<String>,
+        /// Values as a JSON array in the REST API form (instead of / besides VALUES).
         #[arg(long)]
         json: Option<String>,
         /// Replace values whose index is taken.
@@ -91,7 +99,9 @@ pub enum AdminCommand {
     RemoveValue {
         #[command(flatten)]
         connect: Connect,
+        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
         handle: String,
+        /// Indexes of the values to remove.
         #[arg(required = true)]
         indexes: Vec<i32>,
     },
@@ -99,8 +109,11 @@ pub enum AdminCommand {
     ModifyValue {
         #[command(flatten)]
         connect: Connect,
+        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
         handle: String,
+        /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
         values: Vec<String>,
+        /// Values as a JSON array in the REST API form (instead of / besides VALUES).
         #[arg(long)]
         json: Option<String>,
     },
@@ -108,6 +121,7 @@ pub enum AdminCommand {
     List {
         #[command(flatten)]
         connect: Connect,
+        /// The prefix, e.g. TEST (or 0.NA/TEST).
         prefix: String,
     },
 }
@@ -121,6 +135,18 @@ impl AdminCommand {
             | AdminCommand::RemoveValue { connect, .. }
             | AdminCommand::ModifyValue { connect, .. }
             | AdminCommand::List { connect, .. } => connect,
+        }
+    }
+
+    /// The handle (or prefix, for `list`) named, checked before anything is sent.
+    fn check_syntax(&self) -> anyhow::Result<&str> {
+        match self {
+            AdminCommand::Create { handle, mint, .. } => check_handle(handle, *mint).map(|_| handle.as_str()),
+            AdminCommand::Delete { handle, .. }
+            | AdminCommand::AddValue { handle, .. }
+            | AdminCommand::RemoveValue { handle, .. }
+            | AdminCommand::ModifyValue { handle, .. } => check_handle(handle, false).map(|_| handle.as_str()),
+            AdminCommand::List { prefix, .. } => check_prefix(prefix).map(|_| prefix.as_str()),
         }
     }
 }
@@ -174,8 +200,13 @@ impl Connect {
             };
         }
         let choice = if self.rsa { KeyChoice::PublicKey } else { KeyChoice::Secret };
-        Credentials::load(&self.credentials, choice)
-            .context("no usable credentials (use --credentials, or --admin with --secret/--private-key)")
+        Credentials::load(&self.credentials, choice).with_context(|| {
+            let path = std::path::absolute(&self.credentials).unwrap_or_else(|_| self.credentials.clone());
+            format!(
+                "no usable credentials at {} (use --credentials, or --admin with --secret/--private-key)",
+                path.display()
+            )
+        })
     }
 
     fn params(&self) -> anyhow::Result<ConnectParams> {
@@ -203,6 +234,7 @@ fn exit_for(code: ResponseCode) -> u8 {
 }
 
 pub async fn run(command: AdminCommand) -> anyhow::Result<ExitCode> {
+    let named = command.check_syntax()?.to_string();
     let c = command.connect().clone();
     let creds = c.credentials()?;
     let who = creds.display();
@@ -221,6 +253,9 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<ExitCode> {
                     ResponseCode::AUTHENTICATION_FAILED => format!(" (wrong key for {who}?)"),
                     ResponseCode::INVALID_ADMIN | ResponseCode::INSUFFICIENT_PERMISSIONS => {
                         format!(" ({who} lacks the permission)")
+                    }
+                    ResponseCode::SERVER_NOT_RESP => {
+                        format!(" (prefix {} is not homed on {})", prefix_of(&named), params.addr)
                     }
                     _ => String::new(),
                 };

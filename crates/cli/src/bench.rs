@@ -7,15 +7,18 @@ use clap::{Args, Subcommand, ValueEnum};
 use handled_bench::admin::default_prefix;
 use handled_bench::coord::{coordinate, merge, GreenFlag};
 use handled_bench::html::{concurrency_charts, rate_charts, runs_section, Report};
+use handled_bench::recorder::{Outcome, Recorder};
 use handled_bench::report::{json_line, table, under_limit};
 use handled_bench::scenario::{self, ScenarioEnv};
+use handled_bench::workload::{Key, Op};
 use handled_bench::{
-    FreshNames, KeySet, Model, OpKind, Plan, RateSweep, Schedule, Stats, TargetSpec, Transport, Workload,
+    FreshNames, KeySet, Model, OpKind, Plan, RateSweep, Schedule, Stats, Target, TargetSpec, Transport, Workload,
 };
 use handled_client::{Credentials, KeyChoice};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum TransportArg {
@@ -62,9 +65,11 @@ struct RunArgs {
     /// Port: native (udp/tcp) default 2641, HTTP default 8000.
     #[arg(long)]
     port: Option<u16>,
+    /// How to send the requests.
     #[arg(long, value_enum, default_value = "udp")]
     transport: TransportArg,
-    /// Requests to this URL template instead: {handle}, {handle_enc} (percent-encoded), {n}.
+    /// Requests to this URL template instead: {handle}, {handle_enc} (percent-encoded), {seq}
+    /// (the key's number; also written as n in braces).
     /// E.g. http://127.0.0.1:8000/api/handles/{handle}
     #[arg(long)]
     url: Option<String>,
@@ -108,8 +113,10 @@ struct RunArgs {
     /// ...or handles PREFIX/0 .. PREFIX/(N-1) with --keys N (uniform, or --zipf S).
     #[arg(long)]
     key_prefix: Option<String>,
+    /// Number of handles under --key-prefix.
     #[arg(long, requires = "key_prefix")]
     keys: Option<u64>,
+    /// Zipf exponent S of the key popularity (default: uniform).
     #[arg(long, requires = "keys")]
     zipf: Option<f64>,
     /// Operations each client loops over, comma-separated: resolve, resolve-certified, site-info,
@@ -144,6 +151,7 @@ struct RunArgs {
     /// httperf/autobench rate sweep FROM,TO,STEP (requests/s), --per-conn requests per connection.
     #[arg(long, value_delimiter = ',')]
     rate_sweep: Option<Vec<f64>>,
+    /// Requests per connection in --rate-sweep.
     #[arg(long, default_value_t = 10)]
     per_conn: u64,
     /// Seconds per sweep step.
@@ -161,6 +169,7 @@ struct RunArgs {
     /// Induce a failure: run this shell command --induce-at seconds into the run.
     #[arg(long, requires = "induce_at")]
     induce: Option<String>,
+    /// Seconds into the run at which --induce runs.
     #[arg(long)]
     induce_at: Option<f64>,
     /// Wait for the green flag from this coordinator (host:port), report back to it.
@@ -186,6 +195,7 @@ type OpList = Vec<OpKind>;
 struct ScenarioArgs {
     /// Scenario name; --list shows them.
     name: Option<String>,
+    /// List the scenarios and what each reproduces.
     #[arg(long)]
     list: bool,
     /// Minutes-to-seconds: a tiny run (CI).
@@ -194,8 +204,10 @@ struct ScenarioArgs {
     /// Target an existing server instead of starting `handled serve --ephemeral`.
     #[arg(long)]
     host: Option<String>,
+    /// Native port of the existing server.
     #[arg(long, default_value_t = 2641)]
     port: u16,
+    /// HTTP port of the existing server.
     #[arg(long, default_value_t = 8000)]
     http_port: u16,
     /// Handle to resolve on an existing server (any prefix).
@@ -204,6 +216,7 @@ struct ScenarioArgs {
     /// URL template for registry-get (default: the started server's JSON API).
     #[arg(long)]
     url: Option<String>,
+    /// The existing server's process id, to measure its CPU time.
     #[arg(long)]
     server_pid: Option<u32>,
     /// durable-creates on an existing server: its admin credentials file...
@@ -218,12 +231,14 @@ struct ScenarioArgs {
     /// HTML report (default: bench-NAME.html).
     #[arg(long)]
     html: Option<PathBuf>,
+    /// JSON lines instead of the table.
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Args)]
 struct CoordinatorArgs {
+    /// Address (host:port) the bench processes report to (their --green-flag).
     #[arg(long, default_value = "127.0.0.1:7900")]
     listen: String,
     /// Number of bench processes to wait for.
@@ -232,14 +247,17 @@ struct CoordinatorArgs {
     /// Seconds to wait for clients and for their results.
     #[arg(long, default_value_t = 600.0)]
     deadline: f64,
+    /// JSON lines instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also write a self-contained HTML report.
     #[arg(long)]
     html: Option<PathBuf>,
 }
 
 #[derive(Args)]
 struct StubArgs {
+    /// Address to serve on (port 0: any; the chosen one is printed).
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: String,
     /// Freeze every answer from this many seconds after start...
@@ -321,6 +339,13 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    if a.green_flag.is_none() {
+        let handle = match &keys {
+            KeySet::One(h) => h.clone(),
+            KeySet::Uniform { prefix, .. } | KeySet::Zipf { prefix, .. } => format!("{prefix}/0"),
+        };
+        probe(&target, handle, secs(a.timeout).max(Duration::from_millis(1))).await?;
+    }
     let mut plan = Plan::new(label, target, Workload { keys, ops: a.ops.clone(), fresh });
     plan.fsync_probe = a.fsync_probe.clone();
     plan.timeout = secs(a.timeout).max(Duration::from_millis(1));
@@ -398,6 +423,25 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if runs.iter().all(|r| r.ok == 0) { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// One resolution before the run: a server that cannot be reached at all is
+/// a clear error now, not a whole run of 100% errors.
+async fn probe(target: &Target, handle: String, timeout: Duration) -> anyhow::Result<()> {
+    let recorder = Arc::new(Recorder::new(Instant::now()));
+    let mut conn = target.conn();
+    let outcome = match target.prepare(&mut conn, &recorder, timeout).await {
+        Ok(()) => target.call(&mut conn, &Op::Resolve(Key { handle, n: 0 }), &recorder, timeout).await,
+        Err(e) => bail!("{e}; nothing measured"),
+    };
+    target.close(conn, &recorder);
+    match outcome {
+        Outcome::Failed { kind } => {
+            bail!("cannot reach {} at {}: {kind}; nothing measured", target.describe(), target.first_addr())
+        }
+        // Answered (a refusal too): the server is there.
+        _ => Ok(()),
+    }
 }
 
 fn output(

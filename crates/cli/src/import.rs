@@ -1,12 +1,16 @@
-//! `handled import FILE.jsonl`: bulk-load records into the data directory with a progress bar.
+//! `handled import FILE.jsonl`: bulk-load records into the data directory.
+//! The file is read twice: a check that writes nothing (bad lines, existing
+//! handles, prefixes not homed here), then the load, with a percentage and ETA.
 
 use anyhow::Context;
 use clap::Args;
 use handled_server::bootstrap::open_store;
 use handled_server::config::Config;
-use indicatif::{ProgressBar, ProgressStyle};
+use handled_server::import::{check, Checked, ImportError, ImportOptions};
+use handled_store::Store;
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use std::io::BufReader;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -14,10 +18,58 @@ use std::time::Instant;
 pub struct ImportArgs {
     /// JSON lines: {"handle": "TEST/1", "values": [...]} per line.
     file: PathBuf,
+    /// TOML configuration file (the server's: data directory, store, case rules).
     #[arg(long, short, env = "HANDLED_CONFIG")]
     config: Option<PathBuf>,
+    /// Data directory to load into (default `data`, relative to the working directory).
     #[arg(long, env = "HANDLED_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// Overwrite handles that exist (without it, one that exists stops the import).
+    #[arg(long)]
+    replace: bool,
+    /// Refuse records of prefixes this server does not home (without it, they are loaded with a warning).
+    #[arg(long)]
+    strict: bool,
+}
+
+/// A bar with `{rate}` as a whole number per second (indicatif's `{per_sec}` shows four decimals).
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template).expect("static template").with_key(
+        "rate",
+        |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = write!(w, "{:.0}/s", state.per_sec());
+        },
+    )
+}
+
+/// [`check`] of a file, with a bar over its bytes; errors say nothing was imported.
+pub async fn check_file(store: &dyn Store, path: &Path, options: &ImportOptions) -> anyhow::Result<Checked> {
+    let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let bar = ProgressBar::new(file.metadata().map(|m| m.len()).unwrap_or(0));
+    bar.set_style(style("checking {bytes}/{total_bytes} ({percent}%) eta {eta}"));
+    let checked = check(store, BufReader::new(file), options, |bytes| bar.set_position(bytes)).await;
+    bar.finish_and_clear();
+    let checked = checked.map_err(|e| match e {
+        ImportError::Line { .. } => anyhow::anyhow!("{}: {e}; nothing imported", path.display()),
+        other => anyhow::Error::new(other).context(format!("{}: nothing imported", path.display())),
+    })?;
+    for (prefix, n) in &checked.not_homed {
+        eprintln!(
+            "warning: {} of prefix {prefix}, which this server does not home (--strict refuses them)",
+            plural(*n, "handle")
+        );
+    }
+    Ok(checked)
+}
+
+/// `imported 1 handle (2 replaced) from FILE`.
+pub fn summary(loaded: u64, checked: &Checked, path: &Path) -> String {
+    let replaced = if checked.existing > 0 { format!(" ({} replaced)", checked.existing) } else { String::new() };
+    format!("imported {}{replaced} from {}", plural(loaded, "handle"), path.display())
+}
+
+fn plural(n: u64, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
@@ -25,23 +77,27 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     if let Some(d) = args.data_dir {
         config.data_dir = d;
     }
-    let file = std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
-    let total_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
     let store =
         open_store(&config).await.with_context(|| format!("cannot open the store in {}", config.data_dir.display()))?;
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {pos} handles loaded ({per_sec}) {elapsed}").expect("static template"),
-    );
+    let options = ImportOptions {
+        strict: args.strict,
+        replace: args.replace,
+        ..ImportOptions::for_server(&config, &*store).await?
+    };
+    let checked = check_file(&*store, &args.file, &options).await?;
+    let file = std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
+    let bar = ProgressBar::new(checked.records);
+    bar.set_style(style("{pos}/{len} handles ({percent}%) {rate} eta {eta}"));
     let started = Instant::now();
     let n =
         handled_server::import::import(&*store, BufReader::new(file), config.case_sensitive, |n| bar.set_position(n))
             .await?;
     bar.finish_and_clear();
+    store.close();
     eprintln!(
-        "imported {n} handles ({} MB) into {} in {:.1} s",
-        total_bytes / 1_000_000,
-        config.data_dir.display(),
+        "{} into {} in {:.1} s",
+        summary(n, &checked, &args.file),
+        std::path::absolute(&config.data_dir).unwrap_or(config.data_dir.clone()).display(),
         started.elapsed().as_secs_f64()
     );
     Ok(ExitCode::SUCCESS)

@@ -2,6 +2,7 @@
 
 mod admin;
 mod bench;
+mod handle_syntax;
 mod import;
 mod resolve;
 mod serve;
@@ -13,7 +14,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "handled",
-    version,
+    version = handled_server::build::LONG_VERSION,
     about = "A Handle System registry server",
     after_help = "Exit codes: 0 done; 1 local error (arguments, files, no connection); 2 not found; \
                   3 refused by the server; 4 authentication or permission denied."
@@ -21,6 +22,27 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines (stderr) as text, or as one JSON object each.
+    #[arg(long, global = true, env = "HANDLED_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Logs to stderr, filtered by `HANDLED_LOG` (default: warnings); colours only on a terminal.
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HANDLED_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
 }
 
 #[derive(Subcommand)]
@@ -61,10 +83,7 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("HANDLED_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -116,5 +135,34 @@ mod tests {
         let text = io.to_string();
         let e = anyhow::Error::new(io).context(text.clone()).context("cannot reach 127.0.0.1:2641");
         assert_eq!(super::one_line(&e), format!("cannot reach 127.0.0.1:2641: {text}"));
+    }
+}
+
+#[cfg(test)]
+mod help_tests {
+    use clap::CommandFactory;
+
+    /// Every argument of every subcommand says what it is for.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                // clap renders `{n}` as a line break, so it would vanish from the help.
+                if help.trim().is_empty() || help.contains("{n}") {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "handled", &mut missing);
+        assert!(missing.is_empty(), "arguments without (whole) help: {missing:#?}");
     }
 }

@@ -4,6 +4,7 @@ use anyhow::Context;
 use clap::Args;
 use handled_server::bootstrap::{bootstrap, open_store};
 use handled_server::config::{Config, StoreKind};
+use handled_server::import::ImportOptions;
 use handled_server::Listeners;
 use std::io::Write;
 use std::net::IpAddr;
@@ -15,10 +16,12 @@ pub struct ServeArgs {
     /// TOML configuration file.
     #[arg(long, short, env = "HANDLED_CONFIG")]
     config: Option<PathBuf>,
-    /// Data directory (store, server key, credentials).
+    /// Data directory (store, server key, credentials); default `data`,
+    /// relative to the working directory.
     #[arg(long, env = "HANDLED_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Keep everything in memory; nothing is written to disk.
+    /// Keep everything in memory; nothing is written to disk but the admin
+    /// credentials file, which goes to the temp directory and is removed at exit.
     #[arg(long, env = "HANDLED_EPHEMERAL")]
     ephemeral: bool,
     /// Address to bind.
@@ -157,17 +160,26 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     listeners.apply_ports(&mut config);
     let store = open_store(&config).await?;
     if let Some(path) = &args.import {
+        // Loading before serving replaces what is there, as the flag always did.
+        let options = ImportOptions { replace: true, ..ImportOptions::for_server(&config, &*store).await? };
+        let checked = crate::import::check_file(&*store, path, &options).await?;
         let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         let n = handled_server::import::import(&*store, std::io::BufReader::new(file), config.case_sensitive, |_| {})
             .await?;
-        tracing::info!("imported {n} handles from {}", path.display());
+        eprintln!("{}", crate::import::summary(n, &checked, path));
     }
     handled_server::memory::spawn_trimmer(std::time::Duration::from_secs(config.memory_trim_secs))
         .context("cannot start the memory trimming thread")?;
+    // Credentials an ephemeral server put in the temp directory die with it.
+    let temporary_credentials = config.ephemeral && config.admin_credentials.is_none();
+    if !config.ephemeral && config.store == StoreKind::Embedded {
+        eprintln!("data directory {}", absolute(&config.data_dir).display());
+    }
     let booted = bootstrap(config, store).await?;
     for path in &booted.new_credentials {
-        eprintln!("admin credentials written to {} (keep this file secret)", path.display());
+        eprintln!("admin credentials written to {} (keep this file secret)", absolute(path).display());
     }
+    let _remove_at_exit = RemoveAtExit(if temporary_credentials { booted.new_credentials.clone() } else { Vec::new() });
     let running = listeners.serve(booted.state.clone())?;
     let a = running.addrs;
     let homed: Vec<String> =
@@ -176,12 +188,25 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(r) = a.registry {
         eprintln!("domain registry on http://{r}/");
     }
+    // Handlers first: a SIGTERM right after "ready" must stop the server cleanly.
+    let shutdown = shutdown_signal().context("cannot install the signal handlers")?;
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("cannot install the signal handlers")?;
+    let (state, config_path) = (booted.state.clone(), args.config.clone());
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            match handled_server::reload::reload(&state, config_path.as_deref()) {
+                Ok(()) => eprintln!("SIGHUP: reloaded {}", handled_server::reload::RELOADED_KEYS),
+                Err(e) => eprintln!("SIGHUP: nothing reloaded, the running configuration stays: {e}"),
+            }
+        }
+    });
     // Test harnesses wait for this line.
     println!("ready");
     let _ = std::io::stdout().flush();
     tokio::select! {
         _ = running.wait() => anyhow::bail!("a listener stopped unexpectedly"),
-        _ = shutdown_signal() => {
+        _ = shutdown => {
             eprintln!("shutting down");
             // Queued writes finish; the store file is left cleanly closed, so the
             // next start needs no repair.
@@ -191,14 +216,31 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// Files removed when dropped: on every way out of `run`.
+struct RemoveAtExit(Vec<PathBuf>);
+
+impl Drop for RemoveAtExit {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
     }
+}
+
+/// `path` from the root, so that a printed path means the same from any directory.
+fn absolute(path: &std::path::Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// SIGTERM or SIGINT, with both handlers installed before this returns.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
 }

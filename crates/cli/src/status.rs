@@ -59,6 +59,8 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     }
     let m = parse(&text);
     let get = |k: &str| m.get(k).copied().unwrap_or(0.0);
+    let handles = m.get("handled_handles").map_or("? handles".to_string(), |n| format!("{n:.0} handles"));
+    println!("server      handled {}   up {}   {handles}", build_of(&text), uptime(get("handled_uptime_seconds")));
     println!(
         "admission   in flight {:.0}/{:.0}   waiting {:.0}/{:.0}   admitted {:.0}   queued {:.0}   rejected {:.0} (queue full {:.0}, waited too long {:.0}, would wait too long {:.0})",
         get("handled_admission_in_flight"),
@@ -102,6 +104,27 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `0.1.0 (commit abc)` from the `handled_build_info` labels.
+fn build_of(text: &str) -> String {
+    let line = text.lines().find(|l| l.starts_with("handled_build_info{")).unwrap_or("");
+    let label = |name: &str| {
+        line.split(&format!("{name}=\"")).nth(1).and_then(|rest| rest.split('"').next()).unwrap_or("?").to_string()
+    };
+    format!("{} (commit {})", label("version"), label("commit"))
+}
+
+/// `3d 04h 05m 06s`, leading zero units left out.
+fn uptime(seconds: f64) -> String {
+    let s = seconds as u64;
+    let (d, h, m, s) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s:02}s"),
+        (0, _, _) => format!("{h}h {m:02}m {s:02}s"),
+        _ => format!("{d}d {h:02}h {m:02}m {s:02}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -112,5 +135,14 @@ mod tests {
         assert_eq!(m["handled_requests_total"], 5.0);
         assert_eq!(m["handled_cache_bytes"], 10.0);
         assert_eq!(m[r#"handled_requests_total{a="2"}"#], 3.0);
+    }
+
+    #[test]
+    fn build_and_uptime() {
+        let text = "handled_build_info{version=\"0.1.0\",commit=\"abc123\"} 1\n";
+        assert_eq!(super::build_of(text), "0.1.0 (commit abc123)");
+        assert_eq!(super::uptime(5.2), "5s");
+        assert_eq!(super::uptime(3725.0), "1h 02m 05s");
+        assert_eq!(super::uptime(90_061.0), "1d 01h 01m 01s");
     }
 }

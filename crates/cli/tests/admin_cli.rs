@@ -2,52 +2,16 @@
 //! credentials file serve wrote, and exit 0 / 2 (not found) / 3 (refused) /
 //! 4 (authentication or permission) with a message on failure.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+mod spawn;
 
-fn start(dir: &Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_handled"))
-        .args(["serve", "--ephemeral", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0", "--prefix", "TEST"])
-        .arg("--admin-credentials")
-        .arg(dir.join("creds.json"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn handled");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut port = String::new();
-    let mut line = String::new();
-    while stderr.read_line(&mut line).unwrap() > 0 {
-        if let Some(rest) = line.split(" tcp ").nth(1) {
-            port = rest.split_whitespace().next().unwrap().rsplit(':').next().unwrap().to_string();
-            break;
-        }
-        line.clear();
-    }
-    let mut ready = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
-    assert_eq!(ready.trim(), "ready");
-    (child, port)
-}
-
-fn handled(dir: &Path, port: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_handled"))
-        .args(args)
-        .args(["--port", port, "--credentials"])
-        .arg(dir.join("creds.json"))
-        .output()
-        .expect("run handled")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use spawn::{handled, serve, text};
+use std::process::Command;
 
 #[test]
 fn admin_subcommands_and_exit_codes() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut server, port) = start(dir.path());
+    let server = serve(dir.path(), &[]);
+    let port = server.tcp_port.clone();
     let ok = |args: &[&str]| {
         let o = handled(dir.path(), &port, args);
         assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
@@ -63,7 +27,8 @@ fn admin_subcommands_and_exit_codes() {
         r#"[{"index":1,"type":"URL","data":"https://example.org/b"}]"#,
     ]);
     ok(&["remove-value", "TEST/cli", "2", "--no-session"]);
-    assert!(ok(&["list", "TEST"]).lines().any(|l| l == "TEST/CLI"));
+    // Listed as created (matching stays case-insensitive: `delete TEST/cli` below finds it).
+    assert!(ok(&["list", "TEST"]).lines().any(|l| l == "TEST/cli"));
     let minted = ok(&["create", "TEST/m-", "--mint", "1:URL:https://example.org/m"]);
     assert!(minted.trim().starts_with("TEST/m-") && minted.trim().len() == "TEST/m-".len() + 36, "{minted}");
 
@@ -111,8 +76,7 @@ fn admin_subcommands_and_exit_codes() {
 
     let bad = handled(dir.path(), &port, &["create", "TEST/y", "not-a-value"]);
     assert_eq!(bad.status.code(), Some(1));
-    server.kill().unwrap();
-    server.wait().unwrap();
+    drop(server);
 }
 
 /// Listening on every address without a published one would put 0.0.0.0 in the

@@ -11,14 +11,12 @@
 //! # Ok(()) }
 //! ```
 
+use crate::certify::{site_key, verify_signature};
 use crate::credentials::{rsa_sign_sha256, Credentials, Key};
 use crate::session::{decrypt_unit, encode_unit_with, finish_setup, setup_request, ClientSession, UnitOptions};
 use crate::{decode_response, AdminError, Connection, Protocol, Response};
-use handled_proto::codec::Codec;
-use handled_proto::credential::signed_input;
 use handled_proto::crypto::seckey::{self, AnswerAlg, JAVA_PBKDF2_ITERATIONS, JAVA_PBKDF2_KEY_BITS};
-use handled_proto::data::pubkey::{unsigned, PublicKey};
-use handled_proto::data::site::SiteInfo;
+use handled_proto::data::pubkey::PublicKey;
 use handled_proto::envelope::Version;
 use handled_proto::header::{OpFlags, ResponseCode};
 use handled_proto::request::{ChallengeAnswer, RequestBody, ResolutionRequest, AUTH_TYPE_PUBKEY, AUTH_TYPE_SECKEY};
@@ -76,12 +74,7 @@ impl AdminSession {
     pub async fn open(params: ConnectParams, creds: Credentials) -> Result<Self, AdminError> {
         let mut conn = Connection::open(params.protocol, params.addr, params.timeout, params.persistent).await?;
         let site = conn.site_info().await?;
-        let server_key = match &site.body {
-            ResponseBody::SiteInfo(bytes) => SiteInfo::from_bytes(bytes)
-                .ok()
-                .and_then(|s| s.servers.first().and_then(|srv| PublicKey::decode_data(&srv.public_key).ok())),
-            _ => None,
-        };
+        let server_key = site_key(&site);
         let mut admin = AdminSession { conn, params, creds, server_key, session: None };
         if admin.params.use_session {
             admin.session = Some(admin.setup_session().await?);
@@ -120,14 +113,8 @@ impl AdminSession {
         if !r.digest.as_ref().is_some_and(|d| d.matches(&hb)) {
             return Err(AdminError::Session("setup response does not carry our request's digest".into()));
         }
-        if let Some(PublicKey::Rsa { exponent, modulus }) = &self.server_key {
-            let cred =
-                r.credential.as_ref().ok_or_else(|| AdminError::Session("setup response is not signed".into()))?;
-            let input = signed_input(&r.envelope, &r.header_and_body, cred.session_counter);
-            let key = aws_lc_rs::rsa::PublicKeyComponents { n: unsigned(modulus), e: unsigned(exponent) };
-            key.verify(&aws_lc_rs::signature::RSA_PKCS1_2048_8192_SHA256, &input, &cred.signature).map_err(|_| {
-                AdminError::Session("setup response signature does not verify with the server's key".into())
-            })?;
+        if let Some(key @ PublicKey::Rsa { .. }) = &self.server_key {
+            verify_signature(&r, key).map_err(|e| AdminError::Session(format!("setup response: {e}")))?;
         }
         let ResponseBody::SessionSetup(s) = &r.body else {
             return Err(AdminError::Unexpected(format!("{:?}", r.body)));

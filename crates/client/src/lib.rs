@@ -3,6 +3,7 @@
 //! replies (multi-datagram UDP and multi-message CN answers included).
 
 pub mod admin;
+pub mod certify;
 pub mod credentials;
 pub mod session;
 mod transport;

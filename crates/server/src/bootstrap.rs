@@ -98,12 +98,7 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     let site = build_site(&config, hs_pubkey, serial);
     let site_bytes = site.to_bytes();
 
-    let mut homed: HashSet<Vec<u8>> = store
-        .meta_scan(HOMED_META_PREFIX)
-        .await?
-        .into_iter()
-        .map(|(k, _)| k.as_bytes()[HOMED_META_PREFIX.len()..].to_vec())
-        .collect();
+    let mut homed: HashSet<Vec<u8>> = crate::state::stored_homed(&*store).await?;
 
     let mut new_credentials = Vec::new();
     for prefix in &config.prefixes {
@@ -274,13 +269,12 @@ async fn create_admin_handle(
     let admin_key = RsaSigner::generate()?;
     let mut seckey = HandleValue::new(SECKEY_INDEX, types::HS_SECKEY, secret.as_bytes().to_vec());
     seckey.permissions = ValuePermissions(ValuePermissions::ADMIN_READ | ValuePermissions::ADMIN_WRITE);
-    let record = HandleRecord {
-        values: vec![
-            stamped(HandleValue::new(ADMIN_INDEX, types::HS_ADMIN, admin_ref.to_bytes())),
-            stamped(seckey),
-            stamped(HandleValue::new(PUBKEY_INDEX, types::HS_PUBKEY, admin_key.hs_pubkey())),
-        ],
-    };
+    let values = vec![
+        stamped(HandleValue::new(ADMIN_INDEX, types::HS_ADMIN, admin_ref.to_bytes())),
+        stamped(seckey),
+        stamped(HandleValue::new(PUBKEY_INDEX, types::HS_PUBKEY, admin_key.hs_pubkey())),
+    ];
+    let record = HandleRecord::named(values, admin_handle, key);
     if !store.swap(key, Expect::Absent, Some(record)).await?.is_done() {
         return Ok(None);
     }

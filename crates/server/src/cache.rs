@@ -237,7 +237,7 @@ mod tests {
     use handled_store::MemoryStore;
 
     fn record(n: u64) -> HandleRecord {
-        HandleRecord { values: vec![HandleValue::new(1, "URL", n.to_string())] }
+        HandleRecord::new(vec![HandleValue::new(1, "URL", n.to_string())])
     }
 
     fn version(r: &Option<HandleRecord>) -> u64 {

@@ -81,8 +81,11 @@ pub struct Config {
     pub queue_length: usize,
     /// ...and for how long, before being refused as too busy.
     pub max_queue_wait_ms: u64,
-    /// Server administrators, `index:handle` or `handle` (= index 0, any key of
-    /// that handle). Empty: `<prefix>/ADMIN` of every configured prefix.
+    /// Server-wide administrators, `index:handle` or `handle` (= index 0, any
+    /// key of that handle), as in Handle.Net's `server_admins`. Empty (the
+    /// default): no server-wide admin; each `<prefix>/ADMIN` administers its
+    /// own prefix only (a multi-tenant server), and prefix operations
+    /// (home/unhome/list homed prefixes) are refused.
     pub server_admins: Vec<String>,
     /// Server administrators may do anything, not only home/unhome/list prefixes.
     pub server_admin_full_access: bool,
@@ -176,6 +179,12 @@ pub struct Config {
     /// Searches by pattern (`*`) need an authenticated caller; exact-value
     /// searches stay anonymous.
     pub hrls_patterns_need_auth: bool,
+    /// Which requests get an access line (UDP, TCP and HTTP; shown with
+    /// `HANDLED_LOG=warn,access=info`): "full", "sampled" or "off". Requests
+    /// refused as too busy get none (the metrics count them).
+    pub access_log: crate::logging::AccessLogMode,
+    /// With `access_log = "sampled"`: one request in this many.
+    pub access_log_sample_every: u64,
 }
 
 impl Default for Config {
@@ -240,6 +249,8 @@ impl Default for Config {
             hrls_search_timeout_ms: 2_000,
             hrls_max_scans: 1,
             hrls_patterns_need_auth: false,
+            access_log: crate::logging::AccessLogMode::Full,
+            access_log_sample_every: 100,
         }
     }
 }
@@ -389,12 +400,19 @@ impl Config {
         })
     }
 
-    /// The server administrators as (handle, index) references.
+    /// The server-wide administrators as (handle, index) references.
     pub fn parsed_server_admins(&self) -> Result<Vec<(Vec<u8>, i32)>, ConfigError> {
-        if self.server_admins.is_empty() {
-            return Ok(self.prefixes.iter().map(|p| (format!("{p}/ADMIN").into_bytes(), 0)).collect());
-        }
         self.server_admins.iter().map(|a| parse_admin_ref(a)).collect()
+    }
+
+    /// Without `server_admins`, each configured prefix's `<prefix>/ADMIN` and
+    /// the prefix handle (`0.NA/<PREFIX>`) it administers.
+    pub fn prefix_admins(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        if !self.server_admins.is_empty() {
+            return Vec::new();
+        }
+        let prefix_handle = |p: &str| handled_proto::handle::normalize(format!("0.NA/{p}").as_bytes(), false);
+        self.prefixes.iter().map(|p| (format!("{p}/ADMIN").into_bytes(), prefix_handle(p))).collect()
     }
 
     pub fn public_address(&self) -> IpAddr {
@@ -463,9 +481,14 @@ mod tests {
     #[test]
     fn server_admins_default_and_parse() {
         let mut c = Config { prefixes: vec!["A".into(), "20.5000".into()], ..Config::default() };
-        assert_eq!(c.parsed_server_admins().unwrap(), vec![(b"A/ADMIN".to_vec(), 0), (b"20.5000/ADMIN".to_vec(), 0)]);
+        assert_eq!(c.parsed_server_admins().unwrap(), vec![]);
+        assert_eq!(
+            c.prefix_admins(),
+            vec![(b"A/ADMIN".to_vec(), b"0.NA/A".to_vec()), (b"20.5000/ADMIN".to_vec(), b"0.NA/20.5000".to_vec())]
+        );
         c.server_admins = vec!["300:X/Y".into(), "X/Z".into()];
         assert_eq!(c.parsed_server_admins().unwrap(), vec![(b"X/Y".to_vec(), 300), (b"X/Z".to_vec(), 0)]);
+        assert!(c.prefix_admins().is_empty(), "explicit server admins: Handle.Net's semantics");
         c.server_admins = vec!["nohandle".into()];
         assert!(c.validate().is_err());
     }

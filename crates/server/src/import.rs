@@ -2,10 +2,17 @@
 //! `{"handle": "TEST/1", "values": [<Handle.Net JSON value>, ...]}` per line.
 //! Records are loaded in sorted chunks with one large transaction each, which is
 //! what makes redb fast at this (random-order loads are ~10x slower).
+//!
+//! [`check`] reads the whole input first and writes nothing, so that a bad
+//! line, a handle that exists (without `replace`) or a prefix not homed here
+//! (with `strict`) stops the import before anything is stored.
 
+use crate::config::Config;
+use crate::state::{homed_in, stored_homed};
 use handled_proto::handle;
 use handled_proto::json::value_from_json;
 use handled_store::{HandleRecord, Store, StoreError};
+use std::collections::{BTreeMap, HashSet};
 use std::io::BufRead;
 
 /// Records sorted together: random-order input becomes mostly sequential writes.
@@ -48,9 +55,83 @@ pub fn parse_line(text: &str, now: i32) -> Result<(Vec<u8>, HandleRecord), Strin
     Ok((handle.as_bytes().to_vec(), record))
 }
 
-/// Load every line of `input`; `progress` is called with the number of records
-/// stored so far. Returns the number of records loaded. A bad line stops the
-/// import before its chunk is written, naming the line.
+/// How an import treats what is already there and what is not ours.
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    pub case_sensitive: bool,
+    /// Normalized prefix handles (`0.NA/X`) homed here.
+    pub homed: HashSet<Vec<u8>>,
+    /// Refuse records of prefixes not homed here (else they are counted).
+    pub strict: bool,
+    /// Overwrite handles that exist (else one that exists stops the import).
+    pub replace: bool,
+}
+
+impl ImportOptions {
+    /// Options for `config`'s server: the prefixes it homes (configured, or
+    /// homed at run time and kept in the store).
+    pub async fn for_server(config: &Config, store: &dyn Store) -> Result<ImportOptions, StoreError> {
+        let mut homed = stored_homed(store).await?;
+        homed.extend(config.prefixes.iter().map(|p| handle::normalize(format!("0.NA/{p}").as_bytes(), false)));
+        Ok(ImportOptions { case_sensitive: config.case_sensitive, homed, ..ImportOptions::default() })
+    }
+}
+
+/// What [`check`] found in the input.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checked {
+    /// Records in the input.
+    pub records: u64,
+    /// Handles that exist already (with `replace`: to be overwritten).
+    pub existing: u64,
+    /// Records per prefix not homed here (without `strict`).
+    pub not_homed: BTreeMap<String, u64>,
+}
+
+/// Read all of `input` and write nothing: every line must parse, and the
+/// options' rules hold. `progress` gets the bytes read so far.
+pub async fn check(
+    store: &dyn Store,
+    input: impl BufRead,
+    options: &ImportOptions,
+    mut progress: impl FnMut(u64),
+) -> Result<Checked, ImportError> {
+    let mut checked = Checked::default();
+    let mut bytes = 0u64;
+    for (n, line) in input.lines().enumerate() {
+        let line = line?;
+        bytes += line.len() as u64 + 1;
+        if n.is_multiple_of(4096) {
+            progress(bytes);
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = |message: String| ImportError::Line { line: n as u64 + 1, message };
+        let (h, _) = parse_line(&line, 0).map_err(at)?;
+        checked.records += 1;
+        if !homed_in(&options.homed, &h) {
+            let prefix = String::from_utf8_lossy(handle::split(&h).0).into_owned();
+            if options.strict {
+                return Err(at(format!("prefix {prefix} is not homed here (--strict)")));
+            }
+            *checked.not_homed.entry(prefix).or_insert(0) += 1;
+        }
+        if store.get(&handle::normalize(&h, options.case_sensitive)).await?.is_some() {
+            if !options.replace {
+                let name = String::from_utf8_lossy(&h);
+                return Err(at(format!("{name} exists (--replace overwrites existing handles)")));
+            }
+            checked.existing += 1;
+        }
+    }
+    progress(bytes);
+    Ok(checked)
+}
+
+/// Load every line of `input` ([`check`] it first); `progress` is called with
+/// the number of records stored so far. Returns the number of records loaded.
+/// A bad line stops the import before its chunk is written, naming the line.
 pub async fn import(
     store: &dyn Store,
     input: impl BufRead,
@@ -68,7 +149,8 @@ pub async fn import(
         }
         let (h, record) =
             parse_line(&line, now).map_err(|message| ImportError::Line { line: n as u64 + 1, message })?;
-        group.push((handle::normalize(&h, case_sensitive), record));
+        let key = handle::normalize(&h, case_sensitive);
+        group.push((key.clone(), HandleRecord::named(record.values, &h, &key)));
         if group.len() == SORT_GROUP {
             flush(store, &mut group, &mut loaded, &mut progress).await?;
         }

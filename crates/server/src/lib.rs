@@ -11,17 +11,27 @@ pub mod cluster;
 pub mod config;
 pub mod import;
 pub mod keys;
+pub mod logging;
 pub mod memory;
 pub mod metrics;
 pub mod native;
 pub mod ops;
 pub mod quota;
 pub mod registry;
+pub mod reload;
 pub mod rest;
 pub mod session;
 pub mod site;
 pub mod state;
 pub mod transport;
+
+/// This build's version and git commit (`build.rs`; "unknown" outside a checkout).
+pub mod build {
+    pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+    pub const GIT_COMMIT: &str = env!("HANDLED_GIT_COMMIT");
+    /// `0.1.0 (commit 0123456789ab)`, as `handled --version` prints it.
+    pub const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("HANDLED_GIT_COMMIT"), ")");
+}
 
 use state::ServerState;
 use std::net::SocketAddr;

@@ -39,6 +39,12 @@ struct RefusedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    commit: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BatchLabel {
     le: &'static str,
 }
@@ -64,6 +70,7 @@ pub struct Metrics {
     connections: Family<TransportLabel, Gauge>,
     connections_refused: Family<RefusedLabels, Counter>,
     udp_duplicates: Counter,
+    started: std::time::Instant,
 }
 
 impl Default for Metrics {
@@ -75,6 +82,7 @@ impl Default for Metrics {
             connections: Family::default(),
             connections_refused: Family::default(),
             udp_duplicates: Counter::default(),
+            started: std::time::Instant::now(),
         }
     }
 }
@@ -130,8 +138,21 @@ impl Metrics {
     }
 
     /// The text exposition.
-    pub fn render(&self, admission: &AdmissionStats, cache: Option<&CacheStats>, store: &StoreStats) -> String {
+    /// The text at `/metrics`; `handles`: the store's handle count, if it answered.
+    pub fn render(
+        &self,
+        admission: &AdmissionStats,
+        cache: Option<&CacheStats>,
+        store: &StoreStats,
+        handles: Option<u64>,
+    ) -> String {
         let mut r = Registry::with_prefix("handled");
+        let build: Family<BuildLabels, Gauge> = Family::default();
+        build.get_or_create(&BuildLabels { version: crate::build::VERSION, commit: crate::build::GIT_COMMIT }).set(1);
+        r.register("build_info", "Version and git commit of this build (always 1)", build);
+        let uptime: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
+        uptime.set(self.started.elapsed().as_secs_f64());
+        r.register("uptime_seconds", "Seconds since the server started", uptime);
         r.register("requests", "Requests answered, by transport, operation and result code", self.requests.clone());
         r.register(
             "request_duration_seconds",
@@ -195,6 +216,9 @@ impl Metrics {
             r.register("cache_capacity_bytes", "Configured cache budget", gauge(c.capacity_bytes));
         }
 
+        if let Some(n) = handles {
+            r.register("handles", "Handles stored (approximate on some stores)", gauge(n));
+        }
         r.register("store_commits", "Write transactions committed", counter(store.commits));
         r.register("store_fsyncs", "Durable flushes", counter(store.fsyncs));
         r.register("store_write_ops", "Write operations acknowledged", counter(store.write_ops));
@@ -256,7 +280,12 @@ mod tests {
         };
         let cache = CacheStats { hits: 3, misses: 4, bytes: 1000, ..Default::default() };
         let store = StoreStats { commits: 2, batch_sizes: [1, 1, 0, 0, 0, 0, 0, 0, 0, 0], ..Default::default() };
-        let text = m.render(&admission, Some(&cache), &store);
+        let text = m.render(&admission, Some(&cache), &store, Some(3));
+        let build = format!(
+            r#"handled_build_info{{version="{}",commit="{}"}} 1"#,
+            crate::build::VERSION,
+            crate::build::GIT_COMMIT
+        );
         for line in [
             r#"handled_requests_total{transport="udp",op="RESOLUTION",code="HANDLE_NOT_FOUND"} 2"#,
             r#"handled_request_duration_seconds_count{transport="udp"} 2"#,
@@ -266,6 +295,8 @@ mod tests {
             r#"handled_refusal_duration_seconds_count{transport="registry"} 1"#,
             r#"handled_open_connections{transport="tcp"} 1"#,
             "handled_udp_duplicates_dropped_total 1",
+            build.as_str(),
+            "handled_handles 3",
             "handled_admission_admitted_total 7",
             r#"handled_admission_rejected_total{reason="queue_full"} 2"#,
             "handled_admission_in_flight 1",
@@ -277,6 +308,6 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }
         drop(guard);
-        assert!(m.render(&admission, None, &store).contains("handled_open_connections{transport=\"tcp\"} 0"));
+        assert!(m.render(&admission, None, &store, None).contains("handled_open_connections{transport=\"tcp\"} 0"));
     }
 }

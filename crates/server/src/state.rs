@@ -7,9 +7,12 @@ use crate::auth::verify::AuthWork;
 use crate::cache::CachingStore;
 use crate::config::Config;
 use crate::keys::RsaSigner;
+use crate::logging::Logs;
 use crate::metrics::Metrics;
 use crate::quota::Quota;
+use crate::reload::Live;
 use crate::session::{SessionLimits, Sessions};
+use crate::transport::tls::CertSlot;
 use handled_proto::handle;
 use handled_store::Store;
 use std::collections::HashSet;
@@ -17,6 +20,27 @@ use std::sync::{Arc, RwLock};
 
 /// Meta-table key under which each homed prefix handle is recorded.
 pub const HOMED_META_PREFIX: &str = "homed/";
+
+/// The prefix handles homed at run time (HOME_NA), as the store keeps them.
+pub async fn stored_homed(store: &dyn Store) -> Result<HashSet<Vec<u8>>, handled_store::StoreError> {
+    let entries = store.meta_scan(HOMED_META_PREFIX).await?;
+    Ok(entries.into_iter().map(|(k, _)| k.as_bytes()[HOMED_META_PREFIX.len()..].to_vec()).collect())
+}
+
+/// Is `h` under one of `homed` (normalized prefix handles `0.NA/X`)? A prefix
+/// handle also counts when a prefix it derives from is homed.
+pub fn homed_in(homed: &HashSet<Vec<u8>>, h: &[u8]) -> bool {
+    let canonical = handle::canonical(h);
+    let governing = handle::normalize(&handle::prefix_handle(&canonical), false);
+    if homed.contains(&governing) {
+        return true;
+    }
+    if handle::is_prefix_handle(&canonical) {
+        let own = handle::normalize(&canonical, false);
+        return handle::ancestors(&own).iter().any(|a| homed.contains(a.as_slice()));
+    }
+    false
+}
 /// Longest time a node sharing a store serves from its copy of the homed set.
 pub const HOMED_RELOAD: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -33,8 +57,12 @@ pub struct ServerState {
     /// above is re-read before any "not homed" answer and at least every
     /// [`HOMED_RELOAD`] (when it was last re-read; `None`: a single node).
     homed_reloaded: Option<std::sync::Mutex<std::time::Instant>>,
-    /// Server administrators as (handle, index) references.
-    server_admins: Vec<(Vec<u8>, i32)>,
+    /// The keys SIGHUP may change (admins, switches); read through [`ServerState::live`].
+    live: RwLock<Arc<Live>>,
+    /// The HTTPS certificate (None: TLS setup failed, plain HTTP only).
+    pub tls: Option<Arc<CertSlot>>,
+    /// Access lines and failed authentications: policy and counters.
+    pub logs: Logs,
     pub challenges: Challenges,
     /// The budget of CPU-heavy proof checking (PBKDF2, signatures).
     pub auth_work: AuthWork,
@@ -57,7 +85,15 @@ impl ServerState {
         homed: HashSet<Vec<u8>>,
     ) -> Self {
         // Config::validate has checked the list; bootstrap refuses invalid configs.
-        let server_admins = config.parsed_server_admins().unwrap_or_default();
+        let live = RwLock::new(Arc::new(Live::of(&config)));
+        let logs = Logs::new(config.access_log, config.access_log_sample_every);
+        let tls = match CertSlot::load(&config, &key) {
+            Ok(slot) => Some(slot),
+            Err(e) => {
+                tracing::error!("HTTPS disabled on the HTTP port: {e}");
+                None
+            }
+        };
         let challenge_ttl = std::time::Duration::from_secs(config.challenge_timeout_secs.max(1));
         let challenge_quota =
             Quota { max_bytes: config.challenge_budget_mb << 20, per_peer: config.challenges_per_peer };
@@ -100,7 +136,9 @@ impl ServerState {
             site_serial,
             homed: RwLock::new(homed),
             homed_reloaded: shared.then(|| std::sync::Mutex::new(std::time::Instant::now())),
-            server_admins,
+            live,
+            tls,
+            logs,
             challenges,
             sessions,
             auth_work,
@@ -126,8 +164,13 @@ impl ServerState {
         self.ready.store(true, std::sync::atomic::Ordering::Release);
     }
 
-    pub fn server_admins(&self) -> &[(Vec<u8>, i32)] {
-        &self.server_admins
+    /// The reloadable configuration now in force.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_live(&self, live: Live) {
+        *self.live.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(live);
     }
 
     /// A fresh id for a challenge or a session: one id space for both (§7.5),
@@ -174,17 +217,7 @@ impl ServerState {
     }
 
     fn is_homed_here(&self, h: &[u8]) -> bool {
-        let homed = self.homed.read().unwrap_or_else(|e| e.into_inner());
-        let canonical = handle::canonical(h);
-        let governing = handle::normalize(&handle::prefix_handle(&canonical), false);
-        if homed.contains(&governing) {
-            return true;
-        }
-        if handle::is_prefix_handle(&canonical) {
-            let own = handle::normalize(&canonical, false);
-            return handle::ancestors(&own).iter().any(|a| homed.contains(a.as_slice()));
-        }
-        false
+        homed_in(&self.homed.read().unwrap_or_else(|e| e.into_inner()), h)
     }
 
     pub fn homed_prefixes(&self) -> Vec<Vec<u8>> {

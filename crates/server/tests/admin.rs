@@ -89,5 +89,5 @@ async fn create_flags_and_value_rules() {
         a.create(format!("TEST/many-{i:03}").as_bytes(), &[url(1, "https://x.example")]).await.unwrap();
     }
     let listed = a.list_handles(b"0.NA/TEST").await.unwrap();
-    assert_eq!(listed.iter().filter(|h| h.starts_with(b"TEST/MANY-")).count(), 120);
+    assert_eq!(listed.iter().filter(|h| h.starts_with(b"TEST/many-")).count(), 120);
 }

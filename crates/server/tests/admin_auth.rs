@@ -66,7 +66,8 @@ async fn wrong_keys_are_refused() {
 
 #[tokio::test]
 async fn permission_bits_groups_and_server_admins() {
-    let s = admin_common::start().await;
+    // Handle.Net's semantics: a listed server admin administers everything.
+    let s = admin_common::start_with(|c| c.server_admins = vec!["TEST/ADMIN".into()]).await;
     let mut root = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
     root.create(b"TEST/LIMITED", &[admin_value(100, 0x0fff, b"TEST/LIMITED", 300), secret_value("limited-secret")])
         .await
@@ -115,6 +116,31 @@ async fn permission_bits_groups_and_server_admins() {
     assert_eq!(code(root.home_prefix(b"NEW/1").await), ResponseCode::INVALID_HANDLE);
     root.unhome_prefix(b"0.NA/NEW").await.unwrap();
     assert_eq!(code(root.create(b"NEW/2", &[url(1)]).await), ResponseCode::SERVER_NOT_RESP);
+}
+
+/// Two tenants on one server: by default each `<prefix>/ADMIN` administers its
+/// own prefix only; listed in `server_admins`, it administers every prefix.
+#[tokio::test]
+async fn prefix_admins_are_scoped_unless_listed_as_server_admins() {
+    let two_prefixes = |c: &mut handled_server::config::Config| c.prefixes = vec!["TEST".into(), "20.500.999".into()];
+    let s = admin_common::start_with(two_prefixes).await;
+    let mut test_admin = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
+    test_admin.create(b"TEST/own", &[url(1)]).await.expect("its own prefix");
+    test_admin.modify_values(b"TEST/own", &[url(1)]).await.expect("its own handles, without HS_ADMIN values");
+    test_admin.add_values(b"0.NA/TEST", &[url(7)], false).await.expect("its own prefix handle");
+    assert_eq!(code(test_admin.create(b"20.500.999/a", &[url(1)]).await), ResponseCode::INVALID_ADMIN);
+    assert_eq!(code(test_admin.delete(b"20.500.999/ADMIN").await), ResponseCode::INVALID_ADMIN);
+    assert_eq!(code(test_admin.add_values(b"0.NA/20.500.999", &[url(7)], false).await), ResponseCode::INVALID_ADMIN);
+    assert_eq!(code(test_admin.home_prefix(b"NEW").await), ResponseCode::INVALID_ADMIN, "no server-wide admin");
+
+    let s = admin_common::start_with(|c| {
+        two_prefixes(c);
+        c.server_admins = vec!["TEST/ADMIN".into()];
+    })
+    .await;
+    let mut test_admin = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
+    test_admin.create(b"20.500.999/a", &[url(1)]).await.expect("a listed server admin administers every prefix");
+    test_admin.home_prefix(b"NEW").await.expect("and homes prefixes");
 }
 
 #[tokio::test]

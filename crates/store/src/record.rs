@@ -1,7 +1,8 @@
 //! The stored form of one handle: its values, encoded as `u32 count ‖ value records`
-//! (each value in the §2.2 wire form of `handled_proto::HandleValue`).
+//! (each value in the §2.2 wire form of `handled_proto::HandleValue`), then,
+//! when the handle's spelling differs from its storage key, `u32 length ‖ name`.
 
-use handled_proto::codec::{put_u32, MAX_ARRAY_LEN};
+use handled_proto::codec::{put_bytes, put_u32, MAX_ARRAY_LEN};
 use handled_proto::{Codec, DecodeError, HandleValue, Reader};
 
 use crate::StoreError;
@@ -14,6 +15,10 @@ const MIN_VALUE_LEN: usize = 4 + 4 + 1 + 4 + 1 + 4 + 4 + 4;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HandleRecord {
     pub values: Vec<HandleValue>,
+    /// The handle as its creator spelled it, when that differs from the
+    /// storage key (a case-insensitive server keys `TEST/doc1` as
+    /// `TEST/DOC1`): listings show it; matching still uses the key.
+    pub name: Option<Vec<u8>>,
 }
 
 /// Why a stored record could not be decoded.
@@ -30,12 +35,23 @@ pub struct InvalidRecord(pub String);
 
 impl HandleRecord {
     pub fn new(values: Vec<HandleValue>) -> Self {
-        HandleRecord { values }
+        HandleRecord { values, name: None }
+    }
+
+    /// The record, remembering `name` as the handle's spelling unless it is `key` itself.
+    pub fn named(values: Vec<HandleValue>, name: &[u8], key: &[u8]) -> Self {
+        HandleRecord { values, name: (name != key).then(|| name.to_vec()) }
+    }
+
+    /// The handle's name for listings: its spelling, else its storage key.
+    pub fn name_or<'a>(&'a self, key: &'a [u8]) -> &'a [u8] {
+        self.name.as_deref().unwrap_or(key)
     }
 
     /// Encoded length, without encoding.
     pub fn encoded_len(&self) -> usize {
         4 + self.values.iter().map(HandleValue::encoded_len).sum::<usize>()
+            + self.name.as_ref().map_or(0, |n| 4 + n.len())
     }
 
     /// Append the stored form to `out`.
@@ -43,6 +59,9 @@ impl HandleRecord {
         put_u32(out, self.values.len() as u32);
         for v in &self.values {
             v.encode(out);
+        }
+        if let Some(name) = &self.name {
+            put_bytes(out, name);
         }
     }
 
@@ -57,8 +76,9 @@ impl HandleRecord {
     pub fn decode(buf: &[u8]) -> Result<Self, RecordError> {
         let mut r = Reader::new(buf);
         let values = r.list("handle record values", MIN_VALUE_LEN, HandleValue::read)?;
+        let name = if r.remaining() > 0 { Some(r.bytes("handle record name")?.to_vec()) } else { None };
         r.expect_end("handle record")?;
-        Ok(HandleRecord { values })
+        Ok(HandleRecord { values, name })
     }
 
     /// Decode a stored form read under `key`, mapping failure to [`StoreError::Corrupt`].
@@ -77,6 +97,7 @@ impl HandleRecord {
             }
         };
         too_long("value list", self.values.len())?;
+        too_long("name", self.name.as_ref().map_or(0, Vec::len))?;
         for v in &self.values {
             too_long("value type", v.value_type.len())?;
             too_long("value data", v.data.len())?;
@@ -121,6 +142,11 @@ mod tests {
         assert_eq!(HandleRecord::decode(&b).unwrap(), r);
         let empty = HandleRecord::default();
         assert_eq!(HandleRecord::decode(&empty.encode()).unwrap(), empty);
+        let named = HandleRecord::named(sample().values, b"TEST/doc1", b"TEST/DOC1");
+        let b = named.encode();
+        assert_eq!(b.len(), named.encoded_len());
+        assert_eq!(HandleRecord::decode(&b).unwrap().name_or(b"TEST/DOC1"), b"TEST/doc1");
+        assert_eq!(HandleRecord::named(vec![], b"TEST/A", b"TEST/A").name, None, "no copy of the key");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use super::Identity;
 use crate::state::ServerState;
 use handled_proto::data::admin::{AdminPermissions, AdminRecord};
 use handled_proto::data::vlist::ValueList;
+use handled_proto::handle;
 use handled_proto::value::{types, HandleValue};
 use handled_store::StoreError;
 use std::collections::{HashSet, VecDeque};
@@ -23,11 +24,13 @@ pub fn admin_records(values: &[HandleValue]) -> Vec<AdminRecord> {
         .collect()
 }
 
-/// May `identity` act with `needed` permissions, given the HS_ADMIN records
-/// that govern the target? Server admins with full access always may.
+/// May `identity` act on `target` with `needed` permissions, given the
+/// HS_ADMIN records that govern it? Server admins with full access always
+/// may, and so may a prefix's default admin under its own prefix.
 pub async fn permitted(
     state: &ServerState,
     identity: &Identity,
+    target: &[u8],
     admins: &[AdminRecord],
     needed: AdminPermissions,
 ) -> Result<bool, StoreError> {
@@ -37,7 +40,10 @@ pub async fn permitted(
     if relevant.iter().any(|(h, i)| identity.matches(h, *i)) {
         return Ok(true);
     }
-    if state.config.server_admin_full_access && is_server_admin(state, identity).await? {
+    if is_prefix_admin(state, identity, target) {
+        return Ok(true);
+    }
+    if state.live().server_admin_full_access && is_server_admin(state, identity).await? {
         return Ok(true);
     }
     group_member(state, identity, relevant).await
@@ -46,11 +52,23 @@ pub async fn permitted(
 /// Is `identity` one of the configured server administrators (or in a group
 /// one of them names)?
 pub async fn is_server_admin(state: &ServerState, identity: &Identity) -> Result<bool, StoreError> {
-    let admins = state.server_admins();
+    let admins = state.live().server_admins.clone();
     if admins.iter().any(|(h, i)| identity.matches(h, *i)) {
         return Ok(true);
     }
-    group_member(state, identity, admins.to_vec()).await
+    group_member(state, identity, admins).await
+}
+
+/// Without configured `server_admins`, `<prefix>/ADMIN` administers the
+/// handles of its own prefix (and its prefix handle), nothing else: tenants
+/// sharing a server do not administer each other.
+fn is_prefix_admin(state: &ServerState, identity: &Identity, target: &[u8]) -> bool {
+    let target_prefix = if handle::is_prefix_handle(target) {
+        handle::normalize(&handle::canonical(target), false)
+    } else {
+        handle::prefix_handle(target)
+    };
+    state.live().prefix_admins.iter().any(|(admin, scope)| *scope == target_prefix && identity.matches(admin, 0))
 }
 
 /// Breadth-first over admin groups: each reference names a value that may be

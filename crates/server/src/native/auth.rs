@@ -113,7 +113,8 @@ pub async fn answer(
     let identity = match verified {
         Ok(i) => i,
         Err(e) => {
-            tracing::debug!("authentication failed: {}", e.message);
+            let identity = format!("{}:{}", answer.identity_index, String::from_utf8_lossy(&answer.identity_handle));
+            state.logs.auth_failed(&identity, crate::logging::peer(), &e.message);
             return vec![error_reply(state, &rctx, e.code, &e.message, reply)];
         }
     };

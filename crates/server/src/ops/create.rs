@@ -61,7 +61,7 @@ pub async fn create_handle(state: &ServerState, caller: &Caller, req: CreateHand
                 Expect::Present(old.clone())
             }
         };
-        let record = HandleRecord { values: stamp(&req.values, current.as_ref()) };
+        let record = HandleRecord::named(stamp(&req.values, current.as_ref()), &canonical, &key);
         if let SwapOutcome::Done { .. } = state.store.swap(&key, expect, Some(record)).await? {
             return Ok(Created { handle: req.handle.clone(), overwritten: current.is_some() });
         }
@@ -76,7 +76,7 @@ async fn mint(state: &ServerState, identity: &Identity, req: &CreateHandle) -> R
     for _ in 0..MAX_CAS_RETRIES {
         let name = [req.handle.as_slice(), uuid_v4().as_bytes()].concat();
         let key = state.storage_key(&handle::canonical(&name));
-        let record = HandleRecord { values: stamp(&req.values, None) };
+        let record = HandleRecord::named(stamp(&req.values, None), &handle::canonical(&name), &key);
         if let SwapOutcome::Done { .. } = state.store.swap(&key, Expect::Absent, Some(record)).await? {
             return Ok(Created { handle: name, overwritten: false });
         }
@@ -102,7 +102,7 @@ async fn may_create(state: &ServerState, identity: &Identity, canonical: &[u8]) 
         }
         _ => Vec::new(),
     };
-    permit(state, identity, &admins, AdminPermissions(needed)).await
+    permit(state, identity, canonical, &admins, AdminPermissions(needed)).await
 }
 
 /// Create with OW over an existing handle (§5.6): allowed if the existing
@@ -126,12 +126,12 @@ async fn may_overwrite(
         return Ok(());
     }
     let admins = admins_of(old);
-    if permitted(state, identity, &admins, needed).await?
-        || permitted(state, identity, &admins, AdminPermissions(AdminPermissions::ADD_ADMIN)).await?
+    if permitted(state, identity, canonical, &admins, needed).await?
+        || permitted(state, identity, canonical, &admins, AdminPermissions(AdminPermissions::ADD_ADMIN)).await?
     {
         return Ok(());
     }
-    if permitted(state, identity, &admins, AdminPermissions(AdminPermissions::DELETE_HANDLE)).await? {
+    if permitted(state, identity, canonical, &admins, AdminPermissions(AdminPermissions::DELETE_HANDLE)).await? {
         return may_create(state, identity, canonical).await;
     }
     Err(OpError::new(

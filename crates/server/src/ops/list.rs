@@ -8,10 +8,10 @@ use handled_proto::handle;
 /// Keys fetched per store scan while listing.
 const SCAN_PAGE: usize = 1000;
 
-/// All handles under a prefix, in stored form (§3.5: upper-case on a
-/// case-insensitive server). Needs LIST_HANDLES in the prefix handle's HS_ADMIN.
+/// All handles under a prefix, spelled as they were created (matching stays
+/// case-insensitive). Needs LIST_HANDLES in the prefix handle's HS_ADMIN.
 pub async fn list_handles(state: &ServerState, caller: &Caller, prefix: &[u8]) -> Result<Vec<Vec<u8>>, OpError> {
-    if !state.config.allow_list_handles {
+    if !state.live().allow_list_handles {
         return Err(OpError::new(ResponseCode::OPERATION_NOT_SUPPORTED, "Listing handles is disabled on this server"));
     }
     let canonical = handle::canonical(prefix);
@@ -24,7 +24,7 @@ pub async fn list_handles(state: &ServerState, caller: &Caller, prefix: &[u8]) -
     }
     let identity = require(caller)?;
     let admins = load(state, &prefix_handle).await?.map(|r| admins_of(&r)).unwrap_or_default();
-    permit(state, identity, &admins, AdminPermissions(AdminPermissions::LIST_HANDLES)).await?;
+    permit(state, identity, &prefix_handle, &admins, AdminPermissions(AdminPermissions::LIST_HANDLES)).await?;
 
     let mut scan_prefix = prefix_handle[handle::NA_HANDLE_PREFIX.len()..].to_vec();
     scan_prefix.push(b'/');
@@ -34,7 +34,14 @@ pub async fn list_handles(state: &ServerState, caller: &Caller, prefix: &[u8]) -
         let page = state.store.scan_keys(&scan_prefix, after.as_deref(), SCAN_PAGE).await?;
         let done = page.len() < SCAN_PAGE;
         after = page.last().cloned();
-        out.extend(page);
+        for key in page {
+            // The spelling the handle was created with, kept in its record.
+            let name = match state.store.get(&key).await? {
+                Some(record) => record.name_or(&key).to_vec(),
+                None => continue, // deleted meanwhile
+            };
+            out.push(name);
+        }
         if done {
             return Ok(out);
         }

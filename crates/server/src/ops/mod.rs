@@ -98,10 +98,11 @@ fn require(caller: &Caller) -> Result<&Identity, OpError> {
 async fn permit(
     state: &ServerState,
     identity: &Identity,
+    target: &[u8],
     admins: &[handled_proto::data::admin::AdminRecord],
     needed: AdminPermissions,
 ) -> Result<(), OpError> {
-    if permitted(state, identity, admins, needed).await? {
+    if permitted(state, identity, target, admins, needed).await? {
         Ok(())
     } else {
         Err(OpError::new(

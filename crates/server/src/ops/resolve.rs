@@ -38,7 +38,8 @@ pub async fn resolve(state: &ServerState, caller: &Caller, req: &Resolve) -> Res
             return Err(OpError::new(ResponseCode::INSUFFICIENT_PERMISSIONS, "Values are not readable"));
         }
         let identity = require(caller)?;
-        permit(state, identity, &admins_of(&record), AdminPermissions(AdminPermissions::READ_VALUE)).await?;
+        permit(state, identity, &canonical, &admins_of(&record), AdminPermissions(AdminPermissions::READ_VALUE))
+            .await?;
     }
     if selected.is_empty() {
         return Err(OpError::new(ResponseCode::VALUES_NOT_FOUND, "No values found"));

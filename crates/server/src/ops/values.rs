@@ -35,7 +35,8 @@ pub async fn delete_handle(state: &ServerState, caller: &Caller, h: &[u8]) -> Re
     let key = state.storage_key(&canonical);
     for _ in 0..MAX_CAS_RETRIES {
         let old = load(state, &key).await?.ok_or_else(|| not_found(h))?;
-        permit(state, identity, &admins_of(&old), AdminPermissions(AdminPermissions::DELETE_HANDLE)).await?;
+        permit(state, identity, &canonical, &admins_of(&old), AdminPermissions(AdminPermissions::DELETE_HANDLE))
+            .await?;
         if replace(state, &key, old, None).await? {
             return Ok(());
         }
@@ -83,7 +84,7 @@ pub async fn add_values(
             needed = needed | change_permissions(existing, Some(v));
         }
         if needed.0 != 0 {
-            permit(state, identity, &admins_of(&old), needed).await?;
+            permit(state, identity, &canonical, &admins_of(&old), needed).await?;
         }
         let fresh = stamp(values, Some(&old));
         let mut record = old.clone();
@@ -117,9 +118,9 @@ pub async fn remove_values(state: &ServerState, caller: &Caller, h: &[u8], index
             }
             needed = needed | change_permissions(Some(v), None);
         }
-        permit(state, identity, &admins_of(&old), needed).await?;
-        let record =
-            HandleRecord { values: old.values.iter().filter(|v| !indexes.contains(&v.index)).cloned().collect() };
+        permit(state, identity, &canonical, &admins_of(&old), needed).await?;
+        let values = old.values.iter().filter(|v| !indexes.contains(&v.index)).cloned().collect();
+        let record = HandleRecord { values, name: old.name.clone() };
         if replace(state, &key, old, Some(record)).await? {
             return Ok(());
         }
@@ -162,7 +163,7 @@ pub async fn modify_values(
                 return Err(read_only(v.index));
             }
             if needed.0 != 0 {
-                permit(state, identity, &admins_of(&old), needed).await?;
+                permit(state, identity, &canonical, &admins_of(&old), needed).await?;
             }
         }
         let mut record = old.clone();

@@ -171,7 +171,7 @@ impl Rest {
         let Some(header) = req.header("authorization") else { return Ok(Caller::Anonymous) };
         let failed = |e: AuthError| self.challenge(req, Reply::error(StatusCode::UNAUTHORIZED, e.code, e.message));
         if let Some(b) = strip_scheme(header, "basic") {
-            return self.basic(b).await.map(Caller::Authenticated).map_err(failed);
+            return self.basic(b, req.conn.peer).await.map(Caller::Authenticated).map_err(failed);
         }
         if let Some(h) = strip_scheme(header, "handle") {
             let f = HandleFields::parse(h);
@@ -197,8 +197,8 @@ impl Rest {
         Ok(Caller::Anonymous)
     }
 
-    /// `Basic base64(percent-encoded index:handle ":" secret)`.
-    pub(crate) async fn basic(&self, b64: &str) -> Result<Identity, AuthError> {
+    /// `Basic base64(percent-encoded index:handle ":" secret)`; a wrong one is logged with `peer`.
+    pub(crate) async fn basic(&self, b64: &str, peer: std::net::SocketAddr) -> Result<Identity, AuthError> {
         let raw = B64.decode(b64.trim()).map_err(|_| AuthError::failed("Basic credentials are not base64"))?;
         let colon = raw
             .iter()
@@ -206,7 +206,15 @@ impl Rest {
             .ok_or_else(|| AuthError::failed("Basic credentials need user:password"))?;
         let user = percent_decode(&String::from_utf8_lossy(&raw[..colon]), false);
         let (handle, index) = parse_identity(&user);
-        verify::secret(&self.state, &handle, index, &raw[colon + 1..]).await
+        let verified = verify::secret(&self.state, &handle, index, &raw[colon + 1..]).await;
+        if let Err(e) = &verified {
+            self.state.logs.auth_failed(
+                &format!("{index}:{}", String::from_utf8_lossy(&handle)),
+                Some(peer),
+                &e.message,
+            );
+        }
+        verified
     }
 
     /// Add the `WWW-Authenticate` challenges of §4.6 to a 401 (a new session's

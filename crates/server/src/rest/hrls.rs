@@ -268,7 +268,7 @@ mod tests {
         tweak(&mut config);
         let store = crate::bootstrap::open_store(&config).await.unwrap();
         let url = |i: usize| HandleValue::new(1, "URL", format!("https://example.org/{i}"));
-        let records = (0..n).map(|i| (format!("TEST/H{i}").into_bytes(), HandleRecord { values: vec![url(i)] }));
+        let records = (0..n).map(|i| (format!("TEST/H{i}").into_bytes(), HandleRecord::new(vec![url(i)])));
         store.put_many(records.collect()).await.unwrap();
         let booted = crate::bootstrap::bootstrap(config, store).await.unwrap();
         let bodies = crate::transport::body::BodyReader::new(

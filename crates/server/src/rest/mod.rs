@@ -150,6 +150,10 @@ pub(crate) enum OpKind {
     Other,
 }
 
+/// Why credentials were ignored, for the 403 a plain-HTTP write gets.
+pub(crate) const PLAIN_HTTP_HINT: &str = "credentials count only over HTTPS, on this same port \
+     (or with allow_plain_http_admin = true in the server's configuration)";
+
 /// HTTP status for a native response code (§4.5 table). `credentials_count`:
 /// false on plain HTTP, where "authentication needed" becomes 403.
 pub(crate) fn status_of(code: ResponseCode, kind: OpKind, credentials_count: bool) -> StatusCode {
@@ -201,7 +205,7 @@ impl Rest {
 
     /// Does this request's connection let credentials count (§4.6)?
     pub(crate) fn credentials_count(&self, req: &Req) -> bool {
-        req.conn.secure || self.state.config.allow_plain_http_admin
+        req.conn.secure || self.state.live().allow_plain_http_admin
     }
 
     /// Answer one `/api/...` or `/hrls/...` request.
@@ -291,11 +295,17 @@ impl Rest {
     /// The JSON for a failed handle operation: `responseCode`, `message`
     /// (unless empty; Java sends none with 100), `handle`; 401s get challenges.
     pub(crate) fn op_error(&self, req: &Req, e: &OpError, handle: Option<&[u8]>, kind: OpKind) -> Reply {
-        let status = status_of(e.code, kind, self.credentials_count(req));
+        let credentials_count = self.credentials_count(req);
+        let status = status_of(e.code, kind, credentials_count);
         let mut o = Map::new();
         o.insert("responseCode".into(), e.code.0.into());
         if !e.message.is_empty() && e.code != ResponseCode::HANDLE_NOT_FOUND {
-            o.insert("message".into(), e.message.clone().into());
+            let message = if e.code == ResponseCode::AUTHENTICATION_NEEDED && !credentials_count {
+                format!("{}: {PLAIN_HTTP_HINT}", e.message)
+            } else {
+                e.message.clone()
+            };
+            o.insert("message".into(), message.into());
         }
         if e.code == ResponseCode::VALUES_NOT_FOUND && kind == OpKind::Resolution {
             o.remove("message");

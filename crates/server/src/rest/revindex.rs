@@ -171,7 +171,7 @@ mod tests {
     use handled_store::MemoryStore;
 
     fn record(values: Vec<HandleValue>) -> HandleRecord {
-        HandleRecord { values }
+        HandleRecord::new(values)
     }
 
     async fn hits(s: &dyn Store, t: &str, key: &[u8]) -> Vec<Vec<u8>> {

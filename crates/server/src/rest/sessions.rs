@@ -56,7 +56,7 @@ fn session_json(rest: &Rest, s: &HttpSession, f: &HandleFields) -> Value {
 async fn authenticate(rest: &Rest, req: &Req, s: &HttpSession, f: &HandleFields, decoded: bool) -> Result<(), Reply> {
     let auth = req.headers.get("authorization").and_then(|v| v.to_str().ok());
     let result = if let Some(b) = auth.and_then(|h| strip_scheme(h, "basic")) {
-        Some(rest.basic(b).await)
+        Some(rest.basic(b, req.conn.peer).await)
     } else if f.get("signature").is_some() {
         Some(rest.verify_fields(&s.nonce, f, decoded).await)
     } else {
@@ -83,7 +83,7 @@ pub(super) async fn route(rest: &Rest, req: &Req, rest_path: &str) -> Reply {
         return Reply::method_not_allowed(req, allow);
     }
     if !rest.credentials_count(req) {
-        return error(StatusCode::FORBIDDEN, "Sessions need HTTPS");
+        return error(StatusCode::FORBIDDEN, format!("Sessions need HTTPS: {}", super::PLAIN_HTTP_HINT));
     }
     let (f, decoded) = fields(req);
     match (rest_path, &req.method) {

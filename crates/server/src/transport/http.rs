@@ -41,13 +41,7 @@ pub struct HttpShared {
 impl HttpShared {
     pub fn new(state: Arc<ServerState>, budget: Arc<BodyBudget>) -> HttpShared {
         let keep_alive = Duration::from_secs(state.config.http_keep_alive_secs.max(1));
-        let tls = match super::tls::acceptor(&state.config, &state.key) {
-            Ok(a) => Some(a),
-            Err(e) => {
-                tracing::error!("HTTPS disabled on the HTTP port: {e}");
-                None
-            }
-        };
+        let tls = state.tls.as_ref().map(|slot| slot.acceptor());
         let bodies = BodyReader::new(keep_alive, budget);
         HttpShared {
             rest: Rest::new(state.clone(), bodies.clone()),
@@ -84,13 +78,13 @@ pub(super) async fn route(shared: &HttpShared, conn: Conn, req: Request<Incoming
         match req.uri().path() {
             "/healthz" => return text(StatusCode::OK, "text/plain", "ok\n".into()),
             "/readyz" => return readiness(state).await,
-            "/metrics" => return text(StatusCode::OK, "text/plain; version=0.0.4", metrics_text(state)),
+            "/metrics" => return text(StatusCode::OK, "text/plain; version=0.0.4", metrics_text(state).await),
             _ => {}
         }
     }
     if req.method() == Method::POST && is_hdl(&req) {
         // Admission happens per native message, like on the other transports.
-        return tunnel(state, req, &shared.bodies, conn.peer.ip()).await;
+        return tunnel(state, req, &shared.bodies, conn.peer).await;
     }
     let started = Instant::now();
     let _permit = match state.admission.admit().await {
@@ -133,9 +127,10 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
     response
 }
 
-fn metrics_text(state: &ServerState) -> String {
+async fn metrics_text(state: &ServerState) -> String {
     let cache = state.cache.as_ref().map(|c| c.cache_stats());
-    state.metrics.render(&state.admission.stats(), cache.as_ref(), &state.store.stats())
+    let handles = state.store.count().await.ok();
+    state.metrics.render(&state.admission.stats(), cache.as_ref(), &state.store.stats(), handles)
 }
 
 /// Ready when the listeners are serving and the store answers.
@@ -161,9 +156,9 @@ async fn tunnel(
     state: &ServerState,
     req: Request<Incoming>,
     bodies: &BodyReader,
-    peer: std::net::IpAddr,
+    peer: std::net::SocketAddr,
 ) -> Response<Full<Bytes>> {
-    let body = match bodies.read(req.into_body(), MAX_TUNNEL_BODY, peer).await {
+    let body = match bodies.read(req.into_body(), MAX_TUNNEL_BODY, peer.ip()).await {
         Ok(b) => b,
         Err(BodyError::Unreadable(e)) => {
             return json_error(StatusCode::PAYLOAD_TOO_LARGE, 4, &format!("Cannot read message: {e}"))

@@ -19,10 +19,12 @@ use crate::native::respond::{error_response, RequestContext};
 use crate::native::{handle_unit, read_envelope, Transport};
 use crate::state::ServerState;
 use handled_proto::codec::Codec;
+use handled_proto::codec::Reader;
 use handled_proto::envelope::ENVELOPE_LEN;
 use handled_proto::header::{Header, OpFlags, ResponseCode, HEADER_LEN};
-use std::net::IpAddr;
-use std::time::Instant;
+use handled_proto::message::parse_message;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 /// Largest read buffer of an HTTP/1 connection (hyper's default is ~400 KB):
 /// a request head must fit, so a peer dribbling an endless head holds at most
@@ -30,8 +32,8 @@ use std::time::Instant;
 pub const MAX_HTTP_BUFFER: usize = 64 * 1024;
 
 /// Answer one native request unit, or refuse it at once when the server is too busy.
-/// `peer` is who sent it (what it makes the server keep is charged to it).
-pub async fn serve_unit(state: &ServerState, unit: &[u8], transport: Transport, peer: IpAddr) -> Vec<Vec<u8>> {
+/// `peer` is who sent it (what it makes the server keep is charged to its address).
+pub async fn serve_unit(state: &ServerState, unit: &[u8], transport: Transport, peer: SocketAddr) -> Vec<Vec<u8>> {
     let arrived = Instant::now();
     match state.admission.admit().await {
         Ok(_permit) => serve_admitted(state, unit, transport, peer).await,
@@ -54,11 +56,33 @@ pub fn refuse(
 }
 
 /// Answer a request that already holds an admission permit.
-pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transport, peer: IpAddr) -> Vec<Vec<u8>> {
+pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transport, peer: SocketAddr) -> Vec<Vec<u8>> {
     let started = Instant::now();
-    let responses = handle_unit(state, unit, transport, peer).await;
-    state.metrics.observe(transport.name(), &responses, started.elapsed());
+    let responses = crate::logging::with_peer(peer, handle_unit(state, unit, transport, peer.ip())).await;
+    let elapsed = started.elapsed();
+    state.metrics.observe(transport.name(), &responses, elapsed);
+    if state.logs.wants_access_line() {
+        access_line(unit, &responses, transport, peer, elapsed);
+    }
     responses
+}
+
+/// One access line for a native request: peer, operation, handle, result.
+fn access_line(unit: &[u8], responses: &[Vec<u8>], transport: Transport, peer: SocketAddr, elapsed: Duration) {
+    let request = unit.get(ENVELOPE_LEN..).and_then(|m| parse_message(m).ok());
+    let op = request.as_ref().map_or(0, |r| r.header.op_code.0);
+    // The operations whose body starts with the handle (or prefix) they act on.
+    let handle = match (op, request.as_ref().map(|r| r.body)) {
+        (1 | 100..=105 | 300 | 301, Some(body)) => Reader::new(body).bytes("handle").ok().map(|h| {
+            let h = &h[..h.len().min(128)];
+            String::from_utf8_lossy(h).into_owned()
+        }),
+        _ => None,
+    };
+    let code = responses.last().and_then(|r| r.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN));
+    let code = code.and_then(|h| Header::from_bytes(h).ok()).map_or("-", |h| h.response_code.name());
+    let dur_ms = elapsed.as_secs_f64() * 1000.0;
+    tracing::info!(target: "access", %peer, transport = transport.name(), op, handle = handle.as_deref().unwrap_or("-"), code, dur_ms = format_args!("{dur_ms:.3}"));
 }
 
 /// RC_SERVER_TOO_BUSY with the request id echoed (and the op code, when the header reads).

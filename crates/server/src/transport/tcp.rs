@@ -8,7 +8,7 @@ use crate::native::{read_envelope, Transport};
 use crate::state::ServerState;
 use handled_proto::envelope::ENVELOPE_LEN;
 use handled_proto::header::ResponseCode;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -36,7 +36,7 @@ pub async fn serve(state: Arc<ServerState>, mut listener: Acceptor) {
         let state = state.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            if let Err(e) = connection(&state, stream, peer.ip()).await {
+            if let Err(e) = connection(&state, stream, peer).await {
                 tracing::debug!("tcp connection from {peer}: {e}");
             }
         });
@@ -76,7 +76,7 @@ async fn fill(
     Ok(Fill::Complete)
 }
 
-async fn connection(state: &ServerState, mut stream: TcpStream, peer: IpAddr) -> std::io::Result<()> {
+async fn connection(state: &ServerState, mut stream: TcpStream, peer: SocketAddr) -> std::io::Result<()> {
     let _open = state.metrics.connection("tcp");
     stream.set_nodelay(true)?;
     let idle = Duration::from_secs(state.config.tcp_idle_timeout_secs);

@@ -8,6 +8,8 @@ use crate::config::Config;
 use crate::keys::RsaSigner;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +33,56 @@ pub enum TlsError {
 
 /// The acceptor for HTTPS connections on the HTTP port.
 pub fn acceptor(config: &Config, key: &RsaSigner) -> Result<TlsAcceptor, TlsError> {
+    Ok(CertSlot::load(config, key)?.acceptor())
+}
+
+/// The certificate HTTPS presents, replaceable while serving (SIGHUP):
+/// connections after a [`CertSlot::reload`] get the new one.
+#[derive(Debug)]
+pub struct CertSlot {
+    current: std::sync::RwLock<Arc<CertifiedKey>>,
+}
+
+impl ResolvesServerCert for CertSlot {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+impl CertSlot {
+    pub fn load(config: &Config, key: &RsaSigner) -> Result<Arc<CertSlot>, TlsError> {
+        Ok(Arc::new(CertSlot { current: std::sync::RwLock::new(Arc::new(certified(config, key)?)) }))
+    }
+
+    /// Read the certificate again (the files may have been renewed); on an
+    /// error the one in use stays.
+    pub fn reload(&self, config: &Config, key: &RsaSigner) -> Result<(), TlsError> {
+        let new = Arc::new(certified(config, key)?);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = new;
+        Ok(())
+    }
+
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn acceptor(self: &Arc<Self>) -> TlsAcceptor {
+        let mut server = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .expect("the default provider supports the default versions")
+            .with_no_client_auth()
+            .with_cert_resolver(self.clone());
+        server.alpn_protocols = vec![b"http/1.1".to_vec()];
+        TlsAcceptor::from(Arc::new(server))
+    }
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+}
+
+/// The configured certificate and key (checked to match), or a self-signed one.
+fn certified(config: &Config, key: &RsaSigner) -> Result<CertifiedKey, TlsError> {
     let (certs, private) = match (&config.tls_cert, &config.tls_key) {
         (Some(c), Some(k)) => {
             let pem = |p: &std::path::Path, e: rustls::pki_types::pem::Error| TlsError::Pem {
@@ -47,13 +99,10 @@ pub fn acceptor(config: &Config, key: &RsaSigner) -> Result<TlsAcceptor, TlsErro
         (None, None) => self_signed(config, key)?,
         _ => return Err(TlsError::Half),
     };
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut server = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(certs, private)?;
-    server.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(server)))
+    if certs.is_empty() {
+        return Err(TlsError::Rustls(rustls::Error::General("no certificate in tls_cert".into())));
+    }
+    Ok(CertifiedKey::from_der(certs, private, &provider())?)
 }
 
 /// A certificate for the server's own RSA key, valid for `localhost` and the
@@ -103,5 +152,40 @@ mod tests {
         assert!(acceptor(&Config::default(), &key).is_ok());
         let half = Config { tls_cert: Some("x.pem".into()), ..Config::default() };
         assert!(matches!(acceptor(&half, &key), Err(TlsError::Half)));
+    }
+
+    /// SIGHUP's certificate reload: renewed files are presented afterwards; a
+    /// broken file leaves the certificate in use.
+    #[test]
+    fn reload_presents_renewed_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            tls_cert: Some(dir.path().join("cert.pem")),
+            tls_key: Some(dir.path().join("key.pem")),
+            ..Config::default()
+        };
+        let pem = |label: &str, der: &[u8]| {
+            use base64::Engine;
+            let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+            let lines: Vec<&str> = b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).unwrap()).collect();
+            format!("-----BEGIN {label}-----\n{}\n-----END {label}-----\n", lines.join("\n"))
+        };
+        let write = |name: &str| {
+            let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+            let cert = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap().self_signed(&pair).unwrap();
+            std::fs::write(config.tls_cert.as_ref().unwrap(), pem("CERTIFICATE", cert.der())).unwrap();
+            std::fs::write(config.tls_key.as_ref().unwrap(), pem("PRIVATE KEY", &pair.serialize_der())).unwrap();
+            cert.der().clone()
+        };
+        let key = RsaSigner::generate().unwrap();
+        let first = write("first.example");
+        let slot = CertSlot::load(&config, &key).unwrap();
+        assert_eq!(slot.current().cert[0], first);
+        let renewed = write("renewed.example");
+        slot.reload(&config, &key).unwrap();
+        assert_eq!(slot.current().cert[0], renewed);
+        std::fs::write(config.tls_key.as_ref().unwrap(), "not a key").unwrap();
+        assert!(slot.reload(&config, &key).is_err());
+        assert_eq!(slot.current().cert[0], renewed, "a failed reload keeps the certificate in use");
     }
 }

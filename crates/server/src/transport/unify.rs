@@ -70,7 +70,7 @@ where
         async move {
             let started = Instant::now();
             let keep = wants_keep_alive(&req);
-            let log = tracing::enabled!(target: "access", tracing::Level::INFO);
+            let log = shared.state.logs.wants_access_line();
             let line = log.then(|| (req.method().clone(), req.uri().clone(), req.version()));
             let mut response = route(&shared, conn, req).await;
             let headers = response.headers_mut();

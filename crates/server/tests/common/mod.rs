@@ -37,7 +37,10 @@ pub async fn start() -> TestServer {
         (b"TEST/BIG".to_vec(), vec![HandleValue::new(1, "URL", big_url())]),
         (b"TEST/SECRET".to_vec(), vec![HandleValue::new(1, "URL", "https://example.org/s"), secret]),
     ];
-    store.put_many(records.into_iter().map(|(k, values)| (k, HandleRecord { values })).collect()).await.expect("seed");
+    store
+        .put_many(records.into_iter().map(|(k, values)| (k, HandleRecord::new(values))).collect())
+        .await
+        .expect("seed");
     let booted = bootstrap(config, store).await.expect("bootstrap");
     for p in &booted.new_credentials {
         let _ = std::fs::remove_file(p);

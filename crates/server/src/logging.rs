@@ -1,0 +1,117 @@
+//! What the server logs about its peers: an access line per request (every
+//! transport; all, one in N, or none, as `access_log` says; shown with
+//! `HANDLED_LOG=...,access=info`) and failed authentications (target
+//! `auth`, at most [`AUTH_LINES_PER_SEC`] lines a second, the rest counted).
+
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Failed authentications logged per second at most; a flood of wrong keys
+/// must not become a flood of log lines.
+pub const AUTH_LINES_PER_SEC: u64 = 10;
+
+/// Which requests get an access line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessLogMode {
+    Off,
+    /// One request in `access_log_sample_every`.
+    Sampled,
+    #[default]
+    Full,
+}
+
+tokio::task_local! {
+    /// The peer of the native request being served, for log lines deep in request handling.
+    static PEER: SocketAddr;
+}
+
+/// Run `f` with `peer` as the peer that [`peer`] names.
+pub async fn with_peer<F: std::future::Future>(peer: SocketAddr, f: F) -> F::Output {
+    PEER.scope(peer, f).await
+}
+
+/// The peer of the request being served, if a transport said.
+pub fn peer() -> Option<SocketAddr> {
+    PEER.try_with(|p| *p).ok()
+}
+
+/// The server's log policy and its counters.
+pub struct Logs {
+    mode: AccessLogMode,
+    sample_every: u64,
+    requests: AtomicU64,
+    auth: Mutex<AuthWindow>,
+}
+
+struct AuthWindow {
+    started: Instant,
+    logged: u64,
+    suppressed: u64,
+}
+
+impl Logs {
+    pub fn new(mode: AccessLogMode, sample_every: u64) -> Logs {
+        Logs {
+            mode,
+            sample_every: sample_every.max(1),
+            requests: AtomicU64::new(0),
+            auth: Mutex::new(AuthWindow { started: Instant::now(), logged: 0, suppressed: 0 }),
+        }
+    }
+
+    /// Should this request get an access line? (Cheap when access lines are filtered out.)
+    pub fn wants_access_line(&self) -> bool {
+        if !tracing::enabled!(target: "access", tracing::Level::INFO) {
+            return false;
+        }
+        match self.mode {
+            AccessLogMode::Off => false,
+            AccessLogMode::Full => true,
+            AccessLogMode::Sampled => self.requests.fetch_add(1, Ordering::Relaxed).is_multiple_of(self.sample_every),
+        }
+    }
+
+    /// Log a failed authentication of `identity` from `peer`, unless this
+    /// second's share is used up; suppressed lines are counted in the next one.
+    pub fn auth_failed(&self, identity: &str, peer: Option<SocketAddr>, reason: &str) {
+        let suppressed_before = {
+            let mut w = self.auth.lock().unwrap_or_else(|e| e.into_inner());
+            if w.started.elapsed().as_secs() >= 1 {
+                let suppressed = w.suppressed;
+                *w = AuthWindow { started: Instant::now(), logged: 0, suppressed: 0 };
+                w.logged = 1;
+                suppressed
+            } else if w.logged < AUTH_LINES_PER_SEC {
+                w.logged += 1;
+                0
+            } else {
+                w.suppressed += 1;
+                return;
+            }
+        };
+        let peer = peer.map_or_else(|| "-".to_string(), |p| p.to_string());
+        if suppressed_before > 0 {
+            tracing::warn!(target: "auth", suppressed = suppressed_before, "failed authentications not logged in the last second (rate limit)");
+        }
+        tracing::warn!(target: "auth", identity, %peer, reason, "authentication failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_failures_are_rate_limited() {
+        let logs = Logs::new(AccessLogMode::Off, 1);
+        for _ in 0..AUTH_LINES_PER_SEC + 5 {
+            logs.auth_failed("300:TEST/ADMIN", None, "wrong key");
+        }
+        let w = logs.auth.lock().unwrap();
+        assert_eq!((w.logged, w.suppressed), (AUTH_LINES_PER_SEC, 5));
+    }
+}
