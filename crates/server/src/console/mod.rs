@@ -35,7 +35,11 @@ const INDEX: &[u8] = include_bytes!("assets/index.html");
 const ASSETS: &[Asset] = &[
     Asset { path: "/admin", content_type: HTML, body: INDEX },
     Asset { path: "/admin/", content_type: HTML, body: INDEX },
-    Asset { path: "/admin/console.css", content_type: "text/css; charset=utf-8", body: include_bytes!("assets/console.css") },
+    Asset {
+        path: "/admin/console.css",
+        content_type: "text/css; charset=utf-8",
+        body: include_bytes!("assets/console.css"),
+    },
     Asset { path: "/admin/icon.svg", content_type: "image/svg+xml", body: include_bytes!("assets/icon.svg") },
     Asset { path: "/admin/app.js", content_type: JS, body: include_bytes!("assets/app.js") },
     Asset { path: "/admin/api.js", content_type: JS, body: include_bytes!("assets/api.js") },
@@ -56,7 +60,11 @@ pub fn is_console_path(path: &str) -> bool {
 /// Answer a request for `/admin...`. `secure`: it came over TLS.
 pub fn serve<B>(req: &Request<B>, secure: bool, allow_plain_http_admin: bool) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain; charset=utf-8", Bytes::from_static(b"GET or HEAD only\n"));
+        let mut r = respond(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"GET or HEAD only\n"),
+        );
         r.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
@@ -66,7 +74,9 @@ pub fn serve<B>(req: &Request<B>, secure: bool, allow_plain_http_admin: bool) ->
     let head = req.method() == Method::HEAD;
     match ASSETS.iter().find(|a| a.path == req.uri().path()) {
         Some(a) => respond(StatusCode::OK, a.content_type, Bytes::from_static(if head { b"" } else { a.body })),
-        None => respond(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", Bytes::from_static(b"No such console file\n")),
+        None => {
+            respond(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", Bytes::from_static(b"No such console file\n"))
+        }
     }
 }
 

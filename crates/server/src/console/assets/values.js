@@ -1,7 +1,7 @@
 // One handle value: how it reads, and a form to edit it. The form builds the
 // value JSON of the API (index, type, data {format, value}, ttl, permissions).
 
-import { h, field, uid } from './dom.js';
+import { h, field, uid, b64decode } from './dom.js';
 import { publicKeyJwk } from './keys.js';
 
 /** HS_ADMIN permission bits, leftmost first as the API writes them. */
@@ -30,8 +30,18 @@ const VALUE_PERMISSIONS = [
 export const KNOWN_TYPES = ['URL', 'EMAIL', 'HS_ADMIN', 'HS_VLIST', 'HS_PUBKEY', '10320/loc', 'DESC', 'HS_SECKEY'];
 
 /** Short readable text of a value's data. */
+/** Bits of a JWK base64url integer (leading zero bytes not counted). */
+function jwkBits(text) {
+  const bytes = b64decode(text);
+  let i = 0;
+  while (i < bytes.length && bytes[i] === 0) i += 1;
+  return (bytes.length - i) * 8;
+}
+
 export function describeData(v) {
   const d = v.data;
+  // Secrets are not shown, even to administrators who may read them.
+  if (v.type === 'HS_SECKEY') return 'secret key (hidden)';
   if (!d || typeof d !== 'object') return String(d ?? '');
   switch (d.format) {
     case 'admin': {
@@ -41,7 +51,7 @@ export function describeData(v) {
     case 'vlist':
       return d.value.map((r) => `${r.index}:${r.handle}`).join(', ');
     case 'key':
-      return `${d.value.kty || 'key'} public key${d.value.n ? ` (${Math.round((d.value.n.length * 6) / 8) * 8} bits)` : ''}`;
+      return `${d.value.kty || 'key'} public key${d.value.n ? ` (${jwkBits(d.value.n)} bits)` : ''}`;
     case 'site':
       return 'site information';
     default:
@@ -152,6 +162,16 @@ function dataEditor(type, current) {
     };
   }
   if (type === '10320/loc') return locationEditor(d && d.format === 'string' ? d.value : '');
+  if (type === 'HS_SECKEY') {
+    const secret = h('input', { type: 'password', name: 'secret', autocomplete: 'new-password', required: true });
+    return {
+      el: field('Secret key', secret, 'Shown to nobody; saving sets it anew.'),
+      data: () => {
+        if (!secret.value) throw new Error('Enter the secret key.');
+        return { format: 'string', value: secret.value };
+      },
+    };
+  }
   const format = h('select', { name: 'format' }, ['string', 'hex', 'base64'].map((f) => h('option', { value: f }, f)));
   const stringy = d && ['string', 'hex', 'base64'].includes(d.format);
   format.value = stringy ? d.format : 'string';
