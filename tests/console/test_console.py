@@ -4,6 +4,7 @@ import base64
 import json
 import os
 import pathlib
+import re
 import ssl
 import urllib.error
 import urllib.request
@@ -108,6 +109,7 @@ def test_keyboard_sign_in_browse_create_edit_search_delete(page, server):
     page.get_by_label("Address (URL)").fill("https://example.org/one")
     page.get_by_role("button", name="Create handle").click()
     expect(page.get_by_role("heading", name="TEST/console-1")).to_be_visible()
+    expect(page.locator("#message")).to_have_text("Created TEST/console-1.")
     expect(page.locator("table.values")).to_contain_text("https://example.org/one")
     expect(page.locator("table.values")).to_contain_text("300:TEST/ADMIN may do everything")
     status, record = api(server, "GET", "/api/handles/TEST/console-1")
@@ -173,6 +175,7 @@ def test_keyboard_sign_in_browse_create_edit_search_delete(page, server):
     page.get_by_role("button", name="Delete handle").click()
     page.get_by_role("button", name="Yes, delete handle").click()
     expect(page.get_by_role("heading", name="Handles under TEST")).to_be_visible()
+    expect(page.locator("#message")).to_have_text(re.compile(r"Deleted TEST/console-1\.", re.I))
     assert api(server, "GET", "/api/handles/TEST/console-1")[0] == 404
 
     # Status.

@@ -17,7 +17,7 @@ use hyper::{Method, Request, Response, StatusCode};
 
 /// Scripts and styles from this origin only (no inline code, no third
 /// parties), API calls to this origin only, never framed.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
                        connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'";
 
 const HTML: &str = "text/html; charset=utf-8";

@@ -57,10 +57,21 @@ export function say(text, kind = 'error') {
   if (kind === 'error') box.focus();
 }
 
+let pending = null;
+
+/** Say something once the page being navigated to is shown (a hash change clears messages). */
+export function sayNext(text) {
+  pending = text;
+}
+
 export function unsay() {
   const box = document.getElementById('message');
   box.className = 'message';
   box.textContent = '';
+  if (pending) {
+    say(pending, 'info');
+    pending = null;
+  }
 }
 
 /** The main area, emptied, with a heading that takes the focus (for screen readers). */

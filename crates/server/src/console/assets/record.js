@@ -2,7 +2,7 @@
 // removing values, deleting the handle; and creating a new handle.
 
 import { call, handlePath } from './api.js';
-import { h, field, page, say } from './dom.js';
+import { h, field, page, say, sayNext } from './dom.js';
 import { describeData, valueForm } from './values.js';
 
 function permissionsText(p) {
@@ -97,8 +97,8 @@ export async function recordPage(handle) {
     try {
       await call('DELETE', path);
       const prefix = handle.split('/')[0];
+      sayNext(`Deleted ${handle}.`);
       location.hash = `#/handles/${encodeURIComponent(prefix)}`;
-      say(`Deleted ${handle}.`, 'info');
     } catch (e) {
       say(e.message);
     }
@@ -153,8 +153,8 @@ export async function newHandlePage(query) {
       const name = `${prefix.value}/${mint.checked ? '' : suffix.value.trim()}`;
       const q = mint.checked ? 'mintNewSuffix=true' : 'overwrite=false';
       const done = await call('PUT', `/api/handles/${handlePath(name)}?${q}`, { body: { values } });
+      sayNext(`Created ${done.handle}.`);
       location.hash = `#/record/${encodeURIComponent(done.handle)}`;
-      say(`Created ${done.handle}.`, 'info');
     } catch (e) {
       say(e.message);
     } finally {

@@ -214,6 +214,8 @@ export function valueForm(current, { onSave, onCancel, usedIndexes = [], submitT
     otherField.hidden = type.value !== 'other';
     editor = dataEditor(type.value === 'other' ? otherType.value : type.value, null);
     slot.replaceChildren(editor.el);
+    // Secret keys are for administrators' eyes only.
+    if (type.value === 'HS_SECKEY') perms.set.querySelector('[name=public-read]').checked = false;
   });
   const error = h('p', { class: 'form-error', role: 'alert', id: uid('err') });
   const save = h('button', { type: 'submit' }, submitText);
