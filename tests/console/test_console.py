@@ -270,3 +270,53 @@ def test_phone_width_record_page_fits(browser, server):
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
     shot(page, "record-phone")
     context.close()
+
+
+def test_mint_admin_bits_vlist_and_hex(page, server):
+    open_console(page, server)
+    sign_in_secret(page, "300:TEST/ADMIN", server.credentials["secret_key"]["secret"])
+    expect_signed_in(page, "300:TEST/ADMIN")
+    # Mint: the server picks the suffix; no URL value; an HS_ADMIN that may not delete the handle.
+    page.get_by_role("link", name="New handle", exact=True).click()
+    page.get_by_label("Mint a new suffix").check()
+    expect(page.get_by_label("Suffix", exact=True)).to_be_hidden()
+    page.get_by_label("With a URL value").uncheck()
+    page.get_by_label("Delete handle").uncheck()
+    page.get_by_role("button", name="Create handle").click()
+    expect(page.locator("#message")).to_contain_text("Created TEST/")
+    minted = page.locator("main h1").inner_text()
+    assert re.fullmatch(r"TEST/.{8,}", minted), minted
+    _, record = api(server, "GET", f"/api/handles/{minted}")
+    admin = [v for v in record["values"] if v["type"] == "HS_ADMIN"][0]
+    assert admin["data"]["value"]["permissions"] == "111111111101"
+    assert [v["type"] for v in record["values"]] == ["HS_ADMIN"]
+    expect(page.locator("table.values")).to_contain_text("300:TEST/ADMIN may list handles")
+
+    # An HS_VLIST and a hex value of a type of its own.
+    page.get_by_role("button", name="Add a value").click()
+    page.get_by_label("Type", exact=True).select_option("HS_VLIST")
+    page.get_by_label("Index", exact=True).fill("200")
+    page.get_by_label("Members, one index:handle a line").fill("300:TEST/ADMIN\n301:TEST/ADMIN")
+    page.get_by_role("button", name="Add value").click()
+    expect(page.locator("table.values")).to_contain_text("300:TEST/ADMIN, 301:TEST/ADMIN")
+    page.get_by_role("button", name="Add a value").click()
+    page.get_by_label("Type", exact=True).select_option("other")
+    page.get_by_label("Type name").fill("CHECKSUM")
+    page.get_by_label("Index", exact=True).fill("5")
+    page.get_by_label("Data format").select_option("hex")
+    page.get_by_label("Data", exact=True).fill("zz")
+    page.get_by_role("button", name="Add value").click()
+    expect(page.locator(".form-error")).to_have_text("Hex data needs pairs of hex digits.")
+    page.get_by_label("Data", exact=True).fill("00ff10")
+    page.get_by_role("button", name="Add value").click()
+    expect(page.locator("table.values")).to_contain_text("CHECKSUM")
+    _, record = api(server, "GET", f"/api/handles/{minted}?index=5&index=200")
+    by_index = {v["index"]: v for v in record["values"]}
+    assert by_index[5]["data"] == {"format": "base64", "value": "AP8Q"}
+    assert by_index[200]["data"]["value"] == [{"handle": "TEST/ADMIN", "index": 300}, {"handle": "TEST/ADMIN", "index": 301}]
+    # A value index taken already: the server's refusal, in words.
+    page.get_by_role("button", name="Add a value").click()
+    page.get_by_label("Index", exact=True).fill("5")
+    page.get_by_label("Address (URL)").fill("https://example.org/clash")
+    page.get_by_role("button", name="Add value").click()
+    expect(page.locator(".form-error")).to_contain_text("A value with that index already exists")
