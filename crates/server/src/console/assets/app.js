@@ -5,7 +5,7 @@
 import { session, whenExpired, forgetSession } from './api.js';
 import { signIn, signOut } from './auth.js';
 import { readPrivateKey } from './keys.js';
-import { h, field, page, say, unsay } from './dom.js';
+import { h, field, page, say, unsay, sayPending } from './dom.js';
 import { prefixesPage, listPage, searchPage } from './handles.js';
 import { recordPage, newHandlePage } from './record.js';
 import { statusPage } from './status.js';
@@ -118,6 +118,7 @@ async function route() {
     else await prefixesPage();
     // Screen readers hear the new page's heading.
     document.querySelector('#main h1')?.focus({ preventScroll: true });
+    sayPending();
   } catch (e) {
     if (session()) say(e.message);
   }

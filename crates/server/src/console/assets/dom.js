@@ -64,14 +64,16 @@ export function sayNext(text) {
   pending = text;
 }
 
+/** Say what sayNext kept, once the new page is shown. */
+export function sayPending() {
+  if (pending) say(pending, 'info');
+  pending = null;
+}
+
 export function unsay() {
   const box = document.getElementById('message');
   box.className = 'message';
   box.textContent = '';
-  if (pending) {
-    say(pending, 'info');
-    pending = null;
-  }
 }
 
 /** The main area, emptied, with a heading that takes the focus (for screen readers). */
