@@ -18,16 +18,16 @@ export async function readPrivateKey(bytes) {
   const text = asText(bytes);
   if (text !== null && text.includes('-----BEGIN')) return { key: await fromPem(text), id: null };
   if (text !== null && text.trim().startsWith('{')) return fromCredentials(text);
-  if (bytes.length > 8 && readInt(bytes, 0) >= 0 && readInt(bytes, 0) <= 8 && !(bytes[0] === 0x30)) {
-    return { key: await fromHandleNet(bytes), id: null };
-  }
   if (bytes[0] === 0x30) {
+    // DER: PKCS#8, else PKCS#1.
     try {
       return { key: await importPkcs8(bytes), id: null };
     } catch {
       return { key: await importPkcs8(pkcs1ToPkcs8(bytes)), id: null };
     }
   }
+  // Handle.Net files start with a small int: the encryption scheme.
+  if (bytes.length > 8 && readInt(bytes, 0) <= 8) return { key: await fromHandleNet(bytes), id: null };
   throw new Error(UNREADABLE);
 }
 
