@@ -323,3 +323,19 @@ def test_mint_admin_bits_vlist_and_hex(page, server):
     page.get_by_label("Address (URL)").fill("https://example.org/clash")
     page.get_by_role("button", name="Add value").click()
     expect(page.locator(".form-error")).to_contain_text("A value with that index already exists")
+
+
+def test_ended_session_leads_back_to_sign_in(page, server):
+    sign_in_as_admin(page, server)
+    session_id = json.loads(page.evaluate("sessionStorage.getItem('handled.console.session')"))["sessionId"]
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    req = urllib.request.Request(server.base + "/api/sessions/this", method="DELETE")
+    req.add_header("Authorization", f'Handle sessionId="{session_id}"')
+    with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+        assert r.status == 204
+    page.get_by_role("link", name="New handle", exact=True).click()
+    expect(page.get_by_text("Your session ended")).to_be_visible()
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    assert page.evaluate("sessionStorage.length") == 0

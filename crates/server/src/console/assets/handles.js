@@ -123,7 +123,7 @@ export async function searchPage(query) {
     { class: 'card', role: 'search' },
     field('Value type', type),
     otherField,
-    field('Value pattern', pattern, '* matches any run of characters; case does not matter. E.g. *example.org*'),
+    field('Value pattern', pattern, '* matches any run of characters; case does not matter; only publicly readable values are searched. E.g. *example.org*'),
     field('Only under prefix (optional)', prefix),
     h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Search')),
   );
