@@ -275,6 +275,9 @@ def test_phone_width_record_page_fits(browser, server):
     page.goto(server.base + "/admin/#/record/TEST%2FADMIN")
     expect(page.get_by_role("heading", name="TEST/ADMIN")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    # The admin's secret key is not shown, even to an administrator.
+    expect(page.locator("table.values")).to_contain_text("secret key (hidden)")
+    expect(page.locator("table.values")).not_to_contain_text(server.credentials["secret_key"]["secret"])
     shot(page, "record-phone")
     context.close()
 
@@ -335,7 +338,8 @@ def test_ended_session_leads_back_to_sign_in(page, server):
     req.add_header("Authorization", f'Handle sessionId="{session_id}"')
     with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
         assert r.status == 204
-    page.get_by_role("link", name="New handle", exact=True).click()
+    # The page already shown, chosen again, asks the server again.
+    page.get_by_role("link", name="Handles", exact=True).click()
     expect(page.get_by_text("Your session ended")).to_be_visible()
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     assert page.evaluate("sessionStorage.length") == 0

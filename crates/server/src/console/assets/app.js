@@ -136,6 +136,15 @@ document.getElementById('signout').addEventListener('click', async () => {
   location.hash = '';
   route();
 });
+// A nav link to the page already shown reloads it (no hashchange fires).
+for (const a of document.querySelectorAll('#nav a')) {
+  a.addEventListener('click', () => {
+    if (location.hash === a.getAttribute('href')) {
+      unsay();
+      route();
+    }
+  });
+}
 window.addEventListener('hashchange', () => {
   unsay();
   route();
