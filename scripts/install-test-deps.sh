@@ -32,6 +32,12 @@ if ! python3 -c 'import pytest, requests' >/dev/null 2>&1; then
   command -v pip3 >/dev/null 2>&1 || apt_install python3-pip
   python3 -m pip install -q pytest requests || python3 -m pip install -q --break-system-packages pytest requests
 fi
+# Admin console suite (tests/console): Playwright for Python driving Debian's Chromium
+# (no browser download: the suite passes /usr/bin/chromium as executable_path).
+if ! python3 -c 'import playwright.sync_api' >/dev/null 2>&1; then
+  command -v pip3 >/dev/null 2>&1 || apt_install python3-pip
+  python3 -m pip install -q playwright==1.65.2 || python3 -m pip install -q --break-system-packages playwright==1.65.2
+fi
 # JSON API suite (tests/rest/run.sh): a Python venv of its own.
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
   apt_install python3-venv

@@ -32,6 +32,9 @@ tests/registry/run.sh target/release/handled
 echo "== JSON API black-box suite (pyhandle 1.5.0, HTTP status/body pins, schemathesis on /api/openapi.json)"
 tests/rest/run.sh target/release/handled
 
+echo "== admin console in headless Chromium (Playwright: sign-in, edit, search, delete, status)"
+tests/console/run.sh target/release/handled
+
 echo "== Java interop (net.handle:handle-client against target/release/handled)"
 tests/interop-java/run.sh target/release/handled
 echo "== on Apache Cassandra: store conformance, then the registry, JSON API and Java suites through a balancer in front of 3 stateless nodes"

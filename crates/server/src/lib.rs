@@ -9,6 +9,7 @@ pub mod bootstrap;
 pub mod cache;
 pub mod cluster;
 pub mod config;
+pub mod console;
 pub mod import;
 pub mod keys;
 pub mod logging;

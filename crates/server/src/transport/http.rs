@@ -100,6 +100,8 @@ pub(super) async fn route(shared: &HttpShared, conn: Conn, req: Request<Incoming
     let under = |base: &str| path == base || path.strip_prefix(base).is_some_and(|r| r.starts_with('/'));
     let response = if under("/api") || under("/hrls") {
         shared.rest.handle(conn, req).await
+    } else if crate::console::is_console_path(path) {
+        crate::console::serve(&req, conn.secure, state.config.allow_plain_http_admin)
     } else if req.method() == Method::GET && path.len() > 1 && path[1..].contains('/') {
         // Like Handle.Net without its HTML proxy: /PREFIX/SUFFIX → the JSON API.
         redirect(&format!("/api/handles{path}"))
