@@ -97,6 +97,10 @@ pub struct Config {
     pub http_keep_alive_secs: u64,
     /// Requests served on one HTTP connection before it is closed.
     pub http_max_requests: u64,
+    /// Serve the web handle proxy on the HTTP port (`GET /{handle}` redirects to
+    /// the handle's URL, as hdl.handle.net does); false: such a GET answers 302
+    /// to `/api/handles/{handle}`, as Handle.Net with `enable_proxy = no`.
+    pub enable_proxy: bool,
 }
 
 impl Default for Config {
@@ -137,6 +141,7 @@ impl Default for Config {
             allow_plain_http_admin: false,
             http_keep_alive_secs: 15,
             http_max_requests: 100_000,
+            enable_proxy: true,
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod memory;
 pub mod metrics;
 pub mod native;
 pub mod ops;
+pub mod proxy;
 pub mod registry;
 pub mod rest;
 pub mod session;
