@@ -124,7 +124,7 @@ async fn expires_is_the_smallest_ttl_capped_at_two_days() {
     let loc = p.get("/TEST/loc1").await;
     assert!((298..=300).contains(&loc.max_age()), "the legacy URL's TTL 300 is the smallest: {}", loc.max_age());
     let abs = p.get("/TEST/abs?type=URL").await;
-    assert_eq!(abs.header("expires"), Some("Tue, 01 Jan 2030 00:00:00 GMT"), "an absolute TTL as it is");
+    assert!((172_798..=172_800).contains(&abs.max_age()), "an absolute TTL in 2030 is capped too: {}", abs.max_age());
     assert!((abs.max_age() - abs.expires_in()).abs() <= 1);
 }
 
@@ -160,8 +160,8 @@ async fn location_selection_locatt_address_country_weight_template() {
     assert_eq!(p.get("/TEST/loc1?locatt=id:0").await.location(), "https://a.example/", "weight 0: only explicitly");
     assert_eq!(p.get("/TEST/loc1?locatt=id:2").await.location(), "https://c.example/%7Bhdl%7D", "href is not a template");
     assert_eq!(p.get("/TEST/loc1?locatt=id:99").await.location(), "https://b.example/x", "no match: filter ignored");
-    assert_eq!(p.get("/TEST/addr?ip=10.1.2.3").await.location(), "https://net10.example/");
-    assert_eq!(p.get("/TEST/addr").await.location(), "https://other.example/", "127.0.0.1 is not in 10/8");
+    assert_eq!(p.get("/TEST/addr").await.location(), "https://loopback.example/", "the peer is in 127/8");
+    assert_eq!(p.get("/TEST/addr?ip=10.1.2.3").await.location(), "https://loopback.example/", "ip= is not the peer");
     assert_eq!(p.get("/TEST/country?country=GB").await.location(), "https://gb.example/");
     assert_eq!(p.get("/TEST/country?country=fr").await.location(), "https://any.example/");
     assert_eq!(p.get("/TEST/country").await.location(), "https://any.example/", "no GeoIP: method skipped");

@@ -63,7 +63,7 @@ pub async fn serve(state: &ServerState, conn: Conn, req: Request<Incoming>, body
         "/help.html" => {
             return Answer::redirect(HELP_URL, 302, false, false, None).map_or_else(
                 || plain(StatusCode::INTERNAL_SERVER_ERROR, "text/plain", Bytes::new()),
-                |a| a.into_response(now),
+                |a| Answer { body: Bytes::new(), ..a }.into_response(now),
             )
         }
         _ => {}

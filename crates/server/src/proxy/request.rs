@@ -1,7 +1,9 @@
 //! A proxy request as the original's `HDLServletRequest` reads it: the handle
 //! from the path (or the query form's `hdl`), its `hdl:`/`doi:`/URN prefixes
 //! removed, the action, the value filters and the 10320/loc selection context
-//! (explicit `locatt=`, `Accept`, `Accept-Language`, `country=`, `ip=`).
+//! (explicit `locatt=`, `Accept`, `Accept-Language`, `country=`). Like
+//! Handle.Net 9.0.0 (checked black-box), `ip=` does not change the address
+//! the `address` method matches: that is the connection's peer.
 
 use crate::rest::params::{percent_decode_str, Params};
 use hyper::header::HeaderMap;
@@ -85,7 +87,7 @@ impl ProxyRequest {
             urlappend,
             locatt,
             country: params.get("country").filter(|c| !c.is_empty()).map(str::to_string),
-            client_ip: params.get("ip").and_then(|ip| ip.trim().parse().ok()).unwrap_or(peer),
+            client_ip: peer,
             follow_aliases: !params.has("ignore_aliases"),
             redirection_headers: params.has("redirectionHeaders"),
             indexes: indexes.unwrap_or_default(),
@@ -220,7 +222,7 @@ mod tests {
         assert_eq!(req("TEST/1", "action=nonsense", &[]).action, Action::Redirect);
         let r = req("TEST%2F1", "index=2&index=5&type=URL&ip=10.1.2.3&country=gb&ignore_aliases", &[]);
         assert_eq!((r.handle.as_str(), r.indexes, r.types), ("TEST/1", vec![2, 5], vec![b"URL".to_vec()]));
-        assert_eq!((r.client_ip, r.country.as_deref(), r.follow_aliases), ("10.1.2.3".parse().unwrap(), Some("gb"), false));
+        assert_eq!((r.client_ip, r.country.as_deref(), r.follow_aliases), ("127.0.0.1".parse().unwrap(), Some("gb"), false));
         assert!(req("TEST/1", "index=abc&index=2", &[]).indexes.is_empty(), "a malformed index voids the filter");
         let m = req("TEST/1", "action=metadata&locatt=id:2", &[]);
         assert_eq!(m.action, Action::Redirect);

@@ -106,11 +106,12 @@ pub(super) fn unix_now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
-/// When a value read at `now` expires: relative TTLs capped at two days, absolute ones as they are.
+/// When a value read at `now` expires: at most two days ahead, for absolute
+/// TTLs too (Handle.Net 9.0.0 caps those as well, checked black-box).
 pub(super) fn expiry_of(v: &HandleValue, now: i64) -> i64 {
     match v.ttl_type {
         TtlType::Relative => now + i64::from(v.ttl).clamp(0, MAX_TTL),
-        TtlType::Absolute => i64::from(v.ttl),
+        TtlType::Absolute => i64::from(v.ttl).clamp(now, now + MAX_TTL),
     }
 }
 
@@ -160,9 +161,12 @@ mod tests {
         let mut absolute = HandleValue::new(3, "URL", "z");
         absolute.ttl_type = TtlType::Absolute;
         absolute.ttl = 1_000_100;
+        let mut far = absolute.clone();
+        far.ttl = i32::MAX;
         assert_eq!(expiry([&long], now), Some(now + MAX_TTL), "capped at two days");
         assert_eq!(expiry([&long, &short], now), Some(now + 300), "the smallest");
-        assert_eq!(expiry([&long, &absolute], now), Some(1_000_100), "absolute as is");
+        assert_eq!(expiry([&long, &absolute], now), Some(1_000_100), "absolute, when sooner");
+        assert_eq!(expiry([&far], now), Some(now + MAX_TTL), "absolute ones are capped too");
         assert_eq!(expiry([], now), None);
     }
 
