@@ -140,9 +140,12 @@ async fn url_rules_first_url_subtype_fragment_and_encoding() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_sc_sets_the_status_and_http10_gets_302() {
     let p = start().await;
-    for (id, status, target) in
-        [(1, 301, "https://s301.example/"), (2, 307, "https://s307.example/"), (3, 308, "https://s308.example/"), (4, 302, "https://s200.example/")]
-    {
+    for (id, status, target) in [
+        (1, 301, "https://s301.example/"),
+        (2, 307, "https://s307.example/"),
+        (3, 308, "https://s308.example/"),
+        (4, 302, "https://s200.example/"),
+    ] {
         let r = p.get(&format!("/TEST/sc?locatt=id:{id}")).await;
         assert_eq!((r.status, r.location()), (status, target), "id {id}");
     }
@@ -158,7 +161,11 @@ async fn http_sc_sets_the_status_and_http10_gets_302() {
 async fn location_selection_locatt_address_country_weight_template() {
     let p = start().await;
     assert_eq!(p.get("/TEST/loc1?locatt=id:0").await.location(), "https://a.example/", "weight 0: only explicitly");
-    assert_eq!(p.get("/TEST/loc1?locatt=id:2").await.location(), "https://c.example/%7Bhdl%7D", "href is not a template");
+    assert_eq!(
+        p.get("/TEST/loc1?locatt=id:2").await.location(),
+        "https://c.example/%7Bhdl%7D",
+        "href is not a template"
+    );
     assert_eq!(p.get("/TEST/loc1?locatt=id:99").await.location(), "https://b.example/x", "no match: filter ignored");
     assert_eq!(p.get("/TEST/addr").await.location(), "https://loopback.example/", "the peer is in 127/8");
     assert_eq!(p.get("/TEST/addr?ip=10.1.2.3").await.location(), "https://loopback.example/", "ip= is not the peer");
@@ -234,8 +241,13 @@ async fn values_page_filters_and_novalues() {
         assert_eq!((r.status, r.header("content-type")), (200, Some("text/html;charset=UTF-8")), "{q}");
         assert!(r.body.contains("Handle Values for: TEST/p1"), "{q}");
         assert!(r.body.contains("<td>Index</td><td>Type</td><td>Timestamp</td><td>Data</td>"));
-        assert!(r.body.contains("<a href=\"https://example.org/a?x=1&amp;y=%3C2%3E\">https://example.org/a?x=1&amp;y=&lt;2&gt;</a>"));
-        assert!(r.body.contains("<a href=\"/0.TYPE/URL\">URL</a>") && r.body.contains("<a href=\"mailto:a@b.org\">a@b.org</a>"));
+        assert!(r.body.contains(
+            "<a href=\"https://example.org/a?x=1&amp;y=%3C2%3E\">https://example.org/a?x=1&amp;y=&lt;2&gt;</a>"
+        ));
+        assert!(
+            r.body.contains("<a href=\"/0.TYPE/URL\">URL</a>")
+                && r.body.contains("<a href=\"mailto:a@b.org\">a@b.org</a>")
+        );
         assert!(r.body.contains("handle=TEST/ADMIN; index=300; [create hdl,delete hdl,read val,"), "{}", r.body);
         assert_eq!(r.header("cache-control"), Some("no-cache"));
     }
@@ -262,7 +274,9 @@ async fn showurls_xml_and_api_json() {
     let p = start().await;
     let r = p.get("/TEST/loc1?action=showurls").await;
     assert_eq!((r.status, r.header("content-type")), (200, Some("text/xml;charset=UTF-8")));
-    assert!(r.body.starts_with("<locations>\n<location mode=\"legacy\" href=\"https://legacy.example/\" weight=\"0\"/>\n"));
+    assert!(r
+        .body
+        .starts_with("<locations>\n<location mode=\"legacy\" href=\"https://legacy.example/\" weight=\"0\"/>\n"));
     assert_eq!(r.body.matches("<location ").count(), 4, "{}", r.body);
     assert!(r.body.contains("<location id=\"1\" href=\"https://b.example/x\" http_sc=\"303\" score=\"5\"/>"));
     let legacy = p.get("/TEST/two?action=showurls").await;
@@ -340,7 +354,14 @@ async fn query_form_and_special_paths() {
     let p = start().await;
     let form = p.get("/").await;
     assert_eq!(form.status, 200);
-    for part in ["<title>Handle Proxy</title>", "name=\"hdl\"", "name=\"auth\"", "name=\"noredirect\"", "name=\"ignore_aliases\"", "REST API"] {
+    for part in [
+        "<title>Handle Proxy</title>",
+        "name=\"hdl\"",
+        "name=\"auth\"",
+        "name=\"noredirect\"",
+        "name=\"ignore_aliases\"",
+        "REST API",
+    ] {
         assert!(form.body.contains(part), "{part}");
     }
     let body = "hdl=doi%3ATEST%2Fp1%23sec";

@@ -46,10 +46,8 @@ impl Location {
 
     /// `http_sc`: 301, 302, 303, 307 or 308; anything else is 302.
     pub fn status(&self) -> u16 {
-        match self.get("http_sc").and_then(|s| s.trim().parse().ok()) {
-            Some(sc @ (301 | 302 | 303 | 307 | 308)) => sc,
-            _ => 302,
-        }
+        let sc = self.get("http_sc").and_then(|s| s.trim().parse::<u16>().ok());
+        sc.filter(|sc| matches!(sc, 301 | 302 | 303 | 307 | 308)).unwrap_or(302)
     }
 
     /// Does attribute `key` hold `want`? Lists (`http_role="conneg browser"`)
@@ -154,7 +152,9 @@ impl Locations {
                     }
                     continue;
                 }
-                "address" => left.iter().copied().filter(|l| l.get("addresses").is_some_and(|a| in_any(ctx.ip, a))).collect(),
+                "address" => {
+                    left.iter().copied().filter(|l| l.get("addresses").is_some_and(|a| in_any(ctx.ip, a))).collect()
+                }
                 "country" => match ctx.country {
                     Some(c) => {
                         let same: Vec<&Location> = left.iter().copied().filter(|l| l.matches("country", c)).collect();
@@ -304,21 +304,31 @@ mod tests {
 
     #[test]
     fn weighted_random_and_zero_weight() {
-        let l = loc(r#"<locations chooseby="weighted"><location href="https://x/" weight="1"/><location href="https://y/" weight="3"/><location href="https://z/" weight="0"/></locations>"#, &[]);
+        let l = loc(
+            r#"<locations chooseby="weighted"><location href="https://x/" weight="1"/><location href="https://y/" weight="3"/><location href="https://z/" weight="0"/></locations>"#,
+            &[],
+        );
         assert_eq!(pick(&l, &[], "127.0.0.1", None, 0.0).as_deref(), Some("https://x/"));
         assert_eq!(pick(&l, &[], "127.0.0.1", None, 0.24).as_deref(), Some("https://x/"));
         assert_eq!(pick(&l, &[], "127.0.0.1", None, 0.26).as_deref(), Some("https://y/"));
         assert_eq!(pick(&l, &[], "127.0.0.1", None, 0.999).as_deref(), Some("https://y/"));
-        let zero = loc(r#"<locations><location href="https://x/" weight="0"/><location href="https://y/" weight="0"/></locations>"#, &[]);
+        let zero = loc(
+            r#"<locations><location href="https://x/" weight="0"/><location href="https://y/" weight="0"/></locations>"#,
+            &[],
+        );
         assert_eq!(pick(&zero, &[], "127.0.0.1", None, 0.5), None, "nothing to choose at random");
     }
 
     #[test]
     fn templates_status_and_legacy_switch() {
-        let t = loc(r#"<locations no_legacy="true"><location href_template="https://t/{hdl}?p={hdl:path}"/></locations>"#, &["https://u/"]);
+        let t = loc(
+            r#"<locations no_legacy="true"><location href_template="https://t/{hdl}?p={hdl:path}"/></locations>"#,
+            &["https://u/"],
+        );
         assert_eq!(t.list.len(), 1);
         assert_eq!(t.list[0].target("T/a b").as_deref(), Some("https://t/T%2Fa%20b?p=T/a%20b"));
-        let both = loc(r#"<locations><location href="https://h/{hdl}" href_template="https://t/{hdl}"/></locations>"#, &[]);
+        let both =
+            loc(r#"<locations><location href="https://h/{hdl}" href_template="https://t/{hdl}"/></locations>"#, &[]);
         assert_eq!(both.list[0].target("T/1").as_deref(), Some("https://h/{hdl}"), "href wins, unexpanded");
         let bad = Location { attrs: vec![("http_sc".into(), "200".into())], legacy: false };
         assert_eq!(bad.status(), 302);
@@ -331,7 +341,11 @@ mod tests {
 
     #[test]
     fn legacy_first_url() {
-        let v = vec![HandleValue::new(1, "URL.alt", "alt"), HandleValue::new(2, "EMAIL", "e"), HandleValue::new(3, "url", "main")];
+        let v = vec![
+            HandleValue::new(1, "URL.alt", "alt"),
+            HandleValue::new(2, "EMAIL", "e"),
+            HandleValue::new(3, "url", "main"),
+        ];
         assert_eq!(first_url(&v).unwrap().data, b"main");
         assert_eq!(first_url(&v[..2]).unwrap().data, b"alt");
         assert!(first_url(&v[1..2]).is_none());
@@ -339,7 +353,8 @@ mod tests {
 
     #[test]
     fn listing_is_escaped() {
-        let l = loc(r#"<locations><location href="https://a/?x=1&amp;y=&quot;2&quot;"/></locations>"#, &["https://u/<x>"]);
+        let l =
+            loc(r#"<locations><location href="https://a/?x=1&amp;y=&quot;2&quot;"/></locations>"#, &["https://u/<x>"]);
         assert_eq!(
             l.to_xml(),
             "<locations>\n<location mode=\"legacy\" href=\"https://u/&lt;x&gt;\" weight=\"0\"/>\n<location href=\"https://a/?x=1&amp;y=&quot;2&quot;\"/>\n</locations>\n"

@@ -26,6 +26,7 @@ use hyper::{Method, Request, Response, StatusCode, Version};
 use locations::{first_url, Locations, Selection};
 use request::{Action, ProxyRequest};
 use response::{expiry, expiry_of, extra_headers, unix_now, Answer};
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// Aliases followed before giving up (the original's `MAX_ALIASES`).
@@ -39,7 +40,12 @@ const ROBOTS: &str = "User-agent: *\nCrawl-delay: 1\nRequest-rate: 1/1\n";
 const METHODS: &str = "GET, HEAD, POST, OPTIONS";
 
 /// Answer one proxy request. `body_timeout` bounds reading a POSTed query form.
-pub async fn serve(state: &ServerState, conn: Conn, req: Request<Incoming>, body_timeout: Duration) -> Response<Full<Bytes>> {
+pub async fn serve(
+    state: &ServerState,
+    conn: Conn,
+    req: Request<Incoming>,
+    body_timeout: Duration,
+) -> Response<Full<Bytes>> {
     let now = unix_now();
     let plain = |status, content_type: &'static str, body: Bytes| {
         Answer { status, content_type, body, headers: Vec::new(), expires: None }.into_response(now)
@@ -119,8 +125,9 @@ async fn answer(state: &ServerState, req: &ProxyRequest, base: &str, http10: boo
     let mut handle = req.handle.clone();
     let mut alias_expiry: Option<i64> = None;
     let mut hops = 0;
-    while req.follow_aliases {
-        let Some(alias) = values.iter().find(|v| v.is_type(types::HS_ALIAS)) else { break };
+    let alias_of = |values: &[HandleValue]| values.iter().position(|v| v.is_type(types::HS_ALIAS));
+    while let Some(at) = alias_of(&values).filter(|_| req.follow_aliases) {
+        let alias = &values[at];
         hops += 1;
         if hops > MAX_ALIASES {
             return Answer::page(StatusCode::NOT_FOUND, pages::error_page("Alias chain too long", &req.handle));
@@ -139,7 +146,7 @@ async fn answer(state: &ServerState, req: &ProxyRequest, base: &str, http10: boo
             .map(|a| Answer { body: Bytes::new(), ..a })
             .unwrap_or_else(|| failure(&OpError::new(ResponseCode::ERROR, ""), &req.handle));
     }
-    let selected: Vec<HandleValue> = ops::select(&values, &req.indexes, &req.types).into_iter().cloned().collect();
+    let selected = filtered(&values, req);
     if selected.is_empty() {
         return Answer::page(StatusCode::OK, pages::no_values_page(&handle));
     }
@@ -154,6 +161,14 @@ async fn answer(state: &ServerState, req: &ProxyRequest, base: &str, http10: boo
         },
         Action::Redirect => redirect(req, &handle, &selected, http10, now),
     }
+}
+
+/// The values the `index`/`type` filters select (no copy without filters: the common case).
+fn filtered<'a>(values: &'a [HandleValue], req: &ProxyRequest) -> Cow<'a, [HandleValue]> {
+    if req.indexes.is_empty() && req.types.is_empty() {
+        return Cow::Borrowed(values);
+    }
+    Cow::Owned(ops::select(values, &req.indexes, &req.types).into_iter().cloned().collect())
 }
 
 /// Where the values send the client: 10320/loc's choice, else the first URL;
@@ -185,7 +200,7 @@ fn offers_json(values: &[HandleValue]) -> bool {
 
 /// `action=api`: the JSON API's answer for the handle (filters as there; no aliases followed).
 fn api(handle: &str, values: &[HandleValue], req: &ProxyRequest) -> Answer {
-    let selected: Vec<HandleValue> = ops::select(values, &req.indexes, &req.types).into_iter().cloned().collect();
+    let selected = filtered(values, req);
     if selected.is_empty() {
         return api_error(&OpError::new(ResponseCode::VALUES_NOT_FOUND, ""), handle);
     }

@@ -111,7 +111,8 @@ pub(super) fn query_page() -> String {
 /// `noredirect`: "Handle Values for: H" and an Index | Type | Timestamp | Data table.
 pub(super) fn values_page(handle: &str, values: &[HandleValue]) -> String {
     let mut rows = String::new();
-    let _ = writeln!(rows, "<table>\n<tr><th colspan=\"4\" align=\"left\">Handle Values for: {}</th></tr>", escape(handle));
+    let _ =
+        writeln!(rows, "<table>\n<tr><th colspan=\"4\" align=\"left\">Handle Values for: {}</th></tr>", escape(handle));
     rows.push_str("<tr><td>Index</td><td>Type</td><td>Timestamp</td><td>Data</td></tr>\n");
     for v in values {
         let when = format_timestamp(v.timestamp).replace('T', "&nbsp;");

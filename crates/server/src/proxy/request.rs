@@ -160,7 +160,8 @@ fn accept_locatt(accept: Option<&str>, user_agent: Option<&str>) -> (Vec<(String
         return (vec![role("browser")], false);
     }
     types.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let concrete: Vec<&str> = types.iter().filter(|(t, q)| !t.contains('*') && *q > 0.0).map(|(t, _)| t.as_str()).collect();
+    let concrete: Vec<&str> =
+        types.iter().filter(|(t, q)| !t.contains('*') && *q > 0.0).map(|(t, _)| t.as_str()).collect();
     let wants_json = concrete.first() == Some(&"application/json");
     let mut out = Vec::new();
     for t in concrete {
@@ -222,7 +223,10 @@ mod tests {
         assert_eq!(req("TEST/1", "action=nonsense", &[]).action, Action::Redirect);
         let r = req("TEST%2F1", "index=2&index=5&type=URL&ip=10.1.2.3&country=gb&ignore_aliases", &[]);
         assert_eq!((r.handle.as_str(), r.indexes, r.types), ("TEST/1", vec![2, 5], vec![b"URL".to_vec()]));
-        assert_eq!((r.client_ip, r.country.as_deref(), r.follow_aliases), ("127.0.0.1".parse().unwrap(), Some("gb"), false));
+        assert_eq!(
+            (r.client_ip, r.country.as_deref(), r.follow_aliases),
+            ("127.0.0.1".parse().unwrap(), Some("gb"), false)
+        );
         assert!(req("TEST/1", "index=abc&index=2", &[]).indexes.is_empty(), "a malformed index voids the filter");
         let m = req("TEST/1", "action=metadata&locatt=id:2", &[]);
         assert_eq!(m.action, Action::Redirect);
@@ -248,7 +252,13 @@ mod tests {
         assert!(json.wants_json);
         assert_eq!(
             roles(&json),
-            ["ctype:application/json", "media-type:application/json", "http_role:conneg", "language:de-CH", "language:en"]
+            [
+                "ctype:application/json",
+                "media-type:application/json",
+                "http_role:conneg",
+                "language:de-CH",
+                "language:en"
+            ]
         );
         let csl = req("T/1", "", &[("accept", "application/vnd.citationstyles.csl+json, text/html;q=0.1")]);
         assert!(!csl.wants_json && roles(&csl)[0] == "ctype:application/vnd.citationstyles.csl+json");

@@ -57,7 +57,13 @@ impl Answer {
 
     /// A redirect to `target` (an IRI). HTTP/1.0 clients get 302 unless it is 301;
     /// `redirectionHeaders` asks for the headers with status 200.
-    pub fn redirect(target: &str, status: u16, http10: bool, headers_only: bool, expires: Option<i64>) -> Option<Answer> {
+    pub fn redirect(
+        target: &str,
+        status: u16,
+        http10: bool,
+        headers_only: bool,
+        expires: Option<i64>,
+    ) -> Option<Answer> {
         let location = HeaderValue::from_str(&iri_to_uri(target)).ok()?;
         let status = match status {
             _ if headers_only => StatusCode::OK,
@@ -134,7 +140,10 @@ pub(super) fn extra_headers(values: &[HandleValue]) -> Vec<(HeaderName, HeaderVa
             for line in lines {
                 let Some((name, value)) = line.split_once(':') else { continue };
                 let name = name.trim().to_ascii_lowercase();
-                if RESERVED.contains(&name.as_str()) || name.starts_with("content-") || name.starts_with("access-control-") {
+                if RESERVED.contains(&name.as_str())
+                    || name.starts_with("content-")
+                    || name.starts_with("access-control-")
+                {
                     continue;
                 }
                 if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value.trim())) {
@@ -193,7 +202,11 @@ mod tests {
             HandleValue::new(1, "10320/links", "<https://m/x>; rel=\"describedby\"\n<https://m/y>; rel=\"alternate\""),
             HandleValue::new(2, "10320/headers", "X-Extra: yes\nSet-Cookie: s=1\nLocation: https://evil/\nContent-Type: text/plain\nAccess-Control-Allow-Origin: *\nbad header: x\nnocolon"),
         ];
-        let h: Vec<String> = extra_headers(&values).iter().map(|(k, v)| format!("{k}: {}", v.to_str().unwrap())).collect();
-        assert_eq!(h, ["link: <https://m/x>; rel=\"describedby\"", "link: <https://m/y>; rel=\"alternate\"", "x-extra: yes"]);
+        let h: Vec<String> =
+            extra_headers(&values).iter().map(|(k, v)| format!("{k}: {}", v.to_str().unwrap())).collect();
+        assert_eq!(
+            h,
+            ["link: <https://m/x>; rel=\"describedby\"", "link: <https://m/y>; rel=\"alternate\"", "x-extra: yes"]
+        );
     }
 }
