@@ -110,6 +110,9 @@ async fn a_handle_redirects_to_its_first_url_with_caching_headers() {
     assert!(r.header("server-timing").is_some_and(|t| t.starts_with("app;dur=")));
     // auth and cert are accepted (this server is authoritative; nothing is cached apart).
     assert_eq!(p.get("/TEST/p1?auth&cert").await.location(), r.location());
+    let cors = p.get_with("/TEST/p1", &[("origin", "https://app.example")]).await;
+    assert_eq!(cors.header("access-control-allow-origin"), Some("*"));
+    assert!(cors.header("access-control-expose-headers").is_some_and(|h| h.contains("Location")));
     // HEAD: the same headers, no body.
     let head = p.raw("HEAD /TEST/p1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".into()).await;
     assert_eq!((head.status, head.location(), head.body.as_str()), (302, r.location(), ""));

@@ -21,7 +21,9 @@ use handled_proto::header::ResponseCode;
 use handled_proto::value::{types, HandleValue};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderMap, HeaderValue, ALLOW, HOST};
+use hyper::header::{
+    HeaderMap, HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS, ALLOW, HOST, ORIGIN,
+};
 use hyper::{Method, Request, Response, StatusCode, Version};
 use locations::{first_url, Locations, Selection};
 use request::{Action, ProxyRequest};
@@ -40,7 +42,24 @@ const ROBOTS: &str = "User-agent: *\nCrawl-delay: 1\nRequest-rate: 1/1\n";
 const METHODS: &str = "GET, HEAD, POST, OPTIONS";
 
 /// Answer one proxy request. `body_timeout` bounds reading a POSTed query form.
+/// Cross-origin callers may read every answer (the original's CORS filter).
 pub async fn serve(
+    state: &ServerState,
+    conn: Conn,
+    req: Request<Incoming>,
+    body_timeout: Duration,
+) -> Response<Full<Bytes>> {
+    let cross_origin = req.headers().contains_key(ORIGIN);
+    let mut response = answer_request(state, conn, req, body_timeout).await;
+    if cross_origin {
+        let h = response.headers_mut();
+        h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+        h.insert(ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("Location, Expires, Link, Server-Timing"));
+    }
+    response
+}
+
+async fn answer_request(
     state: &ServerState,
     conn: Conn,
     req: Request<Incoming>,
@@ -88,8 +107,8 @@ pub async fn serve(
     let answer = if req.handle.is_empty() {
         Answer::page(StatusCode::OK, pages::query_page())
     } else {
-        let base = base_url(&parts.headers, conn.secure);
-        answer(state, &req, &base, parts.version == Version::HTTP_10, now).await
+        let base = || base_url(&parts.headers, conn.secure);
+        answer(state, &req, base, parts.version == Version::HTTP_10, now).await
     };
     answer.into_response(now)
 }
@@ -112,7 +131,14 @@ async fn lookup(state: &ServerState, handle: &str) -> Result<Vec<HandleValue>, O
     ops::resolve(state, &Caller::Anonymous, &resolve).await
 }
 
-async fn answer(state: &ServerState, req: &ProxyRequest, base: &str, http10: bool, now: i64) -> Answer {
+/// `base`: this server's `scheme://host` (only aliases need it).
+async fn answer(
+    state: &ServerState,
+    req: &ProxyRequest,
+    base: impl FnOnce() -> String,
+    http10: bool,
+    now: i64,
+) -> Answer {
     let mut values = match lookup(state, &req.handle).await {
         Ok(v) => v,
         Err(e) if req.action == Action::Api || req.wants_json => return api_error(&e, &req.handle),
@@ -141,7 +167,7 @@ async fn answer(state: &ServerState, req: &ProxyRequest, base: &str, http10: boo
         };
     }
     if hops > 0 && req.action == Action::Redirect {
-        let url = format!("{base}{}", pages::proxy_path(&handle, req.query.as_deref()));
+        let url = base() + &pages::proxy_path(&handle, req.query.as_deref());
         return Answer::redirect(&url, 301, http10, req.redirection_headers, alias_expiry)
             .map(|a| Answer { body: Bytes::new(), ..a })
             .unwrap_or_else(|| failure(&OpError::new(ResponseCode::ERROR, ""), &req.handle));
@@ -183,7 +209,7 @@ fn redirect(req: &ProxyRequest, handle: &str, values: &[HandleValue], http10: bo
     let Some((url, status)) = target else {
         return Answer::page(StatusCode::OK, pages::values_page(handle, values));
     };
-    let url = format!("{url}{}", req.urlappend);
+    let url = url + &req.urlappend;
     match Answer::redirect(&url, status, http10, req.redirection_headers, expiry(values, now)) {
         Some(mut a) => {
             a.headers.extend(extra_headers(values));

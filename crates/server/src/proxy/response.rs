@@ -8,6 +8,7 @@ use handled_proto::value::{HandleValue, TtlType};
 use http_body_util::Full;
 use hyper::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE, EXPIRES, LOCATION, VARY};
 use hyper::{Response, StatusCode};
+use std::cell::RefCell;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The original's `MAX_RECOGNIZED_TTL`: longer relative TTLs count as two days.
@@ -92,8 +93,7 @@ impl Answer {
         h.insert(VARY, HeaderValue::from_static("Accept"));
         match self.expires {
             Some(at) => {
-                let when = UNIX_EPOCH + Duration::from_secs(at.max(0) as u64);
-                if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(when)) {
+                if let Some(v) = http_date(at) {
                     h.insert(EXPIRES, v);
                 }
                 if let Ok(v) = HeaderValue::from_str(&format!("max-age={}", (at - now).max(0))) {
@@ -106,6 +106,25 @@ impl Answer {
         }
         r
     }
+}
+
+thread_local! {
+    /// The last `Expires` value formatted on this thread (most answers in one second share it).
+    static LAST_DATE: RefCell<Option<(i64, HeaderValue)>> = const { RefCell::new(None) };
+}
+
+/// `at` (Unix seconds) as an HTTP date header value.
+fn http_date(at: i64) -> Option<HeaderValue> {
+    LAST_DATE.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((_, v)) = last.as_ref().filter(|(t, _)| *t == at) {
+            return Some(v.clone());
+        }
+        let when = UNIX_EPOCH + Duration::from_secs(at.max(0) as u64);
+        let v = HeaderValue::from_str(&httpdate::fmt_http_date(when)).ok()?;
+        *last = Some((at, v.clone()));
+        Some(v)
+    })
 }
 
 pub(super) fn unix_now() -> i64 {
