@@ -12,6 +12,9 @@ use std::fmt::Write;
 
 /// HTML-escape text for element content and quoted attribute values.
 pub(super) fn escape(s: &str) -> String {
+    if !s.bytes().any(|b| matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'')) {
+        return s.to_string();
+    }
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         match c {
@@ -29,9 +32,13 @@ pub(super) fn escape(s: &str) -> String {
 /// An IRI as a URI for `Location` and links: bytes outside visible ASCII and
 /// the characters URIs forbid are percent-encoded (`%` itself is kept).
 pub(super) fn iri_to_uri(iri: &str) -> String {
+    let keep = |b: u8| (0x21..0x7f).contains(&b) && !b"\"<>\\^`{|}".contains(&b);
+    if iri.bytes().all(keep) {
+        return iri.to_string();
+    }
     let mut out = String::with_capacity(iri.len());
     for b in iri.bytes() {
-        if (0x21..0x7f).contains(&b) && !b"\"<>\\^`{|}".contains(&b) {
+        if keep(b) {
             out.push(b as char);
         } else {
             let _ = write!(out, "%{b:02X}");
