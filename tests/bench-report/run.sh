@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# For every `handled bench scenario`, generate the HTML report from a short
-# (--quick) run, open it in headless Chromium and check that every chart
-# rendered: the report's inline script marks each SVG with its laid-out size,
-# and the page with how many charts have a non-empty box and drawn elements.
+# Every bench HTML report, as a person reads it: for each `handled bench
+# scenario` (a --quick run) and for a plain `handled bench --html` run, open the
+# report in headless Chromium and check what a person relies on
+# (check_report.py: title and metadata, tables as tables, every chart rendered,
+# readable axes). With SCREENSHOTS=DIR, also save a screenshot of each page
+# there (docs/bench-reports/ holds the committed ones).
 #
 # Usage: tests/bench-report/run.sh [path/to/handled]   (needs `chromium`)
 set -euo pipefail
@@ -11,50 +13,73 @@ BIN=${1:-target/release/handled}
 BIN=$(realpath "$BIN")
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$CHROMIUM" ]; then
-  echo "chromium is missing (apt-get install chromium)" >&2
+  echo "chromium is missing (scripts/install-test-deps.sh installs it)" >&2
   exit 1
 fi
 
 out=$(mktemp -d)
-stub_pid=""
+pids=()
 cleanup() {
-  [ -n "$stub_pid" ] && kill "$stub_pid" 2>/dev/null || true
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   rm -rf "$out"
 }
 trap cleanup EXIT
 
+chrome() {
+  timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-background-networking \
+    --disable-component-update --disable-sync --no-first-run --user-data-dir="$out/profile" \
+    --virtual-time-budget=3000 "$@" 2>/dev/null
+}
+
 # registry-get targets any URL template: point it at the stub JSON server.
 "$BIN" bench stub --listen 127.0.0.1:0 >"$out/stub.txt" &
-stub_pid=$!
+pids+=($!)
 for _ in $(seq 50); do grep -q "stub serving" "$out/stub.txt" 2>/dev/null && break; sleep 0.1; done
 stub_url=$(sed -n 's/^stub serving on \(http:[^ ]*\)$/\1/p' "$out/stub.txt")
 [ -n "$stub_url" ] || { echo "stub server did not start" >&2; exit 1; }
 
+# The plain (non-scenario) report needs a server.
+HANDLED_LOG=info "$BIN" serve --ephemeral --port 0 --http-port 0 2>"$out/serve.txt" &
+pids+=($!)
+for _ in $(seq 50); do grep -q " on udp " "$out/serve.txt" 2>/dev/null && break; sleep 0.1; done
+udp=$(sed -n 's/.* on udp \([^ ]*\) .*/\1/p' "$out/serve.txt" | head -1)
+[ -n "$udp" ] || { echo "server did not start"; cat "$out/serve.txt"; exit 1; } >&2
+
 passed=0
 failed=0
+check() { # NAME: the report $out/NAME.html
+  local name=$1
+  if grep -Eq 'src="https?:|href="https?:' "$out/$name.html"; then
+    echo "FAIL $name: the report loads something from the network"; failed=$((failed + 1)); return
+  fi
+  chrome --dump-dom "file://$out/$name.html" >"$out/$name.dom" || true
+  if reasons=$(python3 tests/bench-report/check_report.py "$out/$name.dom"); then
+    echo "ok   $name"
+    passed=$((passed + 1))
+  else
+    echo "FAIL $name:"; echo "$reasons"; failed=$((failed + 1))
+  fi
+  if [ -n "${SCREENSHOTS:-}" ]; then
+    mkdir -p "$SCREENSHOTS"
+    chrome --hide-scrollbars --window-size=1100,1800 --screenshot="$(realpath "$SCREENSHOTS")/$name.png" \
+      "file://$out/$name.html" >/dev/null || true
+  fi
+}
+
 for name in $("$BIN" bench scenario --list | awk '{print $1}'); do
   args=(--quick --html "$out/$name.html")
   [ "$name" = registry-get ] && args+=(--url "${stub_url}api/handles/{handle}")
   if ! timeout 180 "$BIN" bench scenario "$name" "${args[@]}" >"$out/$name.txt" 2>"$out/$name.err"; then
     echo "FAIL $name: scenario run failed"; cat "$out/$name.err"; failed=$((failed + 1)); continue
   fi
-  if grep -Eq 'src="https?:|href="https?:' "$out/$name.html"; then
-    echo "FAIL $name: the report loads something from the network"; failed=$((failed + 1)); continue
-  fi
-  timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-background-networking \
-    --disable-component-update --disable-sync --no-first-run --user-data-dir="$out/profile" \
-    --virtual-time-budget=3000 --dump-dom "file://$out/$name.html" >"$out/$name.dom" 2>/dev/null || true
-  charts=$(sed -n 's/.*<body[^>]* data-charts="\([0-9]*\)".*/\1/p' "$out/$name.dom" | head -1)
-  rendered=$(sed -n 's/.*<body[^>]* data-rendered-charts="\([0-9]*\)".*/\1/p' "$out/$name.dom" | head -1)
-  empty=$( (grep -o 'data-rendered="0x[0-9]*:[0-9]*"\|data-rendered="[0-9]*x0:[0-9]*"\|data-rendered="[0-9]*x[0-9]*:0"' "$out/$name.dom" || true) | wc -l)
-  figures=$(grep -o '<figure>' "$out/$name.html" | wc -l)
-  if [ -n "$charts" ] && [ "$charts" -gt 0 ] && [ "$charts" -eq "$figures" ] && [ "$rendered" = "$charts" ] && [ "$empty" -eq 0 ]; then
-    echo "ok   $name: $rendered of $charts charts rendered"
-    passed=$((passed + 1))
-  else
-    echo "FAIL $name: figures=$figures charts=${charts:-none} rendered=${rendered:-none} empty=$empty"
-    failed=$((failed + 1))
-  fi
+  check "$name"
 done
+
+if timeout 60 "$BIN" bench --host "${udp%:*}" --port "${udp##*:}" --transport udp -c 4 -d 2 \
+  --html "$out/plain.html" >"$out/plain.txt" 2>"$out/plain.err"; then
+  check plain
+else
+  echo "FAIL plain: bench run failed"; cat "$out/plain.err"; failed=$((failed + 1))
+fi
 echo "bench-report: $passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

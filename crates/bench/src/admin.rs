@@ -6,8 +6,8 @@
 //! can be measured.
 
 use crate::http::{HttpConn, HttpTarget};
+use crate::outcome::{client_error, http_outcome, percent_encode, Res};
 use crate::recorder::{Outcome, Recorder};
-use crate::target::{client_error, http_outcome, percent_encode, Res};
 use crate::workload::Op;
 use base64::Engine;
 use bytes::Bytes;

@@ -7,12 +7,11 @@ pub mod cpu;
 pub mod fsync;
 pub mod html;
 pub mod http;
+pub mod outcome;
 pub mod recorder;
 pub mod report;
 pub mod run;
 pub mod scenario;
-mod scenario_creates;
-mod scenario_more;
 pub mod spec;
 
 pub mod stats;

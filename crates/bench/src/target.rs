@@ -6,14 +6,15 @@
 //! authenticated session or the JSON API with Basic (`admin.rs`).
 
 use crate::admin::{AdminConn, AdminTarget, JsonApiTarget};
-use crate::http::{HttpConn, HttpError, HttpReply, HttpTarget};
+use crate::http::{HttpConn, HttpError, HttpTarget};
+use crate::outcome::{client_error, code_outcome, http_outcome, percent_encode, Res};
 use crate::recorder::{Outcome, Recorder};
 use crate::workload::{Op, OpKind};
 use bytes::Bytes;
-use handled_client::{decode_response, encode_request, ClientError, Connection, Protocol, ResolveOptions};
+use handled_client::{decode_response, encode_request, Connection, Protocol, ResolveOptions};
 use handled_proto::codec::{Codec, Reader};
 use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
-use handled_proto::header::{OpFlags, ResponseCode};
+use handled_proto::header::OpFlags;
 use handled_proto::request::{RequestBody, ResolutionRequest};
 use hyper::Method;
 use std::net::SocketAddr;
@@ -213,27 +214,6 @@ fn ka(h: &HttpTarget) -> &'static str {
     }
 }
 
-/// An outcome, or a failure kind and whether the connection is to blame.
-pub(crate) type Res = Result<Outcome, (String, bool)>;
-
-pub(crate) fn client_error(e: ClientError) -> (String, bool) {
-    match e {
-        ClientError::Timeout(_) => ("timeout".into(), true),
-        ClientError::Io(e) => (format!("io {:?}", e.kind()), true),
-        ClientError::Decode(_) => ("malformed".into(), false),
-        ClientError::Http(_) => ("http".into(), true),
-        ClientError::WrongRequestId { .. } => ("wrong-request-id".into(), true),
-    }
-}
-
-fn code_outcome(code: ResponseCode, server: Option<Duration>) -> Outcome {
-    if code == ResponseCode::SUCCESS {
-        Outcome::Ok { server }
-    } else {
-        Outcome::Refused { kind: code.name().to_string(), server }
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 async fn native(
     protocol: Protocol,
@@ -330,19 +310,6 @@ async fn tunnel(h: &HttpTarget, c: &mut HttpConn, op: &Op, recorder: &Arc<Record
     Ok(code_outcome(response.code(), reply.server_time))
 }
 
-/// Percent-encode everything but unreserved characters (so `/` becomes `%2F`).
-pub(crate) fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 pub fn fill_template(template: &str, op: &Op) -> String {
     match op {
         Op::Resolve(key) | Op::ResolveCertified(key) => template
@@ -350,15 +317,6 @@ pub fn fill_template(template: &str, op: &Op) -> String {
             .replace("{handle}", &key.handle)
             .replace("{n}", &key.n.to_string()),
         _ => template.to_string(),
-    }
-}
-
-/// 2xx is success; any other status is an error of kind `http NNN`.
-pub(crate) fn http_outcome(reply: &HttpReply) -> Outcome {
-    if (200..300).contains(&reply.status) {
-        Outcome::Ok { server: reply.server_time }
-    } else {
-        Outcome::Refused { kind: format!("http {}", reply.status), server: reply.server_time }
     }
 }
 

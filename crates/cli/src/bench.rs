@@ -417,7 +417,8 @@ fn output(
     if let Some(path) = html {
         let mut section = runs_section(title, "", runs, if runs.len() == 1 { 1 } else { 0 });
         section.charts.splice(0..0, extra);
-        let report = Report { title: format!("handled bench: {title}"), intro: String::new(), sections: vec![section] };
+        let mut report = Report::new(format!("handled bench: {title}"), "", vec![section]);
+        report.meta.push(("Run".into(), title.into()));
         std::fs::write(path, report.to_html()).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("report written to {}", path.display());
     }

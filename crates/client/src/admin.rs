@@ -13,7 +13,7 @@
 
 use crate::credentials::{rsa_sign_sha256, Credentials, Key};
 use crate::session::{decrypt_unit, encode_unit_with, finish_setup, setup_request, ClientSession, UnitOptions};
-use crate::{decode_response, ClientError, Connection, Protocol, Response};
+use crate::{decode_response, AdminError, Connection, Protocol, Response};
 use handled_proto::codec::Codec;
 use handled_proto::credential::signed_input;
 use handled_proto::crypto::seckey::{self, AnswerAlg, JAVA_PBKDF2_ITERATIONS, JAVA_PBKDF2_KEY_BITS};
@@ -27,29 +27,6 @@ use handled_proto::session::PublicKeyAnswer;
 use handled_proto::value::HandleValue;
 use std::net::SocketAddr;
 use std::time::Duration;
-
-#[derive(Debug, thiserror::Error)]
-pub enum AdminError {
-    #[error(transparent)]
-    Client(#[from] ClientError),
-    #[error("session: {0}")]
-    Session(String),
-    /// The server answered with an error code.
-    #[error("{} ({}){}", .code.name(), .code.0, if .message.is_empty() { String::new() } else { format!(": {}", .message) })]
-    Refused { code: ResponseCode, message: String },
-    #[error("unexpected response: {0}")]
-    Unexpected(String),
-}
-
-impl AdminError {
-    /// The server's response code, for refusals.
-    pub fn code(&self) -> Option<ResponseCode> {
-        match self {
-            AdminError::Refused { code, .. } => Some(*code),
-            _ => None,
-        }
-    }
-}
 
 /// Where and how to talk to the server.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@ pub mod credentials;
 pub mod session;
 mod transport;
 
-pub use admin::{AdminError, AdminSession, ConnectParams};
+pub use admin::{AdminSession, ConnectParams};
 pub use credentials::{Credentials, KeyChoice};
 pub use transport::Protocol;
 
@@ -25,6 +25,30 @@ use std::time::Duration;
 
 /// The version we speak.
 pub const CLIENT_VERSION: Version = Version::V2_10;
+
+/// Why an administration request failed: the connection, the session, or the server's refusal.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("session: {0}")]
+    Session(String),
+    /// The server answered with an error code.
+    #[error("{} ({}){}", .code.name(), .code.0, if .message.is_empty() { String::new() } else { format!(": {}", .message) })]
+    Refused { code: ResponseCode, message: String },
+    #[error("unexpected response: {0}")]
+    Unexpected(String),
+}
+
+impl AdminError {
+    /// The server's response code, for refusals.
+    pub fn code(&self) -> Option<ResponseCode> {
+        match self {
+            AdminError::Refused { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

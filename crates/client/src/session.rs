@@ -1,8 +1,7 @@
 //! Client side of sessions (§5.7): DH setup, MACed and encrypted requests,
 //! decryption of encrypted responses.
 
-use crate::admin::AdminError;
-use crate::CLIENT_VERSION;
+use crate::{AdminError, CLIENT_VERSION};
 use handled_proto::codec::{put_u32, Codec, Reader};
 use handled_proto::crypto::{dh, session as crypto};
 use handled_proto::data::pubkey::{unsigned, PublicKey};

@@ -29,7 +29,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[cfg(feature = "cassandra")]
 pub mod cassandra;
 pub mod conformance;
-mod conformance_docs;
 mod documents;
 mod embedded;
 mod memory;

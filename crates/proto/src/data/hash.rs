@@ -2,7 +2,10 @@
 
 use md5::{Digest, Md5};
 
-use crate::data::site::{HASH_BY_PREFIX, HASH_BY_SUFFIX};
+/// Hash options of a site record (§2.7): which part of a handle picks the server.
+pub const HASH_BY_PREFIX: u8 = 0;
+pub const HASH_BY_SUFFIX: u8 = 1;
+pub const HASH_BY_ALL: u8 = 2;
 
 /// The part of `handle` the hash option names: prefix (`0.NA` for slash-less
 /// handles), suffix (the whole handle when slash-less) or the whole handle.

@@ -8,10 +8,7 @@ use crate::codec::{put_bytes, put_i32, put_list, put_u16, put_u8, Codec, DecodeR
 pub const FLAG_PRIMARY: u8 = 0x80;
 pub const FLAG_MULTI_PRIMARY: u8 = 0x40;
 
-/// Hash options (§2.7).
-pub const HASH_BY_PREFIX: u8 = 0;
-pub const HASH_BY_SUFFIX: u8 = 1;
-pub const HASH_BY_ALL: u8 = 2;
+pub use crate::data::hash::{HASH_BY_ALL, HASH_BY_PREFIX, HASH_BY_SUFFIX};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SiteInfo {

@@ -6,10 +6,10 @@
 //! "Durable creates" layout. Without `--host` the scenario starts `handled
 //! serve` on a fresh data directory (durable, not `--ephemeral`).
 
+use super::env::{report, ScenarioEnv, ScenarioOutput, Server};
 use crate::admin::default_prefix;
 use crate::html::{concurrency_charts, runs_section};
 use crate::run::{run as run_model, Model, Plan};
-use crate::scenario::{report, ScenarioEnv, ScenarioOutput, Server};
 use crate::spec::{TargetSpec, Transport};
 use crate::stats::Stats;
 use crate::workload::{OpKind, Workload};

@@ -1,9 +1,9 @@
-//! Conformance tests of documents (re-exported by [`crate::conformance`]).
+//! Conformance tests of documents (re-exported by [`super`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::conformance::url_record;
+use super::fixtures::url_record;
 use crate::{
     DocExpect, DocOutcome, DocWrite, Document, Expect, IndexEntry, IndexHit, IndexMatch, Store, StoreError, SwapOutcome,
 };

@@ -1,9 +1,9 @@
 //! The scenarios with rate sweeps, several servers or several processes.
 
+use super::env::{report, Ctx, ScenarioEnv, ScenarioOutput, Server};
 use crate::coord::{coordinate, merge};
 use crate::html::{rate_charts, runs_section, Section};
 use crate::run::{run as run_model, Model};
-use crate::scenario::{report, Ctx, ScenarioEnv, ScenarioOutput, Server};
 use crate::spec::{TargetSpec, Transport};
 use crate::stats::{Stats, BUCKET};
 use crate::sweep::{rate_sweep, reply_rate_summary, RateSweep};
