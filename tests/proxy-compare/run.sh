@@ -38,6 +38,7 @@ handled_pid=""
 cleanup() {
   [ -n "$handled_pid" ] && kill "$handled_pid" 2>/dev/null || true
   "$PEER/stop.sh" >/dev/null 2>&1 || true
+  [ "$HS_NETNS" = hsproxycmp ] && ip netns del hsproxycmp 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
