@@ -4,7 +4,7 @@
 //! data here), `score`, `weighted` — with `href_template`, `http_sc` and the
 //! `<locations>` listing of `action=showurls`.
 
-use super::pages::{encode, escape};
+use super::escape::{encode, escape};
 use handled_proto::value::{types, HandleValue};
 use std::net::IpAddr;
 

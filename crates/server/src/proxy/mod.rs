@@ -6,6 +6,7 @@
 //! [`crate::ops::resolve`] as an anonymous caller (public values only), so a
 //! redirect costs what a JSON GET costs.
 
+mod escape;
 mod locations;
 mod pages;
 mod request;

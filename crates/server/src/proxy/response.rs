@@ -2,7 +2,8 @@
 //! URI, `Expires` from the smallest TTL capped at two days, `Cache-Control`
 //! saying the same), `10320/links` / `10320/headers`, and pages.
 
-use super::pages::{iri_to_uri, redirect_body};
+use super::escape::iri_to_uri;
+use super::pages::redirect_body;
 use bytes::Bytes;
 use handled_proto::value::{HandleValue, TtlType};
 use http_body_util::Full;
