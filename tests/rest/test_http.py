@@ -149,8 +149,9 @@ def test_unknown_endpoints_and_methods(server):
     assert (r.status_code, r.json()) == (405, {"responseCode": 4, "message": "Unknown HTTP API endpoint PUT /api/site"})
     r = requests.request("PATCH", f"{server.http}/api/handles/TEST/x")
     assert (r.status_code, r.json()) == (501, {"responseCode": 4, "message": "Unknown method PATCH"})
+    # Other paths are the web handle proxy: TEST/ADMIN has no URL, so its record is shown.
     r = requests.get(f"{server.http}/TEST/ADMIN", allow_redirects=False)
-    assert (r.status_code, r.headers["location"]) == (302, "/api/handles/TEST/ADMIN")
+    assert r.status_code == 200 and "Handle Values for: TEST/ADMIN" in r.text
 
 
 def test_cors_preflight(server):

@@ -185,6 +185,10 @@ pub struct Config {
     pub access_log: crate::logging::AccessLogMode,
     /// With `access_log = "sampled"`: one request in this many.
     pub access_log_sample_every: u64,
+    /// Serve the web handle proxy on the HTTP port (`GET /{handle}` redirects to
+    /// the handle's URL, as hdl.handle.net does); false: such a GET answers 302
+    /// to `/api/handles/{handle}`, as Handle.Net with `enable_proxy = no`.
+    pub enable_proxy: bool,
 }
 
 impl Default for Config {
@@ -251,6 +255,7 @@ impl Default for Config {
             hrls_patterns_need_auth: false,
             access_log: crate::logging::AccessLogMode::Full,
             access_log_sample_every: 100,
+            enable_proxy: true,
         }
     }
 }

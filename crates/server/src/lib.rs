@@ -17,6 +17,7 @@ pub mod memory;
 pub mod metrics;
 pub mod native;
 pub mod ops;
+pub mod proxy;
 pub mod quota;
 pub mod registry;
 pub mod reload;

@@ -6,7 +6,7 @@
 
 mod admin;
 mod authn;
-mod fastjson;
+pub(crate) mod fastjson;
 mod handles;
 mod hrls;
 mod http_sessions;
@@ -297,30 +297,34 @@ impl Rest {
     pub(crate) fn op_error(&self, req: &Req, e: &OpError, handle: Option<&[u8]>, kind: OpKind) -> Reply {
         let credentials_count = self.credentials_count(req);
         let status = status_of(e.code, kind, credentials_count);
-        let mut o = Map::new();
-        o.insert("responseCode".into(), e.code.0.into());
-        if !e.message.is_empty() && e.code != ResponseCode::HANDLE_NOT_FOUND {
-            let message = if e.code == ResponseCode::AUTHENTICATION_NEEDED && !credentials_count {
-                format!("{}: {PLAIN_HTTP_HINT}", e.message)
-            } else {
-                e.message.clone()
-            };
-            o.insert("message".into(), message.into());
+        let mut body = error_json(e, handle, kind);
+        if e.code == ResponseCode::AUTHENTICATION_NEEDED && !credentials_count && !e.message.is_empty() {
+            body["message"] = format!("{}: {PLAIN_HTTP_HINT}", e.message).into();
         }
-        if e.code == ResponseCode::VALUES_NOT_FOUND && kind == OpKind::Resolution {
-            o.remove("message");
-            o.insert("values".into(), Value::Array(Vec::new()));
-        }
-        if let Some(h) = handle {
-            o.insert("handle".into(), String::from_utf8_lossy(h).into_owned().into());
-        }
-        let reply = Reply::json(status, Value::Object(o));
+        let reply = Reply::json(status, body);
         if status == StatusCode::UNAUTHORIZED {
             self.challenge(req, reply)
         } else {
             reply
         }
     }
+}
+
+/// The API's JSON for a failed operation (also the web proxy's `action=api`).
+pub(crate) fn error_json(e: &OpError, handle: Option<&[u8]>, kind: OpKind) -> Value {
+    let mut o = Map::new();
+    o.insert("responseCode".into(), e.code.0.into());
+    if !e.message.is_empty() && e.code != ResponseCode::HANDLE_NOT_FOUND {
+        o.insert("message".into(), e.message.clone().into());
+    }
+    if e.code == ResponseCode::VALUES_NOT_FOUND && kind == OpKind::Resolution {
+        o.remove("message");
+        o.insert("values".into(), Value::Array(Vec::new()));
+    }
+    if let Some(h) = handle {
+        o.insert("handle".into(), String::from_utf8_lossy(h).into_owned().into());
+    }
+    Value::Object(o)
 }
 
 fn plain_error(status: StatusCode, message: &str) -> Response<Body> {

@@ -2,7 +2,8 @@
 //! (TLS or plain from the first byte, keep-alive, Server-Timing, access log);
 //! here requests go to the native tunnel (§4.3: POST `application/x-hdl-message`,
 //! any path), the operations endpoints, or the JSON API and reverse lookup
-//! ([`crate::rest`], `/api/...`, `/hrls/...`).
+//! ([`crate::rest`], `/api/...`, `/hrls/...`), and every other path to the
+//! web handle proxy ([`crate::proxy`]) unless `enable_proxy` is off.
 
 use super::accept::Acceptor;
 use super::body::{BodyBudget, BodyError, BodyReader};
@@ -87,21 +88,25 @@ pub(super) async fn route(shared: &HttpShared, conn: Conn, req: Request<Incoming
         return tunnel(state, req, &shared.bodies, conn.peer).await;
     }
     let started = Instant::now();
+    let path = req.uri().path();
+    let under = |base: &str| path == base || path.strip_prefix(base).is_some_and(|r| r.starts_with('/'));
+    let api = under("/api") || under("/hrls");
+    let service = if !api && state.config.enable_proxy { "proxy" } else { "api" };
     let _permit = match state.admission.admit().await {
         Ok(p) => p,
         Err(why) => {
             let mut r = json_error(StatusCode::SERVICE_UNAVAILABLE, 3, &format!("Server too busy ({})", why.as_str()));
             r.headers_mut().insert("retry-after", HeaderValue::from(state.admission.retry_after_secs()));
-            state.metrics.observe_http("api", 503, started.elapsed());
+            state.metrics.observe_http(service, 503, started.elapsed());
             return r;
         }
     };
-    let path = req.uri().path();
-    let under = |base: &str| path == base || path.strip_prefix(base).is_some_and(|r| r.starts_with('/'));
-    let response = if under("/api") || under("/hrls") {
+    let response = if api {
         shared.rest.handle(conn, req).await
     } else if crate::console::is_console_path(path) {
         crate::console::serve(&req, conn.secure, state.config.allow_plain_http_admin)
+    } else if state.config.enable_proxy {
+        crate::proxy::serve(state, conn, req, shared.keep_alive).await
     } else if req.method() == Method::GET && path.len() > 1 && path[1..].contains('/') {
         // Like Handle.Net without its HTML proxy: /PREFIX/SUFFIX → the JSON API.
         redirect(&format!("/api/handles{path}"))
@@ -109,7 +114,7 @@ pub(super) async fn route(shared: &HttpShared, conn: Conn, req: Request<Incoming
         let message = format!("Unknown HTTP API endpoint {} {}", req.method(), req.uri().path());
         json_error(StatusCode::NOT_FOUND, 4, &message)
     };
-    state.metrics.observe_http("api", response.status().as_u16(), started.elapsed());
+    state.metrics.observe_http(service, response.status().as_u16(), started.elapsed());
     response
 }
 

@@ -1,0 +1,269 @@
+//! The web handle proxy on the HTTP port (what hdl.handle.net and doi.org do;
+//! Handle.Net's `HDLProxy`, web-proxy.md): `GET /{handle}` redirects to the
+//! handle's URL or 10320/loc choice, follows HS_ALIAS with a 301, shows the
+//! record as HTML (`noredirect`), its locations as XML (`action=showurls`) or
+//! JSON (`action=api`, or `Accept: application/json`). Resolution runs through
+//! [`crate::ops::resolve`] as an anonymous caller (public values only), so a
+//! redirect costs what a JSON GET costs.
+
+mod escape;
+mod locations;
+mod pages;
+mod request;
+mod response;
+
+use crate::auth::Caller;
+use crate::ops::{self, OpError, Resolve};
+use crate::rest::params::Params;
+use crate::rest::{error_json, fastjson, status_of, Conn, OpKind};
+use crate::state::ServerState;
+use bytes::Bytes;
+use handled_proto::header::ResponseCode;
+use handled_proto::value::{types, HandleValue};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{
+    HeaderMap, HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS, ALLOW, HOST, ORIGIN,
+};
+use hyper::{Method, Request, Response, StatusCode, Version};
+use locations::{first_url, Locations, Selection};
+use request::{Action, ProxyRequest};
+use response::{expiry, expiry_of, extra_headers, unix_now, Answer};
+use std::borrow::Cow;
+use std::time::Duration;
+
+/// Aliases followed before giving up (the original's `MAX_ALIASES`).
+const MAX_ALIASES: usize = 20;
+/// Largest query-form POST body read.
+const MAX_FORM: usize = 16 << 10;
+const JSON: &str = "application/json;charset=UTF-8";
+const HELP_URL: &str = "http://www.handle.net/proxy.html";
+const FAVICON: &[u8] = include_bytes!("favicon.ico");
+const ROBOTS: &str = "User-agent: *\nCrawl-delay: 1\nRequest-rate: 1/1\n";
+const METHODS: &str = "GET, HEAD, POST, OPTIONS";
+
+/// Answer one proxy request. `body_timeout` bounds reading a POSTed query form.
+/// Cross-origin callers may read every answer (the original's CORS filter).
+pub async fn serve(
+    state: &ServerState,
+    conn: Conn,
+    req: Request<Incoming>,
+    body_timeout: Duration,
+) -> Response<Full<Bytes>> {
+    let cross_origin = req.headers().contains_key(ORIGIN);
+    let mut response = answer_request(state, conn, req, body_timeout).await;
+    if cross_origin {
+        let h = response.headers_mut();
+        h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+        h.insert(ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("Location, Expires, Link, Server-Timing"));
+    }
+    response
+}
+
+async fn answer_request(
+    state: &ServerState,
+    conn: Conn,
+    req: Request<Incoming>,
+    body_timeout: Duration,
+) -> Response<Full<Bytes>> {
+    let now = unix_now();
+    let plain = |status, content_type: &'static str, body: Bytes| {
+        Answer { status, content_type, body, headers: Vec::new(), expires: None }.into_response(now)
+    };
+    match *req.method() {
+        Method::GET | Method::HEAD | Method::POST => {}
+        Method::OPTIONS => {
+            let mut r = plain(StatusCode::OK, "text/plain", Bytes::new());
+            r.headers_mut().insert(ALLOW, HeaderValue::from_static(METHODS));
+            return r;
+        }
+        _ => {
+            let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "text/plain", Bytes::from("Method not allowed\n"));
+            r.headers_mut().insert(ALLOW, HeaderValue::from_static(METHODS));
+            return r;
+        }
+    }
+    match req.uri().path() {
+        "/favicon.ico" => return plain(StatusCode::OK, "image/x-icon", Bytes::from_static(FAVICON)),
+        "/robots.txt" => return plain(StatusCode::OK, "text/plain", Bytes::from_static(ROBOTS.as_bytes())),
+        "/help.html" => {
+            return Answer::redirect(HELP_URL, 302, false, false, None).map_or_else(
+                || plain(StatusCode::INTERNAL_SERVER_ERROR, "text/plain", Bytes::new()),
+                |a| Answer { body: Bytes::new(), ..a }.into_response(now),
+            )
+        }
+        _ => {}
+    }
+    let (parts, body) = req.into_parts();
+    let form = if parts.method == Method::POST {
+        match tokio::time::timeout(body_timeout, Limited::new(body, MAX_FORM).collect()).await {
+            Ok(Ok(b)) => Params::from_query(Some(&String::from_utf8_lossy(&b.to_bytes()))),
+            _ => return plain(StatusCode::BAD_REQUEST, "text/plain", Bytes::from("Cannot read the form\n")),
+        }
+    } else {
+        Params::default()
+    };
+    let path = parts.uri.path().strip_prefix('/').unwrap_or("");
+    let req = ProxyRequest::new(path, parts.uri.query(), form, &parts.headers, conn.peer.ip());
+    let answer = if req.handle.is_empty() {
+        Answer::page(StatusCode::OK, pages::query_page())
+    } else {
+        let base = || base_url(&parts.headers, conn.secure);
+        answer(state, &req, base, parts.version == Version::HTTP_10, now).await
+    };
+    answer.into_response(now)
+}
+
+/// `http(s)://host` from a well-formed `Host` header, else "" (root-relative URLs).
+fn base_url(headers: &HeaderMap, secure: bool) -> String {
+    let host = headers.get(HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    let ok = !host.is_empty() && host.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b));
+    match (ok, secure) {
+        (false, _) => String::new(),
+        (true, true) => format!("https://{host}"),
+        (true, false) => format!("http://{host}"),
+    }
+}
+
+/// The handle's public values (the whole record: filters apply afterwards, so
+/// aliases and 10320/loc are seen whatever the filter).
+async fn lookup(state: &ServerState, handle: &str) -> Result<Vec<HandleValue>, OpError> {
+    let resolve = Resolve { handle: handle.as_bytes().to_vec(), public_only: true, ..Resolve::default() };
+    ops::resolve(state, &Caller::Anonymous, &resolve).await
+}
+
+/// `base`: this server's `scheme://host` (only aliases need it).
+async fn answer(
+    state: &ServerState,
+    req: &ProxyRequest,
+    base: impl FnOnce() -> String,
+    http10: bool,
+    now: i64,
+) -> Answer {
+    let mut values = match lookup(state, &req.handle).await {
+        Ok(v) => v,
+        Err(e) if req.action == Action::Api || req.wants_json => return api_error(&e, &req.handle),
+        Err(e) => return failure(&e, &req.handle),
+    };
+    let wants_record = req.action == Action::Redirect && req.wants_json && !offers_json(&values);
+    if req.action == Action::Api || wants_record {
+        return api(&req.handle, &values, req);
+    }
+    let mut handle = req.handle.clone();
+    let mut alias_expiry: Option<i64> = None;
+    let mut hops = 0;
+    let alias_of = |values: &[HandleValue]| values.iter().position(|v| v.is_type(types::HS_ALIAS));
+    while let Some(at) = alias_of(&values).filter(|_| req.follow_aliases) {
+        let alias = &values[at];
+        hops += 1;
+        if hops > MAX_ALIASES {
+            return Answer::page(StatusCode::NOT_FOUND, pages::error_page("Alias chain too long", &req.handle));
+        }
+        let at = expiry_of(alias, now);
+        alias_expiry = Some(alias_expiry.map_or(at, |e| e.min(at)));
+        handle = String::from_utf8_lossy(&alias.data).trim().to_string();
+        values = match lookup(state, &handle).await {
+            Ok(v) => v,
+            Err(e) => return failure(&e, &req.handle),
+        };
+    }
+    if hops > 0 && req.action == Action::Redirect {
+        let url = base() + &pages::proxy_path(&handle, req.query.as_deref());
+        return Answer::redirect(&url, 301, http10, req.redirection_headers, alias_expiry)
+            .map(|a| Answer { body: Bytes::new(), ..a })
+            .unwrap_or_else(|| failure(&OpError::new(ResponseCode::ERROR, ""), &req.handle));
+    }
+    let selected = filtered(&values, req);
+    if selected.is_empty() {
+        return Answer::page(StatusCode::OK, pages::no_values_page(&handle));
+    }
+    match req.action {
+        Action::ShowValues | Action::Api => Answer::page(StatusCode::OK, pages::values_page(&handle, &selected)),
+        Action::ShowUrls => Answer {
+            status: StatusCode::OK,
+            content_type: "text/xml;charset=UTF-8",
+            body: Bytes::from(Locations::listing(&selected).to_xml()),
+            headers: Vec::new(),
+            expires: None,
+        },
+        Action::Redirect => redirect(req, &handle, &selected, http10, now),
+    }
+}
+
+/// The values the `index`/`type` filters select (no copy without filters: the common case).
+fn filtered<'a>(values: &'a [HandleValue], req: &ProxyRequest) -> Cow<'a, [HandleValue]> {
+    if req.indexes.is_empty() && req.types.is_empty() {
+        return Cow::Borrowed(values);
+    }
+    Cow::Owned(ops::select(values, &req.indexes, &req.types).into_iter().cloned().collect())
+}
+
+/// Where the values send the client: 10320/loc's choice, else the first URL;
+/// neither: the values page.
+fn redirect(req: &ProxyRequest, handle: &str, values: &[HandleValue], http10: bool, now: i64) -> Answer {
+    let locations = Locations::from_values(values);
+    let chosen = locations.as_ref().and_then(|l| {
+        let ctx = Selection { locatt: &req.locatt, ip: req.client_ip, country: req.country.as_deref() };
+        l.choose(&ctx, rand::random::<f64>()).and_then(|loc| Some((loc.target(handle)?, loc.status())))
+    });
+    let target = chosen.or_else(|| first_url(values).map(|v| (String::from_utf8_lossy(&v.data).into_owned(), 302)));
+    let Some((url, status)) = target else {
+        return Answer::page(StatusCode::OK, pages::values_page(handle, values));
+    };
+    let url = url + &req.urlappend;
+    match Answer::redirect(&url, status, http10, req.redirection_headers, expiry(values, now)) {
+        Some(mut a) => {
+            a.headers.extend(extra_headers(values));
+            a
+        }
+        None => Answer::page(StatusCode::OK, pages::values_page(handle, values)),
+    }
+}
+
+/// Does a 10320/loc location serve JSON itself (then `Accept: application/json` is content negotiation)?
+fn offers_json(values: &[HandleValue]) -> bool {
+    Locations::from_values(values).is_some_and(|l| l.offers("application/json"))
+}
+
+/// `action=api`: the JSON API's answer for the handle (filters as there; no aliases followed).
+fn api(handle: &str, values: &[HandleValue], req: &ProxyRequest) -> Answer {
+    let selected = filtered(values, req);
+    if selected.is_empty() {
+        return api_error(&OpError::new(ResponseCode::VALUES_NOT_FOUND, ""), handle);
+    }
+    let body = fastjson::resolution_body(handle.as_bytes(), &selected);
+    Answer { status: StatusCode::OK, content_type: JSON, body: Bytes::from(body), headers: Vec::new(), expires: None }
+}
+
+fn api_error(e: &OpError, handle: &str) -> Answer {
+    let status = status_of(e.code, OpKind::Resolution, false);
+    let body = error_json(e, Some(handle.as_bytes()), OpKind::Resolution).to_string();
+    Answer { status, content_type: JSON, body: Bytes::from(body), headers: Vec::new(), expires: None }
+}
+
+/// A failed resolution as the original's error pages: its title and the API's status.
+fn failure(e: &OpError, handle: &str) -> Answer {
+    if e.code == ResponseCode::VALUES_NOT_FOUND {
+        return Answer::page(StatusCode::OK, pages::no_values_page(handle));
+    }
+    let title = if e.code == ResponseCode::HANDLE_NOT_FOUND { "Not Found" } else { "Resolution Error" };
+    Answer::page(status_of(e.code, OpKind::Resolution, false), pages::error_page(title, handle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_only_from_sane_hosts() {
+        let h = |v: &'static str| {
+            let mut m = HeaderMap::new();
+            m.insert(HOST, HeaderValue::from_static(v));
+            m
+        };
+        assert_eq!(base_url(&h("hdl.example:8000"), false), "http://hdl.example:8000");
+        assert_eq!(base_url(&h("[::1]:8000"), true), "https://[::1]:8000");
+        assert_eq!(base_url(&h("evil.example/\"x"), false), "");
+        assert_eq!(base_url(&HeaderMap::new(), false), "");
+    }
+}
