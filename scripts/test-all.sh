@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 echo "== install what is missing (scripts/install-test-deps.sh)"
 scripts/install-test-deps.sh
 
-echo "== house style: cargo fmt --check, clippy -D warnings"
+echo "== house style: cargo fmt --check, clippy -D warnings, no import cycles between modules"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+scripts/module-cycles.py
 
 echo "== cargo test (workspace)"
 cargo test --workspace --locked

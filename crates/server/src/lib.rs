@@ -12,6 +12,7 @@ pub mod config;
 pub mod console;
 pub mod import;
 pub mod keys;
+pub mod live;
 pub mod logging;
 pub mod memory;
 pub mod metrics;
@@ -112,7 +113,7 @@ impl Listeners {
         if let (Some(l), Some(settings)) = (self.registry, registry_settings) {
             tasks.spawn(registry::serve(state.clone(), settings, acceptor(l, "registry", http_refusal)));
         }
-        tasks.spawn(transport::http::serve(state.clone(), acceptor(self.http, "http", http_refusal)));
+        tasks.spawn(transport::unify::serve_port(state.clone(), acceptor(self.http, "http", http_refusal)));
         tasks.spawn(state.clone().sweep_expired());
         state.set_ready();
         Ok(RunningServer { addrs: self.addrs, tasks })

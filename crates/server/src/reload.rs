@@ -1,39 +1,15 @@
 //! What SIGHUP changes in a running server: the HTTPS certificate (its files
-//! read again) and the keys of [`Live`], from the configuration file. Every
+//! read again) and the keys of [`Live`](crate::live::Live), from the configuration file. Every
 //! other key (ports, prefixes, store, limits) needs a restart.
 
 use crate::config::{Config, ConfigError};
+use crate::live::Live;
 use crate::state::ServerState;
 use std::path::Path;
 
 /// The keys SIGHUP reloads, as README lists them.
 pub const RELOADED_KEYS: &str =
     "tls_cert, tls_key, server_admins, server_admin_full_access, allow_list_handles, allow_plain_http_admin";
-
-/// Configuration read on every request that may change while serving.
-#[derive(Debug, Clone)]
-pub struct Live {
-    /// Server-wide administrators as (handle, index) references.
-    pub server_admins: Vec<(Vec<u8>, i32)>,
-    /// Admins scoped to one prefix: (admin handle, prefix handle `0.NA/<PREFIX>`).
-    pub prefix_admins: Vec<(Vec<u8>, Vec<u8>)>,
-    pub server_admin_full_access: bool,
-    pub allow_list_handles: bool,
-    pub allow_plain_http_admin: bool,
-}
-
-impl Live {
-    /// `config`'s values; its admin references must have been validated.
-    pub fn of(config: &Config) -> Live {
-        Live {
-            server_admins: config.parsed_server_admins().unwrap_or_default(),
-            prefix_admins: config.prefix_admins(),
-            server_admin_full_access: config.server_admin_full_access,
-            allow_list_handles: config.allow_list_handles,
-            allow_plain_http_admin: config.allow_plain_http_admin,
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {

@@ -3,14 +3,14 @@
 
 use crate::admission::{Admission, AdmissionConfig};
 use crate::auth::challenge::Challenges;
-use crate::auth::verify::AuthWork;
+use crate::auth::work::AuthWork;
 use crate::cache::CachingStore;
 use crate::config::Config;
 use crate::keys::RsaSigner;
+use crate::live::Live;
 use crate::logging::Logs;
 use crate::metrics::Metrics;
 use crate::quota::Quota;
-use crate::reload::Live;
 use crate::session::{SessionLimits, Sessions};
 use crate::transport::tls::CertSlot;
 use handled_proto::handle;

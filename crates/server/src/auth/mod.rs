@@ -6,6 +6,7 @@ pub mod authorize;
 pub mod challenge;
 pub mod signature;
 pub mod verify;
+pub mod work;
 
 use handled_proto::handle::admin_ref_matches;
 

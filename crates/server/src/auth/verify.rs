@@ -9,88 +9,13 @@
 //! threads, apart from admission: a flood of proofs is refused as too busy
 //! and cannot starve resolution.
 
+pub use super::work::{AuthError, AuthWork};
 use super::{signature, Identity};
 use crate::state::ServerState;
 use handled_proto::crypto::{ct_eq, seckey};
 use handled_proto::data::pubkey::PublicKey;
-use handled_proto::header::ResponseCode;
 use handled_proto::session::{PublicKeyAnswer, SecretKeyAnswer};
 use handled_proto::value::{types, HandleValue};
-use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::Semaphore;
-
-/// Longest wait for a turn at CPU-heavy checking before "too busy".
-const AUTH_WORK_WAIT: Duration = Duration::from_millis(200);
-/// PBKDF2-HMAC-SHA1 yields 160 bits per block; each block costs all iterations.
-const PBKDF2_BLOCK_BITS: i64 = 160;
-
-/// The budget of CPU-heavy proof checking.
-pub struct AuthWork {
-    turns: Arc<Semaphore>,
-    /// Most PBKDF2 work one answer may ask for: iterations × 160-bit blocks.
-    pub max_pbkdf2_cost: i64,
-}
-
-impl AuthWork {
-    /// `workers` checks at once (at least one).
-    pub fn new(workers: usize, max_pbkdf2_cost: u32) -> Self {
-        AuthWork { turns: Arc::new(Semaphore::new(workers.max(1))), max_pbkdf2_cost: i64::from(max_pbkdf2_cost) }
-    }
-
-    /// Run `work` on a blocking thread once a turn is free; too busy when none
-    /// frees up within [`AUTH_WORK_WAIT`].
-    pub async fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> Result<T, AuthError> {
-        let turn = match tokio::time::timeout(AUTH_WORK_WAIT, self.turns.clone().acquire_owned()).await {
-            Ok(Ok(turn)) => turn,
-            _ => {
-                return Err(AuthError {
-                    code: ResponseCode::SERVER_TOO_BUSY,
-                    message: "Server too busy: too many authentication checks at once".into(),
-                })
-            }
-        };
-        tokio::task::spawn_blocking(move || {
-            let result = work();
-            drop(turn);
-            result
-        })
-        .await
-        .map_err(|e| AuthError::error(format!("verification task failed: {e}")))
-    }
-
-    /// Refuse a PBKDF2 answer that asks for more work than real clients do.
-    fn check(&self, answer: &SecretKeyAnswer) -> Result<(), AuthError> {
-        let SecretKeyAnswer::Pbkdf2HmacSha1 { iterations, key_bits, .. } = answer else { return Ok(()) };
-        let blocks = (i64::from(*key_bits) + PBKDF2_BLOCK_BITS - 1) / PBKDF2_BLOCK_BITS;
-        if i64::from(*iterations) * blocks.max(1) > self.max_pbkdf2_cost {
-            return Err(AuthError::failed(format!(
-                "PBKDF2 answer with {iterations} iterations of {key_bits} bits: this server computes at most {} \
-                 iterations of 160 bits",
-                self.max_pbkdf2_cost
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// A failed authentication: 403 when the proof is wrong or names nothing
-/// usable, 406 for other errors (§5.6).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthError {
-    pub code: ResponseCode,
-    pub message: String,
-}
-
-impl AuthError {
-    pub fn failed(message: impl Into<String>) -> Self {
-        AuthError { code: ResponseCode::AUTHENTICATION_FAILED, message: message.into() }
-    }
-
-    pub fn error(message: impl Into<String>) -> Self {
-        AuthError { code: ResponseCode::AUTHEN_ERROR, message: message.into() }
-    }
-}
 
 fn show(handle: &[u8]) -> String {
     String::from_utf8_lossy(handle).into_owned()
@@ -219,6 +144,8 @@ pub async fn secret(state: &ServerState, handle: &[u8], index: i32, secret: &[u8
 #[cfg(test)]
 mod tests {
     use super::*;
+    use handled_proto::header::ResponseCode;
+    use std::sync::Arc;
 
     fn pbkdf2(iterations: i32, key_bits: i32) -> SecretKeyAnswer {
         SecretKeyAnswer::Pbkdf2HmacSha1 { salt: vec![0; 16], iterations, key_bits, mac: vec![0; 20] }

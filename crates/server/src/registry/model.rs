@@ -2,7 +2,7 @@
 //! documents whose index entries cover every lookup of the API, plus the rules
 //! the original applies to them (required keys, expiry, search matching, clock).
 
-use handled_store::{Document, IndexEntry};
+use handled_store::{DocExpect, Document, IndexEntry, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -327,6 +327,19 @@ pub fn format_time(t: i64) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs / 60 % 60, secs % 60)
+}
+
+/// A record stored before the purge existed has no "gone" index entry, so it
+/// would never be removed: rewrite its document with the entries it has now (a
+/// compare-and-set; a record changed meanwhile already has them).
+pub(super) async fn reindex_if_old(store: &dyn Store, kind: Kind, id: &[u8], doc: &Document) -> Result<(), StoreError> {
+    let Some(s) = Stored::from_document(doc) else { return Ok(()) };
+    let current = s.to_document(kind);
+    if current.index == doc.index {
+        return Ok(());
+    }
+    store.doc_swap(kind.collection(), id, DocExpect::Present(doc.clone()), Some(current)).await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ impl Registry {
                     hyperties += page.len() as u64;
                 }
                 for (id, doc) in &page {
-                    super::upkeep::reindex_if_old(&*store, kind, id, doc).await?;
+                    super::model::reindex_if_old(&*store, kind, id, doc).await?;
                 }
                 match page.into_iter().last() {
                     Some((id, _)) => after = Some(id),

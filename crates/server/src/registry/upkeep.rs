@@ -12,25 +12,12 @@
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 
-use handled_store::{DocExpect, DocOutcome, Document, IndexHit, IndexMatch, Store, StoreError};
+use handled_store::{DocExpect, DocOutcome, IndexHit, IndexMatch};
 
 use super::model::{due_key, now_secs, Kind, Stored, IDX_GONE, IDX_GONE_UNSEEN, IDX_PEER, IDX_USER};
 use super::service::{Error, Registry};
 
 const PAGE: usize = 512;
-
-/// A record stored before the purge existed has no "gone" index entry, so it
-/// would never be removed: rewrite its document with the entries it has now (a
-/// compare-and-set; a record changed meanwhile already has them).
-pub(super) async fn reindex_if_old(store: &dyn Store, kind: Kind, id: &[u8], doc: &Document) -> Result<(), StoreError> {
-    let Some(s) = Stored::from_document(doc) else { return Ok(()) };
-    let current = s.to_document(kind);
-    if current.index == doc.index {
-        return Ok(());
-    }
-    store.doc_swap(kind.collection(), id, DocExpect::Present(doc.clone()), Some(current)).await?;
-    Ok(())
-}
 
 impl Registry {
     /// Refuse to create `id` beyond the quotas (replacing an existing record is

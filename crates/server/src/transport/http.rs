@@ -5,7 +5,6 @@
 //! ([`crate::rest`], `/api/...`, `/hrls/...`), and every other path to the
 //! web handle proxy ([`crate::proxy`]) unless `enable_proxy` is off.
 
-use super::accept::Acceptor;
 use super::body::{BodyBudget, BodyError, BodyReader};
 use super::serve_unit;
 use crate::native::Transport;
@@ -52,19 +51,6 @@ impl HttpShared {
             tls,
             keep_alive,
         }
-    }
-}
-
-pub async fn serve(state: Arc<ServerState>, mut listener: Acceptor) {
-    let shared = Arc::new(HttpShared::new(state.clone(), listener.limits().bodies.clone()));
-    loop {
-        let (stream, peer, slot) = listener.next().await;
-        let _ = stream.set_nodelay(true);
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let _open = (slot, shared.state.metrics.connection("http"));
-            super::unify::serve(shared, stream, peer).await;
-        });
     }
 }
 

@@ -5,9 +5,11 @@
 //! response with `Server-Timing` and, when enabled, an access-log line
 //! (tracing target `access`) with the same figure.
 
+use super::accept::Acceptor;
 use super::http::{route, HttpShared};
 use super::tls::{sniff, TLS_HANDSHAKE};
 use crate::rest::Conn;
+use crate::state::ServerState;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONNECTION};
 use hyper::{Request, Version};
@@ -25,6 +27,20 @@ static ACCEPTED: AtomicU64 = AtomicU64::new(0);
 
 pub fn accepted_connections() -> u64 {
     ACCEPTED.load(Ordering::Relaxed)
+}
+
+/// Accept connections on the HTTP port for as long as the server runs.
+pub async fn serve_port(state: Arc<ServerState>, mut listener: Acceptor) {
+    let shared = Arc::new(HttpShared::new(state.clone(), listener.limits().bodies.clone()));
+    loop {
+        let (stream, peer, slot) = listener.next().await;
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let _open = (slot, shared.state.metrics.connection("http"));
+            serve(shared, stream, peer).await;
+        });
+    }
 }
 
 /// Serve one accepted connection until it closes.

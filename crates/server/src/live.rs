@@ -1,0 +1,29 @@
+//! The configuration keys read on every request that SIGHUP may change
+//! (see [`crate::reload`]).
+
+use crate::config::Config;
+
+/// Configuration read on every request that may change while serving.
+#[derive(Debug, Clone)]
+pub struct Live {
+    /// Server-wide administrators as (handle, index) references.
+    pub server_admins: Vec<(Vec<u8>, i32)>,
+    /// Admins scoped to one prefix: (admin handle, prefix handle `0.NA/<PREFIX>`).
+    pub prefix_admins: Vec<(Vec<u8>, Vec<u8>)>,
+    pub server_admin_full_access: bool,
+    pub allow_list_handles: bool,
+    pub allow_plain_http_admin: bool,
+}
+
+impl Live {
+    /// `config`'s values; its admin references must have been validated.
+    pub fn of(config: &Config) -> Live {
+        Live {
+            server_admins: config.parsed_server_admins().unwrap_or_default(),
+            prefix_admins: config.prefix_admins(),
+            server_admin_full_access: config.server_admin_full_access,
+            allow_list_handles: config.allow_list_handles,
+            allow_plain_http_admin: config.allow_plain_http_admin,
+        }
+    }
+}
