@@ -279,6 +279,8 @@ fn access_and_authentication_logs() {
         "{log}"
     );
 
+    // A directory of its own: a server never writes new credentials over an existing file.
+    let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("quiet.toml");
     std::fs::write(&config, "access_log = \"off\"\n").unwrap();
     let server = spawn::serve_with_env(dir.path(), &["--config", config.to_str().unwrap()], &env[..1]);

@@ -1,6 +1,6 @@
 //! The admin console through the real HTTP port (its branch in the router):
 //! plain HTTP gets the "use https" page, unless `allow_plain_http_admin`;
-//! `/admin/...` is the console, not a `/PREFIX/SUFFIX` redirect. Over HTTPS
+//! `/admin/...` is the console, not a handle for the web proxy. Over HTTPS
 //! the whole console is driven by tests/console (Playwright).
 
 mod http_common;
@@ -38,8 +38,9 @@ async fn console_over_plain_http_when_allowed() {
     get(&mut s, "/admin/app.js").await;
     let (status, headers, _) = read_response(&mut s, &mut buf).await.unwrap();
     assert_eq!((status, header(&headers, "content-type")), (200, Some("text/javascript; charset=utf-8")));
-    // Other two-segment paths still redirect to the JSON API.
+    // Other two-segment paths are handles for the web proxy (TEST/1 does not exist).
     get(&mut s, "/TEST/1").await;
-    let (status, headers, _) = read_response(&mut s, &mut buf).await.unwrap();
-    assert_eq!((status, header(&headers, "location")), (302, Some("/api/handles/TEST/1")));
+    let (status, _, body) = read_response(&mut s, &mut buf).await.unwrap();
+    assert_eq!(status, 404);
+    assert!(!String::from_utf8(body).unwrap().contains("/admin/app.js"), "not the console");
 }
