@@ -265,7 +265,7 @@ def test_non_admin_identity_is_refused(page, server):
     assert status == 201
     open_console(page, server)
     sign_in_secret(page, "300:TEST/someone", "someones-secret")
-    expect_refused(page, "server administrators only")
+    expect_refused(page, "may not administer this server")
 
 
 def test_phone_width_record_page_fits(browser, server):

@@ -132,6 +132,8 @@ async fn prefix_admins_are_scoped_unless_listed_as_server_admins() {
     assert_eq!(code(test_admin.delete(b"20.500.999/ADMIN").await), ResponseCode::INVALID_ADMIN);
     assert_eq!(code(test_admin.add_values(b"0.NA/20.500.999", &[url(7)], false).await), ResponseCode::INVALID_ADMIN);
     assert_eq!(code(test_admin.home_prefix(b"NEW").await), ResponseCode::INVALID_ADMIN, "no server-wide admin");
+    let listed = test_admin.list_homed_prefixes().await.expect("a prefix admin lists what it administers");
+    assert_eq!(listed, vec![b"0.NA/TEST".to_vec()], "its own prefix only");
 
     let s = admin_common::start_with(|c| {
         two_prefixes(c);

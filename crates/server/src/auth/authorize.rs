@@ -59,6 +59,12 @@ pub async fn is_server_admin(state: &ServerState, identity: &Identity) -> Result
     group_member(state, identity, admins).await
 }
 
+/// The prefix handles (`0.NA/<PREFIX>`) `identity` administers as a prefix
+/// administrator (none when `server_admins` is configured).
+pub fn administered_prefixes(state: &ServerState, identity: &Identity) -> Vec<Vec<u8>> {
+    state.live().prefix_admins.iter().filter(|(admin, _)| identity.matches(admin, 0)).map(|(_, p)| p.clone()).collect()
+}
+
 /// Without configured `server_admins`, `<prefix>/ADMIN` administers the
 /// handles of its own prefix (and its prefix handle), nothing else: tenants
 /// sharing a server do not administer each other.

@@ -1,7 +1,7 @@
 //! LIST_HANDLES and the prefix operations HOME_NA, UNHOME_NA, LIST_HOMED_NAS (§3.5).
 
 use super::*;
-use crate::auth::authorize::is_server_admin;
+use crate::auth::authorize::{administered_prefixes, is_server_admin};
 use crate::state::HOMED_META_PREFIX;
 use handled_proto::handle;
 
@@ -90,8 +90,24 @@ pub async fn unhome_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Re
     Ok(())
 }
 
+/// Every homed prefix for a server administrator; for a prefix administrator
+/// (the default scoping, no `server_admins`), the homed prefixes it
+/// administers; anyone else is refused.
 pub async fn list_homed_prefixes(state: &ServerState, caller: &Caller) -> Result<Vec<Vec<u8>>, OpError> {
-    require_server_admin(state, caller).await?;
+    let scoped = match require_server_admin(state, caller).await {
+        Ok(_) => None,
+        Err(refused) => {
+            let own = caller.identity().map(|i| administered_prefixes(state, i)).unwrap_or_default();
+            if own.is_empty() {
+                return Err(refused);
+            }
+            Some(own)
+        }
+    };
     state.reload_homed().await;
-    Ok(state.homed_prefixes())
+    let homed = state.homed_prefixes();
+    Ok(match scoped {
+        None => homed,
+        Some(own) => homed.into_iter().filter(|p| own.contains(p)).collect(),
+    })
 }

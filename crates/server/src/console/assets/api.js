@@ -114,3 +114,13 @@ export async function call(method, url, { body, authorization, text = false } = 
 export function handlePath(handle) {
   return handle.split('/').map(encodeURIComponent).join('/');
 }
+
+/**
+ * The prefixes (without `0.NA/`) the signed-in identity administers: every
+ * homed prefix for a server administrator, its own for a prefix administrator
+ * (`<prefix>/ADMIN` unless `server_admins` is configured); others are refused.
+ */
+export async function administeredPrefixes() {
+  const answer = await call('GET', '/api/prefixes');
+  return (answer.prefixes || []).map((p) => p.replace(/^0\.NA\//i, ''));
+}

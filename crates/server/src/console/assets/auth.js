@@ -3,7 +3,7 @@
 // signature made with the private key, then make sure the identity is a
 // server administrator. Secrets and keys are used here and dropped.
 
-import { call, setSession, forgetSession, session } from './api.js';
+import { administeredPrefixes, call, setSession, forgetSession, session } from './api.js';
 import { b64encode, b64decode } from './dom.js';
 
 function quoted(v) {
@@ -47,11 +47,10 @@ export async function signIn(id, credential) {
   if (!proved || !proved.authenticated) throw new Error('The server did not accept the answer.');
   setSession(opened.sessionId, proved.id || id);
   try {
-    const prefixes = await call('GET', '/api/prefixes');
-    return prefixes.prefixes || [];
+    return await administeredPrefixes();
   } catch (e) {
     await signOut();
-    throw new Error(`${id} signed in, but the console is for server administrators only. ${e.message}`);
+    throw new Error(`${id} signed in, but may not administer this server. ${e.message}`);
   }
 }
 

@@ -1,7 +1,7 @@
 // Browsing: the homed prefixes, a prefix's handles (paged, filtered), and
 // search by value (reverse lookup, /hrls/handles).
 
-import { call } from './api.js';
+import { administeredPrefixes, call } from './api.js';
 import { h, field, page } from './dom.js';
 
 const PAGE_SIZE = 50;
@@ -10,16 +10,11 @@ export function recordLink(handle) {
   return h('a', { href: `#/record/${encodeURIComponent(handle)}` }, handle);
 }
 
-function bare(prefix) {
-  return prefix.replace(/^0\.NA\//i, '');
-}
-
 export async function prefixesPage() {
-  const answer = await call('GET', '/api/prefixes');
-  const prefixes = (answer.prefixes || []).map(bare);
+  const prefixes = await administeredPrefixes();
   page(
     'Homed prefixes',
-    h('p', {}, `This server is responsible for ${prefixes.length} prefix${prefixes.length === 1 ? '' : 'es'}.`),
+    h('p', {}, `You administer ${prefixes.length} prefix${prefixes.length === 1 ? '' : 'es'} of this server.`),
     h(
       'ul',
       { class: 'links' },

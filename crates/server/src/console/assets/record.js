@@ -1,7 +1,7 @@
 // One handle record: its values, editing them one at a time, adding and
 // removing values, deleting the handle; and creating a new handle.
 
-import { call, handlePath } from './api.js';
+import { administeredPrefixes, call, handlePath } from './api.js';
 import { h, field, page, say, sayNext } from './dom.js';
 import { describeData, valueForm } from './values.js';
 
@@ -118,7 +118,7 @@ export async function recordPage(handle) {
 }
 
 export async function newHandlePage(query) {
-  const prefixes = ((await call('GET', '/api/prefixes')).prefixes || []).map((p) => p.replace(/^0\.NA\//i, ''));
+  const prefixes = await administeredPrefixes();
   const prefix = h('select', { name: 'prefix' }, prefixes.map((p) => h('option', { value: p }, p)));
   if (query.get('prefix') && prefixes.includes(query.get('prefix'))) prefix.value = query.get('prefix');
   const suffix = h('input', { type: 'text', name: 'suffix' });
