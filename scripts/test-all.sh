@@ -36,6 +36,12 @@ tests/rest/run.sh target/release/handled
 echo "== admin console in headless Chromium (Playwright: sign-in, edit, search, delete, status)"
 tests/console/run.sh target/release/handled
 
+echo "== web handle proxy beside the original Handle.Net 9.0.0 (skipped without ../shared/peers/handle-net)"
+OUT=$(mktemp) tests/proxy-compare/run.sh target/release/handled
+
+echo "== hostile peers: every attack of tests/hostile against one server, ordinary clients probing throughout"
+tests/hostile/run_all.py target/release/handled
+
 echo "== Java interop (net.handle:handle-client against target/release/handled)"
 tests/interop-java/run.sh target/release/handled
 echo "== on Apache Cassandra: store conformance, then the registry, JSON API and Java suites through a balancer in front of 3 stateless nodes"

@@ -251,7 +251,11 @@ def main():
     if a.seed_original:
         seed_original(a.seed_original)
     if a.handled and a.original:
-        report(*compare(a.handled.rstrip("/"), a.original.rstrip("/")), a.markdown)
+        agree, design, differ = compare(a.handled.rstrip("/"), a.original.rstrip("/"))
+        report(agree, design, differ, a.markdown)
+        # Agreement, or a difference by design, passes; any other difference fails.
+        print(f"proxy-compare: {len(agree) + len(design)} passed, {len(differ)} failed")
+        sys.exit(1 if differ else 0)
 
 
 if __name__ == "__main__":
