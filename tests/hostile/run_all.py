@@ -42,7 +42,7 @@ ATTACKS = [
     ("pbkdf2_flood", "F6", ["pbkdf2_flood.py", "{native}", "--seconds", "{seconds}", "--pid", "{pid}"]),
     ("udp_fragment_flood", "F7", ["udp_fragment_flood.py", "{native}", "--seconds", "{seconds}", "--pid", "{pid}"]),
     ("hrls_scan", "F8", ["hrls_scan.py", "{http}", "--seconds", "{seconds}", "--pid", "{pid}"]),
-    ("registry_flood", "F9", ["registry_flood.py", "{registry}", "--seconds", "{seconds}", "--pid", "{pid}"]),
+    ("registry_fill", "F9", ["registry_fill.py", "{registry}", "--records", "5000", "--pid", "{pid}"]),
     ("udp_amplification", "F15", ["udp_amplification.py", "{native}", "--pid", "{pid}", "--http-port", "{http_port}",
                                   "--admin-secret", "{secret}"]),
 ]
@@ -149,7 +149,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("handled", help="the handled binary")
     ap.add_argument("--seconds", type=float, default=8, help="length of each attack (bounded by each tool too)")
-    ap.add_argument("--rss-mib", type=float, default=400, help="RSS the server must stay under")
+    ap.add_argument("--rss-mib", type=float, default=400, help="RSS the server must stay under (the default budgets sum to about this; README)")
     ap.add_argument("--only", nargs="*", help="attack names to run")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as data:
