@@ -156,7 +156,7 @@ fn check_published_address(c: &Config) -> anyhow::Result<()> {
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut config = args.config()?;
-    let listeners = Listeners::bind(&config).with_context(|| format!("cannot bind on {}", config.listen))?;
+    let listeners = Listeners::bind(&config).context("cannot listen")?;
     listeners.apply_ports(&mut config);
     let store = open_store(&config).await?;
     if let Some(path) = &args.import {

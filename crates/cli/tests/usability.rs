@@ -288,3 +288,23 @@ fn access_and_authentication_logs() {
     let log = stop(server);
     assert!(!log.contains("access") && !log.contains('\u{1b}'), "{log}");
 }
+
+/// 18.8: a port in use is named, and a misspelt key is one line with its place.
+#[test]
+fn start_up_errors_name_what_is_wrong() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = run(&["serve", "--ephemeral", "--listen", "127.0.0.1", "--port", &port, "--http-port", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("native TCP 127.0.0.1:{port}")) && err.contains("in use"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("typo.toml");
+    std::fs::write(&config, "port = 0\nmax_concurent = 5\n").unwrap();
+    let out = run(&["serve", "--ephemeral", "--config", config.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("typo.toml:2:1: unknown key `max_concurent`; did you mean `max_concurrent`?"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

@@ -329,10 +329,37 @@ impl Default for CassandraConfig {
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("invalid config file {path}: {source}")]
-    Parse { path: PathBuf, source: toml::de::Error },
+    /// One line: where in the file, and what is wrong there.
+    #[error("invalid config file {}:{line}:{column}: {message}", path.display())]
+    Parse { path: PathBuf, line: usize, column: usize, message: String },
     #[error("invalid configuration: {0}")]
     Invalid(String),
+}
+
+/// toml's error names the line in a multi-line drawing and, for an unknown key,
+/// lists every known one: keep the position and say which key was meant.
+fn parse_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
+    let at = e.span().map_or(0, |s| s.start.min(text.len()));
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let message = e.message().trim();
+    let message = match unknown_key(message) {
+        Some((key, known)) => match known.iter().min_by_key(|k| strsim::levenshtein(key, k)) {
+            Some(best) if strsim::levenshtein(key, best) <= 3 => format!("unknown key `{key}`; did you mean `{best}`?"),
+            _ => format!("unknown key `{key}` (README's Configuration lists every key)"),
+        },
+        None => message.to_string(),
+    };
+    ConfigError::Parse { path: path.to_owned(), line, column, message }
+}
+
+/// `unknown field `x`, expected one of `a`, `b`` → ("x", ["a", "b"]).
+fn unknown_key(message: &str) -> Option<(&str, Vec<&str>)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (key, rest) = rest.split_once('`')?;
+    let known = rest.split('`').skip(1).step_by(2).collect();
+    Some((key, known))
 }
 
 impl Config {
@@ -341,7 +368,7 @@ impl Config {
         let Some(path) = path else { return Ok(Config::default()) };
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.to_owned(), source })
+        toml::from_str(&text).map_err(|e| parse_error(path, &text, &e))
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -449,6 +476,24 @@ pub fn parse_admin_ref(text: &str) -> Result<(Vec<u8>, i32), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn load_text(text: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::load(Some(&path)).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_misspelt_key_is_one_line_with_its_place_and_the_key_meant() {
+        let e = load_text("port = 2641\nmax_concurent = 5\n");
+        assert!(e.ends_with("h.toml:2:1: unknown key `max_concurent`; did you mean `max_concurrent`?"), "{e}");
+        assert_eq!(e.lines().count(), 1);
+        let e = load_text("port = 2641\nzzzzzz = 1\n");
+        assert!(e.ends_with("h.toml:2:1: unknown key `zzzzzz` (README's Configuration lists every key)"), "{e}");
+        let e = load_text("port = \"x\"\n");
+        assert!(e.contains("h.toml:1:8: ") && e.lines().count() == 1, "{e}");
+    }
 
     #[test]
     fn parses_toml_and_rejects_unknown_keys() {

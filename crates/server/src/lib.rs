@@ -63,15 +63,25 @@ pub struct Listeners {
 
 impl Listeners {
     pub fn bind(config: &config::Config) -> std::io::Result<Listeners> {
-        let tcp = transport::tcp::bind(SocketAddr::new(config.listen, config.port))?;
+        // Each failure names what could not be bound (e.g. "native TCP 127.0.0.1:2641").
+        let named = |what: &'static str, addr: SocketAddr| {
+            move |e: std::io::Error| std::io::Error::new(e.kind(), format!("{what} {addr}: {e}"))
+        };
+        let native = SocketAddr::new(config.listen, config.port);
+        let tcp = transport::tcp::bind(native).map_err(named("native TCP", native))?;
         let tcp_addr = tcp.local_addr()?;
         // UDP shares the native port number with TCP (matters when it was 0).
-        let udp = transport::udp::bind(SocketAddr::new(config.listen, tcp_addr.port()), config.udp_socket_count())?;
+        let udp_at = SocketAddr::new(config.listen, tcp_addr.port());
+        let udp = transport::udp::bind(udp_at, config.udp_socket_count()).map_err(named("native UDP", udp_at))?;
         let udp_addr = udp[0].local_addr()?;
-        let http = transport::tcp::bind(SocketAddr::new(config.listen, config.http_port))?;
+        let http_at = SocketAddr::new(config.listen, config.http_port);
+        let http = transport::tcp::bind(http_at).map_err(named("HTTP", http_at))?;
         let http_addr = http.local_addr()?;
         let registry = match config.registry_port {
-            Some(p) => Some(transport::tcp::bind(SocketAddr::new(config.listen, p))?),
+            Some(p) => {
+                let at = SocketAddr::new(config.listen, p);
+                Some(transport::tcp::bind(at).map_err(named("domain registry", at))?)
+            }
             None => None,
         };
         let registry_addr = registry.as_ref().map(|l| l.local_addr()).transpose()?;
