@@ -176,8 +176,11 @@ def test_site_listing_prefixes(server):
     assert r.json()["handles"] == [] and r.json()["pageSize"] == 0 and int(r.json()["totalCount"]) >= 2
     r = requests.get(f"{server.http}/api/handles?prefix=TEST")
     assert (r.status_code, r.json()["responseCode"]) == (403, 402)
-    # By default TEST/ADMIN administers its own prefix only, not the server's prefixes.
+    # By default TEST/ADMIN administers its own prefix only: listing shows just that one,
+    # and homing another prefix is for server administrators.
     r = requests.get(f"{server.https}/api/prefixes", auth=server.basic(), verify=False)
+    assert r.status_code == 200 and r.json()["prefixes"] == ["0.NA/TEST"]
+    r = requests.post(f"{server.https}/api/prefixes/NEWPFX", auth=server.basic(), verify=False)
     assert r.status_code == 403
 
 
