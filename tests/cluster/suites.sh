@@ -10,4 +10,8 @@ tests/registry/run.sh "$bin" -k "cassandra or cluster"
 echo "== JSON API suite through the balancer ($HANDLED_TEST_CLUSTER_NODES nodes)"
 tests/rest/run.sh "$bin"
 echo "== Java interop suite through the balancer ($HANDLED_TEST_CLUSTER_NODES nodes)"
-tests/interop-java/run.sh "$bin"
+# UDP goes through nginx's stream proxy here: on 2026-11-25 one UDP answer was lost once in
+# four runs (CertifiedResponseTest over UDP, "Receive timed out"; not seen without the proxy).
+# A failing test runs once more: a real failure fails twice, a lost datagram shows in the
+# Surefire report as a flake (grep flakyFailure in tests/interop-java/target/surefire-reports).
+tests/interop-java/run.sh "$bin" -Dsurefire.rerunFailingTestsCount=1
