@@ -24,21 +24,6 @@ pub enum AccessLogMode {
     Full,
 }
 
-tokio::task_local! {
-    /// The peer of the native request being served, for log lines deep in request handling.
-    static PEER: SocketAddr;
-}
-
-/// Run `f` with `peer` as the peer that [`peer`] names.
-pub async fn with_peer<F: std::future::Future>(peer: SocketAddr, f: F) -> F::Output {
-    PEER.scope(peer, f).await
-}
-
-/// The peer of the request being served, if a transport said.
-pub fn peer() -> Option<SocketAddr> {
-    PEER.try_with(|p| *p).ok()
-}
-
 /// The server's log policy and its counters.
 pub struct Logs {
     mode: AccessLogMode,

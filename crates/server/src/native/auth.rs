@@ -15,7 +15,7 @@ use handled_proto::message::parse_message;
 use handled_proto::request::{ChallengeAnswer, RequestBody, AUTH_TYPE_PUBKEY, AUTH_TYPE_SECKEY};
 use handled_proto::response::ResponseBody;
 use handled_proto::session::VerifyChallengeRequest;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 /// Answer a request with a challenge (402): a fresh nonce, the request digest,
@@ -68,6 +68,7 @@ pub async fn answer(
     ctx: &RequestContext<'_>,
     answer: &ChallengeAnswer,
     transport: Transport,
+    peer: SocketAddr,
 ) -> Vec<Vec<u8>> {
     let Some(pending) = state.challenges.take(ctx.envelope.session_id).await else {
         let text = "No outstanding challenge for this id (expired or already answered)";
@@ -114,7 +115,7 @@ pub async fn answer(
         Ok(i) => i,
         Err(e) => {
             let identity = format!("{}:{}", answer.identity_index, String::from_utf8_lossy(&answer.identity_handle));
-            state.logs.auth_failed(&identity, crate::logging::peer(), &e.message);
+            state.logs.auth_failed(&identity, Some(peer), &e.message);
             return vec![error_reply(state, &rctx, e.code, &e.message, reply)];
         }
     };

@@ -20,7 +20,7 @@ use handled_proto::message::parse_message;
 use handled_proto::request::RequestBody;
 use handled_proto::response::ResponseBody;
 use respond::{encode_response, error_reply, error_response, Reply, RequestContext};
-use std::net::IpAddr;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// Which listener a request came in on: UDP is query-only in our site record.
@@ -49,7 +49,7 @@ pub fn read_envelope(unit: &[u8]) -> Option<Envelope> {
 
 /// Answer one request unit from `peer`. Never panics; malformed input gets a
 /// protocol error carrying the request id whenever the envelope could be read.
-pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport, peer: IpAddr) -> Vec<Vec<u8>> {
+pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport, peer: SocketAddr) -> Vec<Vec<u8>> {
     let Some(envelope) = read_envelope(unit) else { return Vec::new() };
     let message = &unit[ENVELOPE_LEN..];
     let bare = RequestContext { envelope, header: None, header_and_body: &[] };
@@ -135,9 +135,9 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport,
             )];
         }
         // Answers carry the challenge id (not necessarily a session) in the envelope.
-        RequestBody::ChallengeAnswer(a) => return auth::answer(state, &ctx, a, transport).await,
+        RequestBody::ChallengeAnswer(a) => return auth::answer(state, &ctx, a, transport, peer).await,
         RequestBody::VerifyChallenge(v) => return vec![auth::verify_challenge(state, &ctx, v).await],
-        RequestBody::SessionSetup(s) => return vec![session::setup(state, &ctx, s, peer).await],
+        RequestBody::SessionSetup(s) => return vec![session::setup(state, &ctx, s, peer.ip()).await],
         _ => {}
     }
 
@@ -195,13 +195,13 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport,
         RequestBody::Resolution(_)
             if !ctx.flags().contains(OpFlags::PO) && caller == Caller::Anonymous && session.is_some() =>
         {
-            vec![auth::challenge(state, &ctx, session.as_deref(), peer).await]
+            vec![auth::challenge(state, &ctx, session.as_deref(), peer.ip()).await]
         }
         other if is_admin_op(other.op_code()) || other.op_code() == OpCode::RESOLUTION => {
             match dispatch::run(state, &ctx, other, ctx.flags(), &caller, reply).await {
                 Ok(units) => units,
                 Err(e) if e.is_authentication_needed() => {
-                    vec![auth::challenge(state, &ctx, session.as_deref(), peer).await]
+                    vec![auth::challenge(state, &ctx, session.as_deref(), peer.ip()).await]
                 }
                 Err(e) => vec![error_reply(state, &ctx, e.code, &e.message, reply)],
             }

@@ -58,7 +58,7 @@ pub fn refuse(
 /// Answer a request that already holds an admission permit.
 pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transport, peer: SocketAddr) -> Vec<Vec<u8>> {
     let started = Instant::now();
-    let responses = crate::logging::with_peer(peer, handle_unit(state, unit, transport, peer.ip())).await;
+    let responses = handle_unit(state, unit, transport, peer).await;
     let elapsed = started.elapsed();
     state.metrics.observe(transport.name(), &responses, elapsed);
     if state.logs.wants_access_line() {
