@@ -40,15 +40,22 @@ make_work() {
 
 in_ns() { ip netns exec "$HS_NETNS" "$@"; }
 
-# HsTool (java/HsTool.java) inside the namespace: commands from stdin or as arguments.
-# Its client configuration turns off root-info updates (the namespace has no way out).
-hs_tool() {
-  if [ ! -f "$WORK/client-config/config.dct" ]; then
+# The Java tools (java/*.java, on the 9.0.0 library), compiled once per run into $WORK.
+# Their client configuration turns off root-info updates (the namespace has no way out).
+java_tools() {
+  if [ ! -d "$WORK/classes" ]; then
+    javac -nowarn -cp "$CP" -d "$WORK/classes" "$REPL_DIR"/java/*.java > "$WORK/javac.log" 2>&1 \
+      || { cat "$WORK/javac.log" >&2; die "javac"; }
     mkdir -p "$WORK/client-config"
     printf '{\n  "auto_update_root_info" = "no"\n}\n' > "$WORK/client-config/config.dct"
   fi
-  in_ns java -cp "$CP" -Dnet.handle.configDir="$WORK/client-config" "$REPL_DIR/java/HsTool.java" "$@"
 }
+# hs_tool [COMMAND LINE]: java/HsTool.java inside the namespace (no arguments: commands on stdin).
+hs_java() {
+  java_tools
+  in_ns java -cp "$WORK/classes:$CP" -Dnet.handle.configDir="$WORK/client-config" "$@"
+}
+hs_tool() { hs_java HsTool "$@"; }
 
 # --- Handle.Net instances -------------------------------------------------------------
 # hn NAME SCRIPT [ARGS]: run one of the shared harness scripts for instance NAME.

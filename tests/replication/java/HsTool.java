@@ -1,7 +1,8 @@
 // Administration and snapshot client for the replication harness, on the Handle.Net 9.0.0
 // Java library (the judge's own client code). Single-file program:
 //
-//   java -cp "$HSJ_HOME/lib/*" HsTool.java [command line ...]      (no arguments: commands from stdin)
+//   javac -cp "$HSJ_HOME/lib/*" -d CLASSES Hs.java HsTool.java
+//   java -cp "CLASSES:$HSJ_HOME/lib/*" HsTool [command line ...]      (no arguments: commands from stdin)
 //
 // Commands, one per line (or the arguments as one line); state carries over between lines:
 //   server HOST:PORT                 talk to this server (TCP; its site record is fetched first)
@@ -23,7 +24,6 @@
 // Any failure prints the reason on stderr and exits 1.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
-import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
@@ -34,20 +34,16 @@ import java.util.TreeMap;
 
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
-import com.google.gson.JsonParser;
 
 import net.handle.hdllib.*;
 
 public class HsTool {
-    static HandleResolver resolver = new HandleResolver();
+    static HandleResolver resolver = Hs.newResolver();
     static SiteInfo site;
     static ServerInfo serverInfo;
     static AuthenticationInfo auth;
 
     public static void main(String[] args) throws Exception {
-        resolver.setPreferredProtocols(new int[] {Interface.SP_HDL_TCP});
-        resolver.setTcpTimeout(30_000);
-        resolver.setSessionTracker(null);
         if (args.length > 0) {
             run(args);
             return;
@@ -74,7 +70,7 @@ public class HsTool {
         String cmd = a[0];
         switch (cmd) {
             case "server": connect(a[1]); return;
-            case "auth": auth = parseAuth(a[1]); return;
+            case "auth": auth = Hs.parseAuth(a[1]); return;
             case "create": admin(new CreateHandleRequest(h(a[1]), specs(a, 2), auth)); return;
             case "add": admin(new AddValueRequest(h(a[1]), specs(a, 2), auth)); return;
             case "modify": admin(new ModifyValueRequest(h(a[1]), specs(a, 2), auth)); return;
@@ -98,44 +94,8 @@ public class HsTool {
     }
 
     static void connect(String hostPort) throws Exception {
-        int colon = hostPort.lastIndexOf(':');
-        InetAddress addr = InetAddress.getByName(hostPort.substring(0, colon));
-        int port = Integer.parseInt(hostPort.substring(colon + 1));
-        GenericRequest req = new GenericRequest(h("/"), AbstractMessage.OC_GET_SITE_INFO, null);
-        AbstractResponse resp = resolver.sendHdlTcpRequest(req, addr, port);
-        if (!(resp instanceof GetSiteInfoResponse)) throw new HandleException(HandleException.INTERNAL_ERROR, "GET_SITE_INFO: " + resp);
-        site = ((GetSiteInfoResponse) resp).siteInfo;
+        site = Hs.fetchSite(resolver, hostPort);
         serverInfo = site.servers[0];
-    }
-
-    static AuthenticationInfo parseAuth(String spec) throws Exception {
-        String[] p = spec.split(":", 2);
-        switch (p[0]) {
-            case "pubkey": {
-                String[] q = p[1].split(":", 3);
-                String[] hk = splitHandleAndLast(q[1] + ":" + q[2]);
-                byte[] raw = Files.readAllBytes(Paths.get(hk[1]));
-                return new PublicKeyAuthenticationInfo(h(hk[0]), Integer.parseInt(q[0]), Util.getPrivateKeyFromBytes(Util.decrypt(raw, null), 0));
-            }
-            case "seckey": {
-                String[] q = p[1].split(":", 2);
-                String[] hk = splitHandleAndLast(q[1]);
-                return new SecretKeyAuthenticationInfo(h(hk[0]), Integer.parseInt(q[0]), h(hk[1]));
-            }
-            case "handled": {
-                JsonObject c = new JsonParser().parse(Files.readString(Paths.get(p[1]))).getAsJsonObject();
-                JsonObject sk = c.getAsJsonObject("secret_key");
-                return new SecretKeyAuthenticationInfo(h(c.get("handle").getAsString()), sk.get("index").getAsInt(),
-                        h(sk.get("secret").getAsString()));
-            }
-            default: throw new IllegalArgumentException("auth: pubkey:IDX:HANDLE:FILE | seckey:IDX:HANDLE:SECRET | handled:FILE");
-        }
-    }
-
-    /** "TEST/ADMIN:/path" → ["TEST/ADMIN", "/path"]: handles have no ':' in this harness. */
-    static String[] splitHandleAndLast(String s) {
-        int i = s.indexOf(':');
-        return new String[] {s.substring(0, i), s.substring(i + 1)};
     }
 
     static HandleValue[] specs(String[] a, int from) {
