@@ -7,6 +7,10 @@ use handled_proto::digest::{DigestAlg, RequestDigest};
 use handled_proto::envelope::{Envelope, Version};
 use handled_proto::header::{Header, OpCode, OpFlags, ResponseCode};
 use handled_proto::message::{encode_message, encode_unit, parse_message, split_unit};
+use handled_proto::replication::{
+    DumpHandlesRequest, DumpStreamDecoder, Framing, MirrorLayout, Preamble, ReplicationServerState,
+    ReplicationStateInfo, RetrieveTxnRequest, TxnQuery, TxnStreamDecoder,
+};
 use handled_proto::request::{ChallengeAnswer, RequestBody, ResolutionRequest};
 use handled_proto::response::{
     decode_response_body, encode_response_body, encode_response_body_for_version, ResponseBody,
@@ -14,9 +18,6 @@ use handled_proto::response::{
 use handled_proto::session::{
     KeyData, KeyExchange, PublicKeyAnswer, SecretKeyAnswer, SessionSetupRequest, SessionSetupResponse,
     VerifyChallengeRequest,
-};
-use handled_proto::replication::{
-    DumpHandlesRequest, DumpStreamDecoder, Framing, MirrorLayout, Preamble, ReplicationServerState, ReplicationStateInfo, RetrieveTxnRequest, TxnQuery, TxnStreamDecoder,
 };
 use handled_proto::udp::{split_datagrams, Reassembly};
 use handled_proto::{HandleValue, TtlType, ValuePermissions, ValueReference};
@@ -177,10 +178,7 @@ fn layout() -> impl Strategy<Value = MirrorLayout> {
 
 /// As decoded from a 2.10 envelope (`RequestBody::decode`): always the flagged form.
 fn retrieve_txn_request() -> impl Strategy<Value = RetrieveTxnRequest> {
-    let state = (
-        prop::collection::vec(("[ -~]{0,12}", any::<(i64, i64)>()), 0..4),
-        prop::option::of("[ -~é]{0,12}"),
-    )
+    let state = (prop::collection::vec(("[ -~]{0,12}", any::<(i64, i64)>()), 0..4), prop::option::of("[ -~é]{0,12}"))
         .prop_map(|(queues, own_name)| {
             let mut replication_server_states: Vec<(String, ReplicationServerState)> = Vec::new();
             for (q, (last_txn_id, last_timestamp)) in queues {

@@ -10,8 +10,8 @@ use handled_proto::header::{OpCode, ResponseCode};
 use handled_proto::message::{encode_message, parse_message};
 use handled_proto::replication::framing::StreamItem;
 use handled_proto::replication::{
-    BlockSigner, BlockVerifier, DumpStreamDecoder, DumpStreamItem, Framing, Preamble, RetrieveTxnRequest,
-    StreamError, StreamWriter, TxnQuery, TxnStreamDecoder, TxnStreamItem, DEFAULT_MAX_ITEM_LEN,
+    BlockSigner, BlockVerifier, DumpStreamDecoder, DumpStreamItem, Framing, Preamble, RetrieveTxnRequest, StreamError,
+    StreamWriter, TxnQuery, TxnStreamDecoder, TxnStreamItem, DEFAULT_MAX_ITEM_LEN,
 };
 use handled_proto::request::RequestBody;
 use handled_proto::response::{decode_response_body, encode_response_body, ResponseBody};
@@ -75,7 +75,8 @@ fn check_request(name: &str, j: &Value, m: &Value, req: &RequestBody) {
             assert_eq!(d.layout.hash_type as i64, int(&j["rcvr_hash_type"]), "{name}");
             assert_eq!(d.layout.num_servers as i64, int(&j["num_servers"]), "{name}");
             assert_eq!(d.layout.server_num as i64, int(&j["server_num"]), "{name}");
-            let java = j.get("starting_point").map(|p| (text(p).as_bytes().to_vec(), int(&j["starting_point_type"]) as i32));
+            let java =
+                j.get("starting_point").map(|p| (text(p).as_bytes().to_vec(), int(&j["starting_point_type"]) as i32));
             assert_eq!(d.resume, java, "{name}");
         }
         other => panic!("{name}: unexpected request {other:?}"),
@@ -85,7 +86,9 @@ fn check_request(name: &str, j: &Value, m: &Value, req: &RequestBody) {
 fn check_response(name: &str, j: &Value, body: &ResponseBody) {
     match body {
         ResponseBody::NextTxnId(id) => assert_eq!(*id as i64, int(&j["next_txn_id"]), "{name}"),
-        ResponseBody::RetrieveTxnLog { keep_alive } => assert_eq!(Some(*keep_alive), j["keep_alive"].as_bool(), "{name}"),
+        ResponseBody::RetrieveTxnLog { keep_alive } => {
+            assert_eq!(Some(*keep_alive), j["keep_alive"].as_bool(), "{name}")
+        }
         ResponseBody::DumpHandles => assert_eq!(text(&j["java_class"]), "DumpHandlesResponse", "{name}"),
         ResponseBody::Empty => assert_eq!(int(&j["op_code"]), 1003, "{name}"),
         other => panic!("{name}: unexpected response {other:?}"),
@@ -112,7 +115,11 @@ fn messages_decode_as_java_and_reencode_exactly() {
             req.encode(&mut body);
         } else {
             let (digest, resp) = decode_response_body(&view.header, version, view.body).unwrap();
-            assert_eq!(digest.as_ref().map(|d| hex::encode(&d.digest)), j.get("request_digest_hex").map(|v| text(v).to_string()), "{name}");
+            assert_eq!(
+                digest.as_ref().map(|d| hex::encode(&d.digest)),
+                j.get("request_digest_hex").map(|v| text(v).to_string()),
+                "{name}"
+            );
             check_response(name, j, &resp);
             encode_response_body(digest.as_ref(), &resp, &mut body);
         }
