@@ -10,8 +10,9 @@
 //! * `2` NAME_OF_QUEUE (format 2): `bytes queueName` (UTF-8).
 //! * `3` END_OF_QUEUE_LAST_TIMESTAMP (format 2): `u64 date`.
 
-use super::framing::{BlockVerifier, FrameReader, Framing, StreamError, StreamItem};
-use crate::codec::{put_bytes, put_i32, put_u64, put_u8, Codec, DecodeError, DecodeResult, Reader};
+use super::decoder::{StreamDecoder, StreamGrammar};
+use super::framing::StreamItem;
+use crate::codec::{put_bytes, put_i32, put_u32, put_u64, put_u8, Codec, DecodeError, DecodeResult, Reader};
 use crate::request::MAX_HANDLE_LEN;
 use crate::value::HandleValue;
 
@@ -93,14 +94,16 @@ impl StreamItem for TxnStreamItem {
                 put_i32(out, *format);
                 put_i32(out, *status);
             }
-            TxnStreamItem::Record(rec) => encode_record(
-                rec.txn_id,
-                &rec.handle,
-                rec.action,
-                rec.date_ms,
-                rec.values.as_ref().map(|v| v.iter().map(Codec::to_bytes)),
-                out,
-            ),
+            TxnStreamItem::Record(rec) => {
+                put_u8(out, RECORD_HANDLE);
+                put_u64(out, rec.txn_id);
+                put_bytes(out, &rec.handle);
+                put_u8(out, rec.action.0);
+                put_u64(out, rec.date_ms);
+                if let Some(values) = &rec.values {
+                    put_value_list(values, out);
+                }
+            }
             TxnStreamItem::QueueName(name) => {
                 put_u8(out, RECORD_QUEUE_NAME);
                 put_bytes(out, name);
@@ -119,26 +122,12 @@ impl StreamItem for TxnStreamItem {
     }
 }
 
-/// A HANDLE_RECORD from values already in wire form (each a complete value
-/// record), for sources that keep values encoded; `None` for actions without values.
-pub fn encode_record<B: AsRef<[u8]>>(
-    txn_id: u64,
-    handle: &[u8],
-    action: TxnAction,
-    date_ms: u64,
-    encoded_values: Option<impl ExactSizeIterator<Item = B>>,
-    out: &mut Vec<u8>,
-) {
-    put_u8(out, RECORD_HANDLE);
-    put_u64(out, txn_id);
-    put_bytes(out, handle);
-    put_u8(out, action.0);
-    put_u64(out, date_ms);
-    if let Some(values) = encoded_values {
-        put_i32(out, values.len() as i32);
-        for v in values {
-            put_bytes(out, v.as_ref());
-        }
+/// `i32 n ‖ n × bytes value`.
+pub(crate) fn put_value_list(values: &[HandleValue], out: &mut Vec<u8>) {
+    put_i32(out, values.len() as i32);
+    for v in values {
+        put_u32(out, v.encoded_len() as u32);
+        v.encode(out);
     }
 }
 
@@ -194,47 +183,32 @@ fn read_item(r: &mut Reader<'_>, format: Option<i32>) -> DecodeResult<TxnStreamI
     })
 }
 
-/// Incremental decoder of the transaction stream's blocks (after the preamble).
-pub struct TxnStreamDecoder<V> {
-    frames: FrameReader<V>,
+/// The transaction stream's grammar: the header fixes the format, END ends it.
+#[derive(Default)]
+pub struct TxnGrammar {
     format: Option<i32>,
-    done: bool,
 }
 
-impl<V: BlockVerifier> TxnStreamDecoder<V> {
-    /// `max_item` caps one block with its signature (see `DEFAULT_MAX_ITEM_LEN`).
-    pub fn new(framing: Framing<V>, max_item: usize) -> Self {
-        TxnStreamDecoder { frames: FrameReader::new(framing, max_item), format: None, done: false }
+impl StreamGrammar for TxnGrammar {
+    type Item = TxnStreamItem;
+
+    fn read(&self, r: &mut Reader<'_>) -> DecodeResult<TxnStreamItem> {
+        read_item(r, self.format)
     }
 
-    /// Add bytes read from the connection. Take the items out with
-    /// [`TxnStreamDecoder::next_item`] before feeding more, so at most one item
-    /// and one chunk are buffered.
-    pub fn feed(&mut self, data: &[u8]) {
-        self.frames.feed(data);
+    fn is_signed(_: &TxnStreamItem) -> bool {
+        true
     }
 
-    /// The next whole item; `Ok(None)` = feed more bytes (or, once
-    /// [`TxnStreamDecoder::is_done`], nothing follows).
-    pub fn next_item(&mut self) -> Result<Option<TxnStreamItem>, StreamError> {
-        if self.done {
-            return match self.frames.pending().len() {
-                0 => Ok(None),
-                count => Err(StreamError::AfterEnd { count }),
-            };
-        }
-        let format = self.format;
-        let item = self.frames.next(|r| read_item(r, format), |_| true)?;
-        match &item {
-            Some(TxnStreamItem::Header { format, .. }) => self.format = Some(*format),
-            Some(TxnStreamItem::End { .. }) => self.done = true,
+    fn advance(&mut self, item: &TxnStreamItem) -> bool {
+        match item {
+            TxnStreamItem::Header { format, .. } => self.format = Some(*format),
+            TxnStreamItem::End { .. } => return true,
             _ => {}
         }
-        Ok(item)
-    }
-
-    /// True once END was taken.
-    pub fn is_done(&self) -> bool {
-        self.done
+        false
     }
 }
+
+/// Incremental decoder of the transaction stream's blocks (after the preamble).
+pub type TxnStreamDecoder<V> = StreamDecoder<TxnGrammar, V>;
