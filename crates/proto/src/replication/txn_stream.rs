@@ -60,8 +60,9 @@ pub struct TxnRecord {
     pub handle: Vec<u8>,
     pub action: TxnAction,
     pub date_ms: u64,
-    /// `Some` exactly for actions that [`TxnAction::carries_values`]; empty when
-    /// the handle no longer exists at send time.
+    /// `Some` exactly for actions that [`TxnAction::carries_values`] when decoded;
+    /// empty when the handle no longer exists at send time. The encoder writes a
+    /// list (empty for `None`) for those actions and none for the others.
     pub values: Option<Vec<HandleValue>>,
 }
 
@@ -100,8 +101,10 @@ impl StreamItem for TxnStreamItem {
                 put_bytes(out, &rec.handle);
                 put_u8(out, rec.action.0);
                 put_u64(out, rec.date_ms);
-                if let Some(values) = &rec.values {
-                    put_value_list(values, out);
+                // The action decides whether a value list follows (as Java's reader
+                // does), so a record can't desynchronise the stream.
+                if rec.action.carries_values() {
+                    put_value_list(rec.values.as_deref().unwrap_or_default(), out);
                 }
             }
             TxnStreamItem::QueueName(name) => {
@@ -212,3 +215,59 @@ impl StreamGrammar for TxnGrammar {
 
 /// Incremental decoder of the transaction stream's blocks (after the preamble).
 pub type TxnStreamDecoder<V> = StreamDecoder<TxnGrammar, V>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replication::framing::{Framing, StreamError};
+
+    fn record(action: TxnAction, values: Option<Vec<HandleValue>>) -> TxnStreamItem {
+        TxnStreamItem::Record(TxnRecord { txn_id: 1, handle: b"a/b".to_vec(), action, date_ms: 2, values })
+    }
+
+    /// Whatever `values` says, the action decides the layout, so the next
+    /// record still reads right.
+    #[test]
+    fn action_decides_the_value_list() {
+        let v = vec![HandleValue::new(1, "URL", "x")];
+        let cases = [
+            (record(TxnAction::CREATE, None), record(TxnAction::CREATE, Some(vec![]))),
+            (record(TxnAction::DELETE, Some(v.clone())), record(TxnAction::DELETE, None)),
+            (record(TxnAction::UPDATE, Some(v.clone())), record(TxnAction::UPDATE, Some(v))),
+        ];
+        for (written, read) in cases {
+            let mut bytes = Vec::new();
+            for item in [
+                &TxnStreamItem::Header { format: 2, status: STATUS_SENDING },
+                &written,
+                &TxnStreamItem::End { date_ms: None },
+            ] {
+                item.encode(&mut bytes);
+            }
+            let mut d = TxnStreamDecoder::new(Framing::plain(), 1024);
+            d.feed(&bytes);
+            assert!(matches!(d.next_item(), Ok(Some(TxnStreamItem::Header { .. }))));
+            assert_eq!(d.next_item(), Ok(Some(read)));
+            assert_eq!(d.next_item(), Ok(Some(TxnStreamItem::End { date_ms: None })));
+            assert!(d.is_done());
+        }
+    }
+
+    #[test]
+    fn header_then_end_by_format() {
+        for (format, end) in [(FORMAT_ONE_QUEUE, Some(7)), (FORMAT_ALL_QUEUES, None)] {
+            let mut bytes = Vec::new();
+            TxnStreamItem::Header { format, status: STATUS_NEED_TO_REDUMP }.encode(&mut bytes);
+            TxnStreamItem::End { date_ms: end }.encode(&mut bytes);
+            let mut d = TxnStreamDecoder::new(Framing::plain(), 1024);
+            d.feed(&bytes);
+            d.next_item().unwrap();
+            assert_eq!(d.next_item(), Ok(Some(TxnStreamItem::End { date_ms: end })));
+            d.feed(&[0]);
+            assert_eq!(d.next_item(), Err(StreamError::AfterEnd { count: 1 }));
+        }
+        let mut d = TxnStreamDecoder::new(Framing::plain(), 1024);
+        d.feed(&[0, 0, 0, 3, 0, 0, 0, 2]);
+        assert!(matches!(d.next_item(), Err(StreamError::Decode(DecodeError::Invalid { .. }))));
+    }
+}
