@@ -1,0 +1,176 @@
+//! Identities held on other servers (§5.2), checked as Handle.Net does: a
+//! secret-key answer goes to the server responsible for the identity handle
+//! as VERIFY_CHALLENGE; public keys and admin groups (HS_VLIST) are fetched
+//! from it by certified resolution and used here. That server is found
+//! through the root sites of `root_info` ([`sites`]); every reply must be
+//! signed by the key its site record publishes ([`exchange`]).
+//!
+//! Codes as the original's: the responsible server saying "not valid" (or
+//! answering with an error) fails authentication (403); not reaching it, or a
+//! reply that does not verify, is an authentication error (406).
+//!
+//! One asking costs the server at most a few outgoing requests: all of one
+//! check runs within `remote_auth_timeout_ms`, at most `remote_auth_concurrent`
+//! checks run at once (beyond that, after a short wait, too busy), site
+//! lookups are cached, and service handles are followed to a fixed depth.
+
+pub mod exchange;
+pub mod sites;
+
+use super::work::AuthError;
+use handled_proto::data::site::SiteInfo;
+use handled_proto::header::ResponseCode;
+use handled_proto::request::RequestBody;
+use handled_proto::response::ResponseBody;
+use handled_proto::session::VerifyChallengeRequest;
+use handled_proto::value::HandleValue;
+use sites::Sites;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+/// Longest wait for a turn at remote checking before "too busy".
+const TURN_WAIT: Duration = Duration::from_millis(200);
+
+/// Why a remote check did not succeed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RemoteError {
+    /// No responsible server could be found or reached in time.
+    #[error("{0}")]
+    Unreachable(String),
+    /// A reply came that is not certified by the server it came from.
+    #[error("{0}")]
+    Uncertified(String),
+    /// The responsible server answered with an error code.
+    #[error("{}: {message}", .code.name())]
+    Refused { code: ResponseCode, message: String },
+}
+
+impl From<RemoteError> for AuthError {
+    fn from(e: RemoteError) -> Self {
+        match e {
+            RemoteError::Refused { .. } => AuthError::failed(format!("identity not verified remotely: {e}")),
+            e => AuthError::error(format!("identity could not be verified remotely: {e}")),
+        }
+    }
+}
+
+/// The server's means of checking identities held elsewhere.
+pub struct RemoteAuth {
+    sites: Sites,
+    timeout: Duration,
+    turns: Arc<Semaphore>,
+}
+
+impl RemoteAuth {
+    /// With the root sites read from `root_info`, `timeout` per check and
+    /// `concurrent` checks at once.
+    pub fn new(root: Vec<SiteInfo>, timeout: Duration, concurrent: usize) -> Self {
+        RemoteAuth { sites: Sites::new(root), timeout, turns: Arc::new(Semaphore::new(concurrent.max(1))) }
+    }
+
+    /// Site lookups remembered (count, bytes).
+    pub fn cached_sites(&self) -> (usize, usize) {
+        self.sites.cached()
+    }
+
+    /// Run one check under a turn and the time limit.
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        check: impl std::future::Future<Output = Result<T, RemoteError>>,
+    ) -> Result<T, AuthError> {
+        let Ok(Ok(_turn)) = tokio::time::timeout(TURN_WAIT, self.turns.clone().acquire_owned()).await else {
+            return Err(AuthError {
+                code: ResponseCode::SERVER_TOO_BUSY,
+                message: "Server too busy: too many remote identity checks at once".into(),
+            });
+        };
+        match tokio::time::timeout(self.timeout, check).await {
+            Ok(r) => r.map_err(|e| {
+                tracing::info!("remote authentication of {what}: {e}");
+                AuthError::from(e)
+            }),
+            Err(_) => Err(AuthError::error(format!("identity {what} could not be verified within {:?}", self.timeout))),
+        }
+    }
+
+    /// Ask the server responsible for `handle` whether `answer` proves
+    /// `index:handle` for this nonce and request digest (VERIFY_CHALLENGE).
+    pub async fn verify_secret_key(
+        &self,
+        handle: &[u8],
+        index: i32,
+        nonce: &[u8],
+        digest: &[u8],
+        answer: &[u8],
+    ) -> Result<bool, AuthError> {
+        let body = RequestBody::VerifyChallenge(VerifyChallengeRequest {
+            handle: handle.to_vec(),
+            index,
+            nonce: nonce.to_vec(),
+            request_digest: digest.to_vec(),
+            digest_alg: None,
+            answer: answer.to_vec(),
+        });
+        let what = format!("{index}:{}", String::from_utf8_lossy(handle));
+        self.bounded(&what, async {
+            let deadline = Instant::now() + self.timeout;
+            let sites = self.sites.for_handle(handle, deadline).await?;
+            let reply = sites::first_answer(&sites, handle, &body, deadline).await?;
+            match (reply.code(), &reply.body) {
+                (ResponseCode::SUCCESS, ResponseBody::VerifyResult { valid }) => Ok(*valid),
+                (ResponseCode::SUCCESS, other) => {
+                    Err(RemoteError::Uncertified(format!("unexpected reply to VERIFY_CHALLENGE: {other:?}")))
+                }
+                (code, _) => Err(RemoteError::Refused { code, message: reply.message().unwrap_or_default() }),
+            }
+        })
+        .await
+    }
+
+    /// The identity handle's values of `value_type` usable as `index` (all of
+    /// them for index 0), resolved at its responsible server, as Handle.Net
+    /// asks: by index when one is given, by type for index 0.
+    pub async fn values(&self, handle: &[u8], index: i32, value_type: &[u8]) -> Result<Vec<HandleValue>, AuthError> {
+        let what = format!("{index}:{}", String::from_utf8_lossy(handle));
+        let values = self
+            .bounded(&what, async {
+                let deadline = Instant::now() + self.timeout;
+                let sites = self.sites.for_handle(handle, deadline).await?;
+                let (indexes, value_types): (&[i32], &[&[u8]]) =
+                    if index > 0 { (&[index], &[]) } else { (&[], &[value_type]) };
+                sites::resolve_filtered(&sites, handle, indexes, value_types, deadline).await
+            })
+            .await?;
+        Ok(values.into_iter().filter(|v| v.is_type(value_type) && (index <= 0 || v.index == index)).collect())
+    }
+}
+
+/// Read the root site record(s) of `root_info`: a binary HS_SITE record (as
+/// GET_SITE_INFO answers), Handle.Net's `siteinfo.json` form, or a JSON array
+/// of such sites.
+pub fn load_root_info(path: &Path) -> Result<Vec<SiteInfo>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("root_info {}: {e}", path.display()))?;
+    let bad = |e: String| format!("root_info {}: {e}", path.display());
+    let sites = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') | Some(b'[') => {
+            let json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+            let items = match json {
+                serde_json::Value::Array(items) => items,
+                one => vec![one],
+            };
+            items
+                .iter()
+                .map(|j| handled_proto::json::site_from_json(j).map_err(|e| bad(e.to_string())))
+                .collect::<Result<Vec<_>, _>>()?
+        }
+        _ => vec![SiteInfo::decode_data(&bytes).map_err(|e| bad(format!("not a site record: {e}")))?],
+    };
+    if sites.is_empty() || sites.iter().any(|s| s.servers.is_empty()) {
+        return Err(bad("a site without servers".into()));
+    }
+    Ok(sites)
+}
