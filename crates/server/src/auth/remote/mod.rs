@@ -174,3 +174,69 @@ pub fn load_root_info(path: &Path) -> Result<Vec<SiteInfo>, String> {
     }
     Ok(sites)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::sites::tests::site;
+    use super::*;
+    use handled_proto::codec::Codec;
+    use handled_proto::data::site::SiteInfo;
+
+    #[test]
+    fn root_info_in_binary_json_and_array_forms() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = site(2641, vec![1, 2, 3]);
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        let bin = write("root_info", &one.to_bytes());
+        assert_eq!(load_root_info(&bin).unwrap(), vec![one.clone()]);
+        let json = handled_proto::json::site_to_json(&one);
+        let single = write("siteinfo.json", json.to_string().as_bytes());
+        assert_eq!(load_root_info(&single).unwrap()[0].servers[0].interfaces, one.servers[0].interfaces);
+        let array = write("sites.json", serde_json::json!([json, json]).to_string().as_bytes());
+        assert_eq!(load_root_info(&array).unwrap().len(), 2);
+        for (name, bytes) in [("empty", &b""[..]), ("junk", b"\x00\x01junk"), ("bad.json", b"{\"servers\": 3}")] {
+            let e = load_root_info(&write(name, bytes)).unwrap_err();
+            assert!(e.contains("root_info"), "{e}");
+        }
+        let mut no_servers = one.clone();
+        no_servers.servers.clear();
+        assert!(load_root_info(&write("none", &no_servers.to_bytes())).unwrap_err().contains("without servers"));
+        assert!(load_root_info(&dir.path().join("missing")).is_err());
+    }
+
+    /// A server that accepts and never answers: each check ends at the time
+    /// limit with an authentication error (406), and checks beyond the
+    /// concurrency bound are refused as too busy instead of piling up.
+    #[tokio::test]
+    async fn checks_are_time_limited_and_bounded_in_number() {
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let holder = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = silent.accept().await {
+                held.push(s);
+            }
+        });
+        let key = handled_proto::data::pubkey::PublicKey::Rsa { exponent: vec![1, 0, 1], modulus: vec![0xc5; 256] };
+        let remote =
+            Arc::new(RemoteAuth::new(vec![site(port, key.to_bytes())], Duration::from_millis(600), 1));
+        let first = {
+            let remote = remote.clone();
+            tokio::spawn(async move { remote.verify_secret_key(b"0.NA/X", 300, &[1; 16], &[2; 32], &[0x13]).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let busy = remote.values(b"0.NA/X", 300, b"HS_PUBKEY").await.unwrap_err();
+        assert_eq!(busy.code, ResponseCode::SERVER_TOO_BUSY);
+        let timed_out = first.await.unwrap().unwrap_err();
+        assert_eq!(timed_out.code, ResponseCode::AUTHEN_ERROR, "{}", timed_out.message);
+        let unsigned_site: SiteInfo = site(1, vec![]);
+        let nowhere = RemoteAuth::new(vec![unsigned_site], Duration::from_millis(600), 1);
+        let e = nowhere.values(b"0.NA/X", 0, b"HS_PUBKEY").await.unwrap_err();
+        assert_eq!(e.code, ResponseCode::AUTHEN_ERROR, "{}", e.message);
+        holder.abort();
+    }
+}

@@ -233,3 +233,86 @@ fn ttl(values: &[HandleValue]) -> Duration {
 fn show(h: &[u8]) -> String {
     String::from_utf8_lossy(h).into_owned()
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use handled_proto::data::site::{Interface, InterfaceKind, ServerInfo, TransportProtocol};
+
+    pub(crate) fn site(port: u16, key: Vec<u8>) -> SiteInfo {
+        SiteInfo {
+            data_version: 1,
+            protocol_major: 2,
+            protocol_minor: 10,
+            serial: 1,
+            primary: true,
+            multi_primary: false,
+            hash_option: 2,
+            hash_filter: Vec::new(),
+            attributes: Vec::new(),
+            servers: vec![ServerInfo {
+                server_id: 1,
+                address: ServerInfo::ipv4([127, 0, 0, 1]),
+                public_key: key,
+                interfaces: vec![Interface {
+                    kind: InterfaceKind::AdminAndQuery,
+                    protocol: TransportProtocol::Tcp,
+                    port: i32::from(port),
+                }],
+            }],
+        }
+    }
+
+    /// Peers naming ever new prefixes cannot grow the cache past its count
+    /// or bytes; entries go when their TTL has passed.
+    #[tokio::test]
+    async fn the_site_cache_is_bounded_in_count_bytes_and_age() {
+        let sites = Sites::new(vec![site(1, vec![])]);
+        let one = Arc::new(vec![site(2, vec![0; 100])]);
+        for n in 0..CACHE_ENTRIES + 50 {
+            sites.remember(format!("0.NA/P{n}").into_bytes(), one.clone(), Duration::from_secs(60));
+        }
+        let (count, bytes) = sites.cached();
+        assert!(count <= CACHE_ENTRIES && bytes <= CACHE_BYTES, "{count} entries, {bytes} bytes");
+        assert!(sites.lookup(format!("0.NA/P{}", CACHE_ENTRIES + 49).as_bytes()).is_some(), "the newest stays");
+
+        let big = Arc::new(vec![site(2, vec![0; CACHE_BYTES / 64]); 3]);
+        for n in 0..200 {
+            sites.remember(format!("0.NA/B{n}").into_bytes(), big.clone(), Duration::from_secs(60));
+        }
+        let (count, bytes) = sites.cached();
+        assert!(bytes <= CACHE_BYTES && count < CACHE_ENTRIES, "{count} entries, {bytes} bytes");
+
+        let short = Sites::new(vec![]);
+        short.remember(b"0.NA/T".to_vec(), one.clone(), Duration::from_millis(30));
+        short.remember(b"0.NA/ZERO".to_vec(), one.clone(), Duration::ZERO);
+        assert!(short.lookup(b"0.NA/T").is_some());
+        assert!(short.lookup(b"0.NA/ZERO").is_none(), "a zero TTL is not kept");
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        assert!(short.lookup(b"0.NA/T").is_none(), "expired");
+        assert_eq!(short.cached(), (0, 0));
+    }
+
+    #[test]
+    fn ttl_is_the_shortest_within_a_day() {
+        let mut a = HandleValue::new(1, "HS_SITE", "x");
+        a.ttl = 600;
+        let mut b = a.clone();
+        b.ttl = 60;
+        assert_eq!(ttl(&[a.clone(), b]), Duration::from_secs(60));
+        a.ttl = i32::MAX;
+        assert_eq!(ttl(&[a.clone()]), MAX_TTL);
+        a.ttl_type = TtlType::Absolute;
+        a.ttl = 1; // long past
+        assert_eq!(ttl(&[a]), Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn global_handles_go_to_the_root_sites_without_a_lookup() {
+        let sites = Sites::new(vec![site(9, vec![])]);
+        let far = Instant::now() + Duration::from_secs(1);
+        for h in [&b"0.NA/ADM"[..], b"0.na/x", b"ADM", b"0.NA/0.NA"] {
+            assert_eq!(sites.for_handle(h, far).await.unwrap()[0].servers[0].interfaces[0].port, 9, "{h:?}");
+        }
+    }
+}
