@@ -27,10 +27,21 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
-/// The global registry: homes `0.NA` and `ADM`; its ADM admin's credentials
-/// are in `dir/creds-ADM.json`.
-fn registry(dir: &Path) -> Server {
-    serve(dir, &["--prefix", "0.NA,ADM"])
+/// The global registry A: homes `0.NA` and `ADM`; its ADM admin's
+/// credentials, and its site record (the local server's root_info).
+struct Registry {
+    dir: tempfile::TempDir,
+    server: Server,
+    root: SiteInfo,
+    secret: Credentials,
+}
+
+fn registry(rt: &tokio::runtime::Runtime) -> Registry {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path(), &["--prefix", "0.NA,ADM"]);
+    let secret = Credentials::load(&dir.path().join("creds-ADM.json"), KeyChoice::Secret).unwrap();
+    let root = rt.block_on(site_record(&server.tcp_port));
+    Registry { dir, server, root, secret }
 }
 
 async fn site_record(port: &str) -> SiteInfo {
@@ -93,14 +104,11 @@ async fn prepare_registry(port: &str, adm: &Credentials) {
 
 #[test]
 fn admins_held_at_the_registry_administer_the_local_server() {
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = registry(dir_a.path());
     let rt = runtime();
-    let adm_file = dir_a.path().join("creds-ADM.json");
-    let secret = Credentials::load(&adm_file, KeyChoice::Secret).unwrap();
-    let rsa = Credentials::load(&adm_file, KeyChoice::PublicKey).unwrap();
-    let root = rt.block_on(site_record(&a.tcp_port));
+    let Registry { dir: dir_a, server: a, root, secret } = registry(&rt);
+    let rsa = Credentials::load(&dir_a.path().join("creds-ADM.json"), KeyChoice::PublicKey).unwrap();
     rt.block_on(prepare_registry(&a.tcp_port, &secret));
+    let dir_b = tempfile::tempdir().unwrap();
     let admins = ["300:ADM/ADMIN", "301:ADM/ADMIN", "300:0.NA/ADM", "200:ADM/GROUP"];
     let b = local_server(dir_b.path(), &root, &admins, 2000);
     let port = b.tcp_port.clone();
@@ -144,10 +152,8 @@ fn admins_held_at_the_registry_administer_the_local_server() {
 /// `remote_auth_timeout_ms` with an authentication error, not a hang.
 #[test]
 fn a_silent_registry_is_an_error_within_the_time_limit() {
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = registry(dir_a.path());
     let rt = runtime();
-    let mut root = rt.block_on(site_record(&a.tcp_port));
+    let Registry { dir: _dir_a, server: a, mut root, secret } = registry(&rt);
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let silent_port = silent.local_addr().unwrap().port();
     let held = std::thread::spawn(move || {
@@ -160,8 +166,8 @@ fn a_silent_registry_is_an_error_within_the_time_limit() {
     for server in &mut root.servers {
         server.interfaces.iter_mut().for_each(|i| i.port = i32::from(silent_port));
     }
+    let dir_b = tempfile::tempdir().unwrap();
     let b = local_server(dir_b.path(), &root, &["300:ADM/ADMIN"], 1000);
-    let secret = Credentials::load(&dir_a.path().join("creds-ADM.json"), KeyChoice::Secret).unwrap();
     rt.block_on(async {
         let started = Instant::now();
         let r = create_and_delete(&b.tcp_port, secret, "TEST/silent").await;
@@ -177,18 +183,15 @@ fn a_silent_registry_is_an_error_within_the_time_limit() {
 /// registry are not believed (406), even though the registry is the real one.
 #[test]
 fn replies_not_signed_by_the_published_key_are_not_believed() {
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = registry(dir_a.path());
     let rt = runtime();
-    let adm_file = dir_a.path().join("creds-ADM.json");
-    let secret = Credentials::load(&adm_file, KeyChoice::Secret).unwrap();
-    let mut root = rt.block_on(site_record(&a.tcp_port));
+    let Registry { dir: _dir_a, server: a, mut root, secret } = registry(&rt);
     let other_key = rt.block_on(async {
         let mut s = admin(&a.tcp_port, secret.clone()).await;
         let values = s.resolve_all(b"ADM/ADMIN").await.unwrap();
         values.into_iter().find(|v| v.value_type == types::HS_PUBKEY).unwrap().data
     });
     root.servers[0].public_key = other_key;
+    let dir_b = tempfile::tempdir().unwrap();
     let b = local_server(dir_b.path(), &root, &["300:ADM/ADMIN"], 2000);
     rt.block_on(async {
         let r = create_and_delete(&b.tcp_port, secret, "TEST/uncertified").await;

@@ -9,8 +9,8 @@
 //! threads, apart from admission: a flood of proofs is refused as too busy
 //! and cannot starve resolution.
 
-pub use super::work::{AuthError, AuthWork};
 use super::remote::RemoteAuth;
+pub use super::work::{AuthError, AuthWork};
 use super::{signature, Identity};
 use crate::state::ServerState;
 use handled_proto::crypto::{ct_eq, seckey};

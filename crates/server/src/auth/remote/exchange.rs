@@ -66,11 +66,9 @@ fn check(response: &Response, request: &[u8], key: &PublicKey) -> Result<(), Str
     if !response.digest.as_ref().is_some_and(|d| d.matches(request)) {
         return Err("the reply does not carry our request's digest".into());
     }
-    let credential =
-        response.credential.as_ref().filter(|c| c.is_signature()).ok_or("the reply is not signed")?;
-    let alg = DigestAlg::from_name(&credential.algorithm).ok_or_else(|| {
-        format!("unknown signature hash {:?}", String::from_utf8_lossy(&credential.algorithm))
-    })?;
+    let credential = response.credential.as_ref().filter(|c| c.is_signature()).ok_or("the reply is not signed")?;
+    let alg = DigestAlg::from_name(&credential.algorithm)
+        .ok_or_else(|| format!("unknown signature hash {:?}", String::from_utf8_lossy(&credential.algorithm)))?;
     let input = signed_input(&response.envelope, &response.header_and_body, credential.session_counter);
     if !signature::verify(key, alg, &input, &credential.signature) {
         return Err("the reply's signature does not verify with the server's published key".into());

@@ -222,8 +222,7 @@ mod tests {
             }
         });
         let key = handled_proto::data::pubkey::PublicKey::Rsa { exponent: vec![1, 0, 1], modulus: vec![0xc5; 256] };
-        let remote =
-            Arc::new(RemoteAuth::new(vec![site(port, key.to_bytes())], Duration::from_millis(600), 1));
+        let remote = Arc::new(RemoteAuth::new(vec![site(port, key.to_bytes())], Duration::from_millis(600), 1));
         let first = {
             let remote = remote.clone();
             tokio::spawn(async move { remote.verify_secret_key(b"0.NA/X", 300, &[1; 16], &[2; 32], &[0x13]).await })

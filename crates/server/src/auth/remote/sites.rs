@@ -89,15 +89,16 @@ impl Sites {
         }
         // As the Java resolver: a prefix the root does not know is "no service"
         // (an error, 406), not a refusal by the identity's server.
-        let values = resolve_at(&self.root, prefix_handle, &[types::HS_SITE, types::HS_SERV], deadline)
-            .await
-            .map_err(|e| match e {
-                RemoteError::Refused { code, message } => RemoteError::Unreachable(format!(
-                    "Unable to find service for prefix {}: {} {message}",
-                    show(prefix_handle),
-                    code.name()
-                )),
-                e => e,
+        let values =
+            resolve_at(&self.root, prefix_handle, &[types::HS_SITE, types::HS_SERV], deadline).await.map_err(|e| {
+                match e {
+                    RemoteError::Refused { code, message } => RemoteError::Unreachable(format!(
+                        "Unable to find service for prefix {}: {} {message}",
+                        show(prefix_handle),
+                        code.name()
+                    )),
+                    e => e,
+                }
             })?;
         let mut sites: Vec<SiteInfo> = values
             .iter()
