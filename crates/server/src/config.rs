@@ -88,8 +88,8 @@ pub struct Config {
     /// (home/unhome/list homed prefixes) are refused.
     pub server_admins: Vec<String>,
     /// The root (global) site record(s) — a binary HS_SITE record as
-    /// GET_SITE_INFO answers, or Handle.Net's `siteinfo.json` form (or a JSON
-    /// array of them). With it, identities held on other servers (e.g. a
+    /// GET_SITE_INFO answers, Handle.Net's binary `root_info`, or its
+    /// `siteinfo.json` form (or a JSON array of them). With it, identities held on other servers (e.g. a
     /// `server_admins` entry `300:0.NA/20.5000`) are verified at the server
     /// responsible for them, found through these sites as a Handle client
     /// finds a prefix's site; without it, only local identities count.
