@@ -37,8 +37,13 @@ struct Registry {
 }
 
 fn registry(rt: &tokio::runtime::Runtime) -> Registry {
+    registry_homing(rt, "0.NA,ADM")
+}
+
+/// [`registry`] homing these prefixes (`0.NA,ADM,...`).
+fn registry_homing(rt: &tokio::runtime::Runtime, prefixes: &str) -> Registry {
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(dir.path(), &["--prefix", "0.NA,ADM"]);
+    let server = serve(dir.path(), &["--prefix", prefixes]);
     let secret = Credentials::load(&dir.path().join("creds-ADM.json"), KeyChoice::Secret).unwrap();
     let root = rt.block_on(site_record(&server.tcp_port));
     Registry { dir, server, root, secret }
@@ -196,6 +201,40 @@ fn replies_not_signed_by_the_published_key_are_not_believed() {
     rt.block_on(async {
         let r = create_and_delete(&b.tcp_port, secret, "TEST/uncertified").await;
         assert_eq!(refusal(r), ResponseCode::AUTHEN_ERROR);
+    });
+    drop((a, b));
+}
+
+/// Make `0.NA/<prefix>` on the registry point at a service handle (HS_SERV)
+/// instead of listing its site, as its own admin.
+async fn serve_prefix_through(port: &str, dir: &Path, prefix: &str, service: &str) {
+    let creds = Credentials::load(&dir.join(format!("creds-{prefix}.json")), KeyChoice::Secret).unwrap();
+    let mut s = admin(port, creds).await;
+    let prefix_handle = format!("0.NA/{prefix}");
+    let values = s.resolve_all(prefix_handle.as_bytes()).await.unwrap();
+    let sites: Vec<i32> = values.iter().filter(|v| v.value_type == types::HS_SITE).map(|v| v.index).collect();
+    assert!(!sites.is_empty(), "{values:?}");
+    s.add_values(prefix_handle.as_bytes(), &[HandleValue::new(2000, types::HS_SERV, service)], false).await.unwrap();
+    s.remove_values(prefix_handle.as_bytes(), &sites).await.unwrap();
+}
+
+/// A prefix served through a service handle (HS_SERV) is followed to its
+/// sites; a service handle naming itself ends in an error (406), not a loop.
+#[test]
+fn service_handles_are_followed_a_bounded_number_of_times() {
+    let rt = runtime();
+    let Registry { dir: dir_a, server: a, root, .. } = registry_homing(&rt, "0.NA,ADM,SVC,LOOP");
+    rt.block_on(async {
+        serve_prefix_through(&a.tcp_port, dir_a.path(), "SVC", "0.NA/ADM").await;
+        serve_prefix_through(&a.tcp_port, dir_a.path(), "LOOP", "0.NA/LOOP").await;
+    });
+    let dir_b = tempfile::tempdir().unwrap();
+    let b = local_server(dir_b.path(), &root, &["300:SVC/ADMIN", "300:LOOP/ADMIN"], 2000);
+    let creds = |prefix: &str| Credentials::load(&dir_a.path().join(format!("creds-{prefix}.json")), KeyChoice::Secret);
+    rt.block_on(async {
+        create_and_delete(&b.tcp_port, creds("SVC").unwrap(), "TEST/by-service").await.expect("through HS_SERV");
+        let looped = create_and_delete(&b.tcp_port, creds("LOOP").unwrap(), "TEST/by-loop").await;
+        assert_eq!(refusal(looped), ResponseCode::AUTHEN_ERROR);
     });
     drop((a, b));
 }
