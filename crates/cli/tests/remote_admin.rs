@@ -238,3 +238,31 @@ fn service_handles_are_followed_a_bounded_number_of_times() {
     });
     drop((a, b));
 }
+
+/// A remote identity's keys are tried up to 16 (each is a signature check
+/// here): `0:ADM/MANY` with 16 other keys first is refused, with 15 it passes.
+#[test]
+fn only_the_first_sixteen_keys_of_a_remote_identity_are_tried() {
+    let rt = runtime();
+    let Registry { dir: dir_a, server: a, root, secret } = registry(&rt);
+    let rsa = Credentials::load(&dir_a.path().join("creds-ADM.json"), KeyChoice::PublicKey).unwrap();
+    let other = HandleValue::new(0, types::HS_PUBKEY, root.servers[0].public_key.clone());
+    rt.block_on(async {
+        let mut s = admin(&a.tcp_port, secret.clone()).await;
+        let values = s.resolve_all(b"ADM/ADMIN").await.unwrap();
+        let key = values.into_iter().find(|v| v.value_type == types::HS_PUBKEY).unwrap();
+        let mut many: Vec<HandleValue> = (400..416).map(|i| HandleValue { index: i, ..other.clone() }).collect();
+        many.push(HandleValue { index: 500, ..key });
+        s.create(b"ADM/MANY", &many).await.unwrap();
+    });
+    let dir_b = tempfile::tempdir().unwrap();
+    let b = local_server(dir_b.path(), &root, &["ADM/MANY"], 2000);
+    let as_many = || Credentials { handle: b"ADM/MANY".to_vec(), index: 0, key: rsa.key.clone() };
+    rt.block_on(async {
+        let r = create_and_delete(&b.tcp_port, as_many(), "TEST/many-1").await;
+        assert_eq!(refusal(r), ResponseCode::AUTHENTICATION_FAILED, "the key is the 17th");
+        admin(&a.tcp_port, secret).await.remove_values(b"ADM/MANY", &[400]).await.unwrap();
+        create_and_delete(&b.tcp_port, as_many(), "TEST/many-2").await.expect("the key is the 16th");
+    });
+    drop((a, b));
+}

@@ -33,6 +33,9 @@ use tokio::time::Instant;
 
 /// Longest wait for a turn at remote checking before "too busy".
 const TURN_WAIT: Duration = Duration::from_millis(200);
+/// Keys (or groups) of one remote identity that are used: each key is a
+/// signature check here, and a remote handle may hold thousands of values.
+const MAX_REMOTE_VALUES: usize = 16;
 
 /// Why a remote check did not succeed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -145,7 +148,11 @@ impl RemoteAuth {
                 sites::resolve_filtered(&sites, handle, indexes, value_types, deadline).await
             })
             .await?;
-        Ok(values.into_iter().filter(|v| v.is_type(value_type) && (index <= 0 || v.index == index)).collect())
+        let mut values: Vec<HandleValue> =
+            values.into_iter().filter(|v| v.is_type(value_type) && (index <= 0 || v.index == index)).collect();
+        values.sort_by_key(|v| v.index);
+        values.truncate(MAX_REMOTE_VALUES);
+        Ok(values)
     }
 }
 
