@@ -29,6 +29,10 @@
 //! Documents live in two more tables (documents, index entries; see
 //! `embedded_docs.rs`); a document swap is one more kind of batched operation, and
 //! documents riding along with a handle write are applied in the same transaction.
+//!
+//! The transaction log (replication source) is two more tables written by the
+//! writer in each batch's transaction, ids assigned in apply order
+//! (`embedded_txnlog.rs`).
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
