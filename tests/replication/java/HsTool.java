@@ -20,7 +20,11 @@
 //                                    restricted values included), then the homed prefixes
 //   await HANDLE IDX DATA TIMEOUT_MS poll (resolution, 20 ms apart) until value IDX has DATA
 //                                    ("-" = until the handle is gone); prints the wait in ms
-//   await-gone ... see await with DATA "-"
+//   sleep MS
+//   siteinfo FILE                    the server's site record (GET_SITE_INFO) as siteinfo.json
+//                                    (what a Handle.Net mirror takes as txnsrcsv.json)
+//   keygen PRIV.pk8 PUB.bin          RSA 2048 identity: PKCS#8 DER private key (handled's
+//                                    replication_private_key), HS_PUBKEY bytes of the public key
 // Any failure prints the reason on stderr and exits 1.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -85,6 +89,9 @@ public class HsTool {
             case "unhome": admin(new GenericRequest(h(a[1]), AbstractMessage.OC_UNHOME_NA, auth)); return;
             case "snapshot": snapshot(Arrays.copyOfRange(a, 1, a.length)); return;
             case "await": await(a[1], Integer.parseInt(a[2]), a[3], Long.parseLong(a[4])); return;
+            case "sleep": Thread.sleep(Long.parseLong(a[1])); return;
+            case "siteinfo": Files.writeString(Paths.get(a[1]), net.handle.apps.simple.SiteInfoConverter.convertToJson(site)); return;
+            case "keygen": keygen(a[1], a[2]); return;
             default: throw new IllegalArgumentException("unknown command " + cmd);
         }
     }
@@ -220,6 +227,15 @@ public class HsTool {
         if (rs != null) for (ValueReference r : rs) refs.add(r.index + ":" + Util.decodeString(r.handle));
         o.add("refs", refs);
         return o;
+    }
+
+    /** An RSA identity for a mirror: PKCS#8 DER private key, HS_PUBKEY value bytes of the public one. */
+    static void keygen(String privFile, String pubFile) throws Exception {
+        java.security.KeyPairGenerator g = java.security.KeyPairGenerator.getInstance("RSA");
+        g.initialize(2048);
+        java.security.KeyPair kp = g.generateKeyPair();
+        Files.write(Paths.get(privFile), kp.getPrivate().getEncoded());
+        Files.write(Paths.get(pubFile), Util.getBytesFromPublicKey(kp.getPublic()));
     }
 
     static void await(String handle, int idx, String data, long timeoutMs) throws Exception {
