@@ -13,6 +13,7 @@
 pub mod admins;
 mod dump;
 mod layout;
+pub mod prune;
 mod sink;
 mod txn;
 
