@@ -204,8 +204,8 @@ async fn the_log_brings_each_change_with_the_values_current_at_send_time() {
     let ids: Vec<u64> = got.iter().map(|r| r.txn_id).collect();
     assert_eq!(ids, (start + 1..=start + 6).collect::<Vec<_>>(), "every change, in order, gap-free");
     let now = s.state.store.get(b"TEST/A").await.unwrap().unwrap().values;
-    let summary: Vec<(&[u8], TxnAction, Option<Vec<HandleValue>>)> =
-        got.iter().map(|r| (r.handle.as_slice(), r.action, r.values.clone())).collect();
+    type Summary<'a> = (&'a [u8], TxnAction, Option<Vec<HandleValue>>);
+    let summary: Vec<Summary> = got.iter().map(|r| (r.handle.as_slice(), r.action, r.values.clone())).collect();
     assert_eq!(
         summary,
         vec![

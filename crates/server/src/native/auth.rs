@@ -143,8 +143,7 @@ pub async fn answer(
         view.header.op_flags,
         &Caller::Authenticated(identity),
         reply,
-        transport,
-        peer,
+        super::Origin { transport, peer },
     )
     .await
 }

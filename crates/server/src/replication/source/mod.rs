@@ -234,6 +234,9 @@ impl Stream {
     }
 
     async fn send(self, state: &ServerState, tcp: TcpStream, write_timeout: Duration) -> std::io::Result<()> {
+        let kind = if matches!(self.work, Work::Txn(_)) { "log pull" } else { "dump" };
+        let secured = if self.tls { "TLS" } else { "signed" };
+        tracing::debug!("replication: {kind} by {}, {secured} stream", self.peer);
         let mut sink = if self.tls {
             let Some(acceptor) = state.replication.acceptor(state) else {
                 return Err(std::io::Error::other("no TLS certificate for the site key"));
