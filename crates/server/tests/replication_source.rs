@@ -362,3 +362,25 @@ async fn pulls_over_udp_and_http_are_refused_clearly() {
     let r = udp.request(&body, OpFlags::REC).await.unwrap().remove(0);
     assert_eq!(r.code(), ResponseCode::PROTOCOL_ERROR, "{:?}", r.message());
 }
+
+#[tokio::test]
+async fn metrics_count_what_was_sent() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (s, _admin) = source(|_| {}).await;
+    let start = last_id(&s).await;
+    let sent = records(&mirror(&s).pull(&since(Version::V2_10, start - 2, ONE_SERVER)).await).len();
+    assert_eq!(sent, 2);
+    mirror(&s).dump(&dump_request(ONE_SERVER, None)).await;
+    let mut http = tokio::net::TcpStream::connect(s.addrs.http).await.unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut text = String::new();
+    http.read_to_string(&mut text).await.unwrap();
+    for line in [
+        format!("handled_txn_log_last_id {start}"),
+        "handled_replication_entries_sent_total 2".into(),
+        "handled_replication_dumps_served_total 1".into(),
+        "handled_replication_streams_active 0".into(),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in {text}");
+    }
+}
