@@ -36,6 +36,8 @@ make_work() {
   WORK=${REPL_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/handled-repl-XXXXXX")}
   mkdir -p "$WORK"
   STARTED_PIDS=()
+  # so that the EXIT trap (cleanup_all) also runs when the run is interrupted
+  trap 'exit 130' INT TERM
 }
 
 in_ns() { ip netns exec "$HS_NETNS" "$@"; }
