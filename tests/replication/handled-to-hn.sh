@@ -18,6 +18,7 @@ INTERVAL=${REPL_INTERVAL_MS:-2000}
 log "handled primary (2651) and Handle.Net mirror (2642) in netns $HS_NETNS, work dir $WORK"
 cat > "$WORK/primary.toml" <<TOML
 replication_admins = ["300:TEST/REPL-MIRROR"]
+server_admins = ["300:TEST/ADMIN"]   # the seed homes and unhomes prefixes
 TOML
 handled_start primary "$HANDLED" 2651 8051 "$WORK/primary.toml" --prefix TEST --admin-credentials "$WORK/admin-TEST.json"
 ADMIN="handled:$WORK/admin-TEST.json"

@@ -18,8 +18,9 @@ use handled_store::Store;
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 
-/// Meta-table key under which each homed prefix handle is recorded.
-pub const HOMED_META_PREFIX: &str = "homed/";
+/// Meta-table key under which each homed prefix handle is recorded (defined by
+/// the store, which logs writes under it as HOME_NA / UNHOME_NA).
+pub use handled_store::HOMED_META_PREFIX;
 
 /// The prefix handles homed at run time (HOME_NA), as the store keeps them.
 pub async fn stored_homed(store: &dyn Store) -> Result<HashSet<Vec<u8>>, handled_store::StoreError> {
@@ -69,6 +70,8 @@ pub struct ServerState {
     pub sessions: Sessions,
     pub admission: Admission,
     pub metrics: Metrics,
+    /// The replication source's stream slots and waiting pulls.
+    pub replication: crate::replication::source::Source,
     /// The cache in front of `store` (which already goes through it), for its figures.
     pub cache: Option<Arc<CachingStore>>,
     /// Set once every listener serves (`/readyz`).
@@ -127,6 +130,7 @@ impl ServerState {
         ServerState {
             admission,
             metrics: Metrics::default(),
+            replication: crate::replication::source::Source::new(&config),
             cache,
             ready: Default::default(),
             config,
