@@ -38,6 +38,12 @@ make_work() {
   STARTED_PIDS=()
   # so that the EXIT trap (cleanup_all) also runs when the run is interrupted
   trap 'exit 130' INT TERM
+  # The namespace (start.sh makes it too, but handled may start first): loopback only.
+  ip netns list | grep -qw "$HS_NETNS" || ip netns add "$HS_NETNS"
+  ip -n "$HS_NETNS" link set lo up
+  if ip -n "$HS_NETNS" -o link show | grep -v ': lo:' | grep -q .; then
+    die "netns $HS_NETNS has non-loopback interfaces; refusing"
+  fi
 }
 
 in_ns() { ip netns exec "$HS_NETNS" "$@"; }
