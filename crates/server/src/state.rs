@@ -18,8 +18,9 @@ use handled_store::Store;
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 
-/// Meta-table key under which each homed prefix handle is recorded.
-pub const HOMED_META_PREFIX: &str = "homed/";
+/// Meta-table key under which each homed prefix handle is recorded (defined by
+/// the store, which logs writes under it as HOME_NA / UNHOME_NA).
+pub use handled_store::HOMED_META_PREFIX;
 
 /// The prefix handles homed at run time (HOME_NA), as the store keeps them.
 pub async fn stored_homed(store: &dyn Store) -> Result<HashSet<Vec<u8>>, handled_store::StoreError> {

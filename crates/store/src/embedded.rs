@@ -428,6 +428,39 @@ impl Store for EmbeddedStore {
         self.shutdown();
     }
 
+    async fn txn_log_read(&self, _after: u64, _limit: usize) -> Result<Vec<crate::TxnEntry>, StoreError> {
+        Err(StoreError::Backend("the transaction log is not implemented on the embedded store yet".into()))
+    }
+
+    async fn txn_log_bounds(&self) -> Result<crate::TxnLogBounds, StoreError> {
+        Err(StoreError::Backend("the transaction log is not implemented on the embedded store yet".into()))
+    }
+
+    async fn txn_log_prune(&self, _before_ms: u64) -> Result<u64, StoreError> {
+        Err(StoreError::Backend("the transaction log is not implemented on the embedded store yet".into()))
+    }
+
+    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        tokio::sync::watch::channel(0).1
+    }
+
+    async fn apply_replicated_with_docs(
+        &self,
+        _changes: Vec<crate::ReplicatedChange>,
+        _progress: Vec<(String, Option<Vec<u8>>)>,
+        _docs: Vec<DocWrite>,
+    ) -> Result<(), StoreError> {
+        Err(StoreError::Backend("the transaction log is not implemented on the embedded store yet".into()))
+    }
+
+    async fn txn_log_reset(&self, _id: u64) -> Result<(), StoreError> {
+        Err(StoreError::Backend("the transaction log is not implemented on the embedded store yet".into()))
+    }
+
+    async fn checkpoint(&self) -> Result<(), StoreError> {
+        Err(StoreError::Backend("the transaction log is not implemented on the embedded store yet".into()))
+    }
+
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
         docs::get(&*self.snapshot()?, collection, id)
     }
