@@ -17,6 +17,9 @@ use crate::transport::read_units;
 use crate::{decode_response, AdminError, ClientError, Response};
 use handled_proto::data::pubkey::{unsigned, PublicKey};
 use handled_proto::header::{OpFlags, ResponseCode};
+use handled_proto::replication::{
+    BlockVerifier, DumpStreamDecoder, DumpStreamItem, Framing, StreamError, StreamType, TxnStreamDecoder, TxnStreamItem,
+};
 use handled_proto::request::RequestBody;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,15 +27,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Stream type words (`SignedInputStream`).
-pub const STREAM_TLS: i32 = 0x544C_5300;
-pub const STREAM_SIGNED: i32 = 0;
-pub const STREAM_UNSIGNED: i32 = -1;
-
 /// Longest hash algorithm name a signed stream may announce.
 const MAX_HASH_ID: usize = 64;
-/// Longest signature after a block of a signed stream.
-const MAX_SIGNATURE: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplicationError {
@@ -134,21 +130,22 @@ impl SourceServer {
         }
         let mut word = [0u8; 4];
         self.timed(conn.read_exact(&mut word)).await?;
-        let stream = match i32::from_be_bytes(word) {
-            STREAM_TLS => {
+        let kind = StreamType::from_word(i32::from_be_bytes(word)).map_err(|e| ReplicationError::Stream(e.to_string()))?;
+        let stream = match kind {
+            StreamType::Tls => {
                 let tls = tls_connect(conn, &self.key, self.timeout).await?;
-                ItemStream::new(Box::new(tls), None, self)
+                ItemStream::new(Box::new(tls), self)
             }
-            STREAM_SIGNED => {
-                let mut stream = ItemStream::new(Box::new(conn), None, self);
-                let alg = stream.read_bytes_field(MAX_HASH_ID).await?;
-                stream.signed = Some(BlockVerifier::new(&alg, &self.key)?);
+            StreamType::Signed => {
+                let alg = read_field(&mut conn, MAX_HASH_ID, self).await?;
+                let verifier = SiteKeyBlocks::new(&alg, &self.key)?;
+                let mut stream = ItemStream::new(Box::new(conn), self);
+                (stream.signed, stream.is_signed) = (Some(verifier), true);
                 stream
             }
-            STREAM_UNSIGNED => {
+            StreamType::Unsigned => {
                 return Err(ReplicationError::Stream("the source sent an unsigned stream over a plain connection".into()))
             }
-            other => return Err(ReplicationError::Stream(format!("unknown stream type {other:#x}"))),
         };
         Ok((response, stream))
     }
@@ -158,117 +155,121 @@ fn request_id() -> i32 {
     rand::random::<i32>() & 0x7fff_ffff | 1
 }
 
-/// The streamed part: bytes read on demand, items cut by the caller's decoder.
+/// The streamed part: bytes read on demand with a timeout, cut into items by a
+/// decoder of `handled_proto::replication` (which checks a signed stream's
+/// signatures through [`SiteKeyBlocks`] and caps each item's size).
 pub struct ItemStream {
     io: Box<dyn AsyncRead + Send + Unpin>,
-    buf: Vec<u8>,
-    /// Start of the unread bytes in `buf`.
-    pos: usize,
-    signed: Option<BlockVerifier>,
+    /// Some for a PK-signed stream, until a decoder takes it.
+    signed: Option<SiteKeyBlocks>,
+    is_signed: bool,
     timeout: Duration,
     max_item: usize,
+    chunk: Vec<u8>,
+}
+
+/// The two stream decoders, for [`ItemStream::next`].
+pub trait StreamDecoder {
+    type Item;
+    fn feed(&mut self, data: &[u8]);
+    fn next_item(&mut self) -> Result<Option<Self::Item>, StreamError>;
+}
+
+impl<V: BlockVerifier> StreamDecoder for TxnStreamDecoder<V> {
+    type Item = TxnStreamItem;
+    fn feed(&mut self, data: &[u8]) {
+        TxnStreamDecoder::feed(self, data)
+    }
+    fn next_item(&mut self) -> Result<Option<TxnStreamItem>, StreamError> {
+        TxnStreamDecoder::next_item(self)
+    }
+}
+
+impl<V: BlockVerifier> StreamDecoder for DumpStreamDecoder<V> {
+    type Item = DumpStreamItem;
+    fn feed(&mut self, data: &[u8]) {
+        DumpStreamDecoder::feed(self, data)
+    }
+    fn next_item(&mut self) -> Result<Option<DumpStreamItem>, StreamError> {
+        DumpStreamDecoder::next_item(self)
+    }
 }
 
 impl ItemStream {
-    fn new(io: Box<dyn AsyncRead + Send + Unpin>, signed: Option<BlockVerifier>, server: &SourceServer) -> Self {
+    fn new(io: Box<dyn AsyncRead + Send + Unpin>, server: &SourceServer) -> Self {
         ItemStream {
             io,
-            buf: Vec::with_capacity(64 * 1024),
-            pos: 0,
-            signed,
+            signed: None,
+            is_signed: false,
             timeout: server.timeout,
             max_item: server.max_item_bytes,
+            chunk: vec![0; 64 * 1024],
         }
     }
 
     /// Is this a PK-signed stream (a signature after every item)?
     pub fn is_signed(&self) -> bool {
-        self.signed.is_some()
+        self.is_signed
     }
 
-    /// Read more bytes; Err when the source closed or went silent.
-    async fn fill(&mut self) -> Result<(), ReplicationError> {
-        if self.pos > 0 && self.pos * 2 >= self.buf.len() {
-            self.buf.drain(..self.pos);
-            self.pos = 0;
+    fn framing(&mut self) -> Framing<SiteKeyBlocks> {
+        match self.signed.take() {
+            Some(v) => Framing::Signed(v),
+            None => Framing::Plain,
         }
-        if self.buf.len() - self.pos > self.max_item {
-            return Err(ReplicationError::TooLarge(self.max_item));
-        }
-        let start = self.buf.len();
-        self.buf.resize(start + 64 * 1024, 0);
-        let read = tokio::time::timeout(self.timeout, self.io.read(&mut self.buf[start..])).await;
-        let n = match read {
-            Ok(Ok(n)) => n,
-            Ok(Err(e)) => {
-                self.buf.truncate(start);
-                return Err(ReplicationError::Client(ClientError::Io(e)));
-            }
-            Err(_) => {
-                self.buf.truncate(start);
-                return Err(ReplicationError::Timeout(self.timeout));
-            }
-        };
-        self.buf.truncate(start + n);
-        if n == 0 {
-            return Err(ReplicationError::Closed);
-        }
-        Ok(())
     }
 
-    /// The next item: `decode` gets the unread bytes and returns the item and
-    /// how many bytes it took, or None when it needs more. On a signed stream
-    /// the item's signature is read and checked before it is returned.
-    pub async fn next<T, E: std::fmt::Display>(
-        &mut self,
-        mut decode: impl FnMut(&[u8]) -> Result<Option<(T, usize)>, E>,
-    ) -> Result<T, ReplicationError> {
-        let (item, used) = loop {
-            match decode(&self.buf[self.pos..]).map_err(|e| ReplicationError::Stream(e.to_string()))? {
-                Some(done) => break done,
-                None => self.fill().await?,
-            }
-        };
-        let taken = self.pos..self.pos + used;
-        self.pos += used;
-        if self.signed.is_some() {
-            let data = self.buf[taken].to_vec();
-            let signature = self.read_bytes_field(MAX_SIGNATURE).await?;
-            if let Some(v) = &self.signed {
-                v.verify(&data, &signature)?;
-            }
-        }
-        Ok(item)
+    /// The decoder for a RETRIEVE_TXN_LOG stream (call once).
+    pub fn txn_decoder(&mut self) -> TxnStreamDecoder<SiteKeyBlocks> {
+        TxnStreamDecoder::new(self.framing(), self.max_item)
     }
 
-    /// `u32 length ‖ bytes` outside any item (hash id, signatures).
-    async fn read_bytes_field(&mut self, max: usize) -> Result<Vec<u8>, ReplicationError> {
-        while self.buf.len() - self.pos < 4 {
-            self.fill().await?;
+    /// The decoder for a DUMP_HANDLES stream (call once).
+    pub fn dump_decoder(&mut self) -> DumpStreamDecoder<SiteKeyBlocks> {
+        DumpStreamDecoder::new(self.framing(), self.max_item)
+    }
+
+    /// The next item, reading (each read within the timeout) as needed.
+    pub async fn next<D: StreamDecoder>(&mut self, decoder: &mut D) -> Result<D::Item, ReplicationError> {
+        loop {
+            if let Some(item) = decoder.next_item().map_err(|e| ReplicationError::Stream(e.to_string()))? {
+                return Ok(item);
+            }
+            let n = match tokio::time::timeout(self.timeout, self.io.read(&mut self.chunk)).await {
+                Ok(r) => r.map_err(|e| ReplicationError::Client(ClientError::Io(e)))?,
+                Err(_) => return Err(ReplicationError::Timeout(self.timeout)),
+            };
+            if n == 0 {
+                return Err(ReplicationError::Closed);
+            }
+            decoder.feed(&self.chunk[..n]);
         }
-        let b = &self.buf[self.pos..];
-        let len = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
-        if len > max {
-            return Err(ReplicationError::Stream(format!("a field of {len} bytes where at most {max} fit")));
-        }
-        while self.buf.len() - self.pos < 4 + len {
-            self.fill().await?;
-        }
-        let out = self.buf[self.pos + 4..self.pos + 4 + len].to_vec();
-        self.pos += 4 + len;
-        Ok(out)
     }
 }
 
-/// Checks the signature a PK-signed stream puts after each item: over the
-/// item's bytes, with the source's RSA key (`SHA1withRSA` or `SHA256withRSA`).
-struct BlockVerifier {
+/// `u32 length ‖ bytes` read straight from the socket (a signed stream's hash id).
+async fn read_field(conn: &mut TcpStream, max: usize, server: &SourceServer) -> Result<Vec<u8>, ReplicationError> {
+    let mut len = [0u8; 4];
+    server.timed(conn.read_exact(&mut len)).await?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > max {
+        return Err(ReplicationError::Stream(format!("a field of {len} bytes where at most {max} fit")));
+    }
+    let mut out = vec![0; len];
+    server.timed(conn.read_exact(&mut out)).await?;
+    Ok(out)
+}
+
+/// Checks the signature a PK-signed stream puts after each block, over the
+/// block's bytes, with the source's RSA key (`SHA1withRSA` or `SHA256withRSA`).
+pub struct SiteKeyBlocks {
     algorithm: &'static aws_lc_rs::signature::RsaParameters,
     n: Vec<u8>,
     e: Vec<u8>,
+    block: Vec<u8>,
 }
 
-impl BlockVerifier {
+impl SiteKeyBlocks {
     fn new(hash_id: &[u8], key: &PublicKey) -> Result<Self, ReplicationError> {
         use aws_lc_rs::signature as sig;
         let PublicKey::Rsa { exponent, modulus } = key else {
@@ -284,13 +285,20 @@ impl BlockVerifier {
                 )))
             }
         };
-        Ok(BlockVerifier { algorithm, n: unsigned(modulus).to_vec(), e: unsigned(exponent).to_vec() })
+        Ok(SiteKeyBlocks { algorithm, n: unsigned(modulus).to_vec(), e: unsigned(exponent).to_vec(), block: Vec::new() })
+    }
+}
+
+impl BlockVerifier for SiteKeyBlocks {
+    fn update(&mut self, data: &[u8]) {
+        self.block.extend_from_slice(data);
     }
 
-    fn verify(&self, data: &[u8], signature: &[u8]) -> Result<(), ReplicationError> {
+    fn verify(&mut self, signature: &[u8]) -> bool {
         let key = aws_lc_rs::rsa::PublicKeyComponents { n: self.n.as_slice(), e: self.e.as_slice() };
-        key.verify(self.algorithm, data, signature)
-            .map_err(|_| ReplicationError::Stream("a block's signature does not verify with the source's key".into()))
+        let ok = key.verify(self.algorithm, &self.block, signature).is_ok();
+        self.block.clear();
+        ok
     }
 }
 

@@ -62,6 +62,8 @@ pub struct MirrorStatus {
     pub forward_admin: bool,
     promoted: AtomicBool,
     inner: Mutex<Snapshot>,
+    /// The pull loop, stopped at promotion.
+    task: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -96,6 +98,19 @@ impl MirrorStatus {
                 redumps: 0,
                 last_error: None,
             }),
+            task: Mutex::new(None),
+        }
+    }
+
+    pub fn set_task(&self, task: tokio::task::AbortHandle) {
+        *self.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+    }
+
+    /// Stop the pull loop (a commit already handed to the store still lands,
+    /// before anything written after this).
+    pub fn stop_task(&self) {
+        if let Some(t) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            t.abort();
         }
     }
 
