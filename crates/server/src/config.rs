@@ -89,6 +89,25 @@ pub struct Config {
     pub server_admins: Vec<String>,
     /// Server administrators may do anything, not only home/unhome/list prefixes.
     pub server_admin_full_access: bool,
+    // Replication source (crate::replication::source; Handle.Net's key names).
+    /// Who may pull the transaction log and dumps (RETRIEVE_TXN_LOG,
+    /// DUMP_HANDLES): `index:handle` references to HS_PUBKEY/HS_SECKEY values
+    /// or HS_VLIST groups; `server_admins` may too.
+    pub replication_admins: Vec<String>,
+    /// Who may ask for a checkpoint (BACKUP_SERVER), besides `server_admins`.
+    pub backup_admins: Vec<String>,
+    /// Days of transaction log kept (pruned daily); a mirror further behind
+    /// must be dumped again. 0 = forever.
+    pub txnlog_num_days_to_keep: u64,
+    /// Replication streams (log pulls and dumps) served at once; more are
+    /// refused as too busy.
+    pub replication_max_streams: usize,
+    /// Longest wait for a mirror to take the next piece of a stream before the
+    /// stream is cut (a slow reader holds at most one page meanwhile).
+    pub replication_write_timeout_secs: u64,
+    /// Log pulls one mirror address may hold open waiting for changes (the
+    /// long-poll extension); more are answered at once.
+    pub replication_waits_per_peer: usize,
     /// Longest idle time of a session; clients ask for a timeout (86 400 s by
     /// default) and get at most this.
     pub max_session_secs: u64,
@@ -260,6 +279,12 @@ impl Default for Config {
             queue_length: 2048,
             max_queue_wait_ms: 1000,
             server_admin_full_access: true,
+            replication_admins: Vec::new(),
+            backup_admins: Vec::new(),
+            txnlog_num_days_to_keep: 0,
+            replication_max_streams: 4,
+            replication_write_timeout_secs: 60,
+            replication_waits_per_peer: 2,
             max_session_secs: 86_400,
             unauthenticated_session_secs: 30,
             session_budget_mb: 16,
@@ -430,6 +455,8 @@ impl Config {
             }
         }
         self.parsed_server_admins()?;
+        parse_admin_list(&self.replication_admins)?;
+        parse_admin_list(&self.backup_admins)?;
         if self.store_kind() == StoreKind::Cassandra {
             self.cassandra_options()?;
             if self.cache_mb > 0 {
@@ -483,7 +510,7 @@ impl Config {
 
     /// The server-wide administrators as (handle, index) references.
     pub fn parsed_server_admins(&self) -> Result<Vec<(Vec<u8>, i32)>, ConfigError> {
-        self.server_admins.iter().map(|a| parse_admin_ref(a)).collect()
+        parse_admin_list(&self.server_admins)
     }
 
     /// Without `server_admins`, each configured prefix's `<prefix>/ADMIN` and
@@ -507,6 +534,11 @@ impl Config {
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
         }
     }
+}
+
+/// A list of admin references (`server_admins`, `replication_admins`, ...).
+pub fn parse_admin_list(list: &[String]) -> Result<Vec<(Vec<u8>, i32)>, ConfigError> {
+    list.iter().map(|a| parse_admin_ref(a)).collect()
 }
 
 /// `300:TEST/ADMIN` or `TEST/ADMIN` (index 0).

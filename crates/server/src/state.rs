@@ -70,6 +70,8 @@ pub struct ServerState {
     pub sessions: Sessions,
     pub admission: Admission,
     pub metrics: Metrics,
+    /// The replication source's stream slots and waiting pulls.
+    pub replication: crate::replication::source::Source,
     /// The cache in front of `store` (which already goes through it), for its figures.
     pub cache: Option<Arc<CachingStore>>,
     /// Set once every listener serves (`/readyz`).
@@ -130,6 +132,7 @@ impl ServerState {
         ServerState {
             admission,
             metrics: Metrics::default(),
+            replication: crate::replication::source::Source::new(&config),
             cache,
             ready: Default::default(),
             mirror: Default::default(),
