@@ -278,14 +278,16 @@ impl AdminSession {
 }
 
 /// The answer to `challenge` for our request `hb` (header+body as sent), as `creds`.
-pub(crate) fn answer_challenge(creds: &Credentials, challenge: &Response, hb: &[u8]) -> Result<RequestBody, AdminError> {
+pub(crate) fn answer_challenge(
+    creds: &Credentials,
+    challenge: &Response,
+    hb: &[u8],
+) -> Result<RequestBody, AdminError> {
     let ResponseBody::Challenge { nonce } = &challenge.body else {
         return Err(AdminError::Unexpected("402 without a nonce".into()));
     };
-    let digest = challenge
-        .digest
-        .as_ref()
-        .ok_or_else(|| AdminError::Unexpected("challenge without a request digest".into()))?;
+    let digest =
+        challenge.digest.as_ref().ok_or_else(|| AdminError::Unexpected("challenge without a request digest".into()))?;
     // Sign only what we asked for (the Java client checks this too).
     if !digest.matches(hb) {
         return Err(AdminError::Session("challenge is for a request we did not send".into()));

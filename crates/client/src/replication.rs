@@ -126,11 +126,15 @@ impl SourceServer {
             response = self.exchange(&mut conn, &unit, rid).await?;
         }
         if response.code() != ResponseCode::SUCCESS {
-            return Err(ReplicationError::Refused { code: response.code(), message: response.message().unwrap_or_default() });
+            return Err(ReplicationError::Refused {
+                code: response.code(),
+                message: response.message().unwrap_or_default(),
+            });
         }
         let mut word = [0u8; 4];
         self.timed(conn.read_exact(&mut word)).await?;
-        let kind = StreamType::from_word(i32::from_be_bytes(word)).map_err(|e| ReplicationError::Stream(e.to_string()))?;
+        let kind =
+            StreamType::from_word(i32::from_be_bytes(word)).map_err(|e| ReplicationError::Stream(e.to_string()))?;
         let stream = match kind {
             StreamType::Tls => {
                 let tls = tls_connect(conn, &self.key, self.timeout).await?;
@@ -144,7 +148,9 @@ impl SourceServer {
                 stream
             }
             StreamType::Unsigned => {
-                return Err(ReplicationError::Stream("the source sent an unsigned stream over a plain connection".into()))
+                return Err(ReplicationError::Stream(
+                    "the source sent an unsigned stream over a plain connection".into(),
+                ))
             }
         };
         Ok((response, stream))
@@ -273,7 +279,9 @@ impl SiteKeyBlocks {
     fn new(hash_id: &[u8], key: &PublicKey) -> Result<Self, ReplicationError> {
         use aws_lc_rs::signature as sig;
         let PublicKey::Rsa { exponent, modulus } = key else {
-            return Err(ReplicationError::Stream("a signed stream needs an RSA site key (DSA is not supported)".into()));
+            return Err(ReplicationError::Stream(
+                "a signed stream needs an RSA site key (DSA is not supported)".into(),
+            ));
         };
         let algorithm = match hash_id.to_ascii_uppercase().as_slice() {
             b"SHA1" | b"SHA-1" => &sig::RSA_PKCS1_1024_8192_SHA1_FOR_LEGACY_USE_ONLY,
@@ -285,7 +293,12 @@ impl SiteKeyBlocks {
                 )))
             }
         };
-        Ok(SiteKeyBlocks { algorithm, n: unsigned(modulus).to_vec(), e: unsigned(exponent).to_vec(), block: Vec::new() })
+        Ok(SiteKeyBlocks {
+            algorithm,
+            n: unsigned(modulus).to_vec(),
+            e: unsigned(exponent).to_vec(),
+            block: Vec::new(),
+        })
     }
 }
 

@@ -72,7 +72,13 @@ pub fn prefix_key(na: &[u8]) -> Vec<u8> {
 
 /// A handle's state as sent (a dump record, or a create/update with the
 /// values current at the source): no values means it is gone.
-pub fn handle_state(state: &ServerState, id: u64, date_ms: u64, h: &[u8], values: Vec<HandleValue>) -> ReplicatedChange {
+pub fn handle_state(
+    state: &ServerState,
+    id: u64,
+    date_ms: u64,
+    h: &[u8],
+    values: Vec<HandleValue>,
+) -> ReplicatedChange {
     let key = state.storage_key(h);
     let (action, record) = if values.is_empty() {
         (TxnAction::Delete, None)

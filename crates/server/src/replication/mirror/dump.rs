@@ -57,7 +57,11 @@ pub async fn run(
         match attempt(state, source, creds, status, &mut d, seen.as_mut()).await {
             Ok(()) => break,
             Err(e) if d.records > before => {
-                tracing::warn!("dump stream from {} broke after {} records ({e}); asking again from there", d.source, d.records);
+                tracing::warn!(
+                    "dump stream from {} broke after {} records ({e}); asking again from there",
+                    d.source,
+                    d.records
+                );
             }
             Err(e) => {
                 fruitless += 1;
@@ -191,6 +195,10 @@ async fn sweep(state: &ServerState, d: &DumpProgress, seen: &HashSet<Vec<u8>>) -
     }
     gone += batch.changes.len() as u64;
     batch.commit(state, Vec::new()).await?;
-    tracing::error!("REDUMP from {} done: {} records kept, {gone} local ones the source no longer has deleted", d.source, d.records);
+    tracing::error!(
+        "REDUMP from {} done: {} records kept, {gone} local ones the source no longer has deleted",
+        d.source,
+        d.records
+    );
     Ok(())
 }

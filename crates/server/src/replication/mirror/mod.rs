@@ -137,7 +137,9 @@ async fn run(state: Arc<ServerState>, settings: MirrorSettings, status: Arc<Mirr
                     s.pull_errors += 1;
                     s.last_error = Some(e.to_string());
                 });
-                Duration::from_secs(1u64 << failures.min(6)).min(MAX_BACKOFF).min(settings.interval.max(Duration::from_secs(1)))
+                Duration::from_secs(1u64 << failures.min(6))
+                    .min(MAX_BACKOFF)
+                    .min(settings.interval.max(Duration::from_secs(1)))
             }
         };
         if !pause.is_zero() {

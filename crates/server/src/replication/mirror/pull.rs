@@ -35,7 +35,8 @@ pub async fn run(
     mut p: PullProgress,
     wait: Option<Duration>,
 ) -> Result<PullOutcome, MirrorError> {
-    let mut request = RetrieveTxnRequest::since(Version::V2_10, p.last_txn_id, p.last_query_date_ms, MirrorLayout::SINGLE);
+    let mut request =
+        RetrieveTxnRequest::since(Version::V2_10, p.last_txn_id, p.last_query_date_ms, MirrorLayout::SINGLE);
     request.wait_millis = wait.map(|w| w.as_millis().min(i32::MAX as u128) as i32);
     let (_, mut stream) = source.request_stream(creds, &RequestBody::RetrieveTxnLog(request)).await?;
     let mut decoder = stream.txn_decoder();

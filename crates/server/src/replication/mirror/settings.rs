@@ -96,7 +96,8 @@ fn identity(c: &Config) -> Result<Credentials, String> {
                     privatekey:INDEX:HANDLE) or replication_credentials"
             .into());
     };
-    let bad = || format!("replication_authentication {auth:?}: expected secretkey:INDEX:HANDLE or privatekey:INDEX:HANDLE");
+    let bad =
+        || format!("replication_authentication {auth:?}: expected secretkey:INDEX:HANDLE or privatekey:INDEX:HANDLE");
     let (kind, rest) = auth.split_once(':').ok_or_else(bad)?;
     let (index, handle) = rest.split_once(':').ok_or_else(bad)?;
     let index: i32 = index.parse().map_err(|_| bad())?;
@@ -112,7 +113,8 @@ fn identity(c: &Config) -> Result<Credentials, String> {
             Ok(Credentials::secret(handle.as_bytes(), index, secret.into_bytes()))
         }
         "privatekey" => {
-            let path = c.replication_private_key.as_ref().ok_or("a privatekey: identity needs replication_private_key")?;
+            let path =
+                c.replication_private_key.as_ref().ok_or("a privatekey: identity needs replication_private_key")?;
             let raw = std::fs::read(path).map_err(|e| format!("replication_private_key {}: {e}", path.display()))?;
             let der = pem_or_der(&raw).map_err(|e| format!("replication_private_key {}: {e}", path.display()))?;
             Credentials::rsa_pkcs8(handle.as_bytes(), index, &der).map_err(|e| e.to_string())

@@ -38,7 +38,8 @@ pub async fn find(settings: &MirrorSettings, state: &ServerState, timeout: Durat
         .interface(TransportProtocol::Tcp, true)
         .or_else(|| server.interface(TransportProtocol::Tcp, false))
         .ok_or("the source's site record has no TCP interface")?;
-    let port = u16::try_from(interface.port).map_err(|_| format!("bad TCP port {} in the site record", interface.port))?;
+    let port =
+        u16::try_from(interface.port).map_err(|_| format!("bad TCP port {} in the site record", interface.port))?;
     source_server(SocketAddr::new(server.ip_addr(), port), &server.public_key, timeout)
 }
 
@@ -110,8 +111,9 @@ async fn site_value(settings: &MirrorSettings, state: &ServerState, index: i32, 
     let values = match &settings.resolver {
         Some(text) => {
             let addr = socket_addr(text)?;
-            let mut conn =
-                Connection::open(Protocol::Tcp, addr, settings.timeout, false).await.map_err(|e| format!("{addr}: {e}"))?;
+            let mut conn = Connection::open(Protocol::Tcp, addr, settings.timeout, false)
+                .await
+                .map_err(|e| format!("{addr}: {e}"))?;
             let options = ResolveOptions { indexes: vec![index], ..ResolveOptions::default() };
             let response = conn.resolve(h, &options).await.map_err(|e| format!("resolving {show}: {e}"))?;
             resolved_values(&response).ok_or_else(|| format!("resolving {show}: {:?}", response.code()))?.to_vec()

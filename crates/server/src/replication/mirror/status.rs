@@ -167,12 +167,18 @@ impl MirrorStatus {
             "Seconds since a pull last found nothing more at the source",
             float(self.lag_seconds(now_ms())),
         );
-        r.register("replication_dump_handles", "Records applied by the current or last dump", gauge(s.dump_records as i64));
+        r.register(
+            "replication_dump_handles",
+            "Records applied by the current or last dump",
+            gauge(s.dump_records as i64),
+        );
         r.register("replication_pull_errors", "Pulls or dumps that failed", gauge(s.pull_errors as i64));
         r.register("replication_redumps", "Redumps the source asked for", gauge(s.redumps as i64));
         let phases: Family<PhaseLabels, Gauge> = Family::default();
         for p in Phase::ALL {
-            phases.get_or_create(&PhaseLabels { source: self.source.clone(), phase: p.name() }).set((p == s.phase) as i64);
+            phases
+                .get_or_create(&PhaseLabels { source: self.source.clone(), phase: p.name() })
+                .set((p == s.phase) as i64);
         }
         r.register("replication_phase", "What the mirror is doing (1 for the current phase)", phases);
     }
