@@ -76,8 +76,26 @@ snapshot mirror 127.0.0.1:2642 "$ADMIN" handled-promoted
 compare_snapshots handled-promoted mirror || failures+=("promoted M and N differ")
 
 log "Java interop suite on copies of M's data directory"
+# A promoted server homes no prefix from its configuration (its prefixes came from the source),
+# so the suite's prefix TEST is added as an operator would: HOME_NA, then 0.NA/TEST and
+# TEST/ADMIN (HS_SECKEY@300, RSA HS_PUBKEY@301, as handled's own bootstrap makes them), with
+# the credentials file the suite reads.
+secret=$(python3 -c "import secrets; print(secrets.token_hex(16))")
+{ echo "server 127.0.0.1:2651"; echo "auth $ADMIN"
+  echo "keygen $WORK/test-admin.pk8 $WORK/test-admin.pub"
+  echo "home 0.NA/TEST"
+  echo "create 0.NA/TEST 100:HS_ADMIN:0:TEST/ADMIN"
+  echo "create TEST/ADMIN 100:HS_ADMIN:0:TEST/ADMIN 300:HS_SECKEY:$secret 301:HS_PUBKEY:@$WORK/test-admin.pub"
+} | hs_tool || die "preparing the suite's prefix on M"
+python3 - "$WORK/test-admin.pk8" "$secret" > "$WORK/test-admin.json" <<'PY'
+import base64, json, sys
+pk8 = base64.b64encode(open(sys.argv[1], "rb").read()).decode()
+print(json.dumps({"handle": "TEST/ADMIN", "secret_key": {"index": 300, "secret": sys.argv[2]},
+                  "public_key": {"index": 301, "private_key_pkcs8": pk8}}))
+PY
 handled_stop handled
-HANDLED_TEST_DATA_FROM="$WORK/handled/data" "$REPO/tests/interop-java/run.sh" "$HANDLED" \
+HANDLED_TEST_DATA_FROM="$WORK/handled/data" HANDLED_TEST_CREDENTIALS_FROM="$WORK/test-admin.json" \
+  "$REPO/tests/interop-java/run.sh" "$HANDLED" \
   || failures+=("the interop suite fails on the promoted mirror's store")
 [ ${#failures[@]} -eq 0 ] || die "(c) migration: $(printf '%s; ' "${failures[@]}")"
 echo "PASS: (c) migration Handle.Net -> handled (promoted) -> Handle.Net mirror"
