@@ -45,6 +45,6 @@ hn_mirror_healthy mirror
 
 log "compare every record"
 snapshot handled 127.0.0.1:2651 "$ADMIN"
-snapshot mirror 127.0.0.1:2642 "$ADMIN"
+snapshot mirror 127.0.0.1:2642 "$ADMIN" handled
 compare_snapshots handled mirror
 echo "PASS: (a) handled -> Handle.Net"

@@ -208,6 +208,44 @@ pub struct Config {
     /// the handle's URL, as hdl.handle.net does); false: such a GET answers 302
     /// to `/api/handles/{handle}`, as Handle.Net with `enable_proxy = no`.
     pub enable_proxy: bool,
+    // Replication mirror (crate::replication::mirror, docs/replication.md).
+    /// Pull every handle from this replication source and serve it read-only:
+    /// a site record file (Handle.Net's `siteinfo.json`, or `siteinfo.bin`), the
+    /// `host:port` of the source's native TCP interface (its key is taken from
+    /// its GET_SITE_INFO answer on first contact and pinned), or `index:handle`
+    /// of an HS_SITE value (resolved at `replication_resolver`, else in our own
+    /// store). Unset: this server is a primary.
+    pub replication_source: Option<String>,
+    /// Where to resolve an `index:handle` source, `host:port` (native TCP).
+    pub replication_resolver: Option<String>,
+    /// The mirror's identity, Handle.Net's form: `secretkey:INDEX:HANDLE` (the
+    /// secret in `replication_secret`) or `privatekey:INDEX:HANDLE` (an RSA
+    /// PKCS#8 key, DER or PEM, in `replication_private_key`). The source must
+    /// list it in its `replication_admins` (or `server_admins`).
+    pub replication_authentication: Option<String>,
+    /// The secret of a `secretkey:` identity (or `HANDLED_REPLICATION_SECRET`).
+    pub replication_secret: Option<String>,
+    pub replication_private_key: Option<PathBuf>,
+    /// Or the identity as a credentials file `handled serve` writes
+    /// (`admin-<prefix>.json`), with `replication_credentials_key` = "secret"
+    /// (default) or "public_key" choosing which of its keys answers.
+    pub replication_credentials: Option<PathBuf>,
+    pub replication_credentials_key: String,
+    /// Time between pulls of the source's transaction log, ms (the original's
+    /// code: 30 000). In low-latency mode, how long the source may hold a pull
+    /// open waiting for a transaction.
+    pub replication_interval_ms: u64,
+    /// Longest wait for any read from the source (connect, answer, each piece
+    /// of a stream), ms; the original's default is 300 000.
+    pub replication_timeout_ms: u64,
+    /// Long-poll: ask again at once, and let a `handled` source hold the
+    /// request until a transaction arrives (a trailing wait time in
+    /// RETRIEVE_TXN_LOG, which Handle.Net sources ignore), so this mirror is
+    /// milliseconds behind instead of up to an interval.
+    pub replication_low_latency: bool,
+    /// On a mirror, send administration requests on to the source instead of
+    /// answering them "not a primary" (RC 301, as Handle.Net mirrors do).
+    pub replication_forward_admin: bool,
 }
 
 impl Default for Config {
@@ -281,6 +319,17 @@ impl Default for Config {
             access_log: crate::logging::AccessLogMode::Full,
             access_log_sample_every: 100,
             enable_proxy: true,
+            replication_source: None,
+            replication_resolver: None,
+            replication_authentication: None,
+            replication_secret: None,
+            replication_private_key: None,
+            replication_credentials: None,
+            replication_credentials_key: "secret".into(),
+            replication_interval_ms: 30_000,
+            replication_timeout_ms: 300_000,
+            replication_low_latency: false,
+            replication_forward_admin: false,
         }
     }
 }

@@ -74,7 +74,12 @@ pub struct Metrics {
     /// the log's last id (set at scrape time).
     pub replication: ReplicationMetrics,
     started: std::time::Instant,
+    /// Figures other rooms register at scrape time (the replication mirror's).
+    scrape_hooks: std::sync::Mutex<Vec<ScrapeHook>>,
 }
+
+/// Adds a room's figures to the registry at each scrape.
+pub type ScrapeHook = Box<dyn Fn(&mut Registry) + Send + Sync>;
 
 /// The replication source's figures.
 #[derive(Default)]
@@ -96,6 +101,7 @@ impl Default for Metrics {
             udp_duplicates: Counter::default(),
             replication: ReplicationMetrics::default(),
             started: std::time::Instant::now(),
+            scrape_hooks: Default::default(),
         }
     }
 }
@@ -150,7 +156,11 @@ impl Metrics {
         self.connections_refused.get_or_create(&RefusedLabels { transport, reason }).inc();
     }
 
-    /// The text exposition.
+    /// Register `hook` to add figures at every scrape.
+    pub fn add_scrape_hook(&self, hook: ScrapeHook) {
+        self.scrape_hooks.lock().unwrap_or_else(|e| e.into_inner()).push(hook);
+    }
+
     /// The text at `/metrics`; `handles`: the store's handle count, if it answered.
     pub fn render(
         &self,
@@ -256,6 +266,9 @@ impl Metrics {
         r.register("store_group_commit_size", "Commits with at most `le` operations (cumulative)", batches);
         r.register("store_max_group_commit", "Largest number of operations committed together", gauge(store.max_batch));
 
+        for hook in self.scrape_hooks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            hook(&mut r);
+        }
         let mut out = String::with_capacity(8192);
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &r);

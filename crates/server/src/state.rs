@@ -76,6 +76,8 @@ pub struct ServerState {
     pub cache: Option<Arc<CachingStore>>,
     /// Set once every listener serves (`/readyz`).
     ready: std::sync::atomic::AtomicBool,
+    /// Set when this server runs as a replication mirror (before it serves).
+    mirror: std::sync::OnceLock<Arc<crate::replication::mirror::MirrorStatus>>,
 }
 
 impl ServerState {
@@ -133,6 +135,7 @@ impl ServerState {
             replication: crate::replication::source::Source::new(&config),
             cache,
             ready: Default::default(),
+            mirror: Default::default(),
             config,
             store,
             key,
@@ -158,6 +161,16 @@ impl ServerState {
             self.challenges.sweep();
             self.sessions.sweep();
         }
+    }
+
+    /// The replication mirror's status, when this server is one.
+    pub fn mirror(&self) -> Option<&Arc<crate::replication::mirror::MirrorStatus>> {
+        self.mirror.get()
+    }
+
+    /// Make this server a mirror (once, before it serves).
+    pub fn set_mirror(&self, status: Arc<crate::replication::mirror::MirrorStatus>) {
+        let _ = self.mirror.set(status);
     }
 
     pub fn is_ready(&self) -> bool {
