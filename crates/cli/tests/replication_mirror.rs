@@ -271,3 +271,79 @@ fn a_promoted_mirror_takes_writes_and_its_mirrors_go_on_without_a_redump() {
     assert_eq!(metric(&m2, "handled_replication_last_txn_id"), Some(primary_last + 1.0));
     m1.drain_stderr();
 }
+
+/// Create `n` handles `TEST/{tag}{i}` on `port` over `sessions` admin sessions at once.
+fn create_many(dir: &Path, port: &str, tag: &str, n: usize, sessions: usize) {
+    block(async {
+        let mut tasks = Vec::new();
+        for s in 0..sessions {
+            let (dir, port, tag) = (dir.to_path_buf(), port.to_string(), tag.to_string());
+            tasks.push(tokio::spawn(async move {
+                let mut a = admin(&dir, &port).await;
+                for i in (s..n).step_by(sessions) {
+                    let v = [HandleValue::new(1, "URL", format!("https://{tag}/{i}"))];
+                    a.create(format!("TEST/{tag}{i}").as_bytes(), &v).await.unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+}
+
+/// Kill the mirror (SIGKILL) as soon as `series` is strictly between `low` and `high`.
+fn kill_between(m: &mut Server, series: &str, low: f64, high: f64) -> f64 {
+    let mut seen = 0.0;
+    wait_for(&format!("{series} between {low} and {high}"), Duration::from_secs(120), || {
+        seen = metric(m, series).unwrap_or(0.0);
+        assert!(seen < high, "{series} reached {seen} before the kill: no window to kill in");
+        seen > low
+    });
+    m.child.kill().unwrap();
+    m.child.wait().unwrap();
+    seen
+}
+
+#[test]
+fn kill_9_mid_dump_and_mid_pull_loses_and_repeats_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let n = 30_000;
+    let p = primary(d, n);
+    let data = d.join("m-data");
+    let source = format!("127.0.0.1:{}", p.tcp_port);
+    let args = ["--data-dir", path(&data)];
+    let total = n as f64 + 3.0; // the handles, TEST/ADMIN, 0.NA/TEST, the homed prefix
+
+    let (mut m, _) = mirror(d, "m", &source, "", &args);
+    let at = kill_between(&mut m, "handled_replication_dump_handles", 0.0, total);
+    eprintln!("killed mid-dump after {at} records");
+    let (m, _) = mirror(d, "m", &source, "", &args);
+    caught_up(&p, &m);
+    assert_eq!(
+        metric(&m, "handled_replication_dump_handles"),
+        Some(total),
+        "the resumed dump counts every record once: none sent again, none missing"
+    );
+    let all = (0..n).map(|i| format!("TEST/{i}")).chain(["TEST/ADMIN".into(), "0.NA/TEST".into()]);
+    assert_eq!(block(same_records(&p, &m, all)), n + 2);
+
+    // Mid-pull: changes made while the mirror is down come in one long pull.
+    let mut m = m;
+    m.child.kill().unwrap();
+    m.child.wait().unwrap();
+    let before = metric(&p, "handled_txn_log_last_id").unwrap();
+    create_many(d, &p.tcp_port, "late", 6000, 4);
+    let after = metric(&p, "handled_txn_log_last_id").unwrap();
+    let (mut m, _) = mirror(d, "m", &source, "", &args);
+    let at = kill_between(&mut m, "handled_replication_last_txn_id", before, after);
+    eprintln!("killed mid-pull at txn {at} of {before}..{after}");
+    let (m, _) = mirror(d, "m", &source, "", &args);
+    caught_up(&p, &m);
+    assert_eq!(metric(&m, "handled_replication_last_txn_id"), Some(after));
+    assert_eq!(metric(&m, "handled_replication_dump_handles"), Some(0.0), "no dump after a restart: it pulls");
+    assert_eq!(block(same_records(&p, &m, (0..6000).map(|i| format!("TEST/late{i}")))), 6000);
+    // The mirror logged each source transaction once, under the source's id.
+    assert_eq!(metric(&m, "handled_txn_log_last_id"), Some(after));
+}
