@@ -53,7 +53,7 @@ fn mirror_config(dir: &Path, name: &str, source: &str, extra: &str) -> PathBuf {
     let text = format!(
         "replication_source = \"{source}\"\nreplication_credentials = \"{}\"\nreplication_credentials_key = \"public_key\"\n\
          replication_interval_ms = 200\n\
-         replication_timeout_ms = 5000\nreplication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]\n{extra}",
+         replication_timeout_ms = 5000\nreplication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]\nserver_admins = [\"300:TEST/ADMIN\"]\n{extra}",
         dir.join("creds.json").display()
     );
     write(dir, &format!("{name}.toml"), &text)
@@ -197,10 +197,14 @@ fn a_mirror_dumps_pulls_every_change_and_refuses_administration() {
     assert_eq!(code_on(&m, "THIRD/x"), ResponseCode::SERVER_NOT_RESP, "THIRD homed and unhomed");
 
     // Administration on the mirror: 301 "not a primary", native and REST.
-    let refused = block(async {
+    let (refused, listed, homed) = block(async {
         let mut on_mirror = admin(d, &m.tcp_port).await;
-        on_mirror.create(b"TEST/on-mirror", &[HandleValue::new(1, "URL", "x")]).await.unwrap_err()
+        let refused = on_mirror.create(b"TEST/on-mirror", &[HandleValue::new(1, "URL", "x")]).await.unwrap_err();
+        // Listing is no administration request for Handle.Net: a mirror answers it.
+        (refused, on_mirror.list_handles(b"TEST").await.unwrap(), on_mirror.list_homed_prefixes().await.unwrap())
     });
+    assert_eq!(listed.len(), 10_000 + 20 - 10 + 1, "the handles, the new ones, less the deleted, TEST/ADMIN");
+    assert_eq!(homed, vec![b"0.NA/OTHER".to_vec(), b"0.NA/TEST".to_vec()]);
     assert_eq!(refused.code(), Some(ResponseCode::SERVER_NOT_RESP), "{refused}");
     assert!(refused.to_string().contains("Not a primary server"), "{refused}");
     let (status, body) =
