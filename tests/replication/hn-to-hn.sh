@@ -16,16 +16,14 @@ INTERVAL=${REPL_INTERVAL_MS:-2000}
 
 log "Handle.Net primary (2641) and mirror (2642) in netns $HS_NETNS, work dir $WORK"
 hn_setup primary 2641 8000
-hn_setup mirror 2642 8002
-hn_replication_identity mirror
+hn_setup_mirror mirror 2642 8002 TEST/REPL-MIRROR
 hn_config primary replication_admins '( "300:TEST/ADMIN" "301:TEST/ADMIN" "300:TEST/REPL-MIRROR" )'
-hn_make_mirror mirror "$(hn_svr primary)/siteinfo.json" privatekey:300:TEST/REPL-MIRROR "$INTERVAL"
+hn_make_mirror mirror "$(hn_svr primary)/siteinfo.json" "$INTERVAL"
 
 hn_start primary
 ADMIN="pubkey:300:TEST/ADMIN:$(hn_svr primary)/admpriv.bin"
 log "seed the primary (and the mirror's replication identity TEST/REPL-MIRROR)"
-{ echo "server 127.0.0.1:2641"; echo "auth $ADMIN"
-  echo "create TEST/REPL-MIRROR 100:HS_ADMIN:300:TEST/ADMIN 300:HS_PUBKEY:@$(hn_svr mirror)/replpub.bin"
+{ echo "server 127.0.0.1:2641"; echo "auth $ADMIN"; hn_identity_command mirror 300:TEST/ADMIN
   seed_commands 300:TEST/ADMIN; } | hs_tool || die "seeding the primary"
 
 log "hdl-dumpfromprimary, then start the mirror (replication_interval $INTERVAL ms)"
@@ -37,9 +35,10 @@ log "changes on the primary; wait for the last one on the mirror"
   echo "server 127.0.0.1:2642"; echo "await TEST/SENTINEL 1 done 60000"; } | hs_tool > "$WORK/lag.txt" \
   || die "changes did not reach the mirror"
 echo "sentinel on the mirror after $(cat "$WORK/lag.txt") ms"
+hn_mirror_healthy mirror
 
 log "compare every record"
 snapshot primary 127.0.0.1:2641 "$ADMIN"
-snapshot mirror 127.0.0.1:2642 "$ADMIN"
+snapshot mirror 127.0.0.1:2642 "$ADMIN" primary
 compare_snapshots primary mirror
 echo "PASS: Handle.Net -> Handle.Net"

@@ -75,6 +75,7 @@ fn meta_key(prefix_handle: &[u8]) -> String {
 
 /// Make this server responsible for `<prefix>/*`, persistently.
 pub async fn home_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
+    check_primary(state)?;
     let prefix_handle = prefix_handle_of(h)?;
     require_server_admin(state, caller).await?;
     state.store.meta_put(&meta_key(&prefix_handle), Some(Vec::new())).await?;
@@ -83,6 +84,7 @@ pub async fn home_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Resu
 }
 
 pub async fn unhome_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
+    check_primary(state)?;
     let prefix_handle = prefix_handle_of(h)?;
     require_server_admin(state, caller).await?;
     state.store.meta_put(&meta_key(&prefix_handle), None).await?;
