@@ -193,6 +193,10 @@ impl Store for CachingStore {
         self.invalidate_all();
     }
 
+    fn export(&self) -> Result<Box<dyn handled_store::backup::StoreExport>, StoreError> {
+        self.inner.export()
+    }
+
     // Documents (domain registry, reverse lookups) are not cached: pass through.
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
         self.inner.doc_get(collection, id).await

@@ -46,6 +46,8 @@ use crate::{
     Store, StoreError, StoreStats, SwapOutcome,
 };
 
+#[path = "embedded_backup.rs"]
+mod backup;
 #[path = "embedded_docs.rs"]
 mod docs;
 #[path = "embedded_format.rs"]
@@ -57,6 +59,7 @@ mod wal;
 #[path = "embedded_writer.rs"]
 mod writer;
 
+pub use backup::EmbeddedRestore;
 use space::DiskSpace;
 use wal::Wal;
 use writer::{writer_loop, Committer, Op, Pending, RawExpect, RawOutcome, Reply};
@@ -426,6 +429,10 @@ impl Store for EmbeddedStore {
 
     fn close(&self) {
         self.shutdown();
+    }
+
+    fn export(&self) -> Result<Box<dyn crate::backup::StoreExport>, StoreError> {
+        Ok(Box::new(backup::EmbeddedExport::new(&*self.database()?)?))
     }
 
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {

@@ -128,6 +128,10 @@ impl Store for IndexedStore {
         self.inner.close();
     }
 
+    fn export(&self) -> Result<Box<dyn handled_store::backup::StoreExport>, StoreError> {
+        self.inner.export()
+    }
+
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
         self.inner.doc_get(collection, id).await
     }
