@@ -35,7 +35,8 @@ pub enum BackupTable {
 }
 
 impl BackupTable {
-    pub const ALL: [BackupTable; 4] = [BackupTable::Handles, BackupTable::Meta, BackupTable::Docs, BackupTable::DocIndex];
+    pub const ALL: [BackupTable; 4] =
+        [BackupTable::Handles, BackupTable::Meta, BackupTable::Docs, BackupTable::DocIndex];
 
     fn from_byte(b: u8) -> Option<BackupTable> {
         Self::ALL.into_iter().find(|t| *t as u8 == b)

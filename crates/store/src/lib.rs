@@ -26,9 +26,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub mod backup;
 #[cfg(feature = "cassandra")]
 pub mod cassandra;
-pub mod backup;
 pub mod conformance;
 mod documents;
 mod embedded;
