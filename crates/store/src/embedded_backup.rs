@@ -70,8 +70,27 @@ fn start(after: Option<&[u8]>) -> Bound<&[u8]> {
     after.map_or(Bound::Unbounded, Bound::Excluded)
 }
 
-/// Entries of a byte-keyed table of sealed values after `after`, up to about
-/// `budget` bytes; true when the table is done.
+/// Push `(key, payload)` items to `out` until about `budget` bytes; true when
+/// `items` ran out (the table is done).
+fn take_within(
+    items: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>), StoreError>>,
+    table: BackupTable,
+    budget: usize,
+    out: &mut Vec<ExportEntry>,
+) -> Result<bool, StoreError> {
+    let mut used = 0;
+    for item in items {
+        if used >= budget {
+            return Ok(false);
+        }
+        let (key, payload) = item?;
+        used += key.len() + payload.len();
+        out.push(ExportEntry { table, key, payload });
+    }
+    Ok(true)
+}
+
+/// A byte-keyed table of sealed values, after `after`.
 fn read_sealed(
     t: &ReadOnlyTable<&'static [u8], &'static [u8]>,
     what: &str,
@@ -80,18 +99,13 @@ fn read_sealed(
     budget: usize,
     out: &mut Vec<ExportEntry>,
 ) -> Result<bool, StoreError> {
-    let mut used = 0;
-    for item in t.range::<&[u8]>((start(after), Bound::Unbounded)).map_err(storage)? {
-        if used >= budget {
-            return Ok(false);
-        }
+    let items = t.range::<&[u8]>((start(after), Bound::Unbounded)).map_err(storage)?.map(|item| {
         let (k, v) = item.map_err(storage)?;
         let key = k.value().to_vec();
         let payload = format::unseal(what, &key, v.value())?.to_vec();
-        used += key.len() + payload.len();
-        out.push(ExportEntry { table, key, payload });
-    }
-    Ok(true)
+        Ok((key, payload))
+    });
+    take_within(items, table, budget, out)
 }
 
 fn read_meta(
@@ -102,37 +116,27 @@ fn read_meta(
 ) -> Result<bool, StoreError> {
     let after = after.map(|a| String::from_utf8_lossy(a).into_owned());
     let lower = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-    let mut used = 0;
-    for item in t.range::<&str>((lower, Bound::Unbounded)).map_err(storage)? {
-        if used >= budget {
-            return Ok(false);
-        }
+    let items = t.range::<&str>((lower, Bound::Unbounded)).map_err(storage)?.map(|item| {
         let (k, v) = item.map_err(storage)?;
         let key = k.value().as_bytes().to_vec();
         let payload = format::unseal("metadata", &key, v.value())?.to_vec();
-        used += key.len() + payload.len();
-        out.push(ExportEntry { table: BackupTable::Meta, key, payload });
-    }
-    Ok(true)
+        Ok((key, payload))
+    });
+    take_within(items, BackupTable::Meta, budget, out)
 }
 
+/// Index entries: keys only.
 fn read_index(
     t: &ReadOnlyTable<&'static [u8], ()>,
     after: Option<&[u8]>,
     budget: usize,
     out: &mut Vec<ExportEntry>,
 ) -> Result<bool, StoreError> {
-    let mut used = 0;
-    for item in t.range::<&[u8]>((start(after), Bound::Unbounded)).map_err(storage)? {
-        if used >= budget {
-            return Ok(false);
-        }
-        let (k, _) = item.map_err(storage)?;
-        let key = k.value().to_vec();
-        used += key.len();
-        out.push(ExportEntry { table: BackupTable::DocIndex, key, payload: Vec::new() });
-    }
-    Ok(true)
+    let items = t
+        .range::<&[u8]>((start(after), Bound::Unbounded))
+        .map_err(storage)?
+        .map(|item| Ok((item.map_err(storage)?.0.value().to_vec(), Vec::new())));
+    take_within(items, BackupTable::DocIndex, budget, out)
 }
 
 /// A new store file being filled from a backup: [`EmbeddedRestore::add`] each
