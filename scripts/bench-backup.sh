@@ -8,7 +8,8 @@
 # Loads HANDLES handles (TEST/0 ..) into a fresh data directory, starts the
 # server, then per round runs for SECONDS: resolves over UDP (4 clients, keys
 # uniform over the loaded handles) and authenticated creates over TCP (4
-# clients) at the same time, once alone and once while backups run back to back.
+# clients) at the same time: alone, while backups run back to back at the
+# default rate limit, and while they run unlimited (--max-rate-mib 0).
 set -euo pipefail
 HANDLES=${1:-200000}
 SECONDS_PER_RUN=${2:-20}
@@ -35,8 +36,9 @@ SERVER=$!
 for _ in $(seq 50); do grep -q ready "$DIR/serve.out" 2>/dev/null && break; sleep 0.2; done
 echo "store: $(du -h "$DIR/data/handles.redb" | cut -f1), $HANDLES handles; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-run() { # label, with_backup
+run() { # label, with_backup, backup arguments
     local label=$1 with_backup=$2 pids=()
+    shift 2
     "$BIN" bench --host 127.0.0.1 --port $NATIVE --transport udp --key-prefix TEST --keys "$HANDLES" \
         --ops resolve -c 4 -d "$SECONDS_PER_RUN" --quiet --label "reads, $label" > "$DIR/reads.txt" 2>&1 &
     pids+=($!)
@@ -48,7 +50,7 @@ run() { # label, with_backup
         sleep 1 # the benches' warm-up
         while [ $((SECONDS - started)) -lt "$SECONDS_PER_RUN" ]; do
             /usr/bin/time -f "backup: %e s wall, %M KiB client RSS" "$BIN" backup "$DIR/backup.hbk" --force \
-                --http-port $HTTP --credentials "$DIR/admin.json" --insecure 2>> "$DIR/backups.txt"
+                --http-port $HTTP --credentials "$DIR/admin.json" --insecure "$@" 2>> "$DIR/backups.txt"
             backups=$((backups + 1))
         done
     fi
@@ -64,5 +66,6 @@ run() { # label, with_backup
 
 for r in $(seq "$ROUNDS"); do
     run "no backup (round $r)" 0
-    run "backups running (round $r)" 1
+    run "backups at 32 MiB/s (round $r)" 1
+    run "backups unlimited (round $r)" 1 --max-rate-mib 0
 done

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 /// Longest wait for one answer (a chunk is about 1 MiB).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Sync the file being written after this many bytes.
+const SYNC_EVERY: usize = 16 << 20;
 
 #[derive(Args)]
 pub struct BackupArgs {
@@ -54,6 +56,10 @@ pub struct BackupArgs {
     /// Replace DEST if it exists.
     #[arg(long)]
     force: bool,
+    /// Pull at most this many MiB per second: the server makes chunks only as they
+    /// are pulled, so this bounds the backup's share of its CPU and disk. 0: no limit.
+    #[arg(long, default_value_t = 32.0)]
+    max_rate_mib: f64,
 }
 
 impl BackupArgs {
@@ -128,7 +134,8 @@ pub async fn run(args: BackupArgs) -> anyhow::Result<ExitCode> {
     let id = answer["id"].as_str().context("the server's answer has no backup id")?.to_owned();
 
     let partial = partial_path(&args.dest);
-    let result = download(&mut client, &id, &partial).await;
+    let rate = (args.max_rate_mib > 0.0).then(|| args.max_rate_mib * (1 << 20) as f64);
+    let result = download(&mut client, &id, &partial, rate).await;
     let bytes = match result {
         Ok(Ok(bytes)) => bytes,
         Ok(Err(refused)) => {
@@ -166,18 +173,35 @@ pub async fn run(args: BackupArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Pull every chunk into `partial` (created new, mode 0600) and sync it:
-/// the bytes written, or the server's refusal.
-async fn download(client: &mut Client, id: &str, partial: &Path) -> anyhow::Result<Result<u64, HttpReply>> {
+/// Pull every chunk into `partial` (created new, mode 0600), at most `rate`
+/// bytes per second, and sync it: the bytes written, or the server's refusal.
+async fn download(
+    client: &mut Client,
+    id: &str,
+    partial: &Path,
+    rate: Option<f64>,
+) -> anyhow::Result<Result<u64, HttpReply>> {
     let mut file = open_private(partial)?;
-    let mut bytes = 0u64;
+    let (mut bytes, mut unsynced) = (0u64, 0usize);
+    let started = Instant::now();
     loop {
+        if let Some(rate) = rate {
+            let due = started + Duration::from_secs_f64(bytes as f64 / rate);
+            tokio::time::sleep_until(due.into()).await;
+        }
         let reply = client.send(Method::GET, &format!("/api/backup/{id}"), false).await?;
         if reply.status != 200 {
             return Ok(Err(reply));
         }
         file.write_all(&reply.body).with_context(|| format!("cannot write {}", partial.display()))?;
         bytes += reply.body.len() as u64;
+        // Written back as it goes, not all at once at the end (one huge sync
+        // would hold up the server's own log syncs on the same disk).
+        unsynced += reply.body.len();
+        if unsynced >= SYNC_EVERY {
+            file.sync_data().with_context(|| format!("cannot sync {}", partial.display()))?;
+            unsynced = 0;
+        }
         if is_last(&reply) {
             break;
         }
