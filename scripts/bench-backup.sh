@@ -3,13 +3,13 @@
 # running (BENCHMARKS.md, "Backup while serving"). Loopback only.
 #
 #   cargo build --release -p handled
-#   scripts/bench-backup.sh [HANDLES] [SECONDS] [ROUNDS]
+#   [RATES="8 32 0"] scripts/bench-backup.sh [HANDLES] [SECONDS] [ROUNDS]
 #
 # Loads HANDLES handles (TEST/0 ..) into a fresh data directory, starts the
 # server, then per round runs for SECONDS: resolves over UDP (4 clients, keys
 # uniform over the loaded handles) and authenticated creates over TCP (4
-# clients) at the same time: alone, while backups run back to back at the
-# default rate limit, and while they run unlimited (--max-rate-mib 0).
+# clients) at the same time: alone, then while backups run back to back at each
+# of RATES (--max-rate-mib; 8 is the default, 0 unlimited).
 set -euo pipefail
 HANDLES=${1:-200000}
 SECONDS_PER_RUN=${2:-20}
@@ -66,6 +66,7 @@ run() { # label, with_backup, backup arguments
 
 for r in $(seq "$ROUNDS"); do
     run "no backup (round $r)" 0
-    run "backups at 32 MiB/s (round $r)" 1
-    run "backups unlimited (round $r)" 1 --max-rate-mib 0
+    for rate in ${RATES:-8 32 0}; do
+        run "backups at --max-rate-mib $rate (round $r)" 1 --max-rate-mib "$rate"
+    done
 done

@@ -58,7 +58,7 @@ pub struct BackupArgs {
     force: bool,
     /// Pull at most this many MiB per second: the server makes chunks only as they
     /// are pulled, so this bounds the backup's share of its CPU and disk. 0: no limit.
-    #[arg(long, default_value_t = 32.0)]
+    #[arg(long, default_value_t = 8.0)]
     max_rate_mib: f64,
 }
 
@@ -134,7 +134,7 @@ pub async fn run(args: BackupArgs) -> anyhow::Result<ExitCode> {
     let id = answer["id"].as_str().context("the server's answer has no backup id")?.to_owned();
 
     let partial = partial_path(&args.dest);
-    let rate = (args.max_rate_mib > 0.0).then(|| args.max_rate_mib * (1 << 20) as f64);
+    let rate = (args.max_rate_mib > 0.0).then_some(args.max_rate_mib * (1 << 20) as f64);
     let result = download(&mut client, &id, &partial, rate).await;
     let bytes = match result {
         Ok(Ok(bytes)) => bytes,
