@@ -9,8 +9,8 @@
 
 use async_trait::async_trait;
 use handled_store::{
-    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, Store, StoreError,
-    StoreStats, SwapOutcome,
+    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, ReplicatedChange,
+    ReplicatedWrite, Store, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
 };
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -197,6 +197,55 @@ impl Store for CachingStore {
         self.inner.export()
     }
 
+    // The transaction log is not cached: pass through. Replicated changes drop
+    // what they change, like the writes they stand for.
+    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
+        self.inner.txn_log_read(after, limit).await
+    }
+
+    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
+        self.inner.txn_log_bounds().await
+    }
+
+    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError> {
+        self.inner.txn_log_prune(before_ms).await
+    }
+
+    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.txn_log_subscribe()
+    }
+
+    async fn apply_replicated_with_docs(
+        &self,
+        changes: Vec<ReplicatedChange>,
+        progress: Vec<(String, Option<Vec<u8>>)>,
+        docs: Vec<DocWrite>,
+    ) -> Result<(), StoreError> {
+        let mut keys = Vec::new();
+        let mut homing = false;
+        for c in &changes {
+            match c.write() {
+                ReplicatedWrite::Handle(k, _) => keys.push(k),
+                ReplicatedWrite::Meta(..) => homing = true,
+            }
+        }
+        let outcome = self.inner.apply_replicated_with_docs(changes, progress, docs).await;
+        if homing {
+            self.invalidate_all();
+        } else {
+            self.invalidate(keys.iter().map(Vec::as_slice));
+        }
+        outcome
+    }
+
+    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
+        self.inner.txn_log_reset(id).await
+    }
+
+    async fn checkpoint(&self) -> Result<(), StoreError> {
+        self.inner.checkpoint().await
+    }
+
     // Documents (domain registry, reverse lookups) are not cached: pass through.
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
         self.inner.doc_get(collection, id).await
@@ -269,6 +318,27 @@ mod tests {
         store.get(b"A/1").await.unwrap();
         store.get(b"A/1").await.unwrap();
         assert_eq!(store.cache_stats().hits, 1);
+    }
+
+    /// A mirror's replicated changes drop what they change, like local writes;
+    /// a homing among them drops everything.
+    #[tokio::test]
+    async fn replicated_changes_invalidate() {
+        use handled_store::{ReplicatedChange, TxnAction, TxnEntry};
+        let change = |id: u64, action: TxnAction, key: &[u8], r: Option<HandleRecord>| ReplicatedChange {
+            entry: TxnEntry { id, date_ms: 1, action, handle: key.to_vec() },
+            record: r,
+        };
+        let store = CachingStore::new(Arc::new(MemoryStore::new()), 1 << 20);
+        store.swap(b"A/1", Expect::Absent, Some(record(1))).await.unwrap();
+        store.swap(b"A/2", Expect::Absent, Some(record(1))).await.unwrap();
+        assert_eq!(version(&store.get(b"A/1").await.unwrap()), 1);
+        assert_eq!(version(&store.get(b"A/2").await.unwrap()), 1);
+        store.apply_replicated(vec![change(10, TxnAction::Update, b"A/1", Some(record(2)))], vec![]).await.unwrap();
+        assert_eq!(version(&store.get(b"A/1").await.unwrap()), 2);
+        assert_eq!(store.cache_stats().entries, 2, "A/2 stays cached");
+        store.apply_replicated(vec![change(11, TxnAction::HomeNa, b"0.NA/B", None)], vec![]).await.unwrap();
+        assert_eq!(store.cache_stats().entries, 0);
     }
 
     #[tokio::test]

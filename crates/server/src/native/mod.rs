@@ -104,7 +104,7 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport,
         }
     };
     let ctx = RequestContext { envelope, header: Some(view.header), header_and_body: view.header_and_body };
-    let request = match RequestBody::decode(view.header.op_code, view.body) {
+    let request = match RequestBody::decode_at(envelope.version, view.header.op_code, view.body) {
         Ok(r) => r,
         Err(e) => {
             return vec![error_response(

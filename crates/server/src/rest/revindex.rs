@@ -11,8 +11,8 @@
 use async_trait::async_trait;
 use handled_proto::value::{is_secret_type, HandleValue};
 use handled_store::{
-    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexEntry, IndexHit, IndexMatch, Store,
-    StoreError, StoreStats, SwapOutcome,
+    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexEntry, IndexHit, IndexMatch,
+    ReplicatedChange, ReplicatedWrite, Store, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -132,6 +132,45 @@ impl Store for IndexedStore {
         self.inner.export()
     }
 
+    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
+        self.inner.txn_log_read(after, limit).await
+    }
+
+    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
+        self.inner.txn_log_bounds().await
+    }
+
+    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError> {
+        self.inner.txn_log_prune(before_ms).await
+    }
+
+    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.txn_log_subscribe()
+    }
+
+    /// Replicated handles are indexed like local writes, in the same commit.
+    async fn apply_replicated_with_docs(
+        &self,
+        changes: Vec<ReplicatedChange>,
+        progress: Vec<(String, Option<Vec<u8>>)>,
+        mut docs: Vec<DocWrite>,
+    ) -> Result<(), StoreError> {
+        for c in &changes {
+            if let ReplicatedWrite::Handle(key, record) = c.write() {
+                docs.push(index_doc(&key, record.as_ref()));
+            }
+        }
+        self.inner.apply_replicated_with_docs(changes, progress, docs).await
+    }
+
+    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
+        self.inner.txn_log_reset(id).await
+    }
+
+    async fn checkpoint(&self) -> Result<(), StoreError> {
+        self.inner.checkpoint().await
+    }
+
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
         self.inner.doc_get(collection, id).await
     }
@@ -185,6 +224,23 @@ mod tests {
             .into_iter()
             .map(|h| h.id)
             .collect()
+    }
+
+    /// Handles a mirror pulls are indexed (and unindexed) like local writes.
+    #[tokio::test]
+    async fn replicated_changes_keep_the_index() {
+        use handled_store::{ReplicatedChange, TxnAction, TxnEntry};
+        let change = |id: u64, action: TxnAction, r: Option<HandleRecord>| ReplicatedChange {
+            entry: TxnEntry { id, date_ms: 1, action, handle: b"T/1".to_vec() },
+            record: r,
+        };
+        let s = IndexedStore::wrap(Arc::new(MemoryStore::new()));
+        let r = record(vec![HandleValue::new(1, "URL", "https://a.example")]);
+        s.apply_replicated(vec![change(5, TxnAction::Create, Some(r))], vec![]).await.unwrap();
+        assert_eq!(hits(&*s, "URL", b"https://a.example").await, vec![b"T/1".to_vec()]);
+        s.apply_replicated(vec![change(6, TxnAction::Delete, None)], vec![]).await.unwrap();
+        assert!(hits(&*s, "URL", b"https://a.example").await.is_empty());
+        assert_eq!(s.txn_log_bounds().await.unwrap().last, 6);
     }
 
     #[tokio::test]
