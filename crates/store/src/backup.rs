@@ -32,11 +32,21 @@ pub enum BackupTable {
     Meta = 1,
     Docs = 2,
     DocIndex = 3,
+    /// The transaction log (replication): entries and counters, so that ids
+    /// go on from where the backup left them.
+    TxnLog = 4,
+    TxnState = 5,
 }
 
 impl BackupTable {
-    pub const ALL: [BackupTable; 4] =
-        [BackupTable::Handles, BackupTable::Meta, BackupTable::Docs, BackupTable::DocIndex];
+    pub const ALL: [BackupTable; 6] = [
+        BackupTable::Handles,
+        BackupTable::Meta,
+        BackupTable::Docs,
+        BackupTable::DocIndex,
+        BackupTable::TxnLog,
+        BackupTable::TxnState,
+    ];
 
     fn from_byte(b: u8) -> Option<BackupTable> {
         Self::ALL.into_iter().find(|t| *t as u8 == b)

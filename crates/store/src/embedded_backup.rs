@@ -11,7 +11,7 @@ use std::path::Path;
 
 use redb::{Database, Durability, ReadOnlyTable};
 
-use super::{ensure_tables, format, map_redb, Snapshot, DOCS, DOC_INDEX, HANDLES, META};
+use super::{ensure_tables, format, map_redb, Snapshot, DOCS, DOC_INDEX, HANDLES, META, TXN_LOG, TXN_STATE};
 use crate::backup::{BackupTable, ExportEntry, StoreExport};
 use crate::StoreError;
 
@@ -46,8 +46,14 @@ impl StoreExport for EmbeddedExport {
             let finished = match table {
                 BackupTable::Handles => read_sealed(&self.snap.handles, "handle", table, after, budget, &mut out)?,
                 BackupTable::Docs => read_sealed(&self.snap.docs, "document", table, after, budget, &mut out)?,
-                BackupTable::Meta => read_meta(&self.snap.meta, after, budget, &mut out)?,
+                BackupTable::Meta => read_str_keyed(&self.snap.meta, "metadata", table, after, budget, &mut out)?,
                 BackupTable::DocIndex => read_index(&self.snap.doc_index, after, budget, &mut out)?,
+                BackupTable::TxnLog => {
+                    read_sealed(&self.snap.txn_log, "transaction log entry", table, after, budget, &mut out)?
+                }
+                BackupTable::TxnState => {
+                    read_str_keyed(&self.snap.txn_state, "transaction log state", table, after, budget, &mut out)?
+                }
             };
             used += out[before..].iter().map(|e| e.key.len() + e.payload.len()).sum::<usize>();
             if let Some(last) = out[before..].last() {
@@ -108,8 +114,11 @@ fn read_sealed(
     take_within(items, table, budget, out)
 }
 
-fn read_meta(
+/// A string-keyed table of sealed values (metadata, log counters), after `after`.
+fn read_str_keyed(
     t: &ReadOnlyTable<&'static str, &'static [u8]>,
+    what: &str,
+    table: BackupTable,
     after: Option<&[u8]>,
     budget: usize,
     out: &mut Vec<ExportEntry>,
@@ -119,10 +128,10 @@ fn read_meta(
     let items = t.range::<&str>((lower, Bound::Unbounded)).map_err(storage)?.map(|item| {
         let (k, v) = item.map_err(storage)?;
         let key = k.value().as_bytes().to_vec();
-        let payload = format::unseal("metadata", &key, v.value())?.to_vec();
+        let payload = format::unseal(what, &key, v.value())?.to_vec();
         Ok((key, payload))
     });
-    take_within(items, BackupTable::Meta, budget, out)
+    take_within(items, table, budget, out)
 }
 
 /// Index entries: keys only.
@@ -187,16 +196,19 @@ impl EmbeddedRestore {
             let t = |e: redb::TableError| map_redb(e.into());
             let (mut handles, mut meta) = (txn.open_table(HANDLES).map_err(t)?, txn.open_table(META).map_err(t)?);
             let (mut docs, mut index) = (txn.open_table(DOCS).map_err(t)?, txn.open_table(DOC_INDEX).map_err(t)?);
+            let (mut log, mut log_state) = (txn.open_table(TXN_LOG).map_err(t)?, txn.open_table(TXN_STATE).map_err(t)?);
             for e in self.pending.drain(..) {
                 let sealed = format::seal(&e.key, &e.payload);
                 match e.table {
                     BackupTable::Handles => drop(handles.insert(e.key.as_slice(), sealed.as_slice()).map_err(storage)?),
                     BackupTable::Docs => drop(docs.insert(e.key.as_slice(), sealed.as_slice()).map_err(storage)?),
                     BackupTable::DocIndex => drop(index.insert(e.key.as_slice(), ()).map_err(storage)?),
-                    BackupTable::Meta => {
+                    BackupTable::TxnLog => drop(log.insert(e.key.as_slice(), sealed.as_slice()).map_err(storage)?),
+                    BackupTable::Meta | BackupTable::TxnState => {
                         let key = std::str::from_utf8(&e.key)
                             .map_err(|_| StoreError::Corrupt("backup: a metadata key is not UTF-8".into()))?;
-                        drop(meta.insert(key, sealed.as_slice()).map_err(storage)?)
+                        let table = if e.table == BackupTable::Meta { &mut meta } else { &mut log_state };
+                        drop(table.insert(key, sealed.as_slice()).map_err(storage)?)
                     }
                 }
                 self.entries += 1;
@@ -235,6 +247,8 @@ mod tests {
         let doc = Document::new(b"body".to_vec(), vec![IndexEntry::new("by-url", b"u1".to_vec())]);
         store.doc_swap("c", b"d1", DocExpect::Absent, Some(doc.clone())).await.unwrap();
 
+        let log = store.txn_log_bounds().await.unwrap();
+        assert!(log.last >= 300, "{log:?}");
         let mut export = store.export().unwrap();
         // Written after the export began: not in it.
         store.swap(b"T/late", Expect::Absent, Some(record("late"))).await.unwrap();
@@ -263,5 +277,11 @@ mod tests {
         assert_eq!(restored.doc_get("c", b"d1").await.unwrap(), Some(doc));
         let hits = restored.doc_lookup("c", "by-url", IndexMatch::Exact(b"u1"), None, 10).await.unwrap();
         assert_eq!(hits.len(), 1);
+        // The transaction log came along: the same entries, and ids go on from there.
+        assert_eq!(restored.txn_log_bounds().await.unwrap(), log);
+        assert_eq!(
+            restored.txn_log_read(0, 1000).await.unwrap(),
+            store.txn_log_read(0, log.last as usize).await.unwrap()
+        );
     }
 }
