@@ -74,7 +74,7 @@ pub struct ServerState {
     pub admission: Admission,
     pub metrics: Metrics,
     /// The replication source's stream slots and waiting pulls.
-    pub replication: crate::replication::source::Source,
+    pub replication: crate::replication::source::slots::Source,
     /// The cache in front of `store` (which already goes through it), for its figures.
     pub cache: Option<Arc<CachingStore>>,
     /// Set once every listener serves (`/readyz`).
@@ -146,7 +146,7 @@ impl ServerState {
         ServerState {
             admission,
             metrics: Metrics::default(),
-            replication: crate::replication::source::Source::new(&config),
+            replication: crate::replication::source::slots::Source::new(&config),
             cache,
             ready: Default::default(),
             mirror: Default::default(),

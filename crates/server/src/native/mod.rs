@@ -322,7 +322,8 @@ async fn run_op(
 ) -> Result<Answer, OpError> {
     if let Some(op) = source::SourceOp::of(request) {
         let Origin { transport, peer } = origin;
-        let answered = source::answer(state, op, caller, transport, peer, ctx.response_version()).await?;
+        let answered =
+            source::answer(state, op, caller, transport == Transport::Tcp, peer, ctx.response_version()).await?;
         let unit = encode_reply(state, ctx, ResponseCode::SUCCESS, &answered.body, false, reply);
         return Ok(Answer { units: vec![unit], stream: answered.stream });
     }

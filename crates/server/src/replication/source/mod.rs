@@ -15,10 +15,10 @@ mod dump;
 mod layout;
 pub mod prune;
 mod sink;
+pub mod slots;
 mod txn;
 
 use crate::auth::Caller;
-use crate::native::Transport;
 use crate::ops::OpError;
 use crate::state::ServerState;
 use admins::AdminList;
@@ -28,75 +28,14 @@ use handled_proto::replication::{DumpHandlesRequest, RetrieveTxnRequest};
 use handled_proto::request::RequestBody;
 use handled_proto::response::ResponseBody;
 use sink::Sink;
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex, OnceLock};
+use slots::WaitSlot;
+use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_rustls::TlsAcceptor;
+use tokio::sync::OwnedSemaphorePermit;
 
 /// Longest a log pull waits for a newer transaction (our long-poll extension).
 pub const MAX_WAIT: Duration = Duration::from_secs(30);
-
-/// The source's own state: stream slots, waiting pulls per peer, the TLS
-/// acceptor with the site key's certificate (made on first use).
-pub struct Source {
-    streams: Arc<Semaphore>,
-    waits: Arc<Mutex<HashMap<IpAddr, usize>>>,
-    acceptor: OnceLock<Option<TlsAcceptor>>,
-}
-
-impl Source {
-    pub fn new(config: &crate::config::Config) -> Self {
-        Source {
-            streams: Arc::new(Semaphore::new(config.replication_max_streams.max(1))),
-            waits: Arc::default(),
-            acceptor: OnceLock::new(),
-        }
-    }
-
-    fn acceptor(&self, state: &ServerState) -> Option<&TlsAcceptor> {
-        self.acceptor
-            .get_or_init(|| match crate::transport::tls::site_key_acceptor(&state.config, &state.key) {
-                Ok(a) => Some(a),
-                Err(e) => {
-                    tracing::error!("replication streams over TLS unavailable: {e}");
-                    None
-                }
-            })
-            .as_ref()
-    }
-
-    /// A waiting slot for `peer`, if it holds fewer than `per_peer`.
-    fn wait_slot(&self, peer: IpAddr, per_peer: usize) -> Option<WaitSlot> {
-        let mut waits = self.waits.lock().unwrap_or_else(|e| e.into_inner());
-        let n = waits.entry(peer).or_insert(0);
-        if *n >= per_peer {
-            return None;
-        }
-        *n += 1;
-        Some(WaitSlot { waits: self.waits.clone(), peer })
-    }
-}
-
-/// One long-polling pull of a peer; the count goes down when it is dropped.
-struct WaitSlot {
-    waits: Arc<Mutex<HashMap<IpAddr, usize>>>,
-    peer: IpAddr,
-}
-
-impl Drop for WaitSlot {
-    fn drop(&mut self) {
-        let mut waits = self.waits.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = waits.get_mut(&self.peer) {
-            *n -= 1;
-            if *n == 0 {
-                waits.remove(&self.peer);
-            }
-        }
-    }
-}
 
 /// The source's operations, as decoded.
 pub enum SourceOp<'r> {
@@ -124,12 +63,13 @@ pub struct Answered {
     pub stream: Option<Stream>,
 }
 
-/// Answer one of the source's operations for `caller`.
+/// Answer one of the source's operations for `caller`; the pulls only when the
+/// request came over native TCP (`over_native_tcp`), which can carry the stream.
 pub async fn answer(
     state: &ServerState,
     op: SourceOp<'_>,
     caller: &Caller,
-    transport: Transport,
+    over_native_tcp: bool,
     peer: SocketAddr,
     version: Version,
 ) -> Result<Answered, OpError> {
@@ -148,7 +88,7 @@ pub async fn answer(
         // The log position a dump names is taken first (see `dump`).
         SourceOp::DumpHandles(r) => Work::Dump(r.clone(), (0, 0)),
     };
-    if transport != Transport::Tcp {
+    if !over_native_tcp {
         return Err(OpError::new(
             ResponseCode::OPERATION_NOT_SUPPORTED,
             "Transaction log pulls and dumps are streamed over native TCP only",
@@ -238,7 +178,7 @@ impl Stream {
         let secured = if self.tls { "TLS" } else { "signed" };
         tracing::debug!("replication: {kind} by {}, {secured} stream", self.peer);
         let mut sink = if self.tls {
-            let Some(acceptor) = state.replication.acceptor(state) else {
+            let Some(acceptor) = state.replication.acceptor(&state.config, &state.key) else {
                 return Err(std::io::Error::other("no TLS certificate for the site key"));
             };
             Sink::tls(tcp, acceptor, write_timeout).await?
