@@ -8,6 +8,8 @@
 #   sudo tests/replication/handled-to-hn.sh path/to/handled
 #
 # handled side (its keys, docs/replication.md): replication_admins lists the mirror's identity.
+# REPL_ALL_QUEUES=1: the mirror pulls with replication_pull_other_transactions (the >= 2.9
+# "all queues" request, answered in format 2 with handled's one queue).
 . "$(dirname "$0")/lib.sh"
 require_handle_net
 handled_bin "${1:-}"
@@ -30,6 +32,7 @@ log "seed handled (and the mirror's replication identity TEST/REPL-MIRROR)"
 
 log "mirror: txnsrcsv.json = handled's site record; hdl-dumpfromprimary; start"
 hn_make_mirror mirror "$WORK/handled-site.json" "$INTERVAL"
+if [ "${REPL_ALL_QUEUES:-0}" = 1 ]; then hn_config mirror replication_pull_other_transactions '"yes"'; fi
 hn_dump_from_primary mirror
 hn_start mirror
 
