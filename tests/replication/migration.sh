@@ -50,6 +50,7 @@ handled_stop handled
 in_ns "$HANDLED" promote --data-dir "$WORK/handled/data" || die "handled promote"
 cat > "$WORK/m-primary.toml" <<TOML
 replication_admins = ["300:MIG/REPL-MIRROR"]
+server_admins = ["300:MIG/ADMIN"]
 TOML
 handled_start handled "$HANDLED" 2651 8051 "$WORK/m-primary.toml" --prefix MIG --admin-credentials "$WORK/m-admin.json"
 hn_stop mirror
