@@ -8,6 +8,8 @@
 #   sudo tests/replication/handled-to-hn.sh path/to/handled
 #
 # handled side (its keys, docs/replication.md): replication_admins lists the mirror's identity.
+# REPL_ALL_QUEUES=1: the mirror pulls with replication_pull_other_transactions (the >= 2.9
+# "all queues" request, answered in format 2 with handled's one queue).
 . "$(dirname "$0")/lib.sh"
 require_handle_net
 handled_bin "${1:-}"
@@ -18,6 +20,7 @@ INTERVAL=${REPL_INTERVAL_MS:-2000}
 log "handled primary (2651) and Handle.Net mirror (2642) in netns $HS_NETNS, work dir $WORK"
 cat > "$WORK/primary.toml" <<TOML
 replication_admins = ["300:TEST/REPL-MIRROR"]
+server_admins = ["300:TEST/ADMIN"]   # the seed homes and unhomes prefixes
 TOML
 handled_start primary "$HANDLED" 2651 8051 "$WORK/primary.toml" --prefix TEST --admin-credentials "$WORK/admin-TEST.json"
 ADMIN="handled:$WORK/admin-TEST.json"
@@ -29,6 +32,7 @@ log "seed handled (and the mirror's replication identity TEST/REPL-MIRROR)"
 
 log "mirror: txnsrcsv.json = handled's site record; hdl-dumpfromprimary; start"
 hn_make_mirror mirror "$WORK/handled-site.json" "$INTERVAL"
+if [ "${REPL_ALL_QUEUES:-0}" = 1 ]; then hn_config mirror replication_pull_other_transactions '"yes"'; fi
 hn_dump_from_primary mirror
 hn_start mirror
 
@@ -41,6 +45,6 @@ hn_mirror_healthy mirror
 
 log "compare every record"
 snapshot handled 127.0.0.1:2651 "$ADMIN"
-snapshot mirror 127.0.0.1:2642 "$ADMIN"
+snapshot mirror 127.0.0.1:2642 "$ADMIN" handled
 compare_snapshots handled mirror
 echo "PASS: (a) handled -> Handle.Net"

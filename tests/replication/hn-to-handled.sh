@@ -41,6 +41,6 @@ echo "sentinel on handled after $(cat "$WORK/lag.txt") ms"
 
 log "compare every record"
 snapshot primary 127.0.0.1:2641 "$ADMIN"
-snapshot handled 127.0.0.1:2651 "$ADMIN"
+snapshot handled 127.0.0.1:2651 "$ADMIN" primary
 compare_snapshots primary handled
 echo "PASS: (b) Handle.Net -> handled"

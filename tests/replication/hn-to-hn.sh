@@ -39,6 +39,6 @@ hn_mirror_healthy mirror
 
 log "compare every record"
 snapshot primary 127.0.0.1:2641 "$ADMIN"
-snapshot mirror 127.0.0.1:2642 "$ADMIN"
+snapshot mirror 127.0.0.1:2642 "$ADMIN" primary
 compare_snapshots primary mirror
 echo "PASS: Handle.Net -> Handle.Net"

@@ -400,7 +400,7 @@ fn signed_blocks_cover_exactly_what_java_signed() {
         // Every item but the dump's final -1 was a signed block.
         let dump_done = usize::from(text(&s["kind"]) == "dump");
         assert_eq!(n - dump_done, s["signed_blocks"].as_array().unwrap().len(), "{}", s["name"]);
-        assert_eq!(DumpStreamItem::Done.is_signed(), false);
+        assert!(!DumpStreamItem::Done.is_signed());
     }
 }
 

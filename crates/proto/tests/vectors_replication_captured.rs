@@ -55,7 +55,6 @@ fn values_line(values: Option<&[HandleValue]>) -> String {
 struct SiteKeyVerifier {
     key: dsa::VerifyingKey,
     block: Vec<u8>,
-    verified: usize,
 }
 
 impl SiteKeyVerifier {
@@ -69,7 +68,7 @@ impl SiteKeyVerifier {
         };
         let components = dsa::Components::from_components(big("p"), big("q"), big("g")).unwrap();
         let key = dsa::VerifyingKey::from_components(components, big("y")).unwrap();
-        SiteKeyVerifier { key, block: Vec::new(), verified: 0 }
+        SiteKeyVerifier { key, block: Vec::new() }
     }
 }
 
@@ -81,7 +80,6 @@ impl BlockVerifier for SiteKeyVerifier {
         let ok = dsa::Signature::try_from(signature)
             .is_ok_and(|sig| self.key.verify_digest(Sha1::new_with_prefix(&self.block), &sig).is_ok());
         self.block.clear();
-        self.verified += usize::from(ok);
         ok
     }
 }
@@ -172,17 +170,35 @@ fn dump_lines<V: BlockVerifier>(mut d: DumpStreamDecoder<V>, blocks: &[u8]) -> V
 }
 
 /// `decoded.txt` without the response summary (first line) and, for TLS
-/// captures, the stream type and TLS session lines (checked by the caller).
+/// captures, the stream type and TLS session lines (checked in `exchange`).
 fn expected(name: &str) -> Vec<String> {
     let all = lines(&format!("{name}.decoded.txt"));
     all.into_iter().skip(1).filter(|l| !l.starts_with("stream type ") && !l.starts_with("tls ")).collect()
 }
 
-/// The TLS capture's header lines: the marker, and the plaintext's length.
-fn check_tls_lines(name: &str, plaintext_len: usize) {
-    let all = lines(&format!("{name}.decoded.txt"));
-    assert_eq!(all[1], "stream type 0x544C5300", "{name}");
-    assert!(all[2].ends_with(&format!("plaintext {plaintext_len} bytes")), "{name}: {}", all[2]);
+/// One streamed exchange: the request (checked at `version`), the response
+/// (must be `response`), and the stream's blocks with their framing: the PK-signed
+/// stream after its preamble, or, after the TLS marker, the kept TLS plaintext.
+fn exchange(name: &str, version: Version, response: ResponseBody) -> (RequestBody, Framing<SiteKeyVerifier>, Vec<u8>) {
+    let (v, req) = request(name);
+    assert_eq!(v, version, "{name}");
+    let (resp, stream) = response_and_stream(name);
+    assert_eq!(resp, response, "{name}");
+    let (preamble, at) = Preamble::decode(&stream).unwrap().unwrap();
+    match preamble {
+        Preamble::Signed { hash_alg_id } => {
+            assert_eq!(hash_alg_id, Preamble::JAVA_HASH_ALG_ID, "{name}");
+            (req, Framing::Signed(SiteKeyVerifier::from_siteinfo()), stream[at..].to_vec())
+        }
+        Preamble::Tls => {
+            let plain = read(&format!("{name}.tls-plaintext.bin"));
+            let java = lines(&format!("{name}.decoded.txt"));
+            assert_eq!(java[1], "stream type 0x544C5300", "{name}");
+            assert!(java[2].ends_with(&format!("plaintext {} bytes", plain.len())), "{name}: {}", java[2]);
+            (req, Framing::Plain, plain)
+        }
+        Preamble::Unsigned => panic!("{name}: the real server never sends an unsigned stream"),
+    }
 }
 
 #[test]
@@ -194,47 +210,36 @@ fn get_next_txn_id() {
     let (env, msg, _) = split_unit(&s2c).unwrap();
     let view = parse_message(msg).unwrap();
     let (_, body) = decode_response_body(&view.header, env.version, view.body).unwrap();
-    let java = &lines("get-next-txn-id.decoded.txt")[0];
-    assert_eq!(
-        format!(
-            "nextTxnId={}",
-            match body {
-                ResponseBody::NextTxnId(n) => n,
-                other => panic!("{other:?}"),
-            }
-        ),
-        java.rsplit(' ').next().unwrap()
-    );
+    let java = lines("get-next-txn-id.decoded.txt")[0].rsplit(' ').next().unwrap().to_string();
+    assert_eq!(java, "nextTxnId=20");
+    assert_eq!(body, ResponseBody::NextTxnId(20));
 }
 
 #[test]
-fn retrieve_txn_log_2_7_signed_stream() {
-    let (version, req) = request("v27-retrieve-txn-log");
-    assert_eq!(version, Version::V2_7);
-    let RequestBody::RetrieveTxnLog(r) = req else { panic!("{req:?}") };
-    assert!(!r.flagged, "a 2.7 request has no flag byte");
-    assert_eq!(r.query, TxnQuery::Since { last_txn_id: 0, last_query_date_ms: 0 });
-    let (resp, stream) = response_and_stream("v27-retrieve-txn-log");
-    assert_eq!(resp, ResponseBody::RetrieveTxnLog { keep_alive: false });
-    let (preamble, at) = Preamble::decode(&stream).unwrap().unwrap();
-    assert_eq!(preamble, Preamble::Signed { hash_alg_id: b"SHA1".to_vec() });
-    let d = TxnStreamDecoder::new(Framing::Signed(SiteKeyVerifier::from_siteinfo()), DEFAULT_MAX_ITEM_LEN);
-    assert_eq!(txn_lines(d, &stream[at..]), expected("v27-retrieve-txn-log"));
+fn retrieve_txn_log_streams() {
+    let ok = || ResponseBody::RetrieveTxnLog { keep_alive: false };
+    for (name, version) in [("v27-retrieve-txn-log", Version::V2_7), ("tls-retrieve-txn-log", Version::V2_10)] {
+        let (req, framing, blocks) = exchange(name, version, ok());
+        let RequestBody::RetrieveTxnLog(r) = req else { panic!("{req:?}") };
+        assert_eq!(r.flagged, version >= Version::V2_9, "{name}: the flag byte comes with 2.9");
+        assert_eq!(r.query, TxnQuery::Since { last_txn_id: 0, last_query_date_ms: 0 }, "{name}");
+        let d = TxnStreamDecoder::new(framing, DEFAULT_MAX_ITEM_LEN);
+        assert_eq!(txn_lines(d, &blocks), expected(name), "{name}");
+    }
 }
 
 #[test]
-fn dump_handles_2_7_signed_stream() {
-    let (version, req) = request("v27-dump-handles");
-    assert_eq!(version, Version::V2_7);
-    assert!(matches!(req, RequestBody::DumpHandles(ref d) if d.resume.is_none()), "{req:?}");
-    let (resp, stream) = response_and_stream("v27-dump-handles");
-    assert_eq!(resp, ResponseBody::DumpHandles);
-    let (preamble, at) = Preamble::decode(&stream).unwrap().unwrap();
-    assert_eq!(preamble, Preamble::Signed { hash_alg_id: b"SHA1".to_vec() });
-    let d = DumpStreamDecoder::new(Framing::Signed(SiteKeyVerifier::from_siteinfo()), DEFAULT_MAX_ITEM_LEN);
-    assert_eq!(dump_lines(d, &stream[at..]), expected("v27-dump-handles"));
+fn dump_handles_streams() {
+    for (name, version) in [("v27-dump-handles", Version::V2_7), ("tls-dump-handles", Version::V2_10)] {
+        let (req, framing, blocks) = exchange(name, version, ResponseBody::DumpHandles);
+        assert!(matches!(req, RequestBody::DumpHandles(ref d) if d.resume.is_none()), "{req:?}");
+        let d = DumpStreamDecoder::new(framing, DEFAULT_MAX_ITEM_LEN);
+        assert_eq!(dump_lines(d, &blocks), expected(name), "{name}");
+    }
 }
 
+/// The PK-signed captures' signatures did verify above (a verifier that
+/// refuses makes `next_item` fail); here one changed byte must fail it.
 #[test]
 fn signatures_are_checked_for_real() {
     let (_, stream) = response_and_stream("v27-retrieve-txn-log");
@@ -247,35 +252,6 @@ fn signatures_are_checked_for_real() {
     d.feed(&bad);
     assert!(matches!(d.next_item(), Ok(Some(TxnStreamItem::Header { .. }))));
     assert_eq!(d.next_item(), Err(StreamError::BadSignature));
-}
-
-#[test]
-fn retrieve_txn_log_2_10_tls_stream() {
-    let (version, req) = request("tls-retrieve-txn-log");
-    assert_eq!(version, Version::V2_10);
-    let RequestBody::RetrieveTxnLog(r) = req else { panic!("{req:?}") };
-    assert!(r.flagged, "a 2.10 request has the flag byte");
-    let (resp, stream) = response_and_stream("tls-retrieve-txn-log");
-    assert_eq!(resp, ResponseBody::RetrieveTxnLog { keep_alive: false });
-    assert_eq!(Preamble::decode(&stream).unwrap(), Some((Preamble::Tls, 4)));
-    let plain = read("tls-retrieve-txn-log.tls-plaintext.bin");
-    check_tls_lines("tls-retrieve-txn-log", plain.len());
-    let d = TxnStreamDecoder::new(Framing::plain(), DEFAULT_MAX_ITEM_LEN);
-    assert_eq!(txn_lines(d, &plain), expected("tls-retrieve-txn-log"));
-}
-
-#[test]
-fn dump_handles_2_10_tls_stream() {
-    let (version, req) = request("tls-dump-handles");
-    assert_eq!(version, Version::V2_10);
-    assert!(matches!(req, RequestBody::DumpHandles(_)));
-    let (resp, stream) = response_and_stream("tls-dump-handles");
-    assert_eq!(resp, ResponseBody::DumpHandles);
-    assert_eq!(Preamble::decode(&stream).unwrap(), Some((Preamble::Tls, 4)));
-    let plain = read("tls-dump-handles.tls-plaintext.bin");
-    check_tls_lines("tls-dump-handles", plain.len());
-    let d = DumpStreamDecoder::new(Framing::plain(), DEFAULT_MAX_ITEM_LEN);
-    assert_eq!(dump_lines(d, &plain), expected("tls-dump-handles"));
 }
 
 #[test]

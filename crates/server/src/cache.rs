@@ -316,6 +316,27 @@ mod tests {
         assert_eq!(store.cache_stats().hits, 1);
     }
 
+    /// A mirror's replicated changes drop what they change, like local writes;
+    /// a homing among them drops everything.
+    #[tokio::test]
+    async fn replicated_changes_invalidate() {
+        use handled_store::{ReplicatedChange, TxnAction, TxnEntry};
+        let change = |id: u64, action: TxnAction, key: &[u8], r: Option<HandleRecord>| ReplicatedChange {
+            entry: TxnEntry { id, date_ms: 1, action, handle: key.to_vec() },
+            record: r,
+        };
+        let store = CachingStore::new(Arc::new(MemoryStore::new()), 1 << 20);
+        store.swap(b"A/1", Expect::Absent, Some(record(1))).await.unwrap();
+        store.swap(b"A/2", Expect::Absent, Some(record(1))).await.unwrap();
+        assert_eq!(version(&store.get(b"A/1").await.unwrap()), 1);
+        assert_eq!(version(&store.get(b"A/2").await.unwrap()), 1);
+        store.apply_replicated(vec![change(10, TxnAction::Update, b"A/1", Some(record(2)))], vec![]).await.unwrap();
+        assert_eq!(version(&store.get(b"A/1").await.unwrap()), 2);
+        assert_eq!(store.cache_stats().entries, 2, "A/2 stays cached");
+        store.apply_replicated(vec![change(11, TxnAction::HomeNa, b"0.NA/B", None)], vec![]).await.unwrap();
+        assert_eq!(store.cache_stats().entries, 0);
+    }
+
     #[tokio::test]
     async fn bounded_by_bytes() {
         let store = CachingStore::new(Arc::new(MemoryStore::new()), 64 * 1024);

@@ -573,6 +573,15 @@ mod tests {
     }
 
     #[test]
+    fn replication_admin_lists_are_checked_at_start() {
+        let c: Config = toml::from_str("replication_admins = [\"300:TEST/MIRROR\", \"200:TEST/GROUP\"]\n").unwrap();
+        assert!(c.validate().is_ok());
+        assert_eq!(parse_admin_list(&c.replication_admins).unwrap()[1], (b"TEST/GROUP".to_vec(), 200));
+        let c = Config { backup_admins: vec!["nohandle".into()], ..Config::default() };
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
     fn parses_toml_and_rejects_unknown_keys() {
         let c: Config = toml::from_str("port = 3000\nprefixes = [\"20.5000\"]\n").unwrap();
         assert_eq!(c.port, 3000);

@@ -126,6 +126,9 @@ impl Listeners {
         }
         tasks.spawn(transport::unify::serve_port(state.clone(), acceptor(self.http, "http", http_refusal)));
         tasks.spawn(state.clone().sweep_expired());
+        if state.config.txnlog_num_days_to_keep > 0 {
+            tasks.spawn(replication::source::prune::prune_daily(state.clone()));
+        }
         state.set_ready();
         Ok(RunningServer { addrs: self.addrs, tasks })
     }

@@ -182,7 +182,13 @@ async fn session_failures() {
                                                    // PO keeps the answers public, hence unencrypted, for `raw` to read.
     let flags = OpFlags::REC | OpFlags::CA | OpFlags::PO;
     let session = a.session().unwrap();
-    let opts = UnitOptions { version: session.version, session_id: session.id, session: Some(session), encrypt: false };
+    let opts = UnitOptions {
+        version: session.version,
+        session_id: session.id,
+        session: Some(session),
+        encrypt: false,
+        suggested: None,
+    };
     let (unit, _) = encode_unit_with(&resolution(), flags, 77, opts);
     let (tampered_unit, _) = encode_unit_with(&resolution(), flags, 78, opts);
     let (encrypted, _) = encode_unit_with(&resolution(), flags, 79, UnitOptions { encrypt: true, ..opts });
@@ -208,7 +214,13 @@ async fn expired_sessions_and_replayed_answers() {
     let mut a = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
     a.create(b"TEST/e1", &[url(1)]).await.unwrap();
     let session = a.session().unwrap();
-    let opts = UnitOptions { version: session.version, session_id: session.id, session: Some(session), encrypt: false };
+    let opts = UnitOptions {
+        version: session.version,
+        session_id: session.id,
+        session: Some(session),
+        encrypt: false,
+        suggested: None,
+    };
     let (unit, _) = encode_unit_with(&resolution(), OpFlags::REC | OpFlags::CA | OpFlags::PO, 90, opts);
     tokio::time::sleep(Duration::from_millis(2100)).await;
     assert_eq!(raw(&mut a, &unit, 90).await, ResponseCode::SESSION_TIMEOUT, "idle past the timeout");

@@ -204,8 +204,8 @@ async fn the_log_brings_each_change_with_the_values_current_at_send_time() {
     let ids: Vec<u64> = got.iter().map(|r| r.txn_id).collect();
     assert_eq!(ids, (start + 1..=start + 6).collect::<Vec<_>>(), "every change, in order, gap-free");
     let now = s.state.store.get(b"TEST/A").await.unwrap().unwrap().values;
-    let summary: Vec<(&[u8], TxnAction, Option<Vec<HandleValue>>)> =
-        got.iter().map(|r| (r.handle.as_slice(), r.action, r.values.clone())).collect();
+    type Summary<'a> = (&'a [u8], TxnAction, Option<Vec<HandleValue>>);
+    let summary: Vec<Summary> = got.iter().map(|r| (r.handle.as_slice(), r.action, r.values.clone())).collect();
     assert_eq!(
         summary,
         vec![
@@ -361,4 +361,26 @@ async fn pulls_over_udp_and_http_are_refused_clearly() {
     let mut udp = Connection::open(Protocol::Udp, s.addrs.udp, Duration::from_secs(10), false).await.unwrap();
     let r = udp.request(&body, OpFlags::REC).await.unwrap().remove(0);
     assert_eq!(r.code(), ResponseCode::PROTOCOL_ERROR, "{:?}", r.message());
+}
+
+#[tokio::test]
+async fn metrics_count_what_was_sent() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (s, _admin) = source(|_| {}).await;
+    let start = last_id(&s).await;
+    let sent = records(&mirror(&s).pull(&since(Version::V2_10, start - 2, ONE_SERVER)).await).len();
+    assert_eq!(sent, 2);
+    mirror(&s).dump(&dump_request(ONE_SERVER, None)).await;
+    let mut http = tokio::net::TcpStream::connect(s.addrs.http).await.unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut text = String::new();
+    http.read_to_string(&mut text).await.unwrap();
+    for line in [
+        format!("handled_txn_log_last_id {start}"),
+        "handled_replication_entries_sent_total 2".into(),
+        "handled_replication_dumps_served_total 1".into(),
+        "handled_replication_streams_active 0".into(),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in {text}");
+    }
 }

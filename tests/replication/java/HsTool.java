@@ -18,6 +18,9 @@
 //   snapshot PREFIX...               JSON lines on stdout: every handle listed under each prefix
 //                                    (LIST_HANDLES) with all its values (authenticated resolution,
 //                                    restricted values included), then the homed prefixes
+//   resolve HANDLE...                records of these handles as `snapshot` prints them, marked
+//                                    "unlisted" (handles a server did not list, e.g. a mirror
+//                                    refusing LIST_HANDLES, are still compared value by value)
 //   await HANDLE IDX DATA TIMEOUT_MS poll (resolution, 20 ms apart) until value IDX has DATA
 //                                    ("-" = until the handle is gone); prints the wait in ms
 //   sleep MS
@@ -88,6 +91,7 @@ public class HsTool {
             case "home": admin(new GenericRequest(h(a[1]), AbstractMessage.OC_HOME_NA, auth)); return;
             case "unhome": admin(new GenericRequest(h(a[1]), AbstractMessage.OC_UNHOME_NA, auth)); return;
             case "snapshot": snapshot(Arrays.copyOfRange(a, 1, a.length)); return;
+            case "resolve": resolveUnlisted(Arrays.copyOfRange(a, 1, a.length)); return;
             case "await": await(a[1], Integer.parseInt(a[2]), a[3], Long.parseLong(a[4])); return;
             case "sleep": Thread.sleep(Long.parseLong(a[1])); return;
             case "siteinfo": Files.writeString(Paths.get(a[1]), net.handle.apps.simple.SiteInfoConverter.convertToJson(site)); return;
@@ -175,23 +179,7 @@ public class HsTool {
                 System.out.println(o);
                 continue;
             }
-            for (byte[] hdl : handles) {
-                ResolutionRequest rr = new ResolutionRequest(hdl, null, null, auth);
-                rr.ignoreRestrictedValues = false;
-                AbstractResponse r = send(rr, null);
-                JsonObject rec = new JsonObject();
-                rec.addProperty("handle", Util.decodeString(hdl));
-                if (r instanceof ResolutionResponse) {
-                    HandleValue[] vals = ((ResolutionResponse) r).getHandleValues();
-                    Arrays.sort(vals, HandleValue.INDEX_COMPARATOR);
-                    JsonArray arr = new JsonArray();
-                    for (HandleValue v : vals) arr.add(value(v));
-                    rec.add("values", arr);
-                } else {
-                    rec.addProperty("error", r.toString());
-                }
-                records.put(Util.decodeString(hdl), rec);
-            }
+            for (byte[] hdl : handles) records.put(Util.decodeString(hdl), record(hdl));
         }
         for (JsonObject o : records.values()) System.out.println(o);
         List<String> nas = new ArrayList<>();
@@ -209,6 +197,34 @@ public class HsTool {
             JsonObject o = new JsonObject();
             o.addProperty("homed_error", last.toString());
             System.out.println(o);
+        }
+    }
+
+    /** One handle with all its values (restricted ones too), or the error it resolved to. */
+    static JsonObject record(byte[] hdl) throws HandleException {
+        ResolutionRequest rr = new ResolutionRequest(hdl, null, null, auth);
+        rr.ignoreRestrictedValues = false;
+        AbstractResponse r = send(rr, null);
+        JsonObject rec = new JsonObject();
+        rec.addProperty("handle", Util.decodeString(hdl));
+        if (r instanceof ResolutionResponse) {
+            HandleValue[] vals = ((ResolutionResponse) r).getHandleValues();
+            Arrays.sort(vals, HandleValue.INDEX_COMPARATOR);
+            JsonArray arr = new JsonArray();
+            for (HandleValue v : vals) arr.add(value(v));
+            rec.add("values", arr);
+        } else {
+            rec.addProperty("error", AbstractMessage.getResponseCodeMessage(r.responseCode));
+        }
+        return rec;
+    }
+
+    /** Handles another snapshot listed, resolved here by name (for a server that cannot list). */
+    static void resolveUnlisted(String[] handles) throws HandleException {
+        for (String hdl : handles) {
+            JsonObject rec = record(h(hdl));
+            rec.addProperty("unlisted", true);
+            System.out.println(rec);
         }
     }
 

@@ -14,9 +14,10 @@
 //! Order sent by Java: 5, 0, all 3s, all 4s, the handle scan (1s), the prefix scan
 //! (2s), -1. A resumed dump (request with a starting point) skips 5 and 0.
 
-use super::framing::{BlockVerifier, FrameReader, Framing, StreamError, StreamItem};
-use super::txn_stream::{read_handle, read_value_list};
-use crate::codec::{put_bytes, put_i32, put_u64, put_u8, Codec, DecodeError, DecodeResult, Reader};
+use super::decoder::{StreamDecoder, StreamGrammar};
+use super::framing::StreamItem;
+use super::txn_stream::{put_value_list, read_handle, read_value_list};
+use crate::codec::{put_bytes, put_i32, put_u64, put_u8, DecodeError, DecodeResult, Reader};
 use crate::value::HandleValue;
 
 /// The dump stream version Java 9 sends.
@@ -86,7 +87,11 @@ impl StreamItem for DumpStreamItem {
             DumpStreamItem::NaDate { prefix, date_ms, priority } => {
                 encode_date(RECORD_NA_DATE, prefix, *date_ms, *priority, out)
             }
-            DumpStreamItem::Handle { handle, values } => encode_handle(handle, values.iter().map(Codec::to_bytes), out),
+            DumpStreamItem::Handle { handle, values } => {
+                put_u8(out, RECORD_HANDLE);
+                put_bytes(out, handle);
+                put_value_list(values, out);
+            }
             DumpStreamItem::HomedPrefix(prefix) => {
                 put_u8(out, RECORD_HOMED_PREFIX);
                 put_bytes(out, prefix);
@@ -105,20 +110,6 @@ fn encode_date(kind: u8, handle: &[u8], date_ms: u64, priority: i32, out: &mut V
     put_bytes(out, handle);
     put_u64(out, date_ms);
     put_i32(out, priority);
-}
-
-/// A HANDLE record from values already in wire form (each a complete value record).
-pub fn encode_handle<B: AsRef<[u8]>>(
-    handle: &[u8],
-    encoded_values: impl ExactSizeIterator<Item = B>,
-    out: &mut Vec<u8>,
-) {
-    put_u8(out, RECORD_HANDLE);
-    put_bytes(out, handle);
-    put_i32(out, encoded_values.len() as i32);
-    for v in encoded_values {
-        put_bytes(out, v.as_ref());
-    }
 }
 
 fn read_item(r: &mut Reader<'_>, version: Option<i32>) -> DecodeResult<DumpStreamItem> {
@@ -159,47 +150,34 @@ fn read_item(r: &mut Reader<'_>, version: Option<i32>) -> DecodeResult<DumpStrea
     })
 }
 
-/// Incremental decoder of the dump stream's blocks (after the preamble).
-pub struct DumpStreamDecoder<V> {
-    frames: FrameReader<V>,
+/// The dump stream's grammar: the header gives the version; ABSOLUTELY_DONE
+/// ends it (and a version-1 stream's this-server record, where Java returns).
+#[derive(Default)]
+pub struct DumpGrammar {
     version: Option<i32>,
-    done: bool,
 }
 
-impl<V: BlockVerifier> DumpStreamDecoder<V> {
-    /// `max_item` caps one block with its signature (see `DEFAULT_MAX_ITEM_LEN`).
-    pub fn new(framing: Framing<V>, max_item: usize) -> Self {
-        DumpStreamDecoder { frames: FrameReader::new(framing, max_item), version: None, done: false }
+impl StreamGrammar for DumpGrammar {
+    type Item = DumpStreamItem;
+
+    fn read(&self, r: &mut Reader<'_>) -> DecodeResult<DumpStreamItem> {
+        read_item(r, self.version)
     }
 
-    /// Add bytes read from the connection; take the items out before feeding more.
-    pub fn feed(&mut self, data: &[u8]) {
-        self.frames.feed(data);
+    fn is_signed(item: &DumpStreamItem) -> bool {
+        StreamItem::is_signed(item)
     }
 
-    /// The next whole item; `Ok(None)` = feed more bytes (or, once
-    /// [`DumpStreamDecoder::is_done`], nothing follows).
-    pub fn next_item(&mut self) -> Result<Option<DumpStreamItem>, StreamError> {
-        if self.done {
-            return match self.frames.pending().len() {
-                0 => Ok(None),
-                count => Err(StreamError::AfterEnd { count }),
-            };
-        }
-        let version = self.version;
-        let item = self.frames.next(|r| read_item(r, version), DumpStreamItem::is_signed)?;
-        match &item {
-            Some(DumpStreamItem::Header { version }) => self.version = Some(*version),
-            Some(DumpStreamItem::Done) => self.done = true,
-            // A version-1 stream ends after this server's info (Java returns there).
-            Some(DumpStreamItem::ThisServer { .. }) if self.version < Some(DUMP_STREAM_VERSION) => self.done = true,
+    fn advance(&mut self, item: &DumpStreamItem) -> bool {
+        match item {
+            DumpStreamItem::Header { version } => self.version = Some(*version),
+            DumpStreamItem::Done => return true,
+            DumpStreamItem::ThisServer { .. } => return self.version < Some(DUMP_STREAM_VERSION),
             _ => {}
         }
-        Ok(item)
-    }
-
-    /// True once ABSOLUTELY_DONE (or a version-1 stream's last record) was taken.
-    pub fn is_done(&self) -> bool {
-        self.done
+        false
     }
 }
+
+/// Incremental decoder of the dump stream's blocks (after the preamble).
+pub type DumpStreamDecoder<V> = StreamDecoder<DumpGrammar, V>;

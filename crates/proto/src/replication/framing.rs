@@ -20,8 +20,6 @@ use thiserror::Error;
 
 /// Bound on a hash id (`"SHA1"`, `"SHA-256"`…); Java allows up to 1 MiB.
 const MAX_HASH_ID_LEN: usize = 64;
-/// Bound on one signature (an RSA-16384 signature is 2 KiB); Java allows up to 1 MiB.
-const MAX_OUR_SIGNATURE_LEN: usize = 16 * 1024;
 
 /// The first word of the streamed part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -224,95 +222,56 @@ impl<S: BlockSigner> StreamWriter<S> {
     }
 }
 
-/// The incremental engine under the two stream decoders: buffers fed bytes and
-/// hands out whole items (with their signature checked), never holding more than
-/// one item (capped at `max_item` bytes) plus the last chunk fed.
-pub(crate) struct FrameReader<V> {
-    buf: Vec<u8>,
-    /// Bytes of `buf` already consumed.
-    start: usize,
-    max_item: usize,
-    framing: Framing<V>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl<V: BlockVerifier> FrameReader<V> {
-    pub(crate) fn new(framing: Framing<V>, max_item: usize) -> Self {
-        FrameReader { buf: Vec::new(), start: 0, max_item, framing }
+    #[test]
+    fn preambles() {
+        for p in [Preamble::Tls, Preamble::Unsigned, Preamble::Signed { hash_alg_id: b"SHA1".to_vec() }] {
+            let mut out = Vec::new();
+            p.encode(&mut out);
+            assert_eq!(Preamble::decode(&out).unwrap(), Some((p.clone(), out.len())));
+            for cut in 0..out.len() {
+                assert_eq!(Preamble::decode(&out[..cut]).unwrap(), None, "{p:?} cut at {cut}");
+            }
+            // After TLS nothing more is read from the plain buffer.
+            out.extend(b"rest");
+            assert_eq!(Preamble::decode(&out).unwrap().unwrap().1, out.len() - 4);
+        }
+        assert_eq!(StreamType::Tls.word().to_be_bytes(), *b"TLS\0");
+        assert!(matches!(Preamble::decode(&[0, 0, 0, 1]), Err(StreamError::Decode(_))));
+        assert!(matches!(Preamble::decode(&[0, 0, 0, 0, 0, 0, 1, 0]), Err(StreamError::Decode(_))));
     }
 
-    pub(crate) fn feed(&mut self, data: &[u8]) {
-        if self.start > 0 && self.start == self.buf.len() {
-            self.buf.clear();
-            self.start = 0;
-        } else if self.start > self.max_item.min(self.buf.len() / 2) {
-            self.buf.drain(..self.start);
-            self.start = 0;
+    /// A toy signature (the block's length and first byte) to watch the framing.
+    struct Toy;
+    impl BlockSigner for Toy {
+        fn update(&mut self, _: &[u8]) {}
+        fn sign(&mut self) -> Vec<u8> {
+            vec![0xAA]
         }
-        self.buf.extend_from_slice(data);
+    }
+    struct Block(Vec<u8>, bool);
+    impl StreamItem for Block {
+        fn encode(&self, out: &mut Vec<u8>) {
+            out.extend_from_slice(&self.0);
+        }
+        fn is_signed(&self) -> bool {
+            self.1
+        }
     }
 
-    /// Bytes fed but not consumed.
-    pub(crate) fn pending(&self) -> &[u8] {
-        &self.buf[self.start..]
-    }
-
-    /// Parse one item with `parse`, then its signature if the framing asks for
-    /// one. `Ok(None)`: the item is not complete yet.
-    pub(crate) fn next<T>(
-        &mut self,
-        parse: impl FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
-        signed: impl FnOnce(&T) -> bool,
-    ) -> Result<Option<T>, StreamError> {
-        let pending = &self.buf[self.start..];
-        let r = &mut Reader::new(pending);
-        let item = match parse(r) {
-            Ok(item) => item,
-            Err(e) => return self.incomplete(pending.len(), e),
-        };
-        let item_len = r.position();
-        let mut signature = None;
-        if let (Framing::Signed(_), true) = (&self.framing, signed(&item)) {
-            let n = match r.i32("signature length") {
-                Ok(n) => n,
-                Err(e) => return self.incomplete(pending.len(), e),
-            };
-            if !(0..=MAX_OUR_SIGNATURE_LEN as i32).contains(&n) {
-                return Err(DecodeError::BadLength { what: "block signature", len: n as i64 }.into());
-            }
-            match r.take(n as usize, "block signature") {
-                Ok(sig) => signature = Some(sig),
-                Err(e) => return self.incomplete(pending.len(), e),
-            }
-        }
-        let total = r.position();
-        if total > self.max_item {
-            return Err(StreamError::ItemTooLarge { len: total, max: self.max_item });
-        }
-        if let Framing::Signed(verifier) = &mut self.framing {
-            verifier.update(&pending[..item_len]);
-            if let Some(sig) = signature {
-                if !verifier.verify(sig) {
-                    return Err(StreamError::BadSignature);
-                }
-            }
-        }
-        self.start += total;
-        Ok(Some(item))
-    }
-
-    /// A parse stopped: "need more" when the input ran out within the size cap,
-    /// else the error.
-    fn incomplete<T>(&self, have: usize, e: DecodeError) -> Result<Option<T>, StreamError> {
-        match e {
-            DecodeError::Truncated { needed, .. } => {
-                let len = have.saturating_add(needed);
-                if len > self.max_item {
-                    Err(StreamError::ItemTooLarge { len, max: self.max_item })
-                } else {
-                    Ok(None)
-                }
-            }
-            other => Err(other.into()),
-        }
+    #[test]
+    fn writer_frames_blocks() {
+        let mut out = Vec::new();
+        let mut w = StreamWriter::signed(Toy, b"SHA1", &mut out);
+        w.write(&Block(vec![1, 2], true), &mut out);
+        w.write(&Block(vec![3], false), &mut out);
+        assert_eq!(out, [&[0, 0, 0, 0, 0, 0, 0, 4][..], b"SHA1", &[1, 2, 0, 0, 0, 1, 0xAA, 3]].concat());
+        let mut out = Vec::new();
+        let mut w: StreamWriter<Toy> = StreamWriter::plain(StreamType::Unsigned, &mut out);
+        w.write(&Block(vec![1, 2], true), &mut out);
+        assert_eq!(out, [0xFF, 0xFF, 0xFF, 0xFF, 1, 2]);
     }
 }

@@ -10,15 +10,18 @@
 //!
 //! * [`request`]: RETRIEVE_TXN_LOG and DUMP_HANDLES bodies, the mirror's layout.
 //! * [`state_info`]: `ReplicationStateInfo`, the Gson JSON of the "all queues" query.
-//! * [`framing`]: stream type word, PK-signed block framing, the incremental frame reader.
+//! * [`framing`]: stream type word, PK-signed block framing, the writer.
+//! * [`decoder`]: the incremental reader both stream decoders share.
 //! * [`txn_stream`] / [`dump_stream`]: the records of the two streams.
 
+pub mod decoder;
 pub mod dump_stream;
 pub mod framing;
 pub mod request;
 pub mod state_info;
 pub mod txn_stream;
 
+pub use decoder::{StreamDecoder, StreamGrammar};
 pub use dump_stream::{DumpStreamDecoder, DumpStreamItem, DUMP_STREAM_VERSION};
 pub use framing::{BlockSigner, BlockVerifier, Framing, NoVerifier, Preamble, StreamError, StreamType, StreamWriter};
 pub use request::{DumpHandlesRequest, MirrorLayout, RetrieveTxnRequest, TxnQuery};

@@ -195,3 +195,58 @@ impl DumpHandlesRequest {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(version: Version, body: &[u8]) -> DecodeResult<RetrieveTxnRequest> {
+        RetrieveTxnRequest::decode(version, &mut Reader::new(body))
+    }
+
+    #[test]
+    fn retrieve_forms() {
+        let layout = MirrorLayout { hash_type: 2, num_servers: 3, server_num: 1 };
+        for version in [Version::V2_1, Version::V2_8, Version::V2_9, Version::V2_10] {
+            let mut req = RetrieveTxnRequest::since(version, 7, 8, layout);
+            let body = {
+                let mut b = Vec::new();
+                req.encode(&mut b);
+                b
+            };
+            assert_eq!(body.len(), if version >= Version::V2_9 { 26 } else { 25 });
+            assert_eq!(decode(version, &body).unwrap(), req);
+            // One to three stray bytes are ignored (as Java does); four are waitMillis.
+            for extra in 1..4 {
+                let padded = [&body[..], &vec![9; extra]].concat();
+                assert_eq!(decode(version, &padded).unwrap(), req);
+            }
+            req.wait_millis = Some(30_000);
+            let mut with_wait = Vec::new();
+            req.encode(&mut with_wait);
+            assert_eq!(with_wait[body.len()..], 30_000i32.to_be_bytes());
+            assert_eq!(decode(version, &with_wait).unwrap(), req);
+        }
+        let mut flagged = vec![2];
+        flagged.extend([0; 25]);
+        assert!(matches!(decode(Version::V2_10, &flagged), Err(DecodeError::Invalid { .. })));
+        let mut huge = vec![1];
+        huge.extend(((MAX_STATE_JSON_LEN + 1) as u32).to_be_bytes());
+        assert!(matches!(decode(Version::V2_10, &huge), Err(DecodeError::BadLength { .. })));
+    }
+
+    #[test]
+    fn dump_resume_by_length() {
+        let plain = DumpHandlesRequest { layout: MirrorLayout::SINGLE, resume: None };
+        let mut body = Vec::new();
+        plain.encode(&mut body);
+        assert_eq!(body.len(), DUMP_REQUEST_FIXED_LEN);
+        assert_eq!(DumpHandlesRequest::decode(&mut Reader::new(&body)).unwrap(), plain);
+        let resumed = DumpHandlesRequest { resume: Some((b"20.5000/x".to_vec(), RESUME_AFTER_HANDLE)), ..plain };
+        let mut body = Vec::new();
+        resumed.encode(&mut body);
+        assert_eq!(DumpHandlesRequest::decode(&mut Reader::new(&body)).unwrap(), resumed);
+        // Anything after the fixed part is read as a resume point.
+        assert!(DumpHandlesRequest::decode(&mut Reader::new(&body[..DUMP_REQUEST_FIXED_LEN + 1])).is_err());
+    }
+}

@@ -41,6 +41,11 @@ impl ReplicationStateInfo {
     }
 
     pub fn from_json(json: &[u8]) -> DecodeResult<Self> {
+        // Gson wants an object here; serde's derive would also take an array.
+        if json.trim_ascii_start().first() != Some(&b'{') {
+            let detail = "not a JSON object".to_string();
+            return Err(DecodeError::Invalid { what: "replication state JSON", detail });
+        }
         let state: Self = serde_json::from_slice(json)
             .map_err(|e| DecodeError::Invalid { what: "replication state JSON", detail: e.to_string() })?;
         if state.replication_server_states.len() > MAX_QUEUES {
@@ -95,5 +100,44 @@ mod ordered_map {
             }
         }
         d.deserialize_any(Pairs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gson_shapes() {
+        let json = br#"{"replicationServerStates":{"1:a":{"lastTxnId":5,"lastTimestamp":-1},"0:b":{"lastTxnId":2}},"ownName":"x"}"#;
+        let s = ReplicationStateInfo::from_json(json).unwrap();
+        assert_eq!(s.replication_server_states[0].0, "1:a", "wire order kept");
+        assert_eq!(s.get("0:b"), ReplicationServerState { last_txn_id: 2, last_timestamp: 0 });
+        assert_eq!(s.get("none"), ReplicationServerState::default());
+        assert_eq!(s.own_name.as_deref(), Some("x"));
+        // Missing, null and unknown fields as Gson reads them; a null ownName is omitted.
+        let s = ReplicationStateInfo::from_json(br#"{"replicationServerStates":null,"extra":[1]}"#).unwrap();
+        assert_eq!(s, ReplicationStateInfo::default());
+        assert_eq!(s.to_json(), br#"{"replicationServerStates":{}}"#);
+        // A repeated queue: the last one wins, as in a Java map.
+        let s = ReplicationStateInfo::from_json(
+            br#"{"replicationServerStates":{"q":{"lastTxnId":1},"q":{"lastTxnId":9}}}"#,
+        )
+        .unwrap();
+        assert_eq!(s.replication_server_states.len(), 1);
+        assert_eq!(s.get("q").last_txn_id, 9);
+        for bad in [&b"[]"[..], b"{\"replicationServerStates\":{\"q\":1}}", b"{", b"\xff"] {
+            assert!(ReplicationStateInfo::from_json(bad).is_err());
+        }
+    }
+
+    #[test]
+    fn queue_count_is_bounded() {
+        let mut json = String::from("{\"replicationServerStates\":{");
+        for i in 0..=MAX_QUEUES {
+            json.push_str(&format!("{}\"{i}\":{{}}", if i == 0 { "" } else { "," }));
+        }
+        json.push_str("}}");
+        assert!(ReplicationStateInfo::from_json(json.as_bytes()).is_err());
     }
 }

@@ -10,8 +10,9 @@
 //! * `2` NAME_OF_QUEUE (format 2): `bytes queueName` (UTF-8).
 //! * `3` END_OF_QUEUE_LAST_TIMESTAMP (format 2): `u64 date`.
 
-use super::framing::{BlockVerifier, FrameReader, Framing, StreamError, StreamItem};
-use crate::codec::{put_bytes, put_i32, put_u64, put_u8, Codec, DecodeError, DecodeResult, Reader};
+use super::decoder::{StreamDecoder, StreamGrammar};
+use super::framing::StreamItem;
+use crate::codec::{put_bytes, put_i32, put_u32, put_u64, put_u8, Codec, DecodeError, DecodeResult, Reader};
 use crate::request::MAX_HANDLE_LEN;
 use crate::value::HandleValue;
 
@@ -59,8 +60,9 @@ pub struct TxnRecord {
     pub handle: Vec<u8>,
     pub action: TxnAction,
     pub date_ms: u64,
-    /// `Some` exactly for actions that [`TxnAction::carries_values`]; empty when
-    /// the handle no longer exists at send time.
+    /// `Some` exactly for actions that [`TxnAction::carries_values`] when decoded;
+    /// empty when the handle no longer exists at send time. The encoder writes a
+    /// list (empty for `None`) for those actions and none for the others.
     pub values: Option<Vec<HandleValue>>,
 }
 
@@ -93,14 +95,18 @@ impl StreamItem for TxnStreamItem {
                 put_i32(out, *format);
                 put_i32(out, *status);
             }
-            TxnStreamItem::Record(rec) => encode_record(
-                rec.txn_id,
-                &rec.handle,
-                rec.action,
-                rec.date_ms,
-                rec.values.as_ref().map(|v| v.iter().map(Codec::to_bytes)),
-                out,
-            ),
+            TxnStreamItem::Record(rec) => {
+                put_u8(out, RECORD_HANDLE);
+                put_u64(out, rec.txn_id);
+                put_bytes(out, &rec.handle);
+                put_u8(out, rec.action.0);
+                put_u64(out, rec.date_ms);
+                // The action decides whether a value list follows (as Java's reader
+                // does), so a record can't desynchronise the stream.
+                if rec.action.carries_values() {
+                    put_value_list(rec.values.as_deref().unwrap_or_default(), out);
+                }
+            }
             TxnStreamItem::QueueName(name) => {
                 put_u8(out, RECORD_QUEUE_NAME);
                 put_bytes(out, name);
@@ -119,26 +125,12 @@ impl StreamItem for TxnStreamItem {
     }
 }
 
-/// A HANDLE_RECORD from values already in wire form (each a complete value
-/// record), for sources that keep values encoded; `None` for actions without values.
-pub fn encode_record<B: AsRef<[u8]>>(
-    txn_id: u64,
-    handle: &[u8],
-    action: TxnAction,
-    date_ms: u64,
-    encoded_values: Option<impl ExactSizeIterator<Item = B>>,
-    out: &mut Vec<u8>,
-) {
-    put_u8(out, RECORD_HANDLE);
-    put_u64(out, txn_id);
-    put_bytes(out, handle);
-    put_u8(out, action.0);
-    put_u64(out, date_ms);
-    if let Some(values) = encoded_values {
-        put_i32(out, values.len() as i32);
-        for v in values {
-            put_bytes(out, v.as_ref());
-        }
+/// `i32 n ‖ n × bytes value`.
+pub(crate) fn put_value_list(values: &[HandleValue], out: &mut Vec<u8>) {
+    put_i32(out, values.len() as i32);
+    for v in values {
+        put_u32(out, v.encoded_len() as u32);
+        v.encode(out);
     }
 }
 
@@ -194,47 +186,88 @@ fn read_item(r: &mut Reader<'_>, format: Option<i32>) -> DecodeResult<TxnStreamI
     })
 }
 
-/// Incremental decoder of the transaction stream's blocks (after the preamble).
-pub struct TxnStreamDecoder<V> {
-    frames: FrameReader<V>,
+/// The transaction stream's grammar: the header fixes the format, END ends it.
+#[derive(Default)]
+pub struct TxnGrammar {
     format: Option<i32>,
-    done: bool,
 }
 
-impl<V: BlockVerifier> TxnStreamDecoder<V> {
-    /// `max_item` caps one block with its signature (see `DEFAULT_MAX_ITEM_LEN`).
-    pub fn new(framing: Framing<V>, max_item: usize) -> Self {
-        TxnStreamDecoder { frames: FrameReader::new(framing, max_item), format: None, done: false }
+impl StreamGrammar for TxnGrammar {
+    type Item = TxnStreamItem;
+
+    fn read(&self, r: &mut Reader<'_>) -> DecodeResult<TxnStreamItem> {
+        read_item(r, self.format)
     }
 
-    /// Add bytes read from the connection. Take the items out with
-    /// [`TxnStreamDecoder::next_item`] before feeding more, so at most one item
-    /// and one chunk are buffered.
-    pub fn feed(&mut self, data: &[u8]) {
-        self.frames.feed(data);
+    fn is_signed(_: &TxnStreamItem) -> bool {
+        true
     }
 
-    /// The next whole item; `Ok(None)` = feed more bytes (or, once
-    /// [`TxnStreamDecoder::is_done`], nothing follows).
-    pub fn next_item(&mut self) -> Result<Option<TxnStreamItem>, StreamError> {
-        if self.done {
-            return match self.frames.pending().len() {
-                0 => Ok(None),
-                count => Err(StreamError::AfterEnd { count }),
-            };
-        }
-        let format = self.format;
-        let item = self.frames.next(|r| read_item(r, format), |_| true)?;
-        match &item {
-            Some(TxnStreamItem::Header { format, .. }) => self.format = Some(*format),
-            Some(TxnStreamItem::End { .. }) => self.done = true,
+    fn advance(&mut self, item: &TxnStreamItem) -> bool {
+        match item {
+            TxnStreamItem::Header { format, .. } => self.format = Some(*format),
+            TxnStreamItem::End { .. } => return true,
             _ => {}
         }
-        Ok(item)
+        false
+    }
+}
+
+/// Incremental decoder of the transaction stream's blocks (after the preamble).
+pub type TxnStreamDecoder<V> = StreamDecoder<TxnGrammar, V>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replication::framing::{Framing, StreamError};
+
+    fn record(action: TxnAction, values: Option<Vec<HandleValue>>) -> TxnStreamItem {
+        TxnStreamItem::Record(TxnRecord { txn_id: 1, handle: b"a/b".to_vec(), action, date_ms: 2, values })
     }
 
-    /// True once END was taken.
-    pub fn is_done(&self) -> bool {
-        self.done
+    /// Whatever `values` says, the action decides the layout, so the next
+    /// record still reads right.
+    #[test]
+    fn action_decides_the_value_list() {
+        let v = vec![HandleValue::new(1, "URL", "x")];
+        let cases = [
+            (record(TxnAction::CREATE, None), record(TxnAction::CREATE, Some(vec![]))),
+            (record(TxnAction::DELETE, Some(v.clone())), record(TxnAction::DELETE, None)),
+            (record(TxnAction::UPDATE, Some(v.clone())), record(TxnAction::UPDATE, Some(v))),
+        ];
+        for (written, read) in cases {
+            let mut bytes = Vec::new();
+            for item in [
+                &TxnStreamItem::Header { format: 2, status: STATUS_SENDING },
+                &written,
+                &TxnStreamItem::End { date_ms: None },
+            ] {
+                item.encode(&mut bytes);
+            }
+            let mut d = TxnStreamDecoder::new(Framing::plain(), 1024);
+            d.feed(&bytes);
+            assert!(matches!(d.next_item(), Ok(Some(TxnStreamItem::Header { .. }))));
+            assert_eq!(d.next_item(), Ok(Some(read)));
+            assert_eq!(d.next_item(), Ok(Some(TxnStreamItem::End { date_ms: None })));
+            assert!(d.is_done());
+        }
+    }
+
+    #[test]
+    fn header_then_end_by_format() {
+        for (format, end) in [(FORMAT_ONE_QUEUE, Some(7)), (FORMAT_ALL_QUEUES, None)] {
+            let mut bytes = Vec::new();
+            TxnStreamItem::Header { format, status: STATUS_NEED_TO_REDUMP }.encode(&mut bytes);
+            TxnStreamItem::End { date_ms: end }.encode(&mut bytes);
+            let mut d = TxnStreamDecoder::new(Framing::plain(), 1024);
+            d.feed(&bytes);
+            d.next_item().unwrap();
+            assert_eq!(d.next_item(), Ok(Some(TxnStreamItem::End { date_ms: end })));
+            d.feed(&[0]);
+            assert_eq!(d.next_item(), Err(StreamError::AfterEnd { count: 1 }));
+        }
+        let mut d = TxnStreamDecoder::new(Framing::plain(), 1024);
+        d.feed(&[0, 0, 0, 3, 0, 0, 0, 2]);
+        assert!(matches!(d.next_item(), Err(StreamError::Decode(DecodeError::Invalid { .. }))));
     }
 }

@@ -77,23 +77,13 @@ pub async fn answer(
     let session: Option<Arc<Session>> =
         if pending.session_id != 0 { state.sessions.get(pending.session_id).await } else { None };
     // The challenged request was checked when it arrived; it decodes again.
-    let Ok(view) = parse_message(&pending.message) else {
-        return Answer::units(vec![error_reply(
-            state,
-            ctx,
-            ResponseCode::ERROR,
-            "Challenged request unreadable",
-            Reply::default(),
-        )]);
+    let unreadable = || {
+        let text = "Challenged request unreadable";
+        Answer::units(vec![error_reply(state, ctx, ResponseCode::ERROR, text, Reply::default())])
     };
+    let Ok(view) = parse_message(&pending.message) else { return unreadable() };
     let Ok(original) = RequestBody::decode_at(pending.envelope.version, view.header.op_code, view.body) else {
-        return Answer::units(vec![error_reply(
-            state,
-            ctx,
-            ResponseCode::ERROR,
-            "Challenged request unreadable",
-            Reply::default(),
-        )]);
+        return unreadable();
     };
     // The final response is the original operation's, on the answer's exchange.
     let header = ctx.header.map(|h| Header { op_code: view.header.op_code, ..h });
@@ -143,8 +133,7 @@ pub async fn answer(
         view.header.op_flags,
         &Caller::Authenticated(identity),
         reply,
-        transport,
-        peer,
+        super::Origin { transport, peer },
     )
     .await
 }

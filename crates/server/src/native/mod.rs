@@ -223,7 +223,7 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport,
             Answer::units(vec![auth::challenge(state, &ctx, session.as_deref(), peer.ip()).await])
         }
         other if is_admin_op(other.op_code()) || other.op_code() == OpCode::RESOLUTION => {
-            match run_op(state, &ctx, other, ctx.flags(), &caller, reply, transport, peer).await {
+            match run_op(state, &ctx, other, ctx.flags(), &caller, reply, Origin { transport, peer }).await {
                 Ok(answer) => answer,
                 Err(e) if e.is_authentication_needed() => {
                     Answer::units(vec![auth::challenge(state, &ctx, session.as_deref(), peer.ip()).await])
@@ -277,9 +277,9 @@ async fn run_authenticated(
     flags: OpFlags,
     caller: &Caller,
     reply: Reply<'_>,
-    transport: Transport,
-    peer: SocketAddr,
+    origin: Origin,
 ) -> Answer {
+    let Origin { transport, .. } = origin;
     if transport == Transport::Udp && is_admin_op(request.op_code()) {
         return Answer::units(vec![error_reply(
             state,
@@ -289,7 +289,7 @@ async fn run_authenticated(
             reply,
         )]);
     }
-    match run_op(state, ctx, request, flags, caller, reply, transport, peer).await {
+    match run_op(state, ctx, request, flags, caller, reply, origin).await {
         Ok(answer) => answer,
         Err(e) if e.is_authentication_needed() => Answer::units(vec![error_reply(
             state,
@@ -302,9 +302,15 @@ async fn run_authenticated(
     }
 }
 
+/// Where a request came from: the listener and the peer.
+#[derive(Clone, Copy)]
+struct Origin {
+    transport: Transport,
+    peer: SocketAddr,
+}
+
 /// Run an operation for `caller`: the replication source's own (whose answer
 /// may carry a stream to follow), or any other through [`dispatch::run`].
-#[allow(clippy::too_many_arguments)]
 async fn run_op(
     state: &ServerState,
     ctx: &RequestContext<'_>,
@@ -312,10 +318,10 @@ async fn run_op(
     flags: OpFlags,
     caller: &Caller,
     reply: Reply<'_>,
-    transport: Transport,
-    peer: SocketAddr,
+    origin: Origin,
 ) -> Result<Answer, OpError> {
     if let Some(op) = source::SourceOp::of(request) {
+        let Origin { transport, peer } = origin;
         let answered = source::answer(state, op, caller, transport, peer, ctx.response_version()).await?;
         let unit = encode_reply(state, ctx, ResponseCode::SUCCESS, &answered.body, false, reply);
         return Ok(Answer { units: vec![unit], stream: answered.stream });

@@ -222,6 +222,23 @@ mod tests {
             .collect()
     }
 
+    /// Handles a mirror pulls are indexed (and unindexed) like local writes.
+    #[tokio::test]
+    async fn replicated_changes_keep_the_index() {
+        use handled_store::{ReplicatedChange, TxnAction, TxnEntry};
+        let change = |id: u64, action: TxnAction, r: Option<HandleRecord>| ReplicatedChange {
+            entry: TxnEntry { id, date_ms: 1, action, handle: b"T/1".to_vec() },
+            record: r,
+        };
+        let s = IndexedStore::wrap(Arc::new(MemoryStore::new()));
+        let r = record(vec![HandleValue::new(1, "URL", "https://a.example")]);
+        s.apply_replicated(vec![change(5, TxnAction::Create, Some(r))], vec![]).await.unwrap();
+        assert_eq!(hits(&*s, "URL", b"https://a.example").await, vec![b"T/1".to_vec()]);
+        s.apply_replicated(vec![change(6, TxnAction::Delete, None)], vec![]).await.unwrap();
+        assert!(hits(&*s, "URL", b"https://a.example").await.is_empty());
+        assert_eq!(s.txn_log_bounds().await.unwrap().last, 6);
+    }
+
     #[tokio::test]
     async fn every_write_keeps_the_index() {
         let s = IndexedStore::wrap(Arc::new(MemoryStore::new()));

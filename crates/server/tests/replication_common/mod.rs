@@ -48,14 +48,10 @@ pub struct Puller {
 }
 
 /// A request unit as a peer of `version` sends it: it suggests no later
-/// version either (our client library always suggests its own).
+/// version either.
 fn unit_of(body: &RequestBody, rid: i32, version: Version, session_id: i32) -> (Vec<u8>, Vec<u8>) {
-    let opts = UnitOptions { version, session_id, ..UnitOptions::default() };
-    let (mut unit, hb) = encode_unit_with(body, OpFlags::REC, rid, opts);
-    let mut envelope = Envelope::read(&mut Reader::new(&unit)).unwrap();
-    envelope.suggested = version;
-    unit.splice(..ENVELOPE_LEN, envelope.to_bytes());
-    (unit, hb)
+    let opts = UnitOptions { version, suggested: Some(version), session_id, ..UnitOptions::default() };
+    encode_unit_with(body, OpFlags::REC, rid, opts)
 }
 
 fn request_id() -> i32 {

@@ -152,9 +152,9 @@ mod tests {
     #[test]
     fn identities() {
         let mut c = Config { replication_source: Some("127.0.0.1:2641".into()), ..Config::default() };
-        assert!(MirrorSettings::from_config(&c).unwrap_err().contains("needs an identity"));
+        assert!(MirrorSettings::from_config(&c).err().unwrap().contains("needs an identity"));
         c.replication_authentication = Some("secretkey:301:TEST/ADMIN".into());
-        assert!(MirrorSettings::from_config(&c).unwrap_err().contains("replication_secret"));
+        assert!(MirrorSettings::from_config(&c).err().unwrap().contains("replication_secret"));
         c.replication_secret = Some("s3cret".into());
         let s = MirrorSettings::from_config(&c).unwrap().unwrap();
         assert_eq!(s.credentials.display(), "301:TEST/ADMIN");
@@ -162,7 +162,7 @@ mod tests {
         c.replication_authentication = Some("secretkey:x:TEST/ADMIN".into());
         assert!(MirrorSettings::from_config(&c).is_err());
         c.replication_authentication = Some("privatekey:300:TEST/ADMIN".into());
-        assert!(MirrorSettings::from_config(&c).unwrap_err().contains("replication_private_key"));
+        assert!(MirrorSettings::from_config(&c).err().unwrap().contains("replication_private_key"));
         assert!(MirrorSettings::from_config(&Config::default()).unwrap().is_none(), "no source: a primary");
     }
 }

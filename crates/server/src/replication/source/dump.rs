@@ -15,19 +15,23 @@ use super::sink::Sink;
 use crate::state::ServerState;
 use handled_proto::replication::request::{RESUME_AFTER_HANDLE, RESUME_AFTER_NA};
 use handled_proto::replication::{DumpHandlesRequest, DumpStreamItem, DUMP_STREAM_VERSION};
-use handled_store::txn_log::now_ms;
 use std::io;
 
 /// Keys read (and records then fetched and sent) at once.
 const PAGE: usize = 256;
 
-/// Send the stream answering `req`.
-pub async fn send(state: &ServerState, req: &DumpHandlesRequest, sink: &mut Sink<'_>) -> io::Result<()> {
+/// Send the stream answering `req`; `(last_txn_id, date_ms)`: the log's last
+/// id and the time when the request was answered.
+pub async fn send(
+    state: &ServerState,
+    req: &DumpHandlesRequest,
+    (last_txn_id, date_ms): (u64, u64),
+    sink: &mut Sink<'_>,
+) -> io::Result<()> {
     sink.send(&DumpStreamItem::Header { version: DUMP_STREAM_VERSION }).await?;
     let (handles_after, prefixes_after) = match &req.resume {
         None => {
-            let bounds = state.store.txn_log_bounds().await.map_err(io::Error::other)?;
-            sink.send(&DumpStreamItem::ThisServer { date_ms: now_ms(), last_txn_id: bounds.last }).await?;
+            sink.send(&DumpStreamItem::ThisServer { date_ms, last_txn_id }).await?;
             (Some(None), None)
         }
         Some((point, RESUME_AFTER_HANDLE)) => (Some(Some(point.clone())), None),

@@ -13,6 +13,7 @@
 pub mod admins;
 mod dump;
 mod layout;
+pub mod prune;
 mod sink;
 mod txn;
 
@@ -132,7 +133,7 @@ pub async fn answer(
     peer: SocketAddr,
     version: Version,
 ) -> Result<Answered, OpError> {
-    let work = match op {
+    let mut work = match op {
         SourceOp::NextTxnId => {
             // No authentication, as in Handle.Net: the next id reveals little.
             let bounds = state.store.txn_log_bounds().await?;
@@ -144,7 +145,8 @@ pub async fn answer(
             return Ok(Answered { body: ResponseBody::Empty, stream: None });
         }
         SourceOp::RetrieveTxnLog(r) => Work::Txn(r.clone()),
-        SourceOp::DumpHandles(r) => Work::Dump(r.clone()),
+        // The log position a dump names is taken first (see `dump`).
+        SourceOp::DumpHandles(r) => Work::Dump(r.clone(), (0, 0)),
     };
     if transport != Transport::Tcp {
         return Err(OpError::new(
@@ -155,14 +157,19 @@ pub async fn answer(
     admins::require(state, caller, AdminList::Replication).await?;
     let layout = match &work {
         Work::Txn(r) => r.layout,
-        Work::Dump(r) => r.layout,
+        Work::Dump(r, _) => r.layout,
     };
     layout::check(&layout)?;
+    // A log the store cannot read is an error answer, not a stream cut short.
+    let bounds = state.store.txn_log_bounds().await?;
+    if let Work::Dump(_, position) = &mut work {
+        *position = (bounds.last, handled_store::txn_log::now_ms());
+    }
     let source = &state.replication;
     let wait = match &work {
         Work::Txn(r) => wait_asked(r)
             .and_then(|d| source.wait_slot(peer.ip(), state.config.replication_waits_per_peer).map(|s| (d, s))),
-        Work::Dump(_) => None,
+        Work::Dump(..) => None,
     };
     // A waiting pull takes its stream slot when it wakes; others now or never.
     let permit = match wait {
@@ -173,9 +180,9 @@ pub async fn answer(
     };
     let body = match &work {
         Work::Txn(_) => ResponseBody::RetrieveTxnLog { keep_alive: false },
-        Work::Dump(_) => ResponseBody::DumpHandles,
+        Work::Dump(..) => ResponseBody::DumpHandles,
     };
-    let stream = Stream { work, tls: version >= Version::V2_8, permit, wait };
+    let stream = Stream { work, tls: version >= Version::V2_8, permit, wait, peer };
     Ok(Answered { body, stream: Some(stream) })
 }
 
@@ -187,7 +194,8 @@ fn wait_asked(r: &RetrieveTxnRequest) -> Option<Duration> {
 
 enum Work {
     Txn(RetrieveTxnRequest),
-    Dump(DumpHandlesRequest),
+    /// The request, and the log's last id and the time when it was answered.
+    Dump(DumpHandlesRequest, (u64, u64)),
 }
 
 /// The streamed part of a pull, to run on the request's connection after the
@@ -198,6 +206,7 @@ pub struct Stream {
     tls: bool,
     permit: Option<OwnedSemaphorePermit>,
     wait: Option<(Duration, WaitSlot)>,
+    peer: SocketAddr,
 }
 
 impl Stream {
@@ -215,21 +224,30 @@ impl Stream {
         }
         let metrics = &state.metrics.replication;
         metrics.streams_active.inc();
+        let peer = self.peer;
         let result = self.send(state, tcp, write_timeout).await;
         metrics.streams_active.dec();
+        if let Err(e) = &result {
+            tracing::warn!("replication stream to {peer} ended early: {e}");
+        }
         result
     }
 
     async fn send(self, state: &ServerState, tcp: TcpStream, write_timeout: Duration) -> std::io::Result<()> {
+        let kind = if matches!(self.work, Work::Txn(_)) { "log pull" } else { "dump" };
+        let secured = if self.tls { "TLS" } else { "signed" };
+        tracing::debug!("replication: {kind} by {}, {secured} stream", self.peer);
         let mut sink = if self.tls {
-            let Some(acceptor) = state.replication.acceptor(state) else { return Ok(()) };
+            let Some(acceptor) = state.replication.acceptor(state) else {
+                return Err(std::io::Error::other("no TLS certificate for the site key"));
+            };
             Sink::tls(tcp, acceptor, write_timeout).await?
         } else {
             Sink::signed(tcp, &state.key, write_timeout).await?
         };
         match &self.work {
             Work::Txn(r) => txn::send(state, r, &mut sink).await?,
-            Work::Dump(r) => dump::send(state, r, &mut sink).await?,
+            Work::Dump(r, position) => dump::send(state, r, *position, &mut sink).await?,
         }
         sink.finish().await
     }

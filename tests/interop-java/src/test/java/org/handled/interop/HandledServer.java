@@ -127,6 +127,12 @@ public final class HandledServer implements AutoCloseable {
             boolean fromCopy = !onCassandra && dataFrom != null && !dataFrom.isEmpty();
             if (fromCopy) {
                 copyTree(Paths.get(dataFrom), workDir.resolve("data-" + attempt));
+                // A store made by replication already holds TEST/ADMIN (the server then writes no
+                // credentials): $HANDLED_TEST_CREDENTIALS_FROM names the file that matches it.
+                String credsFrom = System.getenv("HANDLED_TEST_CREDENTIALS_FROM");
+                if (credsFrom != null && !credsFrom.isEmpty()) {
+                    Files.copy(Paths.get(credsFrom), creds, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+                }
             }
             List<String> cmd = List.of(bin.toString(), "serve",
                     onCassandra || fromCopy ? "--data-dir=" + workDir.resolve("data-" + attempt) : "--ephemeral",
