@@ -254,6 +254,6 @@ replication_authentication = "privatekey:300:$3"
 replication_private_key = "$4"
 replication_interval_ms = $5
 # The primary's admin administers the mirror's copy too (lists of handles and homed prefixes).
-server_admins = ["300:TEST/ADMIN"]
+server_admins = ["300:${PFX:-TEST}/ADMIN"]
 TOML
 }
