@@ -58,11 +58,12 @@ java_tools() {
     printf '{\n  "auto_update_root_info" = "no"\n}\n' > "$WORK/client-config/config.dct"
   fi
 }
-# hs_tool [COMMAND LINE]: java/HsTool.java inside the namespace (no arguments: commands on stdin).
+# hs_java CLASS [ARGS]: one of the tools inside the namespace.
 hs_java() {
   java_tools
   in_ns java -cp "$WORK/classes:$CP" -Dnet.handle.configDir="$WORK/client-config" "$@"
 }
+# hs_tool [COMMAND LINE]: java/HsTool.java (no arguments: commands on stdin).
 hs_tool() { hs_java HsTool "$@"; }
 
 # --- Handle.Net instances -------------------------------------------------------------
@@ -73,7 +74,6 @@ hn() {
   HS_PEER="$WORK/$name" HS_PORT=${ports% *} HS_HTTP_PORT=${ports#* } "$PEER/$script.sh" "$@"
 }
 hn_svr() { echo "$WORK/$1/svr"; }
-hn_port() { local p; read -r p < "$WORK/$1.ports"; echo "${p% *}"; }
 
 # hn_setup NAME PORT HTTP_PORT: a fresh primary server dir (prefix TEST, admin TEST/ADMIN
 # with HS_PUBKEY@300 = svr/admpriv.bin and HS_SECKEY@301 = benchsecret).
@@ -254,6 +254,6 @@ replication_authentication = "privatekey:300:$3"
 replication_private_key = "$4"
 replication_interval_ms = $5
 # The primary's admin administers the mirror's copy too (lists of handles and homed prefixes).
-server_admins = ["300:TEST/ADMIN"]
+server_admins = ["300:${PFX:-TEST}/ADMIN"]
 TOML
 }

@@ -52,9 +52,10 @@ fn mirror_config(dir: &Path, name: &str, source: &str, extra: &str) -> PathBuf {
     std::fs::create_dir_all(dir.join(name)).unwrap();
     let text = format!(
         "replication_source = \"{source}\"\nreplication_credentials = \"{}\"\nreplication_credentials_key = \"public_key\"\n\
-         replication_interval_ms = 200\n\
+         {interval}\
          replication_timeout_ms = 5000\nreplication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]\nserver_admins = [\"300:TEST/ADMIN\"]\n{extra}",
-        dir.join("creds.json").display()
+        dir.join("creds.json").display(),
+        interval = if extra.contains("replication_interval_ms") { "" } else { "replication_interval_ms = 200\n" },
     );
     write(dir, &format!("{name}.toml"), &text)
 }
@@ -350,4 +351,64 @@ fn kill_9_mid_dump_and_mid_pull_loses_and_repeats_nothing() {
     assert_eq!(block(same_records(&p, &m, (0..6000).map(|i| format!("TEST/late{i}")))), 6000);
     // The mirror logged each source transaction once, under the source's id.
     assert_eq!(metric(&m, "handled_txn_log_last_id"), Some(after));
+}
+
+/// BENCHMARKS.md "Replication lag": from a write acknowledged by the primary to
+/// the record resolvable on a low-latency mirror, `HANDLED_LAG_WRITES` writes
+/// one after another. `cargo test --release -p handled --test replication_mirror
+/// -- --ignored --nocapture measure_replication_lag`.
+#[test]
+#[ignore = "a measurement: run with --release --ignored"]
+fn measure_replication_lag() {
+    let writes: usize = std::env::var("HANDLED_LAG_WRITES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = primary(d, 100);
+    let extra = "replication_low_latency = true\nreplication_interval_ms = 30000\n";
+    let (m, _) = mirror(d, "m", &format!("127.0.0.1:{}", p.tcp_port), extra, &["--data-dir", path(&d.join("m-data"))]);
+    caught_up(&p, &m);
+    let mut lags = block(async {
+        let mut a = admin(d, &p.tcp_port).await;
+        let mut c = Connection::open(Protocol::Tcp, addr(&m.tcp_port), Duration::from_secs(10), true).await.unwrap();
+        let mut lags = Vec::with_capacity(writes);
+        for i in 0..writes {
+            let h = format!("TEST/lag{i}");
+            a.create(h.as_bytes(), &[HandleValue::new(1, "URL", "x")]).await.unwrap();
+            let acknowledged = Instant::now();
+            while c.resolve(h.as_bytes(), &ResolveOptions::default()).await.unwrap().code() != ResponseCode::SUCCESS {
+                assert!(acknowledged.elapsed() < Duration::from_secs(30), "{h} never reached the mirror");
+            }
+            lags.push(acknowledged.elapsed());
+        }
+        lags
+    });
+    lags.sort();
+    let at = |q: f64| lags[((lags.len() as f64 * q) as usize).min(lags.len() - 1)].as_secs_f64() * 1000.0;
+    println!(
+        "replication lag over {writes} writes (ms): p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        at(1.0)
+    );
+}
+
+/// BENCHMARKS.md "Replication lag": dump throughput, `HANDLED_DUMP_HANDLES`
+/// handles from an in-memory primary into a mirror's embedded store.
+#[test]
+#[ignore = "a measurement: run with --release --ignored"]
+fn measure_dump_throughput() {
+    let n: usize = std::env::var("HANDLED_DUMP_HANDLES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = primary(d, n);
+    let started = Instant::now();
+    let (m, _) = mirror(d, "m", &format!("127.0.0.1:{}", p.tcp_port), "", &["--data-dir", path(&d.join("m-data"))]);
+    wait_for("the dump", Duration::from_secs(3600), || {
+        metric(&m, "handled_replication_phase{").is_some()
+            && http(&m.http_port, "GET", "/metrics", "").1.contains("phase=\"pulling\"} 1")
+    });
+    let secs = started.elapsed().as_secs_f64();
+    let records = metric(&m, "handled_replication_dump_handles").unwrap();
+    println!("dump of {records} records (embedded store, from mirror start) in {secs:.1} s: {:.0} records/s", records / secs);
 }

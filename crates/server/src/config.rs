@@ -256,9 +256,6 @@ pub struct Config {
     /// RETRIEVE_TXN_LOG, which Handle.Net sources ignore), so this mirror is
     /// milliseconds behind instead of up to an interval.
     pub replication_low_latency: bool,
-    /// On a mirror, send administration requests on to the source instead of
-    /// answering them "not a primary" (RC 301, as Handle.Net mirrors do).
-    pub replication_forward_admin: bool,
 }
 
 impl Default for Config {
@@ -345,7 +342,6 @@ impl Default for Config {
             replication_interval_ms: 30_000,
             replication_timeout_ms: 300_000,
             replication_low_latency: false,
-            replication_forward_admin: false,
         }
     }
 }

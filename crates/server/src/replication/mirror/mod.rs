@@ -51,7 +51,7 @@ pub async fn is_promoted(store: &dyn handled_store::Store) -> Result<bool, handl
 /// listeners serve). A promoted server only logs that its source is ignored.
 pub async fn start(state: &Arc<ServerState>, settings: MirrorSettings) -> Result<(), handled_store::StoreError> {
     let promoted = is_promoted(&*state.store).await?;
-    let status = Arc::new(MirrorStatus::new(settings.source_text.clone(), settings.forward_admin, promoted));
+    let status = Arc::new(MirrorStatus::new(settings.source_text.clone(), promoted));
     state.set_mirror(status.clone());
     let scrape = status.clone();
     state.metrics.add_scrape_hook(Box::new(move |r| scrape.register(r)));

@@ -56,7 +56,6 @@ pub struct MirrorSettings {
     pub interval: Duration,
     pub timeout: Duration,
     pub low_latency: bool,
-    pub forward_admin: bool,
 }
 
 impl MirrorSettings {
@@ -75,7 +74,6 @@ impl MirrorSettings {
             interval: Duration::from_millis(c.replication_interval_ms.max(1)),
             timeout: Duration::from_millis(c.replication_timeout_ms.max(100)),
             low_latency: c.replication_low_latency,
-            forward_admin: c.replication_forward_admin,
         }))
     }
 }

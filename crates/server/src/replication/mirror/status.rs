@@ -58,8 +58,6 @@ pub struct Snapshot {
 pub struct MirrorStatus {
     /// The configured source, as written.
     pub source: String,
-    /// Send administration requests on to the source (else RC 301).
-    pub forward_admin: bool,
     promoted: AtomicBool,
     inner: Mutex<Snapshot>,
     /// The pull loop, stopped at promotion.
@@ -82,17 +80,17 @@ pub fn now_ms() -> u64 {
 }
 
 impl MirrorStatus {
-    pub fn new(source: String, forward_admin: bool, promoted: bool) -> Self {
+    pub fn new(source: String, promoted: bool) -> Self {
         let phase = if promoted { Phase::Promoted } else { Phase::Starting };
         MirrorStatus {
             source,
-            forward_admin,
             promoted: AtomicBool::new(promoted),
             inner: Mutex::new(Snapshot {
                 phase,
                 last_txn_id: 0,
                 last_pull_ms: 0,
-                caught_up_ms: 0,
+                // Until a pull catches up, the lag counts from the start.
+                caught_up_ms: now_ms(),
                 dump_records: 0,
                 pull_errors: 0,
                 redumps: 0,
@@ -181,5 +179,36 @@ impl MirrorStatus {
                 .set((p == s.phase) as i64);
         }
         r.register("replication_phase", "What the mirror is doing (1 for the current phase)", phases);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_per_source_and_promotion() {
+        let s = MirrorStatus::new("h:1".into(), false);
+        assert!(s.is_read_only());
+        s.update(|x| {
+            x.phase = Phase::Pulling;
+            x.last_txn_id = 42;
+            x.caught_up_ms = now_ms() - 2_000;
+        });
+        assert!((1.9..5.0).contains(&s.lag_seconds(now_ms())));
+        let mut r = Registry::with_prefix("handled");
+        s.register(&mut r);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &r).unwrap();
+        for line in [
+            r#"handled_replication_last_txn_id{source="h:1"} 42"#,
+            r#"handled_replication_phase{source="h:1",phase="pulling"} 1"#,
+            r#"handled_replication_phase{source="h:1",phase="dumping"} 0"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        s.set_promoted();
+        assert!(!s.is_read_only());
+        assert_eq!((s.snapshot().phase, s.lag_seconds(now_ms())), (Phase::Promoted, 0.0));
     }
 }
