@@ -4,6 +4,7 @@ mod admin;
 mod bench;
 mod handle_syntax;
 mod import;
+mod import_config;
 mod resolve;
 mod serve;
 mod status;
@@ -57,6 +58,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Bulk-load handle records from a JSON-lines file into the data directory.
     Import(import::ImportArgs),
+    /// Write the handled configuration and keys equivalent to a Handle.Net 9 server directory.
+    ImportConfig(import_config::ImportConfigArgs),
     #[command(flatten)]
     Admin(admin::AdminCommand),
     /// Make an RSA key pair for an admin handle (private key file + HS_PUBKEY JSON).
@@ -97,6 +100,7 @@ fn main() -> ExitCode {
             Command::Status(args) => status::run(args).await,
             Command::Resolve(args) => resolve::run(args).await,
             Command::Import(args) => import::run(args).await,
+            Command::ImportConfig(args) => import_config::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Admin(command) => admin::run(command).await,
             Command::Keygen(args) => admin::keygen(args),
