@@ -100,6 +100,9 @@ fn import(args: &ImportConfigArgs) -> anyhow::Result<()> {
     if !m.has("prefixes") {
         m.skip("server_config.auto_homed_prefixes", "none: set `prefixes` in handled.toml (handled needs at least one)");
     }
+    if dir.join("bdbje").exists() {
+        m.skip("bdbje/", "the handles are not copied: a handled mirror pulls them (README: Migrating from Handle.Net)");
+    }
     if dir.join("contactdata.dct").exists() {
         m.skip("contactdata.dct", "handled's site record carries only `description`");
     }
