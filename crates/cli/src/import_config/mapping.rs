@@ -74,7 +74,7 @@ fn yes(v: &str) -> bool {
     matches!(v.trim().to_ascii_lowercase().as_str(), "yes" | "true" | "y" | "1")
 }
 
-fn strings(v: &Value) -> Option<Vec<String>> {
+pub fn strings(v: &Value) -> Option<Vec<String>> {
     match v {
         Value::List(items) => items.iter().map(|i| i.as_str().map(str::to_string)).collect(),
         Value::Str(s) => Some(vec![s.clone()]),

@@ -33,6 +33,14 @@ pub struct ImportConfigArgs {
     /// Write over an existing handled.toml and key files in --out.
     #[arg(long)]
     force: bool,
+    /// Configure a mirror of this Handle.Net server (the first step of a takeover): its site
+    /// record as replication_source, admpriv.bin's key as the replication identity.
+    #[arg(long)]
+    mirror: bool,
+    /// With --mirror: the INDEX:HANDLE at which admpriv.bin's public key is published
+    /// (default: the first replication_admins entry, else the first server_admins entry).
+    #[arg(long, requires = "mirror")]
+    identity: Option<String>,
 }
 
 /// Exit code for a key that does not decrypt (README: 4 = authentication).
@@ -90,13 +98,19 @@ fn import(args: &ImportConfigArgs) -> anyhow::Result<()> {
         m.set("server_key_file", Toml::Str(path.display().to_string()), "privkey.bin");
         written.push(path);
     }
+    let mut admin_key = None;
     if let Some(key) = convert_key(dir, "admpriv.bin", &mut passphrase, &mut m)? {
         let path = out.join("admin_key.pk8");
         write_private(&path, key.pkcs8())?;
-        written.push(path);
+        written.push(path.clone());
+        admin_key = Some(path);
     }
-    replication_identity(dir, &dct, &out, &mut passphrase, &mut m, &mut written)?;
-    replication_source(dir, &out, site.as_ref(), &mut m, &mut written)?;
+    if args.mirror {
+        mirror_of_this_server(args, dir, &dct, &out, admin_key.as_deref(), &mut m, &mut written)?;
+    } else {
+        replication_identity(dir, &dct, &out, &mut passphrase, &mut m, &mut written)?;
+        replication_source(dir, &out, site.as_ref(), &mut m, &mut written)?;
+    }
     if !m.has("prefixes") {
         m.skip("server_config.auto_homed_prefixes", "none: set `prefixes` in handled.toml (handled needs at least one)");
     }
@@ -291,6 +305,43 @@ fn replication_identity(
         let secret = String::from_utf8(bytes).with_context(|| format!("{}: the secret is not UTF-8 text", path.display()))?;
         m.set("replication_secret", Toml::Str(secret), "replsec.bin (handled.toml is readable by its owner only)");
     }
+    Ok(())
+}
+
+/// `--mirror`: pull from the server this directory runs, as admpriv.bin's identity.
+fn mirror_of_this_server(
+    args: &ImportConfigArgs,
+    dir: &Path,
+    dct: &Dict,
+    out: &Path,
+    admin_key: Option<&Path>,
+    m: &mut Mapped,
+    written: &mut Vec<PathBuf>,
+) -> anyhow::Result<()> {
+    let sc = server_config(dct);
+    if sc.is_some_and(|sc| sc.get("replication_authentication").is_some()) {
+        bail!("--mirror: this Handle.Net server is a mirror itself; import it without --mirror");
+    }
+    let Some(key) = admin_key else {
+        bail!("--mirror needs an RSA admpriv.bin as the replication identity (handled's mirror signs with RSA)");
+    };
+    let first = |name: &str| sc.and_then(|sc| sc.get(name)).and_then(mapping::strings).and_then(|l| l.into_iter().next());
+    let identity = args
+        .identity
+        .clone()
+        .or_else(|| first("replication_admins"))
+        .or_else(|| first("server_admins"))
+        .context("--mirror: no replication_admins or server_admins to take the identity from; give --identity")?;
+    let (name, ext) =
+        if dir.join("siteinfo.json").exists() { ("siteinfo.json", "json") } else { ("siteinfo.bin", "bin") };
+    let target = out.join(format!("replication-source-siteinfo.{ext}"));
+    std::fs::copy(dir.join(name), &target).with_context(|| format!("cannot copy {} of {}", name, dir.display()))?;
+    written.push(target.clone());
+    m.comment("A mirror of the Handle.Net server (README: Migrating from Handle.Net); it must list");
+    m.comment(&format!("{identity} in its replication_admins or server_admins."));
+    m.set("replication_source", Toml::Str(target.display().to_string()), &format!("--mirror: {name}"));
+    m.set("replication_authentication", Toml::Str(format!("privatekey:{identity}")), "--mirror: admpriv.bin's identity");
+    m.set("replication_private_key", Toml::Str(key.display().to_string()), "--mirror: admpriv.bin");
     Ok(())
 }
 
