@@ -5,6 +5,7 @@ mod bench;
 mod handle_syntax;
 mod import;
 mod import_config;
+mod promote;
 mod resolve;
 mod serve;
 mod status;
@@ -64,6 +65,8 @@ enum Command {
     Admin(admin::AdminCommand),
     /// Make an RSA key pair for an admin handle (private key file + HS_PUBKEY JSON).
     Keygen(admin::KeygenArgs),
+    /// Turn a stopped replication mirror into a primary (running: SIGHUP without replication_source).
+    Promote(promote::PromoteArgs),
 }
 
 impl Command {
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
             Command::Bench(args) => bench::run(args).await,
             Command::Admin(command) => admin::run(command).await,
             Command::Keygen(args) => admin::keygen(args),
+            Command::Promote(args) => promote::run(args).await,
         }
     });
     match result {

@@ -5,6 +5,7 @@ use clap::Args;
 use handled_server::bootstrap::{bootstrap, open_store};
 use handled_server::config::{Config, StoreKind};
 use handled_server::import::ImportOptions;
+use handled_server::replication::mirror::MirrorSettings;
 use handled_server::Listeners;
 use std::io::Write;
 use std::net::IpAddr;
@@ -156,6 +157,7 @@ fn check_published_address(c: &Config) -> anyhow::Result<()> {
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut config = args.config()?;
+    let mirror = MirrorSettings::from_config(&config).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let listeners = Listeners::bind(&config).context("cannot listen")?;
     listeners.apply_ports(&mut config);
     let store = open_store(&config).await?;
@@ -180,6 +182,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("admin credentials written to {} (keep this file secret)", absolute(path).display());
     }
     let _remove_at_exit = RemoveAtExit(if temporary_credentials { booted.new_credentials.clone() } else { Vec::new() });
+    if let Some(settings) = mirror {
+        let source = settings.source_text.clone();
+        handled_server::replication::mirror::start(&booted.state, settings).await?;
+        if booted.state.mirror().is_some_and(|m| m.is_read_only()) {
+            eprintln!("replication mirror of {source}: resolving from the copy, administration requests answered 301");
+        }
+    }
     let running = listeners.serve(booted.state.clone())?;
     let a = running.addrs;
     let homed: Vec<String> =
@@ -198,6 +207,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             match handled_server::reload::reload(&state, config_path.as_deref()) {
                 Ok(()) => eprintln!("SIGHUP: reloaded {}", handled_server::reload::RELOADED_KEYS),
                 Err(e) => eprintln!("SIGHUP: nothing reloaded, the running configuration stays: {e}"),
+            }
+            match handled_server::replication::mirror::promote_if_unconfigured(&state, config_path.as_deref()).await {
+                Ok(true) => eprintln!("SIGHUP: replication_source gone from the configuration: promoted to a primary"),
+                Ok(false) => {}
+                Err(e) => eprintln!("SIGHUP: promotion failed, still a mirror: {e}"),
             }
         }
     });

@@ -101,7 +101,31 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         get("handled_store_fsyncs_total"),
         get("handled_store_max_group_commit"),
     );
+    if let Some(line) = replication_line(&m) {
+        println!("{line}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A mirror's progress: `replication  from SOURCE  pulling  txn N  lag 0.3 s  ...`.
+fn replication_line(m: &BTreeMap<String, f64>) -> Option<String> {
+    let (series, last_txn) = m.iter().find(|(k, _)| k.starts_with("handled_replication_last_txn_id{"))?;
+    let source = series.split("source=\"").nth(1)?.split('"').next()?.to_string();
+    let get = |name: &str| m.get(&format!("{name}{{source=\"{source}\"}}")).copied().unwrap_or(0.0);
+    let phase = m
+        .iter()
+        .filter(|(k, v)| {
+            k.starts_with("handled_replication_phase{") && k.contains(&format!("source=\"{source}\"")) && **v == 1.0
+        })
+        .find_map(|(k, _)| k.split("phase=\"").nth(1)?.split('"').next().map(str::to_string))
+        .unwrap_or_else(|| "?".into());
+    Some(format!(
+        "replication from {source}   {phase}   last txn {last_txn:.0}   lag {:.1} s   dumped {:.0} records   pull errors {:.0}   redumps {:.0}",
+        get("handled_replication_lag_seconds"),
+        get("handled_replication_dump_handles"),
+        get("handled_replication_pull_errors"),
+        get("handled_replication_redumps"),
+    ))
 }
 
 /// `0.1.0 (commit abc)` from the `handled_build_info` labels.
@@ -135,6 +159,19 @@ mod tests {
         assert_eq!(m["handled_requests_total"], 5.0);
         assert_eq!(m["handled_cache_bytes"], 10.0);
         assert_eq!(m[r#"handled_requests_total{a="2"}"#], 3.0);
+    }
+
+    #[test]
+    fn replication_of_a_mirror() {
+        let m = super::parse(concat!(
+            "handled_replication_last_txn_id{source=\"h:1\"} 42\n",
+            "handled_replication_lag_seconds{source=\"h:1\"} 0.3\n",
+            "handled_replication_phase{source=\"h:1\",phase=\"dumping\"} 0\n",
+            "handled_replication_phase{source=\"h:1\",phase=\"pulling\"} 1\n",
+        ));
+        let line = super::replication_line(&m).unwrap();
+        assert!(line.starts_with("replication from h:1   pulling   last txn 42   lag 0.3 s"), "{line}");
+        assert!(super::replication_line(&super::parse("handled_uptime_seconds 1\n")).is_none(), "not a mirror");
     }
 
     #[test]

@@ -176,7 +176,7 @@ impl AdminSession {
         let mut responses = self.send(&unit, rid, session).await?;
         if responses[0].code() == ResponseCode::AUTHENTICATION_NEEDED {
             let challenge = responses.remove(0);
-            let answer = self.answer(&challenge, &hb)?;
+            let answer = answer_challenge(&self.creds, &challenge, &hb)?;
             let rid = request_id();
             let opts = UnitOptions {
                 version: challenge.envelope.version,
@@ -192,45 +192,6 @@ impl AdminSession {
             return Err(refused(&responses[0]));
         }
         Ok(responses)
-    }
-
-    /// The answer to a challenge for our request `hb` (header+body as sent).
-    fn answer(&self, challenge: &Response, hb: &[u8]) -> Result<RequestBody, AdminError> {
-        let ResponseBody::Challenge { nonce } = &challenge.body else {
-            return Err(AdminError::Unexpected("402 without a nonce".into()));
-        };
-        let digest = challenge
-            .digest
-            .as_ref()
-            .ok_or_else(|| AdminError::Unexpected("challenge without a request digest".into()))?;
-        // Sign only what we asked for (the Java client checks this too).
-        if !digest.matches(hb) {
-            return Err(AdminError::Session("challenge is for a request we did not send".into()));
-        }
-        let version = challenge.envelope.version.min(challenge.envelope.suggested);
-        let (auth_type, answer) = match &self.creds.key {
-            Key::Secret(secret) => {
-                let alg = if version >= Version::V2_7 {
-                    AnswerAlg::Pbkdf2HmacSha1 { iterations: JAVA_PBKDF2_ITERATIONS, key_bits: JAVA_PBKDF2_KEY_BITS }
-                } else {
-                    AnswerAlg::Sha1
-                };
-                let salt: [u8; 16] = rand::random();
-                (AUTH_TYPE_SECKEY, seckey::answer(alg, secret, nonce, &digest.digest, &salt).to_vec())
-            }
-            Key::Rsa(pair) => {
-                let signed = [nonce.as_slice(), &digest.digest].concat();
-                let signature =
-                    rsa_sign_sha256(pair, &signed).ok_or_else(|| AdminError::Session("RSA signing failed".into()))?;
-                (AUTH_TYPE_PUBKEY, PublicKeyAnswer { hash_name: b"SHA-256".to_vec(), signature }.to_vec())
-            }
-        };
-        Ok(RequestBody::ChallengeAnswer(ChallengeAnswer {
-            auth_type: auth_type.to_vec(),
-            identity_handle: self.creds.handle.clone(),
-            identity_index: self.creds.index,
-            answer,
-        }))
     }
 
     /// Create a handle; returns the created handle.
@@ -314,6 +275,47 @@ impl AdminSession {
         }
         Ok(())
     }
+}
+
+/// The answer to `challenge` for our request `hb` (header+body as sent), as `creds`.
+pub(crate) fn answer_challenge(
+    creds: &Credentials,
+    challenge: &Response,
+    hb: &[u8],
+) -> Result<RequestBody, AdminError> {
+    let ResponseBody::Challenge { nonce } = &challenge.body else {
+        return Err(AdminError::Unexpected("402 without a nonce".into()));
+    };
+    let digest =
+        challenge.digest.as_ref().ok_or_else(|| AdminError::Unexpected("challenge without a request digest".into()))?;
+    // Sign only what we asked for (the Java client checks this too).
+    if !digest.matches(hb) {
+        return Err(AdminError::Session("challenge is for a request we did not send".into()));
+    }
+    let version = challenge.envelope.version.min(challenge.envelope.suggested);
+    let (auth_type, answer) = match &creds.key {
+        Key::Secret(secret) => {
+            let alg = if version >= Version::V2_7 {
+                AnswerAlg::Pbkdf2HmacSha1 { iterations: JAVA_PBKDF2_ITERATIONS, key_bits: JAVA_PBKDF2_KEY_BITS }
+            } else {
+                AnswerAlg::Sha1
+            };
+            let salt: [u8; 16] = rand::random();
+            (AUTH_TYPE_SECKEY, seckey::answer(alg, secret, nonce, &digest.digest, &salt).to_vec())
+        }
+        Key::Rsa(pair) => {
+            let signed = [nonce.as_slice(), &digest.digest].concat();
+            let signature =
+                rsa_sign_sha256(pair, &signed).ok_or_else(|| AdminError::Session("RSA signing failed".into()))?;
+            (AUTH_TYPE_PUBKEY, PublicKeyAnswer { hash_name: b"SHA-256".to_vec(), signature }.to_vec())
+        }
+    };
+    Ok(RequestBody::ChallengeAnswer(ChallengeAnswer {
+        auth_type: auth_type.to_vec(),
+        identity_handle: creds.handle.clone(),
+        identity_index: creds.index,
+        answer,
+    }))
 }
 
 fn admin_flags() -> OpFlags {

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod certify;
 pub mod credentials;
+pub mod replication;
 pub mod session;
 mod transport;
 

@@ -121,7 +121,7 @@ fn continues(unit: &[u8]) -> bool {
         && Header::read(&mut Reader::new(&unit[ENVELOPE_LEN..])).is_ok_and(|h| h.op_flags.contains(OpFlags::CN))
 }
 
-async fn read_units(stream: &mut TcpStream) -> Result<Vec<Vec<u8>>, ClientError> {
+pub(crate) async fn read_units(stream: &mut TcpStream) -> Result<Vec<Vec<u8>>, ClientError> {
     let mut units = Vec::new();
     loop {
         let mut unit = vec![0u8; ENVELOPE_LEN];

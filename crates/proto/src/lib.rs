@@ -23,5 +23,8 @@ pub mod data;
 pub mod handle;
 pub mod json;
 
+// Replication (opcodes 1000–1003 and their streams).
+pub mod replication;
+
 pub use codec::{Codec, DecodeError, DecodeResult, Reader};
 pub use value::{HandleValue, TtlType, ValuePermissions, ValueReference};

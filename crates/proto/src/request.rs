@@ -2,7 +2,9 @@
 //! Decoders read field by field and ignore bytes after the last field (§3.1 note).
 
 use crate::codec::{put_bytes, put_i32, put_u32, Codec, DecodeError, DecodeResult, Reader};
+use crate::envelope::Version;
 use crate::header::OpCode;
+use crate::replication::{DumpHandlesRequest, RetrieveTxnRequest};
 use crate::session::{SessionSetupRequest, VerifyChallengeRequest};
 use crate::value::HandleValue;
 
@@ -86,10 +88,12 @@ pub enum RequestBody {
     GetNextTxnId {
         handle: Vec<u8>,
     },
+    RetrieveTxnLog(RetrieveTxnRequest),
+    DumpHandles(DumpHandlesRequest),
     BackupServer {
         handle: Vec<u8>,
     },
-    /// An op code whose body we don't parse (replication streams, unknown or 0).
+    /// An op code whose body we don't parse (unknown or 0).
     /// The body is ignored; encoding it writes nothing.
     Unsupported(OpCode),
 }
@@ -159,8 +163,16 @@ fn put_indexes(out: &mut Vec<u8>, indexes: &[i32]) {
 }
 
 impl RequestBody {
-    /// Decode the body of a request with op code `op`.
+    /// Decode the body of a request with op code `op`, as if it came in an
+    /// envelope of the current version (2.10); see [`RequestBody::decode_at`].
     pub fn decode(op: OpCode, body: &[u8]) -> DecodeResult<Self> {
+        Self::decode_at(Version::V2_10, op, body)
+    }
+
+    /// Decode the body of a request with op code `op` that arrived in an envelope
+    /// of `version` (the envelope's own version, not the suggested one): the
+    /// RETRIEVE_TXN_LOG body has a different layout below 2.9.
+    pub fn decode_at(version: Version, op: OpCode, body: &[u8]) -> DecodeResult<Self> {
         let r = &mut Reader::new(body);
         let handle = |r: &mut Reader<'_>| -> DecodeResult<Vec<u8>> { Ok(r.bytes("handle")?.to_vec()) };
         Ok(match op {
@@ -192,6 +204,8 @@ impl RequestBody {
                 RequestBody::SessionExchangeKey { encrypted_key: r.bytes("encrypted session key")?.to_vec() }
             }
             OpCode::GET_NEXT_TXN_ID => RequestBody::GetNextTxnId { handle: handle(r)? },
+            OpCode::RETRIEVE_TXN_LOG => RequestBody::RetrieveTxnLog(RetrieveTxnRequest::decode(version, r)?),
+            OpCode::DUMP_HANDLES => RequestBody::DumpHandles(DumpHandlesRequest::decode(r)?),
             OpCode::BACKUP_SERVER => RequestBody::BackupServer { handle: handle(r)? },
             other => RequestBody::Unsupported(other),
         })
@@ -224,6 +238,8 @@ impl RequestBody {
             RequestBody::VerifyChallenge(v) => v.encode(out),
             RequestBody::SessionSetup(s) => s.encode(out),
             RequestBody::SessionExchangeKey { encrypted_key } => put_bytes(out, encrypted_key),
+            RequestBody::RetrieveTxnLog(r) => r.encode(out),
+            RequestBody::DumpHandles(d) => d.encode(out),
             RequestBody::GetSiteInfo { handle }
             | RequestBody::DeleteHandle { handle }
             | RequestBody::ListHandles { prefix: handle }
@@ -262,13 +278,16 @@ impl RequestBody {
             RequestBody::SessionTerminate { .. } => OpCode::SESSION_TERMINATE,
             RequestBody::SessionExchangeKey { .. } => OpCode::SESSION_EXCHANGEKEY,
             RequestBody::GetNextTxnId { .. } => OpCode::GET_NEXT_TXN_ID,
+            RequestBody::RetrieveTxnLog(_) => OpCode::RETRIEVE_TXN_LOG,
+            RequestBody::DumpHandles(_) => OpCode::DUMP_HANDLES,
             RequestBody::BackupServer { .. } => OpCode::BACKUP_SERVER,
             RequestBody::Unsupported(op) => *op,
         }
     }
 
     /// The handle (or prefix handle) the request is about, if it names one.
-    /// Challenge answers, session setup and key exchange name none.
+    /// Challenge answers, session setup, key exchange and the replication
+    /// pulls (1001, 1002) name none.
     pub fn handle(&self) -> Option<&[u8]> {
         match self {
             RequestBody::Resolution(r) => Some(&r.handle),
@@ -289,6 +308,8 @@ impl RequestBody {
             RequestBody::ChallengeAnswer(_)
             | RequestBody::SessionSetup(_)
             | RequestBody::SessionExchangeKey { .. }
+            | RequestBody::RetrieveTxnLog(_)
+            | RequestBody::DumpHandles(_)
             | RequestBody::Unsupported(_) => None,
         }
     }

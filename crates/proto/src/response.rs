@@ -32,6 +32,10 @@ pub enum ResponseBody {
     SessionSetup(SessionSetupResponse),
     /// Success of GET_NEXT_TXN_ID.
     NextTxnId(u64),
+    /// Success of RETRIEVE_TXN_LOG (`u8` flags, bit 0); the stream follows.
+    RetrieveTxnLog { keep_alive: bool },
+    /// Success of DUMP_HANDLES (empty body); the stream follows.
+    DumpHandles,
     /// Codes 302/303. The value list is optional on the wire; a missing list
     /// decodes as empty and is always written (count 0 when empty).
     Referral { handle: Vec<u8>, values: Vec<HandleValue> },
@@ -44,6 +48,9 @@ impl ResponseBody {
         ResponseBody::Error { message: message.into() }
     }
 }
+
+/// Bit of the RETRIEVE_TXN_LOG response flags: the connection stays open after the stream.
+const KEEP_ALIVE: u8 = 0x01;
 
 fn read_limited_handle(r: &mut Reader<'_>, what: &'static str) -> DecodeResult<Vec<u8>> {
     let n = r.len(what)?;
@@ -116,6 +123,10 @@ fn decode_success(op: OpCode, r: &mut Reader<'_>) -> DecodeResult<ResponseBody> 
         OpCode::VERIFY_CHALLENGE => ResponseBody::VerifyResult { valid: r.u8("verify result")? & 0x01 != 0 },
         OpCode::SESSION_SETUP => ResponseBody::SessionSetup(SessionSetupResponse::read(r)?),
         OpCode::GET_NEXT_TXN_ID => ResponseBody::NextTxnId(r.u64("next transaction id")?),
+        OpCode::RETRIEVE_TXN_LOG => {
+            ResponseBody::RetrieveTxnLog { keep_alive: r.u8("retrieve-transactions flags")? & KEEP_ALIVE != 0 }
+        }
+        OpCode::DUMP_HANDLES => ResponseBody::DumpHandles,
         OpCode::DELETE_HANDLE
         | OpCode::ADD_VALUE
         | OpCode::REMOVE_VALUE
@@ -162,6 +173,8 @@ pub fn encode_response_body(digest: Option<&RequestDigest>, body: &ResponseBody,
         ResponseBody::VerifyResult { valid } => put_u8(out, u8::from(*valid)),
         ResponseBody::SessionSetup(s) => s.encode(out),
         ResponseBody::NextTxnId(id) => put_u64(out, *id),
+        ResponseBody::RetrieveTxnLog { keep_alive } => put_u8(out, if *keep_alive { KEEP_ALIVE } else { 0 }),
+        ResponseBody::DumpHandles => {}
         ResponseBody::Error { message } => put_bytes(out, message),
     }
 }

@@ -7,6 +7,10 @@ use handled_proto::digest::{DigestAlg, RequestDigest};
 use handled_proto::envelope::{Envelope, Version};
 use handled_proto::header::{Header, OpCode, OpFlags, ResponseCode};
 use handled_proto::message::{encode_message, encode_unit, parse_message, split_unit};
+use handled_proto::replication::{
+    DumpHandlesRequest, DumpStreamDecoder, Framing, MirrorLayout, Preamble, ReplicationServerState,
+    ReplicationStateInfo, RetrieveTxnRequest, TxnQuery, TxnStreamDecoder,
+};
 use handled_proto::request::{ChallengeAnswer, RequestBody, ResolutionRequest};
 use handled_proto::response::{
     decode_response_body, encode_response_body, encode_response_body_for_version, ResponseBody,
@@ -157,9 +161,44 @@ fn request_body() -> impl Strategy<Value = RequestBody> {
         bytes(60).prop_map(|encrypted_key| RequestBody::SessionExchangeKey { encrypted_key }),
         h().prop_map(|handle| RequestBody::GetNextTxnId { handle }),
         h().prop_map(|handle| RequestBody::BackupServer { handle }),
-        prop_oneof![Just(0u32), Just(1001), Just(1002), Just(106), 2000u32..]
-            .prop_map(|op| RequestBody::Unsupported(OpCode(op))),
+        retrieve_txn_request().prop_map(RequestBody::RetrieveTxnLog),
+        (layout(), prop::option::of((bytes(30), any::<i32>())))
+            .prop_map(|(layout, resume)| RequestBody::DumpHandles(DumpHandlesRequest { layout, resume })),
+        prop_oneof![Just(0u32), Just(106), 2000u32..].prop_map(|op| RequestBody::Unsupported(OpCode(op))),
     ]
+}
+
+fn layout() -> impl Strategy<Value = MirrorLayout> {
+    any::<(u8, i32, i32)>().prop_map(|(hash_type, num_servers, server_num)| MirrorLayout {
+        hash_type,
+        num_servers,
+        server_num,
+    })
+}
+
+/// As decoded from a 2.10 envelope (`RequestBody::decode`): always the flagged form.
+fn retrieve_txn_request() -> impl Strategy<Value = RetrieveTxnRequest> {
+    let state = (prop::collection::vec(("[ -~]{0,12}", any::<(i64, i64)>()), 0..4), prop::option::of("[ -~é]{0,12}"))
+        .prop_map(|(queues, own_name)| {
+            let mut replication_server_states: Vec<(String, ReplicationServerState)> = Vec::new();
+            for (q, (last_txn_id, last_timestamp)) in queues {
+                if !replication_server_states.iter().any(|(k, _)| *k == q) {
+                    replication_server_states.push((q, ReplicationServerState { last_txn_id, last_timestamp }));
+                }
+            }
+            ReplicationStateInfo { replication_server_states, own_name }
+        });
+    let query = prop_oneof![
+        any::<(u64, u64)>()
+            .prop_map(|(last_txn_id, last_query_date_ms)| TxnQuery::Since { last_txn_id, last_query_date_ms }),
+        state.prop_map(TxnQuery::AllQueues),
+    ];
+    (query, layout(), prop::option::of(any::<i32>())).prop_map(|(query, layout, wait_millis)| RetrieveTxnRequest {
+        query,
+        layout,
+        flagged: true,
+        wait_millis,
+    })
 }
 
 const MESSAGE_CODES: [u32; 26] = [
@@ -199,6 +238,12 @@ fn response() -> impl Strategy<Value = (OpCode, ResponseCode, ResponseBody)> {
             (OpCode(400), ResponseCode::SUCCESS, ResponseBody::SessionSetup(SessionSetupResponse { mode, data }))
         }),
         any::<u64>().prop_map(|id| (OpCode(1000), ResponseCode::SUCCESS, ResponseBody::NextTxnId(id))),
+        any::<bool>().prop_map(|keep_alive| (
+            OpCode(1001),
+            ResponseCode::SUCCESS,
+            ResponseBody::RetrieveTxnLog { keep_alive }
+        )),
+        Just((OpCode(1002), ResponseCode::SUCCESS, ResponseBody::DumpHandles)),
         (any::<u32>(), prop::sample::select(&[302u32, 303][..]), bytes(30), values()).prop_map(
             |(op, c, handle, values)| (OpCode(op), ResponseCode(c), ResponseBody::Referral { handle, values })
         ),
@@ -250,6 +295,14 @@ fn decode_everything(data: &[u8], op: u32, code: u32, flags: u32, v: Version) {
         let _ = decode_response_body(&view.header, v, view.body);
     }
     let _ = RequestBody::decode(OpCode(op), data);
+    let _ = RequestBody::decode_at(v, OpCode(op), data);
+    let _ = Preamble::decode(data);
+    let mut txn = TxnStreamDecoder::new(Framing::plain(), 1024);
+    txn.feed(data);
+    while let Ok(Some(_)) = txn.next_item() {}
+    let mut dump = DumpStreamDecoder::new(Framing::plain(), 1024);
+    dump.feed(data);
+    while let Ok(Some(_)) = dump.next_item() {}
     let h = Header {
         response_code: ResponseCode(code),
         op_flags: OpFlags(flags),

@@ -101,7 +101,11 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     let mut homed: HashSet<Vec<u8>> = crate::state::stored_homed(&*store).await?;
 
     let mut new_credentials = Vec::new();
-    for prefix in &config.prefixes {
+    // A mirror (or a promoted one) serves the prefixes, prefix and admin handles it
+    // replicates: writing its own would log changes outside the source's sequence.
+    let replicated = config.replication_source.is_some() || crate::replication::mirror::is_promoted(&*store).await?;
+    let prefixes: &[String] = if replicated { &[] } else { &config.prefixes };
+    for prefix in prefixes {
         let prefix_handle = handle::normalize(format!("0.NA/{prefix}").as_bytes(), false);
         if homed.insert(prefix_handle.clone()) {
             let meta_key = format!("{HOMED_META_PREFIX}{}", String::from_utf8_lossy(&prefix_handle));

@@ -9,8 +9,8 @@
 
 use async_trait::async_trait;
 use handled_store::{
-    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, Store, StoreError,
-    StoreStats, SwapOutcome,
+    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, ReplicatedChange,
+    ReplicatedWrite, Store, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
 };
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -191,6 +191,55 @@ impl Store for CachingStore {
     fn close(&self) {
         self.inner.close();
         self.invalidate_all();
+    }
+
+    // The transaction log is not cached: pass through. Replicated changes drop
+    // what they change, like the writes they stand for.
+    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
+        self.inner.txn_log_read(after, limit).await
+    }
+
+    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
+        self.inner.txn_log_bounds().await
+    }
+
+    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError> {
+        self.inner.txn_log_prune(before_ms).await
+    }
+
+    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.txn_log_subscribe()
+    }
+
+    async fn apply_replicated_with_docs(
+        &self,
+        changes: Vec<ReplicatedChange>,
+        progress: Vec<(String, Option<Vec<u8>>)>,
+        docs: Vec<DocWrite>,
+    ) -> Result<(), StoreError> {
+        let mut keys = Vec::new();
+        let mut homing = false;
+        for c in &changes {
+            match c.write() {
+                ReplicatedWrite::Handle(k, _) => keys.push(k),
+                ReplicatedWrite::Meta(..) => homing = true,
+            }
+        }
+        let outcome = self.inner.apply_replicated_with_docs(changes, progress, docs).await;
+        if homing {
+            self.invalidate_all();
+        } else {
+            self.invalidate(keys.iter().map(Vec::as_slice));
+        }
+        outcome
+    }
+
+    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
+        self.inner.txn_log_reset(id).await
+    }
+
+    async fn checkpoint(&self) -> Result<(), StoreError> {
+        self.inner.checkpoint().await
     }
 
     // Documents (domain registry, reverse lookups) are not cached: pass through.

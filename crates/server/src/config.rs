@@ -89,6 +89,25 @@ pub struct Config {
     pub server_admins: Vec<String>,
     /// Server administrators may do anything, not only home/unhome/list prefixes.
     pub server_admin_full_access: bool,
+    // Replication source (crate::replication::source; Handle.Net's key names).
+    /// Who may pull the transaction log and dumps (RETRIEVE_TXN_LOG,
+    /// DUMP_HANDLES): `index:handle` references to HS_PUBKEY/HS_SECKEY values
+    /// or HS_VLIST groups; `server_admins` may too.
+    pub replication_admins: Vec<String>,
+    /// Who may ask for a checkpoint (BACKUP_SERVER), besides `server_admins`.
+    pub backup_admins: Vec<String>,
+    /// Days of transaction log kept (pruned daily); a mirror further behind
+    /// must be dumped again. 0 = forever.
+    pub txnlog_num_days_to_keep: u64,
+    /// Replication streams (log pulls and dumps) served at once; more are
+    /// refused as too busy.
+    pub replication_max_streams: usize,
+    /// Longest wait for a mirror to take the next piece of a stream before the
+    /// stream is cut (a slow reader holds at most one page meanwhile).
+    pub replication_write_timeout_secs: u64,
+    /// Log pulls one mirror address may hold open waiting for changes (the
+    /// long-poll extension); more are answered at once.
+    pub replication_waits_per_peer: usize,
     /// Longest idle time of a session; clients ask for a timeout (86 400 s by
     /// default) and get at most this.
     pub max_session_secs: u64,
@@ -193,6 +212,44 @@ pub struct Config {
     /// the handle's URL, as hdl.handle.net does); false: such a GET answers 302
     /// to `/api/handles/{handle}`, as Handle.Net with `enable_proxy = no`.
     pub enable_proxy: bool,
+    // Replication mirror (crate::replication::mirror, docs/replication.md).
+    /// Pull every handle from this replication source and serve it read-only:
+    /// a site record file (Handle.Net's `siteinfo.json`, or `siteinfo.bin`), the
+    /// `host:port` of the source's native TCP interface (its key is taken from
+    /// its GET_SITE_INFO answer on first contact and pinned), or `index:handle`
+    /// of an HS_SITE value (resolved at `replication_resolver`, else in our own
+    /// store). Unset: this server is a primary.
+    pub replication_source: Option<String>,
+    /// Where to resolve an `index:handle` source, `host:port` (native TCP).
+    pub replication_resolver: Option<String>,
+    /// The mirror's identity, Handle.Net's form: `secretkey:INDEX:HANDLE` (the
+    /// secret in `replication_secret`) or `privatekey:INDEX:HANDLE` (an RSA
+    /// PKCS#8 key, DER or PEM, in `replication_private_key`). The source must
+    /// list it in its `replication_admins` (or `server_admins`).
+    pub replication_authentication: Option<String>,
+    /// The secret of a `secretkey:` identity (or `HANDLED_REPLICATION_SECRET`).
+    pub replication_secret: Option<String>,
+    pub replication_private_key: Option<PathBuf>,
+    /// Or the identity as a credentials file `handled serve` writes
+    /// (`admin-<prefix>.json`), with `replication_credentials_key` = "secret"
+    /// (default) or "public_key" choosing which of its keys answers.
+    pub replication_credentials: Option<PathBuf>,
+    pub replication_credentials_key: String,
+    /// Time between pulls of the source's transaction log, ms (the original's
+    /// code: 30 000). In low-latency mode, how long the source may hold a pull
+    /// open waiting for a transaction.
+    pub replication_interval_ms: u64,
+    /// Longest wait for any read from the source (connect, answer, each piece
+    /// of a stream), ms; the original's default is 300 000.
+    pub replication_timeout_ms: u64,
+    /// Long-poll: ask again at once, and let a `handled` source hold the
+    /// request until a transaction arrives (a trailing wait time in
+    /// RETRIEVE_TXN_LOG, which Handle.Net sources ignore), so this mirror is
+    /// milliseconds behind instead of up to an interval.
+    pub replication_low_latency: bool,
+    /// On a mirror, send administration requests on to the source instead of
+    /// answering them "not a primary" (RC 301, as Handle.Net mirrors do).
+    pub replication_forward_admin: bool,
 }
 
 impl Default for Config {
@@ -226,6 +283,12 @@ impl Default for Config {
             queue_length: 2048,
             max_queue_wait_ms: 1000,
             server_admin_full_access: true,
+            replication_admins: Vec::new(),
+            backup_admins: Vec::new(),
+            txnlog_num_days_to_keep: 0,
+            replication_max_streams: 4,
+            replication_write_timeout_secs: 60,
+            replication_waits_per_peer: 2,
             max_session_secs: 86_400,
             unauthenticated_session_secs: 30,
             session_budget_mb: 16,
@@ -261,6 +324,17 @@ impl Default for Config {
             access_log: crate::logging::AccessLogMode::Full,
             access_log_sample_every: 100,
             enable_proxy: true,
+            replication_source: None,
+            replication_resolver: None,
+            replication_authentication: None,
+            replication_secret: None,
+            replication_private_key: None,
+            replication_credentials: None,
+            replication_credentials_key: "secret".into(),
+            replication_interval_ms: 30_000,
+            replication_timeout_ms: 300_000,
+            replication_low_latency: false,
+            replication_forward_admin: false,
         }
     }
 }
@@ -386,6 +460,8 @@ impl Config {
             }
         }
         self.parsed_server_admins()?;
+        parse_admin_list(&self.replication_admins)?;
+        parse_admin_list(&self.backup_admins)?;
         if self.store_kind() == StoreKind::Cassandra {
             self.cassandra_options()?;
             if self.cache_mb > 0 {
@@ -439,7 +515,7 @@ impl Config {
 
     /// The server-wide administrators as (handle, index) references.
     pub fn parsed_server_admins(&self) -> Result<Vec<(Vec<u8>, i32)>, ConfigError> {
-        self.server_admins.iter().map(|a| parse_admin_ref(a)).collect()
+        parse_admin_list(&self.server_admins)
     }
 
     /// Without `server_admins`, each configured prefix's `<prefix>/ADMIN` and
@@ -463,6 +539,11 @@ impl Config {
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
         }
     }
+}
+
+/// A list of admin references (`server_admins`, `replication_admins`, ...).
+pub fn parse_admin_list(list: &[String]) -> Result<Vec<(Vec<u8>, i32)>, ConfigError> {
+    list.iter().map(|a| parse_admin_ref(a)).collect()
 }
 
 /// `300:TEST/ADMIN` or `TEST/ADMIN` (index 0).

@@ -22,6 +22,7 @@ pub mod proxy;
 pub mod quota;
 pub mod registry;
 pub mod reload;
+pub mod replication;
 pub mod rest;
 pub mod session;
 pub mod site;

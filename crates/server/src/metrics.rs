@@ -70,7 +70,24 @@ pub struct Metrics {
     connections: Family<TransportLabel, Gauge>,
     connections_refused: Family<RefusedLabels, Counter>,
     udp_duplicates: Counter,
+    /// Replication source: log entries and dumps sent, streams running, and
+    /// the log's last id (set at scrape time).
+    pub replication: ReplicationMetrics,
     started: std::time::Instant,
+    /// Figures other rooms register at scrape time (the replication mirror's).
+    scrape_hooks: std::sync::Mutex<Vec<ScrapeHook>>,
+}
+
+/// Adds a room's figures to the registry at each scrape.
+pub type ScrapeHook = Box<dyn Fn(&mut Registry) + Send + Sync>;
+
+/// The replication source's figures.
+#[derive(Default)]
+pub struct ReplicationMetrics {
+    pub entries_sent: Counter,
+    pub dumps_served: Counter,
+    pub streams_active: Gauge,
+    pub txn_log_last_id: Gauge,
 }
 
 impl Default for Metrics {
@@ -82,7 +99,9 @@ impl Default for Metrics {
             connections: Family::default(),
             connections_refused: Family::default(),
             udp_duplicates: Counter::default(),
+            replication: ReplicationMetrics::default(),
             started: std::time::Instant::now(),
+            scrape_hooks: Default::default(),
         }
     }
 }
@@ -137,7 +156,11 @@ impl Metrics {
         self.connections_refused.get_or_create(&RefusedLabels { transport, reason }).inc();
     }
 
-    /// The text exposition.
+    /// Register `hook` to add figures at every scrape.
+    pub fn add_scrape_hook(&self, hook: ScrapeHook) {
+        self.scrape_hooks.lock().unwrap_or_else(|e| e.into_inner()).push(hook);
+    }
+
     /// The text at `/metrics`; `handles`: the store's handle count, if it answered.
     pub fn render(
         &self,
@@ -165,6 +188,11 @@ impl Metrics {
             self.refusals.clone(),
         );
         r.register("open_connections", "Open TCP and HTTP connections", self.connections.clone());
+        let repl = &self.replication;
+        r.register("txn_log_last_id", "Highest transaction id in the replication log", repl.txn_log_last_id.clone());
+        r.register("replication_entries_sent", "Log entries sent to mirrors", repl.entries_sent.clone());
+        r.register("replication_dumps_served", "Full dumps sent to mirrors", repl.dumps_served.clone());
+        r.register("replication_streams_active", "Log pulls and dumps being sent", repl.streams_active.clone());
         r.register(
             "connections_refused",
             "Connections refused at accept, over the total or per-address limit",
@@ -238,6 +266,9 @@ impl Metrics {
         r.register("store_group_commit_size", "Commits with at most `le` operations (cumulative)", batches);
         r.register("store_max_group_commit", "Largest number of operations committed together", gauge(store.max_batch));
 
+        for hook in self.scrape_hooks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            hook(&mut r);
+        }
         let mut out = String::with_capacity(8192);
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &r);

@@ -18,8 +18,9 @@ use handled_store::Store;
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 
-/// Meta-table key under which each homed prefix handle is recorded.
-pub const HOMED_META_PREFIX: &str = "homed/";
+/// Meta-table key under which each homed prefix handle is recorded (defined by
+/// the store, which logs writes under it as HOME_NA / UNHOME_NA).
+pub use handled_store::HOMED_META_PREFIX;
 
 /// The prefix handles homed at run time (HOME_NA), as the store keeps them.
 pub async fn stored_homed(store: &dyn Store) -> Result<HashSet<Vec<u8>>, handled_store::StoreError> {
@@ -69,10 +70,14 @@ pub struct ServerState {
     pub sessions: Sessions,
     pub admission: Admission,
     pub metrics: Metrics,
+    /// The replication source's stream slots and waiting pulls.
+    pub replication: crate::replication::source::Source,
     /// The cache in front of `store` (which already goes through it), for its figures.
     pub cache: Option<Arc<CachingStore>>,
     /// Set once every listener serves (`/readyz`).
     ready: std::sync::atomic::AtomicBool,
+    /// Set when this server runs as a replication mirror (before it serves).
+    mirror: std::sync::OnceLock<Arc<crate::replication::mirror::MirrorStatus>>,
 }
 
 impl ServerState {
@@ -127,8 +132,10 @@ impl ServerState {
         ServerState {
             admission,
             metrics: Metrics::default(),
+            replication: crate::replication::source::Source::new(&config),
             cache,
             ready: Default::default(),
+            mirror: Default::default(),
             config,
             store,
             key,
@@ -154,6 +161,16 @@ impl ServerState {
             self.challenges.sweep();
             self.sessions.sweep();
         }
+    }
+
+    /// The replication mirror's status, when this server is one.
+    pub fn mirror(&self) -> Option<&Arc<crate::replication::mirror::MirrorStatus>> {
+        self.mirror.get()
+    }
+
+    /// Make this server a mirror (once, before it serves).
+    pub fn set_mirror(&self, status: Arc<crate::replication::mirror::MirrorStatus>) {
+        let _ = self.mirror.set(status);
     }
 
     pub fn is_ready(&self) -> bool {

@@ -41,9 +41,10 @@ use parking_lot::Mutex;
 use redb::{Database, ReadOnlyTable, ReadableDatabase, ReadableTableMetadata, TableDefinition};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::txn_log::TxnNotifier;
 use crate::{
-    scan_start, DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, StatCounters,
-    Store, StoreError, StoreStats, SwapOutcome,
+    scan_start, DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch,
+    ReplicatedChange, StatCounters, Store, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
 };
 
 #[path = "embedded_docs.rs"]
@@ -52,12 +53,15 @@ mod docs;
 mod format;
 #[path = "embedded_space.rs"]
 mod space;
+#[path = "embedded_txnlog.rs"]
+mod txnlog;
 #[path = "embedded_wal.rs"]
 mod wal;
 #[path = "embedded_writer.rs"]
 mod writer;
 
 use space::DiskSpace;
+use txnlog::{LogOp, TXN_LOG, TXN_STATE};
 use wal::Wal;
 use writer::{writer_loop, Committer, Op, Pending, RawExpect, RawOutcome, Reply};
 
@@ -142,6 +146,8 @@ struct Shared {
     /// database is dropped, and an unclean file is repaired (slowly) at next open.
     /// Empty while the writer reopens the file after an I/O error.
     db: Mutex<Option<Arc<Database>>>,
+    /// The last transaction-log id, published after each commit.
+    txn_notifier: TxnNotifier,
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -160,11 +166,13 @@ impl EmbeddedStore {
         let space = DiskSpace::new(&path, options.min_free_bytes);
         let (db, log, repaired) = open_file(&path, &options, &space)?;
         let snapshot = Snapshot::open(&db).map_err(|e| open_error(&path, e))?;
+        let last_txn = txnlog::last(&snapshot).map_err(|e| open_error(&path, e))?;
         let shared = Arc::new(Shared {
             stats: StatCounters::default(),
             snapshot: ArcSwapOption::from_pointee(snapshot),
             fatal: Mutex::new(None),
             db: Mutex::new(Some(Arc::new(db))),
+            txn_notifier: TxnNotifier::new(last_txn),
         });
         let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
         let writer = {
@@ -428,6 +436,49 @@ impl Store for EmbeddedStore {
         self.shutdown();
     }
 
+    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
+        txnlog::read(&*self.snapshot()?, after, limit)
+    }
+
+    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
+        txnlog::bounds(&*self.snapshot()?)
+    }
+
+    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError> {
+        // A chunk per writer operation, so other writes go on in between.
+        let mut total = 0;
+        loop {
+            let n = self.submit(Op::TxnLog(LogOp::Prune { before_ms }), Reply::Count).await?;
+            total += n;
+            if n < txnlog::PRUNE_CHUNK as u64 {
+                return Ok(total);
+            }
+        }
+    }
+
+    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.txn_notifier.subscribe()
+    }
+
+    async fn apply_replicated_with_docs(
+        &self,
+        changes: Vec<ReplicatedChange>,
+        progress: Vec<(String, Option<Vec<u8>>)>,
+        doc_writes: Vec<DocWrite>,
+    ) -> Result<(), StoreError> {
+        let docs = doc_writes.into_iter().map(docs::write_op).collect::<Result<Vec<_>, _>>()?;
+        let op = LogOp::replicated(changes, docs, progress)?;
+        self.submit(Op::TxnLog(op), Reply::Unit).await
+    }
+
+    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
+        self.submit(Op::TxnLog(LogOp::Reset { id }), Reply::Unit).await
+    }
+
+    async fn checkpoint(&self) -> Result<(), StoreError> {
+        self.submit(Op::TxnLog(LogOp::Checkpoint), Reply::Unit).await
+    }
+
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
         docs::get(&*self.snapshot()?, collection, id)
     }
@@ -527,6 +578,8 @@ struct Snapshot {
     meta: ReadOnlyTable<&'static str, &'static [u8]>,
     docs: ReadOnlyTable<&'static [u8], &'static [u8]>,
     doc_index: ReadOnlyTable<&'static [u8], ()>,
+    txn_log: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    txn_state: ReadOnlyTable<&'static str, &'static [u8]>,
 }
 
 impl Snapshot {
@@ -537,6 +590,8 @@ impl Snapshot {
             meta: txn.open_table(META).map_err(|e| map_redb(e.into()))?,
             docs: txn.open_table(DOCS).map_err(|e| map_redb(e.into()))?,
             doc_index: txn.open_table(DOC_INDEX).map_err(|e| map_redb(e.into()))?,
+            txn_log: txn.open_table(TXN_LOG).map_err(|e| map_redb(e.into()))?,
+            txn_state: txn.open_table(TXN_STATE).map_err(|e| map_redb(e.into()))?,
         })
     }
 }
@@ -550,7 +605,9 @@ fn ensure_tables(db: &Database) -> Result<(), StoreError> {
         let d = matches!(txn.open_table(DOCS), Err(redb::TableError::TableDoesNotExist(_)));
         let i = matches!(txn.open_table(DOC_INDEX), Err(redb::TableError::TableDoesNotExist(_)));
         let w = matches!(txn.open_table(wal::WAL_STATE), Err(redb::TableError::TableDoesNotExist(_)));
-        h || m || d || i || w
+        let l = matches!(txn.open_table(TXN_LOG), Err(redb::TableError::TableDoesNotExist(_)))
+            || matches!(txn.open_table(TXN_STATE), Err(redb::TableError::TableDoesNotExist(_)));
+        h || m || d || i || w || l
     };
     if missing {
         let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
@@ -560,6 +617,8 @@ fn ensure_tables(db: &Database) -> Result<(), StoreError> {
         txn.open_table(DOCS).map_err(|e| map_redb(e.into()))?;
         txn.open_table(DOC_INDEX).map_err(|e| map_redb(e.into()))?;
         txn.open_table(wal::WAL_STATE).map_err(|e| map_redb(e.into()))?;
+        txn.open_table(TXN_LOG).map_err(|e| map_redb(e.into()))?;
+        txn.open_table(TXN_STATE).map_err(|e| map_redb(e.into()))?;
         txn.commit().map_err(|e| map_redb(e.into()))?;
     }
     Ok(())

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, Durability, ReadableDatabase, TableDefinition, WriteTransaction};
 
+use super::txnlog::{TXN_LOG, TXN_STATE};
 use super::{map_redb, DOCS, DOC_INDEX, HANDLES, META};
 use crate::StoreError;
 
@@ -43,11 +44,14 @@ pub(super) enum TableId {
     Meta = 1,
     Docs = 2,
     DocIndex = 3,
+    TxnLog = 4,
+    TxnState = 5,
 }
 
 impl TableId {
     fn from_byte(b: u8) -> Option<TableId> {
-        [TableId::Handles, TableId::Meta, TableId::Docs, TableId::DocIndex].into_iter().find(|t| *t as u8 == b)
+        use TableId::*;
+        [Handles, Meta, Docs, DocIndex, TxnLog, TxnState].into_iter().find(|t| *t as u8 == b)
     }
 }
 
@@ -314,6 +318,8 @@ fn replay(txn: &WriteTransaction, mut entries: &[u8]) -> Result<(), String> {
     let mut meta = txn.open_table(META).map_err(|e| e.to_string())?;
     let mut docs = txn.open_table(DOCS).map_err(|e| e.to_string())?;
     let mut index = txn.open_table(DOC_INDEX).map_err(|e| e.to_string())?;
+    let mut txn_log = txn.open_table(TXN_LOG).map_err(|e| e.to_string())?;
+    let mut txn_state = txn.open_table(TXN_STATE).map_err(|e| e.to_string())?;
     while !entries.is_empty() {
         let table = TableId::from_byte(take(&mut entries, 1)?[0]).ok_or("unknown table")?;
         let key = take_bytes(&mut entries)?;
@@ -330,11 +336,20 @@ fn replay(txn: &WriteTransaction, mut entries: &[u8]) -> Result<(), String> {
             (TableId::Docs, None) => drop(docs.remove(key).map_err(e)?),
             (TableId::DocIndex, Some(_)) => drop(index.insert(key, ()).map_err(e)?),
             (TableId::DocIndex, None) => drop(index.remove(key).map_err(e)?),
+            (TableId::TxnLog, Some(v)) => drop(txn_log.insert(key, v).map_err(e)?),
+            (TableId::TxnLog, None) => drop(txn_log.remove(key).map_err(e)?),
             (TableId::Meta, v) => {
                 let key = std::str::from_utf8(key).map_err(|_| "meta key is not UTF-8")?;
                 match v {
                     Some(v) => drop(meta.insert(key, v).map_err(e)?),
                     None => drop(meta.remove(key).map_err(e)?),
+                }
+            }
+            (TableId::TxnState, v) => {
+                let key = std::str::from_utf8(key).map_err(|_| "log state key is not UTF-8")?;
+                match v {
+                    Some(v) => drop(txn_state.insert(key, v).map_err(e)?),
+                    None => drop(txn_state.remove(key).map_err(e)?),
                 }
             }
         }

@@ -16,9 +16,10 @@ use tokio::sync::{mpsc, oneshot};
 use super::docs::{self, DocOp};
 use super::format;
 use super::space::DiskSpace;
+use super::txnlog::{self, DataTables, LogOp, LogTables};
 use super::wal::{self, Redo, TableId, Wal};
 use super::{map_redb, EmbeddedOptions, Shared, Snapshot, DOCS, DOC_INDEX, HANDLES, META};
-use crate::StoreError;
+use crate::{StoreError, TxnAction};
 
 pub(super) enum RawExpect {
     Absent,
@@ -58,6 +59,8 @@ pub(super) enum Op {
     /// A document swap: stored document key, the index-entry keys of the new
     /// state, the id (to rebuild the old state's entry keys) and the collection.
     DocSwap(docs::DocOp),
+    /// Transaction-log maintenance, replicated changes, checkpoints.
+    TxnLog(LogOp),
 }
 
 impl Op {
@@ -75,6 +78,7 @@ impl Op {
                     + docs.iter().map(DocOp::bytes).sum::<usize>()
             }
             Op::DocSwap(d) => d.bytes(),
+            Op::TxnLog(l) => l.bytes(),
         }
     }
 }
@@ -82,11 +86,13 @@ impl Op {
 pub(super) enum Reply {
     Swap(oneshot::Sender<Result<RawOutcome, StoreError>>),
     Unit(oneshot::Sender<Result<(), StoreError>>),
+    Count(oneshot::Sender<Result<u64, StoreError>>),
 }
 
 pub(super) enum Ack {
     Swap(RawOutcome),
     Unit,
+    Count(u64),
 }
 
 pub(super) struct Pending {
@@ -98,15 +104,17 @@ pub(super) struct Pending {
 impl Pending {
     fn answer(self, result: Result<Ack, StoreError>) {
         // A caller that went away no longer needs its answer: ignore send errors.
+        let wrong = || StoreError::Backend("internal: wrong reply".into());
         match (self.reply, result) {
             (Reply::Swap(r), Ok(Ack::Swap(o))) => drop(r.send(Ok(o))),
             (Reply::Unit(r), Ok(Ack::Unit)) => drop(r.send(Ok(()))),
+            (Reply::Count(r), Ok(Ack::Count(n))) => drop(r.send(Ok(n))),
             (Reply::Swap(r), Err(e)) => drop(r.send(Err(e))),
             (Reply::Unit(r), Err(e)) => drop(r.send(Err(e))),
-            (Reply::Swap(r), Ok(Ack::Unit)) => drop(r.send(Err(StoreError::Backend("internal: wrong reply".into())))),
-            (Reply::Unit(r), Ok(Ack::Swap(_))) => {
-                drop(r.send(Err(StoreError::Backend("internal: wrong reply".into()))))
-            }
+            (Reply::Count(r), Err(e)) => drop(r.send(Err(e))),
+            (Reply::Swap(r), Ok(_)) => drop(r.send(Err(wrong()))),
+            (Reply::Unit(r), Ok(_)) => drop(r.send(Err(wrong()))),
+            (Reply::Count(r), Ok(_)) => drop(r.send(Err(wrong()))),
         }
     }
 }
@@ -146,7 +154,15 @@ pub(super) fn writer_loop(
                 // Publish the new state before anyone learns of it.
                 let db = shared.db.lock().clone();
                 match db.ok_or(StoreError::Closed).and_then(|db| Snapshot::open(&db)) {
-                    Ok(snap) => shared.snapshot.store(Some(Arc::new(snap))),
+                    Ok(snap) => {
+                        let last = txnlog::last(&snap);
+                        shared.snapshot.store(Some(Arc::new(snap)));
+                        // Log subscribers learn of the new entries once reads see them.
+                        match last {
+                            Ok(last) => shared.txn_notifier.publish(last),
+                            Err(e) => tracing::warn!("could not read the transaction log state: {e}"),
+                        }
+                    }
                     Err(e) => {
                         tracing::warn!("could not open a read snapshot after a commit: {e}");
                         shared.snapshot.store(None);
@@ -263,7 +279,12 @@ impl Committer {
 
     fn commit_batch(&mut self, db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
         // Imports are not logged (the log would double their I/O): they checkpoint.
-        let checkpoint = batch.iter().any(|p| matches!(p.op, Op::Import { .. }))
+        let forced = |op: &Op| match op {
+            Op::Import { .. } => true,
+            Op::TxnLog(l) => l.is_checkpoint(),
+            _ => false,
+        };
+        let checkpoint = batch.iter().any(|p| forced(&p.op))
             || self.wal.len() >= self.opts.checkpoint_log_bytes
             || self.last_checkpoint.elapsed() >= self.opts.checkpoint_interval;
         let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
@@ -335,16 +356,31 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) 
         }
         Ok(())
     };
+    let meta_of = |slot: &mut Option<_>| -> Result<(), StoreError> {
+        if slot.is_none() {
+            *slot = Some(txn.open_table(META).map_err(|e| map_redb(e.into()))?);
+        }
+        Ok(())
+    };
+    // The transaction log, opened by the first change to log.
+    let mut log: Option<LogTables> = None;
     for p in batch {
         match &p.op {
             Op::Swap { key, expect, new, docs: doc_ops } => {
                 let key = key.as_slice();
+                let mut existed = false;
                 let current = match handles.get(key).map_err(r)? {
                     None => None,
                     Some(g) => match format::unseal("handle", key, g.value()) {
-                        Ok(c) => Some(c.to_vec()),
+                        Ok(c) => {
+                            existed = true;
+                            Some(c.to_vec())
+                        }
                         // Overwriting (or deleting) a damaged record is how it is repaired.
-                        Err(_) if matches!(expect, RawExpect::Any) => None,
+                        Err(_) if matches!(expect, RawExpect::Any) => {
+                            existed = true;
+                            None
+                        }
                         Err(e) => {
                             acks.push(Ack::Swap(RawOutcome::Damaged(e)));
                             continue;
@@ -366,6 +402,9 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) 
                     None => drop(handles.remove(key).map_err(r)?),
                 }
                 redo.record(TableId::Handles, key, sealed.as_deref());
+                if let Some(action) = TxnAction::of_handle_write(existed, new.is_some()) {
+                    LogTables::open_in(&mut log, txn)?.append(action, key, redo)?;
+                }
                 if !doc_ops.is_empty() {
                     doc_tables_of(&mut doc_tables)?;
                     let (t, i) = doc_tables.as_mut().expect("opened above");
@@ -379,10 +418,12 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) 
                 }));
             }
             Op::Meta { key, value } => {
-                if meta.is_none() {
-                    meta = Some(txn.open_table(META).map_err(|e| map_redb(e.into()))?);
-                }
+                meta_of(&mut meta)?;
                 let t = meta.as_mut().expect("opened above");
+                let existed = key.starts_with(crate::HOMED_META_PREFIX) && t.get(key.as_str()).map_err(r)?.is_some();
+                if let Some((action, handle)) = TxnAction::of_meta_write(key, existed, value.is_some()) {
+                    LogTables::open_in(&mut log, txn)?.append(action, &handle, redo)?;
+                }
                 let sealed = value.as_deref().map(|v| format::seal(key.as_bytes(), v));
                 match &sealed {
                     Some(v) => drop(t.insert(key.as_str(), v.as_slice()).map_err(r)?),
@@ -393,8 +434,10 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) 
             }
             Op::Import { records, docs: doc_ops } => {
                 // Not recorded: a batch with an import is a checkpoint.
+                let l = LogTables::open_in(&mut log, txn)?;
                 for (k, v) in records {
-                    handles.insert(k.as_slice(), format::seal(k, v).as_slice()).map_err(r)?;
+                    let existed = handles.insert(k.as_slice(), format::seal(k, v).as_slice()).map_err(r)?.is_some();
+                    l.append(if existed { TxnAction::Update } else { TxnAction::Create }, k, redo)?;
                 }
                 if !doc_ops.is_empty() {
                     doc_tables_of(&mut doc_tables)?;
@@ -410,7 +453,19 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) 
                 let (t, i) = doc_tables.as_mut().expect("opened above");
                 acks.push(Ack::Swap(docs::apply(t, i, d, redo)?));
             }
+            Op::TxnLog(op) => {
+                meta_of(&mut meta)?;
+                doc_tables_of(&mut doc_tables)?;
+                let l = LogTables::open_in(&mut log, txn)?;
+                let (docs, doc_index) = doc_tables.as_mut().expect("opened above");
+                let data =
+                    DataTables { handles: &mut handles, meta: meta.as_mut().expect("opened above"), docs, doc_index };
+                acks.push(txnlog::apply(op, data, l, redo)?);
+            }
         }
+    }
+    if let Some(l) = log {
+        l.finish(redo)?;
     }
     Ok(acks)
 }
@@ -446,7 +501,7 @@ mod tests {
     fn outcome(a: &Ack) -> &RawOutcome {
         match a {
             Ack::Swap(o) => o,
-            Ack::Unit => panic!("unit ack"),
+            _ => panic!("not a swap ack"),
         }
     }
 
@@ -494,6 +549,7 @@ mod tests {
             snapshot: ArcSwapOption::from_pointee(Snapshot::open(db).unwrap()),
             fatal: Mutex::new(None),
             db: Mutex::new(Some(db.clone())),
+            txn_notifier: crate::txn_log::TxnNotifier::new(0),
         })
     }
 

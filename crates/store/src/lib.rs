@@ -33,6 +33,7 @@ mod documents;
 mod embedded;
 mod memory;
 mod record;
+pub mod txn_log;
 
 #[cfg(feature = "cassandra")]
 pub use cassandra::{CassandraOptions, CassandraStore};
@@ -40,6 +41,10 @@ pub use documents::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, Index
 pub use embedded::{EmbeddedOptions, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
 pub use memory::MemoryStore;
 pub use record::{HandleRecord, InvalidRecord, RecordError};
+pub use txn_log::{
+    homed_meta_key, ReplicatedChange, ReplicatedWrite, TxnAction, TxnEntry, TxnLogBounds, HOMED_META_PREFIX,
+    TXN_LOG_READ_MAX,
+};
 
 /// What [`Store::swap`] requires of the current state of the handle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -322,6 +327,65 @@ pub trait Store: Send + Sync + 'static {
         start_after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Document)>, StoreError>;
+
+    // -- Transaction log (replication source; see `txn_log`) -------------------------
+    //
+    // Local writes are logged by the store itself, in the same commit as the
+    // change: a `swap_with_docs` that is `Done` logs Create (absent → present),
+    // Update (present → present) or Delete (present → absent); every `put_many`
+    // record logs Create or Update; a `meta_put` under `HOMED_META_PREFIX` logs
+    // HomeNa (`Some`) or UnhomeNa (`None`, when it was homed). Conflicts and
+    // no-op writes log nothing, so ids stay gap-free. Required (no defaults), so
+    // every wrapper forwards them.
+
+    /// Entries with id > `after`, in id order, at most `limit` (and at most
+    /// [`TXN_LOG_READ_MAX`]).
+    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError>;
+
+    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError>;
+
+    /// Remove the entries dated before `before_ms`, raising `floor` to the
+    /// highest id removed. Returns how many went.
+    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError>;
+
+    /// The last committed id (`TxnLogBounds::last`), updated after each commit
+    /// that logs is durable and visible to reads: a replication source waits on
+    /// `changed()` to long-poll instead of re-reading the log.
+    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64>;
+
+    /// Mirror side: apply pulled changes (records; homed prefixes as
+    /// `HOMED_META_PREFIX` meta keys), log each with its source id (continuing
+    /// the source's sequence, so a promoted mirror serves the old primary's
+    /// mirrors without a redump), and write `progress` (meta key → bytes, not
+    /// logged; keys outside `HOMED_META_PREFIX`) — all in ONE atomic commit.
+    /// Changes with ids at or below `last` are applied (state-based, harmless)
+    /// but not logged again; logged dates never go below the last one.
+    async fn apply_replicated(
+        &self,
+        changes: Vec<ReplicatedChange>,
+        progress: Vec<(String, Option<Vec<u8>>)>,
+    ) -> Result<(), StoreError> {
+        self.apply_replicated_with_docs(changes, progress, Vec::new()).await
+    }
+
+    /// [`Store::apply_replicated`] plus document writes (after the changes) in
+    /// the same atomic commit: how a wrapper keeps documents derived from
+    /// handles (the reverse index) in step. Wrappers override this one.
+    async fn apply_replicated_with_docs(
+        &self,
+        changes: Vec<ReplicatedChange>,
+        progress: Vec<(String, Option<Vec<u8>>)>,
+        docs: Vec<DocWrite>,
+    ) -> Result<(), StoreError>;
+
+    /// Mirror bootstrap: set floor = last = `id` (dropping any kept entry) when
+    /// the log is empty or behind `id` (a dump resumes the source's sequence at
+    /// `id`); otherwise nothing changes.
+    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError>;
+
+    /// Durable checkpoint (opcode 1003): everything acknowledged is in the
+    /// backing storage's main file when this returns.
+    async fn checkpoint(&self) -> Result<(), StoreError>;
 
     /// Finish the writes already queued, then release the backing storage so it
     /// is left cleanly shut down. Later calls fail with [`StoreError::Closed`].

@@ -4,23 +4,60 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
+use crate::txn_log::{TxnLogState, TxnNotifier};
 use crate::{
-    scan_start, DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, StatCounters,
-    Store, StoreError, StoreStats, SwapOutcome,
+    scan_start, DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch,
+    ReplicatedChange, ReplicatedWrite, StatCounters, Store, StoreError, StoreStats, SwapOutcome, TxnAction, TxnEntry,
+    TxnLogBounds, TXN_LOG_READ_MAX,
 };
 
 /// A `BTreeMap` of handles and one of metadata, each behind a reader-writer lock.
-#[derive(Debug, Default)]
+/// Locks are taken in the order handles → meta → docs → log; a write appends its
+/// log entry while it still holds the lock of what it changes, so log order is
+/// commit order.
+#[derive(Debug)]
 pub struct MemoryStore {
     handles: RwLock<BTreeMap<Vec<u8>, HandleRecord>>,
     meta: RwLock<BTreeMap<String, Vec<u8>>>,
     /// Documents and their index entries under one lock: a write changes both at once.
     docs: RwLock<Docs>,
+    log: Mutex<Log>,
+    notifier: TxnNotifier,
     stats: StatCounters,
     closed: std::sync::atomic::AtomicBool,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore {
+            handles: Default::default(),
+            meta: Default::default(),
+            docs: Default::default(),
+            log: Default::default(),
+            notifier: TxnNotifier::new(0),
+            stats: Default::default(),
+            closed: Default::default(),
+        }
+    }
+}
+
+/// The transaction log: entries by id and its counters.
+#[derive(Debug, Default)]
+struct Log {
+    entries: BTreeMap<u64, TxnEntry>,
+    state: TxnLogState,
+}
+
+impl Log {
+    fn append(&mut self, action: Option<TxnAction>, handle: &[u8]) {
+        if let Some(action) = action {
+            let e = self.state.next(action, handle);
+            self.entries.insert(e.id, e);
+        }
+    }
 }
 
 /// Keys as built by `documents` (same order as the embedded backend).
@@ -73,6 +110,12 @@ impl MemoryStore {
         Self::default()
     }
 
+    /// Tell subscribers the last id, after the locks of a commit are released.
+    fn notify(&self) {
+        let last = self.log.lock().state.last;
+        self.notifier.publish(last);
+    }
+
     fn check_open(&self) -> Result<(), StoreError> {
         if self.closed.load(std::sync::atomic::Ordering::Acquire) {
             return Err(StoreError::Closed);
@@ -115,6 +158,7 @@ impl Store for MemoryStore {
         }
         // Both locks held together: no reader sees the handle without its documents.
         let mut docs = self.docs.write();
+        let action = TxnAction::of_handle_write(current.is_some(), new.is_some());
         let previous = match new {
             Some(r) => map.insert(key.to_vec(), r),
             None => map.remove(key),
@@ -122,8 +166,10 @@ impl Store for MemoryStore {
         for w in doc_writes {
             docs.write(&w.collection, &w.id, w.doc);
         }
+        self.log.lock().append(action, key);
         drop((docs, map));
         self.stats.committed(1, 0, false, 0);
+        self.notify();
         Ok(SwapOutcome::Done { previous })
     }
 
@@ -157,14 +203,17 @@ impl Store for MemoryStore {
         let n = records.len() as u64;
         let mut map = self.handles.write();
         let mut docs = self.docs.write();
+        let mut log = self.log.lock();
         for (k, r) in records {
+            log.append(TxnAction::of_handle_write(map.contains_key(&k), true), &k);
             map.insert(k, r);
         }
         for w in doc_writes {
             docs.write(&w.collection, &w.id, w.doc);
         }
-        drop((docs, map));
+        drop((log, docs, map));
         self.stats.committed(0, n, false, 0);
+        self.notify();
         Ok(())
     }
 
@@ -176,12 +225,17 @@ impl Store for MemoryStore {
     async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
         self.check_open()?;
         let mut meta = self.meta.write();
+        let homing = TxnAction::of_meta_write(key, meta.contains_key(key), value.is_some());
         match value {
             Some(v) => meta.insert(key.to_owned(), v),
             None => meta.remove(key),
         };
+        if let Some((action, handle)) = homing {
+            self.log.lock().append(Some(action), &handle);
+        }
         drop(meta);
         self.stats.committed(1, 0, false, 0);
+        self.notify();
         Ok(())
     }
 
@@ -287,5 +341,98 @@ impl Store for MemoryStore {
 
     fn close(&self) {
         self.closed.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
+        self.check_open()?;
+        let log = self.log.lock();
+        let from = after.saturating_add(1);
+        Ok(log.entries.range(from..).take(limit.min(TXN_LOG_READ_MAX)).map(|(_, e)| e.clone()).collect())
+    }
+
+    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
+        self.check_open()?;
+        let log = self.log.lock();
+        let first_date_ms = log.entries.values().next().map(|e| e.date_ms);
+        Ok(TxnLogBounds { floor: log.state.floor, last: log.state.last, first_date_ms })
+    }
+
+    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError> {
+        self.check_open()?;
+        let mut log = self.log.lock();
+        let mut removed = 0;
+        while let Some(e) = log.entries.first_entry() {
+            if e.get().date_ms >= before_ms {
+                break;
+            }
+            let (id, _) = e.remove_entry();
+            log.state.floor = log.state.floor.max(id);
+            removed += 1;
+        }
+        Ok(removed)
+    }
+
+    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.notifier.subscribe()
+    }
+
+    async fn apply_replicated_with_docs(
+        &self,
+        changes: Vec<ReplicatedChange>,
+        progress: Vec<(String, Option<Vec<u8>>)>,
+        doc_writes: Vec<DocWrite>,
+    ) -> Result<(), StoreError> {
+        self.check_open()?;
+        let writes: Vec<(ReplicatedWrite, &TxnEntry)> = changes.iter().map(|c| (c.write(), &c.entry)).collect();
+        for (w, _) in &writes {
+            if let ReplicatedWrite::Handle(_, Some(r)) = w {
+                r.validate()?;
+            }
+        }
+        let doc_writes = validated(doc_writes)?;
+        let mut map = self.handles.write();
+        let mut meta = self.meta.write();
+        let mut docs = self.docs.write();
+        let mut log = self.log.lock();
+        for (w, entry) in writes {
+            match w {
+                ReplicatedWrite::Handle(k, Some(r)) => drop(map.insert(k, r)),
+                ReplicatedWrite::Handle(k, None) => drop(map.remove(&k)),
+                ReplicatedWrite::Meta(k, Some(v)) => drop(meta.insert(k, v)),
+                ReplicatedWrite::Meta(k, None) => drop(meta.remove(&k)),
+            }
+            if let Some(e) = log.state.replicated(entry) {
+                log.entries.insert(e.id, e);
+            }
+        }
+        for w in doc_writes {
+            docs.write(&w.collection, &w.id, w.doc);
+        }
+        for (k, v) in progress {
+            match v {
+                Some(v) => meta.insert(k, v),
+                None => meta.remove(&k),
+            };
+        }
+        drop((log, docs, meta, map));
+        self.stats.committed(1, 0, false, 0);
+        self.notify();
+        Ok(())
+    }
+
+    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
+        self.check_open()?;
+        let mut log = self.log.lock();
+        if log.state.reset(id) {
+            log.entries.clear();
+        }
+        drop(log);
+        self.notify();
+        Ok(())
+    }
+
+    async fn checkpoint(&self) -> Result<(), StoreError> {
+        // Nothing is durable here: every acknowledged write is already in the maps.
+        self.check_open()
     }
 }

@@ -19,7 +19,7 @@ fn embedded() -> Fresh {
 
 macro_rules! suite {
     ($backend:ident, $fresh:expr, [$($name:ident),* $(,)?]) => {
-        mod $backend {
+        pub mod $backend {
             use super::*;
             pub const NAMES: &[&str] = &[$(stringify!($name)),*];
             $(
@@ -67,9 +67,29 @@ both!(
     swap_with_docs_concurrent,
 );
 
+mod txn_log {
+    use super::*;
+    both!(
+        txn_log_local_writes,
+        txn_log_no_ops_and_conflicts_log_nothing,
+        txn_log_put_many,
+        txn_log_read_paging,
+        txn_log_prune_raises_floor,
+        txn_log_reset,
+        txn_log_apply_replicated,
+        txn_log_apply_replicated_all_or_nothing,
+        txn_log_subscribe_wakes_on_commit,
+        txn_log_concurrent_ids_gap_free,
+        txn_log_checkpoint,
+    );
+}
+
 #[test]
 fn every_suite_test_is_instantiated() {
     let all: Vec<&str> = conformance::ALL.iter().map(|(n, _)| *n).collect();
     assert_eq!(memory::NAMES, all.as_slice());
     assert_eq!(embedded::NAMES, all.as_slice());
+    let all: Vec<&str> = conformance::TXN_LOG_ALL.iter().map(|(n, _)| *n).collect();
+    assert_eq!(txn_log::memory::NAMES, all.as_slice());
+    assert_eq!(txn_log::embedded::NAMES, all.as_slice());
 }

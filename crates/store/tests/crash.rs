@@ -2,7 +2,8 @@
 //! re-run with an environment switch) swaps at full speed and prints every
 //! acknowledged write; the parent kills it with SIGKILL after a random short delay,
 //! reopens the store (redb repairs it) and checks that every acknowledged write is
-//! there. 3 rounds by default; set HANDLED_STORE_CRASH_RUNS for more.
+//! there, with its transaction-log entry (ids gap-free across the crashes and
+//! restarts). 3 rounds by default; set HANDLED_STORE_CRASH_RUNS for more.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -13,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use handled_store::conformance::url_record;
 use handled_store::{
-    DocWrite, Document, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, Store, SwapOutcome,
+    DocWrite, Document, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, Store, SwapOutcome, TxnAction,
+    TxnEntry,
 };
 use rand::Rng;
 
@@ -176,6 +178,7 @@ fn acknowledged_writes_survive_sigkill() {
             let last = created.last().unwrap();
             let hits = s.doc_lookup("idx", "url", IndexMatch::Exact(last.as_bytes()), None, 2).await.unwrap();
             assert_eq!(hits.len(), 1, "index entry of {last}");
+            check_log(&s, &created, n).await;
         });
         eprintln!(
             "round {round}: killed after {delay} ms ({status}); {c} creates + {h} increments acknowledged, \
@@ -183,5 +186,36 @@ fn acknowledged_writes_survive_sigkill() {
             created.len(),
             s.was_repaired()
         );
+    }
+}
+
+/// The transaction log after a crash: ids 1..=last with no gap, one Create per
+/// acknowledged create, and one entry per value the counter went through (its
+/// create and `n` increments): no acknowledged change without its entry, no
+/// entry without its change.
+async fn check_log(s: &EmbeddedStore, created: &[String], counter: u64) {
+    let mut entries: Vec<TxnEntry> = Vec::new();
+    loop {
+        let page = s.txn_log_read(entries.last().map_or(0, |e| e.id), 10_000).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        entries.extend(page);
+    }
+    let ids: Vec<u64> = entries.iter().map(|e| e.id).collect();
+    assert_eq!(ids, (1..=entries.len() as u64).collect::<Vec<_>>(), "log ids are not 1..=n without gaps");
+    assert_eq!(s.txn_log_bounds().await.unwrap().last, entries.len() as u64);
+    let creates: std::collections::HashSet<&[u8]> =
+        entries.iter().filter(|e| e.action == TxnAction::Create).map(|e| e.handle.as_slice()).collect();
+    for k in created {
+        assert!(creates.contains(k.as_bytes()), "acknowledged create of {k} has no log entry");
+    }
+    let hot: Vec<TxnAction> = entries.iter().filter(|e| e.handle == HOT).map(|e| e.action).collect();
+    assert_eq!(hot.len() as u64, counter + 1, "the counter is at {counter}: its create and {counter} updates");
+    assert!(hot[0] == TxnAction::Create && hot[1..].iter().all(|a| *a == TxnAction::Update), "{hot:?}");
+    // Every other entry is the create of a handle that is there.
+    for e in entries.iter().filter(|e| e.handle != HOT) {
+        assert_eq!(e.action, TxnAction::Create, "{e:?}");
+        assert!(s.get(&e.handle).await.unwrap().is_some(), "logged create of a handle that is not there: {e:?}");
     }
 }

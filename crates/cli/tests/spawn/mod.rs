@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
-/// A running `handled serve --ephemeral`, killed when dropped.
+/// A running `handled serve` (`--ephemeral` unless given `--data-dir`), killed when dropped.
 pub struct Server {
     pub child: Child,
     pub tcp_port: String,
@@ -49,7 +49,10 @@ pub fn serve_keeping_stderr(dir: &Path, extra: &[&str]) -> Server {
 pub fn serve_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_handled"))
         .envs(env.iter().copied())
-        .args(["serve", "--ephemeral", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0"])
+        .arg("serve")
+        // With a data directory the server keeps its store there (restart tests).
+        .args(if extra.contains(&"--data-dir") { &[][..] } else { &["--ephemeral"][..] })
+        .args(["--listen", "127.0.0.1", "--port", "0", "--http-port", "0"])
         .args(if extra.contains(&"--prefix") { &[][..] } else { &["--prefix", "TEST"][..] })
         .args(extra)
         .arg("--admin-credentials")

@@ -52,7 +52,16 @@ pub async fn permitted(
 /// Is `identity` one of the configured server administrators (or in a group
 /// one of them names)?
 pub async fn is_server_admin(state: &ServerState, identity: &Identity) -> Result<bool, StoreError> {
-    let admins = state.live().server_admins.clone();
+    in_admin_list(state, identity, state.live().server_admins.clone()).await
+}
+
+/// Is `identity` named by one of `admins` (handle, index) or in a group one
+/// of them names (`server_admins`, `replication_admins`, ...)?
+pub async fn in_admin_list(
+    state: &ServerState,
+    identity: &Identity,
+    admins: Vec<(Vec<u8>, i32)>,
+) -> Result<bool, StoreError> {
     if admins.iter().any(|(h, i)| identity.matches(h, *i)) {
         return Ok(true);
     }

@@ -3,7 +3,7 @@
 //! and answering VERIFY_CHALLENGE (op 201) for other servers.
 
 use super::respond::{encode_reply, error_reply, Reply, RequestContext};
-use super::Transport;
+use super::{Answer, Transport};
 use crate::auth::challenge::{NotStored, Pending};
 use crate::auth::{verify, Caller};
 use crate::session::Session;
@@ -69,19 +69,31 @@ pub async fn answer(
     answer: &ChallengeAnswer,
     transport: Transport,
     peer: SocketAddr,
-) -> Vec<Vec<u8>> {
+) -> Answer {
     let Some(pending) = state.challenges.take(ctx.envelope.session_id).await else {
         let text = "No outstanding challenge for this id (expired or already answered)";
-        return vec![error_reply(state, ctx, ResponseCode::AUTHEN_TIMEOUT, text, Reply::default())];
+        return Answer::units(vec![error_reply(state, ctx, ResponseCode::AUTHEN_TIMEOUT, text, Reply::default())]);
     };
     let session: Option<Arc<Session>> =
         if pending.session_id != 0 { state.sessions.get(pending.session_id).await } else { None };
     // The challenged request was checked when it arrived; it decodes again.
     let Ok(view) = parse_message(&pending.message) else {
-        return vec![error_reply(state, ctx, ResponseCode::ERROR, "Challenged request unreadable", Reply::default())];
+        return Answer::units(vec![error_reply(
+            state,
+            ctx,
+            ResponseCode::ERROR,
+            "Challenged request unreadable",
+            Reply::default(),
+        )]);
     };
-    let Ok(original) = RequestBody::decode(view.header.op_code, view.body) else {
-        return vec![error_reply(state, ctx, ResponseCode::ERROR, "Challenged request unreadable", Reply::default())];
+    let Ok(original) = RequestBody::decode_at(pending.envelope.version, view.header.op_code, view.body) else {
+        return Answer::units(vec![error_reply(
+            state,
+            ctx,
+            ResponseCode::ERROR,
+            "Challenged request unreadable",
+            Reply::default(),
+        )]);
     };
     // The final response is the original operation's, on the answer's exchange.
     let header = ctx.header.map(|h| Header { op_code: view.header.op_code, ..h });
@@ -116,7 +128,7 @@ pub async fn answer(
         Err(e) => {
             let identity = format!("{}:{}", answer.identity_index, String::from_utf8_lossy(&answer.identity_handle));
             state.logs.auth_failed(&identity, Some(peer), &e.message);
-            return vec![error_reply(state, &rctx, e.code, &e.message, reply)];
+            return Answer::units(vec![error_reply(state, &rctx, e.code, &e.message, reply)]);
         }
     };
     if let Some(s) = &session {
@@ -132,6 +144,7 @@ pub async fn answer(
         &Caller::Authenticated(identity),
         reply,
         transport,
+        peer,
     )
     .await
 }

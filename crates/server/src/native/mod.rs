@@ -9,6 +9,8 @@ pub mod respond;
 mod session;
 
 use crate::auth::Caller;
+use crate::ops::OpError;
+use crate::replication::source;
 use crate::session::Session;
 use crate::state::ServerState;
 use handled_proto::codec::{Codec, Reader};
@@ -19,7 +21,7 @@ use handled_proto::header::{Header, OpCode, OpFlags, ResponseCode, HEADER_LEN};
 use handled_proto::message::parse_message;
 use handled_proto::request::RequestBody;
 use handled_proto::response::ResponseBody;
-use respond::{encode_response, error_reply, error_response, Reply, RequestContext};
+use respond::{encode_reply, encode_response, error_reply, error_response, Reply, RequestContext};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -41,6 +43,21 @@ impl Transport {
     }
 }
 
+/// What answering a request unit produced: the response units, and after a
+/// RETRIEVE_TXN_LOG or DUMP_HANDLES response (native TCP only) the stream the
+/// same connection carries next.
+pub struct Answer {
+    pub units: Vec<Vec<u8>>,
+    pub stream: Option<source::Stream>,
+}
+
+impl Answer {
+    /// Response units with nothing to follow.
+    pub fn units(units: Vec<Vec<u8>>) -> Self {
+        Answer { units, stream: None }
+    }
+}
+
 /// Read just the envelope; None when fewer than 20 bytes arrived (nothing to
 /// echo, so nothing can be answered).
 pub fn read_envelope(unit: &[u8]) -> Option<Envelope> {
@@ -49,22 +66,22 @@ pub fn read_envelope(unit: &[u8]) -> Option<Envelope> {
 
 /// Answer one request unit from `peer`. Never panics; malformed input gets a
 /// protocol error carrying the request id whenever the envelope could be read.
-pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport, peer: SocketAddr) -> Vec<Vec<u8>> {
-    let Some(envelope) = read_envelope(unit) else { return Vec::new() };
+pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport, peer: SocketAddr) -> Answer {
+    let Some(envelope) = read_envelope(unit) else { return Answer::units(Vec::new()) };
     let message = &unit[ENVELOPE_LEN..];
     let bare = RequestContext { envelope, header: None, header_and_body: &[] };
 
     if let Err(e) = envelope.check_message_length() {
-        return vec![error_response(
+        return Answer::units(vec![error_response(
             state,
             &bare,
             ResponseCode::PROTOCOL_ERROR,
             &format!("Invalid message length: {e}"),
-        )];
+        )]);
     }
     if message.len() != envelope.message_length as usize {
         let text = format!("Expecting {} bytes, only received {}", envelope.message_length, message.len());
-        return vec![error_response(state, &bare, ResponseCode::PROTOCOL_ERROR, &text)];
+        return Answer::units(vec![error_response(state, &bare, ResponseCode::PROTOCOL_ERROR, &text)]);
     }
     let session = if envelope.session_id != 0 { state.sessions.get(envelope.session_id).await } else { None };
     let decrypted;
@@ -73,7 +90,7 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport,
         let Some(s) = &session else {
             let code =
                 if envelope.session_id == 0 { ResponseCode::SESSION_FAILED } else { ResponseCode::SESSION_TIMEOUT };
-            return vec![error_response(state, &bare, code, "Unknown session")];
+            return Answer::units(vec![error_response(state, &bare, code, "Unknown session")]);
         };
         match session_crypto::decrypt(&s.key, message) {
             Ok(plain) => {
@@ -81,12 +98,12 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport,
                 &decrypted[..]
             }
             Err(e) => {
-                return vec![error_response(
+                return Answer::units(vec![error_response(
                     state,
                     &bare,
                     ResponseCode::SESSION_FAILED,
                     &format!("Cannot decrypt message: {e}"),
-                )]
+                )])
             }
         }
     } else {
@@ -100,44 +117,49 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport,
             let header =
                 (message.len() >= HEADER_LEN).then(|| Header::from_bytes(&message[..HEADER_LEN]).ok()).flatten();
             let ctx = RequestContext { header, ..bare };
-            return vec![error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &format!("Invalid message: {e}"))];
+            return Answer::units(vec![error_response(
+                state,
+                &ctx,
+                ResponseCode::PROTOCOL_ERROR,
+                &format!("Invalid message: {e}"),
+            )]);
         }
     };
     let ctx = RequestContext { envelope, header: Some(view.header), header_and_body: view.header_and_body };
-    let request = match RequestBody::decode(view.header.op_code, view.body) {
+    let request = match RequestBody::decode_at(envelope.version, view.header.op_code, view.body) {
         Ok(r) => r,
         Err(e) => {
-            return vec![error_response(
+            return Answer::units(vec![error_response(
                 state,
                 &ctx,
                 ResponseCode::PROTOCOL_ERROR,
                 &format!("Invalid request body: {e}"),
-            )]
+            )])
         }
     };
 
     match &request {
         RequestBody::GetSiteInfo { .. } => {
-            return vec![encode_response(
+            return Answer::units(vec![encode_response(
                 state,
                 &ctx,
                 ResponseCode::SUCCESS,
                 &ResponseBody::SiteInfo(state.site_bytes.clone()),
                 false,
-            )];
+            )]);
         }
         RequestBody::Unsupported(op) if !is_known_op(*op) => {
-            return vec![error_response(
+            return Answer::units(vec![error_response(
                 state,
                 &ctx,
                 ResponseCode::PROTOCOL_ERROR,
                 &format!("Unknown operation code {}", op.0),
-            )];
+            )]);
         }
         // Answers carry the challenge id (not necessarily a session) in the envelope.
         RequestBody::ChallengeAnswer(a) => return auth::answer(state, &ctx, a, transport, peer).await,
-        RequestBody::VerifyChallenge(v) => return vec![auth::verify_challenge(state, &ctx, v).await],
-        RequestBody::SessionSetup(s) => return vec![session::setup(state, &ctx, s, peer.ip()).await],
+        RequestBody::VerifyChallenge(v) => return Answer::units(vec![auth::verify_challenge(state, &ctx, v).await]),
+        RequestBody::SessionSetup(s) => return Answer::units(vec![session::setup(state, &ctx, s, peer.ip()).await]),
         _ => {}
     }
 
@@ -146,25 +168,30 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport,
     let session = match (envelope.session_id, session) {
         (0, _) => None,
         (_, None) => {
-            return vec![error_response(state, &ctx, ResponseCode::SESSION_TIMEOUT, "Session expired or unknown")]
+            return Answer::units(vec![error_response(
+                state,
+                &ctx,
+                ResponseCode::SESSION_TIMEOUT,
+                "Session expired or unknown",
+            )])
         }
         (_, Some(s)) => {
             let reply = Reply { session: Some(&s), ..Reply::default() };
             match check_session_message(state, &s, &envelope, view.header_and_body, view.credential.as_ref()).await {
-                Err((code, text)) => return vec![error_reply(state, &ctx, code, text, reply)],
+                Err((code, text)) => return Answer::units(vec![error_reply(state, &ctx, code, text, reply)]),
                 Ok(true) => {
                     if let Some(identity) = s.identity() {
                         caller = Caller::Authenticated(identity);
                     }
                 }
                 Ok(false) if s.identity().is_some() && is_admin_op(request.op_code()) => {
-                    return vec![error_reply(
+                    return Answer::units(vec![error_reply(
                         state,
                         &ctx,
                         ResponseCode::INVALID_CREDENTIAL,
                         "Session requests must carry the session MAC",
                         reply,
-                    )];
+                    )]);
                 }
                 Ok(false) => {}
             }
@@ -179,37 +206,35 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport,
 
     match &request {
         RequestBody::SessionTerminate { .. } => match &session {
-            Some(s) => vec![session::terminate(state, &ctx, s).await],
-            None => vec![error_response(state, &ctx, ResponseCode::SESSION_TIMEOUT, "Not in a session")],
+            Some(s) => Answer::units(vec![session::terminate(state, &ctx, s).await]),
+            None => Answer::units(vec![error_response(state, &ctx, ResponseCode::SESSION_TIMEOUT, "Not in a session")]),
         },
-        other if transport == Transport::Udp && is_admin_op(other.op_code()) => {
-            vec![error_reply(
-                state,
-                &ctx,
-                ResponseCode::PROTOCOL_ERROR,
-                "Administrative requests are not accepted over UDP",
-                reply,
-            )]
-        }
+        other if transport == Transport::Udp && is_admin_op(other.op_code()) => Answer::units(vec![error_reply(
+            state,
+            &ctx,
+            ResponseCode::PROTOCOL_ERROR,
+            "Administrative requests are not accepted over UDP",
+            reply,
+        )]),
         // §3.3: with PO clear, a request in a session is always authenticated.
         RequestBody::Resolution(_)
             if !ctx.flags().contains(OpFlags::PO) && caller == Caller::Anonymous && session.is_some() =>
         {
-            vec![auth::challenge(state, &ctx, session.as_deref(), peer.ip()).await]
+            Answer::units(vec![auth::challenge(state, &ctx, session.as_deref(), peer.ip()).await])
         }
         other if is_admin_op(other.op_code()) || other.op_code() == OpCode::RESOLUTION => {
-            match dispatch::run(state, &ctx, other, ctx.flags(), &caller, reply).await {
-                Ok(units) => units,
+            match run_op(state, &ctx, other, ctx.flags(), &caller, reply, transport, peer).await {
+                Ok(answer) => answer,
                 Err(e) if e.is_authentication_needed() => {
-                    vec![auth::challenge(state, &ctx, session.as_deref(), peer.ip()).await]
+                    Answer::units(vec![auth::challenge(state, &ctx, session.as_deref(), peer.ip()).await])
                 }
-                Err(e) => vec![error_reply(state, &ctx, e.code, &e.message, reply)],
+                Err(e) => Answer::units(vec![error_reply(state, &ctx, e.code, &e.message, reply)]),
             }
         }
         other => {
             let op = other.op_code();
             let text = format!("Operation {} ({}) is not supported by this server", op.0, op_name(op));
-            vec![error_reply(state, &ctx, ResponseCode::OPERATION_NOT_SUPPORTED, &text, reply)]
+            Answer::units(vec![error_reply(state, &ctx, ResponseCode::OPERATION_NOT_SUPPORTED, &text, reply)])
         }
     }
 }
@@ -253,31 +278,54 @@ async fn run_authenticated(
     caller: &Caller,
     reply: Reply<'_>,
     transport: Transport,
-) -> Vec<Vec<u8>> {
+    peer: SocketAddr,
+) -> Answer {
     if transport == Transport::Udp && is_admin_op(request.op_code()) {
-        return vec![error_reply(
+        return Answer::units(vec![error_reply(
             state,
             ctx,
             ResponseCode::PROTOCOL_ERROR,
             "Administrative requests are not accepted over UDP",
             reply,
-        )];
+        )]);
     }
-    match dispatch::run(state, ctx, request, flags, caller, reply).await {
-        Ok(units) => units,
-        Err(e) if e.is_authentication_needed() => vec![error_reply(
+    match run_op(state, ctx, request, flags, caller, reply, transport, peer).await {
+        Ok(answer) => answer,
+        Err(e) if e.is_authentication_needed() => Answer::units(vec![error_reply(
             state,
             ctx,
             ResponseCode::AUTHENTICATION_FAILED,
             "Authenticated identity not accepted",
             reply,
-        )],
-        Err(e) => vec![error_reply(state, ctx, e.code, &e.message, reply)],
+        )]),
+        Err(e) => Answer::units(vec![error_reply(state, ctx, e.code, &e.message, reply)]),
     }
 }
 
+/// Run an operation for `caller`: the replication source's own (whose answer
+/// may carry a stream to follow), or any other through [`dispatch::run`].
+#[allow(clippy::too_many_arguments)]
+async fn run_op(
+    state: &ServerState,
+    ctx: &RequestContext<'_>,
+    request: &RequestBody,
+    flags: OpFlags,
+    caller: &Caller,
+    reply: Reply<'_>,
+    transport: Transport,
+    peer: SocketAddr,
+) -> Result<Answer, OpError> {
+    if let Some(op) = source::SourceOp::of(request) {
+        let answered = source::answer(state, op, caller, transport, peer, ctx.response_version()).await?;
+        let unit = encode_reply(state, ctx, ResponseCode::SUCCESS, &answered.body, false, reply);
+        return Ok(Answer { units: vec![unit], stream: answered.stream });
+    }
+    Ok(Answer::units(dispatch::run(state, ctx, request, flags, caller, reply).await?))
+}
+
 fn is_admin_op(op: OpCode) -> bool {
-    matches!(op.0, 100..=105 | 300..=302)
+    // 1000–1003: the replication source's operations (admin requests in Handle.Net).
+    matches!(op.0, 100..=105 | 300..=302 | 1000..=1003)
 }
 
 fn is_known_op(op: OpCode) -> bool {

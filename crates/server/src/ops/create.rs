@@ -32,6 +32,7 @@ fn uuid_v4() -> String {
 }
 
 pub async fn create_handle(state: &ServerState, caller: &Caller, req: CreateHandle) -> Result<Created, OpError> {
+    check_primary(state)?;
     if std::str::from_utf8(&req.handle).is_err() {
         return Err(OpError::new(ResponseCode::INVALID_HANDLE, "Handle is not valid UTF-8"));
     }

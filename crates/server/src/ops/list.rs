@@ -11,6 +11,7 @@ const SCAN_PAGE: usize = 1000;
 /// All handles under a prefix, spelled as they were created (matching stays
 /// case-insensitive). Needs LIST_HANDLES in the prefix handle's HS_ADMIN.
 pub async fn list_handles(state: &ServerState, caller: &Caller, prefix: &[u8]) -> Result<Vec<Vec<u8>>, OpError> {
+    check_primary(state)?;
     if !state.live().allow_list_handles {
         return Err(OpError::new(ResponseCode::OPERATION_NOT_SUPPORTED, "Listing handles is disabled on this server"));
     }
@@ -75,6 +76,7 @@ fn meta_key(prefix_handle: &[u8]) -> String {
 
 /// Make this server responsible for `<prefix>/*`, persistently.
 pub async fn home_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
+    check_primary(state)?;
     let prefix_handle = prefix_handle_of(h)?;
     require_server_admin(state, caller).await?;
     state.store.meta_put(&meta_key(&prefix_handle), Some(Vec::new())).await?;
@@ -83,6 +85,7 @@ pub async fn home_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Resu
 }
 
 pub async fn unhome_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
+    check_primary(state)?;
     let prefix_handle = prefix_handle_of(h)?;
     require_server_admin(state, caller).await?;
     state.store.meta_put(&meta_key(&prefix_handle), None).await?;
@@ -94,6 +97,7 @@ pub async fn unhome_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Re
 /// (the default scoping, no `server_admins`), the homed prefixes it
 /// administers; anyone else is refused.
 pub async fn list_homed_prefixes(state: &ServerState, caller: &Caller) -> Result<Vec<Vec<u8>>, OpError> {
+    check_primary(state)?;
     let scoped = match require_server_admin(state, caller).await {
         Ok(_) => None,
         Err(refused) => {

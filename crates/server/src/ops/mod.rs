@@ -90,6 +90,19 @@ async fn check_homed(state: &ServerState, handle: &[u8]) -> Result<(), OpError> 
     }
 }
 
+/// What a Handle.Net mirror answers to any administration request (RC 301).
+pub const NOT_A_PRIMARY: &str = "Not a primary server";
+
+/// On a replication mirror every administration request (writes and admin
+/// listings) is for the primary: RC 301 before any authentication, as the
+/// original's `processRequest` answers.
+pub(crate) fn check_primary(state: &ServerState) -> Result<(), OpError> {
+    match state.mirror() {
+        Some(m) if m.is_read_only() => Err(OpError::new(ResponseCode::SERVER_NOT_RESP, NOT_A_PRIMARY)),
+        _ => Ok(()),
+    }
+}
+
 fn require(caller: &Caller) -> Result<&Identity, OpError> {
     caller.identity().ok_or_else(OpError::needs_authentication)
 }

@@ -29,6 +29,7 @@ fn too_busy() -> OpError {
 }
 
 pub async fn delete_handle(state: &ServerState, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
+    check_primary(state)?;
     let canonical = handle::canonical(h);
     check_homed(state, &canonical).await?;
     let identity = require(caller)?;
@@ -52,6 +53,7 @@ pub async fn add_values(
     values: &[HandleValue],
     overwrite: bool,
 ) -> Result<bool, OpError> {
+    check_primary(state)?;
     let canonical = handle::canonical(h);
     check_homed(state, &canonical).await?;
     let identity = require(caller)?;
@@ -102,6 +104,7 @@ pub async fn add_values(
 }
 
 pub async fn remove_values(state: &ServerState, caller: &Caller, h: &[u8], indexes: &[i32]) -> Result<(), OpError> {
+    check_primary(state)?;
     let canonical = handle::canonical(h);
     check_homed(state, &canonical).await?;
     let identity = require(caller)?;
@@ -137,6 +140,7 @@ pub async fn modify_values(
     h: &[u8],
     values: &[HandleValue],
 ) -> Result<(), OpError> {
+    check_primary(state)?;
     let canonical = handle::canonical(h);
     check_homed(state, &canonical).await?;
     let mut seen = std::collections::HashSet::new();

@@ -11,8 +11,8 @@
 use async_trait::async_trait;
 use handled_proto::value::{is_secret_type, HandleValue};
 use handled_store::{
-    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexEntry, IndexHit, IndexMatch, Store,
-    StoreError, StoreStats, SwapOutcome,
+    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexEntry, IndexHit, IndexMatch,
+    ReplicatedChange, ReplicatedWrite, Store, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -126,6 +126,45 @@ impl Store for IndexedStore {
 
     fn close(&self) {
         self.inner.close();
+    }
+
+    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
+        self.inner.txn_log_read(after, limit).await
+    }
+
+    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
+        self.inner.txn_log_bounds().await
+    }
+
+    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError> {
+        self.inner.txn_log_prune(before_ms).await
+    }
+
+    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.txn_log_subscribe()
+    }
+
+    /// Replicated handles are indexed like local writes, in the same commit.
+    async fn apply_replicated_with_docs(
+        &self,
+        changes: Vec<ReplicatedChange>,
+        progress: Vec<(String, Option<Vec<u8>>)>,
+        mut docs: Vec<DocWrite>,
+    ) -> Result<(), StoreError> {
+        for c in &changes {
+            if let ReplicatedWrite::Handle(key, record) = c.write() {
+                docs.push(index_doc(&key, record.as_ref()));
+            }
+        }
+        self.inner.apply_replicated_with_docs(changes, progress, docs).await
+    }
+
+    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
+        self.inner.txn_log_reset(id).await
+    }
+
+    async fn checkpoint(&self) -> Result<(), StoreError> {
+        self.inner.checkpoint().await
     }
 
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {

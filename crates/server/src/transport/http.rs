@@ -123,6 +123,9 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
 async fn metrics_text(state: &ServerState) -> String {
     let cache = state.cache.as_ref().map(|c| c.cache_stats());
     let handles = state.store.count().await.ok();
+    if let Ok(bounds) = state.store.txn_log_bounds().await {
+        state.metrics.replication.txn_log_last_id.set(bounds.last as i64);
+    }
     state.metrics.render(&state.admission.stats(), cache.as_ref(), &state.store.stats(), handles)
 }
 
@@ -164,7 +167,7 @@ async fn tunnel(
         Some(b'\r' | b'\n') => &body[1..],
         _ => &body[..],
     };
-    let responses = serve_unit(state, unit, Transport::Http, peer).await;
+    let responses = serve_unit(state, unit, Transport::Http, peer).await.units;
     if responses.is_empty() {
         return json_error(StatusCode::BAD_REQUEST, 4, "Message shorter than an envelope");
     }

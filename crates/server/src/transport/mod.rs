@@ -16,7 +16,7 @@ pub mod unify;
 
 use crate::admission::Rejection;
 use crate::native::respond::{error_response, RequestContext};
-use crate::native::{handle_unit, read_envelope, Transport};
+use crate::native::{handle_unit, read_envelope, Answer, Transport};
 use crate::state::ServerState;
 use handled_proto::codec::Codec;
 use handled_proto::codec::Reader;
@@ -33,11 +33,13 @@ pub const MAX_HTTP_BUFFER: usize = 64 * 1024;
 
 /// Answer one native request unit, or refuse it at once when the server is too busy.
 /// `peer` is who sent it (what it makes the server keep is charged to its address).
-pub async fn serve_unit(state: &ServerState, unit: &[u8], transport: Transport, peer: SocketAddr) -> Vec<Vec<u8>> {
+/// A replication stream in the answer runs after the permit is given back
+/// (streams have limits of their own).
+pub async fn serve_unit(state: &ServerState, unit: &[u8], transport: Transport, peer: SocketAddr) -> Answer {
     let arrived = Instant::now();
     match state.admission.admit().await {
         Ok(_permit) => serve_admitted(state, unit, transport, peer).await,
-        Err(why) => refuse(state, unit, transport, why, arrived),
+        Err(why) => Answer::units(refuse(state, unit, transport, why, arrived)),
     }
 }
 
@@ -56,15 +58,15 @@ pub fn refuse(
 }
 
 /// Answer a request that already holds an admission permit.
-pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transport, peer: SocketAddr) -> Vec<Vec<u8>> {
+pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transport, peer: SocketAddr) -> Answer {
     let started = Instant::now();
-    let responses = handle_unit(state, unit, transport, peer).await;
+    let answer = handle_unit(state, unit, transport, peer).await;
     let elapsed = started.elapsed();
-    state.metrics.observe(transport.name(), &responses, elapsed);
+    state.metrics.observe(transport.name(), &answer.units, elapsed);
     if state.logs.wants_access_line() {
-        access_line(unit, &responses, transport, peer, elapsed);
+        access_line(unit, &answer.units, transport, peer, elapsed);
     }
-    responses
+    answer
 }
 
 /// One access line for a native request: peer, operation, handle, result.

@@ -95,7 +95,7 @@ async fn connection(state: &ServerState, mut stream: TcpStream, peer: SocketAddr
             Ok(n) => n,
             Err(_) => {
                 // The rest of the stream can't be framed any more: answer, then close.
-                let responses = serve_unit(state, &unit, Transport::Tcp, peer).await;
+                let responses = serve_unit(state, &unit, Transport::Tcp, peer).await.units;
                 for r in responses {
                     stream.write_all(&r).await?;
                 }
@@ -108,10 +108,14 @@ async fn connection(state: &ServerState, mut stream: TcpStream, peer: SocketAddr
             let _ = stream.write_all(&error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &text)).await;
             return Ok(());
         }
-        let responses = serve_unit(state, &unit, Transport::Tcp, peer).await;
-        match responses.as_slice() {
+        let answer = serve_unit(state, &unit, Transport::Tcp, peer).await;
+        match answer.units.as_slice() {
             [one] => stream.write_all(one).await?,
             many => stream.write_all(&many.concat()).await?,
+        }
+        if let Some(replication) = answer.stream {
+            // The connection now carries the stream, and ends with it.
+            return replication.run(state, stream).await;
         }
     }
 }

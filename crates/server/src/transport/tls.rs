@@ -77,6 +77,19 @@ impl CertSlot {
     }
 }
 
+/// The acceptor for replication streams (TLS after a RETRIEVE_TXN_LOG or
+/// DUMP_HANDLES response): always the self-signed certificate of the server
+/// key, whatever HTTPS presents, because a Handle.Net mirror accepts exactly a
+/// certificate whose public key is the one in our HS_SITE (it checks nothing else).
+pub fn site_key_acceptor(config: &Config, key: &RsaSigner) -> Result<TlsAcceptor, TlsError> {
+    let (certs, private) = self_signed(config, key)?;
+    let server = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, private)?;
+    Ok(TlsAcceptor::from(Arc::new(server)))
+}
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }

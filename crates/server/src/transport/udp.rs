@@ -150,7 +150,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
                     runtime.spawn(async move {
                         let replies = match turn.permit().await {
                             Ok(permit) => {
-                                let replies = serve_admitted(&state2, &unit, Transport::Udp, peer).await;
+                                let replies = serve_admitted(&state2, &unit, Transport::Udp, peer).await.units;
                                 drop(permit);
                                 fit_for_udp(&state2, &answers2, peer, &unit, replies)
                             }
@@ -176,7 +176,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
             let replies = runtime.block_on(async {
                 let mut replies = Vec::with_capacity(cheap.len());
                 for (peer, unit, permit) in cheap.drain(..) {
-                    let answer = serve_admitted(state, &unit, Transport::Udp, peer).await;
+                    let answer = serve_admitted(state, &unit, Transport::Udp, peer).await.units;
                     replies.extend(fit_for_udp(state, &answers, peer, &unit, answer).into_iter().map(|r| (peer, r)));
                     drop(permit);
                 }

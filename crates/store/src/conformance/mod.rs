@@ -17,9 +17,11 @@ use crate::{Expect, HandleRecord, Store, StoreError, SwapOutcome};
 
 mod docs;
 mod fixtures;
+mod txnlog;
 
 pub use docs::*;
 pub use fixtures::{rich_record, url_record};
+pub use txnlog::*;
 
 type Test = fn(Arc<dyn Store>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 

@@ -121,8 +121,15 @@ public final class HandledServer implements AutoCloseable {
             // server runs on the Cassandra store, in a keyspace of its own.
             String cassandra = System.getenv("HANDLED_TEST_CASSANDRA");
             boolean onCassandra = cassandra != null && !cassandra.isEmpty();
+            // With $HANDLED_TEST_DATA_FROM (tests/replication/migration.sh) every server starts on
+            // a copy of that data directory: the suite then runs on a store made by replication.
+            String dataFrom = System.getenv("HANDLED_TEST_DATA_FROM");
+            boolean fromCopy = !onCassandra && dataFrom != null && !dataFrom.isEmpty();
+            if (fromCopy) {
+                copyTree(Paths.get(dataFrom), workDir.resolve("data-" + attempt));
+            }
             List<String> cmd = List.of(bin.toString(), "serve",
-                    onCassandra ? "--data-dir=" + workDir.resolve("data-" + attempt) : "--ephemeral",
+                    onCassandra || fromCopy ? "--data-dir=" + workDir.resolve("data-" + attempt) : "--ephemeral",
                     "--admin-credentials", creds.toString(),
                     "--listen", "127.0.0.1",
                     "--port", Integer.toString(ports[0]),
@@ -167,6 +174,20 @@ public final class HandledServer implements AutoCloseable {
             }
         }
         throw last;
+    }
+
+    /** Copies a directory tree (a stopped server's data directory). */
+    static void copyTree(Path from, Path to) throws IOException {
+        try (java.util.stream.Stream<Path> paths = Files.walk(from)) {
+            for (Path p : (Iterable<Path>) paths::iterator) {
+                Path target = to.resolve(from.relativize(p).toString());
+                if (Files.isDirectory(p)) {
+                    Files.createDirectories(target);
+                } else {
+                    Files.copy(p, target, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+                }
+            }
+        }
     }
 
     static void pumpStdout(Process p, Path log, CompletableFuture<Void> ready) {

@@ -1,0 +1,49 @@
+//! `handled promote`: turn a stopped replication mirror into a primary
+//! (docs/replication.md, "Promotion"). A running mirror is promoted without a
+//! restart by removing `replication_source` from its configuration and sending
+//! SIGHUP; this command is for a stopped one (it opens the data directory).
+
+use anyhow::Context;
+use clap::Args;
+use handled_server::bootstrap::open_store;
+use handled_server::config::Config;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct PromoteArgs {
+    /// TOML configuration file (the server's: data directory, store).
+    #[arg(long, short, env = "HANDLED_CONFIG")]
+    config: Option<PathBuf>,
+    /// Data directory of the mirror (default `data`, relative to the working directory).
+    #[arg(long, env = "HANDLED_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+pub async fn run(args: PromoteArgs) -> anyhow::Result<ExitCode> {
+    let mut config = Config::load(args.config.as_deref())?;
+    if let Some(d) = args.data_dir {
+        config.data_dir = d;
+    }
+    let store = open_store(&config).await.with_context(|| {
+        format!(
+            "cannot open the store in {} (a running mirror holds it: remove replication_source from its \
+             configuration and send it SIGHUP instead)",
+            config.data_dir.display()
+        )
+    })?;
+    let already = handled_server::replication::mirror::is_promoted(&*store).await?;
+    let dumping = store.meta_get(handled_server::replication::mirror::progress::DUMP_KEY).await?.is_some();
+    handled_server::replication::mirror::write_promoted(&*store).await?;
+    store.close();
+    if already {
+        eprintln!("{} was already promoted", config.data_dir.display());
+    } else {
+        eprintln!(
+            "promoted {}: it starts as a primary, continuing the source's transaction ids{}",
+            config.data_dir.display(),
+            if dumping { " (WARNING: its first dump had not finished, so it lacks part of the data)" } else { "" }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,185 @@
+//! What the mirror is doing, for `/metrics`, `handled status` and the logs:
+//! phase, last transaction applied, last pull, lag, dump progress.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// What the mirror is busy with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Starting,
+    /// First copy of everything (DUMP_HANDLES), resumable.
+    Dumping,
+    /// Pulling the transaction log.
+    Pulling,
+    /// The source said NEED_TO_REDUMP: copying everything again while serving the old data.
+    Redumping,
+    /// Promoted to a primary: no more pulling, writes accepted.
+    Promoted,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Starting => "starting",
+            Phase::Dumping => "dumping",
+            Phase::Pulling => "pulling",
+            Phase::Redumping => "redumping",
+            Phase::Promoted => "promoted",
+        }
+    }
+
+    const ALL: [Phase; 5] = [Phase::Starting, Phase::Dumping, Phase::Pulling, Phase::Redumping, Phase::Promoted];
+}
+
+/// A copy of the figures at one moment.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub phase: Phase,
+    /// Highest source transaction id applied (0: none yet).
+    pub last_txn_id: u64,
+    /// When the last pull (successful or not) ended, ms since the epoch (0: never).
+    pub last_pull_ms: u64,
+    /// When a pull last ended with everything the source had, ms since the epoch.
+    pub caught_up_ms: u64,
+    /// Records applied by the current (or last) dump.
+    pub dump_records: u64,
+    pub pull_errors: u64,
+    pub redumps: u64,
+    pub last_error: Option<String>,
+}
+
+/// The mirror's status, shared with the request handlers (which refuse
+/// writes while it is not promoted) and the metrics.
+pub struct MirrorStatus {
+    /// The configured source, as written.
+    pub source: String,
+    /// Send administration requests on to the source (else RC 301).
+    pub forward_admin: bool,
+    promoted: AtomicBool,
+    inner: Mutex<Snapshot>,
+    /// The pull loop, stopped at promotion.
+    task: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabel {
+    source: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    source: String,
+    phase: &'static str,
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+impl MirrorStatus {
+    pub fn new(source: String, forward_admin: bool, promoted: bool) -> Self {
+        let phase = if promoted { Phase::Promoted } else { Phase::Starting };
+        MirrorStatus {
+            source,
+            forward_admin,
+            promoted: AtomicBool::new(promoted),
+            inner: Mutex::new(Snapshot {
+                phase,
+                last_txn_id: 0,
+                last_pull_ms: 0,
+                caught_up_ms: 0,
+                dump_records: 0,
+                pull_errors: 0,
+                redumps: 0,
+                last_error: None,
+            }),
+            task: Mutex::new(None),
+        }
+    }
+
+    pub fn set_task(&self, task: tokio::task::AbortHandle) {
+        *self.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+    }
+
+    /// Stop the pull loop (a commit already handed to the store still lands,
+    /// before anything written after this).
+    pub fn stop_task(&self) {
+        if let Some(t) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            t.abort();
+        }
+    }
+
+    /// Does this server refuse (or forward) writes, as a mirror does?
+    pub fn is_read_only(&self) -> bool {
+        !self.promoted.load(Ordering::Acquire)
+    }
+
+    pub fn set_promoted(&self) {
+        self.promoted.store(true, Ordering::Release);
+        self.update(|s| s.phase = Phase::Promoted);
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn update(&self, f: impl FnOnce(&mut Snapshot)) {
+        f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// Seconds the served data may be behind the source: since the last pull
+    /// that found nothing more to take (or since start, before any).
+    pub fn lag_seconds(&self, now_ms: u64) -> f64 {
+        let s = self.snapshot();
+        if s.phase == Phase::Promoted {
+            return 0.0;
+        }
+        now_ms.saturating_sub(s.caught_up_ms) as f64 / 1000.0
+    }
+
+    /// Add the figures to a scrape.
+    pub fn register(&self, r: &mut Registry) {
+        let s = self.snapshot();
+        let label = SourceLabel { source: self.source.clone() };
+        let gauge = |v: i64| {
+            let f: Family<SourceLabel, Gauge> = Family::default();
+            f.get_or_create(&label).set(v);
+            f
+        };
+        let float = |v: f64| {
+            let f: Family<SourceLabel, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
+            f.get_or_create(&label).set(v);
+            f
+        };
+        r.register("replication_last_txn_id", "Highest source transaction id applied", gauge(s.last_txn_id as i64));
+        r.register(
+            "replication_last_pull_timestamp_seconds",
+            "When the last pull from the source ended (Unix time)",
+            float(s.last_pull_ms as f64 / 1000.0),
+        );
+        r.register(
+            "replication_lag_seconds",
+            "Seconds since a pull last found nothing more at the source",
+            float(self.lag_seconds(now_ms())),
+        );
+        r.register(
+            "replication_dump_handles",
+            "Records applied by the current or last dump",
+            gauge(s.dump_records as i64),
+        );
+        r.register("replication_pull_errors", "Pulls or dumps that failed", gauge(s.pull_errors as i64));
+        r.register("replication_redumps", "Redumps the source asked for", gauge(s.redumps as i64));
+        let phases: Family<PhaseLabels, Gauge> = Family::default();
+        for p in Phase::ALL {
+            phases
+                .get_or_create(&PhaseLabels { source: self.source.clone(), phase: p.name() })
+                .set((p == s.phase) as i64);
+        }
+        r.register("replication_phase", "What the mirror is doing (1 for the current phase)", phases);
+    }
+}

@@ -1,0 +1,156 @@
+//! RETRIEVE_TXN_LOG: the log entries after the mirror's last id, each with the
+//! handle's values as they are at send time (a create or update of a handle
+//! gone since carries none), or NEED_TO_REDUMP when the log no longer reaches
+//! back to the mirror.
+//!
+//! The redump rule. Handle.Net decides by dates: no redump when the queue's
+//! first date ≤ the mirror's lastQueryDate (plus grace cases for a queue that
+//! starts at id 1). We know exactly which ids the log still holds (`floor`:
+//! every id above it is kept), so we decide by ids: redump iff the mirror's
+//! last id is below the floor, i.e. some entry it lacks was pruned. Like the
+//! original, a source with no transactions never asks for a redump (an ex-mirror
+//! becoming a primary). Unlike it, a mirror claiming ids we never issued
+//! (ahead of our last: the source lost its log, e.g. restored from a backup)
+//! is told to redump rather than silently miss our next changes.
+
+use super::layout;
+use super::sink::Sink;
+use crate::bootstrap::SITE_INDEX;
+use crate::state::ServerState;
+use handled_proto::replication::txn_stream::{
+    FORMAT_ALL_QUEUES, FORMAT_ONE_QUEUE, STATUS_NEED_TO_REDUMP, STATUS_SENDING,
+};
+use handled_proto::replication::{MirrorLayout, RetrieveTxnRequest, TxnAction, TxnQuery, TxnRecord, TxnStreamItem};
+use handled_store::txn_log::now_ms;
+use handled_store::{TxnEntry, TxnLogBounds};
+use std::io;
+use std::time::Duration;
+
+/// Log entries read at once (each is then sent before the next page is read).
+const PAGE: usize = 256;
+
+/// Our one queue's name as Handle.Net names queues, `<serverNum>:<siteName>`
+/// with the site named `<index>:<handle>` of its HS_SITE value: server 0 of the
+/// HS_SITE at index 1 of our first prefix's handle, e.g. `0:1:0.NA/TEST`.
+pub fn queue_name(state: &ServerState) -> String {
+    let prefix = state.config.prefixes.first().map_or(String::new(), |p| p.to_ascii_uppercase());
+    format!("0:{SITE_INDEX}:0.NA/{prefix}")
+}
+
+/// The last id of our queue the mirror says it has.
+pub fn last_txn_id_of(state: &ServerState, query: &TxnQuery) -> u64 {
+    match query {
+        TxnQuery::Since { last_txn_id, .. } => *last_txn_id,
+        TxnQuery::AllQueues(info) => info.get(&queue_name(state)).last_txn_id.max(0) as u64,
+    }
+}
+
+/// Must a mirror that has everything up to `mirror_last` be dumped again?
+pub fn needs_redump(bounds: &TxnLogBounds, mirror_last: u64) -> bool {
+    if bounds.last == 0 {
+        return false;
+    }
+    mirror_last < bounds.floor || mirror_last > bounds.last
+}
+
+/// Hold a long-polling pull until the log has an entry after the mirror's
+/// last id, or `wait` has passed.
+pub async fn wait_for_newer(state: &ServerState, req: &RetrieveTxnRequest, wait: Duration) {
+    let mirror_last = last_txn_id_of(state, &req.query);
+    let mut committed = state.store.txn_log_subscribe();
+    let _ = tokio::time::timeout(wait, committed.wait_for(|&last| last != mirror_last)).await;
+}
+
+/// Send the stream answering `req`.
+pub async fn send(state: &ServerState, req: &RetrieveTxnRequest, sink: &mut Sink<'_>) -> io::Result<()> {
+    let bounds = state.store.txn_log_bounds().await.map_err(io::Error::other)?;
+    let mirror_last = last_txn_id_of(state, &req.query);
+    let redump = needs_redump(&bounds, mirror_last);
+    if redump {
+        tracing::warn!(
+            "replication: a mirror at transaction {mirror_last} must be dumped again (log keeps {}..={})",
+            bounds.floor + 1,
+            bounds.last
+        );
+    }
+    let status = if redump { STATUS_NEED_TO_REDUMP } else { STATUS_SENDING };
+    match &req.query {
+        TxnQuery::Since { last_query_date_ms, .. } => {
+            sink.send(&TxnStreamItem::Header { format: FORMAT_ONE_QUEUE, status }).await?;
+            if !redump {
+                forward(state, &req.layout, mirror_last, bounds.last, sink).await?;
+            }
+            // The mirror's next lastQueryDate: unchanged while it must be dumped.
+            let date = if redump { *last_query_date_ms } else { now_ms() };
+            sink.send(&TxnStreamItem::End { date_ms: Some(date) }).await
+        }
+        TxnQuery::AllQueues(_) => {
+            sink.send(&TxnStreamItem::Header { format: FORMAT_ALL_QUEUES, status }).await?;
+            if !redump {
+                sink.send(&TxnStreamItem::QueueName(queue_name(state).into_bytes())).await?;
+                forward(state, &req.layout, mirror_last, bounds.last, sink).await?;
+                sink.send(&TxnStreamItem::QueueEnd { date_ms: now_ms() }).await?;
+            }
+            sink.send(&TxnStreamItem::End { date_ms: None }).await
+        }
+    }
+}
+
+/// Send the entries in `(after, upto]` the mirror's layout wants, page by page.
+async fn forward(
+    state: &ServerState,
+    layout: &MirrorLayout,
+    after: u64,
+    upto: u64,
+    sink: &mut Sink<'_>,
+) -> io::Result<()> {
+    let mut next = after;
+    while next < upto {
+        let page = state.store.txn_log_read(next, PAGE).await.map_err(io::Error::other)?;
+        let Some(last) = page.last() else { break };
+        next = last.id;
+        let mut sent = 0;
+        for entry in page.into_iter().take_while(|e| e.id <= upto) {
+            if let Some(record) = record_of(state, layout, entry).await? {
+                sink.send(&TxnStreamItem::Record(record)).await?;
+                sent += 1;
+            }
+        }
+        state.metrics.replication.entries_sent.inc_by(sent);
+    }
+    Ok(())
+}
+
+/// The record to send for `entry`, None when the mirror's layout leaves the
+/// handle to another of its servers.
+async fn record_of(state: &ServerState, layout: &MirrorLayout, entry: TxnEntry) -> io::Result<Option<TxnRecord>> {
+    use handled_store::TxnAction as Logged;
+    let action = TxnAction(entry.action.code());
+    let values = match entry.action {
+        Logged::HomeNa | Logged::UnhomeNa => None,
+        _ if !layout::wants(layout, &entry.handle) => return Ok(None),
+        Logged::Delete => None,
+        Logged::Create | Logged::Update => {
+            let current = state.store.get(&entry.handle).await.map_err(io::Error::other)?;
+            Some(current.map(|r| r.values).unwrap_or_default())
+        }
+    };
+    Ok(Some(TxnRecord { txn_id: entry.id, handle: entry.handle, action, date_ms: entry.date_ms, values }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redump_iff_the_log_lost_what_the_mirror_lacks() {
+        let bounds = |floor, last| TxnLogBounds { floor, last, first_date_ms: Some(1) };
+        assert!(!needs_redump(&bounds(0, 0), 0), "no transactions: never");
+        assert!(!needs_redump(&bounds(0, 0), 7), "no transactions: never, even for a mirror ahead");
+        assert!(!needs_redump(&bounds(0, 5), 0), "everything kept");
+        assert!(!needs_redump(&bounds(3, 5), 3), "the mirror lacks 4 and 5, both kept");
+        assert!(needs_redump(&bounds(3, 5), 2), "3 was pruned");
+        assert!(!needs_redump(&bounds(5, 5), 5), "all pruned, none lacking");
+        assert!(needs_redump(&bounds(0, 5), 6), "a mirror ahead of the log");
+    }
+}
