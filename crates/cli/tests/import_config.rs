@@ -60,7 +60,14 @@ async fn converts_the_directory_and_serves_with_the_imported_site_key() {
     }
     assert!(toml.contains("replication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]"), "{toml}");
     // Every key not carried over is named with a reason.
-    for key in ["allow_na_admins", "template_ns_override", "allow_recursion", "num_threads", "log_save_config", "contactdata.dct"] {
+    for key in [
+        "allow_na_admins",
+        "template_ns_override",
+        "allow_recursion",
+        "num_threads",
+        "log_save_config",
+        "contactdata.dct",
+    ] {
         assert!(stdout.lines().any(|l| l.contains(key) && l.contains(": ")), "{key} not explained in\n{stdout}");
     }
     assert!(out.path().join("admin_key.pk8").exists());
@@ -147,4 +154,23 @@ fn a_dsa_server_key_is_explained_not_converted() {
     assert!(stdout.contains("privkey.bin: a DSA server key: handled signs with RSA only"), "{stdout}");
     let toml = std::fs::read_to_string(out.path().join("handled.toml")).unwrap();
     assert!(!toml.contains("server_key_file"), "{toml}");
+}
+
+#[test]
+fn mirror_flag_pulls_from_the_imported_server_as_the_admin_identity() {
+    let out = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_handled"));
+    command.arg("import-config").arg(fixture()).arg("--out").arg(out.path()).arg("--mirror");
+    let run = command.env("HANDLED_KEY_PASSPHRASE", SERVER_PASSPHRASE).output().unwrap();
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let toml = std::fs::read_to_string(out.path().join("handled.toml")).unwrap();
+    let source = out.path().join("replication-source-siteinfo.json");
+    for line in [
+        format!("replication_source = \"{}\"", source.display()),
+        "replication_authentication = \"privatekey:300:TEST/ADMIN\"".to_string(),
+        format!("replication_private_key = \"{}\"", out.path().join("admin_key.pk8").display()),
+    ] {
+        assert!(toml.lines().any(|l| l.starts_with(&line)), "{line} missing in\n{toml}");
+    }
+    assert_eq!(std::fs::read(source).unwrap(), std::fs::read(fixture().join("siteinfo.json")).unwrap());
 }

@@ -26,8 +26,11 @@ fn primary(dir: &Path, n: usize) -> Server {
         lines.push('\n');
     }
     std::fs::write(&import, lines).unwrap();
-    let config =
-        write(dir, "primary.toml", "server_admins = [\"300:TEST/ADMIN\"]\nreplication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]\n");
+    let config = write(
+        dir,
+        "primary.toml",
+        "server_admins = [\"300:TEST/ADMIN\"]\nreplication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]\n",
+    );
     serve(dir, &["--config", path(&config), "--import", path(&import)])
 }
 

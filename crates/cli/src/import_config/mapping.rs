@@ -89,7 +89,9 @@ fn number(v: &Value) -> Option<u64> {
 /// The top level of config.dct.
 pub fn map_top(m: &mut Mapped, top: &Dict) {
     let interfaces = top.get("interfaces").and_then(strings).unwrap_or_default();
-    let iface = |name: &str| top.get(&format!("{name}_config")).and_then(|v| if let Value::Dict(d) = v { Some(d) } else { None });
+    let iface = |name: &str| {
+        top.get(&format!("{name}_config")).and_then(|v| if let Value::Dict(d) = v { Some(d) } else { None })
+    };
     map_interfaces(m, &interfaces, iface("hdl_tcp"), iface("hdl_udp"), iface("hdl_http"));
     for (key, value) in &top.0 {
         let why = match key.as_str() {
@@ -107,7 +109,9 @@ pub fn map_top(m: &mut Mapped, top: &Dict) {
                 "dual-stack interfaces: handled binds one `listen` address (use a wildcard address to serve both)"
             }
             "log_save_config" => "handled logs to stderr (journald or your log collector rotates)",
-            "no_udp_resolution" => "a setting of Handle.Net's built-in resolver; handled never resolves at other servers",
+            "no_udp_resolution" => {
+                "a setting of Handle.Net's built-in resolver; handled never resolves at other servers"
+            }
             _ => "no equivalent in handled (a setting of Handle.Net's built-in client or an unknown key)",
         };
         m.skip(key, why);
@@ -120,7 +124,9 @@ fn map_interfaces(m: &mut Mapped, interfaces: &[String], tcp: Option<&Dict>, udp
         if !listed(name) {
             m.skip(
                 "interfaces",
-                &format!("{name} is not listed, but handled always serves it; keep it out of the site record by firewall"),
+                &format!(
+                    "{name} is not listed, but handled always serves it; keep it out of the site record by firewall"
+                ),
             );
         }
     }
@@ -132,7 +138,10 @@ fn map_interfaces(m: &mut Mapped, interfaces: &[String], tcp: Option<&Dict>, udp
     m.set("listen", Toml::Str(addresses[0].1.clone()), "hdl_tcp_config.bind_address (unset: any address)");
     for (name, address) in &addresses[1..] {
         if *address != addresses[0].1 {
-            m.skip(&format!("{name}_config.bind_address"), &format!("{address}: handled binds every interface to `listen`"));
+            m.skip(
+                &format!("{name}_config.bind_address"),
+                &format!("{address}: handled binds every interface to `listen`"),
+            );
         }
     }
     let port = |d: Option<&Dict>| get(d, "bind_port").and_then(|p| p.trim().parse::<u16>().ok());
@@ -193,7 +202,9 @@ pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
                 None => m.skip(&origin, "not a number of milliseconds; ignored"),
             },
             "max_auth_time" => match number(value) {
-                Some(ms) => m.set("challenge_timeout_secs", Toml::Int(ms.div_ceil(1000).max(1)), &format!("{origin} (ms)")),
+                Some(ms) => {
+                    m.set("challenge_timeout_secs", Toml::Int(ms.div_ceil(1000).max(1)), &format!("{origin} (ms)"))
+                }
                 None => m.skip(&origin, "not a number of milliseconds; ignored"),
             },
             "txnlog_num_days_to_keep" => match number(value) {
@@ -221,27 +232,41 @@ pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
 
 fn skip_reason(key: &str, value: &str) -> String {
     let why = match key {
-        "this_server_id" => "handled publishes one server, id 1, in its site record (a multi-server site: see README, Migrating)",
-        "allow_na_admins" => "no such switch in handled: who administers what comes from HS_ADMIN values and `server_admins`",
+        "this_server_id" => {
+            "handled publishes one server, id 1, in its site record (a multi-server site: see README, Migrating)"
+        }
+        "allow_na_admins" => {
+            "no such switch in handled: who administers what comes from HS_ADMIN values and `server_admins`"
+        }
         "template_ns_override" | "namespace" => "handled has no namespace templates (0.NA/ HS_NAMESPACE)",
-        "allow_recursion" if yes(value) => "handled never resolves handles of other servers (as \"no\"); the value here was yes",
+        "allow_recursion" if yes(value) => {
+            "handled never resolves handles of other servers (as \"no\"); the value here was yes"
+        }
         "allow_recursion" => "handled never resolves handles of other servers (the same as \"no\")",
         "storage_type" | "storage_class" | "db_directory" | "sql_settings" => {
             "handled keeps handles in its own store (`store`); the handles come over by replication (README: Migrating)"
         }
-        k if k.starts_with("bdbje_") || k.starts_with("jdb_") => "a setting of Handle.Net's storage; handled has its own store",
+        k if k.starts_with("bdbje_") || k.starts_with("jdb_") => {
+            "a setting of Handle.Net's storage; handled has its own store"
+        }
         "enable_monitor_daemon" | "status_handle_admins" => "handled's status is `/metrics` and `handled status`",
         "replication_sites_handle" => {
             "handled pulls from one source: set `replication_source` to INDEX:HANDLE of one HS_SITE value"
         }
-        "replication_pull_other_transactions" | "replication_keep_other_transactions" | "replication_copy_transactions" => {
+        "replication_pull_other_transactions"
+        | "replication_keep_other_transactions"
+        | "replication_copy_transactions" => {
             "handled mirrors one source's transaction queue and continues its numbering (no multi-queue relaying)"
         }
         "replication_accept_prefixes" => "handled mirrors everything the source sends (no prefix filter)",
-        "replication_start_time" => "handled pulls every `replication_interval_ms` from its start (no wall-clock phase)",
+        "replication_start_time" => {
+            "handled pulls every `replication_interval_ms` from its start (no wall-clock phase)"
+        }
         "do_replication" => "handled pulls when `replication_source` is set",
         "read_only_txn_queue" | "file_write_no_sync" => "handled always syncs its write-ahead log before acknowledging",
-        "preferred_global" | "trace_resolution" => "a setting of Handle.Net's built-in resolver; handled never resolves elsewhere",
+        "preferred_global" | "trace_resolution" => {
+            "a setting of Handle.Net's built-in resolver; handled never resolves elsewhere"
+        }
         _ => "no equivalent in handled",
     };
     why.to_string()
@@ -275,7 +300,10 @@ pub fn map_site(m: &mut Mapped, site: &SiteInfo, this_server_id: i32, listen: Op
     if site.servers.len() > 1 {
         m.skip(
             "siteinfo.json servers",
-            &format!("{} servers in the site; handled publishes one (this one): split the handles per server first", site.servers.len()),
+            &format!(
+                "{} servers in the site; handled publishes one (this one): split the handles per server first",
+                site.servers.len()
+            ),
         );
     }
     if site.multi_primary {

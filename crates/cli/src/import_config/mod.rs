@@ -112,7 +112,10 @@ fn import(args: &ImportConfigArgs) -> anyhow::Result<()> {
         replication_source(dir, &out, site.as_ref(), &mut m, &mut written)?;
     }
     if !m.has("prefixes") {
-        m.skip("server_config.auto_homed_prefixes", "none: set `prefixes` in handled.toml (handled needs at least one)");
+        m.skip(
+            "server_config.auto_homed_prefixes",
+            "none: set `prefixes` in handled.toml (handled needs at least one)",
+        );
     }
     if dir.join("bdbje").exists() {
         m.skip("bdbje/", "the handles are not copied: a handled mirror pulls them (README: Migrating from Handle.Net)");
@@ -268,7 +271,10 @@ fn check_site_key(key: &RsaSigner, published: Option<&PublicKey>, m: &mut Mapped
         _ => false,
     };
     if !same {
-        m.skip("privkey.bin", "WARNING: not the key siteinfo.json publishes for this server; handled publishes privkey.bin's");
+        m.skip(
+            "privkey.bin",
+            "WARNING: not the key siteinfo.json publishes for this server; handled publishes privkey.bin's",
+        );
     }
 }
 
@@ -287,7 +293,8 @@ fn replication_identity(
     };
     if auth.starts_with("privatekey:") {
         let path = dir.join("replpriv.bin");
-        let bytes = std::fs::read(&path).with_context(|| format!("replication_authentication is {auth:?}: cannot read {}", path.display()))?;
+        let bytes = std::fs::read(&path)
+            .with_context(|| format!("replication_authentication is {auth:?}: cannot read {}", path.display()))?;
         match read_key_file(&path, &bytes, passphrase)? {
             key @ PrivateKey::Rsa { .. } => {
                 let pkcs8 = key.to_pkcs8_der();
@@ -297,12 +304,17 @@ fn replication_identity(
                 m.set("replication_private_key", Toml::Str(target.display().to_string()), "replpriv.bin");
                 written.push(target);
             }
-            PrivateKey::Dsa { .. } => m.skip("replpriv.bin", "a DSA key: handled's mirror signs with RSA only; give the mirror an RSA identity"),
+            PrivateKey::Dsa { .. } => m.skip(
+                "replpriv.bin",
+                "a DSA key: handled's mirror signs with RSA only; give the mirror an RSA identity",
+            ),
         }
     } else if auth.starts_with("secretkey:") {
         let path = dir.join("replsec.bin");
-        let bytes = std::fs::read(&path).with_context(|| format!("replication_authentication is {auth:?}: cannot read {}", path.display()))?;
-        let secret = String::from_utf8(bytes).with_context(|| format!("{}: the secret is not UTF-8 text", path.display()))?;
+        let bytes = std::fs::read(&path)
+            .with_context(|| format!("replication_authentication is {auth:?}: cannot read {}", path.display()))?;
+        let secret =
+            String::from_utf8(bytes).with_context(|| format!("{}: the secret is not UTF-8 text", path.display()))?;
         m.set("replication_secret", Toml::Str(secret), "replsec.bin (handled.toml is readable by its owner only)");
     }
     Ok(())
@@ -325,7 +337,8 @@ fn mirror_of_this_server(
     let Some(key) = admin_key else {
         bail!("--mirror needs an RSA admpriv.bin as the replication identity (handled's mirror signs with RSA)");
     };
-    let first = |name: &str| sc.and_then(|sc| sc.get(name)).and_then(mapping::strings).and_then(|l| l.into_iter().next());
+    let first =
+        |name: &str| sc.and_then(|sc| sc.get(name)).and_then(mapping::strings).and_then(|l| l.into_iter().next());
     let identity = args
         .identity
         .clone()
@@ -340,7 +353,11 @@ fn mirror_of_this_server(
     m.comment("A mirror of the Handle.Net server (README: Migrating from Handle.Net); it must list");
     m.comment(&format!("{identity} in its replication_admins or server_admins."));
     m.set("replication_source", Toml::Str(target.display().to_string()), &format!("--mirror: {name}"));
-    m.set("replication_authentication", Toml::Str(format!("privatekey:{identity}")), "--mirror: admpriv.bin's identity");
+    m.set(
+        "replication_authentication",
+        Toml::Str(format!("privatekey:{identity}")),
+        "--mirror: admpriv.bin's identity",
+    );
     m.set("replication_private_key", Toml::Str(key.display().to_string()), "--mirror: admpriv.bin");
     Ok(())
 }
@@ -364,7 +381,8 @@ fn replication_source(
         }
         let ext = if name.ends_with("json") { "json" } else { "bin" };
         let target = out.join(format!("replication-source-siteinfo.{ext}"));
-        std::fs::copy(&path, &target).with_context(|| format!("cannot copy {} to {}", path.display(), target.display()))?;
+        std::fs::copy(&path, &target)
+            .with_context(|| format!("cannot copy {} to {}", path.display(), target.display()))?;
         m.set("replication_source", Toml::Str(target.display().to_string()), name);
         written.push(target);
         return Ok(());
