@@ -112,16 +112,9 @@ impl Parser<'_> {
     fn dict(&mut self, depth: usize) -> Result<Dict, ParseError> {
         self.open('{', depth)?;
         let mut dict = Dict::default();
-        loop {
-            self.skip_separators();
-            match self.peek() {
-                Some('}') => {
-                    self.bump();
-                    return Ok(dict);
-                }
-                None => return Err(self.error("the file ends inside a `{ }` dictionary (a missing `}`?)".into())),
-                Some(c @ ('{' | '(' | ')' | '=')) => return Err(self.error(format!("expected a key, found `{c}`"))),
-                Some(_) => {}
+        while !self.closed('}', "a `{ }` dictionary")? {
+            if let Some(c @ ('{' | '(' | ')' | '=')) = self.peek() {
+                return Err(self.error(format!("expected a key, found `{c}`")));
             }
             let key = self.string()?;
             self.skip_separators();
@@ -132,21 +125,28 @@ impl Parser<'_> {
             let value = self.value(depth)?;
             dict.insert(key, value);
         }
+        Ok(dict)
     }
 
     fn list(&mut self, depth: usize) -> Result<Vec<Value>, ParseError> {
         self.open('(', depth)?;
         let mut items = Vec::new();
-        loop {
-            self.skip_separators();
-            match self.peek() {
-                Some(')') => {
-                    self.bump();
-                    return Ok(items);
-                }
-                None => return Err(self.error("the file ends inside a `( )` list (a missing `)`?)".into())),
-                Some(_) => items.push(self.value(depth)?),
+        while !self.closed(')', "a `( )` list")? {
+            items.push(self.value(depth)?);
+        }
+        Ok(items)
+    }
+
+    /// Past separators: true (and consumed) at `close`, false before another item.
+    fn closed(&mut self, close: char, inside: &str) -> Result<bool, ParseError> {
+        self.skip_separators();
+        match self.peek() {
+            Some(c) if c == close => {
+                self.bump();
+                Ok(true)
             }
+            None => Err(self.error(format!("the file ends inside {inside} (a missing `{close}`?)"))),
+            Some(_) => Ok(false),
         }
     }
 
