@@ -231,5 +231,7 @@ replication_source = "$2"
 replication_authentication = "privatekey:300:$3"
 replication_private_key = "$4"
 replication_interval_ms = $5
+# The primary's admin administers the mirror's copy too (lists of handles and homed prefixes).
+server_admins = ["300:TEST/ADMIN"]
 TOML
 }

@@ -53,7 +53,7 @@ fn mirror_config(dir: &Path, name: &str, source: &str, extra: &str) -> PathBuf {
     let text = format!(
         "replication_source = \"{source}\"\nreplication_credentials = \"{}\"\nreplication_credentials_key = \"public_key\"\n\
          replication_interval_ms = 200\n\
-         replication_timeout_ms = 5000\nreplication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]\n{extra}",
+         replication_timeout_ms = 5000\nreplication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]\nserver_admins = [\"300:TEST/ADMIN\"]\n{extra}",
         dir.join("creds.json").display()
     );
     write(dir, &format!("{name}.toml"), &text)
@@ -197,10 +197,14 @@ fn a_mirror_dumps_pulls_every_change_and_refuses_administration() {
     assert_eq!(code_on(&m, "THIRD/x"), ResponseCode::SERVER_NOT_RESP, "THIRD homed and unhomed");
 
     // Administration on the mirror: 301 "not a primary", native and REST.
-    let refused = block(async {
+    let (refused, listed, homed) = block(async {
         let mut on_mirror = admin(d, &m.tcp_port).await;
-        on_mirror.create(b"TEST/on-mirror", &[HandleValue::new(1, "URL", "x")]).await.unwrap_err()
+        let refused = on_mirror.create(b"TEST/on-mirror", &[HandleValue::new(1, "URL", "x")]).await.unwrap_err();
+        // Listing is no administration request for Handle.Net: a mirror answers it.
+        (refused, on_mirror.list_handles(b"TEST").await.unwrap(), on_mirror.list_homed_prefixes().await.unwrap())
     });
+    assert_eq!(listed.len(), 10_000 + 20 - 10 + 1, "the handles, the new ones, less the deleted, TEST/ADMIN");
+    assert_eq!(homed, vec![b"0.NA/OTHER".to_vec(), b"0.NA/TEST".to_vec()]);
     assert_eq!(refused.code(), Some(ResponseCode::SERVER_NOT_RESP), "{refused}");
     assert!(refused.to_string().contains("Not a primary server"), "{refused}");
     let (status, body) =
@@ -270,4 +274,80 @@ fn a_promoted_mirror_takes_writes_and_its_mirrors_go_on_without_a_redump() {
     assert_eq!(metric(&m2, "handled_replication_dump_handles"), Some(m2_dumped), "no second dump");
     assert_eq!(metric(&m2, "handled_replication_last_txn_id"), Some(primary_last + 1.0));
     m1.drain_stderr();
+}
+
+/// Create `n` handles `TEST/{tag}{i}` on `port` over `sessions` admin sessions at once.
+fn create_many(dir: &Path, port: &str, tag: &str, n: usize, sessions: usize) {
+    block(async {
+        let mut tasks = Vec::new();
+        for s in 0..sessions {
+            let (dir, port, tag) = (dir.to_path_buf(), port.to_string(), tag.to_string());
+            tasks.push(tokio::spawn(async move {
+                let mut a = admin(&dir, &port).await;
+                for i in (s..n).step_by(sessions) {
+                    let v = [HandleValue::new(1, "URL", format!("https://{tag}/{i}"))];
+                    a.create(format!("TEST/{tag}{i}").as_bytes(), &v).await.unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+}
+
+/// Kill the mirror (SIGKILL) as soon as `series` is strictly between `low` and `high`.
+fn kill_between(m: &mut Server, series: &str, low: f64, high: f64) -> f64 {
+    let mut seen = 0.0;
+    wait_for(&format!("{series} between {low} and {high}"), Duration::from_secs(120), || {
+        seen = metric(m, series).unwrap_or(0.0);
+        assert!(seen < high, "{series} reached {seen} before the kill: no window to kill in");
+        seen > low
+    });
+    m.child.kill().unwrap();
+    m.child.wait().unwrap();
+    seen
+}
+
+#[test]
+fn kill_9_mid_dump_and_mid_pull_loses_and_repeats_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let n = 30_000;
+    let p = primary(d, n);
+    let data = d.join("m-data");
+    let source = format!("127.0.0.1:{}", p.tcp_port);
+    let args = ["--data-dir", path(&data)];
+    let total = n as f64 + 3.0; // the handles, TEST/ADMIN, 0.NA/TEST, the homed prefix
+
+    let (mut m, _) = mirror(d, "m", &source, "", &args);
+    let at = kill_between(&mut m, "handled_replication_dump_handles", 0.0, total);
+    eprintln!("killed mid-dump after {at} records");
+    let (m, _) = mirror(d, "m", &source, "", &args);
+    caught_up(&p, &m);
+    assert_eq!(
+        metric(&m, "handled_replication_dump_handles"),
+        Some(total),
+        "the resumed dump counts every record once: none sent again, none missing"
+    );
+    let all = (0..n).map(|i| format!("TEST/{i}")).chain(["TEST/ADMIN".into(), "0.NA/TEST".into()]);
+    assert_eq!(block(same_records(&p, &m, all)), n + 2);
+
+    // Mid-pull: changes made while the mirror is down come in one long pull.
+    let mut m = m;
+    m.child.kill().unwrap();
+    m.child.wait().unwrap();
+    let before = metric(&p, "handled_txn_log_last_id").unwrap();
+    create_many(d, &p.tcp_port, "late", 6000, 4);
+    let after = metric(&p, "handled_txn_log_last_id").unwrap();
+    let (mut m, _) = mirror(d, "m", &source, "", &args);
+    let at = kill_between(&mut m, "handled_replication_last_txn_id", before, after);
+    eprintln!("killed mid-pull at txn {at} of {before}..{after}");
+    let (m, _) = mirror(d, "m", &source, "", &args);
+    caught_up(&p, &m);
+    assert_eq!(metric(&m, "handled_replication_last_txn_id"), Some(after));
+    assert_eq!(metric(&m, "handled_replication_dump_handles"), Some(0.0), "no dump after a restart: it pulls");
+    assert_eq!(block(same_records(&p, &m, (0..6000).map(|i| format!("TEST/late{i}")))), 6000);
+    // The mirror logged each source transaction once, under the source's id.
+    assert_eq!(metric(&m, "handled_txn_log_last_id"), Some(after));
 }

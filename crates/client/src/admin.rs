@@ -169,6 +169,7 @@ impl AdminSession {
                 session_id: s.id,
                 session: Some(s),
                 encrypt: should_encrypt(body, s.version),
+                suggested: None,
             },
             None => UnitOptions::default(),
         };
@@ -183,6 +184,7 @@ impl AdminSession {
                 session_id: challenge.envelope.session_id,
                 session: None,
                 encrypt: false,
+                suggested: None,
             };
             // As the Java client: the answer carries the original's flags but not OW/MINT.
             let (unit, _) = encode_unit_with(&answer, flags.without(OpFlags::OW).without(OpFlags::MINT), rid, opts);

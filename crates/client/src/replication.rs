@@ -16,6 +16,8 @@ use crate::session::{encode_unit_with, UnitOptions};
 use crate::transport::read_units;
 use crate::{decode_response, AdminError, ClientError, Response};
 use handled_proto::data::pubkey::{unsigned, PublicKey};
+use handled_proto::digest::DigestAlg;
+use handled_proto::envelope::Version;
 use handled_proto::header::{OpFlags, ResponseCode};
 use handled_proto::replication::{
     BlockVerifier, DumpStreamDecoder, DumpStreamItem, Framing, StreamError, StreamType, TxnStreamDecoder, TxnStreamItem,
@@ -72,6 +74,26 @@ pub struct SourceServer {
     pub timeout: Duration,
     /// Largest item (one record of the stream) accepted.
     pub max_item_bytes: usize,
+    /// The protocol version we ask in: ≥ 2.8 gets the TLS stream, below it the
+    /// PK-signed one (what a source with a DSA key, which TLS here cannot
+    /// verify, must be asked in).
+    pub version: Version,
+    /// Checks one signature of a PK-signed stream: (key, hash, data, signature).
+    pub check_signature: SignatureCheck,
+}
+
+/// A signature check `(key, hash, data, signature) -> valid`.
+pub type SignatureCheck = fn(&PublicKey, DigestAlg, &[u8], &[u8]) -> bool;
+
+impl SourceServer {
+    /// The version to ask a source with `key` in: TLS for RSA keys, the
+    /// PK-signed stream (2.7) otherwise.
+    pub fn version_for(key: &PublicKey) -> Version {
+        match key {
+            PublicKey::Rsa { .. } => Version::V2_10,
+            _ => Version::V2_7,
+        }
+    }
 }
 
 impl SourceServer {
@@ -108,17 +130,20 @@ impl SourceServer {
     ) -> Result<(Response, ItemStream), ReplicationError> {
         let flags = OpFlags::NONE;
         let rid = request_id();
-        let (unit, hb) = encode_unit_with(body, flags, rid, UnitOptions::default());
+        let pinned = UnitOptions { version: self.version, suggested: Some(self.version), ..UnitOptions::default() };
+        let (unit, hb) = encode_unit_with(body, flags, rid, pinned);
         let mut conn = self.connect().await?;
         let mut response = self.exchange(&mut conn, &unit, rid).await?;
         if response.code() == ResponseCode::AUTHENTICATION_NEEDED {
             let answer = answer_challenge(creds, &response, &hb)?;
             let rid = request_id();
+            let version = response.envelope.version.min(self.version);
             let opts = UnitOptions {
-                version: response.envelope.version,
+                version,
                 session_id: response.envelope.session_id,
                 session: None,
                 encrypt: false,
+                suggested: Some(version),
             };
             let (unit, _) = encode_unit_with(&answer, flags, rid, opts);
             drop(conn);
@@ -142,7 +167,7 @@ impl SourceServer {
             }
             StreamType::Signed => {
                 let alg = read_field(&mut conn, MAX_HASH_ID, self).await?;
-                let verifier = SiteKeyBlocks::new(&alg, &self.key)?;
+                let verifier = SiteKeyBlocks::new(&alg, &self.key, self.check_signature)?;
                 let mut stream = ItemStream::new(Box::new(conn), self);
                 (stream.signed, stream.is_signed) = (Some(verifier), true);
                 stream
@@ -267,25 +292,19 @@ async fn read_field(conn: &mut TcpStream, max: usize, server: &SourceServer) -> 
 }
 
 /// Checks the signature a PK-signed stream puts after each block, over the
-/// block's bytes, with the source's RSA key (`SHA1withRSA` or `SHA256withRSA`).
+/// block's bytes, with the source's key (`SHA1withDSA`, `SHA1withRSA`, ...).
 pub struct SiteKeyBlocks {
-    algorithm: &'static aws_lc_rs::signature::RsaParameters,
-    n: Vec<u8>,
-    e: Vec<u8>,
+    key: PublicKey,
+    hash: DigestAlg,
+    check: SignatureCheck,
     block: Vec<u8>,
 }
 
 impl SiteKeyBlocks {
-    fn new(hash_id: &[u8], key: &PublicKey) -> Result<Self, ReplicationError> {
-        use aws_lc_rs::signature as sig;
-        let PublicKey::Rsa { exponent, modulus } = key else {
-            return Err(ReplicationError::Stream(
-                "a signed stream needs an RSA site key (DSA is not supported)".into(),
-            ));
-        };
-        let algorithm = match hash_id.to_ascii_uppercase().as_slice() {
-            b"SHA1" | b"SHA-1" => &sig::RSA_PKCS1_1024_8192_SHA1_FOR_LEGACY_USE_ONLY,
-            b"SHA256" | b"SHA-256" => &sig::RSA_PKCS1_1024_8192_SHA256_FOR_LEGACY_USE_ONLY,
+    fn new(hash_id: &[u8], key: &PublicKey, check: SignatureCheck) -> Result<Self, ReplicationError> {
+        let hash = match hash_id.to_ascii_uppercase().as_slice() {
+            b"SHA1" | b"SHA-1" => DigestAlg::Sha1,
+            b"SHA256" | b"SHA-256" => DigestAlg::Sha256,
             other => {
                 return Err(ReplicationError::Stream(format!(
                     "unsupported stream signature hash {:?}",
@@ -293,12 +312,7 @@ impl SiteKeyBlocks {
                 )))
             }
         };
-        Ok(SiteKeyBlocks {
-            algorithm,
-            n: unsigned(modulus).to_vec(),
-            e: unsigned(exponent).to_vec(),
-            block: Vec::new(),
-        })
+        Ok(SiteKeyBlocks { key: key.clone(), hash, check, block: Vec::new() })
     }
 }
 
@@ -308,8 +322,7 @@ impl BlockVerifier for SiteKeyBlocks {
     }
 
     fn verify(&mut self, signature: &[u8]) -> bool {
-        let key = aws_lc_rs::rsa::PublicKeyComponents { n: self.n.as_slice(), e: self.e.as_slice() };
-        let ok = key.verify(self.algorithm, &self.block, signature).is_ok();
+        let ok = (self.check)(&self.key, self.hash, &self.block, signature);
         self.block.clear();
         ok
     }

@@ -34,11 +34,14 @@ pub struct UnitOptions<'a> {
     /// MAC with this session (counter taken from it) and possibly encrypt.
     pub session: Option<&'a ClientSession>,
     pub encrypt: bool,
+    /// The envelope's suggested version; None: the highest we speak. A peer
+    /// answers at most this version (a replication source picks its stream by it).
+    pub suggested: Option<Version>,
 }
 
 impl Default for UnitOptions<'_> {
     fn default() -> Self {
-        UnitOptions { version: CLIENT_VERSION, session_id: 0, session: None, encrypt: false }
+        UnitOptions { version: CLIENT_VERSION, session_id: 0, session: None, encrypt: false, suggested: None }
     }
 }
 
@@ -63,7 +66,8 @@ pub fn encode_unit_with(
         expiration: (now + 12 * 3600) as u32,
         body_length: body_bytes.len() as u32,
     };
-    let mut envelope = Envelope::new(opts.version, CLIENT_VERSION.max(opts.version), request_id);
+    let mut envelope =
+        Envelope::new(opts.version, opts.suggested.unwrap_or(CLIENT_VERSION.max(opts.version)), request_id);
     envelope.session_id = opts.session_id;
     let mut message = Vec::with_capacity(24 + body_bytes.len() + 96);
     header.encode(&mut message);

@@ -11,7 +11,6 @@ const SCAN_PAGE: usize = 1000;
 /// All handles under a prefix, spelled as they were created (matching stays
 /// case-insensitive). Needs LIST_HANDLES in the prefix handle's HS_ADMIN.
 pub async fn list_handles(state: &ServerState, caller: &Caller, prefix: &[u8]) -> Result<Vec<Vec<u8>>, OpError> {
-    check_primary(state)?;
     if !state.live().allow_list_handles {
         return Err(OpError::new(ResponseCode::OPERATION_NOT_SUPPORTED, "Listing handles is disabled on this server"));
     }
@@ -97,7 +96,6 @@ pub async fn unhome_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Re
 /// (the default scoping, no `server_admins`), the homed prefixes it
 /// administers; anyone else is refused.
 pub async fn list_homed_prefixes(state: &ServerState, caller: &Caller) -> Result<Vec<Vec<u8>>, OpError> {
-    check_primary(state)?;
     let scoped = match require_server_admin(state, caller).await {
         Ok(_) => None,
         Err(refused) => {

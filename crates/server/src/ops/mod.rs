@@ -93,9 +93,10 @@ async fn check_homed(state: &ServerState, handle: &[u8]) -> Result<(), OpError> 
 /// What a Handle.Net mirror answers to any administration request (RC 301).
 pub const NOT_A_PRIMARY: &str = "Not a primary server";
 
-/// On a replication mirror every administration request (writes and admin
-/// listings) is for the primary: RC 301 before any authentication, as the
-/// original's `processRequest` answers.
+/// On a replication mirror every write (create, delete, add, remove, modify,
+/// home, unhome: Java's `isAdminRequest`) is for the primary: RC 301 before
+/// any authentication, as the original's `processRequest` answers. Listing
+/// handles and homed prefixes is no such request there, and works on a mirror.
 pub(crate) fn check_primary(state: &ServerState) -> Result<(), OpError> {
     match state.mirror() {
         Some(m) if m.is_read_only() => Err(OpError::new(ResponseCode::SERVER_NOT_RESP, NOT_A_PRIMARY)),

@@ -10,7 +10,6 @@ use super::MirrorError;
 use crate::state::ServerState;
 use handled_client::credentials::Credentials;
 use handled_client::replication::SourceServer;
-use handled_proto::envelope::Version;
 use handled_proto::replication::txn_stream::STATUS_NEED_TO_REDUMP;
 use handled_proto::replication::{MirrorLayout, RetrieveTxnRequest, TxnStreamItem};
 use handled_proto::request::RequestBody;
@@ -36,7 +35,7 @@ pub async fn run(
     wait: Option<Duration>,
 ) -> Result<PullOutcome, MirrorError> {
     let mut request =
-        RetrieveTxnRequest::since(Version::V2_10, p.last_txn_id, p.last_query_date_ms, MirrorLayout::SINGLE);
+        RetrieveTxnRequest::since(source.version, p.last_txn_id, p.last_query_date_ms, MirrorLayout::SINGLE);
     request.wait_millis = wait.map(|w| w.as_millis().min(i32::MAX as u128) as i32);
     let (_, mut stream) = source.request_stream(creds, &RequestBody::RetrieveTxnLog(request)).await?;
     let mut decoder = stream.txn_decoder();

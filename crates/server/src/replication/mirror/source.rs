@@ -45,7 +45,15 @@ pub async fn find(settings: &MirrorSettings, state: &ServerState, timeout: Durat
 
 fn source_server(addr: SocketAddr, key: &[u8], timeout: Duration) -> Result<SourceServer, String> {
     let key = PublicKey::decode_data(key).map_err(|e| format!("the source's key is unreadable: {e}"))?;
-    Ok(SourceServer { addr, key, timeout, max_item_bytes: MAX_ITEM_BYTES })
+    let version = SourceServer::version_for(&key);
+    Ok(SourceServer {
+        addr,
+        key,
+        timeout,
+        max_item_bytes: MAX_ITEM_BYTES,
+        version,
+        check_signature: crate::auth::signature::verify,
+    })
 }
 
 /// One-server source sites only: a several-server site keeps one transaction
