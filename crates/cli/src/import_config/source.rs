@@ -53,7 +53,11 @@ impl Source {
     /// A key file of the directory; None when it is not there.
     pub fn private_key(&mut self, name: &str) -> anyhow::Result<Option<PrivateKey>> {
         let path = self.dir.join(name);
-        let Ok(bytes) = std::fs::read(&path) else { return Ok(None) };
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
         let context = || path.display().to_string();
         let phrase =
             if keyfile::is_encrypted(&bytes).with_context(context)? { Some(self.passphrase.get(&path)?) } else { None };
