@@ -52,10 +52,12 @@ def sign_in_secret(page, identity, secret):
     page.get_by_role("button", name="Sign in").click()
 
 
-def sign_in_key(page, identity, key_path):
+def sign_in_key(page, identity, key_path, passphrase=None):
     page.get_by_label("Admin identity (index:handle)").fill(identity)
     page.get_by_label("a private key file").check()
     page.get_by_label("Private key file", exact=True).set_input_files(str(key_path))
+    if passphrase is not None:
+        page.get_by_label("Key file passphrase").fill(passphrase)
     page.get_by_role("button", name="Sign in").click()
 
 
@@ -244,6 +246,25 @@ def test_handle_net_key_file_after_pasting_its_public_key(page, server):
     page.get_by_role("button", name="Sign out").click()
     sign_in_key(page, "302:TEST/ADMIN", HERE / "fixtures/hdl-keygen-priv.bin")
     expect_signed_in(page, "302:TEST/ADMIN")
+
+
+def test_encrypted_handle_net_key_file_with_its_passphrase(page, server):
+    """hdl-keygen's passphrase-encrypted privkey.bin: refused without or with a wrong passphrase, then signs in."""
+    sign_in_as_admin(page, server)
+    page.goto(server.base + "/admin/#/record/TEST%2FADMIN")
+    new_value(page, "HS_PUBKEY", 303)
+    pub = base64.b64encode((HERE / "fixtures/hdl-keygen-enc-pub.bin").read_bytes()).decode()
+    page.get_by_label("Public key").fill(pub)
+    page.get_by_role("button", name="Add value").click()
+    expect(page.locator("table.values")).to_contain_text("RSA public key")
+    page.get_by_role("button", name="Sign out").click()
+    key = HERE / "fixtures/hdl-keygen-enc-priv.bin"
+    sign_in_key(page, "303:TEST/ADMIN", key)
+    expect_refused(page, "encrypted: type its passphrase")
+    sign_in_key(page, "303:TEST/ADMIN", key, "wrong horse")
+    expect_refused(page, "Wrong passphrase")
+    sign_in_key(page, "303:TEST/ADMIN", key, "correct horse")
+    expect_signed_in(page, "303:TEST/ADMIN")
 
 
 def test_non_admin_identity_is_refused(page, server):

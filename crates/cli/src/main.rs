@@ -5,6 +5,7 @@ mod backup;
 mod bench;
 mod handle_syntax;
 mod import;
+mod import_config;
 mod promote;
 mod resolve;
 mod restore;
@@ -64,6 +65,8 @@ enum Command {
     Backup(backup::BackupArgs),
     /// Make a data directory from a backup file.
     Restore(restore::RestoreArgs),
+    /// Write the handled configuration and keys equivalent to a Handle.Net 9 server directory.
+    ImportConfig(import_config::ImportConfigArgs),
     #[command(flatten)]
     Admin(admin::AdminCommand),
     /// Make an RSA key pair for an admin handle (private key file + HS_PUBKEY JSON).
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
             Command::Import(args) => import::run(args).await,
             Command::Backup(args) => backup::run(args).await,
             Command::Restore(args) => restore::run(args).await,
+            Command::ImportConfig(args) => import_config::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Admin(command) => admin::run(command).await,
             Command::Keygen(args) => admin::keygen(args),

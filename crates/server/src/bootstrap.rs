@@ -138,10 +138,13 @@ fn ensure_dir(path: &Path) -> Result<(), BootstrapError> {
     std::fs::create_dir_all(path).map_err(|source| BootstrapError::DataDir { path: path.to_owned(), source })
 }
 
-/// The site's signing key: a key file in the data directory if there is one;
+/// The site's signing key: `server_key_file` if set; a key file in the data directory if there is one;
 /// with a shared (Cassandra) store, the one key every node of the site uses,
 /// kept in the store (the first node to start makes it); else a new key file.
 async fn load_or_create_key(config: &Config, store: &dyn Store) -> Result<RsaSigner, BootstrapError> {
+    if let Some(path) = &config.server_key_file {
+        return Ok(RsaSigner::load(path)?);
+    }
     if config.ephemeral {
         return Ok(RsaSigner::generate()?);
     }

@@ -174,6 +174,10 @@ pub struct Config {
     /// Write newly generated admin credentials here instead of the data
     /// directory (with several prefixes, `-<prefix>` goes before the extension).
     pub admin_credentials: Option<PathBuf>,
+    /// The site's RSA signing key, PKCS#8 DER (e.g. a Handle.Net server key
+    /// converted by `handled import-config`). Unset: `server_key.pk8` in the
+    /// data directory, made at first start (or, on Cassandra, the shared one).
+    pub server_key_file: Option<PathBuf>,
     // HTTP port: HTTPS, JSON API, keep-alive (crate::rest, transport::unify).
     /// PEM certificate chain and private key for HTTPS on the HTTP port;
     /// neither: a self-signed certificate made from the server key at start.
@@ -316,6 +320,7 @@ impl Default for Config {
             registry_max_hyperties_per_user: 1_000,
             registry_max_records_per_peer: 100_000,
             admin_credentials: None,
+            server_key_file: None,
             tls_cert: None,
             tls_key: None,
             allow_plain_http_admin: false,

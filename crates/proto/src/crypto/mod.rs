@@ -6,6 +6,7 @@
 //! Public-key signatures live with the callers (aws-lc-rs for RSA, `dsa` for DSA).
 
 pub mod dh;
+pub mod keyfile;
 pub mod seckey;
 pub mod session;
 

@@ -16,17 +16,21 @@ function signInPage(note) {
   const keyChoice = h('input', { type: 'radio', name: 'method', value: 'key' });
   const secret = h('input', { type: 'password', name: 'secret', autocomplete: 'current-password' });
   const keyFile = h('input', { type: 'file', name: 'keyfile', accept: '.pem,.der,.key,.bin,.pk8,.json' });
+  const passphrase = h('input', { type: 'password', name: 'passphrase', autocomplete: 'off' });
   const secretField = field('Secret key', secret);
   const keyField = field(
     'Private key file',
     keyFile,
-    'RSA, as PKCS#8 (PEM or DER), PKCS#1 PEM, an unencrypted Handle.Net privkey.bin, or the credentials ' +
+    'RSA, as PKCS#8 (PEM or DER), PKCS#1 PEM, a Handle.Net privkey.bin, or the credentials ' +
       'JSON that handled serve writes. The key stays in this browser: only a signature is sent.',
   );
+  const passphraseField = field('Key file passphrase', passphrase, 'Only for a passphrase-encrypted Handle.Net key file.');
   keyField.hidden = true;
+  passphraseField.hidden = true;
   const chooseMethod = () => {
     secretField.hidden = !secretChoice.checked;
     keyField.hidden = !keyChoice.checked;
+    passphraseField.hidden = !keyChoice.checked;
   };
   secretChoice.addEventListener('change', chooseMethod);
   keyChoice.addEventListener('change', chooseMethod);
@@ -44,6 +48,7 @@ function signInPage(note) {
     ),
     secretField,
     keyField,
+    passphraseField,
     h('div', { class: 'actions' }, button),
   );
   form.addEventListener('submit', async (event) => {
@@ -58,13 +63,14 @@ function signInPage(note) {
       } else {
         const file = keyFile.files[0];
         if (!file) throw new Error('Choose a private key file.');
-        const read = await readPrivateKey(new Uint8Array(await file.arrayBuffer()));
+        const read = await readPrivateKey(new Uint8Array(await file.arrayBuffer()), passphrase.value);
         credential = { key: read.key };
         if (read.id && (identity === '' || identity === '300:')) identity = read.id;
       }
       if (!/^\d+:.+\/.+$/.test(identity)) throw new Error('The identity is index:handle, e.g. 300:TEST/ADMIN.');
       await signIn(identity, credential);
       secret.value = '';
+      passphrase.value = '';
       keyFile.value = '';
       unsay();
       showNav();
@@ -72,6 +78,7 @@ function signInPage(note) {
       else location.hash = '#/handles';
     } catch (e) {
       secret.value = '';
+      passphrase.value = '';
       say(`Sign-in refused: ${e.message}`);
     } finally {
       button.disabled = false;

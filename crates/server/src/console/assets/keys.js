@@ -1,20 +1,28 @@
 // Reading a private key file in the browser (it never leaves it): PKCS#8
 // (PEM or DER), PKCS#1 PEM, the credentials JSON `handled serve` writes, or
-// an unencrypted Handle.Net private key file (privkey.bin, as hdl-keygen
-// writes it). The key is imported as a non-extractable CryptoKey that can
-// only sign.
+// a Handle.Net private key file (privkey.bin, as hdl-keygen writes it, plain
+// or passphrase-encrypted). The key is imported as a non-extractable
+// CryptoKey that can only sign.
+//
+// The Handle.Net layout is that of crates/proto/src/crypto/keyfile.rs (the
+// server's and `handled import-config`'s reader); it is repeated here because
+// the key must not leave the browser, and both are tested on the same files
+// made by Handle.Net's hdl-keygen.
 
 import { b64decode } from './dom.js';
 
 const RSA = { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' };
-/** Handle.Net's "no encryption" flag at the start of a private key file. */
+/** Handle.Net's encryption scheme word at the start of a private key file. */
 const HDL_ENCRYPT_NONE = 1;
+const HDL_ENCRYPT_PBKDF2_AES_CBC = 4;
+/** More PBKDF2 work than this in a key file is refused (hdl-keygen writes 10 000). */
+const HDL_MAX_ITERATIONS = 1000000;
 const UNREADABLE =
   'This is not a key file the console reads: use an RSA key as PKCS#8 (PEM or DER), ' +
-  'PKCS#1 PEM, or an unencrypted Handle.Net private key file.';
+  'PKCS#1 PEM, or a Handle.Net private key file.';
 
-/** {key: CryptoKey, id: identity the file names or null}. */
-export async function readPrivateKey(bytes) {
+/** {key: CryptoKey, id: identity the file names or null}; `passphrase` opens encrypted Handle.Net files. */
+export async function readPrivateKey(bytes, passphrase = '') {
   const text = asText(bytes);
   if (text !== null && text.includes('-----BEGIN')) return { key: await fromPem(text), id: null };
   if (text !== null && text.trim().startsWith('{')) return fromCredentials(text);
@@ -27,7 +35,7 @@ export async function readPrivateKey(bytes) {
     }
   }
   // Handle.Net files start with a small int: the encryption scheme.
-  if (bytes.length > 8 && readInt(bytes, 0) <= 8) return { key: await fromHandleNet(bytes), id: null };
+  if (bytes.length > 8 && readInt(bytes, 0) <= 8) return { key: await fromHandleNet(bytes, passphrase), id: null };
   throw new Error(UNREADABLE);
 }
 
@@ -77,22 +85,26 @@ function readInt(bytes, at) {
   return ((bytes[at] << 24) | (bytes[at + 1] << 16) | (bytes[at + 2] << 8) | bytes[at + 3]) >>> 0;
 }
 
-/** Handle.Net: int32 encryption flag, then length-prefixed fields. */
-async function fromHandleNet(bytes) {
-  if (readInt(bytes, 0) !== HDL_ENCRYPT_NONE) {
-    throw new Error(
-      'This Handle.Net key file is encrypted with a passphrase, which the console cannot read; ' +
-        'use an unencrypted copy or a PKCS#8 file.',
-    );
-  }
+/** Length-prefixed fields from `at` to the end. */
+function readFields(bytes, at) {
   const fields = [];
-  let at = 4;
   while (at + 4 <= bytes.length) {
     const len = readInt(bytes, at);
     if (at + 4 + len > bytes.length) throw new Error('The Handle.Net key file is truncated.');
     fields.push(bytes.subarray(at + 4, at + 4 + len));
     at += 4 + len;
   }
+  return fields;
+}
+
+/** Handle.Net: int32 encryption scheme, then the key body (plain or encrypted). */
+async function fromHandleNet(bytes, passphrase) {
+  const scheme = readInt(bytes, 0);
+  let body;
+  if (scheme === HDL_ENCRYPT_NONE) body = bytes.subarray(4);
+  else if (scheme === HDL_ENCRYPT_PBKDF2_AES_CBC) body = await decryptHandleNet(bytes, passphrase);
+  else throw new Error(`Handle.Net key encryption ${scheme} is too old to read here; re-save the key with hdl-keyutil.`);
+  const fields = readFields(body, 0);
   const kind = fields.length ? new TextDecoder().decode(fields[0]) : '';
   if (kind !== 'RSA_PRIVCRT_KEY' || fields.length < 9) {
     throw new Error(`Handle.Net keys of type ${kind || '(none)'} cannot sign here; only RSA keys with CRT parameters.`);
@@ -103,6 +115,47 @@ async function fromHandleNet(bytes) {
     return await crypto.subtle.importKey('jwk', jwk, RSA, false, ['sign']);
   } catch {
     throw new Error('The Handle.Net key file holds an RSA key WebCrypto refused.');
+  }
+}
+
+/**
+ * salt, int32 iterations, int32 key bits, iv, ciphertext: AES-CBC (PKCS#5)
+ * keyed by PBKDF2-HMAC-SHA1 of the passphrase, whose UTF-8 bytes the Java
+ * tools widen to characters and encode again.
+ */
+async function decryptHandleNet(bytes, passphrase) {
+  if (!passphrase) throw new Error('This Handle.Net key file is encrypted: type its passphrase.');
+  const truncated = () => new Error('The Handle.Net key file is truncated.');
+  let at = 4;
+  const int = () => {
+    if (at + 4 > bytes.length) throw truncated();
+    at += 4;
+    return readInt(bytes, at - 4);
+  };
+  const take = () => {
+    const len = int();
+    if (at + len > bytes.length) throw truncated();
+    at += len;
+    return bytes.subarray(at - len, at);
+  };
+  const salt = take();
+  const iterations = int();
+  const keyBits = int();
+  const iv = take();
+  const ciphertext = take();
+  if (iv.length !== 16 || ![128, 192, 256].includes(keyBits)) {
+    throw new Error('The Handle.Net key file has encryption parameters the console cannot use.');
+  }
+  if (iterations < 1 || iterations > HDL_MAX_ITERATIONS) throw new Error(`The key file asks for ${iterations} PBKDF2 iterations.`);
+  const utf8 = new TextEncoder().encode(passphrase);
+  const widened = new TextEncoder().encode(String.fromCharCode(...utf8));
+  const base = await crypto.subtle.importKey('raw', widened, 'PBKDF2', false, ['deriveBits']);
+  const raw = await crypto.subtle.deriveBits({ name: 'PBKDF2', hash: 'SHA-1', salt, iterations }, base, keyBits);
+  const aes = await crypto.subtle.importKey('raw', raw, 'AES-CBC', false, ['decrypt']);
+  try {
+    return new Uint8Array(await crypto.subtle.decrypt({ name: 'AES-CBC', iv }, aes, ciphertext));
+  } catch {
+    throw new Error('Wrong passphrase: the Handle.Net key file does not decrypt.');
   }
 }
 

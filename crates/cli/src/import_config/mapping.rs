@@ -1,0 +1,367 @@
+//! config.dct (and siteinfo.json) keys → `handled.toml` lines, and for every
+//! key not carried over one line saying why.
+
+use super::streamtable::{Dict, Value};
+use handled_proto::data::SiteInfo;
+use std::collections::BTreeSet;
+
+/// The TOML being written, and the notes on what was not carried over.
+pub struct Mapped {
+    lines: Vec<String>,
+    pub skipped: Vec<String>,
+    /// Keys this build of `handled` knows (others are written as comments).
+    known: BTreeSet<String>,
+}
+
+/// A TOML value, written in TOML syntax.
+pub enum Toml {
+    Str(String),
+    Int(u64),
+    Bool(bool),
+    Strs(Vec<String>),
+}
+
+impl Toml {
+    fn render(&self) -> String {
+        let quote = |s: &str| serde_json::to_string(s).unwrap_or_default(); // JSON strings are TOML basic strings
+        match self {
+            Toml::Str(s) => quote(s),
+            Toml::Int(n) => n.to_string(),
+            Toml::Bool(b) => b.to_string(),
+            Toml::Strs(v) => format!("[{}]", v.iter().map(|s| quote(s)).collect::<Vec<_>>().join(", ")),
+        }
+    }
+}
+
+impl Mapped {
+    pub fn new(known: BTreeSet<String>) -> Self {
+        Mapped { lines: Vec::new(), skipped: Vec::new(), known }
+    }
+
+    /// `key = value  # from <origin>`, or a comment when this build lacks the key.
+    pub fn set(&mut self, key: &str, value: Toml, origin: &str) {
+        let line = format!("{key} = {}", value.render());
+        if self.known.contains(key) {
+            self.lines.push(format!("{line}  # {origin}"));
+        } else {
+            self.lines.push(format!("# {line}  # {origin}; not in this build of handled yet (replication)"));
+            self.skip(origin, &format!("written as a comment: this build of handled has no `{key}` yet"));
+        }
+    }
+
+    pub fn comment(&mut self, text: &str) {
+        self.lines.push(format!("# {text}"));
+    }
+
+    pub fn skip(&mut self, origin: &str, why: &str) {
+        self.skipped.push(format!("{origin}: {why}"));
+    }
+
+    /// Whether `key` is written (or written as a comment for a newer build).
+    pub fn has(&self, key: &str) -> bool {
+        let prefix = format!("{key} = ");
+        self.lines.iter().any(|l| l.trim_start_matches("# ").starts_with(&prefix))
+    }
+
+    pub fn toml(&self) -> String {
+        let mut out = self.lines.join("\n");
+        out.push('\n');
+        out
+    }
+}
+
+fn yes(v: &str) -> bool {
+    matches!(v.trim().to_ascii_lowercase().as_str(), "yes" | "true" | "y" | "1")
+}
+
+pub fn strings(v: &Value) -> Option<Vec<String>> {
+    match v {
+        Value::List(items) => items.iter().map(|i| i.as_str().map(str::to_string)).collect(),
+        Value::Str(s) => Some(vec![s.clone()]),
+        Value::Dict(_) => None,
+    }
+}
+
+fn number(v: &Value) -> Option<u64> {
+    v.as_str()?.trim().parse().ok()
+}
+
+/// The top level of config.dct.
+pub fn map_top(m: &mut Mapped, top: &Dict) {
+    let interfaces = top.get("interfaces").and_then(strings).unwrap_or_default();
+    let iface = |name: &str| {
+        top.get(&format!("{name}_config")).and_then(|v| if let Value::Dict(d) = v { Some(d) } else { None })
+    };
+    map_interfaces(m, &interfaces, iface("hdl_tcp"), iface("hdl_udp"), iface("hdl_http"));
+    for (key, value) in &top.0 {
+        let why = match key.as_str() {
+            "interfaces" | "hdl_tcp_config" | "hdl_udp_config" | "hdl_http_config" => continue,
+            "server_config" => {
+                match value {
+                    Value::Dict(d) => map_server_config(m, d),
+                    _ => m.skip("server_config", "not a { } dictionary; ignored"),
+                }
+                continue;
+            }
+            "server_type" if value.as_str() == Some("server") => continue,
+            "server_type" => "handled is a handle server only (no caching server); run it as one",
+            k if k.ends_with("4_config") || k.ends_with("6_config") => {
+                "dual-stack interfaces: handled binds one `listen` address (use a wildcard address to serve both)"
+            }
+            "log_save_config" => "handled logs to stderr (journald or your log collector rotates)",
+            "no_udp_resolution" => {
+                "a setting of Handle.Net's built-in resolver; handled never resolves at other servers"
+            }
+            _ => "no equivalent in handled (a setting of Handle.Net's built-in client or an unknown key)",
+        };
+        m.skip(key, why);
+    }
+}
+
+fn map_interfaces(m: &mut Mapped, interfaces: &[String], tcp: Option<&Dict>, udp: Option<&Dict>, http: Option<&Dict>) {
+    let listed = |name: &str| interfaces.iter().any(|i| i == name);
+    for name in ["hdl_tcp", "hdl_udp", "hdl_http"] {
+        if !listed(name) {
+            m.skip(
+                "interfaces",
+                &format!(
+                    "{name} is not listed, but handled always serves it; keep it out of the site record by firewall"
+                ),
+            );
+        }
+    }
+    let get = |d: Option<&Dict>, k: &str| d.and_then(|d| d.get(k)).and_then(Value::as_str).map(str::to_string);
+    let addresses: Vec<(&str, String)> = [("hdl_tcp", tcp), ("hdl_udp", udp), ("hdl_http", http)]
+        .into_iter()
+        .map(|(n, d)| (n, get(d, "bind_address").unwrap_or_else(|| "0.0.0.0".into())))
+        .collect();
+    m.set("listen", Toml::Str(addresses[0].1.clone()), "hdl_tcp_config.bind_address (unset: any address)");
+    for (name, address) in &addresses[1..] {
+        if *address != addresses[0].1 {
+            m.skip(
+                &format!("{name}_config.bind_address"),
+                &format!("{address}: handled binds every interface to `listen`"),
+            );
+        }
+    }
+    let port = |d: Option<&Dict>| get(d, "bind_port").and_then(|p| p.trim().parse::<u16>().ok());
+    if let Some(p) = port(tcp).or(port(udp)) {
+        m.set("port", Toml::Int(p.into()), "hdl_tcp_config.bind_port");
+        if let Some(u) = port(udp).filter(|&u| u != p) {
+            m.skip("hdl_udp_config.bind_port", &format!("{u}: handled serves UDP and TCP on one port ({p})"));
+        }
+    }
+    if let Some(p) = port(http) {
+        m.set("http_port", Toml::Int(p.into()), "hdl_http_config.bind_port (HTTP and HTTPS)");
+    }
+    let logs = [tcp, udp, http].iter().any(|d| get(*d, "log_accesses").is_some_and(|v| yes(&v)));
+    m.set("access_log", Toml::Str(if logs { "full" } else { "off" }.into()), "log_accesses");
+    if let Some(ms) = tcp.and_then(|d| d.get("max_idle_time")).and_then(number) {
+        m.set("tcp_idle_timeout_secs", Toml::Int(ms.div_ceil(1000)), "hdl_tcp_config.max_idle_time (ms)");
+    }
+    for (name, dict) in [("hdl_tcp", tcp), ("hdl_udp", udp), ("hdl_http", http)] {
+        for (key, _) in dict.map(|d| d.0.as_slice()).unwrap_or_default() {
+            let why = match key.as_str() {
+                "bind_address" | "bind_port" | "log_accesses" => continue,
+                "max_idle_time" if name == "hdl_tcp" => continue,
+                "num_threads" | "max_handlers" | "backlog" => {
+                    "handled sizes its work by admission control (`max_concurrent`, `queue_length`), not threads per interface"
+                }
+                "query_page" | "response_page" | "error_page" | "virtual_hosts" => {
+                    "handled's proxy has no custom pages (put a web server in front for custom HTML)"
+                }
+                _ => "no equivalent in handled",
+            };
+            m.skip(&format!("{name}_config.{key}"), why);
+        }
+    }
+}
+
+/// The `server_config` dictionary.
+pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
+    for (key, value) in &sc.0 {
+        let origin = format!("server_config.{key}");
+        let text = value.as_str().unwrap_or_default();
+        match key.as_str() {
+            "server_admins" | "replication_admins" | "backup_admins" => match strings(value) {
+                Some(list) => m.set(key, Toml::Strs(list), &origin),
+                None => m.skip(&origin, "not a list of INDEX:HANDLE strings; ignored"),
+            },
+            "auto_homed_prefixes" => {
+                let prefixes: Vec<String> = strings(value)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|p| p.strip_prefix("0.NA/").or_else(|| p.strip_prefix("0.na/")).unwrap_or(p).to_string())
+                    .collect();
+                m.set("prefixes", Toml::Strs(prefixes), &format!("{origin} (0.NA/ taken off)"));
+            }
+            "case_sensitive" | "server_admin_full_access" => m.set(key, Toml::Bool(yes(text)), &origin),
+            "allow_list_hdls" => m.set("allow_list_handles", Toml::Bool(yes(text)), &origin),
+            "max_session_time" => match number(value) {
+                Some(ms) => m.set("max_session_secs", Toml::Int(ms.div_ceil(1000).max(60)), &format!("{origin} (ms)")),
+                None => m.skip(&origin, "not a number of milliseconds; ignored"),
+            },
+            "max_auth_time" => match number(value) {
+                Some(ms) => {
+                    m.set("challenge_timeout_secs", Toml::Int(ms.div_ceil(1000).max(1)), &format!("{origin} (ms)"))
+                }
+                None => m.skip(&origin, "not a number of milliseconds; ignored"),
+            },
+            "txnlog_num_days_to_keep" => match number(value) {
+                Some(days) => m.set(key, Toml::Int(days), &origin),
+                None => m.skip(&origin, "not a number of days; ignored"),
+            },
+            "replication_interval" | "replication_timeout" => match number(value) {
+                Some(ms) => m.set(&format!("{key}_ms"), Toml::Int(ms), &origin),
+                None => m.skip(&origin, "not a number of milliseconds; ignored"),
+            },
+            "replication_authentication" => m.set(key, Toml::Str(text.to_string()), &origin),
+            "replication_site_handle_value" => m.set("replication_source", Toml::Str(text.to_string()), &origin),
+            "http_config" => match value {
+                Value::Dict(d) => map_http_config(m, d),
+                _ => m.skip(&origin, "not a { } dictionary; ignored"),
+            },
+            "this_server_id" if text.trim() == "1" => {}
+            other => {
+                let why = skip_reason(other, text);
+                m.skip(&origin, &why);
+            }
+        }
+    }
+}
+
+fn skip_reason(key: &str, value: &str) -> String {
+    let why = match key {
+        "this_server_id" => {
+            "handled publishes one server, id 1, in its site record (a multi-server site: see README, Migrating)"
+        }
+        "allow_na_admins" => {
+            "no such switch in handled: who administers what comes from HS_ADMIN values and `server_admins`"
+        }
+        "template_ns_override" | "namespace" => "handled has no namespace templates (0.NA/ HS_NAMESPACE)",
+        "allow_recursion" if yes(value) => {
+            "handled never resolves handles of other servers (as \"no\"); the value here was yes"
+        }
+        "allow_recursion" => "handled never resolves handles of other servers (the same as \"no\")",
+        "storage_type" | "storage_class" | "db_directory" | "sql_settings" => {
+            "handled keeps handles in its own store (`store`); the handles come over by replication (README: Migrating)"
+        }
+        k if k.starts_with("bdbje_") || k.starts_with("jdb_") => {
+            "a setting of Handle.Net's storage; handled has its own store"
+        }
+        "enable_monitor_daemon" | "status_handle_admins" => "handled's status is `/metrics` and `handled status`",
+        "replication_sites_handle" => {
+            "handled pulls from one source: set `replication_source` to INDEX:HANDLE of one HS_SITE value"
+        }
+        "replication_pull_other_transactions"
+        | "replication_keep_other_transactions"
+        | "replication_copy_transactions" => {
+            "handled mirrors one source's transaction queue and continues its numbering (no multi-queue relaying)"
+        }
+        "replication_accept_prefixes" => "handled mirrors everything the source sends (no prefix filter)",
+        "replication_start_time" => {
+            "handled pulls every `replication_interval_ms` from its start (no wall-clock phase)"
+        }
+        "do_replication" => "handled pulls when `replication_source` is set",
+        "read_only_txn_queue" | "file_write_no_sync" => "handled always syncs its write-ahead log before acknowledging",
+        "preferred_global" | "trace_resolution" => {
+            "a setting of Handle.Net's built-in resolver; handled never resolves elsewhere"
+        }
+        _ => "no equivalent in handled",
+    };
+    why.to_string()
+}
+
+fn map_http_config(m: &mut Mapped, d: &Dict) {
+    for (key, value) in &d.0 {
+        let origin = format!("server_config.http_config.{key}");
+        match key.as_str() {
+            "enable_proxy" => m.set("enable_proxy", Toml::Bool(yes(value.as_str().unwrap_or_default())), &origin),
+            "remote_address_header" | "remote_address_internal_proxies" => {
+                m.skip(&origin, "handled logs the connecting address (see LOAD_BALANCER_IP in README)")
+            }
+            _ => m.skip(&origin, "no equivalent in handled's HTTP interface"),
+        }
+    }
+}
+
+/// This server's entry in the site record: description, public address, other servers.
+pub fn map_site(m: &mut Mapped, site: &SiteInfo, this_server_id: i32, listen: Option<&str>) {
+    if let Some(desc) = site.attributes.iter().find(|a| a.name == b"desc") {
+        m.set("description", Toml::Str(String::from_utf8_lossy(&desc.value).into_owned()), "siteinfo.json desc");
+    }
+    let server = site.servers.iter().find(|s| s.server_id == this_server_id).or(site.servers.first());
+    if let Some(server) = server {
+        let address = server.ip_addr().to_string();
+        if Some(address.as_str()) != listen {
+            m.set("public_address", Toml::Str(address), "siteinfo.json: this server's address");
+        }
+    }
+    if site.servers.len() > 1 {
+        m.skip(
+            "siteinfo.json servers",
+            &format!(
+                "{} servers in the site; handled publishes one (this one): split the handles per server first",
+                site.servers.len()
+            ),
+        );
+    }
+    if site.multi_primary {
+        m.skip("siteinfo.json multiPrimary", "handled replicates from one primary (no multi-primary)");
+    }
+    m.skip(
+        "siteinfo.json serialNumber",
+        &format!("{}: handled numbers its own site record from 1 and raises it on every change", site.serial),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::streamtable::parse;
+    use super::*;
+
+    fn known() -> BTreeSet<String> {
+        ["listen", "port", "http_port", "access_log", "server_admins", "prefixes", "max_session_secs", "case_sensitive"]
+            .map(String::from)
+            .into()
+    }
+
+    #[test]
+    fn maps_interfaces_and_server_config_and_says_why_for_the_rest() {
+        let dct = parse(
+            r#"{ "interfaces" = ( "hdl_udp" "hdl_tcp" ) "hdl_tcp_config" = { "bind_address" = "10.0.0.1" "bind_port" = "2641" "num_threads" = "15" }
+                 "hdl_udp_config" = { "bind_address" = "10.0.0.1" "bind_port" = "2642" "log_accesses" = "yes" }
+                 "server_config" = { "server_admins" = ( "300:0.NA/1234" ) "auto_homed_prefixes" = ( "0.NA/1234" "0.NA/5678" )
+                   "max_session_time" = "86400000" "replication_admins" = ( "300:0.NA/1234" ) "storage_type" = "sql" "this_server_id" = "2" }
+                 "log_save_config" = { } "auto_update_root_info" = "no" }"#,
+        )
+        .unwrap();
+        let mut m = Mapped::new(known());
+        map_top(&mut m, &dct);
+        let toml = m.toml();
+        for line in [
+            "listen = \"10.0.0.1\"",
+            "port = 2641",
+            "access_log = \"full\"",
+            "server_admins = [\"300:0.NA/1234\"]",
+            "prefixes = [\"1234\", \"5678\"]",
+            "max_session_secs = 86400",
+            "# replication_admins = [\"300:0.NA/1234\"]",
+        ] {
+            assert!(toml.lines().any(|l| l.starts_with(line)), "{line} missing in\n{toml}");
+        }
+        let skipped = m.skipped.join("\n");
+        for needle in [
+            "hdl_udp_config.bind_port: 2642",
+            "hdl_tcp_config.num_threads",
+            "interfaces: hdl_http is not listed",
+            "server_config.storage_type",
+            "server_config.this_server_id",
+            "log_save_config",
+            "auto_update_root_info",
+            "server_config.replication_admins: written as a comment",
+        ] {
+            assert!(skipped.contains(needle), "{needle} missing in\n{skipped}");
+        }
+    }
+}

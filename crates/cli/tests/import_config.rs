@@ -1,0 +1,176 @@
+//! `handled import-config` on a real Handle.Net 9.0.0 server directory
+//! (tests/fixtures/handle-net-server, made by the original's setup; see its README).
+
+mod common;
+
+use handled_client::{certify, Connection, Protocol};
+use handled_proto::data::PublicKey;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const SERVER_PASSPHRASE: &str = "server pass";
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/handle-net-server")
+}
+
+/// A copy of the fixture directory to change.
+fn fixture_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture()).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+fn import(server_dir: &Path, out: &Path, passphrase: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_handled"));
+    command.arg("import-config").arg(server_dir).arg("--out").arg(out).env_remove("HANDLED_KEY_PASSPHRASE");
+    if let Some(p) = passphrase {
+        command.env("HANDLED_KEY_PASSPHRASE", p);
+    }
+    command.stdin(std::process::Stdio::null()).output().expect("run handled")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converts_the_directory_and_serves_with_the_imported_site_key() {
+    let out = tempfile::tempdir().unwrap();
+    let run = import(&fixture(), out.path(), Some(SERVER_PASSPHRASE));
+    let stdout = text(&run.stdout);
+    assert!(run.status.success(), "{}{}", stdout, text(&run.stderr));
+    let toml = std::fs::read_to_string(out.path().join("handled.toml")).unwrap();
+    for line in [
+        "listen = \"127.0.0.1\"",
+        "port = 2641",
+        "http_port = 8000",
+        "server_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]",
+        "prefixes = [\"TEST\"]",
+        "case_sensitive = false",
+        "max_session_secs = 86400",
+        "description = \"hs-peer benchmark server (loopback only)\"",
+        "server_key_file = ",
+    ] {
+        assert!(toml.lines().any(|l| l.starts_with(line)), "{line} missing in\n{toml}");
+    }
+    assert!(toml.contains("replication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]"), "{toml}");
+    // Every key not carried over is named with a reason.
+    for key in [
+        "allow_na_admins",
+        "template_ns_override",
+        "allow_recursion",
+        "num_threads",
+        "log_save_config",
+        "contactdata.dct",
+    ] {
+        assert!(stdout.lines().any(|l| l.contains(key) && l.contains(": ")), "{key} not explained in\n{stdout}");
+    }
+    assert!(out.path().join("admin_key.pk8").exists());
+
+    // The written configuration runs (on free loopback ports) and publishes the imported key.
+    let server = common::start_with(&toml);
+    let mut conn = Connection::open(Protocol::Tcp, server.tcp, Duration::from_secs(5), false).await.unwrap();
+    let site = conn.site_info().await.unwrap();
+    let published = certify::site_key(&site).expect("a site key");
+    let imported = PublicKey::decode_data(&std::fs::read(fixture().join("pubkey.bin")).unwrap()).unwrap();
+    assert_eq!(published, imported, "the site key is Handle.Net's pubkey.bin");
+}
+
+#[test]
+fn encrypted_server_key_needs_the_right_passphrase() {
+    let out = tempfile::tempdir().unwrap();
+    let wrong = import(&fixture(), out.path(), Some("wrong pass"));
+    let stderr = text(&wrong.stderr);
+    assert_eq!(wrong.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("privkey.bin") && stderr.contains("wrong passphrase"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!out.path().join("handled.toml").exists(), "nothing half-written");
+
+    let none = import(&fixture(), out.path(), None);
+    let stderr = text(&none.stderr);
+    assert_eq!(none.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--passphrase-file"), "{stderr}");
+}
+
+#[test]
+fn a_broken_config_dct_names_its_line() {
+    let dir = fixture_copy();
+    let path = dir.path().join("config.dct");
+    let original = std::fs::read_to_string(&path).unwrap();
+    let broken = original.replacen("\"bind_port\" = \"2641\"", "\"bind_port\" \"2641\"", 1);
+    let line = broken.lines().position(|l| l.contains("\"bind_port\" \"2641\"")).unwrap() + 1;
+    std::fs::write(&path, broken).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = import(dir.path(), out.path(), Some(SERVER_PASSPHRASE));
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("config.dct: line {line}, column")), "{stderr}");
+    assert!(stderr.contains("expected `=`"), "{stderr}");
+}
+
+#[test]
+fn a_mirror_directory_brings_its_source_and_identity() {
+    let dir = fixture_copy();
+    let path = dir.path().join("config.dct");
+    let dct = std::fs::read_to_string(&path).unwrap().replacen(
+        "\"server_config\" = {",
+        "\"server_config\" = {\n    \"replication_authentication\" = \"privatekey:300:TEST/ADMIN\"\n    \"replication_interval\" = \"5000\"",
+        1,
+    );
+    std::fs::write(&path, dct).unwrap();
+    std::fs::copy(dir.path().join("admpriv.bin"), dir.path().join("replpriv.bin")).unwrap();
+    std::fs::copy(dir.path().join("siteinfo.json"), dir.path().join("txnsrcsv.json")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = import(dir.path(), out.path(), Some(SERVER_PASSPHRASE));
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let toml = std::fs::read_to_string(out.path().join("handled.toml")).unwrap();
+    let key = out.path().join("replication_key.pk8");
+    let source = out.path().join("replication-source-siteinfo.json");
+    for line in [
+        "replication_authentication = \"privatekey:300:TEST/ADMIN\"".to_string(),
+        "replication_interval_ms = 5000".to_string(),
+        format!("replication_private_key = \"{}\"", key.display()),
+        format!("replication_source = \"{}\"", source.display()),
+    ] {
+        assert!(toml.contains(&line), "{line} missing in\n{toml}");
+    }
+    assert!(key.exists() && source.exists());
+}
+
+#[test]
+fn a_dsa_server_key_is_explained_not_converted() {
+    let dir = fixture_copy();
+    let dsa = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto/tests/fixtures/handle-net-keys/dsa_privkey.bin");
+    std::fs::copy(dsa, dir.path().join("privkey.bin")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = import(dir.path(), out.path(), None);
+    let stdout = text(&run.stdout);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    assert!(stdout.contains("privkey.bin: a DSA server key: handled signs with RSA only"), "{stdout}");
+    let toml = std::fs::read_to_string(out.path().join("handled.toml")).unwrap();
+    assert!(!toml.contains("server_key_file"), "{toml}");
+}
+
+#[test]
+fn mirror_flag_pulls_from_the_imported_server_as_the_admin_identity() {
+    let out = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_handled"));
+    command.arg("import-config").arg(fixture()).arg("--out").arg(out.path()).arg("--mirror");
+    let run = command.env("HANDLED_KEY_PASSPHRASE", SERVER_PASSPHRASE).output().unwrap();
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let toml = std::fs::read_to_string(out.path().join("handled.toml")).unwrap();
+    let source = out.path().join("replication-source-siteinfo.json");
+    for line in [
+        format!("replication_source = \"{}\"", source.display()),
+        "replication_authentication = \"privatekey:300:TEST/ADMIN\"".to_string(),
+        format!("replication_private_key = \"{}\"", out.path().join("admin_key.pk8").display()),
+    ] {
+        assert!(toml.lines().any(|l| l.starts_with(&line)), "{line} missing in\n{toml}");
+    }
+    assert_eq!(std::fs::read(source).unwrap(), std::fs::read(fixture().join("siteinfo.json")).unwrap());
+}
