@@ -410,5 +410,8 @@ fn measure_dump_throughput() {
     });
     let secs = started.elapsed().as_secs_f64();
     let records = metric(&m, "handled_replication_dump_handles").unwrap();
-    println!("dump of {records} records (embedded store, from mirror start) in {secs:.1} s: {:.0} records/s", records / secs);
+    println!(
+        "dump of {records} records (embedded store, from mirror start) in {secs:.1} s: {:.0} records/s",
+        records / secs
+    );
 }
