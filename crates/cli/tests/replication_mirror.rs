@@ -415,3 +415,26 @@ fn measure_dump_throughput() {
         records / secs
     );
 }
+
+/// The TLS stream is trusted by the key in the source's site record only: a
+/// record with the right address but another server's key gets nothing in.
+#[test]
+fn a_source_whose_certificate_key_is_not_the_site_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = primary(d, 10);
+    let other = tempfile::tempdir().unwrap();
+    let stranger = serve(other.path(), &[]);
+    let site = |s: &Server| -> serde_json::Value {
+        serde_json::from_str(&http(&s.http_port, "GET", "/api/site", "").1).unwrap()
+    };
+    let mut record = site(&p)["site"].clone();
+    record["servers"][0]["publicKey"] = site(&stranger)["site"]["servers"][0]["publicKey"].clone();
+    let file = write(d, "wrong-key.json", &record.to_string());
+    let (m, _) = mirror(d, "m", path(&file), "", &[]);
+    wait_for("failed pulls", Duration::from_secs(30), || {
+        metric(&m, "handled_replication_pull_errors").is_some_and(|n| n >= 1.0)
+    });
+    assert_eq!(metric(&m, "handled_replication_dump_handles"), Some(0.0));
+    assert_eq!(code_on(&m, "TEST/1"), ResponseCode::SERVER_NOT_RESP, "nothing came in: TEST is not even homed");
+}
