@@ -438,3 +438,36 @@ fn a_source_whose_certificate_key_is_not_the_site_key_is_refused() {
     assert_eq!(metric(&m, "handled_replication_dump_handles"), Some(0.0));
     assert_eq!(code_on(&m, "TEST/1"), ResponseCode::SERVER_NOT_RESP, "nothing came in: TEST is not even homed");
 }
+
+/// Offline promotion: `handled promote` on the stopped mirror's data directory;
+/// started again with the same configuration (its source still named), it is
+/// a primary that continues the source's transaction ids.
+#[test]
+fn handled_promote_makes_a_stopped_mirror_a_primary() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = primary(d, 10);
+    let data = d.join("m-data");
+    let source = format!("127.0.0.1:{}", p.tcp_port);
+    let args = ["--data-dir", path(&data)];
+    let (mut m, _) = mirror(d, "m", &source, "", &args);
+    caught_up(&p, &m);
+    let last = metric(&p, "handled_txn_log_last_id").unwrap();
+    m.child.kill().unwrap();
+    m.child.wait().unwrap();
+    let out = spawn::run(&["promote", "--data-dir", path(&data)]);
+    assert!(out.status.success(), "{}", spawn::text(&out.stderr));
+    assert!(spawn::text(&out.stderr).contains("promoted"), "{}", spawn::text(&out.stderr));
+    let (m, _) = mirror(d, "m", &source, "", &args);
+    assert!(http(&m.http_port, "GET", "/metrics", "").1.contains("phase=\"promoted\"} 1"));
+    block(async {
+        let mut a = admin(d, &m.tcp_port).await;
+        a.create(b"TEST/after-promotion", &[HandleValue::new(1, "URL", "x")]).await.unwrap();
+    });
+    assert_eq!(metric(&m, "handled_txn_log_last_id"), Some(last + 1.0));
+    assert_eq!(
+        code_on(&p, "TEST/after-promotion"),
+        ResponseCode::HANDLE_NOT_FOUND,
+        "no longer pulling, nor writing back"
+    );
+}
