@@ -471,3 +471,15 @@ fn handled_promote_makes_a_stopped_mirror_a_primary() {
         "no longer pulling, nor writing back"
     );
 }
+
+/// A source named by its HS_SITE value (`1:0.NA/TEST`, resolved at `replication_resolver`).
+#[test]
+fn a_source_named_by_its_hs_site_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = primary(d, 10);
+    let resolver = format!("replication_resolver = \"127.0.0.1:{}\"\n", p.tcp_port);
+    let (m, _) = mirror(d, "m", "1:0.NA/TEST", &resolver, &[]);
+    caught_up(&p, &m);
+    assert_eq!(block(same_records(&p, &m, (0..10).map(|i| format!("TEST/{i}")))), 10);
+}
