@@ -42,6 +42,10 @@ OUT=$(mktemp) tests/proxy-compare/run.sh target/release/handled
 echo "== hostile peers: every attack of tests/hostile against one server, ordinary clients probing throughout"
 tests/hostile/run_all.py target/release/handled
 
+echo "== administrators held on another server: the Java admin suite against a server whose admins live on a registry server (and, where its harness is, on the original Handle.Net)"
+tests/remote-admin/run.sh target/release/handled
+tests/remote-admin/against-handle-net.sh target/release/handled
+
 echo "== Java interop (net.handle:handle-client against target/release/handled)"
 tests/interop-java/run.sh target/release/handled
 echo "== on Apache Cassandra: store conformance, then the registry, JSON API and Java suites through a balancer in front of 3 stateless nodes"

@@ -36,6 +36,7 @@ pub struct HttpTarget {
 pub struct HttpReply {
     pub status: u16,
     pub server_time: Option<Duration>,
+    pub headers: hyper::HeaderMap,
     pub body: Bytes,
 }
 
@@ -155,13 +156,11 @@ impl HttpConn {
             let status = response.status().as_u16();
             let server_time =
                 response.headers().get("server-timing").and_then(|v| v.to_str().ok()).and_then(parse_server_timing);
-            let body = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| HttpError { kind: http_kind(&e), connection: true })?
-                .to_bytes();
-            Ok(HttpReply { status, server_time, body })
+            let (parts, body) = response.into_parts();
+            let headers = parts.headers;
+            let body =
+                body.collect().await.map_err(|e| HttpError { kind: http_kind(&e), connection: true })?.to_bytes();
+            Ok(HttpReply { status, server_time, headers, body })
         }
         .await;
         if !target.keep_alive || result.is_err() {

@@ -83,7 +83,7 @@ impl TargetSpec {
         Ok(addrs)
     }
 
-    fn http(&self, tls: bool, host: &str, port: u16) -> Result<HttpTarget, String> {
+    pub fn http(&self, tls: bool, host: &str, port: u16) -> Result<HttpTarget, String> {
         let tls = if tls {
             let config = crate::tls::client_config(self.insecure, self.cacert.as_deref())?;
             let name = self.server_name.clone().unwrap_or_else(|| host.to_string());

@@ -1,11 +1,13 @@
 //! `handled`: the thin binary. Each subcommand lives in its own module.
 
 mod admin;
+mod backup;
 mod bench;
 mod handle_syntax;
 mod import;
 mod promote;
 mod resolve;
+mod restore;
 mod serve;
 mod status;
 
@@ -58,6 +60,10 @@ enum Command {
     Status(status::StatusArgs),
     /// Bulk-load handle records from a JSON-lines file into the data directory.
     Import(import::ImportArgs),
+    /// Back up a running server (store, server key, admin credentials) into one file.
+    Backup(backup::BackupArgs),
+    /// Make a data directory from a backup file.
+    Restore(restore::RestoreArgs),
     #[command(flatten)]
     Admin(admin::AdminCommand),
     /// Make an RSA key pair for an admin handle (private key file + HS_PUBKEY JSON).
@@ -100,6 +106,8 @@ fn main() -> ExitCode {
             Command::Status(args) => status::run(args).await,
             Command::Resolve(args) => resolve::run(args).await,
             Command::Import(args) => import::run(args).await,
+            Command::Backup(args) => backup::run(args).await,
+            Command::Restore(args) => restore::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Admin(command) => admin::run(command).await,
             Command::Keygen(args) => admin::keygen(args),

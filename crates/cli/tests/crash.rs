@@ -106,14 +106,7 @@ async fn check(dir: &Path, acked: &[Vec<u8>]) {
 /// normalized, so compared without case).
 async fn check_log(dir: &Path, acked: &[Vec<u8>]) {
     let store = handled_store::EmbeddedStore::open(dir, Default::default()).expect("open the store");
-    let mut entries: Vec<handled_store::TxnEntry> = Vec::new();
-    loop {
-        let page = store.txn_log_read(entries.last().map_or(0, |e| e.id), 10_000).await.unwrap();
-        if page.is_empty() {
-            break;
-        }
-        entries.extend(page);
-    }
+    let entries = handled_store::conformance::read_whole_log(&store).await;
     let ids: Vec<u64> = entries.iter().map(|e| e.id).collect();
     assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "log ids are not 1..=n without gaps");
     let created: std::collections::HashSet<Vec<u8>> = entries

@@ -19,7 +19,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-const SERVER_KEY_FILE: &str = "server_key.pk8";
+/// The site's signing key in the data directory (PKCS#8).
+pub(crate) const SERVER_KEY_FILE: &str = "server_key.pk8";
 const STORE_FILE: &str = "handles.redb";
 const META_SITE_SERIAL: &str = "site/serial";
 const META_SITE_FINGERPRINT: &str = "site/fingerprint";

@@ -193,6 +193,10 @@ impl Store for CachingStore {
         self.invalidate_all();
     }
 
+    fn export(&self) -> Result<Box<dyn handled_store::backup::StoreExport>, StoreError> {
+        self.inner.export()
+    }
+
     // The transaction log is not cached: pass through. Replicated changes drop
     // what they change, like the writes they stand for.
     async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {

@@ -87,6 +87,19 @@ pub struct Config {
     /// own prefix only (a multi-tenant server), and prefix operations
     /// (home/unhome/list homed prefixes) are refused.
     pub server_admins: Vec<String>,
+    /// The root (global) site record(s) — a binary HS_SITE record as
+    /// GET_SITE_INFO answers, Handle.Net's binary `root_info`, or its
+    /// `siteinfo.json` form (or a JSON array of them). With it, identities held on other servers (e.g. a
+    /// `server_admins` entry `300:0.NA/20.5000`) are verified at the server
+    /// responsible for them, found through these sites as a Handle client
+    /// finds a prefix's site; without it, only local identities count.
+    pub root_info: Option<PathBuf>,
+    /// Longest time one remote identity check (site lookups and the
+    /// verification itself) may take before it fails (406).
+    pub remote_auth_timeout_ms: u64,
+    /// Remote identity checks in progress at once; beyond them (after a short
+    /// wait) too busy.
+    pub remote_auth_concurrent: usize,
     /// Server administrators may do anything, not only home/unhome/list prefixes.
     pub server_admin_full_access: bool,
     // Replication source (crate::replication::source; Handle.Net's key names).
@@ -276,6 +289,9 @@ impl Default for Config {
             queue_length: 2048,
             max_queue_wait_ms: 1000,
             server_admin_full_access: true,
+            root_info: None,
+            remote_auth_timeout_ms: 5_000,
+            remote_auth_concurrent: 4,
             replication_admins: Vec::new(),
             backup_admins: Vec::new(),
             txnlog_num_days_to_keep: 0,
@@ -451,6 +467,9 @@ impl Config {
             }
         }
         self.parsed_server_admins()?;
+        if let Some(path) = &self.root_info {
+            crate::auth::remote::load_root_info(path).map_err(ConfigError::Invalid)?;
+        }
         parse_admin_list(&self.replication_admins)?;
         parse_admin_list(&self.backup_admins)?;
         if self.store_kind() == StoreKind::Cassandra {

@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod backup;
 pub mod bootstrap;
 pub mod cache;
 pub mod cluster;

@@ -3,6 +3,7 @@
 
 use crate::admission::{Admission, AdmissionConfig};
 use crate::auth::challenge::Challenges;
+use crate::auth::remote::{load_root_info, RemoteAuth};
 use crate::auth::work::AuthWork;
 use crate::cache::CachingStore;
 use crate::config::Config;
@@ -67,6 +68,8 @@ pub struct ServerState {
     pub challenges: Challenges,
     /// The budget of CPU-heavy proof checking (PBKDF2, signatures).
     pub auth_work: AuthWork,
+    /// Checking identities held on other servers (with `root_info`).
+    pub remote_auth: Option<RemoteAuth>,
     pub sessions: Sessions,
     pub admission: Admission,
     pub metrics: Metrics,
@@ -118,6 +121,17 @@ impl ServerState {
             (Challenges::new(challenge_ttl, challenge_quota), Sessions::new(session_limits))
         };
         let auth_work = AuthWork::new(config.auth_workers, config.max_pbkdf2_iterations);
+        let remote_auth = config.root_info.as_deref().and_then(|path| match load_root_info(path) {
+            Ok(root) => Some(RemoteAuth::new(
+                root,
+                std::time::Duration::from_millis(config.remote_auth_timeout_ms.max(1)),
+                config.remote_auth_concurrent,
+            )),
+            Err(e) => {
+                tracing::error!("remote identities are not verified: {e}");
+                None
+            }
+        });
         let admission = Admission::new(AdmissionConfig {
             max_concurrent: config.max_concurrent,
             queue: config.queue_length,
@@ -149,6 +163,7 @@ impl ServerState {
             challenges,
             sessions,
             auth_work,
+            remote_auth,
         }
     }
 

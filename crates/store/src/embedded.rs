@@ -29,6 +29,10 @@
 //! Documents live in two more tables (documents, index entries; see
 //! `embedded_docs.rs`); a document swap is one more kind of batched operation, and
 //! documents riding along with a handle write are applied in the same transaction.
+//!
+//! The transaction log (replication source) is two more tables written by the
+//! writer in each batch's transaction, ids assigned in apply order
+//! (`embedded_txnlog.rs`).
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -47,6 +51,8 @@ use crate::{
     ReplicatedChange, StatCounters, Store, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
 };
 
+#[path = "embedded_backup.rs"]
+mod backup;
 #[path = "embedded_docs.rs"]
 mod docs;
 #[path = "embedded_format.rs"]
@@ -60,6 +66,7 @@ mod wal;
 #[path = "embedded_writer.rs"]
 mod writer;
 
+pub use backup::EmbeddedRestore;
 use space::DiskSpace;
 use txnlog::{LogOp, TXN_LOG, TXN_STATE};
 use wal::Wal;
@@ -434,6 +441,10 @@ impl Store for EmbeddedStore {
 
     fn close(&self) {
         self.shutdown();
+    }
+
+    fn export(&self) -> Result<Box<dyn crate::backup::StoreExport>, StoreError> {
+        Ok(Box::new(backup::EmbeddedExport::new(&*self.database()?)?))
     }
 
     async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {

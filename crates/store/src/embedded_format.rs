@@ -88,6 +88,14 @@ pub(super) fn upgrade(db: &Database) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Record in `txn` that the store is in the current format (a store written
+/// sealed from the start: a restore).
+pub(super) fn mark_current(txn: &WriteTransaction) -> Result<(), StoreError> {
+    let r = |e: redb::Error| map_redb(e);
+    txn.open_table(FORMAT).map_err(|e| r(e.into()))?.insert(VERSION_KEY, VERSION).map_err(|e| r(e.into()))?;
+    Ok(())
+}
+
 /// Replace every value of a byte-keyed table by its sealed form, a chunk at a
 /// time (keys are unchanged, so the walk goes on after the last one rewritten).
 fn seal_all(txn: &WriteTransaction, def: TableDefinition<&[u8], &[u8]>) -> Result<u64, StoreError> {

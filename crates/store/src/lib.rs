@@ -26,6 +26,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub mod backup;
 #[cfg(feature = "cassandra")]
 pub mod cassandra;
 pub mod conformance;
@@ -38,7 +39,7 @@ pub mod txn_log;
 #[cfg(feature = "cassandra")]
 pub use cassandra::{CassandraOptions, CassandraStore};
 pub use documents::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, IndexMatch, MAX_INDEX_KEY};
-pub use embedded::{EmbeddedOptions, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
+pub use embedded::{EmbeddedOptions, EmbeddedRestore, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
 pub use memory::MemoryStore;
 pub use record::{HandleRecord, InvalidRecord, RecordError};
 pub use txn_log::{
@@ -390,6 +391,12 @@ pub trait Store: Send + Sync + 'static {
     /// Finish the writes already queued, then release the backing storage so it
     /// is left cleanly shut down. Later calls fail with [`StoreError::Closed`].
     fn close(&self);
+
+    /// A consistent export of everything stored, for a backup ([`backup`]);
+    /// backends that cannot give one say so.
+    fn export(&self) -> Result<Box<dyn backup::StoreExport>, StoreError> {
+        Err(StoreError::Backend("this store backend has no backup export".into()))
+    }
 }
 
 /// Lower bound of a prefix scan: the prefix itself, or just after `start_after` when

@@ -161,3 +161,25 @@ async fn concurrent_appends_across_nodes_lose_nothing() {
     let record = nodes[1].get(b"T/hot").await.unwrap().unwrap();
     assert_eq!(record.values.len(), 3 * 8 * PER_WRITER as usize, "no append lost");
 }
+
+/// No transaction log on Cassandra yet (docs/cluster.md): every log method says
+/// so instead of answering as an empty log, and writes still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn txn_log_methods_refuse_clearly() {
+    let Some(mut s) = stores("txnlog", 1).await else { return };
+    let s = s.remove(0);
+    s.swap(b"20.5000/a", Expect::Absent, Some(url_record("a"))).await.unwrap();
+    let answers = [
+        s.txn_log_read(0, 10).await.map(drop),
+        s.txn_log_bounds().await.map(drop),
+        s.txn_log_prune(0).await.map(drop),
+        s.txn_log_reset(1).await,
+        s.apply_replicated(Vec::new(), Vec::new()).await,
+    ];
+    for a in answers {
+        let e = a.unwrap_err().to_string();
+        assert!(e.contains("not available on the cassandra store yet"), "{e}");
+    }
+    assert_eq!(*s.txn_log_subscribe().borrow(), 0);
+    s.checkpoint().await.unwrap();
+}

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use handled_store::conformance::url_record;
 use handled_store::{
     DocWrite, Document, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, Store, SwapOutcome, TxnAction,
-    TxnEntry,
 };
 use rand::Rng;
 
@@ -194,14 +193,7 @@ fn acknowledged_writes_survive_sigkill() {
 /// create and `n` increments): no acknowledged change without its entry, no
 /// entry without its change.
 async fn check_log(s: &EmbeddedStore, created: &[String], counter: u64) {
-    let mut entries: Vec<TxnEntry> = Vec::new();
-    loop {
-        let page = s.txn_log_read(entries.last().map_or(0, |e| e.id), 10_000).await.unwrap();
-        if page.is_empty() {
-            break;
-        }
-        entries.extend(page);
-    }
+    let entries = handled_store::conformance::read_whole_log(s).await;
     let ids: Vec<u64> = entries.iter().map(|e| e.id).collect();
     assert_eq!(ids, (1..=entries.len() as u64).collect::<Vec<_>>(), "log ids are not 1..=n without gaps");
     assert_eq!(s.txn_log_bounds().await.unwrap().last, entries.len() as u64);

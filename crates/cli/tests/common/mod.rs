@@ -1,6 +1,7 @@
-//! A real `handled serve --ephemeral` process for the hostile-peer tests, and
-//! plain-socket clients (so an attack is byte-exact and nothing is hidden by a
-//! client library). Each test binary uses part of this.
+//! A real `handled serve` process (in memory, or on a data directory) for the
+//! hostile-peer and backup tests, and plain-socket clients (so an attack is
+//! byte-exact and nothing is hidden by a client library). Each test binary uses
+//! part of this.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -40,8 +41,18 @@ pub fn start() -> Server {
 
 /// A server with these lines of TOML configuration (flags set the ports).
 pub fn start_with(config: &str) -> Server {
+    start_in(None, config)
+}
+
+/// [`start_with`] on the embedded store in `data_dir` (`None`: in memory).
+pub fn start_in(data_dir: Option<&std::path::Path>, config: &str) -> Server {
     let mut command = Command::new(env!("CARGO_BIN_EXE_handled"));
-    command.args(["serve", "--ephemeral", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0"]);
+    command.arg("serve");
+    match data_dir {
+        Some(d) => command.arg("--data-dir").arg(d),
+        None => command.arg("--ephemeral"),
+    };
+    command.args(["--listen", "127.0.0.1", "--port", "0", "--http-port", "0"]);
     command.args(["--registry-port", "0", "--prefix", "TEST"]);
     let dir = tempfile::tempdir().unwrap();
     command.arg("--admin-credentials").arg(dir.path().join("creds.json"));

@@ -14,6 +14,9 @@ use std::collections::{HashSet, VecDeque};
 /// Group expansion stops after visiting this many references (cycles are
 /// already cut by the visited set; this bounds fan-out).
 const MAX_GROUP_VISITS: usize = 256;
+/// Groups held on other servers resolved for one authorization: each is an
+/// outgoing certified lookup.
+const MAX_REMOTE_GROUPS: usize = 8;
 
 /// The HS_ADMIN records among `values`; undecodable ones are ignored.
 pub fn admin_records(values: &[HandleValue]) -> Vec<AdminRecord> {
@@ -96,6 +99,7 @@ async fn group_member(
 ) -> Result<bool, StoreError> {
     let mut queue: VecDeque<(Vec<u8>, i32)> = start.into_iter().filter(|(_, i)| *i != 0).collect();
     let mut visited: HashSet<(Vec<u8>, i32)> = HashSet::new();
+    let mut remote_left = MAX_REMOTE_GROUPS;
     while let Some((handle, index)) = queue.pop_front() {
         if !visited.insert((state.storage_key(&handle), index)) {
             continue;
@@ -104,12 +108,8 @@ async fn group_member(
             tracing::warn!("admin group expansion stopped after {MAX_GROUP_VISITS} references");
             break;
         }
-        // Groups are resolved locally only; a registry server holds its admins.
-        if !state.is_homed(&handle).await {
-            continue;
-        }
-        let Some(record) = state.store.get(&state.storage_key(&handle)).await? else { continue };
-        for v in record.values.iter().filter(|v| v.index == index && v.is_type(types::HS_VLIST)) {
+        let Some(values) = group_values(state, &handle, index, &mut remote_left).await? else { continue };
+        for v in values.iter().filter(|v| v.index == index && v.is_type(types::HS_VLIST)) {
             let Ok(members) = ValueList::decode_data(&v.data) else { continue };
             for m in members.0 {
                 if identity.matches(&m.handle, m.index) {
@@ -122,4 +122,25 @@ async fn group_member(
         }
     }
     Ok(false)
+}
+
+/// The values of a group handle: from the store when it lives here, else
+/// (with `root_info`, within `remote_left` lookups) from its own server. A
+/// group that cannot be read is skipped.
+async fn group_values(
+    state: &ServerState,
+    handle: &[u8],
+    index: i32,
+    remote_left: &mut usize,
+) -> Result<Option<Vec<HandleValue>>, StoreError> {
+    if state.is_homed(handle).await {
+        return Ok(state.store.get(&state.storage_key(handle)).await?.map(|r| r.values));
+    }
+    let Some(remote) = &state.remote_auth else { return Ok(None) };
+    if *remote_left == 0 {
+        tracing::info!("admin group {index}:{} not resolved: remote lookups spent", String::from_utf8_lossy(handle));
+        return Ok(None);
+    }
+    *remote_left -= 1;
+    Ok(remote.values(handle, index, types::HS_VLIST).await.ok())
 }

@@ -4,6 +4,7 @@
 
 pub mod authorize;
 pub mod challenge;
+pub mod remote;
 pub mod signature;
 pub mod verify;
 pub mod work;

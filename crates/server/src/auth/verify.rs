@@ -9,6 +9,7 @@
 //! threads, apart from admission: a flood of proofs is refused as too busy
 //! and cannot starve resolution.
 
+use super::remote::RemoteAuth;
 pub use super::work::{AuthError, AuthWork};
 use super::{signature, Identity};
 use crate::state::ServerState;
@@ -23,15 +24,52 @@ fn show(handle: &[u8]) -> String {
 
 /// The identity handle's values of `value_type` that an identity `index` may
 /// use: the one at `index`, or all of them (lowest index first) for index 0.
+/// A handle held elsewhere is resolved at its server when `root_info` is set.
 async fn key_values(
     state: &ServerState,
     handle: &[u8],
     index: i32,
     value_type: &[u8],
 ) -> Result<Vec<HandleValue>, AuthError> {
-    if !state.is_homed(handle).await {
-        return Err(AuthError::failed(format!("identity handle {} is not served by this server", show(handle))));
+    let mut values = match held(state, handle).await {
+        Held::Here => local_values(state, handle, index, value_type).await?,
+        Held::Elsewhere(remote) => remote.values(handle, index, value_type).await?,
+        Held::Unknown => {
+            return Err(AuthError::failed(format!("identity handle {} is not served by this server", show(handle))))
+        }
+    };
+    values.sort_by_key(|v| v.index);
+    if values.is_empty() {
+        let kind = String::from_utf8_lossy(value_type);
+        return Err(AuthError::failed(format!("no {kind} at {index}:{}", show(handle))));
     }
+    Ok(values)
+}
+
+/// Where an identity handle lives, as far as this server can tell.
+enum Held<'a> {
+    Here,
+    /// On another server, reachable through `root_info`.
+    Elsewhere(&'a RemoteAuth),
+    Unknown,
+}
+
+async fn held<'a>(state: &'a ServerState, handle: &[u8]) -> Held<'a> {
+    if state.is_homed(handle).await {
+        return Held::Here;
+    }
+    match &state.remote_auth {
+        Some(remote) => Held::Elsewhere(remote),
+        None => Held::Unknown,
+    }
+}
+
+async fn local_values(
+    state: &ServerState,
+    handle: &[u8],
+    index: i32,
+    value_type: &[u8],
+) -> Result<Vec<HandleValue>, AuthError> {
     let record = match state.store.get(&state.storage_key(handle)).await {
         Ok(Some(r)) => r,
         Ok(None) => return Err(AuthError::failed(format!("identity handle {} not found", show(handle)))),
@@ -40,14 +78,7 @@ async fn key_values(
             return Err(AuthError::error("internal storage error"));
         }
     };
-    let mut values: Vec<HandleValue> =
-        record.values.into_iter().filter(|v| v.is_type(value_type) && (index == 0 || v.index == index)).collect();
-    values.sort_by_key(|v| v.index);
-    if values.is_empty() {
-        let kind = String::from_utf8_lossy(value_type);
-        return Err(AuthError::failed(format!("no {kind} at {index}:{}", show(handle))));
-    }
-    Ok(values)
+    Ok(record.values.into_iter().filter(|v| v.is_type(value_type) && (index == 0 || v.index == index)).collect())
 }
 
 /// Verify an HS_SECKEY challenge answer (§5.3) over `nonce ‖ digest`.
@@ -59,9 +90,17 @@ pub async fn secret_key_answer(
     nonce: &[u8],
     digest: &[u8],
 ) -> Result<Identity, AuthError> {
+    let raw = answer;
     let answer =
-        SecretKeyAnswer::decode(answer).map_err(|e| AuthError::failed(format!("malformed secret key answer: {e}")))?;
+        SecretKeyAnswer::decode(raw).map_err(|e| AuthError::failed(format!("malformed secret key answer: {e}")))?;
     state.auth_work.check(&answer)?;
+    if let Held::Elsewhere(remote) = held(state, handle).await {
+        // The secret never leaves its server: that server checks the answer.
+        return match remote.verify_secret_key(handle, index, nonce, digest, raw).await? {
+            true => Ok(Identity::new(handle, index)),
+            false => Err(AuthError::failed(format!("wrong secret key answer for {index}:{}", show(handle)))),
+        };
+    }
     let secrets: Vec<Vec<u8>> =
         key_values(state, handle, index, types::HS_SECKEY).await?.into_iter().map(|v| v.data).collect();
     let (nonce, digest) = (nonce.to_vec(), digest.to_vec());
@@ -133,6 +172,16 @@ pub async fn signature_by(
 /// Check a plain secret against the identity's HS_SECKEY values, as the REST
 /// API's Basic authentication does.
 pub async fn secret(state: &ServerState, handle: &[u8], index: i32, secret: &[u8]) -> Result<Identity, AuthError> {
+    if let Held::Elsewhere(remote) = held(state, handle).await {
+        // Make a challenge of our own and have the identity's server check the answer.
+        let (nonce, digest): ([u8; 16], [u8; 32]) = (rand::random(), rand::random());
+        let mut answer = Vec::new();
+        seckey::answer(seckey::AnswerAlg::HmacSha256, secret, &nonce, &digest, &[]).encode(&mut answer);
+        return match remote.verify_secret_key(handle, index, &nonce, &digest, &answer).await? {
+            true => Ok(Identity::new(handle, index)),
+            false => Err(AuthError::failed(format!("wrong secret key for {index}:{}", show(handle)))),
+        };
+    }
     let values = key_values(state, handle, index, types::HS_SECKEY).await?;
     if values.iter().any(|v| ct_eq(&v.data, secret)) {
         Ok(Identity::new(handle, index))

@@ -6,6 +6,7 @@
 
 mod admin;
 mod authn;
+mod backup;
 pub(crate) mod fastjson;
 mod handles;
 mod hrls;
@@ -57,6 +58,8 @@ pub struct Rest {
     bodies: BodyReader,
     /// What a reverse-lookup search may cost.
     search: hrls::SearchLimits,
+    /// The running backup (`/api/backup`).
+    backups: crate::backup::Backups,
 }
 
 /// A parsed request, body read.
@@ -200,7 +203,7 @@ impl Rest {
         };
         let sessions = http_sessions::HttpSessions::new(state.key.pkcs8(), ttl, learned);
         let search = hrls::SearchLimits::from_config(&state.config);
-        Rest { sessions, openapi: openapi::document(), state, bodies, search }
+        Rest { sessions, openapi: openapi::document(), state, bodies, search, backups: Default::default() }
     }
 
     /// Does this request's connection let credentials count (§4.6)?
@@ -234,6 +237,9 @@ impl Rest {
             if let Ok(Value::Object(o)) = serde_json::from_slice::<Value>(&req.body) {
                 req.params = Params::from_json_object(&o);
             }
+        }
+        if let Some(id) = backup::under(&req.path) {
+            return backup::route(self, &req, id).await;
         }
         let reply = self.route(&req).await;
         render(&req, reply)

@@ -128,6 +128,10 @@ impl Store for IndexedStore {
         self.inner.close();
     }
 
+    fn export(&self) -> Result<Box<dyn handled_store::backup::StoreExport>, StoreError> {
+        self.inner.export()
+    }
+
     async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
         self.inner.txn_log_read(after, limit).await
     }

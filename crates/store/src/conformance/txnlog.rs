@@ -33,8 +33,8 @@ txn_log_all!(
     txn_log_checkpoint,
 );
 
-/// The whole log, paged.
-async fn all_entries(s: &dyn Store) -> Vec<TxnEntry> {
+/// The whole transaction log, read a page at a time (also for the crash tests).
+pub async fn read_whole_log(s: &dyn Store) -> Vec<TxnEntry> {
     let mut out: Vec<TxnEntry> = Vec::new();
     loop {
         let after = out.last().map_or(0, |e| e.id);
@@ -73,7 +73,7 @@ pub async fn txn_log_local_writes(s: Arc<dyn Store>) {
     // With documents riding along, the handle write is logged just the same.
     let doc = DocWrite { collection: "c".into(), id: b"d".to_vec(), doc: Some(Document::new(b"x".to_vec(), vec![])) };
     s.swap_with_docs(b"20.5000/b", Expect::Absent, Some(url_record("b")), vec![doc]).await.unwrap();
-    let entries = all_entries(&*s).await;
+    let entries = read_whole_log(&*s).await;
     use TxnAction::*;
     assert_eq!(
         summary(&entries),
@@ -107,7 +107,7 @@ pub async fn txn_log_no_ops_and_conflicts_log_nothing(s: Arc<dyn Store>) {
     s.swap(k, Expect::Present(url_record("2")), None).await.unwrap(); // conflict
     s.swap(k, Expect::Present(url_record("1")), None).await.unwrap();
     s.swap(k, Expect::Any, None).await.unwrap(); // absent again: no-op
-    let entries = all_entries(&*s).await;
+    let entries = read_whole_log(&*s).await;
     assert_eq!(
         summary(&entries),
         vec![(1, TxnAction::Create, "20.5000/a".into()), (2, TxnAction::Delete, "20.5000/a".into())]
@@ -123,7 +123,7 @@ pub async fn txn_log_put_many(s: Arc<dyn Store>) {
         (b"20.5000/c".to_vec(), url_record("c")),
     ];
     s.put_many(records).await.unwrap();
-    let mut got = summary(&all_entries(&*s).await);
+    let mut got = summary(&read_whole_log(&*s).await);
     assert_eq!(got.remove(0), (1, TxnAction::Create, "20.5000/b".into()));
     // One entry per record, ids 2..=4 (the order within one import is the backend's).
     assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec![2, 3, 4]);
@@ -168,7 +168,7 @@ pub async fn txn_log_prune_raises_floor(s: Arc<dyn Store>) {
     assert_eq!(s.txn_log_prune(0).await.unwrap(), 0);
     assert_eq!(s.txn_log_prune(2500).await.unwrap(), 2);
     assert_eq!(s.txn_log_bounds().await.unwrap(), TxnLogBounds { floor: 2, last: 4, first_date_ms: Some(3000) });
-    assert_eq!(summary(&all_entries(&*s).await).iter().map(|e| e.0).collect::<Vec<_>>(), vec![3, 4]);
+    assert_eq!(summary(&read_whole_log(&*s).await).iter().map(|e| e.0).collect::<Vec<_>>(), vec![3, 4]);
     assert_eq!(s.txn_log_prune(2500).await.unwrap(), 0, "nothing left to prune");
     // The data stays; only the log is cut.
     assert_eq!(s.get(b"20.5000/r1").await.unwrap(), Some(url_record("1")));
@@ -176,7 +176,7 @@ pub async fn txn_log_prune_raises_floor(s: Arc<dyn Store>) {
     assert_eq!(s.txn_log_prune(u64::MAX).await.unwrap(), 2);
     assert_eq!(s.txn_log_bounds().await.unwrap(), TxnLogBounds { floor: 4, last: 4, first_date_ms: None });
     s.swap(b"20.5000/new", Expect::Absent, Some(url_record("n"))).await.unwrap();
-    let e = all_entries(&*s).await;
+    let e = read_whole_log(&*s).await;
     assert_eq!(summary(&e), vec![(5, TxnAction::Create, "20.5000/new".into())]);
     assert!(e[0].date_ms >= 4000);
     assert_eq!(
@@ -190,19 +190,19 @@ pub async fn txn_log_reset(s: Arc<dyn Store>) {
     s.txn_log_reset(100).await.unwrap();
     assert_eq!(s.txn_log_bounds().await.unwrap(), TxnLogBounds { floor: 100, last: 100, first_date_ms: None });
     s.swap(b"20.5000/a", Expect::Absent, Some(url_record("a"))).await.unwrap();
-    assert_eq!(summary(&all_entries(&*s).await), vec![(101, TxnAction::Create, "20.5000/a".into())]);
+    assert_eq!(summary(&read_whole_log(&*s).await), vec![(101, TxnAction::Create, "20.5000/a".into())]);
     // A log with entries at or past the id is left alone.
     s.txn_log_reset(50).await.unwrap();
     s.txn_log_reset(101).await.unwrap();
     assert_eq!(s.txn_log_bounds().await.unwrap().last, 101);
-    assert_eq!(all_entries(&*s).await.len(), 1);
+    assert_eq!(read_whole_log(&*s).await.len(), 1);
     // A log behind the id restarts there, dropping what it kept.
     s.txn_log_reset(500).await.unwrap();
     assert_eq!(s.txn_log_bounds().await.unwrap(), TxnLogBounds { floor: 500, last: 500, first_date_ms: None });
-    assert!(all_entries(&*s).await.is_empty());
+    assert!(read_whole_log(&*s).await.is_empty());
     assert_eq!(s.get(b"20.5000/a").await.unwrap(), Some(url_record("a")), "the data stays");
     s.swap(b"20.5000/a", Expect::Any, None).await.unwrap();
-    assert_eq!(summary(&all_entries(&*s).await), vec![(501, TxnAction::Delete, "20.5000/a".into())]);
+    assert_eq!(summary(&read_whole_log(&*s).await), vec![(501, TxnAction::Delete, "20.5000/a".into())]);
 }
 
 pub async fn txn_log_apply_replicated(s: Arc<dyn Store>) {
@@ -227,7 +227,7 @@ pub async fn txn_log_apply_replicated(s: Arc<dyn Store>) {
     assert_eq!(s.meta_get(&homed_meta_key(b"0.NA/20.5000")).await.unwrap(), Some(Vec::new()));
     assert_eq!(s.meta_get("repl/source").await.unwrap(), Some(b"15".to_vec()));
     assert_eq!(s.meta_get("repl/old").await.unwrap(), None);
-    let got = all_entries(&*s).await;
+    let got = read_whole_log(&*s).await;
     assert_eq!(got[0], entry(10, 4000, Create, "20.5000/gone"));
     assert_eq!(
         got[1..],
@@ -248,12 +248,12 @@ pub async fn txn_log_apply_replicated(s: Arc<dyn Store>) {
     s.apply_replicated(again, vec![("repl/source".to_owned(), Some(b"16".to_vec()))]).await.unwrap();
     assert_eq!(s.meta_get(&homed_meta_key(b"0.NA/20.5000")).await.unwrap(), None);
     assert_eq!(s.get(b"20.5000/a").await.unwrap(), Some(url_record("a3")));
-    let got = all_entries(&*s).await;
+    let got = read_whole_log(&*s).await;
     assert_eq!(got.iter().map(|e| e.id).collect::<Vec<_>>(), vec![10, 11, 12, 13, 14, 15, 16]);
     assert_eq!(got[4].action, HomeNa, "entry 14 was not rewritten");
     // A promoted mirror continues the source's sequence.
     s.swap(b"20.5000/local", Expect::Absent, Some(url_record("l"))).await.unwrap();
-    let last = all_entries(&*s).await.pop().unwrap();
+    let last = read_whole_log(&*s).await.pop().unwrap();
     assert_eq!((last.id, last.action), (17, Create));
     assert!(last.date_ms >= 8000);
     assert_eq!(s.txn_log_bounds().await.unwrap().last, 17);
@@ -322,7 +322,7 @@ pub async fn txn_log_concurrent_ids_gap_free(s: Arc<dyn Store>) {
     for t in tasks {
         t.await.unwrap();
     }
-    let entries = all_entries(&*s).await;
+    let entries = read_whole_log(&*s).await;
     assert_eq!(entries.iter().map(|e| e.id).collect::<Vec<_>>(), (1..=TASKS * EACH * 2).collect::<Vec<_>>());
     assert_dates_never_decrease(&entries);
     // Each handle: its create, then its update, in that order.

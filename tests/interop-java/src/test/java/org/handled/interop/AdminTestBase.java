@@ -68,7 +68,12 @@ public abstract class AdminTestBase extends ServerTestBase {
         dsaKeys = g.generateKeyPair();
         HandleValue pub = new HandleValue(DSA_INDEX, "HS_PUBKEY", Util.getBytesFromPublicKey(dsaKeys.getPublic()));
         AddValueRequest add = new AddValueRequest(adminHandle, pub, auth(Auth.SECKEY));
-        assertAdmin(add, send(adminResolver(Proto.TCP, false), add), AbstractMessage.RC_SUCCESS, "add DSA key to TEST/ADMIN");
+        HandleResolver r = adminResolver(Proto.TCP, false);
+        // Remote-admin mode: the admin handle lives on the registry server, not the one under test.
+        AbstractResponse added = server.adminHome == null
+                ? send(r, add)
+                : sendToSite(r, add, RemoteAdminLauncher.siteOf(server.adminHome).siteInfo);
+        assertAdmin(add, added, AbstractMessage.RC_SUCCESS, "add DSA key to " + Util.decodeString(adminHandle));
     }
 
     protected static AuthenticationInfo auth(Auth a) {
@@ -96,6 +101,11 @@ public abstract class AdminTestBase extends ServerTestBase {
 
     protected static AbstractResponse send(HandleResolver r, AbstractRequest req) throws HandleException {
         return r.sendRequestToServer(req, site(), serverInfo());
+    }
+
+    private static AbstractResponse sendToSite(HandleResolver r, AbstractRequest req, net.handle.hdllib.SiteInfo site)
+            throws HandleException {
+        return r.sendRequestToServer(req, site, site.servers[0]);
     }
 
     /** Sends a list request and collects the handles of every response message. */

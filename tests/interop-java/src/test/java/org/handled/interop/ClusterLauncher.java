@@ -13,7 +13,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -76,28 +75,11 @@ final class ClusterLauncher {
     }
 
     private static Process startNode(Path workDir, int i, List<String> cmd, String keyspace) throws Exception {
-        Path out = workDir.resolve("node" + i + ".stdout.log");
-        Path err = workDir.resolve("node" + i + ".stderr.log");
-        Files.writeString(workDir.resolve("node" + i + ".cmdline"), String.join(" ", cmd) + "\n");
-        ProcessBuilder pb = new ProcessBuilder(cmd).directory(workDir.toFile()).redirectError(err.toFile());
-        pb.environment().put("HANDLED_STORE", "cassandra");
-        pb.environment().put("HANDLED_CASSANDRA_CONTACT_POINTS", System.getenv("HANDLED_TEST_CASSANDRA"));
-        pb.environment().put("HANDLED_CASSANDRA_REPLICATION", "1");
-        pb.environment().put("HANDLED_CASSANDRA_KEYSPACE", keyspace);
-        Process p = pb.start();
-        p.getOutputStream().close();
-        CompletableFuture<Void> ready = new CompletableFuture<>();
-        Thread pump = new Thread(() -> HandledServer.pumpStdout(p, out, ready), "handled-node-" + i);
-        pump.setDaemon(true);
-        pump.start();
-        try {
-            ready.get(HandledServer.READY_TIMEOUT_MS * 3, TimeUnit.MILLISECONDS);
-        } catch (Exception e) {
-            HandledServer.kill(p);
-            throw new IllegalStateException("cluster node " + i + " did not become ready: " + String.join(" ", cmd)
-                    + "\n--- stderr tail ---\n" + HandledServer.tail(err), e);
-        }
-        return p;
+        return HandledServer.startProcess(workDir, "node" + i, cmd, java.util.Map.of(
+                "HANDLED_STORE", "cassandra",
+                "HANDLED_CASSANDRA_CONTACT_POINTS", System.getenv("HANDLED_TEST_CASSANDRA"),
+                "HANDLED_CASSANDRA_REPLICATION", "1",
+                "HANDLED_CASSANDRA_KEYSPACE", keyspace), HandledServer.READY_TIMEOUT_MS * 3);
     }
 
     private static Process haproxy(Path workDir, int port, int http, int nodes) throws IOException {

@@ -50,6 +50,11 @@ public final class HandledServer implements AutoCloseable {
     public final int httpPort;
     /** The admin credentials (JSON) the server wrote for TEST/ADMIN at start-up. */
     public final Path adminCredentials;
+    /**
+     * Remote-admin mode: the native TCP address of the server holding the admin handle (the
+     * "global registry"); null when the admin handle lives on this server.
+     */
+    public volatile InetSocketAddress adminHome;
     private final Process process;
     /** Cluster mode: the other nodes and the balancers, stopped with this server. */
     private final List<Process> extras = new ArrayList<>();
@@ -104,6 +109,9 @@ public final class HandledServer implements AutoCloseable {
     public static HandledServer start(String name, Path workDir, Path importFile) throws Exception {
         if (clusterNodes() > 1) {
             return ClusterLauncher.start(workDir, importFile, clusterNodes());
+        }
+        if (RemoteAdminLauncher.enabled()) {
+            return RemoteAdminLauncher.start(workDir, importFile);
         }
         Path bin = binaryPath();
         if (!Files.isRegularFile(bin) || !Files.isExecutable(bin)) {
@@ -232,6 +240,33 @@ public final class HandledServer implements AutoCloseable {
             }
         }
         throw new IOException("no free TCP+UDP port pair found on 127.0.0.1");
+    }
+
+    /**
+     * Starts {@code cmd} (stdout and stderr to {@code <label>.stdout.log} / {@code .stderr.log} in
+     * {@code workDir}, the command line to {@code <label>.cmdline}) and waits for its {@code ready}.
+     */
+    static Process startProcess(Path workDir, String label, List<String> cmd, java.util.Map<String, String> env,
+            long readyTimeoutMs) throws Exception {
+        Path out = workDir.resolve(label + ".stdout.log");
+        Path err = workDir.resolve(label + ".stderr.log");
+        Files.writeString(workDir.resolve(label + ".cmdline"), String.join(" ", cmd) + "\n");
+        ProcessBuilder pb = new ProcessBuilder(cmd).directory(workDir.toFile()).redirectError(err.toFile());
+        pb.environment().putAll(env);
+        Process p = pb.start();
+        p.getOutputStream().close();
+        CompletableFuture<Void> ready = new CompletableFuture<>();
+        Thread pump = new Thread(() -> pumpStdout(p, out, ready), "handled-" + label);
+        pump.setDaemon(true);
+        pump.start();
+        try {
+            ready.get(readyTimeoutMs, TimeUnit.MILLISECONDS);
+        } catch (Exception e) {
+            kill(p);
+            throw new IllegalStateException(label + " did not become ready: " + String.join(" ", cmd)
+                    + "\n--- stderr tail ---\n" + tail(err), e);
+        }
+        return p;
     }
 
     void adopt(Process p) {

@@ -1,0 +1,286 @@
+//! Identities held on other servers (§5.2), checked as Handle.Net does: a
+//! secret-key answer goes to the server responsible for the identity handle
+//! as VERIFY_CHALLENGE; public keys and admin groups (HS_VLIST) are fetched
+//! from it by certified resolution and used here. That server is found
+//! through the root sites of `root_info` ([`sites`]); every reply must be
+//! signed by the key its site record publishes ([`exchange`]).
+//!
+//! Codes as the original's: the responsible server saying "not valid" (or
+//! answering with an error) fails authentication (403); not reaching it, or a
+//! reply that does not verify, is an authentication error (406).
+//!
+//! One asking costs the server at most a few outgoing requests: all of one
+//! check runs within `remote_auth_timeout_ms`, at most `remote_auth_concurrent`
+//! checks run at once (beyond that, after a short wait, too busy), site
+//! lookups are cached, and service handles are followed to a fixed depth.
+
+pub mod exchange;
+pub mod sites;
+
+use super::work::AuthError;
+use handled_proto::data::site::SiteInfo;
+use handled_proto::header::ResponseCode;
+use handled_proto::request::RequestBody;
+use handled_proto::response::ResponseBody;
+use handled_proto::session::VerifyChallengeRequest;
+use handled_proto::value::HandleValue;
+use sites::Sites;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+/// Longest wait for a turn at remote checking before "too busy".
+const TURN_WAIT: Duration = Duration::from_millis(200);
+/// Keys (or groups) of one remote identity that are used: each key is a
+/// signature check here, and a remote handle may hold thousands of values.
+const MAX_REMOTE_VALUES: usize = 16;
+
+/// Why a remote check did not succeed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RemoteError {
+    /// No responsible server could be found or reached in time.
+    #[error("{0}")]
+    Unreachable(String),
+    /// A reply came that is not certified by the server it came from.
+    #[error("{0}")]
+    Uncertified(String),
+    /// The responsible server answered with an error code.
+    #[error("{}: {message}", .code.name())]
+    Refused { code: ResponseCode, message: String },
+}
+
+impl From<RemoteError> for AuthError {
+    fn from(e: RemoteError) -> Self {
+        match e {
+            RemoteError::Refused { .. } => AuthError::failed(format!("identity not verified remotely: {e}")),
+            e => AuthError::error(format!("identity could not be verified remotely: {e}")),
+        }
+    }
+}
+
+/// The server's means of checking identities held elsewhere.
+pub struct RemoteAuth {
+    sites: Sites,
+    timeout: Duration,
+    turns: Arc<Semaphore>,
+}
+
+impl RemoteAuth {
+    /// With the root sites read from `root_info`, `timeout` per check and
+    /// `concurrent` checks at once.
+    pub fn new(root: Vec<SiteInfo>, timeout: Duration, concurrent: usize) -> Self {
+        RemoteAuth { sites: Sites::new(root), timeout, turns: Arc::new(Semaphore::new(concurrent.max(1))) }
+    }
+
+    /// Site lookups remembered (count, bytes).
+    pub fn cached_sites(&self) -> (usize, usize) {
+        self.sites.cached()
+    }
+
+    /// Run one check under a turn and the time limit.
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        check: impl std::future::Future<Output = Result<T, RemoteError>>,
+    ) -> Result<T, AuthError> {
+        let Ok(Ok(_turn)) = tokio::time::timeout(TURN_WAIT, self.turns.clone().acquire_owned()).await else {
+            return Err(AuthError {
+                code: ResponseCode::SERVER_TOO_BUSY,
+                message: "Server too busy: too many remote identity checks at once".into(),
+            });
+        };
+        match tokio::time::timeout(self.timeout, check).await {
+            Ok(r) => r.map_err(|e| {
+                tracing::info!("remote authentication of {what}: {e}");
+                AuthError::from(e)
+            }),
+            Err(_) => Err(AuthError::error(format!("identity {what} could not be verified within {:?}", self.timeout))),
+        }
+    }
+
+    /// Ask the server responsible for `handle` whether `answer` proves
+    /// `index:handle` for this nonce and request digest (VERIFY_CHALLENGE).
+    pub async fn verify_secret_key(
+        &self,
+        handle: &[u8],
+        index: i32,
+        nonce: &[u8],
+        digest: &[u8],
+        answer: &[u8],
+    ) -> Result<bool, AuthError> {
+        let body = RequestBody::VerifyChallenge(VerifyChallengeRequest {
+            handle: handle.to_vec(),
+            index,
+            nonce: nonce.to_vec(),
+            request_digest: digest.to_vec(),
+            digest_alg: None,
+            answer: answer.to_vec(),
+        });
+        let what = format!("{index}:{}", String::from_utf8_lossy(handle));
+        self.bounded(&what, async {
+            let deadline = Instant::now() + self.timeout;
+            let sites = self.sites.for_handle(handle, deadline).await?;
+            let reply = sites::first_answer(&sites, handle, &body, deadline).await?;
+            match (reply.code(), &reply.body) {
+                (ResponseCode::SUCCESS, ResponseBody::VerifyResult { valid }) => Ok(*valid),
+                (ResponseCode::SUCCESS, other) => {
+                    Err(RemoteError::Uncertified(format!("unexpected reply to VERIFY_CHALLENGE: {other:?}")))
+                }
+                (code, _) => Err(RemoteError::Refused { code, message: reply.message().unwrap_or_default() }),
+            }
+        })
+        .await
+    }
+
+    /// The identity handle's values of `value_type` usable as `index` (all of
+    /// them for index 0), resolved at its responsible server, as Handle.Net
+    /// asks: by index when one is given, by type for index 0.
+    pub async fn values(&self, handle: &[u8], index: i32, value_type: &[u8]) -> Result<Vec<HandleValue>, AuthError> {
+        let what = format!("{index}:{}", String::from_utf8_lossy(handle));
+        let values = self
+            .bounded(&what, async {
+                let deadline = Instant::now() + self.timeout;
+                let sites = self.sites.for_handle(handle, deadline).await?;
+                let (indexes, value_types): (&[i32], &[&[u8]]) =
+                    if index > 0 { (&[index], &[]) } else { (&[], &[value_type]) };
+                sites::resolve_filtered(&sites, handle, indexes, value_types, deadline).await
+            })
+            .await?;
+        let mut values: Vec<HandleValue> =
+            values.into_iter().filter(|v| v.is_type(value_type) && (index <= 0 || v.index == index)).collect();
+        values.sort_by_key(|v| v.index);
+        values.truncate(MAX_REMOTE_VALUES);
+        Ok(values)
+    }
+}
+
+/// Read the root site record(s) of `root_info`: a binary HS_SITE record (as
+/// GET_SITE_INFO answers), Handle.Net's own binary `root_info` (the root
+/// handle's values), its `siteinfo.json` form, or a JSON array of such sites.
+pub fn load_root_info(path: &Path) -> Result<Vec<SiteInfo>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("root_info {}: {e}", path.display()))?;
+    let bad = |e: String| format!("root_info {}: {e}", path.display());
+    let sites = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') | Some(b'[') => {
+            let json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+            let items = match json {
+                serde_json::Value::Array(items) => items,
+                one => vec![one],
+            };
+            items
+                .iter()
+                .map(|j| handled_proto::json::site_from_json(j).map_err(|e| bad(e.to_string())))
+                .collect::<Result<Vec<_>, _>>()?
+        }
+        _ => match SiteInfo::decode_data(&bytes) {
+            Ok(site) => vec![site],
+            Err(e) => global_values_sites(&bytes)
+                .map_err(|_| bad(format!("neither a site record ({e}) nor Handle.Net's root_info")))?,
+        },
+    };
+    if sites.is_empty() || sites.iter().any(|s| s.servers.is_empty()) {
+        return Err(bad("a site without servers".into()));
+    }
+    Ok(sites)
+}
+
+/// Handle.Net's binary `root_info` (Java `Encoder.encodeGlobalValues`):
+/// `u32 length of the rest ‖ u32 count ‖ count handle values`, of which the
+/// HS_SITE ones are the root sites.
+fn global_values_sites(bytes: &[u8]) -> Result<Vec<SiteInfo>, handled_proto::DecodeError> {
+    use handled_proto::codec::{Codec, Reader};
+    let mut r = Reader::new(bytes);
+    let length = r.u32("root_info length")? as usize;
+    if length != r.remaining() {
+        return Err(handled_proto::DecodeError::TrailingBytes { what: "root_info", count: r.remaining() });
+    }
+    let values = r.list("root_info values", 4, HandleValue::read)?;
+    r.expect_end("root_info")?;
+    values
+        .iter()
+        .filter(|v| v.value_type == handled_proto::value::types::HS_SITE || v.value_type == b"HS_SITE.6")
+        .map(|v| SiteInfo::decode_data(&v.data))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sites::tests::site;
+    use super::*;
+    use handled_proto::codec::Codec;
+    use handled_proto::data::site::SiteInfo;
+
+    #[test]
+    fn root_info_in_binary_json_and_array_forms() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = site(2641, vec![1, 2, 3]);
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        let bin = write("root_info", &one.to_bytes());
+        assert_eq!(load_root_info(&bin).unwrap(), vec![one.clone()]);
+        let json = handled_proto::json::site_to_json(&one);
+        let single = write("siteinfo.json", json.to_string().as_bytes());
+        assert_eq!(load_root_info(&single).unwrap()[0].servers[0].interfaces, one.servers[0].interfaces);
+        let array = write("sites.json", serde_json::json!([json, json]).to_string().as_bytes());
+        assert_eq!(load_root_info(&array).unwrap().len(), 2);
+        // Handle.Net's root_info: the root handle's values, as Encoder.encodeGlobalValues writes them.
+        let values = [
+            HandleValue::new(1, "HS_SITE", one.to_bytes()),
+            HandleValue::new(100, "HS_ADMIN", vec![0; 10]),
+            HandleValue::new(2, "HS_SITE.6", one.to_bytes()),
+        ];
+        let mut rest = Vec::new();
+        handled_proto::codec::put_u32(&mut rest, values.len() as u32);
+        values.iter().for_each(|v| v.encode(&mut rest));
+        let mut global = Vec::new();
+        handled_proto::codec::put_u32(&mut global, rest.len() as u32);
+        global.extend_from_slice(&rest);
+        assert_eq!(load_root_info(&write("hs_root_info", &global)).unwrap(), vec![one.clone(), one.clone()]);
+        global.push(0);
+        assert!(load_root_info(&write("hs_root_info_long", &global)).is_err());
+        for (name, bytes) in [("empty", &b""[..]), ("junk", b"\x00\x01junk"), ("bad.json", b"{\"servers\": 3}")] {
+            let e = load_root_info(&write(name, bytes)).unwrap_err();
+            assert!(e.contains("root_info"), "{e}");
+        }
+        let mut no_servers = one.clone();
+        no_servers.servers.clear();
+        assert!(load_root_info(&write("none", &no_servers.to_bytes())).unwrap_err().contains("without servers"));
+        assert!(load_root_info(&dir.path().join("missing")).is_err());
+    }
+
+    /// A server that accepts and never answers: each check ends at the time
+    /// limit with an authentication error (406), and checks beyond the
+    /// concurrency bound are refused as too busy instead of piling up.
+    #[tokio::test]
+    async fn checks_are_time_limited_and_bounded_in_number() {
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let holder = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = silent.accept().await {
+                held.push(s);
+            }
+        });
+        let key = handled_proto::data::pubkey::PublicKey::Rsa { exponent: vec![1, 0, 1], modulus: vec![0xc5; 256] };
+        let remote = Arc::new(RemoteAuth::new(vec![site(port, key.to_bytes())], Duration::from_millis(600), 1));
+        let first = {
+            let remote = remote.clone();
+            tokio::spawn(async move { remote.verify_secret_key(b"0.NA/X", 300, &[1; 16], &[2; 32], &[0x13]).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let busy = remote.values(b"0.NA/X", 300, b"HS_PUBKEY").await.unwrap_err();
+        assert_eq!(busy.code, ResponseCode::SERVER_TOO_BUSY);
+        let timed_out = first.await.unwrap().unwrap_err();
+        assert_eq!(timed_out.code, ResponseCode::AUTHEN_ERROR, "{}", timed_out.message);
+        let unsigned_site: SiteInfo = site(1, vec![]);
+        let nowhere = RemoteAuth::new(vec![unsigned_site], Duration::from_millis(600), 1);
+        let e = nowhere.values(b"0.NA/X", 0, b"HS_PUBKEY").await.unwrap_err();
+        assert_eq!(e.code, ResponseCode::AUTHEN_ERROR, "{}", e.message);
+        holder.abort();
+    }
+}

@@ -1,0 +1,319 @@
+//! Finding the site responsible for a handle the way a Handle client does
+//! (§6.1): handles of the `0.` prefixes (and slash-less names) live at the
+//! root (global) sites of `root_info`; any other handle's prefix handle
+//! `0.NA/<PREFIX>` is resolved there (certified) for its HS_SITE values,
+//! following HS_SERV service handles a bounded number of times.
+//!
+//! What was found is kept for the values' TTL, within a bounded number of
+//! entries and bytes: a peer naming many prefixes cannot grow it.
+
+use super::exchange::certified;
+use super::RemoteError;
+use handled_client::resolved_values;
+use handled_proto::codec::Codec;
+use handled_proto::data::site::SiteInfo;
+use handled_proto::handle;
+use handled_proto::header::ResponseCode;
+use handled_proto::request::{RequestBody, ResolutionRequest};
+use handled_proto::value::{types, HandleValue, TtlType};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::time::Instant;
+
+/// HS_SERV values followed from a prefix handle to service handles (each
+/// another certified lookup): Handle.Net's own services use one level.
+const MAX_SERVICE_DEPTH: usize = 2;
+/// Sites taken from one lookup; more are ignored.
+const MAX_SITES: usize = 16;
+/// Prefixes whose sites are remembered, and their bytes together.
+const CACHE_ENTRIES: usize = 1024;
+const CACHE_BYTES: usize = 2 << 20;
+/// Longest a lookup is kept whatever its TTL says.
+const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// Where the global sites are and what is known about others.
+pub struct Sites {
+    root: Arc<Vec<SiteInfo>>,
+    cache: Mutex<Cache>,
+}
+
+#[derive(Default)]
+struct Cache {
+    entries: HashMap<Vec<u8>, Entry>,
+    bytes: usize,
+}
+
+struct Entry {
+    sites: Arc<Vec<SiteInfo>>,
+    expires: Instant,
+    bytes: usize,
+}
+
+impl Sites {
+    pub fn new(root: Vec<SiteInfo>) -> Self {
+        Sites { root: Arc::new(root), cache: Mutex::default() }
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Prefixes remembered, and their bytes.
+    pub fn cached(&self) -> (usize, usize) {
+        let c = self.cache();
+        (c.entries.len(), c.bytes)
+    }
+
+    /// The sites responsible for `h`.
+    pub async fn for_handle(&self, h: &[u8], deadline: Instant) -> Result<Arc<Vec<SiteInfo>>, RemoteError> {
+        let canonical = handle::canonical(h);
+        if handle::is_global(&canonical.to_ascii_uppercase()) {
+            return Ok(self.root.clone());
+        }
+        self.for_prefix_handle(&handle::prefix_handle(&canonical), 0, deadline).await
+    }
+
+    async fn for_prefix_handle(
+        &self,
+        prefix_handle: &[u8],
+        depth: usize,
+        deadline: Instant,
+    ) -> Result<Arc<Vec<SiteInfo>>, RemoteError> {
+        let key = prefix_handle.to_ascii_uppercase();
+        if key == handle::ROOT_HANDLE {
+            return Ok(self.root.clone());
+        }
+        if let Some(sites) = self.lookup(&key) {
+            return Ok(sites);
+        }
+        // As the Java resolver: a prefix the root does not know is "no service"
+        // (an error, 406), not a refusal by the identity's server.
+        let values =
+            resolve_at(&self.root, prefix_handle, &[types::HS_SITE, types::HS_SERV], deadline).await.map_err(|e| {
+                match e {
+                    RemoteError::Refused { code, message } => RemoteError::Unreachable(format!(
+                        "Unable to find service for prefix {}: {} {message}",
+                        show(prefix_handle),
+                        code.name()
+                    )),
+                    e => e,
+                }
+            })?;
+        let mut sites: Vec<SiteInfo> = values
+            .iter()
+            .filter(|v| v.value_type == types::HS_SITE || v.value_type == b"HS_SITE.6")
+            .filter_map(|v| SiteInfo::decode_data(&v.data).ok())
+            .take(MAX_SITES)
+            .collect();
+        if sites.is_empty() {
+            let service = values.iter().find(|v| v.value_type == types::HS_SERV).map(|v| v.data.clone());
+            match service {
+                Some(_) if depth >= MAX_SERVICE_DEPTH => {
+                    return Err(RemoteError::Unreachable(format!(
+                        "{}: more than {MAX_SERVICE_DEPTH} service handles to follow",
+                        show(prefix_handle)
+                    )))
+                }
+                Some(service) => {
+                    sites = Box::pin(self.for_prefix_handle(&service, depth + 1, deadline)).await?.to_vec();
+                }
+                None => return Err(RemoteError::Unreachable(format!("no sites for {}", show(prefix_handle)))),
+            }
+        }
+        let sites = Arc::new(sites);
+        self.remember(key, sites.clone(), ttl(&values));
+        Ok(sites)
+    }
+
+    fn lookup(&self, key: &[u8]) -> Option<Arc<Vec<SiteInfo>>> {
+        let mut cache = self.cache();
+        let entry = cache.entries.get(key)?;
+        if entry.expires > Instant::now() {
+            return Some(entry.sites.clone());
+        }
+        let gone = cache.entries.remove(key).map_or(0, |e| e.bytes);
+        cache.bytes -= gone;
+        None
+    }
+
+    fn remember(&self, key: Vec<u8>, sites: Arc<Vec<SiteInfo>>, ttl: Duration) {
+        let bytes = key.len() + sites.iter().map(|s| s.to_bytes().len()).sum::<usize>() + 64;
+        if ttl.is_zero() || bytes > CACHE_BYTES / 16 {
+            return;
+        }
+        let now = Instant::now();
+        let mut cache = self.cache();
+        let cache = &mut *cache;
+        if let Some(old) = cache.entries.remove(&key) {
+            cache.bytes -= old.bytes;
+        }
+        cache.entries.retain(|_, e| e.expires > now);
+        cache.bytes = cache.entries.values().map(|e| e.bytes).sum();
+        while cache.entries.len() >= CACHE_ENTRIES || cache.bytes + bytes > CACHE_BYTES {
+            // The entry closest to expiry goes first.
+            let Some(soonest) = cache.entries.iter().min_by_key(|(_, e)| e.expires).map(|(k, _)| k.clone()) else {
+                break;
+            };
+            cache.bytes -= cache.entries.remove(&soonest).map_or(0, |e| e.bytes);
+        }
+        cache.bytes += bytes;
+        cache.entries.insert(key, Entry { sites, expires: now + ttl, bytes });
+    }
+}
+
+/// Resolve `h` (values of `types`, or at `indexes`) at the first of `sites`
+/// that answers, certified. A handle or value that is not there is
+/// [`RemoteError::Refused`]; no site answering, [`RemoteError::Unreachable`].
+pub async fn resolve_at(
+    sites: &[SiteInfo],
+    h: &[u8],
+    value_types: &[&[u8]],
+    deadline: Instant,
+) -> Result<Vec<HandleValue>, RemoteError> {
+    resolve_filtered(sites, h, &[], value_types, deadline).await
+}
+
+/// [`resolve_at`] with an index filter too.
+pub async fn resolve_filtered(
+    sites: &[SiteInfo],
+    h: &[u8],
+    indexes: &[i32],
+    value_types: &[&[u8]],
+    deadline: Instant,
+) -> Result<Vec<HandleValue>, RemoteError> {
+    let body = RequestBody::Resolution(ResolutionRequest {
+        handle: h.to_vec(),
+        indexes: indexes.to_vec(),
+        types: value_types.iter().map(|t| t.to_vec()).collect(),
+    });
+    let response = first_answer(sites, h, &body, deadline).await?;
+    match (response.code(), resolved_values(&response)) {
+        (ResponseCode::SUCCESS, Some(values)) => Ok(values.to_vec()),
+        (code, _) => Err(RemoteError::Refused { code, message: response.message().unwrap_or_default() }),
+    }
+}
+
+/// Send `body` to each site in turn until one gives a checked answer.
+pub async fn first_answer(
+    sites: &[SiteInfo],
+    h: &[u8],
+    body: &RequestBody,
+    deadline: Instant,
+) -> Result<handled_client::Response, RemoteError> {
+    let mut last = RemoteError::Unreachable(format!("no sites for {}", show(h)));
+    for site in sites {
+        match certified(site, h, body, deadline).await {
+            Ok(r) => return Ok(r),
+            Err(e) => {
+                tracing::debug!("remote authentication: {e}");
+                last = e;
+            }
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+    }
+    Err(last)
+}
+
+/// How long a lookup may be kept: its shortest value TTL, within [`MAX_TTL`].
+fn ttl(values: &[HandleValue]) -> Duration {
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let secs = values
+        .iter()
+        .map(|v| match v.ttl_type {
+            TtlType::Relative => i64::from(v.ttl),
+            TtlType::Absolute => i64::from(v.ttl) - now,
+        })
+        .min()
+        .unwrap_or(0);
+    Duration::from_secs(secs.max(0) as u64).min(MAX_TTL)
+}
+
+fn show(h: &[u8]) -> String {
+    String::from_utf8_lossy(h).into_owned()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use handled_proto::data::site::{Interface, InterfaceKind, ServerInfo, TransportProtocol};
+
+    pub(crate) fn site(port: u16, key: Vec<u8>) -> SiteInfo {
+        SiteInfo {
+            data_version: 1,
+            protocol_major: 2,
+            protocol_minor: 10,
+            serial: 1,
+            primary: true,
+            multi_primary: false,
+            hash_option: 2,
+            hash_filter: Vec::new(),
+            attributes: Vec::new(),
+            servers: vec![ServerInfo {
+                server_id: 1,
+                address: ServerInfo::ipv4([127, 0, 0, 1]),
+                public_key: key,
+                interfaces: vec![Interface {
+                    kind: InterfaceKind::AdminAndQuery,
+                    protocol: TransportProtocol::Tcp,
+                    port: i32::from(port),
+                }],
+            }],
+        }
+    }
+
+    /// Peers naming ever new prefixes cannot grow the cache past its count
+    /// or bytes; entries go when their TTL has passed.
+    #[tokio::test]
+    async fn the_site_cache_is_bounded_in_count_bytes_and_age() {
+        let sites = Sites::new(vec![site(1, vec![])]);
+        let one = Arc::new(vec![site(2, vec![0; 100])]);
+        for n in 0..CACHE_ENTRIES + 50 {
+            sites.remember(format!("0.NA/P{n}").into_bytes(), one.clone(), Duration::from_secs(60));
+        }
+        let (count, bytes) = sites.cached();
+        assert!(count <= CACHE_ENTRIES && bytes <= CACHE_BYTES, "{count} entries, {bytes} bytes");
+        assert!(sites.lookup(format!("0.NA/P{}", CACHE_ENTRIES + 49).as_bytes()).is_some(), "the newest stays");
+
+        let big = Arc::new(vec![site(2, vec![0; CACHE_BYTES / 64]); 3]);
+        for n in 0..200 {
+            sites.remember(format!("0.NA/B{n}").into_bytes(), big.clone(), Duration::from_secs(60));
+        }
+        let (count, bytes) = sites.cached();
+        assert!(bytes <= CACHE_BYTES && count < CACHE_ENTRIES, "{count} entries, {bytes} bytes");
+
+        let short = Sites::new(vec![]);
+        short.remember(b"0.NA/T".to_vec(), one.clone(), Duration::from_millis(30));
+        short.remember(b"0.NA/ZERO".to_vec(), one.clone(), Duration::ZERO);
+        assert!(short.lookup(b"0.NA/T").is_some());
+        assert!(short.lookup(b"0.NA/ZERO").is_none(), "a zero TTL is not kept");
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        assert!(short.lookup(b"0.NA/T").is_none(), "expired");
+        assert_eq!(short.cached(), (0, 0));
+    }
+
+    #[test]
+    fn ttl_is_the_shortest_within_a_day() {
+        let mut a = HandleValue::new(1, "HS_SITE", "x");
+        a.ttl = 600;
+        let mut b = a.clone();
+        b.ttl = 60;
+        assert_eq!(ttl(&[a.clone(), b]), Duration::from_secs(60));
+        a.ttl = i32::MAX;
+        assert_eq!(ttl(&[a.clone()]), MAX_TTL);
+        a.ttl_type = TtlType::Absolute;
+        a.ttl = 1; // long past
+        assert_eq!(ttl(&[a]), Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn global_handles_go_to_the_root_sites_without_a_lookup() {
+        let sites = Sites::new(vec![site(9, vec![])]);
+        let far = Instant::now() + Duration::from_secs(1);
+        for h in [&b"0.NA/ADM"[..], b"0.na/x", b"ADM", b"0.NA/0.NA"] {
+            assert_eq!(sites.for_handle(h, far).await.unwrap()[0].servers[0].interfaces[0].port, 9, "{h:?}");
+        }
+    }
+}
