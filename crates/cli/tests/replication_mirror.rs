@@ -483,3 +483,38 @@ fn a_source_named_by_its_hs_site_value() {
     caught_up(&p, &m);
     assert_eq!(block(same_records(&p, &m, (0..10).map(|i| format!("TEST/{i}")))), 10);
 }
+
+/// NEED_TO_REDUMP: a mirror whose source's log starts after its last pull
+/// (here an unrelated primary put in its place while it was down) redumps,
+/// and afterwards holds exactly what the new source has (mark and sweep).
+#[test]
+fn need_to_redump_is_followed_by_a_mark_and_sweep_redump() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p1 = primary(d, 10);
+    let data = d.join("m-data");
+    let args = ["--data-dir", path(&data)];
+    let (mut m, _) = mirror(d, "m", &format!("127.0.0.1:{}", p1.tcp_port), "", &args);
+    caught_up(&p1, &m);
+    m.child.kill().unwrap();
+    m.child.wait().unwrap();
+
+    std::thread::sleep(Duration::from_millis(50)); // the new log starts after the last pull
+    let dir2 = tempfile::tempdir().unwrap();
+    let d2 = dir2.path();
+    let p2 = primary(d2, 5);
+    // Named by a site record file: a host:port source pins the first key it saw.
+    let (_, site) = http(&p2.http_port, "GET", "/api/site", "");
+    let site: serde_json::Value = serde_json::from_str(&site).unwrap();
+    let file = write(d2, "site.json", &site["site"].to_string());
+    std::fs::rename(d.join("m"), d2.join("m")).unwrap();
+    let (m, _) = mirror(d2, "m", path(&file), "", &args);
+    wait_for("the redump", Duration::from_secs(60), || {
+        metric(&m, "handled_replication_redumps") == Some(1.0)
+            && http(&m.http_port, "GET", "/metrics", "").1.contains("phase=\"pulling\"} 1")
+    });
+    caught_up(&p2, &m);
+    let all = (0..10).map(|i| format!("TEST/{i}")).chain(["TEST/ADMIN".into(), "0.NA/TEST".into()]);
+    assert_eq!(block(same_records(&p2, &m, all)), 12);
+    assert_eq!(code_on(&m, "TEST/7"), ResponseCode::HANDLE_NOT_FOUND, "swept: the new source does not have it");
+}
