@@ -410,5 +410,111 @@ fn measure_dump_throughput() {
     });
     let secs = started.elapsed().as_secs_f64();
     let records = metric(&m, "handled_replication_dump_handles").unwrap();
-    println!("dump of {records} records (embedded store, from mirror start) in {secs:.1} s: {:.0} records/s", records / secs);
+    println!(
+        "dump of {records} records (embedded store, from mirror start) in {secs:.1} s: {:.0} records/s",
+        records / secs
+    );
+}
+
+/// The TLS stream is trusted by the key in the source's site record only: a
+/// record with the right address but another server's key gets nothing in.
+#[test]
+fn a_source_whose_certificate_key_is_not_the_site_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = primary(d, 10);
+    let other = tempfile::tempdir().unwrap();
+    let stranger = serve(other.path(), &[]);
+    let site = |s: &Server| -> serde_json::Value {
+        serde_json::from_str(&http(&s.http_port, "GET", "/api/site", "").1).unwrap()
+    };
+    let mut record = site(&p)["site"].clone();
+    record["servers"][0]["publicKey"] = site(&stranger)["site"]["servers"][0]["publicKey"].clone();
+    let file = write(d, "wrong-key.json", &record.to_string());
+    let (m, _) = mirror(d, "m", path(&file), "", &[]);
+    wait_for("failed pulls", Duration::from_secs(30), || {
+        metric(&m, "handled_replication_pull_errors").is_some_and(|n| n >= 1.0)
+    });
+    assert_eq!(metric(&m, "handled_replication_dump_handles"), Some(0.0));
+    assert_eq!(code_on(&m, "TEST/1"), ResponseCode::SERVER_NOT_RESP, "nothing came in: TEST is not even homed");
+}
+
+/// Offline promotion: `handled promote` on the stopped mirror's data directory;
+/// started again with the same configuration (its source still named), it is
+/// a primary that continues the source's transaction ids.
+#[test]
+fn handled_promote_makes_a_stopped_mirror_a_primary() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = primary(d, 10);
+    let data = d.join("m-data");
+    let source = format!("127.0.0.1:{}", p.tcp_port);
+    let args = ["--data-dir", path(&data)];
+    let (mut m, _) = mirror(d, "m", &source, "", &args);
+    caught_up(&p, &m);
+    let last = metric(&p, "handled_txn_log_last_id").unwrap();
+    m.child.kill().unwrap();
+    m.child.wait().unwrap();
+    let out = spawn::run(&["promote", "--data-dir", path(&data)]);
+    assert!(out.status.success(), "{}", spawn::text(&out.stderr));
+    assert!(spawn::text(&out.stderr).contains("promoted"), "{}", spawn::text(&out.stderr));
+    let (m, _) = mirror(d, "m", &source, "", &args);
+    assert!(http(&m.http_port, "GET", "/metrics", "").1.contains("phase=\"promoted\"} 1"));
+    block(async {
+        let mut a = admin(d, &m.tcp_port).await;
+        a.create(b"TEST/after-promotion", &[HandleValue::new(1, "URL", "x")]).await.unwrap();
+    });
+    assert_eq!(metric(&m, "handled_txn_log_last_id"), Some(last + 1.0));
+    assert_eq!(
+        code_on(&p, "TEST/after-promotion"),
+        ResponseCode::HANDLE_NOT_FOUND,
+        "no longer pulling, nor writing back"
+    );
+}
+
+/// A source named by its HS_SITE value (`1:0.NA/TEST`, resolved at `replication_resolver`).
+#[test]
+fn a_source_named_by_its_hs_site_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = primary(d, 10);
+    let resolver = format!("replication_resolver = \"127.0.0.1:{}\"\n", p.tcp_port);
+    let (m, _) = mirror(d, "m", "1:0.NA/TEST", &resolver, &[]);
+    caught_up(&p, &m);
+    assert_eq!(block(same_records(&p, &m, (0..10).map(|i| format!("TEST/{i}")))), 10);
+}
+
+/// NEED_TO_REDUMP: a mirror whose source's log starts after its last pull
+/// (here an unrelated primary put in its place while it was down) redumps,
+/// and afterwards holds exactly what the new source has (mark and sweep).
+#[test]
+fn need_to_redump_is_followed_by_a_mark_and_sweep_redump() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p1 = primary(d, 10);
+    let data = d.join("m-data");
+    let args = ["--data-dir", path(&data)];
+    let (mut m, _) = mirror(d, "m", &format!("127.0.0.1:{}", p1.tcp_port), "", &args);
+    caught_up(&p1, &m);
+    m.child.kill().unwrap();
+    m.child.wait().unwrap();
+
+    std::thread::sleep(Duration::from_millis(50)); // the new log starts after the last pull
+    let dir2 = tempfile::tempdir().unwrap();
+    let d2 = dir2.path();
+    let p2 = primary(d2, 5);
+    // Named by a site record file: a host:port source pins the first key it saw.
+    let (_, site) = http(&p2.http_port, "GET", "/api/site", "");
+    let site: serde_json::Value = serde_json::from_str(&site).unwrap();
+    let file = write(d2, "site.json", &site["site"].to_string());
+    std::fs::rename(d.join("m"), d2.join("m")).unwrap();
+    let (m, _) = mirror(d2, "m", path(&file), "", &args);
+    wait_for("the redump", Duration::from_secs(60), || {
+        metric(&m, "handled_replication_redumps") == Some(1.0)
+            && http(&m.http_port, "GET", "/metrics", "").1.contains("phase=\"pulling\"} 1")
+    });
+    caught_up(&p2, &m);
+    let all = (0..10).map(|i| format!("TEST/{i}")).chain(["TEST/ADMIN".into(), "0.NA/TEST".into()]);
+    assert_eq!(block(same_records(&p2, &m, all)), 12);
+    assert_eq!(code_on(&m, "TEST/7"), ResponseCode::HANDLE_NOT_FOUND, "swept: the new source does not have it");
 }

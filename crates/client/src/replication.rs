@@ -369,7 +369,11 @@ struct SiteKeyVerifier {
 }
 
 impl SiteKeyVerifier {
-    fn check_signature(&self, message: &[u8], dss: &rustls::DigitallySignedStruct) -> Result<(), rustls::Error> {
+    fn check_signature(
+        &self,
+        message: &[u8],
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
         use aws_lc_rs::signature as sig;
         use rustls::SignatureScheme as S;
         let algorithm: &aws_lc_rs::signature::RsaParameters = match dss.scheme {
@@ -383,6 +387,7 @@ impl SiteKeyVerifier {
         };
         let key = aws_lc_rs::rsa::PublicKeyComponents { n: self.n.as_slice(), e: self.e.as_slice() };
         key.verify(algorithm, message, dss.signature())
+            .map(|_| rustls::client::danger::HandshakeSignatureValid::assertion())
             .map_err(|_| rustls::Error::InvalidCertificate(rustls::CertificateError::BadSignature))
     }
 }
@@ -415,8 +420,7 @@ impl rustls::client::danger::ServerCertVerifier for SiteKeyVerifier {
         _cert: &rustls::pki_types::CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.check_signature(message, dss)?;
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+        self.check_signature(message, dss)
     }
 
     fn verify_tls13_signature(
@@ -425,8 +429,7 @@ impl rustls::client::danger::ServerCertVerifier for SiteKeyVerifier {
         _cert: &rustls::pki_types::CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.check_signature(message, dss)?;
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+        self.check_signature(message, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
