@@ -80,7 +80,7 @@ pub struct ServerState {
     /// Set once every listener serves (`/readyz`).
     ready: std::sync::atomic::AtomicBool,
     /// Set when this server runs as a replication mirror (before it serves).
-    mirror: std::sync::OnceLock<Arc<crate::replication::mirror::MirrorStatus>>,
+    mirror: std::sync::OnceLock<Arc<crate::replication::mirror::status::MirrorStatus>>,
 }
 
 impl ServerState {
@@ -179,12 +179,12 @@ impl ServerState {
     }
 
     /// The replication mirror's status, when this server is one.
-    pub fn mirror(&self) -> Option<&Arc<crate::replication::mirror::MirrorStatus>> {
+    pub fn mirror(&self) -> Option<&Arc<crate::replication::mirror::status::MirrorStatus>> {
         self.mirror.get()
     }
 
     /// Make this server a mirror (once, before it serves).
-    pub fn set_mirror(&self, status: Arc<crate::replication::mirror::MirrorStatus>) {
+    pub fn set_mirror(&self, status: Arc<crate::replication::mirror::status::MirrorStatus>) {
         let _ = self.mirror.set(status);
     }
 
