@@ -188,12 +188,9 @@ impl Wal {
     }
 
     /// After a checkpoint: everything logged is in the store file; start over.
-    /// The emptying is not synced on its own (that was one more fsync inside
-    /// every checkpoint stall): until the next append's `sync_data` makes the new
-    /// length durable with its record, a crash leaves either the old records,
-    /// which the checkpoint covers and replay skips, or an empty log.
     pub(super) fn reset(&mut self) -> Result<(), StoreError> {
         self.file.set_len(0)?;
+        self.file.sync_all()?;
         self.len = 0;
         Ok(())
     }
