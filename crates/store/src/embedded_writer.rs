@@ -296,8 +296,17 @@ impl Committer {
         let acks = apply(&txn, batch, &mut redo)?;
         if checkpoint {
             wal::set_checkpoint(&txn, self.wal.last_seq())?;
+            let started = Instant::now();
             txn.commit().map_err(|e| map_redb(e.into()))?;
+            let committed = started.elapsed();
             self.checkpointed();
+            // Every write waits for this: how long the redb commit and the log emptying took.
+            tracing::debug!(
+                commit_us = committed.as_micros() as u64,
+                log_reset_us = (started.elapsed() - committed).as_micros() as u64,
+                ops = batch.len(),
+                "store checkpoint"
+            );
             return Ok((acks, true));
         }
         if redo.is_empty() {
