@@ -330,7 +330,7 @@ impl BlockVerifier for SiteKeyBlocks {
 
 /// TLS client over the source's socket, trusting exactly the certificate key
 /// that equals the source's HS_SITE key.
-async fn tls_connect(
+pub async fn tls_connect(
     conn: TcpStream,
     key: &PublicKey,
     timeout: Duration,

@@ -22,11 +22,7 @@ use handled_proto::replication::{
 };
 use handled_proto::request::{ChallengeAnswer, RequestBody, AUTH_TYPE_SECKEY};
 use handled_proto::response::ResponseBody;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -188,67 +184,9 @@ impl BlockVerifier for SiteKeyVerifier {
     }
 }
 
-/// Accepts exactly a certificate carrying the site key, as Handle.Net's
-/// `TrustManagerSpecificPublicKey` (and nothing about names or dates).
-#[derive(Debug)]
-struct SiteKeyCertificate {
-    modulus: Vec<u8>,
-    provider: Arc<rustls::crypto::CryptoProvider>,
-}
-
-impl ServerCertVerifier for SiteKeyCertificate {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let (_, cert) = x509_parser::parse_x509_certificate(end_entity)
-            .map_err(|e| rustls::Error::General(format!("certificate: {e}")))?;
-        let Ok(x509_parser::public_key::PublicKey::RSA(rsa)) = cert.public_key().parsed() else {
-            return Err(rustls::Error::General("not an RSA certificate".into()));
-        };
-        if unsigned(rsa.modulus) != self.modulus {
-            return Err(rustls::Error::General("certificate key is not the site key".into()));
-        }
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider.signature_verification_algorithms.supported_schemes()
-    }
-}
-
+/// The stream's TLS, trusting only the site key: the client crate's (what the mirror uses).
 async fn tls_client(site_key: &PublicKey, tcp: TcpStream) -> tokio_rustls::client::TlsStream<TcpStream> {
-    let PublicKey::Rsa { modulus, .. } = site_key else { panic!("RSA site key") };
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let verifier = Arc::new(SiteKeyCertificate { modulus: unsigned(modulus), provider: provider.clone() });
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.expect("TLS handshake with the site key")
+    handled_client::replication::tls_connect(tcp, site_key, std::time::Duration::from_secs(30))
+        .await
+        .expect("TLS handshake with the site key")
 }
