@@ -225,11 +225,10 @@ pub(super) fn apply(
             Ok(Ack::Count(ids.len() as u64))
         }
         LogOp::Reset { id } => {
-            if log.state.reset(*id) {
-                log.dirty = true;
-                for old in log.leading(usize::MAX, |_| false)? {
-                    log.remove(old, redo)?;
-                }
+            log.state.reset(*id);
+            log.dirty = true;
+            for old in log.leading(usize::MAX, |_| false)? {
+                log.remove(old, redo)?;
             }
             Ok(Ack::Unit)
         }

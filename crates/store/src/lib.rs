@@ -379,9 +379,10 @@ pub trait Store: Send + Sync + 'static {
         docs: Vec<DocWrite>,
     ) -> Result<(), StoreError>;
 
-    /// Mirror bootstrap: set floor = last = `id` (dropping any kept entry) when
-    /// the log is empty or behind `id` (a dump resumes the source's sequence at
-    /// `id`); otherwise nothing changes.
+    /// Mirror (re)bootstrap by a dump: set floor = last = `id` and drop every
+    /// kept entry (a dump resumes the source's sequence at `id`, lower or
+    /// higher than ours: mirrors of this server that are past it are then
+    /// told to redump instead of missing changes).
     async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError>;
 
     /// Durable checkpoint (opcode 1003): everything acknowledged is in the

@@ -423,9 +423,8 @@ impl Store for MemoryStore {
     async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
         self.check_open()?;
         let mut log = self.log.lock();
-        if log.state.reset(id) {
-            log.entries.clear();
-        }
+        log.state.reset(id);
+        log.entries.clear();
         drop(log);
         self.notify();
         Ok(())

@@ -193,15 +193,15 @@ impl TxnLogState {
         Some(TxnEntry { date_ms: self.last_date_ms, ..entry.clone() })
     }
 
-    /// Mirror bootstrap: continue at `id` if the log is empty or behind it.
-    /// Returns whether it applies (the caller then drops every kept entry).
-    pub(crate) fn reset(&mut self, id: u64) -> bool {
-        if self.last > self.floor && self.last >= id {
-            return false;
-        }
+    /// Mirror (re)bootstrap by a dump: the log continues at `id`, whatever it
+    /// held (the caller drops every kept entry). Always, even when `id` is
+    /// lower: a dump from a source with another id sequence would otherwise
+    /// leave its first pulled ids at or below `last`, applied but never logged,
+    /// so mirrors of this mirror would miss them; with the ids lowered, those
+    /// mirrors claim ids beyond ours and are told to redump.
+    pub(crate) fn reset(&mut self, id: u64) {
         self.floor = id;
         self.last = id;
-        true
     }
 
     pub(crate) fn encode(&self) -> [u8; Self::ENCODED] {
