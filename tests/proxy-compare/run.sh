@@ -13,14 +13,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$(pwd)
-PEER=${HANDLE_NET_PEER:-$REPO/../shared/peers/handle-net}
 OUT=${OUT:-$REPO/tests/proxy-compare/last-run.md}
 
-skip() { echo "SKIP proxy-compare: $*"; exit 0; }
-[ -x "$PEER/setup.sh" ] || skip "no Handle.Net harness at $PEER (set HANDLE_NET_PEER)"
-[ "$(id -u)" = 0 ] || skip "needs root for the network namespace"
-command -v java >/dev/null || skip "java not found"
-command -v python3 >/dev/null || skip "python3 not found"
+. tests/handle-net-peer.sh
+require_handle_net_peer proxy-compare java python3
 
 BIN=${1:-target/debug/handled}
 [ -x "$BIN" ] || cargo build -q -p handled --bin handled

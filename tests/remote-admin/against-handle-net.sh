@@ -15,13 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$(pwd)
-PEER=${HANDLE_NET_PEER:-$REPO/../shared/peers/handle-net}
 
-skip() { echo "SKIP remote-admin against Handle.Net: $*"; exit 0; }
-[ -x "$PEER/setup.sh" ] || skip "no Handle.Net harness at $PEER (set HANDLE_NET_PEER)"
-[ "$(id -u)" = 0 ] || skip "needs root for the network namespace"
-command -v java >/dev/null || skip "java not found"
-command -v jq >/dev/null || skip "jq not found"
+. tests/handle-net-peer.sh
+require_handle_net_peer "remote-admin against Handle.Net" java jq
 
 BIN=${1:-target/debug/handled}
 [ -x "$BIN" ] || cargo build -q -p handled --bin handled

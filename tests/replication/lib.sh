@@ -7,28 +7,20 @@
 set -euo pipefail
 REPL_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$REPL_DIR/../.." && pwd)
-# The harness sits beside the repository (../shared); from a git worktree one level deeper.
-if [ -z "${HANDLE_NET_PEER:-}" ]; then
-  for HANDLE_NET_PEER in "$REPO/../shared/peers/handle-net" "$REPO/../../shared/peers/handle-net"; do
-    [ -d "$HANDLE_NET_PEER" ] && break
-  done
-fi
-PEER=$HANDLE_NET_PEER
-HSJ_HOME=${HSJ_HOME:-$PEER/hsj-9.0.0}
+. "$REPO/tests/handle-net-peer.sh"
 export HS_NETNS=${HS_NETNS:-hsrepl}
 export HS_HEAP=${HS_HEAP:--Xms128m -Xmx384m}
-CP="$HSJ_HOME/lib/*:$HSJ_HOME/lib/jetty/*"
 
 skip() { echo "SKIP: $*"; exit 0; }
 log() { echo "== $*"; }
 die() { echo "FAIL: $*" >&2; exit 1; }
 
-# Skip (exit 0, "SKIP: ..." line) when the original server or its needs are absent.
+# Skip (exit 0, a SKIP line) when the original server or its needs are absent; sets PEER,
+# HSJ_HOME and CP (the Handle.Net jars).
 require_handle_net() {
-  [ -x "$PEER/setup.sh" ] || skip "no Handle.Net harness at $PEER (set HANDLE_NET_PEER)"
-  [ "$(id -u)" = 0 ] || skip "needs root for the network namespace"
-  command -v java >/dev/null || skip "java not found"
-  command -v python3 >/dev/null || skip "python3 not found"
+  require_handle_net_peer replication java python3
+  HSJ_HOME=${HSJ_HOME:-$PEER/hsj-9.0.0}
+  CP="$HSJ_HOME/lib/*:$HSJ_HOME/lib/jetty/*"
 }
 
 # $WORK: scratch for every server dir, log and snapshot of one run (kept when KEEP_WORK=1).
