@@ -205,6 +205,41 @@ fn replies_not_signed_by_the_published_key_are_not_believed() {
     drop((a, b));
 }
 
+/// SIGHUP reads `root_info` again: a server started with a root site whose key
+/// is wrong refuses the remote admin, and accepts it once the file is fixed and
+/// the server told to reload (no restart).
+#[test]
+fn sighup_reads_root_info_again() {
+    let rt = runtime();
+    let Registry { dir: _dir_a, server: a, root, secret } = registry(&rt);
+    let mut wrong = root.clone();
+    wrong.servers[0].public_key = rt.block_on(async {
+        let mut s = admin(&a.tcp_port, secret.clone()).await;
+        let values = s.resolve_all(b"ADM/ADMIN").await.unwrap();
+        values.into_iter().find(|v| v.value_type == types::HS_PUBKEY).unwrap().data
+    });
+    let dir_b = tempfile::tempdir().unwrap();
+    let b = local_server(dir_b.path(), &wrong, &["300:ADM/ADMIN"], 2000);
+    rt.block_on(async {
+        let r = create_and_delete(&b.tcp_port, secret.clone(), "TEST/before-reload").await;
+        assert_eq!(refusal(r), ResponseCode::AUTHEN_ERROR);
+    });
+    std::fs::write(dir_b.path().join("root_info.bin"), root.to_bytes()).unwrap();
+    let hup = std::process::Command::new("kill").args(["-HUP", &b.child.id().to_string()]).status().unwrap();
+    assert!(hup.success());
+    rt.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match create_and_delete(&b.tcp_port, secret.clone(), "TEST/after-reload").await {
+                Ok(()) => break,
+                Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
+                Err(e) => panic!("still refused after SIGHUP: {e:?}"),
+            }
+        }
+    });
+    drop((a, b));
+}
+
 /// Make `0.NA/<prefix>` on the registry point at a service handle (HS_SERV)
 /// instead of listing its site, as its own admin.
 async fn serve_prefix_through(port: &str, dir: &Path, prefix: &str, service: &str) {

@@ -3,7 +3,7 @@
 
 use crate::admission::{Admission, AdmissionConfig};
 use crate::auth::challenge::Challenges;
-use crate::auth::remote::{load_root_info, RemoteAuth};
+use crate::auth::remote::RemoteAuth;
 use crate::auth::work::AuthWork;
 use crate::cache::CachingStore;
 use crate::config::Config;
@@ -68,8 +68,8 @@ pub struct ServerState {
     pub challenges: Challenges,
     /// The budget of CPU-heavy proof checking (PBKDF2, signatures).
     pub auth_work: AuthWork,
-    /// Checking identities held on other servers (with `root_info`).
-    pub remote_auth: Option<RemoteAuth>,
+    /// Checking identities held on other servers (with `root_info`); SIGHUP may replace it.
+    remote_auth: RwLock<Option<Arc<RemoteAuth>>>,
     pub sessions: Sessions,
     pub admission: Admission,
     pub metrics: Metrics,
@@ -121,16 +121,9 @@ impl ServerState {
             (Challenges::new(challenge_ttl, challenge_quota), Sessions::new(session_limits))
         };
         let auth_work = AuthWork::new(config.auth_workers, config.max_pbkdf2_iterations);
-        let remote_auth = config.root_info.as_deref().and_then(|path| match load_root_info(path) {
-            Ok(root) => Some(RemoteAuth::new(
-                root,
-                std::time::Duration::from_millis(config.remote_auth_timeout_ms.max(1)),
-                config.remote_auth_concurrent,
-            )),
-            Err(e) => {
-                tracing::error!("remote identities are not verified: {e}");
-                None
-            }
+        let remote_auth = RemoteAuth::from_config(&config).unwrap_or_else(|e| {
+            tracing::error!("remote identities are not verified: {e}");
+            None
         });
         let admission = Admission::new(AdmissionConfig {
             max_concurrent: config.max_concurrent,
@@ -163,7 +156,7 @@ impl ServerState {
             challenges,
             sessions,
             auth_work,
-            remote_auth,
+            remote_auth: RwLock::new(remote_auth.map(Arc::new)),
         }
     }
 
@@ -203,6 +196,16 @@ impl ServerState {
 
     pub fn set_live(&self, live: Live) {
         *self.live.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(live);
+    }
+
+    /// The means of checking identities held on other servers now in force.
+    pub fn remote_auth(&self) -> Option<Arc<RemoteAuth>> {
+        self.remote_auth.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replace it (SIGHUP); checks under way finish with the one they started with.
+    pub fn set_remote_auth(&self, remote: Option<RemoteAuth>) {
+        *self.remote_auth.write().unwrap_or_else(|e| e.into_inner()) = remote.map(Arc::new);
     }
 
     /// A fresh id for a challenge or a session: one id space for both (§7.5),

@@ -136,7 +136,7 @@ async fn group_values(
     if state.is_homed(handle).await {
         return Ok(state.store.get(&state.storage_key(handle)).await?.map(|r| r.values));
     }
-    let Some(remote) = &state.remote_auth else { return Ok(None) };
+    let Some(remote) = state.remote_auth() else { return Ok(None) };
     if *remote_left == 0 {
         tracing::info!("admin group {index}:{} not resolved: remote lookups spent", String::from_utf8_lossy(handle));
         return Ok(None);

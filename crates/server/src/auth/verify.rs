@@ -47,18 +47,18 @@ async fn key_values(
 }
 
 /// Where an identity handle lives, as far as this server can tell.
-enum Held<'a> {
+enum Held {
     Here,
     /// On another server, reachable through `root_info`.
-    Elsewhere(&'a RemoteAuth),
+    Elsewhere(std::sync::Arc<RemoteAuth>),
     Unknown,
 }
 
-async fn held<'a>(state: &'a ServerState, handle: &[u8]) -> Held<'a> {
+async fn held(state: &ServerState, handle: &[u8]) -> Held {
     if state.is_homed(handle).await {
         return Held::Here;
     }
-    match &state.remote_auth {
+    match state.remote_auth() {
         Some(remote) => Held::Elsewhere(remote),
         None => Held::Unknown,
     }
