@@ -13,8 +13,8 @@ and the 100 ms series around the kill. Needs root, ip(8), haproxy, keepalived.
 --kill haproxy: SIGKILL the active haproxy; keepalived on that balancer notices
   through its check script (keepalived's shortest script interval is 1 s), goes
   to FAULT, and the backup takes the address.
---kill box: SIGKILL the active haproxy and keepalived and cut its link (the
-  balancer machine dies); the backup takes the address when the adverts stop
+--kill box: cut the active balancer's link, then SIGKILL its haproxy and
+  keepalived (the balancer machine dies: not even its sockets' FIN/RST get out); the backup takes the address when the adverts stop
   (3 × advert_int + skew).
 
 Topology (all on this box, nothing routed out: a bridge with no uplink):
@@ -49,11 +49,19 @@ MONITOR_PORT = 8404  # haproxy's monitor-uri inside each balancer's namespace, f
 
 
 def sh(*args, check=True):
-    return subprocess.run(args, check=check, capture_output=True, text=True)
+    r = subprocess.run(args, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise SystemExit(f"{' '.join(args)}: {r.stderr.strip() or f'exit {r.returncode}'}")
+    return r
 
 
 def in_ns(ns, *args):
     return ["ip", "netns", "exec", ns, *args]
+
+
+def host_end(ns):
+    """The root-namespace end of a namespace's veth pair, on the bridge."""
+    return ns.replace("lbfo-", "lbfo-h-")
 
 
 def cleanup():
@@ -64,6 +72,8 @@ def cleanup():
                 os.kill(int(pid), signal.SIGKILL)
             except OSError:
                 pass
+        # Deleting the root end takes its peer with it at once (a namespace's links go asynchronously).
+        sh("ip", "link", "del", host_end(ns), check=False)
         sh("ip", "netns", "del", ns, check=False)
     sh("ip", "link", "del", BRIDGE, check=False)
 
@@ -74,10 +84,9 @@ def build_network():
     for i in range(1, 4):
         sh("ip", "addr", "add", f"{cluster.node_address(i)}/24", "dev", BRIDGE)
     for ns, ip in HOSTS.items():
-        host_end = ns.replace("lbfo-", "lbfo-h-")  # the root-namespace end, on the bridge
         sh("ip", "netns", "add", ns)
-        sh("ip", "link", "add", host_end, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        sh("ip", "link", "set", host_end, "master", BRIDGE, "up")
+        sh("ip", "link", "add", host_end(ns), "type", "veth", "peer", "name", "eth0", "netns", ns)
+        sh("ip", "link", "set", host_end(ns), "master", BRIDGE, "up")
         sh(*in_ns(ns, "ip", "link", "set", "lo", "up"))
         sh(*in_ns(ns, "ip", "addr", "add", f"{ip}/24", "dev", "eth0"))
         sh(*in_ns(ns, "ip", "link", "set", "eth0", "up"))
@@ -167,9 +176,11 @@ def kill_script(tmp, mode, lb):
         pids += [open(p).read().strip() for p in lb["pidfiles"].values()]
     path = os.path.join(tmp, "kill.sh")
     with open(path, "w") as f:
-        f.write(f"date +%s.%N > {tmp}/killed_at\nkill -9 {' '.join(pids)}\n")
+        f.write(f"date +%s.%N > {tmp}/killed_at\n")
         if mode == "box":
+            # The link first: a dead machine sends nothing, not even the FIN/RST of its closing sockets.
             f.write("ip netns exec lbfo-lb1 ip link set eth0 down\n")
+        f.write(f"kill -9 {' '.join(pids)}\n")
     return f"sh {path}"
 
 
@@ -208,7 +219,9 @@ def main():
     ap.add_argument("--kill-at", type=float, default=10)
     ap.add_argument("--kill", choices=("haproxy", "box"), default="haproxy")
     ap.add_argument("--html", default=None)
+    ap.add_argument("--keep-logs", action="store_true", help="keep configurations and logs (kept anyway on failure)")
     a = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up on `timeout` / kill too
     if os.geteuid() != 0:
         raise SystemExit("needs root (network namespaces)")
     for tool in ("ip", "haproxy", "keepalived"):
@@ -219,7 +232,7 @@ def main():
     # Under /run (root's alone): keepalived runs only scripts no other user could have changed.
     tmp = tempfile.mkdtemp(prefix="lbfo-", dir="/run")
     cleanup()
-    c = None
+    c, done = None, False
     try:
         build_network()
         c = cluster.Cluster(binary, tmp, 3, "", {"HANDLED_LOG": "warn", "HANDLED_CASSANDRA_REPLICATION": a.replication},
@@ -255,12 +268,16 @@ def main():
                 continue
             if "series_100ms" in row:
                 report(row, a.kill_at, a.rate, takeover)
-        print(f"logs and configurations in {tmp}")
+        done = True
     finally:
         if c:
             c.terminate()
             c.wait(timeout=30)
         cleanup()
+        if done and not a.keep_logs:
+            shutil.rmtree(tmp)
+        else:
+            print(f"logs and configurations in {tmp}")
 
 
 if __name__ == "__main__":
