@@ -201,8 +201,8 @@ def report(row, kill_at, rate, takeover_s):
     if err_buckets:
         print(f"failures answered between t={err_buckets[0] / 10:.1f} s and t={(err_buckets[-1] + 1) / 10:.1f} s")
     if steady is not None:
-        print(f"from the kill to the first 100 ms slice of a whole second with no errors and >= 80 % of the rate in each slice: "
-              f"{(steady - k) / 10:.1f} s")
+        print(f"from the kill to the first 100 ms slice of a whole second with no errors and >= 80 % of the "
+              f"rate in each slice: {(steady - k) / 10:.1f} s")
     print(f"bench: first error at {row['first_error_s']} s, recovery {row['recovery_s']} s")
     print("per 100 ms from 1 s before the kill (answers, errors, worst latency ms):")
     for i in range(max(0, k - 10), min(len(series), k + 40)):
