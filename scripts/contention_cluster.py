@@ -58,6 +58,14 @@ class Client:
                 if attempt:
                     raise
 
+    def put(self, path, body):
+        """(HTTP status, response code), or (the exception's name, None) when no answer came."""
+        try:
+            status, answer = self.request("PUT", path, body)
+            return status, answer.get("responseCode")
+        except (OSError, http.client.HTTPException) as e:
+            return type(e).__name__, None
+
 
 def url_value(index, text):
     return {"index": index, "type": "URL", "data": {"format": "string", "value": text}}
@@ -89,13 +97,7 @@ def creates(a, clients, prefix):
             if time.time() > deadline:
                 seen[("not sent: time limit", None)] += a.names - i
                 break
-            name = f"{prefix}{i}"
-            try:
-                status, body = c.request("PUT", f"/api/handles/{name}?overwrite=false",
-                                         {"values": [url_value(1, f"client-{j}")]})
-                rc = body.get("responseCode")
-            except (OSError, http.client.HTTPException) as e:
-                status, rc = type(e).__name__, None
+            status, rc = c.put(f"/api/handles/{prefix}{i}?overwrite=false", {"values": [url_value(1, f"client-{j}")]})
             seen[(status, rc)] += 1
             if rc == 1:
                 mine.append(i)
@@ -145,12 +147,7 @@ def appends(a, clients, handle):
         c, mine, seen = clients[j], [], collections.Counter()
         for k in range(a.per_client):
             index = 1000 + j * a.per_client + k
-            try:
-                status, body = c.request("PUT", f"/api/handles/{handle}?index={index}",
-                                         [url_value(index, f"client-{j}-{k}")])
-                rc = body.get("responseCode")
-            except (OSError, http.client.HTTPException) as e:
-                status, rc = type(e).__name__, None
+            status, rc = c.put(f"/api/handles/{handle}?index={index}", [url_value(index, f"client-{j}-{k}")])
             seen[(status, rc)] += 1
             if rc == 1:
                 mine.append(index)
