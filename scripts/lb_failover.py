@@ -204,6 +204,11 @@ def report(row, kill_at, rate, takeover_s):
         print(f"from the kill to the first 100 ms slice of a whole second with no errors and >= 80 % of the "
               f"rate in each slice: {(steady - k) / 10:.1f} s")
     print(f"bench: first error at {row['first_error_s']} s, recovery {row['recovery_s']} s")
+    # Stalls away from the kill tell the box's own hiccups (shared CPU, GC) from the fail-over.
+    idle = [i for i in range(10, len(series) - 1) if series[i][0] == 0 and series[i][1] == 0]
+    away = [i for i in idle if not k <= i < k + 30]
+    print(f"100 ms slices with no answer at all: {len(idle)}, of which {len(away)} not within 3 s after the kill"
+          + (f" (at t={', '.join(f'{i / 10:.1f}' for i in away[:10])} s)" if away else ""))
     print("per 100 ms from 1 s before the kill (answers, errors, worst latency ms):")
     for i in range(max(0, k - 10), min(len(series), k + 40)):
         b = series[i]
