@@ -13,6 +13,9 @@ Needs root, ip(8), haproxy, keepalived.
 --kill haproxy: SIGKILL the active haproxy; keepalived on that balancer notices
   through its check script (keepalived's shortest script interval is 1 s), goes
   to FAULT, and the backup takes the address.
+--kill keepalived: SIGKILL the active keepalived alone; its haproxy keeps
+  serving and the address stays on it too, but the backup takes the address
+  when the adverts stop and its gratuitous ARPs steer the clients to it.
 --kill box: cut the active balancer's link, then SIGKILL its haproxy and
   keepalived (the balancer machine dies: not even its sockets' FIN/RST get
   out); the backup takes the address when the adverts stop (3 × advert_int + skew).
@@ -172,9 +175,9 @@ def wait_master(tmp, ns, timeout=15):
 
 def kill_script(tmp, mode, lb):
     """The command the bench runs at --induce-at: note the time, then kill."""
-    pids = [str(lb["haproxy"].pid)]
-    if mode == "box":
-        pids += [open(p).read().strip() for p in lb["pidfiles"].values()]
+    keepalived = [open(p).read().strip() for p in lb["pidfiles"].values()]
+    pids = {"haproxy": [str(lb["haproxy"].pid)], "keepalived": keepalived,
+            "box": [str(lb["haproxy"].pid), *keepalived]}[mode]
     path = os.path.join(tmp, "kill.sh")
     with open(path, "w") as f:
         f.write(f"date +%s.%N > {tmp}/killed_at\n")
@@ -223,7 +226,7 @@ def main():
     ap.add_argument("--rate", type=int, default=500)
     ap.add_argument("--duration", type=float, default=25)
     ap.add_argument("--kill-at", type=float, default=10)
-    ap.add_argument("--kill", choices=("haproxy", "box"), default="haproxy")
+    ap.add_argument("--kill", choices=("haproxy", "keepalived", "box"), default="haproxy")
     ap.add_argument("--html", default=None)
     ap.add_argument("--keep-logs", action="store_true", help="keep configurations and logs (kept anyway on failure)")
     a = ap.parse_args()
