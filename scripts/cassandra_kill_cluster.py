@@ -22,8 +22,9 @@ import time
 import requests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+# Before scripts/: `cluster` is tests/common/cluster.py (the harness), not scripts/cluster.py.
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 import cluster  # noqa: E402
 from bench_cluster import HYPERTY  # noqa: E402
 

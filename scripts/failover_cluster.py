@@ -6,6 +6,8 @@ latency in the seconds after the restart; writes the bench's HTML report (100 ms
 time series of answers, errors and latency).
 
     scripts/failover_cluster.py --cassandra 127.0.0.1:9042 --rate 500 --html docs/charts/cluster-node-kill.html
+
+The nodes listen on 127.0.0.101-103, or $HANDLED_CLUSTER_NET.101-103.
 """
 import argparse
 import json
@@ -19,8 +21,9 @@ import time
 import requests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+# Before scripts/: `cluster` is tests/common/cluster.py (the harness), not scripts/cluster.py.
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 import cluster  # noqa: E402
 from bench_cluster import HYPERTY, USER  # noqa: E402
 
@@ -28,7 +31,9 @@ from bench_cluster import HYPERTY, USER  # noqa: E402
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "handled"))
-    ap.add_argument("--cassandra", default=os.environ.get("HANDLED_TEST_CASSANDRA", "127.0.0.1:9042"))
+    ap.add_argument("--cassandra", default=os.environ.get("HANDLED_TEST_CASSANDRA", "127.0.0.1:9042"),
+                    help="contact points, comma-separated")
+    ap.add_argument("--replication", default="1", help="the keyspace's replication (3 on a 3-node Cassandra)")
     ap.add_argument("--rate", default="500")
     ap.add_argument("--duration", type=int, default=70)
     ap.add_argument("--kill-at", type=float, default=20)
@@ -37,7 +42,8 @@ def main():
     a = ap.parse_args()
     os.environ["HANDLED_TEST_CASSANDRA"] = a.cassandra
     tmp = tempfile.mkdtemp(prefix="failover-")
-    c = cluster.Cluster(a.binary, tmp, 3, "", {"HANDLED_LOG": "warn"}, registry=True,
+    c = cluster.Cluster(a.binary, tmp, 3, "", {"HANDLED_LOG": "warn", "HANDLED_CASSANDRA_REPLICATION": a.replication},
+                        registry=True,
                         creds_path=os.path.join(tmp, "admin.json"))
     try:
         base = f"http://127.0.0.1:{c.registry_port}"

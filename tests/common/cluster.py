@@ -1,5 +1,5 @@
 """Cluster mode of the black-box suites: N stateless `handled` nodes on one
-Cassandra keyspace (127.0.0.101…, the same ports), behind haproxy on 127.0.0.1,
+Cassandra keyspace (127.0.0.101…, or $HANDLED_CLUSTER_NET.101…; the same ports), behind haproxy on 127.0.0.1,
 round-robin with no stickiness and health checks on /readyz. Used when
 $HANDLED_TEST_CLUSTER_NODES (>= 2) and $HANDLED_TEST_CASSANDRA are set
 (tests/cassandra/run.sh sets both)."""
@@ -35,7 +35,9 @@ def free_port() -> int:
 
 
 def node_address(i: int) -> str:
-    return f"127.0.0.{100 + i}"
+    """Node i's address: NET.(100 + i), NET from $HANDLED_CLUSTER_NET (default 127.0.0),
+    so runs sharing a box can keep their nodes apart."""
+    return f"{os.environ.get('HANDLED_CLUSTER_NET', '127.0.0')}.{100 + i}"
 
 
 def haproxy_config(bind: str, ports: dict, nodes: list, http_port: int) -> str:
