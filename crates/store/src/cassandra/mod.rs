@@ -14,6 +14,7 @@
 //!   the driver may retry them on another node and speculate on slow reads.
 
 mod entries;
+mod key_locks;
 mod options;
 mod rows;
 mod schema;
@@ -72,6 +73,8 @@ pub struct CassandraStore {
     entries: EntryStatements,
     stats: StatCounters,
     closed: AtomicBool,
+    /// This node's writes to one partition take turns (see `key_locks`).
+    key_locks: key_locks::KeyLocks,
     /// Never moves (no log is kept yet), but kept so subscribers wait instead of
     /// seeing a closed channel.
     txn_notifier: TxnNotifier,
@@ -150,6 +153,7 @@ impl CassandraStore {
             rows,
             entries,
             stats: StatCounters::default(),
+            key_locks: key_locks::KeyLocks::new(),
             closed: AtomicBool::new(false),
             txn_notifier: TxnNotifier::new(0),
         })
@@ -199,6 +203,7 @@ impl CassandraStore {
         mut decide: impl FnMut(&rows::Partition, bool) -> Result<Decision<T>, StoreError>,
     ) -> Result<T, StoreError> {
         self.check_open()?;
+        let _turn = self.key_locks.turn(id).await;
         for round in 0..MAX_ROUNDS {
             let serial = round > 0;
             let partition = self.rows.read_partition(&self.session, &pk(id), serial).await?;
