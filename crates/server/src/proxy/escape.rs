@@ -1,14 +1,23 @@
 //! Text encodings the proxy writes: HTML escaping, percent-encoding of
 //! handles, and IRIs as URIs (for `Location` and links).
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
 /// HTML-escape text for element content and quoted attribute values.
 pub(super) fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    escape_into(&mut out, s);
+    out
+}
+
+/// [`escape`], appended to `out` (the redirect body is built in one buffer).
+pub(super) fn escape_into(out: &mut String, s: &str) {
     if !s.bytes().any(|b| matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'')) {
-        return s.to_string();
+        out.push_str(s);
+        return;
     }
-    let mut out = String::with_capacity(s.len() + 8);
+    out.reserve(s.len() + 8);
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
@@ -19,15 +28,16 @@ pub(super) fn escape(s: &str) -> String {
             c => out.push(c),
         }
     }
-    out
 }
 
 /// An IRI as a URI for `Location` and links: bytes outside visible ASCII and
 /// the characters URIs forbid are percent-encoded (`%` itself is kept).
-pub(super) fn iri_to_uri(iri: &str) -> String {
-    let keep = |b: u8| (0x21..0x7f).contains(&b) && !b"\"<>\\^`{|}".contains(&b);
+/// Borrowed when nothing needs encoding (the common case, no copy).
+pub(super) fn iri_to_uri(iri: &str) -> Cow<'_, str> {
+    // A match, not a search of a list per byte (that was 4% of a redirect's instructions).
+    let keep = |b: u8| matches!(b, 0x21..=0x7e) && !matches!(b, b'"' | b'<' | b'>' | b'\\' | b'^' | b'`' | b'{' | b'|' | b'}');
     if iri.bytes().all(keep) {
-        return iri.to_string();
+        return Cow::Borrowed(iri);
     }
     let mut out = String::with_capacity(iri.len());
     for b in iri.bytes() {
@@ -37,7 +47,7 @@ pub(super) fn iri_to_uri(iri: &str) -> String {
             let _ = write!(out, "%{b:02X}");
         }
     }
-    out
+    Cow::Owned(out)
 }
 
 /// Percent-encode `s` for a URL: unreserved characters and those in `keep` stay.
