@@ -35,7 +35,8 @@ pub(super) fn escape_into(out: &mut String, s: &str) {
 /// Borrowed when nothing needs encoding (the common case, no copy).
 pub(super) fn iri_to_uri(iri: &str) -> Cow<'_, str> {
     // A match, not a search of a list per byte (that was 4% of a redirect's instructions).
-    let keep = |b: u8| matches!(b, 0x21..=0x7e) && !matches!(b, b'"' | b'<' | b'>' | b'\\' | b'^' | b'`' | b'{' | b'|' | b'}');
+    let keep =
+        |b: u8| matches!(b, 0x21..=0x7e) && !matches!(b, b'"' | b'<' | b'>' | b'\\' | b'^' | b'`' | b'{' | b'|' | b'}');
     if iri.bytes().all(keep) {
         return Cow::Borrowed(iri);
     }
@@ -61,4 +62,23 @@ pub(super) fn encode(s: &str, keep: &[u8]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uri_keeps_visible_ascii_but_the_forbidden() {
+        for b in 0u8..0x80 {
+            let s = (b as char).to_string();
+            let forbidden = b <= 0x20 || b == 0x7f || b"\"<>\\^`{|}".contains(&b);
+            let want = if forbidden { format!("%{b:02X}") } else { s.clone() };
+            assert_eq!(iri_to_uri(&s), want, "{b:#x}");
+        }
+        assert!(matches!(iri_to_uri("https://a/b?c=%20"), Cow::Borrowed(_)), "clean URLs are not copied");
+        let mut out = String::from("x");
+        escape_into(&mut out, "<a&b>");
+        assert_eq!(out, "x&lt;a&amp;b&gt;");
+    }
 }
