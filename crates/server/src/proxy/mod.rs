@@ -149,7 +149,7 @@ async fn answer(
     if req.action == Action::Api || wants_record {
         return api(&req.handle, &values, req);
     }
-    let mut handle = req.handle.clone();
+    let mut handle = Cow::Borrowed(req.handle.as_str());
     let mut alias_expiry: Option<i64> = None;
     let mut hops = 0;
     let alias_of = |values: &[HandleValue]| values.iter().position(|v| v.is_type(types::HS_ALIAS));
@@ -161,7 +161,7 @@ async fn answer(
         }
         let at = expiry_of(alias, now);
         alias_expiry = Some(alias_expiry.map_or(at, |e| e.min(at)));
-        handle = String::from_utf8_lossy(&alias.data).trim().to_string();
+        handle = Cow::Owned(String::from_utf8_lossy(&alias.data).trim().to_string());
         values = match lookup(state, &handle).await {
             Ok(v) => v,
             Err(e) => return failure(&e, &req.handle),
@@ -206,11 +206,14 @@ fn redirect(req: &ProxyRequest, handle: &str, values: &[HandleValue], http10: bo
         let ctx = Selection { locatt: &req.locatt, ip: req.client_ip, country: req.country.as_deref() };
         l.choose(&ctx, rand::random::<f64>()).and_then(|loc| Some((loc.target(handle)?, loc.status())))
     });
-    let target = chosen.or_else(|| first_url(values).map(|v| (String::from_utf8_lossy(&v.data).into_owned(), 302)));
-    let Some((url, status)) = target else {
+    let target = chosen.map(|(url, status)| (Cow::Owned(url), status));
+    let target = target.or_else(|| first_url(values).map(|v| (String::from_utf8_lossy(&v.data), 302)));
+    let Some((mut url, status)) = target else {
         return Answer::page(StatusCode::OK, pages::values_page(handle, values));
     };
-    let url = url + &req.urlappend;
+    if !req.urlappend.is_empty() {
+        url.to_mut().push_str(&req.urlappend);
+    }
     match Answer::redirect(&url, status, http10, req.redirection_headers, expiry(values, now)) {
         Some(mut a) => {
             a.headers.extend(extra_headers(values));

@@ -3,7 +3,7 @@
 //! comes from a handle or the request is escaped; only URLs with a harmless
 //! scheme become links (a `javascript:` URL value is shown, never linked).
 
-use super::escape::{encode, escape, iri_to_uri};
+use super::escape::{encode, escape, escape_into, iri_to_uri};
 use super::locations::is_url;
 use handled_proto::data::admin::{AdminPermissions, AdminRecord};
 use handled_proto::data::vlist::ValueList;
@@ -13,16 +13,27 @@ use std::fmt::Write;
 
 /// Schemes a link may have: what a browser opens as a page, a download or a mail.
 fn linkable(url: &str) -> bool {
-    let scheme = url.split_once(':').map(|(s, _)| s.to_ascii_lowercase());
-    matches!(scheme.as_deref(), Some("http" | "https" | "ftp" | "mailto"))
+    url.split_once(':')
+        .is_some_and(|(scheme, _)| ["http", "https", "ftp", "mailto"].iter().any(|s| scheme.eq_ignore_ascii_case(s)))
 }
 
 /// `<a href=URL>URL</a>` for a harmless URL, else the escaped text.
 fn link(url: &str, text: &str) -> String {
+    let mut out = String::new();
+    link_into(&mut out, url, text);
+    out
+}
+
+/// [`link`], appended to `out`.
+fn link_into(out: &mut String, url: &str, text: &str) {
     if linkable(url) {
-        format!("<a href=\"{}\">{}</a>", escape(&iri_to_uri(url)), escape(text))
+        out.push_str("<a href=\"");
+        escape_into(out, &iri_to_uri(url));
+        out.push_str("\">");
+        escape_into(out, text);
+        out.push_str("</a>");
     } else {
-        escape(text)
+        escape_into(out, text);
     }
 }
 
@@ -176,8 +187,15 @@ pub(super) fn no_values_page(handle: &str) -> String {
 }
 
 /// The body of a redirect: one link to where it goes.
+/// Written into one buffer: this is on every redirect.
 pub(super) fn redirect_body(url: &str) -> String {
-    format!("<html><head><title>Handle Redirect</title></head>\n<body>{}</body></html>", link(url, url))
+    const HEAD: &str = "<html><head><title>Handle Redirect</title></head>\n<body>";
+    const TAIL: &str = "</body></html>";
+    let mut out = String::with_capacity(HEAD.len() + 2 * url.len() + 16 + TAIL.len());
+    out.push_str(HEAD);
+    link_into(&mut out, url, url);
+    out.push_str(TAIL);
+    out
 }
 
 #[cfg(test)]

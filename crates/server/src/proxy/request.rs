@@ -6,7 +6,7 @@
 //! the `address` method matches: that is the connection's peer.
 
 use crate::rest::params::{percent_decode_str, Params};
-use hyper::header::HeaderMap;
+use hyper::header::{HeaderMap, HeaderName, ACCEPT, ACCEPT_LANGUAGE, USER_AGENT};
 use std::net::IpAddr;
 
 /// Most `locatt` filters one request may ask for (each is a pass over the locations).
@@ -61,6 +61,7 @@ impl ProxyRequest {
             },
             None => percent_decode_str(path_handle, false),
         };
+        let handle = normalized(handle);
         if let Some(u) = params.get("urlappend") {
             urlappend = u.to_string();
         }
@@ -75,14 +76,14 @@ impl ProxyRequest {
         if params.get("action").is_some_and(|a| a.eq_ignore_ascii_case("metadata")) {
             locatt.push(("role".into(), "metadata".into()));
         }
-        let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
-        let (from_accept, wants_json) = accept_locatt(header("accept"), header("user-agent"));
+        let header = |n: HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
+        let (from_accept, wants_json) = accept_locatt(header(ACCEPT), header(USER_AGENT));
         locatt.extend(from_accept);
-        locatt.extend(language_locatt(header("accept-language")));
+        locatt.extend(language_locatt(header(ACCEPT_LANGUAGE)));
         locatt.truncate(MAX_LOCATT);
         let indexes: Result<Vec<i32>, _> = params.all("index").map(|i| i.trim().parse::<i32>()).collect();
         ProxyRequest {
-            handle: normalize_handle(&handle).to_string(),
+            handle,
             action,
             urlappend,
             locatt,
@@ -101,6 +102,16 @@ impl ProxyRequest {
 fn split_locatt(v: &str) -> Option<(String, String)> {
     let (k, v) = v.split_once(':')?;
     Some((k.trim().to_string(), v.trim().to_string()))
+}
+
+/// [`normalize_handle`] in place: a stripped prefix is cut off, not copied around.
+fn normalized(mut handle: String) -> String {
+    let cut = match normalize_handle(&handle) {
+        std::borrow::Cow::Owned(h) => return h,
+        std::borrow::Cow::Borrowed(rest) => handle.len() - rest.len(),
+    };
+    handle.drain(..cut);
+    handle
 }
 
 /// Strip the identifier-scheme prefixes people paste (`hdl:`, `doi:`,
@@ -148,8 +159,9 @@ fn accept_locatt(accept: Option<&str>, user_agent: Option<&str>) -> (Vec<(String
         })
         .collect();
     if types.iter().all(|(t, _)| t == "*/*") {
-        let ua = user_agent.unwrap_or("").to_ascii_lowercase();
-        if ua.starts_with("mozilla/") || ua.starts_with("opera/") {
+        let ua = user_agent.unwrap_or("").as_bytes();
+        let starts = |p: &str| ua.get(..p.len()).is_some_and(|s| s.eq_ignore_ascii_case(p.as_bytes()));
+        if starts("mozilla/") || starts("opera/") {
             let html = |k: &str| (k.to_string(), "text/html".to_string());
             return (vec![role("browser"), html("ctype"), html("media-type")], false);
         }

@@ -7,7 +7,7 @@ use super::pages::redirect_body;
 use bytes::Bytes;
 use handled_proto::value::{HandleValue, TtlType};
 use http_body_util::Full;
-use hyper::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE, EXPIRES, LOCATION, VARY};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE, EXPIRES, LOCATION, VARY};
 use hyper::{Response, StatusCode};
 use std::cell::RefCell;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -85,6 +85,9 @@ impl Answer {
     pub fn into_response(self, now: i64) -> Response<Full<Bytes>> {
         let mut r = Response::new(Full::new(self.body));
         *r.status_mut() = self.status;
+        // Sized for ours and the transport's (`Keep-Alive`, `Server-Timing`,
+        // CORS): a redirect's seven outgrew the default and rehashed.
+        *r.headers_mut() = HeaderMap::with_capacity(self.headers.len() + 10);
         let h = r.headers_mut();
         for (k, v) in self.headers {
             h.append(k, v);
@@ -94,10 +97,11 @@ impl Answer {
         h.insert(VARY, HeaderValue::from_static("Accept"));
         match self.expires {
             Some(at) => {
-                if let Some(v) = http_date(at) {
+                if let Some(v) = LAST_EXPIRES.with(|c| c.get(at, || http_date(at))) {
                     h.insert(EXPIRES, v);
                 }
-                if let Ok(v) = HeaderValue::from_str(&format!("max-age={}", (at - now).max(0))) {
+                let max_age = (at - now).max(0);
+                if let Some(v) = LAST_MAX_AGE.with(|c| c.get(max_age, || format!("max-age={max_age}"))) {
                     h.insert(CACHE_CONTROL, v);
                 }
             }
@@ -109,23 +113,34 @@ impl Answer {
     }
 }
 
-thread_local! {
-    /// The last `Expires` value formatted on this thread (most answers in one second share it).
-    static LAST_DATE: RefCell<Option<(i64, HeaderValue)>> = const { RefCell::new(None) };
-}
+/// The last header value formatted on this thread for a key: most answers
+/// within one second share their `Expires` and `Cache-Control`.
+struct LastFormatted(RefCell<Option<(i64, HeaderValue)>>);
 
-/// `at` (Unix seconds) as an HTTP date header value.
-fn http_date(at: i64) -> Option<HeaderValue> {
-    LAST_DATE.with(|last| {
-        let mut last = last.borrow_mut();
-        if let Some((_, v)) = last.as_ref().filter(|(t, _)| *t == at) {
+impl LastFormatted {
+    const fn new() -> Self {
+        LastFormatted(RefCell::new(None))
+    }
+
+    fn get(&self, key: i64, format: impl FnOnce() -> String) -> Option<HeaderValue> {
+        let mut last = self.0.borrow_mut();
+        if let Some((_, v)) = last.as_ref().filter(|(k, _)| *k == key) {
             return Some(v.clone());
         }
-        let when = UNIX_EPOCH + Duration::from_secs(at.max(0) as u64);
-        let v = HeaderValue::from_str(&httpdate::fmt_http_date(when)).ok()?;
-        *last = Some((at, v.clone()));
+        let v = HeaderValue::from_str(&format()).ok()?;
+        *last = Some((key, v.clone()));
         Some(v)
-    })
+    }
+}
+
+thread_local! {
+    static LAST_EXPIRES: LastFormatted = const { LastFormatted::new() };
+    static LAST_MAX_AGE: LastFormatted = const { LastFormatted::new() };
+}
+
+/// `at` (Unix seconds) as an HTTP date.
+fn http_date(at: i64) -> String {
+    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(at.max(0) as u64))
 }
 
 pub(super) fn unix_now() -> i64 {
@@ -151,7 +166,10 @@ pub(super) fn expiry<'a>(values: impl IntoIterator<Item = &'a HandleValue>, now:
 /// one of the [`RESERVED`] names.
 pub(super) fn extra_headers(values: &[HandleValue]) -> Vec<(HeaderName, HeaderValue)> {
     let mut out = Vec::new();
-    for v in values {
+    let wanted = |v: &&HandleValue| {
+        v.value_type.eq_ignore_ascii_case(LINKS_TYPE) || v.value_type.eq_ignore_ascii_case(HEADERS_TYPE)
+    };
+    for v in values.iter().filter(wanted) {
         let Ok(text) = std::str::from_utf8(&v.data) else { continue };
         let lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
         if v.value_type.eq_ignore_ascii_case(LINKS_TYPE) {

@@ -33,8 +33,10 @@ fn hex(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|d| d as u8)
 }
 
+/// [`percent_decode`] as text (invalid UTF-8 replaced); valid text is not copied again.
 pub fn percent_decode_str(s: &str, plus_is_space: bool) -> String {
-    String::from_utf8_lossy(&percent_decode(s, plus_is_space)).into_owned()
+    String::from_utf8(percent_decode(s, plus_is_space))
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Ordered, repeatable parameters (names are case-sensitive, as in servlets).

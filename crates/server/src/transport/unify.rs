@@ -11,7 +11,7 @@ use super::tls::{sniff, TLS_HANDSHAKE};
 use crate::rest::Conn;
 use crate::state::ServerState;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONNECTION};
+use hyper::header::{HeaderName, HeaderValue, CONNECTION};
 use hyper::{Request, Version};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
@@ -72,6 +72,15 @@ fn wants_keep_alive<B>(req: &Request<B>) -> bool {
     }
 }
 
+const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+
+/// `timeout=T, max=N`, written without format! (it is on every response).
+fn keep_alive_value(timeout_secs: u64, left: u64) -> Option<HeaderValue> {
+    let (mut timeout, mut max) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let value = [&b"timeout="[..], timeout.format(timeout_secs).as_bytes(), b", max=", max.format(left).as_bytes()];
+    HeaderValue::from_bytes(&value.concat()).ok()
+}
+
 async fn http1<I>(shared: Arc<HttpShared>, io: I, conn: Conn)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -93,8 +102,8 @@ where
             if keep {
                 if n >= max {
                     headers.insert(CONNECTION, HeaderValue::from_static("close"));
-                } else if let Ok(v) = HeaderValue::from_str(&format!("timeout={timeout_secs}, max={}", max - n)) {
-                    headers.insert("keep-alive", v);
+                } else if let Some(v) = keep_alive_value(timeout_secs, max - n) {
+                    headers.insert(KEEP_ALIVE, v);
                 }
             }
             let millis = super::timing::server_timing(headers, started);
@@ -135,5 +144,10 @@ mod tests {
         assert!(!wants_keep_alive(&req(Version::HTTP_11, Some("Close"))));
         assert!(!wants_keep_alive(&req(Version::HTTP_10, None)));
         assert!(wants_keep_alive(&req(Version::HTTP_10, Some("keep-alive"))));
+    }
+
+    #[test]
+    fn keep_alive_header() {
+        assert_eq!(keep_alive_value(5, 99_999).unwrap(), "timeout=5, max=99999");
     }
 }
