@@ -140,7 +140,7 @@ class Cluster:
         return subprocess.Popen([shutil.which("haproxy") or "haproxy", "-db", "-f", path], stdout=log, stderr=log)
 
     def _await_balancer(self):
-        deadline = time.time() + 20
+        deadline = time.time() + 90
         while time.time() < deadline:
             try:
                 if requests.get(f"http://127.0.0.1:{self.http_port}/readyz", timeout=2).status_code == 200:
