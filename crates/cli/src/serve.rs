@@ -236,6 +236,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             eprintln!("shutting down");
             // Queued writes finish; the store file is left cleanly closed, so the
             // next start needs no repair.
+            if let Some(cache) = &booted.state.cache {
+                cache.leave_cluster().await;
+            }
             booted.state.store.close();
             Ok(ExitCode::SUCCESS)
         }

@@ -59,6 +59,9 @@ pub trait Coherence: Send + Sync + 'static {
     async fn publish(&self, change: &Change) -> Result<(), StoreError>;
     /// Figures for metrics.
     fn stats(&self) -> CoherenceStats;
+    /// Stop serving from the cache and leave the cluster (a clean shutdown),
+    /// so writers need not fence this node and wait out its lease.
+    async fn leave(&self);
 }
 
 /// Cluster figures for metrics.
@@ -120,6 +123,13 @@ impl CachingStore {
     /// while `coherence` allows, and every write is published through it.
     pub fn set_coherence(&self, coherence: Arc<dyn Coherence>) {
         let _ = self.coherence.set(coherence);
+    }
+
+    /// Leave the cluster, if in one (before the store is closed).
+    pub async fn leave_cluster(&self) {
+        if let Some(c) = self.coherence.get() {
+            c.leave().await;
+        }
     }
 
     pub fn cache_stats(&self) -> CacheStats {

@@ -23,14 +23,16 @@ use crate::cache::{CachingStore, Change};
 type HmacSha256 = Hmac<Sha256>;
 
 const TAG: usize = 32;
-/// Largest frame body accepted (keys are handle names and index values).
-pub const MAX_FRAME: usize = 1 << 20;
+/// Largest frame body accepted (keys are handle names and index values); a
+/// change that does not fit is sent as "everything". With [`MAX_CONNECTIONS`],
+/// bounds what peers without the key can make a node hold (16 MiB).
+pub const MAX_FRAME: usize = 256 << 10;
 /// Most keys in one frame; a larger change is sent as "everything".
 pub const MAX_KEYS: usize = 4096;
 const KIND_INVALIDATE: u8 = 1;
 const KIND_ACK: u8 = 2;
 /// Connections from peers served at once.
-const MAX_CONNECTIONS: usize = 256;
+const MAX_CONNECTIONS: usize = 64;
 /// An idle connection from a peer is closed after this long.
 const IDLE: Duration = Duration::from_secs(120);
 /// Kept connections per peer.
@@ -62,8 +64,11 @@ fn frame(key: &[u8; 32], kind: u8, seq: u64, payload: &[u8]) -> Vec<u8> {
 
 /// An invalidation's payload: `u8 all ‖ u32 count ‖ (u32 len ‖ key)*`.
 pub fn encode_change(change: &Change) -> Vec<u8> {
+    let fits = |keys: &[Vec<u8>]| {
+        keys.len() <= MAX_KEYS && 5 + keys.iter().map(|k| 4 + k.len()).sum::<usize>() + 9 + TAG <= MAX_FRAME
+    };
     match change {
-        Change::Keys(keys) if keys.len() <= MAX_KEYS => {
+        Change::Keys(keys) if fits(keys) => {
             let mut out = vec![0];
             out.extend_from_slice(&(keys.len() as u32).to_be_bytes());
             for k in keys {
@@ -278,6 +283,11 @@ mod tests {
         assert_eq!(decode_change(&encode_change(&Change::All)), Some(Change::All));
         let many = Change::Keys(vec![b"k".to_vec(); MAX_KEYS + 1]);
         assert_eq!(decode_change(&encode_change(&many)), Some(Change::All), "too many keys: everything");
+        let big = Change::Keys(vec![vec![b'k'; 64 << 10]; 4]);
+        let payload = encode_change(&big);
+        assert!(payload.len() + 9 + TAG <= MAX_FRAME && decode_change(&payload) == Some(Change::All), "too big");
+        let fits = Change::Keys(vec![vec![b'k'; 60 << 10]; 4]);
+        assert_eq!(decode_change(&encode_change(&fits)), Some(fits));
         assert_eq!(decode_change(&[0, 0, 0, 0, 1, 0, 0, 0, 9, 1]), None, "truncated");
         assert_eq!(decode_change(&[2, 0, 0, 0, 0]), None);
     }

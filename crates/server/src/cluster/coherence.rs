@@ -99,7 +99,7 @@ impl Cluster {
 
     /// Stop answering peers and renewing (as if the node died): peers fence
     /// it at their next write and wait out its lease.
-    pub fn leave(&self) {
+    pub fn stop(&self) {
         for t in self.tasks.lock().drain(..) {
             t.abort();
         }
@@ -203,9 +203,8 @@ impl Coherence for Cluster {
             if acked {
                 continue;
             }
-            // Stop it renewing, then wait until it has stopped serving.
-            self.fences.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(node = format_args!("{:016x}", m.id), addr = %m.addr, "cluster node did not acknowledge an invalidation: fenced");
+            // Stop it renewing, then wait until it has stopped serving (no
+            // row: it left cleanly, having stopped serving first).
             let until = self.leases.fence(m.id).await.map_err(|e| {
                 StoreError::Backend(format!(
                     "cluster node {} missed an invalidation and could not be fenced: {e}",
@@ -213,11 +212,20 @@ impl Coherence for Cluster {
                 ))
             })?;
             if let Some(until) = until {
+                self.fences.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(node = format_args!("{:016x}", m.id), addr = %m.addr, "cluster node did not acknowledge an invalidation: fenced");
                 let wait = (until + ms(self.timings.margin)).saturating_sub(now_ms());
                 tokio::time::sleep(Duration::from_millis(wait)).await;
             }
         }
         Ok(())
+    }
+
+    async fn leave(&self) {
+        self.stop();
+        if let Err(e) = self.leases.remove().await {
+            tracing::warn!("cluster lease not removed ({e}): the next write elsewhere waits for it to end");
+        }
     }
 
     fn stats(&self) -> CoherenceStats {

@@ -103,7 +103,8 @@ async fn a_dead_node_delays_writes_once_for_at_most_a_lease() {
     until_serving(&[&a, &b, &c]).await;
     a.cache.swap(b"A/1", Expect::Absent, Some(record(0))).await.unwrap();
     assert_eq!(handle_on(&b).await, 0);
-    c.cluster.leave();
+    c.cluster.stop();
+    tokio::time::sleep(Duration::from_millis(100)).await; // its tasks are aborted asynchronously
     let t = timings();
     let started = Instant::now();
     a.cache.swap(b"A/1", Expect::Any, Some(record(1))).await.unwrap();
@@ -118,6 +119,21 @@ async fn a_dead_node_delays_writes_once_for_at_most_a_lease() {
     }
     assert!(started.elapsed() < t.lease, "later writes do not wait: {:?}", started.elapsed());
     assert_eq!(a.cluster.stats().fences, 1);
+}
+
+/// A node that shuts down cleanly removes its lease: writes elsewhere do not
+/// wait for it, nor fence it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_leaving_cleanly_delays_no_write() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let (a, b) = (node(&store).await, node(&store).await);
+    until_serving(&[&a, &b]).await;
+    b.cache.leave_cluster().await;
+    assert!(!b.cluster.may_serve());
+    let started = Instant::now();
+    a.cache.swap(b"A/1", Expect::Absent, Some(record(0))).await.unwrap();
+    assert!(started.elapsed() < timings().lease / 2, "waited {:?}", started.elapsed());
+    assert_eq!(a.cluster.stats().fences, 0, "no lease left to fence");
 }
 
 /// A node whose lease cannot be renewed (the store is gone) stops serving

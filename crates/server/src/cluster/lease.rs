@@ -126,6 +126,13 @@ impl Leases {
         }
     }
 
+    /// Remove our row (we have stopped serving from the cache): writers then
+    /// find no lease to wait out.
+    pub async fn remove(&self) -> Result<(), StoreError> {
+        let Some(doc) = self.held.lock().take() else { return Ok(()) };
+        self.store.doc_swap(COLLECTION, &Member::row_id(self.me), DocExpect::Present(doc), None).await.map(|_| ())
+    }
+
     /// Every node's row (ours too), forgetting long-dead ones.
     pub async fn members(&self) -> Result<Vec<Member>, StoreError> {
         let rows = self.store.doc_scan(COLLECTION, b"", None, MAX_MEMBERS).await?;
