@@ -7,7 +7,8 @@
     scripts/cluster.py down                              # stop everything it started
 
 Cassandra nodes on 127.0.0.1…N (scripts/cassandra.sh, replication min(N, 3)),
-`handled` nodes on 127.0.0.101… (native 2641 UDP+TCP, HTTP 8000, registry 8001),
+`handled` nodes on 127.0.0.101… (native 2641 UDP+TCP, HTTP 8000, registry 8001,
+record cache on, cluster channel on 265I),
 and the balancer on 127.0.0.100 with the same ports: haproxy round-robin for TCP
 and HTTP (health checks on /readyz and /live every 200 ms) and nginx's stream
 module for UDP (haproxy has none; nginx needs no kernel modules or root
@@ -54,7 +55,9 @@ def start_node(st, i):
     out, err = os.path.join(DIR, f"node{i}.out"), os.path.join(DIR, f"node{i}.err")
     args = [st["binary"], "serve", "--config", os.path.join(DIR, "node.toml"), "--listen", node_ip(i),
             "--data-dir", os.path.join(DIR, f"data-{i}"), "--admin-credentials",
-            os.path.join(DIR, "admin-TEST.json" if i == 1 else f"admin-node{i}.json")]
+            os.path.join(DIR, "admin-TEST.json" if i == 1 else f"admin-node{i}.json"),
+            # The record cache, kept coherent over each node's cluster channel (docs/cluster.md).
+            "--cache-mb", "256", "--cluster-listen", f"{node_ip(i)}:{2650 + i}"]
     env = dict(os.environ, HANDLED_STORE="cassandra", HANDLED_CASSANDRA_CONTACT_POINTS=st["contact_points"],
                HANDLED_CASSANDRA_REPLICATION=str(st["rf"]), HANDLED_CASSANDRA_KEYSPACE="handled_cluster",
                HANDLED_LOG="warn")

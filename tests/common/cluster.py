@@ -1,8 +1,10 @@
 """Cluster mode of the black-box suites: N stateless `handled` nodes on one
-Cassandra keyspace (127.0.0.101…, or $HANDLED_CLUSTER_NET.101…; the same ports), behind haproxy on 127.0.0.1,
-round-robin with no stickiness and health checks on /readyz. Used when
-$HANDLED_TEST_CLUSTER_NODES (>= 2) and $HANDLED_TEST_CASSANDRA are set
-(tests/cassandra/run.sh sets both)."""
+Cassandra keyspace (127.0.0.101…, the same ports; $HANDLED_CLUSTER_NET
+replaces 127.0.0), behind haproxy on 127.0.0.1, round-robin with no stickiness
+and health checks on /readyz. Each node runs with its record cache on and its
+cluster channel on its own address (HANDLED_TEST_CLUSTER_CACHE=0: no cache).
+Used when $HANDLED_TEST_CLUSTER_NODES (>= 2) and $HANDLED_TEST_CASSANDRA are
+set (tests/cassandra/run.sh sets both)."""
 
 import os
 import shutil
@@ -38,6 +40,13 @@ def node_address(i: int) -> str:
     """Node i's address: NET.(100 + i), NET from $HANDLED_CLUSTER_NET (default 127.0.0),
     so runs sharing a box can keep their nodes apart."""
     return f"{os.environ.get('HANDLED_CLUSTER_NET', '127.0.0')}.{100 + i}"
+
+
+def cache_args(i: int) -> list:
+    """The record cache and the cluster channel of node i (a port of its own)."""
+    if os.environ.get("HANDLED_TEST_CLUSTER_CACHE") == "0":
+        return []
+    return ["--cache-mb", "64", "--cluster-listen", f"{node_address(i)}:{free_port()}"]
 
 
 def haproxy_config(bind: str, ports: dict, nodes: list, http_port: int) -> str:
@@ -88,9 +97,11 @@ class Cluster:
         self.registry_port = free_port() if registry else None
         config = os.path.join(tmp, "node.toml")
         with open(config, "w") as f:
-            f.write('public_address = "127.0.0.1"\n' + (config_text or ""))
+            # Top-level keys first: config_text may open a table ([cassandra]).
+            f.write('public_address = "127.0.0.1"\n')
             if registry:
                 f.write(f"registry_port = {self.registry_port}\n")
+            f.write(config_text or "")
         node_env = {**os.environ, **cassandra_env("cl_"), **(env or {})}
         self.node_env, self.node_args, self.procs, errs = node_env, [], [], []
         for i in range(1, count + 1):
@@ -99,7 +110,7 @@ class Cluster:
             creds = creds_path if (i == 1 and creds_path) else os.path.join(tmp, f"admin-node{i}.json")
             args = [binary, "serve", "--config", config, "--listen", node_address(i), "--port", str(self.native_port),
                     "--http-port", str(self.http_port), "--data-dir", os.path.join(tmp, f"data-{i}"),
-                    "--admin-credentials", creds]
+                    "--admin-credentials", creds, *cache_args(i)]
             self.node_args.append((args, err))
             p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(err, "w"), env=node_env, text=True)
             self.procs.append(p)
@@ -131,7 +142,7 @@ class Cluster:
         return subprocess.Popen([shutil.which("haproxy") or "haproxy", "-db", "-f", path], stdout=log, stderr=log)
 
     def _await_balancer(self):
-        deadline = time.time() + 20
+        deadline = time.time() + 90
         while time.time() < deadline:
             try:
                 if requests.get(f"http://127.0.0.1:{self.http_port}/readyz", timeout=2).status_code == 200:

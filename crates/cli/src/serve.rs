@@ -75,6 +75,12 @@ pub struct ServeArgs {
     /// PEM CA certificate of the Cassandra nodes (TLS).
     #[arg(long, env = "HANDLED_CASSANDRA_TLS_CA")]
     cassandra_tls_ca: Option<PathBuf>,
+    /// Record cache budget in MiB (0 = off; on cassandra it needs --cluster-listen).
+    #[arg(long, env = "HANDLED_CACHE_MB")]
+    cache_mb: Option<usize>,
+    /// This node's cluster channel, ip:port (cassandra nodes with a record cache).
+    #[arg(long, env = "HANDLED_CLUSTER_LISTEN")]
+    cluster_listen: Option<std::net::SocketAddr>,
 }
 
 impl ServeArgs {
@@ -107,6 +113,12 @@ impl ServeArgs {
         }
         if let Some(s) = self.store {
             c.store = s;
+        }
+        if let Some(mb) = self.cache_mb {
+            c.cache_mb = mb;
+        }
+        if let Some(a) = self.cluster_listen {
+            c.cluster_listen = Some(a);
         }
         let cass = &mut c.cassandra;
         if !self.cassandra_contact_points.is_empty() {
@@ -224,6 +236,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             eprintln!("shutting down");
             // Queued writes finish; the store file is left cleanly closed, so the
             // next start needs no repair.
+            if let Some(cache) = &booted.state.cache {
+                cache.leave_cluster().await;
+            }
             booted.state.store.close();
             Ok(ExitCode::SUCCESS)
         }

@@ -130,8 +130,42 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
         }
     }
 
-    let state = ServerState::new(config, store, key, site_bytes, serial, homed);
-    Ok(Bootstrapped { state: Arc::new(state), new_credentials })
+    let uncached = store.clone();
+    let state = Arc::new(ServerState::new(config, store, key, site_bytes, serial, homed));
+    join_cluster(&state, uncached).await?;
+    Ok(Bootstrapped { state, new_credentials })
+}
+
+/// With `cluster_listen`: take a lease, serve peers' invalidations, and tell
+/// them to drop everything (this start's writes went around the cache). A
+/// node sharing a store without it would write behind the caches of nodes
+/// that have one: it refuses to start while any holds a lease.
+async fn join_cluster(state: &ServerState, store: Arc<dyn Store>) -> Result<(), BootstrapError> {
+    use crate::cache::Coherence;
+    use crate::cluster::{coherence::Cluster, lease};
+    match (state.config.cluster_listen, &state.cache) {
+        (Some(listen), Some(cache)) => {
+            let timings = state.config.cluster_timings();
+            let cluster = Cluster::start(store, cache, listen, state.key.pkcs8(), timings)
+                .await
+                .map_err(|e| BootstrapError::Invalid(format!("cluster_listen {listen}: {e}")))?;
+            cluster.publish(&crate::cache::Change::All).await?;
+        }
+        _ if state.config.store_kind() == crate::config::StoreKind::Cassandra => {
+            let rows = store.doc_scan(lease::COLLECTION, b"", None, 1024).await?;
+            let now = lease::now_ms();
+            let caching = rows.iter().filter_map(|(_, d)| lease::Member::of(d)).find(|m| m.lease_until > now);
+            if let Some(m) = caching {
+                return Err(BootstrapError::Invalid(format!(
+                    "the node at {} serves from its record cache: every node of this cluster needs cluster_listen \
+                     (and cache_mb), or its writes would not reach that cache",
+                    m.addr
+                )));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 fn ensure_dir(path: &Path) -> Result<(), BootstrapError> {

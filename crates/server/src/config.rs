@@ -75,6 +75,21 @@ pub struct Config {
     /// memory and the record cache cost ~20% under uniformly random 1M-key load
     /// (BENCHMARKS.md); it pays off with a remote store or skewed keys.
     pub cache_mb: usize,
+    /// With `store = "cassandra"` and `cache_mb > 0`: this node's cluster
+    /// channel (`ip:port`, a private address the other nodes reach). Writes
+    /// are announced over it to every node serving from its cache before they
+    /// are answered (docs/cluster.md, "A record cache coherent across nodes").
+    pub cluster_listen: Option<std::net::SocketAddr>,
+    /// Length of a node's lease to serve from its cache, renewed every quarter.
+    pub cluster_lease_ms: u64,
+    /// Clock skew allowed between nodes (keep them on NTP): a node stops
+    /// serving from its cache this long before its lease ends.
+    pub cluster_margin_ms: u64,
+    /// Oldest view of the cluster's members a write is announced to.
+    pub cluster_view_refresh_ms: u64,
+    /// Longest wait for a node's acknowledgement of an announced write before
+    /// it is fenced (and its lease waited out, once).
+    pub cluster_ack_timeout_ms: u64,
     /// Admission control: requests processed at once...
     pub max_concurrent: usize,
     /// ...requests allowed to wait for a turn...
@@ -289,6 +304,11 @@ impl Default for Config {
             store_min_free_mb: 64,
             memory_trim_secs: 30,
             cache_mb: 0,
+            cluster_listen: None,
+            cluster_lease_ms: 2000,
+            cluster_margin_ms: 250,
+            cluster_view_refresh_ms: 500,
+            cluster_ack_timeout_ms: 200,
             max_concurrent: 256,
             queue_length: 2048,
             max_queue_wait_ms: 1000,
@@ -479,16 +499,49 @@ impl Config {
         parse_admin_list(&self.backup_admins)?;
         if self.store_kind() == StoreKind::Cassandra {
             self.cassandra_options()?;
-            if self.cache_mb > 0 {
-                // The record cache is per node: after a write on another node it would
-                // answer with the old record.
+            if self.cache_mb > 0 && self.cluster_listen.is_none() {
+                // A per-node cache alone would answer with an old record after
+                // another node's write.
                 return Err(ConfigError::Invalid(
-                    "cache_mb must be 0 with store = \"cassandra\": the record cache is not shared between nodes"
+                    "cache_mb > 0 with store = \"cassandra\" needs cluster_listen (this node's cluster channel \
+                     address), so that writes on other nodes reach its cache"
+                        .into(),
+                ));
+            }
+        } else if self.cluster_listen.is_some() {
+            return Err(ConfigError::Invalid("cluster_listen is for nodes sharing store = \"cassandra\"".into()));
+        }
+        if let Some(addr) = self.cluster_listen {
+            if addr.ip().is_unspecified() || addr.port() == 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "cluster_listen {addr}: the other nodes connect to it, so it needs an address and a port"
+                )));
+            }
+            let lease = self.cluster_lease_ms;
+            if lease < 400
+                || self.cluster_margin_ms * 4 > lease
+                || self.cluster_view_refresh_ms * 2 > lease
+                || self.cluster_ack_timeout_ms == 0
+            {
+                return Err(ConfigError::Invalid(
+                    "cluster timings: cluster_lease_ms ≥ 400, cluster_margin_ms ≤ lease/4, \
+                     cluster_view_refresh_ms ≤ lease/2, cluster_ack_timeout_ms > 0"
                         .into(),
                 ));
             }
         }
         Ok(())
+    }
+
+    /// The cluster timings from the `cluster_*` keys.
+    pub fn cluster_timings(&self) -> crate::cluster::coherence::Timings {
+        let ms = std::time::Duration::from_millis;
+        crate::cluster::coherence::Timings {
+            lease: ms(self.cluster_lease_ms),
+            margin: ms(self.cluster_margin_ms),
+            view_refresh: ms(self.cluster_view_refresh_ms),
+            ack_timeout: ms(self.cluster_ack_timeout_ms),
+        }
     }
 
     /// Which backend to open (`ephemeral` wins over `store`).
@@ -626,7 +679,14 @@ mod tests {
         let bad: Config = toml::from_str("store = \"cassandra\"\n[cassandra]\nconsistency = \"MOST\"\n").unwrap();
         assert!(bad.validate().is_err());
         assert!(toml::from_str::<Config>("store = \"postgres\"").is_err());
-        assert!(Config { cache_mb: 8, ..c.clone() }.validate().is_err(), "no per-node record cache on a shared store");
+        assert!(
+            Config { cache_mb: 8, ..c.clone() }.validate().is_err(),
+            "no lone per-node record cache on a shared store"
+        );
+        let node = Config { cache_mb: 8, cluster_listen: Some("127.0.0.1:7400".parse().unwrap()), ..c.clone() };
+        node.validate().unwrap();
+        assert!(Config { cluster_lease_ms: 100, ..node.clone() }.validate().is_err());
+        assert!(Config { cluster_listen: Some("0.0.0.0:7400".parse().unwrap()), ..node }.validate().is_err());
         assert_eq!(Config { ephemeral: true, ..c }.store_kind(), StoreKind::Memory);
     }
 

@@ -242,6 +242,33 @@ impl Metrics {
             r.register("cache_bytes", "Bytes held by the cache", gauge(c.bytes));
             r.register("cache_entries", "Entries held by the cache", gauge(c.entries));
             r.register("cache_capacity_bytes", "Configured cache budget", gauge(c.capacity_bytes));
+            if let Some(k) = &c.cluster {
+                r.register(
+                    "cluster_invalidations_sent",
+                    "Writes announced to other nodes (one per node reached)",
+                    counter(k.invalidations_sent),
+                );
+                r.register(
+                    "cluster_invalidations_received",
+                    "Writes of other nodes announced to this one",
+                    counter(k.invalidations_received),
+                );
+                r.register(
+                    "cluster_frames_refused",
+                    "Cluster channel frames refused (bad tag, size or content)",
+                    counter(k.refused_frames),
+                );
+                r.register(
+                    "cluster_fences",
+                    "Nodes fenced for not acknowledging an announced write",
+                    counter(k.fences),
+                );
+                r.register(
+                    "cluster_lease_live",
+                    "1 while this node holds a live lease and may answer from its cache",
+                    gauge(k.lease_live as u64),
+                );
+            }
         }
 
         if let Some(n) = handles {

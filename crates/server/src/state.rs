@@ -130,8 +130,9 @@ impl ServerState {
             queue: config.queue_length,
             max_wait: std::time::Duration::from_millis(config.max_queue_wait_ms),
         });
-        let cache =
-            (config.cache_mb > 0).then(|| Arc::new(CachingStore::new(store.clone(), (config.cache_mb as u64) << 20)));
+        // A cluster node without a cache of its own still announces its writes through one.
+        let cache = (config.cache_mb > 0 || config.cluster_listen.is_some())
+            .then(|| Arc::new(CachingStore::new(store.clone(), (config.cache_mb as u64) << 20)));
         let store = match &cache {
             Some(c) => c.clone() as Arc<dyn Store>,
             None => store,

@@ -8,6 +8,10 @@
 //! node comes by. Only used with a shared store: a single node keeps them in
 //! memory.
 
+pub mod channel;
+pub mod coherence;
+pub mod lease;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -143,3 +147,6 @@ mod tests {
         assert_eq!(t.get(b"8").await.unwrap().as_deref(), Some(&b"y"[..]), "live entries stay");
     }
 }
+
+#[cfg(test)]
+mod coherence_tests;

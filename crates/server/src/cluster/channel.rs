@@ -1,0 +1,294 @@
+//! The cluster channel: how a writer tells its peers what to drop from their
+//! caches, and learns that they did. TCP, one frame per message:
+//! `u32 length ‖ body ‖ HMAC-SHA256(key, body)`, body = `kind ‖ seq u64 ‖
+//! payload`; an invalidation is answered by an ack carrying its seq. The key is
+//! derived from the site key (every node has it, no one outside the site), so
+//! nothing else can drop caches or fake acknowledgements; a frame with a bad
+//! tag closes the connection and drops nothing. Frames are bounded in bytes and
+//! keys, every read has a timeout, connections in are bounded in count.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use parking_lot::Mutex;
+use sha2::Sha256;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::cache::{CachingStore, Change};
+
+type HmacSha256 = Hmac<Sha256>;
+
+const TAG: usize = 32;
+/// Largest frame body accepted (keys are handle names and index values); a
+/// change that does not fit is sent as "everything". With [`MAX_CONNECTIONS`],
+/// bounds what peers without the key can make a node hold (16 MiB).
+pub const MAX_FRAME: usize = 256 << 10;
+/// Most keys in one frame; a larger change is sent as "everything".
+pub const MAX_KEYS: usize = 4096;
+const KIND_INVALIDATE: u8 = 1;
+const KIND_ACK: u8 = 2;
+/// Connections from peers served at once.
+const MAX_CONNECTIONS: usize = 64;
+/// An idle connection from a peer is closed after this long.
+const IDLE: Duration = Duration::from_secs(120);
+/// Kept connections per peer.
+const POOL_PER_PEER: usize = 8;
+
+/// The channel's key, from the site's private key.
+pub fn channel_key(site_secret: &[u8]) -> [u8; 32] {
+    let mut mac = HmacSha256::new_from_slice(b"handled cluster channel").expect("any key length");
+    mac.update(site_secret);
+    mac.finalize().into_bytes().into()
+}
+
+fn tag(key: &[u8; 32], body: &[u8]) -> [u8; TAG] {
+    let mut mac = HmacSha256::new_from_slice(key).expect("any key length");
+    mac.update(body);
+    mac.finalize().into_bytes().into()
+}
+
+fn frame(key: &[u8; 32], kind: u8, seq: u64, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + 9 + payload.len() + TAG);
+    out.extend_from_slice(&((9 + payload.len() + TAG) as u32).to_be_bytes());
+    out.push(kind);
+    out.extend_from_slice(&seq.to_be_bytes());
+    out.extend_from_slice(payload);
+    let t = tag(key, &out[4..]);
+    out.extend_from_slice(&t);
+    out
+}
+
+/// An invalidation's payload: `u8 all ‖ u32 count ‖ (u32 len ‖ key)*`.
+pub fn encode_change(change: &Change) -> Vec<u8> {
+    let fits = |keys: &[Vec<u8>]| {
+        keys.len() <= MAX_KEYS && 5 + keys.iter().map(|k| 4 + k.len()).sum::<usize>() + 9 + TAG <= MAX_FRAME
+    };
+    match change {
+        Change::Keys(keys) if fits(keys) => {
+            let mut out = vec![0];
+            out.extend_from_slice(&(keys.len() as u32).to_be_bytes());
+            for k in keys {
+                out.extend_from_slice(&(k.len() as u32).to_be_bytes());
+                out.extend_from_slice(k);
+            }
+            out
+        }
+        _ => vec![1, 0, 0, 0, 0],
+    }
+}
+
+fn decode_change(mut b: &[u8]) -> Option<Change> {
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        (b.len() >= n).then(|| {
+            let (h, t) = b.split_at(n);
+            *b = t;
+            h
+        })
+    }
+    let all = take(&mut b, 1)?[0];
+    let count = u32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
+    if all == 1 {
+        return b.is_empty().then_some(Change::All);
+    }
+    if all != 0 || count > MAX_KEYS {
+        return None;
+    }
+    let mut keys = Vec::with_capacity(count);
+    for _ in 0..count {
+        let n = u32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
+        keys.push(take(&mut b, n)?.to_vec());
+    }
+    b.is_empty().then_some(Change::Keys(keys))
+}
+
+/// Why no frame was read.
+enum NoFrame {
+    /// Closed or timed out.
+    Gone,
+    /// A bad length or tag.
+    Refused,
+}
+
+/// Read one frame: (kind, seq, payload).
+async fn read_frame(s: &mut TcpStream, key: &[u8; 32], first_byte: Duration) -> Result<(u8, u64, Vec<u8>), NoFrame> {
+    let mut len = [0u8; 4];
+    match tokio::time::timeout(first_byte, s.read_exact(&mut len)).await {
+        Ok(Ok(_)) => {}
+        _ => return Err(NoFrame::Gone),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if !(9 + TAG..=MAX_FRAME).contains(&len) {
+        return Err(NoFrame::Refused);
+    }
+    let mut body = vec![0u8; len];
+    match tokio::time::timeout(Duration::from_secs(2), s.read_exact(&mut body)).await {
+        Ok(Ok(_)) => {}
+        _ => return Err(NoFrame::Gone),
+    }
+    let (msg, t) = body.split_at(len - TAG);
+    let mut mac = HmacSha256::new_from_slice(key).expect("any key length");
+    mac.update(msg);
+    mac.verify_slice(t).map_err(|_| NoFrame::Refused)?;
+    let seq = u64::from_be_bytes(msg[1..9].try_into().expect("8 bytes"));
+    Ok((msg[0], seq, msg[9..].to_vec()))
+}
+
+/// Counters of the channel (metrics).
+#[derive(Default)]
+pub struct ChannelStats {
+    pub received: std::sync::atomic::AtomicU64,
+    pub refused_frames: std::sync::atomic::AtomicU64,
+}
+
+/// Serve peers' invalidations for `cache` on `listener` until dropped.
+pub async fn serve(listener: TcpListener, key: [u8; 32], cache: Arc<CachingStore>, stats: Arc<ChannelStats>) {
+    // Connections end with this task (a JoinSet aborts what it holds when dropped).
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            Some(_) = connections.join_next() => continue,
+        };
+        let Ok((mut stream, peer)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        if connections.len() >= MAX_CONNECTIONS {
+            continue;
+        }
+        let (cache, stats) = (cache.clone(), stats.clone());
+        connections.spawn(async move {
+            let _ = stream.set_nodelay(true);
+            loop {
+                let change = match read_frame(&mut stream, &key, IDLE).await {
+                    Ok((KIND_INVALIDATE, seq, payload)) => decode_change(&payload).map(|c| (seq, c)),
+                    Ok(_) | Err(NoFrame::Refused) => None,
+                    Err(NoFrame::Gone) => break,
+                };
+                let Some((seq, change)) = change else {
+                    stats.refused_frames.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::warn!(%peer, "cluster channel: a frame that is not a valid invalidation; closing");
+                    break;
+                };
+                cache.invalidate(&change);
+                stats.received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if stream.write_all(&frame(&key, KIND_ACK, seq, &[])).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+/// The sending side: kept connections per peer.
+pub struct Peers {
+    key: [u8; 32],
+    idle: Mutex<HashMap<SocketAddr, Vec<TcpStream>>>,
+    seq: std::sync::atomic::AtomicU64,
+}
+
+impl Peers {
+    pub fn new(key: [u8; 32]) -> Self {
+        Peers { key, idle: Mutex::new(HashMap::new()), seq: std::sync::atomic::AtomicU64::new(rand::random()) }
+    }
+
+    /// Send an invalidation (an encoded [`Change`]) to `addr` and wait for its
+    /// ack, within `timeout` in all. `false`: no ack.
+    pub async fn invalidate(&self, addr: SocketAddr, payload: &[u8], timeout: Duration) -> bool {
+        let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let msg = frame(&self.key, KIND_INVALIDATE, seq, payload);
+        let exchange = async {
+            let kept = self.idle.lock().get_mut(&addr).and_then(Vec::pop);
+            // A kept connection may have been closed by the peer: one fresh try then.
+            for stream in [kept, None] {
+                let was_kept = stream.is_some();
+                let mut stream = match stream {
+                    Some(s) => s,
+                    None => match TcpStream::connect(addr).await {
+                        Ok(s) => s,
+                        Err(_) => return false,
+                    },
+                };
+                let _ = stream.set_nodelay(true);
+                if stream.write_all(&msg).await.is_ok() {
+                    match read_frame(&mut stream, &self.key, timeout).await {
+                        Ok((KIND_ACK, s, _)) if s == seq => {
+                            let mut idle = self.idle.lock();
+                            let pool = idle.entry(addr).or_default();
+                            if pool.len() < POOL_PER_PEER {
+                                pool.push(stream);
+                            }
+                            return true;
+                        }
+                        _ if !was_kept => return false,
+                        _ => {}
+                    }
+                }
+            }
+            false
+        };
+        tokio::time::timeout(timeout, exchange).await.unwrap_or(false)
+    }
+
+    /// Forget the kept connections of peers no longer in `live`.
+    pub fn retain(&self, live: &[SocketAddr]) {
+        self.idle.lock().retain(|a, _| live.contains(a));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handled_store::{IndexMatch, MemoryStore, Store};
+
+    /// A frame under another key is refused: the connection closes, nothing
+    /// is dropped and no ack comes back; the right key drops and acks.
+    #[tokio::test]
+    async fn a_frame_with_a_bad_hmac_is_refused_and_drops_nothing() {
+        let cache = Arc::new(CachingStore::new(Arc::new(MemoryStore::new()), 1 << 20));
+        cache.doc_lookup("reg", "user", IndexMatch::Exact(b"a"), None, 10).await.unwrap();
+        assert_eq!(cache.cache_stats().entries, 1);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stats = Arc::new(ChannelStats::default());
+        let key = channel_key(b"site key");
+        let server = tokio::spawn(serve(listener, key, cache.clone(), stats.clone()));
+        let payload = encode_change(&Change::All);
+        let forger = Peers::new(channel_key(b"another site"));
+        assert!(!forger.invalidate(addr, &payload, Duration::from_millis(500)).await, "no ack to a forged frame");
+        assert_eq!(cache.cache_stats().entries, 1, "a forged frame drops nothing");
+        // A truncated or oversized frame: refused too.
+        let mut raw = TcpStream::connect(addr).await.unwrap();
+        raw.write_all(&(u32::MAX).to_be_bytes()).await.unwrap();
+        let mut buf = [0u8; 1];
+        assert_eq!(raw.read(&mut buf).await.unwrap_or(0), 0, "closed");
+        assert_eq!(cache.cache_stats().entries, 1);
+        let site = Peers::new(key);
+        assert!(site.invalidate(addr, &payload, Duration::from_millis(500)).await);
+        assert_eq!(cache.cache_stats().entries, 0, "the site's frame drops");
+        assert!(site.invalidate(addr, &payload, Duration::from_millis(500)).await, "over the kept connection");
+        assert_eq!(stats.received.load(std::sync::atomic::Ordering::Relaxed), 2);
+        assert_eq!(stats.refused_frames.load(std::sync::atomic::Ordering::Relaxed), 2, "the forged and the oversized");
+        server.abort();
+    }
+
+    #[test]
+    fn changes_round_trip_and_bad_payloads_are_refused() {
+        let keys = Change::Keys(vec![b"habc".to_vec(), Vec::new()]);
+        assert_eq!(decode_change(&encode_change(&keys)), Some(keys));
+        assert_eq!(decode_change(&encode_change(&Change::All)), Some(Change::All));
+        let many = Change::Keys(vec![b"k".to_vec(); MAX_KEYS + 1]);
+        assert_eq!(decode_change(&encode_change(&many)), Some(Change::All), "too many keys: everything");
+        let big = Change::Keys(vec![vec![b'k'; 64 << 10]; 4]);
+        let payload = encode_change(&big);
+        assert!(payload.len() + 9 + TAG <= MAX_FRAME && decode_change(&payload) == Some(Change::All), "too big");
+        let fits = Change::Keys(vec![vec![b'k'; 60 << 10]; 4]);
+        assert_eq!(decode_change(&encode_change(&fits)), Some(fits));
+        assert_eq!(decode_change(&[0, 0, 0, 0, 1, 0, 0, 0, 9, 1]), None, "truncated");
+        assert_eq!(decode_change(&[2, 0, 0, 0, 0]), None);
+    }
+}
