@@ -525,6 +525,7 @@ impl Config {
             request_timeout: std::time::Duration::from_millis(c.request_timeout_ms.max(1)),
             speculative_read_after: (c.speculative_read_ms > 0)
                 .then(|| std::time::Duration::from_millis(c.speculative_read_ms)),
+            ..handled_store::CassandraOptions::default()
         })
     }
 

@@ -29,15 +29,23 @@ fn fresh_keyspace(name: &str) -> String {
     format!("t{}_{}_{}_{short}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed), nanos % 10_000)
 }
 
-/// `nodes` stores on one keyspace: what several `handled` nodes share.
-async fn stores(name: &str, nodes: usize) -> Option<Vec<Arc<dyn Store>>> {
+/// Options for a fresh keyspace (replication 1).
+fn options(name: &str) -> Option<CassandraOptions> {
     let contact = contact_point()?;
-    let options = CassandraOptions {
+    Some(CassandraOptions {
         contact_points: vec![contact],
         keyspace: fresh_keyspace(name),
         replication: "1".into(),
         ..CassandraOptions::default()
-    };
+    })
+}
+
+/// `nodes` stores on one keyspace: what several `handled` nodes share.
+async fn stores(name: &str, nodes: usize) -> Option<Vec<Arc<dyn Store>>> {
+    stores_with(options(name)?, nodes).await
+}
+
+async fn stores_with(options: CassandraOptions, nodes: usize) -> Option<Vec<Arc<dyn Store>>> {
     let mut out: Vec<Arc<dyn Store>> = Vec::new();
     for _ in 0..nodes {
         out.push(Arc::new(CassandraStore::connect(&options).await.expect("connect to cassandra")));
@@ -46,8 +54,8 @@ async fn stores(name: &str, nodes: usize) -> Option<Vec<Arc<dyn Store>>> {
 }
 
 macro_rules! suite {
-    ($($name:ident),* $(,)?) => {
-        const NAMES: &[&str] = &[$(stringify!($name)),*];
+    ($names:ident, $($name:ident),* $(,)?) => {
+        const $names: &[&str] = &[$(stringify!($name)),*];
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $name() {
@@ -59,6 +67,7 @@ macro_rules! suite {
 }
 
 suite!(
+    NAMES,
     get_absent,
     create_absent,
     swap_present,
@@ -85,10 +94,27 @@ suite!(
     swap_with_docs_concurrent,
 );
 
+suite!(
+    TXN_LOG_NAMES,
+    txn_log_local_writes,
+    txn_log_no_ops_and_conflicts_log_nothing,
+    txn_log_put_many,
+    txn_log_read_paging,
+    txn_log_prune_raises_floor,
+    txn_log_reset,
+    txn_log_apply_replicated,
+    txn_log_apply_replicated_all_or_nothing,
+    txn_log_subscribe_wakes_on_commit,
+    txn_log_concurrent_ids_gap_free,
+    txn_log_checkpoint,
+);
+
 #[test]
 fn every_suite_test_is_instantiated() {
     let all: Vec<&str> = conformance::ALL.iter().map(|(n, _)| *n).collect();
     assert_eq!(NAMES, all.as_slice());
+    let all: Vec<&str> = conformance::TXN_LOG_ALL.iter().map(|(n, _)| *n).collect();
+    assert_eq!(TXN_LOG_NAMES, all.as_slice());
 }
 
 /// Three "nodes" (sessions) × 8 writers create the same 300 names: each name is
@@ -162,11 +188,12 @@ async fn concurrent_appends_across_nodes_lose_nothing() {
     assert_eq!(record.values.len(), 3 * 8 * PER_WRITER as usize, "no append lost");
 }
 
-/// No transaction log on Cassandra yet (docs/cluster.md): every log method says
-/// so instead of answering as an empty log, and writes still work.
+/// With `replication_log = false` (`txn_log: false`) every log method says so
+/// instead of answering as an empty log, and writes still work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn txn_log_methods_refuse_clearly() {
-    let Some(mut s) = stores("txnlog", 1).await else { return };
+async fn txn_log_off_refuses_clearly() {
+    let Some(o) = options("txnlog_off") else { return };
+    let Some(mut s) = stores_with(CassandraOptions { txn_log: false, ..o }, 1).await else { return };
     let s = s.remove(0);
     s.swap(b"20.5000/a", Expect::Absent, Some(url_record("a"))).await.unwrap();
     let answers = [
@@ -178,7 +205,7 @@ async fn txn_log_methods_refuse_clearly() {
     ];
     for a in answers {
         let e = a.unwrap_err().to_string();
-        assert!(e.contains("not available on the cassandra store yet"), "{e}");
+        assert!(e.contains("replication_log = false"), "{e}");
     }
     assert_eq!(*s.txn_log_subscribe().borrow(), 0);
     s.checkpoint().await.unwrap();
