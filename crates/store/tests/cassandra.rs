@@ -329,3 +329,75 @@ async fn txn_log_followed_while_three_nodes_write() {
     }
     eprintln!("{} changes acknowledged, {} entries, last id {}", acked.len(), seen.len(), whole.last().unwrap().id);
 }
+
+/// Not a test: the cost of the log per write on one Cassandra node (creates/s
+/// with and without it, alternating, same run). `cargo test -p handled-store
+/// --test cassandra -- --ignored --nocapture txn_log_write_cost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore]
+async fn txn_log_write_cost() {
+    use futures_util::StreamExt;
+    use std::time::Instant;
+    let creates: usize = std::env::var("HANDLED_BENCH_CREATES").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
+    let Some(base) = options("txnlog_cost") else { return };
+    for round in 0..3 {
+        for logged in [false, true] {
+            let o = CassandraOptions { keyspace: fresh_keyspace("txnlog_cost"), txn_log: logged, ..base.clone() };
+            let s: Arc<dyn Store> = Arc::new(CassandraStore::connect(&o).await.unwrap());
+            let started = Instant::now();
+            futures_util::stream::iter(0..creates)
+                .map(|i| {
+                    let s = s.clone();
+                    async move {
+                        let k = format!("B/{i}").into_bytes();
+                        s.swap(&k, Expect::Absent, Some(url_record("x"))).await.unwrap();
+                    }
+                })
+                .buffer_unordered(64)
+                .collect::<Vec<()>>()
+                .await;
+            let rate = creates as f64 / started.elapsed().as_secs_f64();
+            eprintln!("round {round}: log {}: {creates} creates, {rate:.0}/s", if logged { "on " } else { "off" });
+            if logged {
+                assert_eq!(s.txn_log_bounds().await.unwrap().last, creates as u64);
+            }
+        }
+    }
+}
+
+/// What a writer that died between its steps leaves (R3): id 2 pending for a
+/// change that applied, id 3 handed out and never written. A reader stops
+/// before them while they are young, then settles them: 2 done with what the
+/// row now is (Update), 3 void; the log goes on past them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn txn_log_settles_what_dead_writers_left() {
+    use handled_store::TxnAction;
+    use std::time::Duration;
+    let Some(o) = options("txnlog_dead") else { return };
+    let settle = Duration::from_millis(1500);
+    let o = CassandraOptions { txn_settle_after: settle, txn_poll_interval: Duration::from_secs(3600), ..o };
+    let Some(mut s) = stores_with(o.clone(), 1).await else { return };
+    let s = s.remove(0);
+    s.swap(b"D/a", Expect::Absent, Some(url_record("a"))).await.unwrap();
+    // The dead writer: ids 2 and 3 handed out, 2 pending, its change applied
+    // (by a session that does not log), 3 never written.
+    let session =
+        scylla::client::session_builder::SessionBuilder::new().known_node(&o.contact_points[0]).build().await.unwrap();
+    let ks = &o.keyspace;
+    let lwt = format!("UPDATE {ks}.txn_seq SET last = 3 WHERE part = 0 IF last = 1");
+    session.query_unpaged(lwt, ()).await.unwrap();
+    let pending =
+        format!("INSERT INTO {ks}.txn_log (bucket, id, state, action, handle, date) VALUES (0, 2, 0, 3, ?, 5)");
+    session.query_unpaged(pending, (b"D/a".to_vec(),)).await.unwrap();
+    let Some(mut quiet) = stores_with(CassandraOptions { txn_log: false, ..o.clone() }, 1).await else { return };
+    quiet.remove(0).swap(b"D/a", Expect::Any, Some(url_record("b"))).await.unwrap();
+    s.swap(b"D/b", Expect::Absent, Some(url_record("b"))).await.unwrap();
+    let ids = |v: Vec<handled_store::TxnEntry>| v.into_iter().map(|e| (e.id, e.action)).collect::<Vec<_>>();
+    assert_eq!(ids(s.txn_log_read(0, 10).await.unwrap()), vec![(1, TxnAction::Create)], "young: wait at 2");
+    assert_eq!(s.txn_log_bounds().await.unwrap().last, 1);
+    tokio::time::sleep(settle + Duration::from_millis(200)).await;
+    let got = s.txn_log_read(0, 10).await.unwrap();
+    assert_eq!(ids(got.clone()), vec![(1, TxnAction::Create), (2, TxnAction::Update), (4, TxnAction::Create)]);
+    assert_eq!(got[1].handle, b"D/a");
+    assert_eq!(s.txn_log_bounds().await.unwrap().last, 4);
+}
