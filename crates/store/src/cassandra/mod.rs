@@ -60,6 +60,22 @@ pub(crate) fn backend_error(what: &str, e: impl std::fmt::Display) -> StoreError
     StoreError::Backend(format!("cassandra: {what}: {e}"))
 }
 
+/// A prepared statement, marked idempotent (the driver may retry it) or not,
+/// read at SERIAL or at the session's consistency.
+pub(crate) async fn prepare(
+    session: &Session,
+    cql: String,
+    idempotent: bool,
+    serial: bool,
+) -> Result<scylla::statement::prepared::PreparedStatement, StoreError> {
+    let mut p = session.prepare(cql.as_str()).await.map_err(|e| backend_error(&cql, e))?;
+    p.set_is_idempotent(idempotent);
+    if serial {
+        p.set_consistency(scylla::statement::Consistency::Serial);
+    }
+    Ok(p)
+}
+
 /// Typed rows of a query result.
 pub(crate) fn rows_of<R>(result: Result<QueryResult, ExecutionError>, what: &str) -> Result<Vec<R>, StoreError>
 where

@@ -103,15 +103,21 @@ impl TxnLog {
     /// Steps 1 and 2: an id whose entry is pending, for a change of `handle`
     /// (`action` is what the writer means to do; step 4 says what it did).
     pub async fn begin(&self, action: TxnAction, handle: &[u8]) -> Result<Slot, StoreError> {
+        let mut failure = None;
         for _ in 0..STEP_ATTEMPTS {
             let slot = self.take().await?;
             let values = (bucket_of(slot.id), slot.id as i64, i32::from(action.code()), handle, slot.date_ms as i64);
             // Not applied: a reader voided the id meanwhile (R3); take another.
-            if applied(self.session.execute_unpaged(&self.st.pending, values).await, "txn_log pending")? {
-                return Ok(slot);
+            // Failed (a timeout): the entry may be there, pending; a reader
+            // settles it (harmlessly done); one more try with another id.
+            match applied(self.session.execute_unpaged(&self.st.pending, values).await, "txn_log pending") {
+                Ok(true) => return Ok(slot),
+                Ok(false) => {}
+                Err(e) if failure.is_some() => return Err(e),
+                Err(e) => failure = Some(e),
             }
         }
-        Err(StoreError::Backend("cassandra: no transaction log id could be written".into()))
+        Err(failure.unwrap_or_else(|| StoreError::Backend("cassandra: no transaction log id could be written".into())))
     }
 
     /// Step 4: `slot` done with `action` (the change applied), or void (`None`:

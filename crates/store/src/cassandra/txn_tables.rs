@@ -18,7 +18,6 @@ use scylla::client::session::Session;
 use scylla::errors::ExecutionError;
 use scylla::response::query_result::QueryResult;
 use scylla::statement::prepared::PreparedStatement;
-use scylla::statement::Consistency;
 use scylla::value::{CqlValue, Row};
 
 use super::{backend_error, rows_of};
@@ -145,14 +144,7 @@ pub struct TxnStatements {
 
 impl TxnStatements {
     pub async fn prepare(session: &Session, ks: &str) -> Result<Self, StoreError> {
-        let prep = |cql: String, idempotent: bool, serial: bool| async move {
-            let mut p = session.prepare(cql.as_str()).await.map_err(|e| backend_error(&cql, e))?;
-            p.set_is_idempotent(idempotent);
-            if serial {
-                p.set_consistency(Consistency::Serial);
-            }
-            Ok::<_, StoreError>(p)
-        };
+        let prep = |cql: String, idempotent: bool, serial: bool| super::prepare(session, cql, idempotent, serial);
         let cols = "id, state, action, handle, date";
         let statements = TxnStatements {
             seq_read: prep(
