@@ -197,6 +197,8 @@ concurrent_reads: 16
 concurrent_writes: 16
 concurrent_counter_writes: 16
 concurrent_compactors: 1
+# Linearizable lightweight transactions (the Cassandra transaction log relies on them; docs/cluster.md).
+paxos_variant: v2
 EOF
   cat >"$d/conf/logback.xml" <<EOF
 <configuration scan="false">

@@ -165,37 +165,7 @@ fn a_mirror_dumps_pulls_every_change_and_refuses_administration() {
         "10k handles, TEST/ADMIN, 0.NA/TEST, the homed prefix"
     );
 
-    // Every kind of change on the primary.
-    block(async {
-        let mut a = admin(d, &p.tcp_port).await;
-        for i in 0..20 {
-            a.create(format!("TEST/new{i}").as_bytes(), &[HandleValue::new(1, "URL", format!("https://new/{i}"))])
-                .await
-                .unwrap();
-        }
-        for i in 0..10 {
-            a.modify_values(format!("TEST/{i}").as_bytes(), &[HandleValue::new(1, "URL", "https://changed")])
-                .await
-                .unwrap();
-            a.delete(format!("TEST/{}", 100 + i).as_bytes()).await.unwrap();
-        }
-        a.remove_values(b"TEST/200", &[2]).await.unwrap();
-        a.add_values(b"TEST/201", &[HandleValue::new(3, "DESC", "added")], false).await.unwrap();
-        a.create(b"TEST/gone", &[HandleValue::new(1, "URL", "x")]).await.unwrap();
-        a.delete(b"TEST/gone").await.unwrap();
-        a.home_prefix(b"0.NA/OTHER").await.unwrap();
-        a.home_prefix(b"0.NA/THIRD").await.unwrap();
-        a.unhome_prefix(b"0.NA/THIRD").await.unwrap();
-    });
-    caught_up(&p, &m);
-    let changed = (0..20)
-        .map(|i| format!("TEST/new{i}"))
-        .chain((0..10).map(|i| format!("TEST/{i}")))
-        .chain((100..110).map(|i| format!("TEST/{i}")))
-        .chain(["TEST/200", "TEST/201", "TEST/gone", "OTHER/x", "THIRD/x"].map(String::from));
-    block(same_records(&p, &m, changed));
-    assert_eq!(code_on(&m, "OTHER/x"), ResponseCode::HANDLE_NOT_FOUND, "OTHER homed on the mirror too");
-    assert_eq!(code_on(&m, "THIRD/x"), ResponseCode::SERVER_NOT_RESP, "THIRD homed and unhomed");
+    every_kind_of_change_pulled(d, &p, &m);
 
     // Administration on the mirror: 301 "not a primary", native and REST.
     let (refused, listed, homed) = block(async {
@@ -517,4 +487,81 @@ fn need_to_redump_is_followed_by_a_mark_and_sweep_redump() {
     let all = (0..10).map(|i| format!("TEST/{i}")).chain(["TEST/ADMIN".into(), "0.NA/TEST".into()]);
     assert_eq!(block(same_records(&p2, &m, all)), 12);
     assert_eq!(code_on(&m, "TEST/7"), ResponseCode::HANDLE_NOT_FOUND, "swept: the new source does not have it");
+}
+
+/// A `handled` mirror (embedded) of a `handled` source on Cassandra
+/// (`replication_log = true`): the dump, then every kind of change pulled.
+/// Needs `HANDLED_TEST_CASSANDRA=host:port` (tests/cassandra/run.sh); skips
+/// without it.
+#[test]
+fn a_mirror_pulls_from_a_source_on_cassandra() {
+    let Some(contact) = std::env::var("HANDLED_TEST_CASSANDRA").ok().filter(|v| !v.is_empty()) else {
+        eprintln!("skipped: HANDLED_TEST_CASSANDRA is not set (tests/cassandra/run.sh starts a node and sets it)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let import = d.join("handles.jsonl");
+    let lines: String = (0..300)
+        .map(|i| {
+            format!(
+                r#"{{"handle":"TEST/{i}","values":[{{"index":1,"type":"URL","data":{{"format":"string","value":"https://example.org/{i}"}}}},{{"index":2,"type":"EMAIL","data":{{"format":"string","value":"h{i}@example.org"}}}}]}}"#
+            ) + "\n"
+        })
+        .collect();
+    std::fs::write(&import, lines).unwrap();
+    let keyspace = format!("mirror_{}_{}", std::process::id(), Instant::now().elapsed().as_nanos() % 100_000);
+    let config = write(
+        d,
+        "primary.toml",
+        &format!(
+            "store = \"cassandra\"\ncache_mb = 0\nserver_admins = [\"300:TEST/ADMIN\"]\n\
+             replication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]\n\
+             [cassandra]\ncontact_points = [\"{contact}\"]\nkeyspace = \"{keyspace}\"\nreplication = \"1\"\n\
+             replication_log = true\n"
+        ),
+    );
+    let data = d.join("primary-data");
+    let p = serve(d, &["--config", path(&config), "--import", path(&import), "--data-dir", path(&data)]);
+    let (m, _) = mirror(d, "m", &format!("127.0.0.1:{}", p.tcp_port), "", &[]);
+    caught_up(&p, &m);
+    let all = (0..300).map(|i| format!("TEST/{i}")).chain(["TEST/ADMIN".into(), "0.NA/TEST".into()]);
+    assert_eq!(block(same_records(&p, &m, all)), 302);
+
+    every_kind_of_change_pulled(d, &p, &m);
+}
+
+/// Every kind of change on the primary `p` (its handles TEST/0.. at least up
+/// to TEST/201), pulled by `m`: the records then agree on both.
+fn every_kind_of_change_pulled(d: &Path, p: &Server, m: &Server) {
+    block(async {
+        let mut a = admin(d, &p.tcp_port).await;
+        for i in 0..20 {
+            a.create(format!("TEST/new{i}").as_bytes(), &[HandleValue::new(1, "URL", format!("https://new/{i}"))])
+                .await
+                .unwrap();
+        }
+        for i in 0..10 {
+            a.modify_values(format!("TEST/{i}").as_bytes(), &[HandleValue::new(1, "URL", "https://changed")])
+                .await
+                .unwrap();
+            a.delete(format!("TEST/{}", 100 + i).as_bytes()).await.unwrap();
+        }
+        a.remove_values(b"TEST/200", &[2]).await.unwrap();
+        a.add_values(b"TEST/201", &[HandleValue::new(3, "DESC", "added")], false).await.unwrap();
+        a.create(b"TEST/gone", &[HandleValue::new(1, "URL", "x")]).await.unwrap();
+        a.delete(b"TEST/gone").await.unwrap();
+        a.home_prefix(b"0.NA/OTHER").await.unwrap();
+        a.home_prefix(b"0.NA/THIRD").await.unwrap();
+        a.unhome_prefix(b"0.NA/THIRD").await.unwrap();
+    });
+    caught_up(p, m);
+    let changed = (0..20)
+        .map(|i| format!("TEST/new{i}"))
+        .chain((0..10).map(|i| format!("TEST/{i}")))
+        .chain((100..110).map(|i| format!("TEST/{i}")))
+        .chain(["TEST/200", "TEST/201", "TEST/gone", "OTHER/x", "THIRD/x"].map(String::from));
+    assert_eq!(block(same_records(p, m, changed)), 45);
+    assert_eq!(code_on(m, "OTHER/x"), ResponseCode::HANDLE_NOT_FOUND, "OTHER homed on the mirror too");
+    assert_eq!(code_on(m, "THIRD/x"), ResponseCode::SERVER_NOT_RESP, "THIRD homed and unhomed");
 }

@@ -29,15 +29,23 @@ fn fresh_keyspace(name: &str) -> String {
     format!("t{}_{}_{}_{short}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed), nanos % 10_000)
 }
 
-/// `nodes` stores on one keyspace: what several `handled` nodes share.
-async fn stores(name: &str, nodes: usize) -> Option<Vec<Arc<dyn Store>>> {
+/// Options for a fresh keyspace (replication 1).
+fn options(name: &str) -> Option<CassandraOptions> {
     let contact = contact_point()?;
-    let options = CassandraOptions {
+    Some(CassandraOptions {
         contact_points: vec![contact],
         keyspace: fresh_keyspace(name),
         replication: "1".into(),
         ..CassandraOptions::default()
-    };
+    })
+}
+
+/// `nodes` stores on one keyspace: what several `handled` nodes share.
+async fn stores(name: &str, nodes: usize) -> Option<Vec<Arc<dyn Store>>> {
+    stores_with(options(name)?, nodes).await
+}
+
+async fn stores_with(options: CassandraOptions, nodes: usize) -> Option<Vec<Arc<dyn Store>>> {
     let mut out: Vec<Arc<dyn Store>> = Vec::new();
     for _ in 0..nodes {
         out.push(Arc::new(CassandraStore::connect(&options).await.expect("connect to cassandra")));
@@ -46,8 +54,8 @@ async fn stores(name: &str, nodes: usize) -> Option<Vec<Arc<dyn Store>>> {
 }
 
 macro_rules! suite {
-    ($($name:ident),* $(,)?) => {
-        const NAMES: &[&str] = &[$(stringify!($name)),*];
+    ($names:ident, $($name:ident),* $(,)?) => {
+        const $names: &[&str] = &[$(stringify!($name)),*];
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $name() {
@@ -59,6 +67,7 @@ macro_rules! suite {
 }
 
 suite!(
+    NAMES,
     get_absent,
     create_absent,
     swap_present,
@@ -85,10 +94,27 @@ suite!(
     swap_with_docs_concurrent,
 );
 
+suite!(
+    TXN_LOG_NAMES,
+    txn_log_local_writes,
+    txn_log_no_ops_and_conflicts_log_nothing,
+    txn_log_put_many,
+    txn_log_read_paging,
+    txn_log_prune_raises_floor,
+    txn_log_reset,
+    txn_log_apply_replicated,
+    txn_log_apply_replicated_all_or_nothing,
+    txn_log_subscribe_wakes_on_commit,
+    txn_log_concurrent_ids_gap_free,
+    txn_log_checkpoint,
+);
+
 #[test]
 fn every_suite_test_is_instantiated() {
     let all: Vec<&str> = conformance::ALL.iter().map(|(n, _)| *n).collect();
     assert_eq!(NAMES, all.as_slice());
+    let all: Vec<&str> = conformance::TXN_LOG_ALL.iter().map(|(n, _)| *n).collect();
+    assert_eq!(TXN_LOG_NAMES, all.as_slice());
 }
 
 /// Three "nodes" (sessions) × 8 writers create the same 300 names: each name is
@@ -162,11 +188,12 @@ async fn concurrent_appends_across_nodes_lose_nothing() {
     assert_eq!(record.values.len(), 3 * 8 * PER_WRITER as usize, "no append lost");
 }
 
-/// No transaction log on Cassandra yet (docs/cluster.md): every log method says
-/// so instead of answering as an empty log, and writes still work.
+/// With `replication_log = false` (`txn_log: false`) every log method says so
+/// instead of answering as an empty log, and writes still work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn txn_log_methods_refuse_clearly() {
-    let Some(mut s) = stores("txnlog", 1).await else { return };
+async fn txn_log_off_refuses_clearly() {
+    let Some(o) = options("txnlog_off") else { return };
+    let Some(mut s) = stores_with(CassandraOptions { txn_log: false, ..o }, 1).await else { return };
     let s = s.remove(0);
     s.swap(b"20.5000/a", Expect::Absent, Some(url_record("a"))).await.unwrap();
     let answers = [
@@ -178,8 +205,199 @@ async fn txn_log_methods_refuse_clearly() {
     ];
     for a in answers {
         let e = a.unwrap_err().to_string();
-        assert!(e.contains("not available on the cassandra store yet"), "{e}");
+        assert!(e.contains("replication_log = false"), "{e}");
     }
     assert_eq!(*s.txn_log_subscribe().borrow(), 0);
     s.checkpoint().await.unwrap();
+}
+
+/// The property the design proves (docs/cluster.md): 3 sessions × 8 writers
+/// change handles concurrently (own names, a shared hot handle, racing
+/// creates that make lost rounds and void entries, deletes) while a reader
+/// follows the log. The reader's ids only go up, every acknowledged change
+/// has an entry, and no entry ever appears below an id the reader has passed:
+/// the whole log read afterwards is exactly what the reader saw. Settling is
+/// made eager (300 ms) so readers take over and void entries of writers that
+/// are still at work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn txn_log_followed_while_three_nodes_write() {
+    use handled_store::{TxnAction, TxnEntry};
+    use std::collections::HashMap;
+    use std::time::Duration;
+    let Some(o) = options("txnlog_follow") else { return };
+    let o = CassandraOptions {
+        txn_settle_after: Duration::from_millis(300),
+        txn_poll_interval: Duration::from_millis(200),
+        ..o
+    };
+    let Some(nodes) = stores_with(o.clone(), 3).await else { return };
+    let Some(mut reader_store) = stores_with(o, 1).await else { return };
+    let reader_store = reader_store.remove(0);
+    const ROUNDS: u32 = 12;
+    let writing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let reader = {
+        let (s, writing) = (reader_store.clone(), writing.clone());
+        tokio::spawn(async move {
+            let mut seen: Vec<TxnEntry> = Vec::new();
+            let mut quiet_rounds = 0;
+            loop {
+                let after = seen.last().map_or(0, |e| e.id);
+                let page = s.txn_log_read(after, 50).await.unwrap();
+                for e in &page {
+                    let last = seen.last().map_or(0, |l| l.id);
+                    assert!(e.id > last, "id {} after {last}", e.id);
+                }
+                let empty = page.is_empty();
+                seen.extend(page);
+                if empty {
+                    if !writing.load(Ordering::Acquire) {
+                        // Writers are done: caught up once the frontier is ours.
+                        let b = s.txn_log_bounds().await.unwrap();
+                        quiet_rounds += 1;
+                        if b.last <= seen.last().map_or(0, |e| e.id) || quiet_rounds > 200 {
+                            return seen;
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        })
+    };
+    let mut tasks = Vec::new();
+    for (n, store) in nodes.iter().enumerate() {
+        for w in 0..8u32 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut acked: Vec<(Vec<u8>, TxnAction)> = Vec::new();
+                let mut ack = |key: &[u8], out: SwapOutcome, present: bool| {
+                    if let SwapOutcome::Done { previous } = out {
+                        if let Some(a) = TxnAction::of_handle_write(previous.is_some(), present) {
+                            acked.push((key.to_vec(), a));
+                        }
+                    }
+                };
+                for i in 0..ROUNDS {
+                    let own = format!("M/{n}-{w}-{i}").into_bytes();
+                    let hot = format!("M/hot{}", i % 3).into_bytes();
+                    let race = format!("M/race{i}").into_bytes();
+                    let who = url_record(&format!("{n}-{w}-{i}"));
+                    ack(&own, store.swap(&own, Expect::Absent, Some(who.clone())).await.unwrap(), true);
+                    ack(&hot, store.swap(&hot, Expect::Any, Some(who.clone())).await.unwrap(), true);
+                    ack(&race, store.swap(&race, Expect::Absent, Some(who.clone())).await.unwrap(), true);
+                    if i % 4 == 3 {
+                        ack(&own, store.swap(&own, Expect::Any, None).await.unwrap(), false);
+                    }
+                }
+                acked
+            }));
+        }
+    }
+    let mut acked = Vec::new();
+    for t in tasks {
+        acked.extend(t.await.unwrap());
+    }
+    writing.store(false, Ordering::Release);
+    let seen = tokio::time::timeout(Duration::from_secs(120), reader).await.expect("reader caught up").unwrap();
+    // Nothing appeared below the reader: the whole log is what it saw.
+    let whole = conformance::read_whole_log(&*nodes[1]).await;
+    let unseen: Vec<u64> = whole.iter().filter(|e| !seen.contains(e)).map(|e| e.id).collect();
+    assert!(unseen.is_empty(), "entries appeared below ids the reader had passed: {unseen:?}");
+    assert_eq!(whole.len(), seen.len(), "the reader saw entries the log does not hold");
+    // Every acknowledged change has an entry (a reader that took an entry over
+    // may make more, never fewer).
+    let mut logged: HashMap<Vec<u8>, usize> = HashMap::new();
+    for e in &seen {
+        *logged.entry(e.handle.clone()).or_default() += 1;
+    }
+    let mut wanted: HashMap<Vec<u8>, usize> = HashMap::new();
+    for (k, _) in &acked {
+        *wanted.entry(k.clone()).or_default() += 1;
+    }
+    for (k, n) in &wanted {
+        let got = logged.get(k).copied().unwrap_or(0);
+        assert!(got >= *n, "{}: {n} changes acknowledged, {got} logged", String::from_utf8_lossy(k));
+    }
+    // The last entry of each handle says what it is now (here deletes come
+    // only from a handle's own writer, so they are never out of order).
+    let mut last: HashMap<Vec<u8>, TxnAction> = HashMap::new();
+    for e in &seen {
+        last.insert(e.handle.clone(), e.action);
+    }
+    for (k, a) in last {
+        let present = nodes[0].get(&k).await.unwrap().is_some();
+        assert_eq!(present, a != TxnAction::Delete, "{}: last logged {a:?}", String::from_utf8_lossy(&k));
+    }
+    eprintln!("{} changes acknowledged, {} entries, last id {}", acked.len(), seen.len(), whole.last().unwrap().id);
+}
+
+/// Not a test: the cost of the log per write on one Cassandra node (creates/s
+/// with and without it, alternating, same run). `cargo test -p handled-store
+/// --test cassandra -- --ignored --nocapture txn_log_write_cost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore]
+async fn txn_log_write_cost() {
+    use futures_util::StreamExt;
+    use std::time::Instant;
+    let creates: usize = std::env::var("HANDLED_BENCH_CREATES").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
+    let Some(base) = options("txnlog_cost") else { return };
+    for round in 0..3 {
+        for logged in [false, true] {
+            let o = CassandraOptions { keyspace: fresh_keyspace("txnlog_cost"), txn_log: logged, ..base.clone() };
+            let s: Arc<dyn Store> = Arc::new(CassandraStore::connect(&o).await.unwrap());
+            let started = Instant::now();
+            futures_util::stream::iter(0..creates)
+                .map(|i| {
+                    let s = s.clone();
+                    async move {
+                        let k = format!("B/{i}").into_bytes();
+                        s.swap(&k, Expect::Absent, Some(url_record("x"))).await.unwrap();
+                    }
+                })
+                .buffer_unordered(64)
+                .collect::<Vec<()>>()
+                .await;
+            let rate = creates as f64 / started.elapsed().as_secs_f64();
+            eprintln!("round {round}: log {}: {creates} creates, {rate:.0}/s", if logged { "on " } else { "off" });
+            if logged {
+                assert_eq!(s.txn_log_bounds().await.unwrap().last, creates as u64);
+            }
+        }
+    }
+}
+
+/// What a writer that died between its steps leaves (R3): id 2 pending for a
+/// change that applied, id 3 handed out and never written. A reader stops
+/// before them while they are young, then settles them: 2 done with what the
+/// row now is (Update), 3 void; the log goes on past them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn txn_log_settles_what_dead_writers_left() {
+    use handled_store::TxnAction;
+    use std::time::Duration;
+    let Some(o) = options("txnlog_dead") else { return };
+    let settle = Duration::from_millis(1500);
+    let o = CassandraOptions { txn_settle_after: settle, txn_poll_interval: Duration::from_secs(3600), ..o };
+    let Some(mut s) = stores_with(o.clone(), 1).await else { return };
+    let s = s.remove(0);
+    s.swap(b"D/a", Expect::Absent, Some(url_record("a"))).await.unwrap();
+    // The dead writer: ids 2 and 3 handed out, 2 pending, its change applied
+    // (by a session that does not log), 3 never written.
+    let session =
+        scylla::client::session_builder::SessionBuilder::new().known_node(&o.contact_points[0]).build().await.unwrap();
+    let ks = &o.keyspace;
+    let lwt = format!("UPDATE {ks}.txn_seq SET last = 3 WHERE part = 0 IF last = 1");
+    session.query_unpaged(lwt, ()).await.unwrap();
+    let pending =
+        format!("INSERT INTO {ks}.txn_log (bucket, id, state, action, handle, date) VALUES (0, 2, 0, 3, ?, 5)");
+    session.query_unpaged(pending, (b"D/a".to_vec(),)).await.unwrap();
+    let Some(mut quiet) = stores_with(CassandraOptions { txn_log: false, ..o.clone() }, 1).await else { return };
+    quiet.remove(0).swap(b"D/a", Expect::Any, Some(url_record("b"))).await.unwrap();
+    s.swap(b"D/b", Expect::Absent, Some(url_record("b"))).await.unwrap();
+    let ids = |v: Vec<handled_store::TxnEntry>| v.into_iter().map(|e| (e.id, e.action)).collect::<Vec<_>>();
+    assert_eq!(ids(s.txn_log_read(0, 10).await.unwrap()), vec![(1, TxnAction::Create)], "young: wait at 2");
+    assert_eq!(s.txn_log_bounds().await.unwrap().last, 1);
+    tokio::time::sleep(settle + Duration::from_millis(200)).await;
+    let got = s.txn_log_read(0, 10).await.unwrap();
+    assert_eq!(ids(got.clone()), vec![(1, TxnAction::Create), (2, TxnAction::Update), (4, TxnAction::Create)]);
+    assert_eq!(got[1].handle, b"D/a");
+    assert_eq!(s.txn_log_bounds().await.unwrap().last, 4);
 }

@@ -18,6 +18,10 @@ mod key_locks;
 mod options;
 mod rows;
 mod schema;
+mod txn_admin;
+mod txn_log;
+mod txn_reader;
+mod txn_tables;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,11 +45,12 @@ use schema::{HANDLE_COLL, LISTING_IDX};
 use crate::txn_log::TxnNotifier;
 use crate::{
     DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, ReplicatedChange,
-    StatCounters, Store, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
+    StatCounters, Store, StoreError, StoreStats, SwapOutcome, TxnAction, TxnEntry, TxnLogBounds, HOMED_META_PREFIX,
 };
+use txn_log::TxnLog;
 
-/// What the transaction-log methods answer here (see docs/cluster.md, "Not done yet").
-const NO_TXN_LOG: &str = "the transaction log (replication source) is not available on the cassandra store yet";
+/// What the transaction-log methods answer when the log is off.
+const NO_TXN_LOG: &str = "the transaction log (replication source) is off on this cluster (replication_log = false)";
 
 /// Compare-and-set rounds before a write gives up on a hot row.
 const MAX_ROUNDS: u32 = 200;
@@ -54,6 +59,22 @@ const CHECK_CONCURRENCY: usize = 64;
 
 pub(crate) fn backend_error(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(format!("cassandra: {what}: {e}"))
+}
+
+/// A prepared statement, marked idempotent (the driver may retry it) or not,
+/// read at SERIAL or at the session's consistency.
+pub(crate) async fn prepare(
+    session: &Session,
+    cql: String,
+    idempotent: bool,
+    serial: bool,
+) -> Result<scylla::statement::prepared::PreparedStatement, StoreError> {
+    let mut p = session.prepare(cql.as_str()).await.map_err(|e| backend_error(&cql, e))?;
+    p.set_is_idempotent(idempotent);
+    if serial {
+        p.set_consistency(scylla::statement::Consistency::Serial);
+    }
+    Ok(p)
 }
 
 /// Typed rows of a query result.
@@ -75,8 +96,10 @@ pub struct CassandraStore {
     closed: AtomicBool,
     /// This node's writes to one partition take turns (see `key_locks`).
     key_locks: key_locks::KeyLocks,
-    /// Never moves (no log is kept yet), but kept so subscribers wait instead of
-    /// seeing a closed channel.
+    /// The transaction log, unless it is off (`CassandraOptions::txn_log`).
+    txn: Option<Arc<TxnLog>>,
+    /// With the log off: never moves, so subscribers wait instead of seeing a
+    /// closed channel.
     txn_notifier: TxnNotifier,
 }
 
@@ -148,15 +171,30 @@ impl CassandraStore {
         schema::ensure(&session, &o.keyspace, &o.replication).await?;
         let rows = RowStatements::prepare(&session, &o.keyspace).await?;
         let entries = EntryStatements::prepare(&session, &o.keyspace).await?;
+        let session = Arc::new(session);
+        let txn = if o.txn_log {
+            let statements = txn_tables::TxnStatements::prepare(&session, &o.keyspace).await?;
+            let log = TxnLog::open(session.clone(), statements, o.txn_settle_after).await?;
+            txn_reader::spawn_poll(Arc::downgrade(&log), o.txn_poll_interval);
+            Some(log)
+        } else {
+            None
+        };
         Ok(CassandraStore {
-            session: Arc::new(session),
+            session,
             rows,
             entries,
             stats: StatCounters::default(),
             key_locks: key_locks::KeyLocks::new(),
             closed: AtomicBool::new(false),
+            txn,
             txn_notifier: TxnNotifier::new(0),
         })
+    }
+
+    fn txn(&self) -> Result<&TxnLog, StoreError> {
+        self.check_open()?;
+        self.txn.as_deref().ok_or_else(|| StoreError::Backend(NO_TXN_LOG.into()))
     }
 
     fn check_open(&self) -> Result<(), StoreError> {
@@ -196,22 +234,39 @@ impl CassandraStore {
     }
 
     /// One compare-and-set write of a row group sharing partition `id`: `decide`
-    /// sees the current rows and returns the writes to make, or an early answer.
+    /// sees the current rows and returns the writes to make (and what to log
+    /// for them), or an early answer. With `txn`, a write that logs takes its
+    /// log entry before its transaction and settles it after (writer steps 1–4,
+    /// `txn_log.rs`); an error in between leaves the entry pending for a reader
+    /// to settle.
     async fn cas_loop<T>(
         &self,
         id: &[u8],
+        txn: Option<&TxnLog>,
         mut decide: impl FnMut(&rows::Partition, bool) -> Result<Decision<T>, StoreError>,
     ) -> Result<T, StoreError> {
         self.check_open()?;
         let _turn = self.key_locks.turn(id).await;
+        let mut slot = None;
         for round in 0..MAX_ROUNDS {
             let serial = round > 0;
             let partition = self.rows.read_partition(&self.session, &pk(id), serial).await?;
             match decide(&partition, serial)? {
-                Decision::Answer(t) => return Ok(t),
+                Decision::Answer(t) => {
+                    if let (Some(txn), Some(s)) = (txn, slot) {
+                        txn.finish(s, None, id).await?;
+                    }
+                    return Ok(t);
+                }
                 Decision::Reread => continue,
-                Decision::Write(writes, done) => {
+                Decision::Write(writes, done, action) => {
+                    if let (Some(txn), Some(a), None) = (txn, action, slot) {
+                        slot = Some(txn.begin(a, id).await?);
+                    }
                     if self.commit(id, &writes).await? {
+                        if let (Some(txn), Some(s)) = (txn, slot) {
+                            txn.finish(s, action, id).await?;
+                        }
                         return Ok(done);
                     }
                 }
@@ -261,7 +316,7 @@ impl CassandraStore {
             DocExpect::Present(d) => DocExpect::Present(d.normalized()),
             e => e,
         };
-        self.cas_loop(id, |partition, serial| {
+        self.cas_loop(id, None, |partition, serial| {
             let row = partition.row(collection);
             let current = row.body().map(Document::decode).transpose()?;
             let ok = match &expect {
@@ -276,7 +331,7 @@ impl CassandraStore {
                 return Ok(Decision::Answer(DocOutcome::Done { previous: None }));
             }
             let write = RowWrite { coll: collection.to_owned(), old: row.clone(), new_body: new_body.clone() };
-            Ok(Decision::Write(vec![write], DocOutcome::Done { previous: current }))
+            Ok(Decision::Write(vec![write], DocOutcome::Done { previous: current }, None))
         })
         .await
     }
@@ -336,13 +391,15 @@ impl CassandraStore {
         Ok(out)
     }
 
-    /// A handle compare-and-set with its ride-along documents (statistics aside).
+    /// A handle compare-and-set with its ride-along documents (statistics
+    /// aside), logged in the transaction log when `logged` and the log is on.
     async fn swap_uncounted(
         &self,
         key: &[u8],
         expect: Expect,
         new: Option<HandleRecord>,
         docs: Vec<DocWrite>,
+        logged: bool,
     ) -> Result<SwapOutcome, StoreError> {
         if let Some(r) = &new {
             r.validate()?;
@@ -363,8 +420,9 @@ impl CassandraStore {
             }
         }
         let new_body = new.as_ref().map(HandleRecord::encode);
+        let txn = self.txn.as_deref().filter(|_| logged);
         let outcome = self
-            .cas_loop(key, |partition, serial| {
+            .cas_loop(key, txn, |partition, serial| {
                 let row = partition.row(HANDLE_COLL);
                 let current = row.body().map(|b| HandleRecord::decode_stored(key, b)).transpose()?;
                 let ok = match &expect {
@@ -393,7 +451,8 @@ impl CassandraStore {
                 if writes.is_empty() {
                     return Ok(Decision::Answer(SwapOutcome::Done { previous: None }));
                 }
-                Ok(Decision::Write(writes, SwapOutcome::Done { previous: current }))
+                let action = TxnAction::of_handle_write(current.is_some(), new_body.is_some());
+                Ok(Decision::Write(writes, SwapOutcome::Done { previous: current }, action))
             })
             .await?;
         if let SwapOutcome::Done { previous } = &outcome {
@@ -415,8 +474,8 @@ enum Decision<T> {
     Answer(T),
     /// Read again at SERIAL before deciding (the answer would be a conflict).
     Reread,
-    /// Make these writes; answer `T` if they apply.
-    Write(Vec<RowWrite>, T),
+    /// Make these writes; answer `T` if they apply; log this action.
+    Write(Vec<RowWrite>, T, Option<TxnAction>),
 }
 
 /// A short randomized pause between contended rounds.
@@ -459,7 +518,7 @@ impl Store for CassandraStore {
         new: Option<HandleRecord>,
         docs: Vec<DocWrite>,
     ) -> Result<SwapOutcome, StoreError> {
-        self.counted(self.swap_uncounted(key, expect, new, docs)).await
+        self.counted(self.swap_uncounted(key, expect, new, docs, true)).await
     }
 
     async fn scan_keys(
@@ -498,7 +557,7 @@ impl Store for CassandraStore {
             }
         }
         stream::iter(by_key)
-            .map(|(k, (r, ds))| async move { self.swap_uncounted(&k, Expect::Any, r, ds).await.map(|_| ()) })
+            .map(|(k, (r, ds))| async move { self.swap_uncounted(&k, Expect::Any, r, ds, true).await.map(|_| ()) })
             .buffer_unordered(32)
             .try_collect::<Vec<()>>()
             .await?;
@@ -515,7 +574,10 @@ impl Store for CassandraStore {
     async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
         self.check_open()?;
         let started = Instant::now();
-        let result = self.rows.meta_put(&self.session, key, value).await;
+        let result = match &self.txn {
+            Some(txn) if key.starts_with(HOMED_META_PREFIX) => txn.homed_put(key, value, true).await,
+            _ => self.rows.meta_put(&self.session, key, value).await,
+        };
         match &result {
             Ok(()) => self.stats.committed(1, 0, true, started.elapsed().as_micros() as u64),
             Err(_) => self.stats.failed(1),
@@ -587,37 +649,42 @@ impl Store for CassandraStore {
 
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        if let Some(txn) = &self.txn {
+            txn.close();
+        }
     }
 
-    // No transaction log on this backend yet: writes log nothing, and the log
-    // methods say so instead of pretending to an empty log.
-    async fn txn_log_read(&self, _after: u64, _limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
-        Err(StoreError::Backend(NO_TXN_LOG.into()))
+    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
+        self.txn()?.read(after, limit).await
     }
 
     async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
-        Err(StoreError::Backend(NO_TXN_LOG.into()))
+        self.txn()?.bounds().await
     }
 
-    async fn txn_log_prune(&self, _before_ms: u64) -> Result<u64, StoreError> {
-        Err(StoreError::Backend(NO_TXN_LOG.into()))
+    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError> {
+        self.txn()?.prune(before_ms).await
     }
 
     fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.txn_notifier.subscribe()
+        match &self.txn {
+            Some(txn) => txn.notifier.subscribe(),
+            None => self.txn_notifier.subscribe(),
+        }
     }
 
     async fn apply_replicated_with_docs(
         &self,
-        _changes: Vec<ReplicatedChange>,
-        _progress: Vec<(String, Option<Vec<u8>>)>,
-        _docs: Vec<DocWrite>,
+        changes: Vec<ReplicatedChange>,
+        progress: Vec<(String, Option<Vec<u8>>)>,
+        docs: Vec<DocWrite>,
     ) -> Result<(), StoreError> {
-        Err(StoreError::Backend(NO_TXN_LOG.into()))
+        let txn = self.txn()?;
+        self.apply_pulled(txn, changes, progress, docs).await
     }
 
-    async fn txn_log_reset(&self, _id: u64) -> Result<(), StoreError> {
-        Err(StoreError::Backend(NO_TXN_LOG.into()))
+    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
+        self.txn()?.reset(id).await
     }
 
     async fn checkpoint(&self) -> Result<(), StoreError> {

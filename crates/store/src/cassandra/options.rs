@@ -28,6 +28,15 @@ pub struct CassandraOptions {
     pub request_timeout: Duration,
     /// Reads not answered within this delay are also sent to another replica.
     pub speculative_read_after: Option<Duration>,
+    /// Keep the transaction log (replication source for mirrors); every node of
+    /// a cluster must agree.
+    pub txn_log: bool,
+    /// A pending or missing log entry older than this is settled by a reader
+    /// (its writer died or stalled): longer than a write with its retries.
+    pub txn_settle_after: Duration,
+    /// How often a node looks for other nodes' log entries (to wake its
+    /// long-polling mirrors) and settles what dead writers left.
+    pub txn_poll_interval: Duration,
 }
 
 impl Default for CassandraOptions {
@@ -42,6 +51,9 @@ impl Default for CassandraOptions {
             tls_ca_file: None,
             request_timeout: Duration::from_secs(5),
             speculative_read_after: Some(Duration::from_millis(50)),
+            txn_log: true,
+            txn_settle_after: Duration::from_secs(10),
+            txn_poll_interval: Duration::from_secs(1),
         }
     }
 }

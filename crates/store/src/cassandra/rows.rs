@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use scylla::client::session::Session;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
-use scylla::statement::Consistency;
 use scylla::value::{CqlValue, Row};
 
 use super::entries::bucket;
@@ -78,14 +77,7 @@ pub struct RowStatements {
 
 impl RowStatements {
     pub async fn prepare(session: &Session, ks: &str) -> Result<Self, StoreError> {
-        let prep = |cql: String, idempotent: bool, serial: bool| async move {
-            let mut p = session.prepare(cql.as_str()).await.map_err(|e| backend_error(&cql, e))?;
-            p.set_is_idempotent(idempotent);
-            if serial {
-                p.set_consistency(Consistency::Serial);
-            }
-            Ok::<_, StoreError>(p)
-        };
+        let prep = |cql: String, idempotent: bool, serial: bool| super::prepare(session, cql, idempotent, serial);
         let partition = format!("SELECT coll, body, version FROM {ks}.objects WHERE pk = ?");
         let row = format!("SELECT body, version FROM {ks}.objects WHERE pk = ? AND coll = ?");
         Ok(RowStatements {

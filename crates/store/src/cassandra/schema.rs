@@ -66,7 +66,7 @@ pub async fn ensure(session: &Session, keyspace: &str, replication: &str) -> Res
         Ok::<(), StoreError>(())
     };
     ddl(format!("CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {map}")).await?;
-    for (table, columns) in TABLES {
+    for (table, columns) in TABLES.iter().chain(super::txn_tables::TABLES) {
         let id = table_id(keyspace, table);
         ddl(format!("CREATE TABLE IF NOT EXISTS {keyspace}.{table} {columns} WITH id = {id}")).await?;
     }
