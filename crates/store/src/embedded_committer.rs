@@ -340,6 +340,7 @@ impl Committer {
     /// A durable commit of everything so far (on shutdown), emptying the log.
     pub(super) fn checkpoint(&mut self) -> Result<(), StoreError> {
         if self.broken.is_some() {
+            self.wait_for_checkpoint();
             return Ok(());
         }
         let Some(db) = self.shared.db.lock().clone() else { return Ok(()) };

@@ -49,6 +49,8 @@ async fn create(s: &EmbeddedStore, i: usize) -> SwapOutcome {
 /// redb, and everything survives a reopen. (With the checkpoint on the writer,
 /// as before, the first write after the pause waits: the timeout fails.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Holding the pause across the writes is the point: the checkpoint thread waits on it.
+#[allow(clippy::await_holding_lock)]
 async fn writes_and_reads_go_on_while_a_checkpoint_runs() {
     let dir = tempfile::tempdir().unwrap();
     let opts = EmbeddedOptions { checkpoint_interval: Duration::ZERO, min_free_bytes: 0, ..Default::default() };
