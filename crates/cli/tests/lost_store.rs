@@ -65,7 +65,7 @@ fn lost_store_is_not_bootstrapped_over() {
     assert!(matches!(start(&data, &creds), Start::Ready), "first start");
     let written = std::fs::read(&creds).expect("credentials written at first start");
     // The store is lost; the server key and the credentials stay.
-    for f in ["handles.redb", "handles.redb.wal"] {
+    for f in ["handles.redb", "handles.redb.wal", "handles.redb.wal2"] {
         let _ = std::fs::remove_file(data.join(f));
     }
     match start(&data, &creds) {

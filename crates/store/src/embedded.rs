@@ -42,7 +42,7 @@ use std::thread::JoinHandle;
 
 use arc_swap::ArcSwapOption;
 use parking_lot::Mutex;
-use redb::{Database, ReadOnlyTable, ReadableDatabase, ReadableTableMetadata, TableDefinition};
+use redb::{Database, ReadOnlyTable, ReadableDatabase, TableDefinition};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::txn_log::TxnNotifier;
@@ -53,6 +53,8 @@ use crate::{
 
 #[path = "embedded_backup.rs"]
 mod backup;
+#[path = "embedded_committer.rs"]
+mod committer;
 #[path = "embedded_docs.rs"]
 mod docs;
 #[path = "embedded_format.rs"]
@@ -61,16 +63,20 @@ mod format;
 mod space;
 #[path = "embedded_txnlog.rs"]
 mod txnlog;
+#[path = "embedded_view.rs"]
+mod view;
 #[path = "embedded_wal.rs"]
 mod wal;
 #[path = "embedded_writer.rs"]
 mod writer;
 
 pub use backup::EmbeddedRestore;
+use committer::Committer;
 use space::DiskSpace;
 use txnlog::{LogOp, TXN_LOG, TXN_STATE};
-use wal::Wal;
-use writer::{writer_loop, Committer, Op, Pending, RawExpect, RawOutcome, Reply};
+use view::View;
+use wal::{TableId, Wal};
+use writer::{writer_loop, Op, Pending, RawExpect, RawOutcome, Reply};
 
 /// File name of the store inside a data directory.
 pub const STORE_FILE_NAME: &str = "handles.redb";
@@ -145,8 +151,9 @@ pub struct EmbeddedStore {
 
 struct Shared {
     stats: StatCounters,
-    /// The tables as of the latest commit (None if it could not be opened).
-    snapshot: ArcSwapOption<Snapshot>,
+    /// The tables as of the latest commit, with the overlay of batches logged
+    /// while a checkpoint runs (None if the snapshot could not be opened).
+    snapshot: ArcSwapOption<View>,
     /// Why the writer stopped, or takes no more writes, if it did so on its own.
     fatal: Mutex<Option<String>>,
     /// Taken by `close`: redb marks the file cleanly shut down only when the
@@ -172,11 +179,11 @@ impl EmbeddedStore {
         let path = if path.is_dir() { path.join(STORE_FILE_NAME) } else { path.to_path_buf() };
         let space = DiskSpace::new(&path, options.min_free_bytes);
         let (db, log, repaired) = open_file(&path, &options, &space)?;
-        let snapshot = Snapshot::open(&db).map_err(|e| open_error(&path, e))?;
-        let last_txn = txnlog::last(&snapshot).map_err(|e| open_error(&path, e))?;
+        let view = View::new(Arc::new(Snapshot::open(&db).map_err(|e| open_error(&path, e))?));
+        let last_txn = txnlog::last(&view).map_err(|e| open_error(&path, e))?;
         let shared = Arc::new(Shared {
             stats: StatCounters::default(),
-            snapshot: ArcSwapOption::from_pointee(snapshot),
+            snapshot: ArcSwapOption::from_pointee(view),
             fatal: Mutex::new(None),
             db: Mutex::new(Some(Arc::new(db))),
             txn_notifier: TxnNotifier::new(last_txn),
@@ -273,10 +280,10 @@ impl EmbeddedStore {
     }
 
     /// The latest committed state.
-    fn snapshot(&self) -> Result<Arc<Snapshot>, StoreError> {
+    fn snapshot(&self) -> Result<Arc<View>, StoreError> {
         match self.shared.snapshot.load_full() {
             Some(s) => Ok(s),
-            None => Snapshot::open(&*self.database()?).map(Arc::new),
+            None => Ok(Arc::new(View::new(Arc::new(Snapshot::open(&*self.database()?)?)))),
         }
     }
 }
@@ -293,14 +300,21 @@ impl Store for EmbeddedStore {
         // The hot path: borrow the snapshot without touching its reference count.
         let guard = self.shared.snapshot.load();
         let fallback;
-        let snap = match guard.as_deref() {
+        let view = match guard.as_deref() {
             Some(s) => s,
             None => {
-                fallback = Snapshot::open(&*self.database()?)?;
+                fallback = View::new(Arc::new(Snapshot::open(&*self.database()?)?));
                 &fallback
             }
         };
-        match snap.handles.get(key).map_err(|e| map_redb(e.into()))? {
+        // Written while a checkpoint runs: the overlay has it.
+        if let Some(v) = view.overlaid(TableId::Handles, key) {
+            return match v {
+                Some(v) => HandleRecord::decode_stored(key, format::unseal("handle", key, v)?).map(Some),
+                None => Ok(None),
+            };
+        }
+        match view.snap.handles.get(key).map_err(|e| map_redb(e.into()))? {
             Some(g) => HandleRecord::decode_stored(key, format::unseal("handle", key, g.value())?).map(Some),
             None => Ok(None),
         }
@@ -356,19 +370,14 @@ impl Store for EmbeddedStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let snap = self.snapshot()?;
-        let range = snap
-            .handles
-            .range::<&[u8]>((scan_start(prefix, start_after), Bound::Unbounded))
-            .map_err(|e| map_redb(e.into()))?;
+        let view = self.snapshot()?;
         let mut out = Vec::new();
-        for item in range {
-            let (k, _) = item.map_err(|e| map_redb(e.into()))?;
-            let k = k.value();
+        for item in view.range(TableId::Handles, scan_start(prefix, start_after))? {
+            let (k, _) = item?;
             if !k.starts_with(prefix) {
                 break;
             }
-            out.push(k.to_vec());
+            out.push(k);
             if out.len() >= limit {
                 break;
             }
@@ -395,9 +404,8 @@ impl Store for EmbeddedStore {
     }
 
     async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let snap = self.snapshot()?;
-        match snap.meta.get(key).map_err(|e| map_redb(e.into()))? {
-            Some(g) => Ok(Some(format::unseal("metadata", key.as_bytes(), g.value())?.to_vec())),
+        match self.snapshot()?.get(TableId::Meta, key.as_bytes())? {
+            Some(v) => Ok(Some(format::unseal("metadata", key.as_bytes(), &v)?.to_vec())),
             None => Ok(None),
         }
     }
@@ -407,22 +415,22 @@ impl Store for EmbeddedStore {
     }
 
     async fn meta_scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        let snap = self.snapshot()?;
-        let range = snap.meta.range::<&str>(prefix..).map_err(|e| map_redb(e.into()))?;
+        let view = self.snapshot()?;
         let mut out = Vec::new();
-        for item in range {
-            let (k, v) = item.map_err(|e| map_redb(e.into()))?;
-            let k = k.value();
-            if !k.starts_with(prefix) {
+        for item in view.range(TableId::Meta, Bound::Included(prefix.as_bytes()))? {
+            let (k, v) = item?;
+            if !k.starts_with(prefix.as_bytes()) {
                 break;
             }
-            out.push((k.to_owned(), format::unseal("metadata", k.as_bytes(), v.value())?.to_vec()));
+            let payload = format::unseal("metadata", &k, &v)?.to_vec();
+            let k = String::from_utf8(k).map_err(|_| StoreError::Corrupt("metadata key is not UTF-8".into()))?;
+            out.push((k, payload));
         }
         Ok(out)
     }
 
     async fn count(&self) -> Result<u64, StoreError> {
-        self.snapshot()?.handles.len().map_err(|e| map_redb(e.into()))
+        self.snapshot()?.count_handles()
     }
 
     fn stats(&self) -> StoreStats {
@@ -444,7 +452,7 @@ impl Store for EmbeddedStore {
     }
 
     fn export(&self) -> Result<Box<dyn crate::backup::StoreExport>, StoreError> {
-        Ok(Box::new(backup::EmbeddedExport::new(&*self.database()?)?))
+        Ok(Box::new(backup::EmbeddedExport::new(self.snapshot()?)))
     }
 
     async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
@@ -565,7 +573,7 @@ fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Resul
 
     let (log, replayed) = Wal::open(&db, &path).map_err(|e| match e {
         StoreError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
-            let log_len = std::fs::metadata(Wal::path_for(&path)).map_or(0, |m| m.len());
+            let log_len: u64 = Wal::paths_for(&path).iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).sum();
             StoreError::Io(std::io::Error::new(
                 io.kind(),
                 format!(

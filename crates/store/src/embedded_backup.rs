@@ -1,5 +1,6 @@
-//! Backups of the embedded store. An export is one redb read transaction (the
-//! latest commit, so every acknowledged write) walked table by table in steps
+//! Backups of the embedded store. An export is one published view (a redb read
+//! transaction and the overlay of writes logged while a checkpoint ran: every
+//! acknowledged write) walked table by table in steps
 //! of bounded size; between steps nothing is held but that transaction, which
 //! blocks neither the writer nor readers (redb keeps the pages it sees until it
 //! ends, so the file may grow while a backup runs). Each value's checksum is
@@ -8,10 +9,13 @@
 
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::Arc;
 
-use redb::{Database, Durability, ReadOnlyTable};
+use redb::{Database, Durability};
 
-use super::{ensure_tables, format, map_redb, Snapshot, DOCS, DOC_INDEX, HANDLES, META, TXN_LOG, TXN_STATE};
+use super::view::View;
+use super::wal::TableId;
+use super::{ensure_tables, format, map_redb, DOCS, DOC_INDEX, HANDLES, META, TXN_LOG, TXN_STATE};
 use crate::backup::{BackupTable, ExportEntry, StoreExport};
 use crate::StoreError;
 
@@ -19,7 +23,7 @@ use crate::StoreError;
 const RESTORE_CHUNK_BYTES: usize = 8 << 20;
 
 pub(super) struct EmbeddedExport {
-    snap: Snapshot,
+    view: Arc<View>,
     /// Index into [`BackupTable::ALL`] of the table being read.
     table: usize,
     /// Last key exported from that table.
@@ -27,8 +31,8 @@ pub(super) struct EmbeddedExport {
 }
 
 impl EmbeddedExport {
-    pub(super) fn new(db: &Database) -> Result<Self, StoreError> {
-        Ok(EmbeddedExport { snap: Snapshot::open(db)?, table: 0, after: None })
+    pub(super) fn new(view: Arc<View>) -> Self {
+        EmbeddedExport { view, table: 0, after: None }
     }
 }
 
@@ -42,19 +46,23 @@ impl StoreExport for EmbeddedExport {
             }
             let budget = max_bytes - used;
             let before = out.len();
-            let after = self.after.as_deref();
-            let finished = match table {
-                BackupTable::Handles => read_sealed(&self.snap.handles, "handle", table, after, budget, &mut out)?,
-                BackupTable::Docs => read_sealed(&self.snap.docs, "document", table, after, budget, &mut out)?,
-                BackupTable::Meta => read_str_keyed(&self.snap.meta, "metadata", table, after, budget, &mut out)?,
-                BackupTable::DocIndex => read_index(&self.snap.doc_index, after, budget, &mut out)?,
-                BackupTable::TxnLog => {
-                    read_sealed(&self.snap.txn_log, "transaction log entry", table, after, budget, &mut out)?
-                }
-                BackupTable::TxnState => {
-                    read_str_keyed(&self.snap.txn_state, "transaction log state", table, after, budget, &mut out)?
-                }
+            let (id, what) = match table {
+                BackupTable::Handles => (TableId::Handles, "handle"),
+                BackupTable::Docs => (TableId::Docs, "document"),
+                BackupTable::Meta => (TableId::Meta, "metadata"),
+                BackupTable::DocIndex => (TableId::DocIndex, ""),
+                BackupTable::TxnLog => (TableId::TxnLog, "transaction log entry"),
+                BackupTable::TxnState => (TableId::TxnState, "transaction log state"),
             };
+            let from = self.after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            let items = self.view.range(id, from)?.map(|item| {
+                let (key, stored) = item?;
+                // Index entries are keys alone; every other value is sealed.
+                let payload =
+                    if id == TableId::DocIndex { stored } else { format::unseal(what, &key, &stored)?.to_vec() };
+                Ok((key, payload))
+            });
+            let finished = take_within(items, table, budget, &mut out)?;
             used += out[before..].iter().map(|e| e.key.len() + e.payload.len()).sum::<usize>();
             if let Some(last) = out[before..].last() {
                 self.after = Some(last.key.clone());
@@ -66,14 +74,6 @@ impl StoreExport for EmbeddedExport {
         }
         Ok(out)
     }
-}
-
-fn storage(e: redb::StorageError) -> StoreError {
-    map_redb(e.into())
-}
-
-fn start(after: Option<&[u8]>) -> Bound<&[u8]> {
-    after.map_or(Bound::Unbounded, Bound::Excluded)
 }
 
 /// Push `(key, payload)` items to `out` until about `budget` bytes; true when
@@ -96,56 +96,8 @@ fn take_within(
     Ok(true)
 }
 
-/// A byte-keyed table of sealed values, after `after`.
-fn read_sealed(
-    t: &ReadOnlyTable<&'static [u8], &'static [u8]>,
-    what: &str,
-    table: BackupTable,
-    after: Option<&[u8]>,
-    budget: usize,
-    out: &mut Vec<ExportEntry>,
-) -> Result<bool, StoreError> {
-    let items = t.range::<&[u8]>((start(after), Bound::Unbounded)).map_err(storage)?.map(|item| {
-        let (k, v) = item.map_err(storage)?;
-        let key = k.value().to_vec();
-        let payload = format::unseal(what, &key, v.value())?.to_vec();
-        Ok((key, payload))
-    });
-    take_within(items, table, budget, out)
-}
-
-/// A string-keyed table of sealed values (metadata, log counters), after `after`.
-fn read_str_keyed(
-    t: &ReadOnlyTable<&'static str, &'static [u8]>,
-    what: &str,
-    table: BackupTable,
-    after: Option<&[u8]>,
-    budget: usize,
-    out: &mut Vec<ExportEntry>,
-) -> Result<bool, StoreError> {
-    let after = after.map(|a| String::from_utf8_lossy(a).into_owned());
-    let lower = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-    let items = t.range::<&str>((lower, Bound::Unbounded)).map_err(storage)?.map(|item| {
-        let (k, v) = item.map_err(storage)?;
-        let key = k.value().as_bytes().to_vec();
-        let payload = format::unseal(what, &key, v.value())?.to_vec();
-        Ok((key, payload))
-    });
-    take_within(items, table, budget, out)
-}
-
-/// Index entries: keys only.
-fn read_index(
-    t: &ReadOnlyTable<&'static [u8], ()>,
-    after: Option<&[u8]>,
-    budget: usize,
-    out: &mut Vec<ExportEntry>,
-) -> Result<bool, StoreError> {
-    let items = t
-        .range::<&[u8]>((start(after), Bound::Unbounded))
-        .map_err(storage)?
-        .map(|item| Ok((item.map_err(storage)?.0.value().to_vec(), Vec::new())));
-    take_within(items, BackupTable::DocIndex, budget, out)
+fn storage(e: redb::StorageError) -> StoreError {
+    map_redb(e.into())
 }
 
 /// A new store file being filled from a backup: [`EmbeddedRestore::add`] each

@@ -1,15 +1,12 @@
-//! Documents on the embedded store: reads against the published snapshot, writes
+//! Documents on the embedded store: reads against the published view, writes
 //! as one more operation kind of the group-committing writer (so a document, the
 //! removal of its old index entries and the insertion of its new ones commit in
 //! the same transaction as everything else of the batch).
 
-use std::ops::Bound;
-
-use redb::{ReadableTable, Table};
-
 use super::format;
-use super::wal::{Redo, TableId};
-use super::{map_redb, RawExpect, RawOutcome, Snapshot};
+use super::view::{Tx, View};
+use super::wal::TableId;
+use super::{RawExpect, RawOutcome};
 use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
 use crate::{scan_start, DocExpect, DocOutcome, DocWrite, Document, IndexHit, IndexMatch, StoreError};
 
@@ -62,17 +59,11 @@ fn doc_op(collection: &str, id: &[u8], expect: DocExpect, new: Option<Document>)
     Ok(DocOp { collection: collection.to_owned(), id: id.to_vec(), key: doc_key(collection, id), expect, new })
 }
 
-/// Inside the writer's transaction, recording the effects in `redo`.
-pub(super) fn apply(
-    docs: &mut Table<&[u8], &[u8]>,
-    index: &mut Table<&[u8], ()>,
-    op: &DocOp,
-    redo: &mut Redo,
-) -> Result<RawOutcome, StoreError> {
-    let r = |e: redb::StorageError| map_redb(e.into());
-    let current = match docs.get(op.key.as_slice()).map_err(r)? {
+/// Apply a document swap to the writer's batch.
+pub(super) fn apply(tx: &mut Tx, op: &DocOp) -> Result<RawOutcome, StoreError> {
+    let current = match tx.get(TableId::Docs, &op.key)? {
         None => None,
-        Some(g) => match format::unseal("document", &op.key, g.value()) {
+        Some(v) => match format::unseal("document", &op.key, &v) {
             Ok(c) => Some(c.to_vec()),
             Err(e) => {
                 if !matches!(op.expect, RawExpect::Any) {
@@ -96,9 +87,7 @@ pub(super) fn apply(
         match Document::decode(c) {
             Ok(old) => {
                 for e in &old.index {
-                    let k = index_key(&op.collection, e, &op.id);
-                    index.remove(k.as_slice()).map_err(r)?;
-                    redo.record(TableId::DocIndex, &k, None);
+                    tx.put(TableId::DocIndex, &index_key(&op.collection, e, &op.id), None);
                 }
             }
             // Its entries cannot be found again; overwriting is still the right thing.
@@ -108,17 +97,12 @@ pub(super) fn apply(
     match &op.new {
         Some((doc, keys)) => {
             let sealed = format::seal(&op.key, doc);
-            docs.insert(op.key.as_slice(), sealed.as_slice()).map_err(r)?;
-            redo.record(TableId::Docs, &op.key, Some(&sealed));
+            tx.put(TableId::Docs, &op.key, Some(&sealed));
             for k in keys {
-                index.insert(k.as_slice(), ()).map_err(r)?;
-                redo.record(TableId::DocIndex, k, Some(&[]));
+                tx.put(TableId::DocIndex, k, Some(&[]));
             }
         }
-        None => {
-            docs.remove(op.key.as_slice()).map_err(r)?;
-            redo.record(TableId::Docs, &op.key, None);
-        }
+        None => tx.put(TableId::Docs, &op.key, None),
     }
     Ok(RawOutcome::Done { previous: current })
 }
@@ -133,16 +117,16 @@ pub(super) fn outcome(raw: RawOutcome) -> Result<DocOutcome, StoreError> {
     })
 }
 
-pub(super) fn get(snap: &Snapshot, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
+pub(super) fn get(view: &View, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
     let key = doc_key(collection, id);
-    match snap.docs.get(key.as_slice()).map_err(|e| map_redb(e.into()))? {
-        Some(g) => Document::decode(format::unseal("document", &key, g.value())?).map(Some),
+    match view.get(TableId::Docs, &key)? {
+        Some(v) => Document::decode(format::unseal("document", &key, &v)?).map(Some),
         None => Ok(None),
     }
 }
 
 pub(super) fn lookup(
-    snap: &Snapshot,
+    view: &View,
     collection: &str,
     index: &str,
     key: IndexMatch<'_>,
@@ -154,13 +138,12 @@ pub(super) fn lookup(
     if limit == 0 {
         return Ok(out);
     }
-    let iter = snap.doc_index.range::<&[u8]>((range.start(), Bound::Unbounded)).map_err(|e| map_redb(e.into()))?;
-    for item in iter {
-        let (k, _) = item.map_err(|e| map_redb(e.into()))?;
-        if !k.value().starts_with(&range.prefix) {
+    for item in view.range(TableId::DocIndex, range.start())? {
+        let (k, _) = item?;
+        if !k.starts_with(&range.prefix) {
             break;
         }
-        out.push(range.parse(k.value())?);
+        out.push(range.parse(&k)?);
         if out.len() >= limit {
             break;
         }
@@ -169,7 +152,7 @@ pub(super) fn lookup(
 }
 
 pub(super) fn scan(
-    snap: &Snapshot,
+    view: &View,
     collection: &str,
     prefix: &[u8],
     start_after: Option<&[u8]>,
@@ -182,17 +165,13 @@ pub(super) fn scan(
     if limit == 0 {
         return Ok(out);
     }
-    let iter = snap
-        .docs
-        .range::<&[u8]>((scan_start(&lower, after.as_deref()), Bound::Unbounded))
-        .map_err(|e| map_redb(e.into()))?;
-    for item in iter {
-        let (k, v) = item.map_err(|e| map_redb(e.into()))?;
-        if !k.value().starts_with(&lower) {
+    for item in view.range(TableId::Docs, scan_start(&lower, after.as_deref()))? {
+        let (k, v) = item?;
+        if !k.starts_with(&lower) {
             break;
         }
-        let doc = Document::decode(format::unseal("document", k.value(), v.value())?)?;
-        out.push((k.value()[head..].to_vec(), doc));
+        let doc = Document::decode(format::unseal("document", &k, &v)?)?;
+        out.push((k[head..].to_vec(), doc));
         if out.len() >= limit {
             break;
         }

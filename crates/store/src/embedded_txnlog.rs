@@ -10,18 +10,18 @@
 //! none, and replaying the log re-creates exactly the same ids: the counter is
 //! replayed state, not recomputed.
 //!
-//! Reads (`txn_log_read`, bounds) go to the published snapshot, which the writer
+//! Reads (`txn_log_read`, bounds) go to the published view, which the writer
 //! publishes before it acknowledges a batch and before it wakes subscribers.
 
 use std::ops::Bound;
 
-use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
+use redb::TableDefinition;
 
 use super::docs::{self, DocOp};
 use super::format;
-use super::wal::{Redo, TableId};
+use super::view::{Tx, View};
+use super::wal::TableId;
 use super::writer::Ack;
-use super::{map_redb, Snapshot};
 use crate::txn_log::TxnLogState;
 use crate::{ReplicatedChange, ReplicatedWrite, StoreError, TxnAction, TxnEntry, TxnLogBounds};
 
@@ -110,74 +110,62 @@ impl LogOp {
     }
 }
 
-/// The log's tables inside the writer's transaction, and its counters as the
-/// batch moves them. [`LogTables::finish`] writes the counters back.
-pub(super) struct LogTables<'txn> {
-    log: Table<'txn, &'static [u8], &'static [u8]>,
-    state_table: Table<'txn, &'static str, &'static [u8]>,
+/// The log's counters as a batch moves them. [`LogTables::finish`] writes them back.
+pub(super) struct LogTables {
     state: TxnLogState,
     dirty: bool,
 }
 
-impl<'txn> LogTables<'txn> {
-    pub(super) fn open(txn: &'txn WriteTransaction) -> Result<Self, StoreError> {
-        let log = txn.open_table(TXN_LOG).map_err(|e| map_redb(e.into()))?;
-        let state_table = txn.open_table(TXN_STATE).map_err(|e| map_redb(e.into()))?;
-        let state = match state_table.get(STATE_KEY).map_err(|e| map_redb(e.into()))? {
-            Some(g) => TxnLogState::decode(format::unseal("transaction log state", STATE_KEY.as_bytes(), g.value())?)?,
+impl LogTables {
+    pub(super) fn open(tx: &Tx) -> Result<Self, StoreError> {
+        let state = match tx.get(TableId::TxnState, STATE_KEY.as_bytes())? {
+            Some(v) => TxnLogState::decode(format::unseal("transaction log state", STATE_KEY.as_bytes(), &v)?)?,
             None => TxnLogState::default(),
         };
-        Ok(LogTables { log, state_table, state, dirty: false })
+        Ok(LogTables { state, dirty: false })
     }
 
-    /// The log tables of `slot`, opened there on first use.
-    pub(super) fn open_in<'s>(
-        slot: &'s mut Option<LogTables<'txn>>,
-        txn: &'txn WriteTransaction,
-    ) -> Result<&'s mut LogTables<'txn>, StoreError> {
+    /// The log counters of `slot`, read there on first use.
+    pub(super) fn open_in<'s>(slot: &'s mut Option<LogTables>, tx: &Tx) -> Result<&'s mut LogTables, StoreError> {
         if slot.is_none() {
-            *slot = Some(LogTables::open(txn)?);
+            *slot = Some(LogTables::open(tx)?);
         }
         Ok(slot.as_mut().expect("opened above"))
     }
 
     /// Log a local change.
-    pub(super) fn append(&mut self, action: TxnAction, handle: &[u8], redo: &mut Redo) -> Result<(), StoreError> {
+    pub(super) fn append(&mut self, tx: &mut Tx, action: TxnAction, handle: &[u8]) -> Result<(), StoreError> {
         let entry = self.state.next(action, handle);
-        self.insert(&entry, redo)
+        self.insert(tx, &entry)
     }
 
     /// Log a replicated change under its source id (unless already covered).
-    fn replicated(&mut self, entry: &TxnEntry, redo: &mut Redo) -> Result<(), StoreError> {
+    fn replicated(&mut self, tx: &mut Tx, entry: &TxnEntry) -> Result<(), StoreError> {
         match self.state.replicated(entry) {
-            Some(e) => self.insert(&e, redo),
+            Some(e) => self.insert(tx, &e),
             None => Ok(()),
         }
     }
 
-    fn insert(&mut self, entry: &TxnEntry, redo: &mut Redo) -> Result<(), StoreError> {
+    fn insert(&mut self, tx: &mut Tx, entry: &TxnEntry) -> Result<(), StoreError> {
         let key = entry.id.to_be_bytes();
         let sealed = format::seal(&key, &entry.encode_body());
-        self.log.insert(key.as_slice(), sealed.as_slice()).map_err(|e| map_redb(e.into()))?;
-        redo.record(TableId::TxnLog, &key, Some(&sealed));
+        tx.put(TableId::TxnLog, &key, Some(&sealed));
         self.dirty = true;
         Ok(())
     }
 
-    fn remove(&mut self, id: u64, redo: &mut Redo) -> Result<(), StoreError> {
-        let key = id.to_be_bytes();
-        self.log.remove(key.as_slice()).map_err(|e| map_redb(e.into()))?;
-        redo.record(TableId::TxnLog, &key, None);
+    fn remove(&mut self, tx: &mut Tx, id: u64) {
+        tx.put(TableId::TxnLog, &id.to_be_bytes(), None);
         self.dirty = true;
-        Ok(())
     }
 
     /// Up to `max` entries from the start with `keep(entry)` false, by id.
-    fn leading(&self, max: usize, keep: impl Fn(&TxnEntry) -> bool) -> Result<Vec<u64>, StoreError> {
+    fn leading(tx: &Tx, max: usize, keep: impl Fn(&TxnEntry) -> bool) -> Result<Vec<u64>, StoreError> {
         let mut out = Vec::new();
-        for item in self.log.iter().map_err(|e| map_redb(e.into()))? {
-            let (k, v) = item.map_err(|e| map_redb(e.into()))?;
-            let entry = decode(k.value(), v.value())?;
+        for item in tx.range(TableId::TxnLog, Bound::Unbounded)? {
+            let (k, v) = item?;
+            let entry = decode(&k, &v)?;
             if out.len() >= max || keep(&entry) {
                 break;
             }
@@ -187,37 +175,21 @@ impl<'txn> LogTables<'txn> {
     }
 
     /// Write the counters back if the batch moved them.
-    pub(super) fn finish(mut self, redo: &mut Redo) -> Result<(), StoreError> {
+    pub(super) fn finish(self, tx: &mut Tx) {
         if self.dirty {
             let sealed = format::seal(STATE_KEY.as_bytes(), &self.state.encode());
-            self.state_table.insert(STATE_KEY, sealed.as_slice()).map_err(|e| map_redb(e.into()))?;
-            redo.record(TableId::TxnState, STATE_KEY.as_bytes(), Some(&sealed));
+            tx.put(TableId::TxnState, STATE_KEY.as_bytes(), Some(&sealed));
         }
-        Ok(())
     }
 }
 
-/// The tables a log operation works on, besides the log.
-pub(super) struct DataTables<'a, 'txn> {
-    pub(super) handles: &'a mut Table<'txn, &'static [u8], &'static [u8]>,
-    pub(super) meta: &'a mut Table<'txn, &'static str, &'static [u8]>,
-    pub(super) docs: &'a mut Table<'txn, &'static [u8], &'static [u8]>,
-    pub(super) doc_index: &'a mut Table<'txn, &'static [u8], ()>,
-}
-
-/// Apply one log operation inside the writer's transaction.
-pub(super) fn apply(
-    op: &LogOp,
-    data: DataTables<'_, '_>,
-    log: &mut LogTables<'_>,
-    redo: &mut Redo,
-) -> Result<Ack, StoreError> {
-    let r = |e: redb::StorageError| map_redb(e.into());
+/// Apply one log operation to the writer's batch.
+pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack, StoreError> {
     match op {
         LogOp::Prune { before_ms } => {
-            let ids = log.leading(PRUNE_CHUNK, |e| e.date_ms >= *before_ms)?;
+            let ids = LogTables::leading(tx, PRUNE_CHUNK, |e| e.date_ms >= *before_ms)?;
             for &id in &ids {
-                log.remove(id, redo)?;
+                log.remove(tx, id);
             }
             if let Some(&highest) = ids.last() {
                 log.state.floor = log.state.floor.max(highest);
@@ -227,8 +199,8 @@ pub(super) fn apply(
         LogOp::Reset { id } => {
             log.state.reset(*id);
             log.dirty = true;
-            for old in log.leading(usize::MAX, |_| false)? {
-                log.remove(old, redo)?;
+            for old in LogTables::leading(tx, usize::MAX, |_| false)? {
+                log.remove(tx, old);
             }
             Ok(Ack::Unit)
         }
@@ -237,21 +209,17 @@ pub(super) fn apply(
                 match write {
                     RawWrite::Handle(key, value) => {
                         let sealed = value.as_deref().map(|v| format::seal(key, v));
-                        match &sealed {
-                            Some(v) => drop(data.handles.insert(key.as_slice(), v.as_slice()).map_err(r)?),
-                            None => drop(data.handles.remove(key.as_slice()).map_err(r)?),
-                        }
-                        redo.record(TableId::Handles, key, sealed.as_deref());
+                        tx.put(TableId::Handles, key, sealed.as_deref());
                     }
-                    RawWrite::Meta(key, value) => put_meta(data.meta, key, value.as_deref(), redo)?,
+                    RawWrite::Meta(key, value) => put_meta(tx, key, value.as_deref()),
                 }
-                log.replicated(entry, redo)?;
+                log.replicated(tx, entry)?;
             }
             for d in doc_ops {
-                docs::apply(data.docs, data.doc_index, d, redo)?;
+                docs::apply(tx, d)?;
             }
             for (key, value) in progress {
-                put_meta(data.meta, key, value.as_deref(), redo)?;
+                put_meta(tx, key, value.as_deref());
             }
             Ok(Ack::Unit)
         }
@@ -259,20 +227,9 @@ pub(super) fn apply(
     }
 }
 
-fn put_meta(
-    meta: &mut Table<&'static str, &'static [u8]>,
-    key: &str,
-    value: Option<&[u8]>,
-    redo: &mut Redo,
-) -> Result<(), StoreError> {
-    let r = |e: redb::StorageError| map_redb(e.into());
+fn put_meta(tx: &mut Tx, key: &str, value: Option<&[u8]>) {
     let sealed = value.map(|v| format::seal(key.as_bytes(), v));
-    match &sealed {
-        Some(v) => drop(meta.insert(key, v.as_slice()).map_err(r)?),
-        None => drop(meta.remove(key).map_err(r)?),
-    }
-    redo.record(TableId::Meta, key.as_bytes(), sealed.as_deref());
-    Ok(())
+    tx.put(TableId::Meta, key.as_bytes(), sealed.as_deref());
 }
 
 fn decode(key: &[u8], sealed: &[u8]) -> Result<TxnEntry, StoreError> {
@@ -282,37 +239,37 @@ fn decode(key: &[u8], sealed: &[u8]) -> Result<TxnEntry, StoreError> {
     TxnEntry::decode_body(id, format::unseal("transaction log entry", key, sealed)?)
 }
 
-fn state(snap: &Snapshot) -> Result<TxnLogState, StoreError> {
-    match snap.txn_state.get(STATE_KEY).map_err(|e| map_redb(e.into()))? {
-        Some(g) => TxnLogState::decode(format::unseal("transaction log state", STATE_KEY.as_bytes(), g.value())?),
+fn state(view: &View) -> Result<TxnLogState, StoreError> {
+    match view.get(TableId::TxnState, STATE_KEY.as_bytes())? {
+        Some(v) => TxnLogState::decode(format::unseal("transaction log state", STATE_KEY.as_bytes(), &v)?),
         None => Ok(TxnLogState::default()),
     }
 }
 
-/// The last committed id as of `snap`.
-pub(super) fn last(snap: &Snapshot) -> Result<u64, StoreError> {
-    state(snap).map(|s| s.last)
+/// The last committed id as of `view`.
+pub(super) fn last(view: &View) -> Result<u64, StoreError> {
+    state(view).map(|s| s.last)
 }
 
-pub(super) fn read(snap: &Snapshot, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
+pub(super) fn read(view: &View, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
     let mut out = Vec::new();
     let Some(from) = after.checked_add(1) else { return Ok(out) };
     let from = from.to_be_bytes();
-    let range = snap
-        .txn_log
-        .range::<&[u8]>((Bound::Included(from.as_slice()), Bound::Unbounded))
-        .map_err(|e| map_redb(e.into()))?;
+    let range = view.range(TableId::TxnLog, Bound::Included(from.as_slice()))?;
     for item in range.take(limit.min(crate::TXN_LOG_READ_MAX)) {
-        let (k, v) = item.map_err(|e| map_redb(e.into()))?;
-        out.push(decode(k.value(), v.value())?);
+        let (k, v) = item?;
+        out.push(decode(&k, &v)?);
     }
     Ok(out)
 }
 
-pub(super) fn bounds(snap: &Snapshot) -> Result<TxnLogBounds, StoreError> {
-    let s = state(snap)?;
-    let first = match snap.txn_log.first().map_err(|e| map_redb(e.into()))? {
-        Some((k, v)) => Some(decode(k.value(), v.value())?.date_ms),
+pub(super) fn bounds(view: &View) -> Result<TxnLogBounds, StoreError> {
+    let s = state(view)?;
+    let first = match view.range(TableId::TxnLog, Bound::Unbounded)?.next() {
+        Some(item) => {
+            let (k, v) = item?;
+            Some(decode(&k, &v)?.date_ms)
+        }
         None => None,
     };
     Ok(TxnLogBounds { floor: s.floor, last: s.last, first_date_ms: first })

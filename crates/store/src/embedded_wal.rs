@@ -49,7 +49,7 @@ pub(super) enum TableId {
 }
 
 impl TableId {
-    fn from_byte(b: u8) -> Option<TableId> {
+    pub(super) fn from_byte(b: u8) -> Option<TableId> {
         use TableId::*;
         [Handles, Meta, Docs, DocIndex, TxnLog, TxnState].into_iter().find(|t| *t as u8 == b)
     }
@@ -85,68 +85,131 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
-/// The open log file.
-pub(super) struct Wal {
+/// One of the two log files.
+struct LogFile {
     file: File,
     path: PathBuf,
     len: u64,
+    /// Sequence number of the last record in it (0: none since it was emptied).
+    last_seq: u64,
+}
+
+impl LogFile {
+    /// Empty the file, durably: a stale record left behind could follow the new
+    /// ones after a crash and read as damage.
+    fn empty(&mut self) -> Result<(), StoreError> {
+        self.file.set_len(0)?;
+        self.file.sync_all()?;
+        self.len = 0;
+        self.last_seq = 0;
+        Ok(())
+    }
+}
+
+/// The log: two files, one taking appends. A checkpoint that runs beside the
+/// writer [`Wal::rotate`]s: new records go to the other file while the durable
+/// commit covers everything in the retired one, which is emptied after it
+/// ([`RetiredLog::empty`]), off the write path.
+pub(super) struct Wal {
+    files: [LogFile; 2],
+    active: usize,
     /// Sequence number of the last record appended (or covered by the checkpoint).
     last_seq: u64,
+    /// The last sequence number a durable checkpoint covers.
+    durable_seq: u64,
     /// A failed append may have left part of a record after `len`, and cutting
     /// it off failed too: cut before the next append, or refuse it.
     torn: bool,
 }
 
+/// A log file a running checkpoint covers: emptied once that checkpoint is durable.
+pub(super) struct RetiredLog {
+    file: File,
+    index: usize,
+    /// The checkpoint's sequence number (the file's last record).
+    pub(super) seq: u64,
+}
+
+impl RetiredLog {
+    pub(super) fn try_clone(&self) -> std::io::Result<RetiredLog> {
+        Ok(RetiredLog { file: self.file.try_clone()?, index: self.index, seq: self.seq })
+    }
+
+    /// Empty the file, durably (on the checkpoint's thread, after its commit).
+    pub(super) fn empty(&self) -> std::io::Result<()> {
+        self.file.set_len(0)?;
+        self.file.sync_all()
+    }
+}
+
 impl Wal {
-    /// The log of the store file `db_path`.
-    pub(super) fn path_for(db_path: &Path) -> PathBuf {
-        let mut p = db_path.as_os_str().to_owned();
-        p.push(".wal");
-        PathBuf::from(p)
+    /// The log files of the store file `db_path`: `<db>.wal` and `<db>.wal2`.
+    pub(super) fn paths_for(db_path: &Path) -> [PathBuf; 2] {
+        [".wal", ".wal2"].map(|ext| {
+            let mut p = db_path.as_os_str().to_owned();
+            p.push(ext);
+            PathBuf::from(p)
+        })
     }
 
     /// Open the log beside `db_path`, replay into `db` what the last checkpoint
     /// does not cover (one durable commit), and empty the log. Returns the log
     /// and the number of records replayed.
     pub(super) fn open(db: &Database, db_path: &Path) -> Result<(Wal, usize), StoreError> {
-        let path = Self::path_for(db_path);
-        let mut file = OpenOptions::new().read(true).append(true).create(true).open(&path)?;
         let checkpoint = checkpoint_seq(db)?;
-        let mut bytes = Vec::new();
-        file.seek(SeekFrom::Start(0))?;
-        file.read_to_end(&mut bytes)?;
-        let (records, end) = valid_records(&bytes, checkpoint).map_err(|d| StoreError::Corrupt(d.message(&path)))?;
-        if let LogEnd::TornTail { offset } = end {
-            tracing::warn!(
-                path = %path.display(),
-                offset,
-                bytes = bytes.len() - offset,
-                "store log ends in an incomplete record (a write cut short by a crash, never acknowledged): dropped"
-            );
+        let mut files = Vec::with_capacity(2);
+        let mut contents = Vec::with_capacity(2);
+        for path in Self::paths_for(db_path) {
+            let mut file = OpenOptions::new().read(true).append(true).create(true).open(&path)?;
+            let mut bytes = Vec::new();
+            file.seek(SeekFrom::Start(0))?;
+            file.read_to_end(&mut bytes)?;
+            files.push(LogFile { file, path, len: bytes.len() as u64, last_seq: 0 });
+            contents.push(bytes);
         }
-        let last_seq = records.last().map_or(checkpoint, |r| r.0);
+        // The older file first: the one whose first record comes first (an empty
+        // file or one without an intact first record last).
+        let first = |b: &[u8]| record_at(b, 0).map_or(u64::MAX, |r| r.0);
+        let order = if first(&contents[1]) < first(&contents[0]) { [1, 0] } else { [0, 1] };
+        let mut records = Vec::new();
+        let mut last_seq = checkpoint;
+        for i in order {
+            let path = &files[i].path;
+            let (recs, end) =
+                valid_records(&contents[i], last_seq).map_err(|d| StoreError::Corrupt(d.message(path)))?;
+            if let LogEnd::TornTail { offset } = end {
+                tracing::warn!(
+                    path = %path.display(),
+                    offset,
+                    bytes = contents[i].len() - offset,
+                    "store log ends in an incomplete record (a write cut short by a crash, never acknowledged): dropped"
+                );
+            }
+            last_seq = recs.last().map_or(last_seq, |r| r.0);
+            records.extend(recs.into_iter().map(|r| (r, i)));
+        }
         if !records.is_empty() {
             let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
             txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
             txn.set_two_phase_commit(true);
-            for (seq, entries) in &records {
-                replay(&txn, entries)
-                    .map_err(|e| StoreError::Corrupt(format!("log record {seq} in {}: {e}", path.display())))?;
+            for ((seq, entries), i) in &records {
+                replay(&txn, entries).map_err(|e| {
+                    StoreError::Corrupt(format!("log record {seq} in {}: {e}", files[*i].path.display()))
+                })?;
             }
             set_checkpoint(&txn, last_seq)?;
             txn.commit().map_err(|e| map_redb(e.into()))?;
-            tracing::warn!(path = %path.display(), records = records.len(), "store log replayed after an unclean shutdown");
+            tracing::warn!(records = records.len(), "store log replayed after an unclean shutdown");
         }
-        let mut wal = Wal { file, path, len: bytes.len() as u64, last_seq, torn: false };
-        if wal.len > 0 {
-            wal.reset()?;
-        }
+        let [a, b] = <[LogFile; 2]>::try_from(files).map_err(|_| StoreError::Backend("internal: log files".into()))?;
+        let mut wal = Wal { files: [a, b], active: 0, last_seq, durable_seq: last_seq, torn: false };
+        wal.empty_all()?;
         Ok((wal, records.len()))
     }
 
-    /// Bytes in the log since the last checkpoint.
+    /// Bytes in the file taking appends.
     pub(super) fn len(&self) -> u64 {
-        self.len
+        self.files[self.active].len
     }
 
     /// Sequence number a checkpoint committed now covers.
@@ -156,9 +219,10 @@ impl Wal {
 
     /// Append one batch's effects and sync them to disk.
     pub(super) fn append(&mut self, redo: &Redo) -> Result<(), StoreError> {
+        let log = &mut self.files[self.active];
         if self.torn {
             // An intact record after a torn one would read as damage at the next open.
-            self.file.set_len(self.len).map_err(|e| self.error(e))?;
+            log.file.set_len(log.len).map_err(|e| error(&log.path, e))?;
             self.torn = false;
         }
         let seq = self.last_seq + 1;
@@ -171,29 +235,76 @@ impl Wal {
         record.extend_from_slice(&crc.finalize().to_le_bytes());
         record.extend_from_slice(&seq.to_le_bytes());
         record.extend_from_slice(&redo.entries);
-        let written = self.file.write_all(&record).and_then(|_| self.file.sync_data());
+        let written = log.file.write_all(&record).and_then(|_| log.file.sync_data());
         if let Err(e) = written {
             // Part of the record may be on disk: cut it off so a later record
             // does not follow garbage.
-            self.torn = self.file.set_len(self.len).is_err();
-            return Err(self.error(e));
+            self.torn = log.file.set_len(log.len).is_err();
+            return Err(error(&log.path, e));
         }
-        self.len += record.len() as u64;
+        log.len += record.len() as u64;
+        log.last_seq = seq;
         self.last_seq = seq;
         Ok(())
     }
 
-    fn error(&self, e: std::io::Error) -> StoreError {
-        StoreError::Io(std::io::Error::new(e.kind(), format!("store log {}: {e}", self.path.display())))
+    /// Switch appends to the other file, for a checkpoint covering everything
+    /// logged so far (the retired file). The other file must hold nothing a
+    /// durable checkpoint does not cover; it is emptied here if its emptying
+    /// after the last checkpoint failed.
+    pub(super) fn rotate(&mut self) -> Result<RetiredLog, StoreError> {
+        let next = 1 - self.active;
+        if self.files[next].len > 0 {
+            if self.files[next].last_seq > self.durable_seq {
+                return Err(StoreError::Backend("internal: the other log file holds uncovered records".into()));
+            }
+            let path = self.files[next].path.clone();
+            self.files[next].empty().map_err(|e| match e {
+                StoreError::Io(e) => error(&path, e),
+                e => e,
+            })?;
+        }
+        if self.torn {
+            // A torn tail at the end of a retired file is harmless (replay drops it).
+            self.torn = false;
+        }
+        let retired =
+            RetiredLog { file: self.files[self.active].file.try_clone()?, index: self.active, seq: self.last_seq };
+        self.active = next;
+        Ok(retired)
     }
 
-    /// After a checkpoint: everything logged is in the store file; start over.
+    /// A checkpoint covering the retired file is durable, and the file was
+    /// emptied if `emptied`.
+    pub(super) fn retired_done(&mut self, retired: &RetiredLog, emptied: bool) {
+        self.durable_seq = self.durable_seq.max(retired.seq);
+        if emptied {
+            let f = &mut self.files[retired.index];
+            f.len = 0;
+            f.last_seq = 0;
+        }
+    }
+
+    /// After a checkpoint on the writer (everything logged is in the store
+    /// file): empty both files.
     pub(super) fn reset(&mut self) -> Result<(), StoreError> {
-        self.file.set_len(0)?;
-        self.file.sync_all()?;
-        self.len = 0;
+        self.durable_seq = self.last_seq;
+        self.empty_all()
+    }
+
+    fn empty_all(&mut self) -> Result<(), StoreError> {
+        for f in &mut self.files {
+            if f.len > 0 || f.last_seq > 0 {
+                f.empty()?;
+            }
+        }
+        self.torn = false;
         Ok(())
     }
+}
+
+fn error(path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::Io(std::io::Error::new(e.kind(), format!("store log {}: {e}", path.display())))
 }
 
 /// The checkpoint's sequence number in `db` (0 for a new store).
@@ -314,12 +425,7 @@ fn next_intact(bytes: &[u8], from: usize, expected: u64) -> Option<usize> {
 
 /// Apply one record's entries inside `txn`.
 fn replay(txn: &WriteTransaction, mut entries: &[u8]) -> Result<(), String> {
-    let mut handles = txn.open_table(HANDLES).map_err(|e| e.to_string())?;
-    let mut meta = txn.open_table(META).map_err(|e| e.to_string())?;
-    let mut docs = txn.open_table(DOCS).map_err(|e| e.to_string())?;
-    let mut index = txn.open_table(DOC_INDEX).map_err(|e| e.to_string())?;
-    let mut txn_log = txn.open_table(TXN_LOG).map_err(|e| e.to_string())?;
-    let mut txn_state = txn.open_table(TXN_STATE).map_err(|e| e.to_string())?;
+    let mut tables = RawTables::open(txn).map_err(|e| e.to_string())?;
     while !entries.is_empty() {
         let table = TableId::from_byte(take(&mut entries, 1)?[0]).ok_or("unknown table")?;
         let key = take_bytes(&mut entries)?;
@@ -328,33 +434,64 @@ fn replay(txn: &WriteTransaction, mut entries: &[u8]) -> Result<(), String> {
             1 => Some(take_bytes(&mut entries)?),
             _ => return Err("bad presence flag".into()),
         };
+        tables.put(table, key, value)?;
+    }
+    Ok(())
+}
+
+/// Every table of a write transaction, written entry by entry (replay, and the
+/// writer's batches and overlays).
+pub(super) struct RawTables<'txn> {
+    handles: redb::Table<'txn, &'static [u8], &'static [u8]>,
+    meta: redb::Table<'txn, &'static str, &'static [u8]>,
+    docs: redb::Table<'txn, &'static [u8], &'static [u8]>,
+    index: redb::Table<'txn, &'static [u8], ()>,
+    txn_log: redb::Table<'txn, &'static [u8], &'static [u8]>,
+    txn_state: redb::Table<'txn, &'static str, &'static [u8]>,
+}
+
+impl<'txn> RawTables<'txn> {
+    pub(super) fn open(txn: &'txn WriteTransaction) -> Result<Self, StoreError> {
+        let e = |e: redb::TableError| map_redb(e.into());
+        Ok(RawTables {
+            handles: txn.open_table(HANDLES).map_err(e)?,
+            meta: txn.open_table(META).map_err(e)?,
+            docs: txn.open_table(DOCS).map_err(e)?,
+            index: txn.open_table(DOC_INDEX).map_err(e)?,
+            txn_log: txn.open_table(TXN_LOG).map_err(e)?,
+            txn_state: txn.open_table(TXN_STATE).map_err(e)?,
+        })
+    }
+
+    /// Set `key` to `value` (`None`: remove it) in `table`.
+    pub(super) fn put(&mut self, table: TableId, key: &[u8], value: Option<&[u8]>) -> Result<(), String> {
         let e = |e: redb::StorageError| e.to_string();
         match (table, value) {
-            (TableId::Handles, Some(v)) => drop(handles.insert(key, v).map_err(e)?),
-            (TableId::Handles, None) => drop(handles.remove(key).map_err(e)?),
-            (TableId::Docs, Some(v)) => drop(docs.insert(key, v).map_err(e)?),
-            (TableId::Docs, None) => drop(docs.remove(key).map_err(e)?),
-            (TableId::DocIndex, Some(_)) => drop(index.insert(key, ()).map_err(e)?),
-            (TableId::DocIndex, None) => drop(index.remove(key).map_err(e)?),
-            (TableId::TxnLog, Some(v)) => drop(txn_log.insert(key, v).map_err(e)?),
-            (TableId::TxnLog, None) => drop(txn_log.remove(key).map_err(e)?),
+            (TableId::Handles, Some(v)) => drop(self.handles.insert(key, v).map_err(e)?),
+            (TableId::Handles, None) => drop(self.handles.remove(key).map_err(e)?),
+            (TableId::Docs, Some(v)) => drop(self.docs.insert(key, v).map_err(e)?),
+            (TableId::Docs, None) => drop(self.docs.remove(key).map_err(e)?),
+            (TableId::DocIndex, Some(_)) => drop(self.index.insert(key, ()).map_err(e)?),
+            (TableId::DocIndex, None) => drop(self.index.remove(key).map_err(e)?),
+            (TableId::TxnLog, Some(v)) => drop(self.txn_log.insert(key, v).map_err(e)?),
+            (TableId::TxnLog, None) => drop(self.txn_log.remove(key).map_err(e)?),
             (TableId::Meta, v) => {
                 let key = std::str::from_utf8(key).map_err(|_| "meta key is not UTF-8")?;
                 match v {
-                    Some(v) => drop(meta.insert(key, v).map_err(e)?),
-                    None => drop(meta.remove(key).map_err(e)?),
+                    Some(v) => drop(self.meta.insert(key, v).map_err(e)?),
+                    None => drop(self.meta.remove(key).map_err(e)?),
                 }
             }
             (TableId::TxnState, v) => {
                 let key = std::str::from_utf8(key).map_err(|_| "log state key is not UTF-8")?;
                 match v {
-                    Some(v) => drop(txn_state.insert(key, v).map_err(e)?),
-                    None => drop(txn_state.remove(key).map_err(e)?),
+                    Some(v) => drop(self.txn_state.insert(key, v).map_err(e)?),
+                    None => drop(self.txn_state.remove(key).map_err(e)?),
                 }
             }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 fn take<'a>(b: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
@@ -428,6 +565,47 @@ mod tests {
         }
         let skipped = [record(1, b"a"), record(3, b"c"), record(4, b"d")].concat();
         assert_eq!(seqs(&skipped, 0).unwrap_err().reason, "out of sequence");
+    }
+
+    /// Records after the checkpoint replay from both files in sequence order,
+    /// whichever file holds the older ones; records a checkpoint covers are skipped.
+    #[test]
+    fn both_log_files_replay_in_sequence() {
+        let entry = |i: u64| {
+            let mut r = Redo::default();
+            r.record(TableId::Meta, format!("k{i}").as_bytes(), Some(format!("v{i}").as_bytes()));
+            r.entries
+        };
+        let log = |seqs: std::ops::RangeInclusive<u64>| seqs.map(|i| record(i, &entry(i))).collect::<Vec<_>>().concat();
+        // (checkpoint, first file, second file, replayed)
+        let cases = [
+            (0, log(4..=5), log(1..=3), 5),
+            (0, log(1..=3), log(4..=5), 5),
+            (3, log(1..=3), log(4..=5), 2),
+            (3, log(4..=5), Vec::new(), 2),
+            (5, log(1..=3), log(4..=5), 0),
+        ];
+        for (n, (checkpoint, first, second, replayed)) in cases.into_iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let db_path = dir.path().join("t.redb");
+            let db = Database::create(&db_path).unwrap();
+            super::super::ensure_tables(&db).unwrap();
+            let txn = db.begin_write().unwrap();
+            set_checkpoint(&txn, checkpoint).unwrap();
+            txn.commit().unwrap();
+            let [a, b] = Wal::paths_for(&db_path);
+            std::fs::write(&a, &first).unwrap();
+            std::fs::write(&b, &second).unwrap();
+            let (wal, n_replayed) = Wal::open(&db, &db_path).unwrap();
+            assert_eq!(n_replayed, replayed, "case {n}");
+            assert_eq!(wal.last_seq(), 5, "case {n}");
+            assert_eq!((std::fs::metadata(&a).unwrap().len(), std::fs::metadata(&b).unwrap().len()), (0, 0));
+            let read = db.begin_read().unwrap();
+            let meta = read.open_table(META).unwrap();
+            for i in (checkpoint + 1)..=5 {
+                assert_eq!(meta.get(format!("k{i}").as_str()).unwrap().unwrap().value(), format!("v{i}").as_bytes());
+            }
+        }
     }
 
     #[test]

@@ -2,23 +2,20 @@
 //!
 //! Callers queue [`Pending`] operations; the thread takes the first, drains
 //! whatever else is already queued (up to the batch limits), applies the batch
-//! in arrival order inside one redb write transaction, makes it durable (a synced
-//! log record, or a durable commit at a checkpoint: `embedded_wal.rs`), publishes
-//! a fresh read snapshot, and only then answers every operation of the batch.
+//! in arrival order over the published view, makes it durable and visible
+//! (`embedded_committer.rs`), and only then answers every operation of the batch.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use redb::{Database, Durability, ReadableTable, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
 use super::docs::{self, DocOp};
 use super::format;
-use super::space::DiskSpace;
-use super::txnlog::{self, DataTables, LogOp, LogTables};
-use super::wal::{self, Redo, TableId, Wal};
-use super::{map_redb, EmbeddedOptions, Shared, Snapshot, DOCS, DOC_INDEX, HANDLES, META};
+use super::txnlog::{self, LogOp, LogTables};
+use super::view::Tx;
+use super::wal::TableId;
+use super::{EmbeddedOptions, Shared};
 use crate::{StoreError, TxnAction};
 
 pub(super) enum RawExpect {
@@ -119,9 +116,9 @@ impl Pending {
     }
 }
 
-/// Take batches off the queue, `commit` each (one transaction; true if the disk
-/// was synced), publish the new snapshot, then answer. `commit` is a parameter so
-/// tests can make it fail.
+/// Take batches off the queue, `commit` each (durable, and visible to reads,
+/// when it returns; true if the disk was synced), then answer. `commit` is a
+/// parameter so tests can make it fail.
 pub(super) fn writer_loop(
     mut rx: mpsc::Receiver<Pending>,
     shared: Arc<Shared>,
@@ -151,23 +148,6 @@ pub(super) fn writer_loop(
         match result {
             Ok(Ok((acks, synced))) => {
                 shared.stats.committed(ops, imported, synced, started.elapsed().as_micros() as u64);
-                // Publish the new state before anyone learns of it.
-                let db = shared.db.lock().clone();
-                match db.ok_or(StoreError::Closed).and_then(|db| Snapshot::open(&db)) {
-                    Ok(snap) => {
-                        let last = txnlog::last(&snap);
-                        shared.snapshot.store(Some(Arc::new(snap)));
-                        // Log subscribers learn of the new entries once reads see them.
-                        match last {
-                            Ok(last) => shared.txn_notifier.publish(last),
-                            Err(e) => tracing::warn!("could not read the transaction log state: {e}"),
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!("could not open a read snapshot after a commit: {e}");
-                        shared.snapshot.store(None);
-                    }
-                }
                 for (p, a) in batch.drain(..).zip(acks) {
                     p.answer(Ok(a));
                 }
@@ -203,184 +183,19 @@ pub(super) fn writer_loop(
     }
 }
 
-/// Commits batches: logged and unsynced most of the time, durably as a
-/// checkpoint every so often (see `embedded_wal.rs`).
-pub(super) struct Committer {
-    wal: Wal,
-    opts: EmbeddedOptions,
-    last_checkpoint: Instant,
-    space: DiskSpace,
-    /// The database (`shared.db`); `shared.fatal` says why writes are refused
-    /// while the file is broken.
-    shared: Arc<Shared>,
-    path: PathBuf,
-    /// Set when the store file and the log may disagree, or redb latched an I/O
-    /// error: the file is reopened (its log replayed) before the next write.
-    broken: Option<String>,
-}
-
-impl Committer {
-    pub(super) fn new(wal: Wal, opts: EmbeddedOptions, space: DiskSpace, shared: Arc<Shared>, path: PathBuf) -> Self {
-        Committer { wal, opts, last_checkpoint: Instant::now(), space, shared, path, broken: None }
-    }
-
-    /// Apply and commit one batch; durable when it returns `Ok`. The flag tells
-    /// whether the disk was synced (false when the batch changed nothing). Refused
-    /// while the disk is (nearly) full.
-    pub(super) fn commit(&mut self, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
-        if self.broken.is_some() {
-            self.reopen()?;
-        }
-        self.space.check()?;
-        let db = self.shared.db.lock().clone().ok_or(StoreError::Closed)?;
-        let result = self.commit_batch(&db, batch);
-        if let Err(e) = &result {
-            // redb latches an I/O error (e.g. a full disk despite the reserve):
-            // every later transaction fails until the file is reopened.
-            if self.broken.is_none() && db.begin_write().is_err() {
-                self.break_with(format!(
-                    "store unusable after an I/O error ({e}; {}); it is reopened at the next write",
-                    self.space.describe()
-                ));
-            }
-        }
-        result
-    }
-
-    fn break_with(&mut self, msg: String) {
-        tracing::error!("{msg}");
-        *self.shared.fatal.lock() = Some(msg.clone());
-        self.broken = Some(msg);
-    }
-
-    /// Reopen a broken file once space is back: release it, open it again
-    /// (replaying the log) and take writes again. Fails, and is tried again at the
-    /// next write, while space is short or a reader still holds the old file;
-    /// reads fail with the reason from the release until the reopen succeeds.
-    fn reopen(&mut self) -> Result<(), StoreError> {
-        let broken = self.broken.clone().unwrap_or_default();
-        // Reads go on from the old file until space is back.
-        self.space.check().map_err(|e| StoreError::Backend(format!("{broken}; not reopened yet: {e}")))?;
-        self.shared.snapshot.store(None);
-        self.shared.db.lock().take();
-        match super::open_file(&self.path, &self.opts, &self.space) {
-            Ok((db, wal, _)) => {
-                self.wal = wal;
-                self.last_checkpoint = Instant::now();
-                *self.shared.db.lock() = Some(Arc::new(db));
-                *self.shared.fatal.lock() = None;
-                self.broken = None;
-                tracing::warn!(path = %self.path.display(), "store reopened after an I/O error; writes resume");
-                Ok(())
-            }
-            Err(e) => Err(StoreError::Backend(format!("{broken}; reopening failed: {e}"))),
-        }
-    }
-
-    fn commit_batch(&mut self, db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
-        // Imports are not logged (the log would double their I/O): they checkpoint.
-        let forced = |op: &Op| match op {
-            Op::Import { .. } => true,
-            Op::TxnLog(l) => l.is_checkpoint(),
-            _ => false,
-        };
-        let checkpoint = batch.iter().any(|p| forced(&p.op))
-            || self.wal.len() >= self.opts.checkpoint_log_bytes
-            || self.last_checkpoint.elapsed() >= self.opts.checkpoint_interval;
-        let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
-        let durability = if checkpoint { Durability::Immediate } else { Durability::None };
-        txn.set_durability(durability).map_err(|e| StoreError::Backend(e.to_string()))?;
-        txn.set_two_phase_commit(checkpoint);
-        txn.set_quick_repair(self.opts.quick_repair);
-        let mut redo = Redo::default();
-        let acks = apply(&txn, batch, &mut redo)?;
-        if checkpoint {
-            wal::set_checkpoint(&txn, self.wal.last_seq())?;
-            let started = Instant::now();
-            txn.commit().map_err(|e| map_redb(e.into()))?;
-            let committed = started.elapsed();
-            self.checkpointed();
-            // Every write waits for this: how long the redb commit and the log emptying took.
-            tracing::debug!(
-                commit_us = committed.as_micros() as u64,
-                log_reset_us = (started.elapsed() - committed).as_micros() as u64,
-                ops = batch.len(),
-                "store checkpoint"
-            );
-            return Ok((acks, true));
-        }
-        if redo.is_empty() {
-            txn.abort().map_err(|e| map_redb(e.into()))?;
-            return Ok((acks, false));
-        }
-        // On failure the transaction is dropped unapplied: nothing was written.
-        self.wal.append(&redo)?;
-        if let Err(e) = txn.commit() {
-            let msg = format!(
-                "store commit failed after its log record was written ({e}): restart the server to replay the log"
-            );
-            self.break_with(msg.clone());
-            return Err(StoreError::Backend(msg));
-        }
-        Ok((acks, true))
-    }
-
-    /// A durable commit of everything so far (on shutdown), emptying the log.
-    pub(super) fn checkpoint(&mut self) -> Result<(), StoreError> {
-        if self.broken.is_some() {
-            return Ok(());
-        }
-        let Some(db) = self.shared.db.lock().clone() else { return Ok(()) };
-        let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
-        txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
-        txn.set_two_phase_commit(true);
-        wal::set_checkpoint(&txn, self.wal.last_seq())?;
-        txn.commit().map_err(|e| map_redb(e.into()))?;
-        self.checkpointed();
-        Ok(())
-    }
-
-    fn checkpointed(&mut self) {
-        self.last_checkpoint = Instant::now();
-        // Harmless if it fails: replay skips records a checkpoint covers.
-        if let Err(e) = self.wal.reset() {
-            tracing::warn!("could not empty the store log after a checkpoint: {e}");
-        }
-    }
-}
-
-/// Apply a batch inside `txn`, in arrival order, recording its effects in `redo`.
-pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) -> Result<Vec<Ack>, StoreError> {
-    let r = |e: redb::StorageError| map_redb(e.into());
+/// Apply a batch to `tx`, in arrival order.
+pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreError> {
     let mut acks = Vec::with_capacity(batch.len());
-    let mut handles = txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?;
-    let mut meta = None;
-    let mut doc_tables = None;
-    // The document tables, opened on first use.
-    let doc_tables_of = |slot: &mut Option<_>| -> Result<(), StoreError> {
-        if slot.is_none() {
-            let t = txn.open_table(DOCS).map_err(|e| map_redb(e.into()))?;
-            let i = txn.open_table(DOC_INDEX).map_err(|e| map_redb(e.into()))?;
-            *slot = Some((t, i));
-        }
-        Ok(())
-    };
-    let meta_of = |slot: &mut Option<_>| -> Result<(), StoreError> {
-        if slot.is_none() {
-            *slot = Some(txn.open_table(META).map_err(|e| map_redb(e.into()))?);
-        }
-        Ok(())
-    };
-    // The transaction log, opened by the first change to log.
+    // The transaction log's counters, read by the first change to log.
     let mut log: Option<LogTables> = None;
     for p in batch {
         match &p.op {
             Op::Swap { key, expect, new, docs: doc_ops } => {
                 let key = key.as_slice();
                 let mut existed = false;
-                let current = match handles.get(key).map_err(r)? {
+                let current = match tx.get(TableId::Handles, key)? {
                     None => None,
-                    Some(g) => match format::unseal("handle", key, g.value()) {
+                    Some(v) => match format::unseal("handle", key, &v) {
                         Ok(c) => {
                             existed = true;
                             Some(c.to_vec())
@@ -406,20 +221,12 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) 
                     continue;
                 }
                 let sealed = new.as_deref().map(|v| format::seal(key, v));
-                match &sealed {
-                    Some(v) => drop(handles.insert(key, v.as_slice()).map_err(r)?),
-                    None => drop(handles.remove(key).map_err(r)?),
-                }
-                redo.record(TableId::Handles, key, sealed.as_deref());
+                tx.put(TableId::Handles, key, sealed.as_deref());
                 if let Some(action) = TxnAction::of_handle_write(existed, new.is_some()) {
-                    LogTables::open_in(&mut log, txn)?.append(action, key, redo)?;
+                    LogTables::open_in(&mut log, tx)?.append(tx, action, key)?;
                 }
-                if !doc_ops.is_empty() {
-                    doc_tables_of(&mut doc_tables)?;
-                    let (t, i) = doc_tables.as_mut().expect("opened above");
-                    for d in doc_ops {
-                        docs::apply(t, i, d, redo)?;
-                    }
+                for d in doc_ops {
+                    docs::apply(tx, d)?;
                 }
                 acks.push(Ack::Swap(match expect {
                     RawExpect::Present(_) => RawOutcome::DoneAsExpected,
@@ -427,72 +234,61 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &[Pending], redo: &mut Redo) 
                 }));
             }
             Op::Meta { key, value } => {
-                meta_of(&mut meta)?;
-                let t = meta.as_mut().expect("opened above");
-                let existed = key.starts_with(crate::HOMED_META_PREFIX) && t.get(key.as_str()).map_err(r)?.is_some();
+                let existed =
+                    key.starts_with(crate::HOMED_META_PREFIX) && tx.get(TableId::Meta, key.as_bytes())?.is_some();
                 if let Some((action, handle)) = TxnAction::of_meta_write(key, existed, value.is_some()) {
-                    LogTables::open_in(&mut log, txn)?.append(action, &handle, redo)?;
+                    LogTables::open_in(&mut log, tx)?.append(tx, action, &handle)?;
                 }
                 let sealed = value.as_deref().map(|v| format::seal(key.as_bytes(), v));
-                match &sealed {
-                    Some(v) => drop(t.insert(key.as_str(), v.as_slice()).map_err(r)?),
-                    None => drop(t.remove(key.as_str()).map_err(r)?),
-                }
-                redo.record(TableId::Meta, key.as_bytes(), sealed.as_deref());
+                tx.put(TableId::Meta, key.as_bytes(), sealed.as_deref());
                 acks.push(Ack::Unit);
             }
             Op::Import { records, docs: doc_ops } => {
-                // Not recorded: a batch with an import is a checkpoint.
-                let l = LogTables::open_in(&mut log, txn)?;
+                // Not logged: a batch with an import is a checkpoint.
                 for (k, v) in records {
-                    let existed = handles.insert(k.as_slice(), format::seal(k, v).as_slice()).map_err(r)?.is_some();
-                    l.append(if existed { TxnAction::Update } else { TxnAction::Create }, k, redo)?;
+                    let existed = tx.get(TableId::Handles, k)?.is_some();
+                    tx.put(TableId::Handles, k, Some(&format::seal(k, v)));
+                    let action = if existed { TxnAction::Update } else { TxnAction::Create };
+                    LogTables::open_in(&mut log, tx)?.append(tx, action, k)?;
                 }
-                if !doc_ops.is_empty() {
-                    doc_tables_of(&mut doc_tables)?;
-                    let (t, i) = doc_tables.as_mut().expect("opened above");
-                    for d in doc_ops {
-                        docs::apply(t, i, d, redo)?;
-                    }
+                for d in doc_ops {
+                    docs::apply(tx, d)?;
                 }
                 acks.push(Ack::Unit);
             }
-            Op::DocSwap(d) => {
-                doc_tables_of(&mut doc_tables)?;
-                let (t, i) = doc_tables.as_mut().expect("opened above");
-                acks.push(Ack::Swap(docs::apply(t, i, d, redo)?));
-            }
+            Op::DocSwap(d) => acks.push(Ack::Swap(docs::apply(tx, d)?)),
             Op::TxnLog(op) => {
-                meta_of(&mut meta)?;
-                doc_tables_of(&mut doc_tables)?;
-                let l = LogTables::open_in(&mut log, txn)?;
-                let (docs, doc_index) = doc_tables.as_mut().expect("opened above");
-                let data =
-                    DataTables { handles: &mut handles, meta: meta.as_mut().expect("opened above"), docs, doc_index };
-                acks.push(txnlog::apply(op, data, l, redo)?);
+                let l = LogTables::open_in(&mut log, tx)?;
+                acks.push(txnlog::apply(op, tx, l)?);
             }
         }
     }
     if let Some(l) = log {
-        l.finish(redo)?;
+        l.finish(tx);
     }
     Ok(acks)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::ensure_tables;
+    use super::super::committer::write;
+    use super::super::view::View;
+    use super::super::{ensure_tables, Snapshot, HANDLES, META};
     use super::*;
     use crate::HandleRecord;
     use crate::StatCounters;
     use arc_swap::ArcSwapOption;
     use parking_lot::Mutex;
+    use redb::Database;
     use redb::{ReadableDatabase, ReadableTableMetadata};
 
     /// One durable commit, no log (the log has tests of its own).
     fn commit_durably(db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
+        let view = View::new(Arc::new(Snapshot::open(db).unwrap()));
+        let mut tx = Tx::new(&view);
+        let acks = apply(&mut tx, batch)?;
         let txn = db.begin_write().unwrap();
-        let acks = apply(&txn, batch, &mut Redo::default())?;
+        write(&txn, tx.writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref()))).unwrap();
         txn.commit().unwrap();
         Ok((acks, true))
     }
@@ -555,7 +351,7 @@ mod tests {
     fn test_shared(db: &Arc<Database>) -> Arc<Shared> {
         Arc::new(Shared {
             stats: StatCounters::default(),
-            snapshot: ArcSwapOption::from_pointee(Snapshot::open(db).unwrap()),
+            snapshot: ArcSwapOption::from_pointee(View::new(Arc::new(Snapshot::open(db).unwrap()))),
             fatal: Mutex::new(None),
             db: Mutex::new(Some(db.clone())),
             txn_notifier: crate::txn_log::TxnNotifier::new(0),

@@ -1,0 +1,257 @@
+//! What reads and the writer see: a redb read snapshot with, over it, the
+//! overlay of the batches acknowledged while a background checkpoint holds
+//! redb's one write transaction (`embedded_committer.rs`). Outside checkpoints
+//! the overlay is empty and a read is the snapshot's B-tree lookup alone.
+//!
+//! The overlay maps `table byte ‖ key` to the latest value (`None`: removed)
+//! and is persistent (`imbl`): publishing it after each batch is a clone of a
+//! root, not of the map. Range reads merge it over the snapshot's range.
+
+use std::collections::BTreeMap;
+use std::iter::Peekable;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use redb::{ReadOnlyTable, ReadableTableMetadata};
+
+use super::wal::{Redo, TableId};
+use super::{map_redb, Snapshot};
+use crate::StoreError;
+
+/// Entries of batches not yet in redb: `table ‖ key` → value (`None`: removed).
+pub(super) type Overlay = imbl::OrdMap<Arc<[u8]>, Option<Arc<[u8]>>>;
+
+/// One table entry of a range read: key and stored (sealed) value.
+pub(super) type Item = Result<(Vec<u8>, Vec<u8>), StoreError>;
+type Items<'a> = Box<dyn Iterator<Item = Item> + 'a>;
+
+fn overlay_key(table: TableId, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + key.len());
+    k.push(table as u8);
+    k.extend_from_slice(key);
+    k
+}
+
+/// The overlay keys of `table` from `from` on.
+fn overlay_bounds(table: TableId, from: Bound<&[u8]>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let lower = match from {
+        Bound::Included(k) => Bound::Included(overlay_key(table, k)),
+        Bound::Excluded(k) => Bound::Excluded(overlay_key(table, k)),
+        Bound::Unbounded => Bound::Included(vec![table as u8]),
+    };
+    (lower, Bound::Excluded(vec![table as u8 + 1]))
+}
+
+/// The published state: see the module documentation.
+pub(super) struct View {
+    pub(super) snap: Arc<Snapshot>,
+    pub(super) overlay: Overlay,
+    /// Key and value bytes in the overlay (the writer holds back beyond a bound).
+    pub(super) overlay_bytes: usize,
+}
+
+impl View {
+    pub(super) fn new(snap: Arc<Snapshot>) -> View {
+        View { snap, overlay: Overlay::new(), overlay_bytes: 0 }
+    }
+
+    /// The overlay's say on `key`: `Some(None)` if removed there, `None` if it has none.
+    pub(super) fn overlaid(&self, table: TableId, key: &[u8]) -> Option<Option<&[u8]>> {
+        if self.overlay.is_empty() {
+            return None;
+        }
+        self.overlay.get(overlay_key(table, key).as_slice()).map(|v| v.as_deref())
+    }
+
+    /// The stored (sealed) value of `key` in `table`.
+    pub(super) fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        if let Some(v) = self.overlaid(table, key) {
+            return Ok(v.map(<[u8]>::to_vec));
+        }
+        let e = |e: redb::StorageError| map_redb(e.into());
+        let s = &self.snap;
+        let value = match table {
+            TableId::Handles => s.handles.get(key).map_err(e)?.map(|g| g.value().to_vec()),
+            TableId::Docs => s.docs.get(key).map_err(e)?.map(|g| g.value().to_vec()),
+            TableId::TxnLog => s.txn_log.get(key).map_err(e)?.map(|g| g.value().to_vec()),
+            TableId::DocIndex => s.doc_index.get(key).map_err(e)?.map(|_| Vec::new()),
+            TableId::Meta | TableId::TxnState => {
+                let Ok(key) = std::str::from_utf8(key) else { return Ok(None) };
+                let t = if table == TableId::Meta { &s.meta } else { &s.txn_state };
+                t.get(key).map_err(e)?.map(|g| g.value().to_vec())
+            }
+        };
+        Ok(value)
+    }
+
+    /// The entries of `table` from `from` on, in key order.
+    pub(super) fn range<'a>(&'a self, table: TableId, from: Bound<&[u8]>) -> Result<Items<'a>, StoreError> {
+        let base = snapshot_range(&self.snap, table, from)?;
+        if self.overlay.is_empty() {
+            return Ok(base);
+        }
+        let (lo, hi) = overlay_bounds(table, from);
+        let lo = lo.as_ref().map(Vec::as_slice);
+        let hi = hi.as_ref().map(Vec::as_slice);
+        let over =
+            self.overlay.range::<_, [u8]>((lo, hi)).map(|(k, v)| (k[1..].to_vec(), v.as_deref().map(<[u8]>::to_vec)));
+        Ok(Box::new(Merge { base: base.peekable(), over: over.peekable() }))
+    }
+
+    /// How many handles there are.
+    pub(super) fn count_handles(&self) -> Result<u64, StoreError> {
+        let e = |e: redb::StorageError| map_redb(e.into());
+        let mut n = self.snap.handles.len().map_err(e)? as i64;
+        let (lo, hi) = overlay_bounds(TableId::Handles, Bound::Unbounded);
+        let lo = lo.as_ref().map(Vec::as_slice);
+        let hi = hi.as_ref().map(Vec::as_slice);
+        for (k, v) in self.overlay.range::<_, [u8]>((lo, hi)) {
+            let below = self.snap.handles.get(&k[1..]).map_err(e)?.is_some();
+            n += i64::from(v.is_some()) - i64::from(below);
+        }
+        Ok(n.max(0) as u64)
+    }
+
+    /// This view with `writes` (a batch's, logged) on top.
+    pub(super) fn with(&self, writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>) -> View {
+        let mut overlay = self.overlay.clone();
+        let mut bytes = self.overlay_bytes;
+        for (k, v) in writes {
+            bytes += k.len() + v.as_ref().map_or(0, Vec::len);
+            overlay.insert(Arc::from(k.as_slice()), v.as_deref().map(Arc::from));
+        }
+        View { snap: self.snap.clone(), overlay, overlay_bytes: bytes }
+    }
+}
+
+fn snapshot_range<'a>(s: &'a Snapshot, table: TableId, from: Bound<&[u8]>) -> Result<Items<'a>, StoreError> {
+    fn bytes<'a, V: redb::Value + 'static>(
+        t: &'a ReadOnlyTable<&'static [u8], V>,
+        from: Bound<&[u8]>,
+        value: fn(V::SelfType<'_>) -> Vec<u8>,
+    ) -> Result<Items<'a>, StoreError> {
+        let e = |e: redb::StorageError| map_redb(e.into());
+        let range = t.range::<&[u8]>((from, Bound::Unbounded)).map_err(e)?;
+        Ok(Box::new(range.map(move |item| {
+            let (k, v) = item.map_err(e)?;
+            Ok((k.value().to_vec(), value(v.value())))
+        })))
+    }
+    fn text<'a>(
+        t: &'a ReadOnlyTable<&'static str, &'static [u8]>,
+        from: Bound<&[u8]>,
+    ) -> Result<Items<'a>, StoreError> {
+        let e = |e: redb::StorageError| map_redb(e.into());
+        // Keys are UTF-8; a bound that is not compares as its lossy form.
+        let from = from.map(|k| String::from_utf8_lossy(k).into_owned());
+        let range = t.range::<&str>((from.as_ref().map(String::as_str), Bound::Unbounded)).map_err(e)?;
+        Ok(Box::new(range.map(move |item| {
+            let (k, v) = item.map_err(e)?;
+            Ok((k.value().as_bytes().to_vec(), v.value().to_vec()))
+        })))
+    }
+    match table {
+        TableId::Handles => bytes(&s.handles, from, |v| v.to_vec()),
+        TableId::Docs => bytes(&s.docs, from, |v| v.to_vec()),
+        TableId::TxnLog => bytes(&s.txn_log, from, |v| v.to_vec()),
+        TableId::DocIndex => bytes(&s.doc_index, from, |()| Vec::new()),
+        TableId::Meta => text(&s.meta, from),
+        TableId::TxnState => text(&s.txn_state, from),
+    }
+}
+
+/// `over` (key order; `None`: removed) merged over `base` (key order).
+struct Merge<B: Iterator<Item = Item>, O: Iterator<Item = (Vec<u8>, Option<Vec<u8>>)>> {
+    base: Peekable<B>,
+    over: Peekable<O>,
+}
+
+impl<B: Iterator<Item = Item>, O: Iterator<Item = (Vec<u8>, Option<Vec<u8>>)>> Iterator for Merge<B, O> {
+    type Item = Item;
+
+    fn next(&mut self) -> Option<Item> {
+        loop {
+            let order = match (self.base.peek(), self.over.peek()) {
+                (None, None) => return None,
+                (Some(Err(_)), _) | (Some(Ok(_)), None) => return self.base.next(),
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some(Ok((b, _))), Some((o, _))) => b.as_slice().cmp(o.as_slice()),
+            };
+            match order {
+                std::cmp::Ordering::Less => return self.base.next(),
+                std::cmp::Ordering::Equal => drop(self.base.next()),
+                std::cmp::Ordering::Greater => {}
+            }
+            let (k, v) = self.over.next()?;
+            if let Some(v) = v {
+                return Some(Ok((k, v)));
+            }
+        }
+    }
+}
+
+/// One batch being applied over a view: its reads see its own earlier writes,
+/// its writes are kept (for the overlay or the redb commit) and recorded in the
+/// redo record (for the log).
+pub(super) struct Tx<'v> {
+    view: &'v View,
+    pub(super) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    pub(super) redo: Redo,
+}
+
+impl<'v> Tx<'v> {
+    pub(super) fn new(view: &'v View) -> Self {
+        Tx { view, writes: BTreeMap::new(), redo: Redo::default() }
+    }
+
+    pub(super) fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        match self.writes.get(&overlay_key(table, key)) {
+            Some(v) => Ok(v.clone()),
+            None => self.view.get(table, key),
+        }
+    }
+
+    /// Set `key` to `value` (`None`: remove it) in `table`.
+    pub(super) fn put(&mut self, table: TableId, key: &[u8], value: Option<&[u8]>) {
+        self.redo.record(table, key, value);
+        self.writes.insert(overlay_key(table, key), value.map(<[u8]>::to_vec));
+    }
+
+    /// The entries of `table` from `from` on, this batch's writes included.
+    pub(super) fn range(&self, table: TableId, from: Bound<&[u8]>) -> Result<Items<'_>, StoreError> {
+        let base = self.view.range(table, from)?;
+        let (lo, hi) = overlay_bounds(table, from);
+        let over = self.writes.range((lo, hi)).map(|(k, v)| (k[1..].to_vec(), v.clone()));
+        Ok(Box::new(Merge { base: base.peekable(), over: over.peekable() }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(k: &str, v: &str) -> Item {
+        Ok((k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn merge_puts_the_overlay_over_the_base() {
+        let base = vec![item("a", "1"), item("c", "3"), item("e", "5"), item("g", "7")];
+        let over = vec![
+            (b"b".to_vec(), Some(b"2".to_vec())),
+            (b"c".to_vec(), None),
+            (b"e".to_vec(), Some(b"55".to_vec())),
+            (b"h".to_vec(), None),
+            (b"i".to_vec(), Some(b"9".to_vec())),
+        ];
+        let merged: Vec<(String, String)> =
+            Merge { base: base.into_iter().peekable(), over: over.into_iter().peekable() }
+                .map(|i| {
+                    let (k, v) = i.unwrap();
+                    (String::from_utf8(k).unwrap(), String::from_utf8(v).unwrap())
+                })
+                .collect();
+        let want = [("a", "1"), ("b", "2"), ("e", "55"), ("g", "7"), ("i", "9")];
+        assert_eq!(merged, want.map(|(k, v)| (k.to_string(), v.to_string())));
+    }
+}
