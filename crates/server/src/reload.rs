@@ -2,7 +2,6 @@
 //! read again) and the keys of [`Live`](crate::live::Live), from the configuration file. Every
 //! other key (ports, prefixes, store, limits) needs a restart.
 
-use crate::auth::remote::RemoteAuth;
 use crate::config::{Config, ConfigError};
 use crate::live::Live;
 use crate::state::ServerState;
@@ -41,7 +40,7 @@ pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<(), ReloadErro
     };
     merged.parsed_server_admins()?;
     // Read again even if the path is the same: the root sites may have moved.
-    let remote = RemoteAuth::from_config(&merged).map_err(ReloadError::RootInfo)?;
+    let remote = crate::state::remote_auth_of(&merged).map_err(ReloadError::RootInfo)?;
     if let Some(tls) = &state.tls {
         tls.reload(&merged, &state.key)?;
     }

@@ -121,7 +121,7 @@ impl ServerState {
             (Challenges::new(challenge_ttl, challenge_quota), Sessions::new(session_limits))
         };
         let auth_work = AuthWork::new(config.auth_workers, config.max_pbkdf2_iterations);
-        let remote_auth = RemoteAuth::from_config(&config).unwrap_or_else(|e| {
+        let remote_auth = remote_auth_of(&config).unwrap_or_else(|e| {
             tracing::error!("remote identities are not verified: {e}");
             None
         });
@@ -271,4 +271,13 @@ impl ServerState {
             set.remove(&prefix_handle);
         }
     }
+}
+
+/// Checking identities held elsewhere as `config` says (`root_info`,
+/// `remote_auth_timeout_ms`, `remote_auth_concurrent`); `None` without `root_info`.
+pub fn remote_auth_of(config: &Config) -> Result<Option<RemoteAuth>, String> {
+    let Some(path) = config.root_info.as_deref() else { return Ok(None) };
+    let root = crate::auth::remote::load_root_info(path)?;
+    let timeout = std::time::Duration::from_millis(config.remote_auth_timeout_ms.max(1));
+    Ok(Some(RemoteAuth::new(root, timeout, config.remote_auth_concurrent)))
 }

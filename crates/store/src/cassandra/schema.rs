@@ -43,6 +43,13 @@ const TABLES: &[(&str, &str)] = &[
     ("meta", "(part int, key text, value blob, PRIMARY KEY ((part), key))"),
     ("counts", "(bucket int PRIMARY KEY, n counter)"),
     ("schema_info", "(part int PRIMARY KEY, version int)"),
+    // The transaction log (`txn_tables`): the last id handed out, the entries, how far it is settled.
+    ("txn_seq", "(part int PRIMARY KEY, last bigint, date bigint, floor bigint, epoch bigint, owner bigint)"),
+    (
+        "txn_log",
+        "(bucket bigint, id bigint, state int, action int, handle blob, date bigint, PRIMARY KEY ((bucket), id))",
+    ),
+    ("txn_state", "(part int PRIMARY KEY, frontier bigint, epoch bigint)"),
 ];
 
 /// A stable table id: the first 16 bytes of SHA-1(keyspace ‖ '.' ‖ table), as a
@@ -66,7 +73,7 @@ pub async fn ensure(session: &Session, keyspace: &str, replication: &str) -> Res
         Ok::<(), StoreError>(())
     };
     ddl(format!("CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {map}")).await?;
-    for (table, columns) in TABLES.iter().chain(super::txn_tables::TABLES) {
+    for (table, columns) in TABLES {
         let id = table_id(keyspace, table);
         ddl(format!("CREATE TABLE IF NOT EXISTS {keyspace}.{table} {columns} WITH id = {id}")).await?;
     }

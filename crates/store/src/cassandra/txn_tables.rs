@@ -26,16 +26,6 @@ use crate::{StoreError, TxnAction, TxnEntry};
 /// Ids per `txn_log` partition: readers go through the log a bucket at a time.
 pub const BUCKET_IDS: u64 = 4096;
 
-/// The tables above, for `schema.rs`.
-pub const TABLES: &[(&str, &str)] = &[
-    ("txn_seq", "(part int PRIMARY KEY, last bigint, date bigint, floor bigint, epoch bigint, owner bigint)"),
-    (
-        "txn_log",
-        "(bucket bigint, id bigint, state int, action int, handle blob, date bigint, PRIMARY KEY ((bucket), id))",
-    ),
-    ("txn_state", "(part int PRIMARY KEY, frontier bigint, epoch bigint)"),
-];
-
 /// `txn_log.state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryState {

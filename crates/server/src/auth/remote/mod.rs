@@ -74,15 +74,6 @@ impl RemoteAuth {
         RemoteAuth { sites: Sites::new(root), timeout, turns: Arc::new(Semaphore::new(concurrent.max(1))) }
     }
 
-    /// As `config` says (`root_info`, `remote_auth_timeout_ms`,
-    /// `remote_auth_concurrent`); `None` without `root_info`.
-    pub fn from_config(config: &crate::config::Config) -> Result<Option<Self>, String> {
-        let Some(path) = config.root_info.as_deref() else { return Ok(None) };
-        let root = load_root_info(path)?;
-        let timeout = Duration::from_millis(config.remote_auth_timeout_ms.max(1));
-        Ok(Some(RemoteAuth::new(root, timeout, config.remote_auth_concurrent)))
-    }
-
     /// Site lookups remembered (count, bytes).
     pub fn cached_sites(&self) -> (usize, usize) {
         self.sites.cached()
