@@ -4,6 +4,7 @@ highest rate whose mean stays under 50 ms) through haproxy in front of N statele
 `handled` nodes on Cassandra, or against one embedded node as the reference.
 
     scripts/bench_cluster.py --nodes 3 --cassandra 127.0.0.1:9042 --rates 1000,6000,500
+    scripts/bench_cluster.py --nodes 3 --cassandra 127.0.0.1:9042,127.0.0.2:9042,127.0.0.3:9042 --replication 3
     scripts/bench_cluster.py --reference --rates 2000,20000,2000
 
 The cluster is started with tests/common/cluster.py (nodes on 127.0.0.101…, haproxy
@@ -46,6 +47,7 @@ def main():
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "handled"))
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--cassandra", default=os.environ.get("HANDLED_TEST_CASSANDRA", "127.0.0.1:9042"))
+    ap.add_argument("--replication", default="1", help="the keyspace's replication factor (3 on a 3-node Cassandra)")
     ap.add_argument("--reference", action="store_true", help="one embedded node instead of the cluster")
     ap.add_argument("--rates", default="1000,6000,500", help="FROM,TO,STEP demanded requests/s")
     ap.add_argument("--step-duration", default="3")
@@ -55,7 +57,8 @@ def main():
         server, port = reference(a.binary, tmp)
     else:
         os.environ["HANDLED_TEST_CASSANDRA"] = a.cassandra
-        server = cluster.Cluster(a.binary, tmp, a.nodes, "", {"HANDLED_LOG": "warn"}, registry=True,
+        env = {"HANDLED_LOG": "warn", "HANDLED_CASSANDRA_REPLICATION": a.replication}
+        server = cluster.Cluster(a.binary, tmp, a.nodes, "", env, registry=True,
                                  creds_path=os.path.join(tmp, "admin.json"))
         port = server.registry_port
     try:

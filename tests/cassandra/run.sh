@@ -8,7 +8,7 @@
 #
 # Environment:
 #   HANDLED_CASSANDRA_NODE_IP    loopback address of the node [127.0.0.1]
-#   HANDLED_CASSANDRA_HEAP       node heap [512M]
+#   HANDLED_CASSANDRA_HEAP       node heap [1G: the suites make ~50 keyspaces, and 512M ran out of heap]
 #   HANDLED_CASSANDRA_TEST_CMD   test command, run by bash in the repository root
 #                                [cargo test --locked -p handled-store --features cassandra --test cassandra -- --test-threads=2]
 #   HANDLED_CASSANDRA_KEEP=1     keep the temporary directory (node logs) after the run
@@ -55,7 +55,7 @@ export HANDLED_CASSANDRA_JMX_PORT=$jmx
 export HANDLED_CASSANDRA_CLUSTER=handled-test
 export HANDLED_CASSANDRA_RF=1
 export HANDLED_CASSANDRA_FAST=1
-export HANDLED_CASSANDRA_HEAP=${HANDLED_CASSANDRA_HEAP:-512M}
+export HANDLED_CASSANDRA_HEAP=${HANDLED_CASSANDRA_HEAP:-1G}
 
 cleanup() {
   local rc=$?
