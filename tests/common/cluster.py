@@ -30,10 +30,20 @@ def cassandra_env(prefix: str) -> dict:
     }
 
 
+_handed_out = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now and not handed out before by this process: the nodes bind
+    these on their own addresses, where 127.0.0.1's kernel could give the same
+    number twice (a node's cluster channel once got its own HTTP port)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def node_address(i: int) -> str:
