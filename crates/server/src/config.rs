@@ -59,9 +59,10 @@ pub struct Config {
     /// Memory for the embedded store's page cache, in MiB (the OS page cache
     /// still holds the rest of the file).
     pub store_cache_mb: usize,
-    /// Longest time between durable commits of the store file; in between,
-    /// every acknowledged write is in the synced write-ahead log. Longer: fewer
-    /// slow commits, more log to replay after a crash.
+    /// Longest time between durable commits of the store file (checkpoints,
+    /// which run beside the writes; each 1 MiB of log starts one sooner); in
+    /// between, every acknowledged write is in the synced write-ahead log.
+    /// Longer: more log to replay after a crash.
     pub store_checkpoint_ms: u64,
     /// Free space (MiB) kept on the embedded store's filesystem: below it writes
     /// are refused with a clear error and `/readyz` says not ready, until space

@@ -1,5 +1,5 @@
 //! Backups of the embedded store. An export is one published view (a redb read
-//! transaction and the overlay of writes logged while a checkpoint ran: every
+//! transaction and the layers of writes logged since the last checkpoint: every
 //! acknowledged write) walked table by table in steps
 //! of bounded size; between steps nothing is held but that transaction, which
 //! blocks neither the writer nor readers (redb keeps the pages it sees until it

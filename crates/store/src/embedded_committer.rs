@@ -1,31 +1,29 @@
-//! How the writer thread makes batches durable and visible, and checkpoints
-//! without stopping writes.
+//! How the writer thread makes batches durable and visible, and how
+//! checkpoints move them into redb without stopping writes.
 //!
 //! A batch is applied over the published [`View`] (so compare-and-set sees
 //! every acknowledged write), its effects are appended to the log and synced,
-//! and then either
-//! * committed to redb without a sync (the usual case), or
-//! * while a checkpoint runs, put in the view's overlay instead.
+//! and put in the view's active layer; the new view is published before the
+//! batch is answered. The write path never touches redb: a redb commit rewrites
+//! every B-tree page a batch touched, and the pages of unsynced commits are only
+//! written at the next durable one, so the costly part is deferred anyway.
 //!
-//! Either way the new view is published before the batch is answered.
+//! A checkpoint (one durable redb commit, after which the log it covers can go)
+//! is due every [`EmbeddedOptions::checkpoint_interval`], or when the log or the
+//! active layer reach [`EmbeddedOptions::checkpoint_log_bytes`]. The writer
+//! rotates the log (new records go to the other file), freezes the active layer
+//! and hands it to a thread of its own, which writes it into redb in one durable
+//! commit, opens a snapshot of the result, then empties the retired log file.
+//! Meanwhile batches go to a fresh active layer. When the checkpoint is done the
+//! writer publishes its snapshot with the frozen layer dropped (no copying).
+//! Should the active layer reach [`MAX_ACTIVE_BYTES`] while a checkpoint still
+//! runs, the writer waits for it (backpressure). Every acknowledged batch is in
+//! a synced log record that no durable checkpoint covers until it is in redb, so
+//! a crash at any point loses nothing: opening replays both log files after the
+//! last durable checkpoint.
 //!
-//! A checkpoint (a durable redb commit, after which the log it covers can go)
-//! is due every [`EmbeddedOptions::checkpoint_interval`] or
-//! [`EmbeddedOptions::checkpoint_log_bytes`]. The writer rotates the log (new
-//! records go to the other file) and hands the durable commit, then the
-//! emptying of the retired log file, to a thread of its own: redb has one write
-//! transaction at a time and writes the pages of unsynced commits only in the
-//! next durable one, so that commit is the long part (tens of ms) and must not
-//! be on the write path. Batches meanwhile go to the overlay (reads merge it
-//! over the snapshot). When the checkpoint ends, the writer applies the overlay
-//! in one unsynced commit and drops it. Should the overlay outgrow
-//! [`MAX_OVERLAY_BYTES`], the writer waits for the checkpoint first
-//! (backpressure). Every acknowledged batch is in a synced log record the
-//! checkpoint does not cover until it is in redb, so a crash at any point loses
-//! nothing: opening replays both log files after the last durable checkpoint.
-//!
-//! Imports and explicit checkpoints are durable commits on the writer itself,
-//! as is the final one at shutdown.
+//! Imports and explicit checkpoints are durable commits on the writer itself
+//! (of the active layer and the batch), as is the final one at shutdown.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,22 +34,28 @@ use redb::{Database, Durability};
 
 use super::space::DiskSpace;
 use super::txnlog;
-use super::view::{Tx, View};
+use super::view::{Layer, Tx, View};
 use super::wal::{self, RawTables, RetiredLog, TableId, Wal};
 use super::writer::{apply, Ack, Op, Pending};
 use super::{map_redb, EmbeddedOptions, Shared, Snapshot};
 use crate::StoreError;
 
-/// Overlay size beyond which the writer waits for the running checkpoint.
-pub(super) const MAX_OVERLAY_BYTES: usize = 64 << 20;
+/// Active-layer size beyond which the writer waits for the running checkpoint.
+pub(super) const MAX_ACTIVE_BYTES: usize = 64 << 20;
 
 /// A checkpoint running on its own thread.
 struct Running {
-    thread: JoinHandle<Result<Timing, StoreError>>,
+    thread: JoinHandle<Result<Checkpointed, StoreError>>,
     retired: RetiredLog,
+    /// Log bytes the checkpoint covers.
+    log_bytes: u64,
 }
 
-struct Timing {
+/// What a background checkpoint left: a snapshot with the frozen layer in it
+/// (`None` if opening it failed) and how long its parts took.
+struct Checkpointed {
+    snap: Option<Arc<Snapshot>>,
+    entries: usize,
     commit: Duration,
     log_empty: Duration,
     emptied: bool,
@@ -143,7 +147,8 @@ impl Committer {
         }
     }
 
-    /// The view last published (a fresh snapshot if publishing failed).
+    /// The view last published (a fresh snapshot if there is none: everything
+    /// is in redb then, see [`Self::publish_snapshot`]).
     fn view(&mut self, db: &Database) -> Result<Arc<View>, StoreError> {
         if self.view.is_none() {
             self.publish(View::new(Arc::new(Snapshot::open(db)?)));
@@ -163,8 +168,9 @@ impl Committer {
         }
     }
 
-    /// Publish a fresh snapshot of `db` (everything is in it). Should that fail,
-    /// reads (and the next batch) open their own.
+    /// After a durable commit of everything on the writer: publish a fresh
+    /// snapshot of `db` with no layers. Should that fail, reads (and the next
+    /// batch) open their own.
     fn publish_snapshot(&mut self, db: &Database) {
         match Snapshot::open(db) {
             Ok(snap) => self.publish(View::new(Arc::new(snap))),
@@ -183,16 +189,16 @@ impl Committer {
             Op::TxnLog(l) => l.is_checkpoint(),
             _ => false,
         });
-        let overlay_full = self.view.as_ref().is_some_and(|v| v.overlay_bytes >= MAX_OVERLAY_BYTES);
+        let active_full = self.view.as_ref().is_some_and(|v| v.active_bytes >= MAX_ACTIVE_BYTES);
         let finished = self.running.as_ref().is_some_and(|r| r.thread.is_finished());
-        if forced || overlay_full || finished {
+        if forced || active_full || finished {
             self.finish_checkpoint(db)?;
         }
         let view = self.view(db)?;
         let mut tx = Tx::new(&view);
         let acks = apply(&mut tx, batch)?;
         if forced {
-            self.commit_durably(db, &tx)?;
+            self.commit_durably(db, &view, &tx)?;
             return Ok((acks, true));
         }
         if tx.redo.is_empty() {
@@ -200,97 +206,65 @@ impl Committer {
         }
         // On failure nothing was applied anywhere.
         self.wal.append(&tx.redo)?;
-        if self.running.is_some() {
-            let next = view.with(&tx.writes);
-            self.publish(next);
-            return Ok((acks, true));
-        }
-        let written = (|| {
-            let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
-            txn.set_durability(Durability::None).map_err(|e| StoreError::Backend(e.to_string()))?;
-            write(&txn, tx.writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref())))?;
-            txn.commit().map_err(|e| map_redb(e.into()))
-        })();
-        if let Err(e) = written {
-            let msg = format!(
-                "store commit failed after its log record was written ({e}): restart the server to replay the log"
-            );
-            self.break_with(msg.clone());
-            return Err(StoreError::Backend(msg));
-        }
-        self.publish_snapshot(db);
-        let due = self.wal.len() >= self.opts.checkpoint_log_bytes
-            || self.last_checkpoint.elapsed() >= self.opts.checkpoint_interval;
+        let next = view.with(&tx.writes);
+        let due = self.running.is_none()
+            && (next.active_bytes >= MAX_ACTIVE_BYTES
+                || next.active_bytes as u64 >= self.opts.checkpoint_log_bytes
+                || self.wal.len() >= self.opts.checkpoint_log_bytes
+                || self.last_checkpoint.elapsed() >= self.opts.checkpoint_interval);
+        self.publish(next);
         if due {
             self.start_checkpoint(db);
         }
         Ok((acks, true))
     }
 
-    /// Start a checkpoint of everything committed so far on its own thread.
+    /// Freeze the active layer and start a checkpoint writing it on its own
+    /// thread; should that not start, checkpoint on the writer instead (the log
+    /// and the active layer must not grow without bound).
     fn start_checkpoint(&mut self, db: &Arc<Database>) {
         self.last_checkpoint = Instant::now();
-        let retired = match self.wal.rotate() {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!("store checkpoint skipped: {e}");
-                return;
+        if let Err(e) = self.spawn_checkpoint(db) {
+            tracing::warn!("store checkpoint could not start beside the writes ({e}); made on the writer");
+            if let Err(e) = self.checkpoint() {
+                self.break_with(format!(
+                    "store checkpoint failed ({e}; {}); the store is reopened (its log replayed) at the next write",
+                    self.space.describe()
+                ));
             }
-        };
-        let (db, seq, quick_repair) = (db.clone(), retired.seq, self.opts.quick_repair);
-        let log = retired.try_clone();
-        let spawned = std::thread::Builder::new().name("store-checkpoint".into()).spawn(move || {
-            #[cfg(test)]
-            drop(TEST_CHECKPOINT_PAUSE.lock());
-            let started = Instant::now();
-            let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
-            txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
-            txn.set_two_phase_commit(true);
-            txn.set_quick_repair(quick_repair);
-            wal::set_checkpoint(&txn, seq)?;
-            txn.commit().map_err(|e| map_redb(e.into()))?;
-            let commit = started.elapsed();
-            // Harmless if it fails: replay skips records a checkpoint covers, and
-            // the writer empties the file before it takes appends again.
-            let emptied = match log.and_then(|l| l.empty()) {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::warn!("could not empty the store log after a checkpoint: {e}");
-                    false
-                }
-            };
-            Ok(Timing { commit, log_empty: started.elapsed() - commit, emptied })
-        });
-        match spawned {
-            Ok(thread) => self.running = Some(Running { thread, retired }),
-            Err(e) => tracing::warn!("store checkpoint skipped: could not start its thread: {e}"),
         }
     }
 
-    /// Wait for the running checkpoint (if any) without applying its overlay
-    /// (the file is being given up).
+    fn spawn_checkpoint(&mut self, db: &Arc<Database>) -> Result<(), StoreError> {
+        let view = self.view(db)?;
+        let log_bytes = self.wal.len();
+        let retired = self.wal.rotate()?;
+        let frozen = view.freeze();
+        let (db, layer, seq, quick_repair) = (db.clone(), frozen.frozen.clone(), retired.seq, self.opts.quick_repair);
+        let log = retired.try_clone();
+        let thread = std::thread::Builder::new()
+            .name("store-checkpoint".into())
+            .spawn(move || checkpoint_layer(&db, &layer, seq, quick_repair, log))?;
+        self.running = Some(Running { thread, retired, log_bytes });
+        self.publish(frozen);
+        Ok(())
+    }
+
+    /// Wait for the running checkpoint (if any) without publishing its
+    /// snapshot (the file is being given up).
     fn wait_for_checkpoint(&mut self) {
         if let Some(r) = self.running.take() {
             let _ = r.thread.join();
         }
     }
 
-    /// Wait for the running checkpoint, then move the overlay into redb (one
-    /// unsynced commit; the log still holds it) and publish a plain snapshot.
+    /// Wait for the running checkpoint, then publish its snapshot with the
+    /// frozen layer dropped.
     fn finish_checkpoint(&mut self, db: &Database) -> Result<(), StoreError> {
         let Some(r) = self.running.take() else { return Ok(()) };
         let result = r.thread.join().unwrap_or_else(|_| Err(StoreError::Backend("checkpoint thread panicked".into())));
-        match result {
-            Ok(t) => {
-                self.wal.retired_done(&r.retired, t.emptied);
-                // How long the checkpoint ran beside the writes (it no longer holds them up).
-                tracing::debug!(
-                    commit_us = t.commit.as_micros() as u64,
-                    log_reset_us = t.log_empty.as_micros() as u64,
-                    overlay_bytes = self.view.as_ref().map_or(0, |v| v.overlay_bytes),
-                    "store checkpoint"
-                );
-            }
+        let done = match result {
+            Ok(done) => done,
             Err(e) => {
                 // Everything is still in the log (the retired file was not emptied).
                 let msg = format!(
@@ -300,38 +274,38 @@ impl Committer {
                 self.break_with(msg.clone());
                 return Err(StoreError::Backend(msg));
             }
-        }
+        };
+        self.wal.retired_done(&r.retired, done.emptied);
+        // How long the checkpoint ran beside the writes (it holds none of them up).
+        tracing::debug!(
+            entries = done.entries,
+            log_bytes = r.log_bytes,
+            commit_us = done.commit.as_micros() as u64,
+            log_reset_us = done.log_empty.as_micros() as u64,
+            "store checkpoint"
+        );
+        let snap = match done.snap.map_or_else(|| Snapshot::open(db).map(Arc::new), Ok) {
+            Ok(snap) => snap,
+            Err(e) => {
+                // The view must not lose its active layer nor keep a frozen one
+                // over a snapshot without it: start over from the log.
+                let msg = format!("could not open a read snapshot after a checkpoint ({e}): the store is reopened (its log replayed) at the next write");
+                self.break_with(msg.clone());
+                return Err(StoreError::Backend(msg));
+            }
+        };
         let view = self.view(db)?;
-        if view.overlay.is_empty() {
-            return Ok(());
-        }
-        let started = Instant::now();
-        let folded = (|| {
-            let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
-            txn.set_durability(Durability::None).map_err(|e| StoreError::Backend(e.to_string()))?;
-            write(&txn, view.overlay.iter().map(|(k, v)| (&k[..], v.as_deref())))?;
-            txn.commit().map_err(|e| map_redb(e.into()))
-        })();
-        if let Err(e) = folded {
-            let msg = format!("store commit of the writes logged during a checkpoint failed ({e}): the store is reopened (its log replayed) at the next write");
-            self.break_with(msg.clone());
-            return Err(StoreError::Backend(msg));
-        }
-        self.publish_snapshot(db);
-        tracing::debug!(fold_us = started.elapsed().as_micros() as u64, "store overlay applied");
+        self.publish(view.thawed(snap));
         Ok(())
     }
 
     /// A batch with an import or an explicit checkpoint: one durable commit of
-    /// everything, and the log emptied.
-    fn commit_durably(&mut self, db: &Database, tx: &Tx) -> Result<(), StoreError> {
-        let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
-        txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
-        txn.set_two_phase_commit(true);
-        txn.set_quick_repair(self.opts.quick_repair);
-        write(&txn, tx.writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref())))?;
-        wal::set_checkpoint(&txn, self.wal.last_seq())?;
-        txn.commit().map_err(|e| map_redb(e.into()))?;
+    /// the active layer and the batch, and the log emptied.
+    fn commit_durably(&mut self, db: &Database, view: &View, tx: &Tx) -> Result<(), StoreError> {
+        durable_commit(db, self.opts.quick_repair, self.wal.last_seq(), |txn| {
+            write(txn, layer_entries(&view.active))?;
+            write(txn, tx.writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref())))
+        })?;
         self.checkpointed();
         self.publish_snapshot(db);
         Ok(())
@@ -345,12 +319,10 @@ impl Committer {
         }
         let Some(db) = self.shared.db.lock().clone() else { return Ok(()) };
         self.finish_checkpoint(&db)?;
-        let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
-        txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
-        txn.set_two_phase_commit(true);
-        wal::set_checkpoint(&txn, self.wal.last_seq())?;
-        txn.commit().map_err(|e| map_redb(e.into()))?;
+        let active = self.view.as_ref().map(|v| v.active.clone()).unwrap_or_default();
+        durable_commit(&db, self.opts.quick_repair, self.wal.last_seq(), |txn| write(txn, layer_entries(&active)))?;
         self.checkpointed();
+        self.publish_snapshot(&db);
         Ok(())
     }
 
@@ -361,6 +333,61 @@ impl Committer {
             tracing::warn!("could not empty the store log after a checkpoint: {e}");
         }
     }
+}
+
+/// A background checkpoint: `layer` into redb in one durable commit that
+/// records log sequence `seq` as covered, a snapshot of the result, then the
+/// retired log file emptied.
+fn checkpoint_layer(
+    db: &Database,
+    layer: &Layer,
+    seq: u64,
+    quick_repair: bool,
+    log: std::io::Result<RetiredLog>,
+) -> Result<Checkpointed, StoreError> {
+    #[cfg(test)]
+    drop(TEST_CHECKPOINT_PAUSE.lock());
+    let started = Instant::now();
+    durable_commit(db, quick_repair, seq, |txn| write(txn, layer_entries(layer)))?;
+    let snap = match Snapshot::open(db) {
+        Ok(s) => Some(Arc::new(s)),
+        Err(e) => {
+            tracing::warn!("could not open a read snapshot after a checkpoint: {e}");
+            None
+        }
+    };
+    let commit = started.elapsed();
+    // Harmless if it fails: replay skips records a checkpoint covers, and the
+    // writer empties the file before it takes appends again.
+    let emptied = match log.and_then(|l| l.empty()) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("could not empty the store log after a checkpoint: {e}");
+            false
+        }
+    };
+    Ok(Checkpointed { snap, entries: layer.len(), commit, log_empty: started.elapsed() - commit, emptied })
+}
+
+/// One durable redb commit of what `fill` writes, recording log sequence
+/// `seq` as covered (a checkpoint).
+fn durable_commit(
+    db: &Database,
+    quick_repair: bool,
+    seq: u64,
+    fill: impl FnOnce(&redb::WriteTransaction) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
+    txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
+    txn.set_two_phase_commit(true);
+    txn.set_quick_repair(quick_repair);
+    fill(&txn)?;
+    wal::set_checkpoint(&txn, seq)?;
+    txn.commit().map_err(|e| map_redb(e.into()))
+}
+
+fn layer_entries(layer: &Layer) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+    layer.iter().map(|(k, v)| (&k[..], v.as_deref()))
 }
 
 /// Write `entries` (`table byte ‖ key` → value, `None`: remove) inside `txn`.

@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use redb::ReadableTableMetadata;
+
 use super::super::{EmbeddedOptions, EmbeddedStore};
 use super::TEST_CHECKPOINT_PAUSE;
 use crate::conformance::url_record;
@@ -45,8 +47,8 @@ async fn create(s: &EmbeddedStore, i: usize) -> SwapOutcome {
 }
 
 /// While a checkpoint cannot even begin its commit, writes are acknowledged
-/// (from the overlay) and every read sees them; afterwards the overlay goes into
-/// redb, and everything survives a reopen. (With the checkpoint on the writer,
+/// (into the active layer) and every read sees them; afterwards the frozen layer
+/// is in redb, and everything survives a reopen. (With the checkpoint on the writer,
 /// as before, the first write after the pause waits: the timeout fails.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 // Holding the pause across the writes is the point: the checkpoint thread waits on it.
@@ -63,9 +65,9 @@ async fn writes_and_reads_go_on_while_a_checkpoint_runs() {
         assert!(matches!(create(&s, i).await, SwapOutcome::Done { .. }), "create {i}");
         live.push(i);
     }
-    let overlay = s.shared.snapshot.load_full().unwrap().overlay_bytes;
-    assert!(overlay > 0, "the writes went to the overlay");
-    // Compare-and-set sees the overlay, removals hide what redb still has.
+    let overlay = s.shared.snapshot.load_full().unwrap().active_bytes;
+    assert!(overlay > 0, "the writes went to the active layer");
+    // Compare-and-set sees the layers, removals hide what redb still has.
     assert!(matches!(create(&s, 3).await, SwapOutcome::Conflict { current: Some(_) }));
     for i in [0, 5] {
         let k = key(i);
@@ -88,7 +90,7 @@ async fn writes_and_reads_go_on_while_a_checkpoint_runs() {
     assert_eq!(handles, live.len());
 
     drop(pause);
-    // The next batch waits for nothing long: the checkpoint finishes, the overlay is applied.
+    // The next batch waits for nothing long: the checkpoint finishes, its snapshot is published.
     assert!(matches!(create(&s, 40).await, SwapOutcome::Done { .. }));
     live.push(40);
     std::thread::sleep(Duration::from_millis(50));
@@ -99,4 +101,44 @@ async fn writes_and_reads_go_on_while_a_checkpoint_runs() {
 
     let s = EmbeddedStore::open_dir(dir.path(), opts).unwrap();
     check_reads(&s, &live, log_len + 2).await;
+}
+
+/// A checkpoint starts at every `checkpoint_log_bytes` of log, not only on
+/// time: with an hour between timed ones, writes still move into redb as they
+/// go and the log files stay small (each checkpoint's work is bounded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_start_at_the_log_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = EmbeddedOptions {
+        checkpoint_interval: Duration::from_secs(3600),
+        checkpoint_log_bytes: 4096,
+        min_free_bytes: 0,
+        ..Default::default()
+    };
+    let s = EmbeddedStore::open_dir(dir.path(), opts).unwrap();
+    let mut live = Vec::new();
+    for i in 0..300 {
+        assert!(matches!(create(&s, i).await, SwapOutcome::Done { .. }), "create {i}");
+        live.push(i);
+    }
+    // Another test may hold every checkpoint back for a while: keep writing
+    // until one that started after the first 300 writes has finished.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut i = 300;
+    loop {
+        let in_redb = s.shared.snapshot.load_full().unwrap().snap.handles.len().unwrap();
+        if in_redb >= 300 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "only {in_redb} of 300 handles reached the store file");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(matches!(create(&s, i).await, SwapOutcome::Done { .. }), "create {i}");
+        live.push(i);
+        i += 1;
+    }
+    for path in super::super::Wal::paths_for(&dir.path().join(super::super::STORE_FILE_NAME)) {
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert!(len < 256 << 10, "{} holds {len} bytes", path.display());
+    }
+    check_reads(&s, &live, live.len()).await;
 }

@@ -1,11 +1,14 @@
 //! What reads and the writer see: a redb read snapshot with, over it, the
-//! overlay of the batches acknowledged while a background checkpoint holds
-//! redb's one write transaction (`embedded_committer.rs`). Outside checkpoints
-//! the overlay is empty and a read is the snapshot's B-tree lookup alone.
+//! batches acknowledged since the last checkpoint, in two in-memory layers
+//! (`embedded_committer.rs`): the *frozen* layer, being written into redb by a
+//! running checkpoint, and over it the *active* layer, which takes each new
+//! batch. A lookup asks the active layer, then the frozen one, then the
+//! snapshot; when the writer is idle after a checkpoint both are empty and a
+//! read is the snapshot's B-tree lookup alone.
 //!
-//! The overlay maps `table byte ‖ key` to the latest value (`None`: removed)
-//! and is persistent (`imbl`): publishing it after each batch is a clone of a
-//! root, not of the map. Range reads merge it over the snapshot's range.
+//! A layer maps `table byte ‖ key` to the latest value (`None`: removed) and is
+//! persistent (`imbl`): publishing one after each batch is a clone of a root,
+//! not of the map. Range reads merge the layers over the snapshot's range.
 
 use std::collections::BTreeMap;
 use std::iter::Peekable;
@@ -19,7 +22,7 @@ use super::{map_redb, Snapshot};
 use crate::StoreError;
 
 /// Entries of batches not yet in redb: `table ‖ key` → value (`None`: removed).
-pub(super) type Overlay = imbl::OrdMap<Arc<[u8]>, Option<Arc<[u8]>>>;
+pub(super) type Layer = imbl::OrdMap<Arc<[u8]>, Option<Arc<[u8]>>>;
 
 /// One table entry of a range read: key and stored (sealed) value.
 pub(super) type Item = Result<(Vec<u8>, Vec<u8>), StoreError>;
@@ -45,22 +48,26 @@ fn overlay_bounds(table: TableId, from: Bound<&[u8]>) -> (Bound<Vec<u8>>, Bound<
 /// The published state: see the module documentation.
 pub(super) struct View {
     pub(super) snap: Arc<Snapshot>,
-    pub(super) overlay: Overlay,
-    /// Key and value bytes in the overlay (the writer holds back beyond a bound).
-    pub(super) overlay_bytes: usize,
+    /// Batches since the running checkpoint began (or since the last one).
+    pub(super) active: Layer,
+    /// Key and value bytes in `active` (a checkpoint is due beyond a bound).
+    pub(super) active_bytes: usize,
+    /// Batches the running checkpoint is writing into redb (empty if none runs).
+    pub(super) frozen: Layer,
 }
 
 impl View {
     pub(super) fn new(snap: Arc<Snapshot>) -> View {
-        View { snap, overlay: Overlay::new(), overlay_bytes: 0 }
+        View { snap, active: Layer::new(), active_bytes: 0, frozen: Layer::new() }
     }
 
-    /// The overlay's say on `key`: `Some(None)` if removed there, `None` if it has none.
+    /// The layers' say on `key`: `Some(None)` if removed there, `None` if they have none.
     pub(super) fn overlaid(&self, table: TableId, key: &[u8]) -> Option<Option<&[u8]>> {
-        if self.overlay.is_empty() {
+        if self.active.is_empty() && self.frozen.is_empty() {
             return None;
         }
-        self.overlay.get(overlay_key(table, key).as_slice()).map(|v| v.as_deref())
+        let k = overlay_key(table, key);
+        self.active.get(k.as_slice()).or_else(|| self.frozen.get(k.as_slice())).map(|v| v.as_deref())
     }
 
     /// The stored (sealed) value of `key` in `table`.
@@ -86,26 +93,24 @@ impl View {
 
     /// The entries of `table` from `from` on, in key order.
     pub(super) fn range<'a>(&'a self, table: TableId, from: Bound<&[u8]>) -> Result<Items<'a>, StoreError> {
-        let base = snapshot_range(&self.snap, table, from)?;
-        if self.overlay.is_empty() {
-            return Ok(base);
+        let mut items = snapshot_range(&self.snap, table, from)?;
+        for layer in [&self.frozen, &self.active] {
+            if !layer.is_empty() {
+                let over = layer_range(layer, table, from).map(|(k, v)| (k[1..].to_vec(), v.map(<[u8]>::to_vec)));
+                items = Box::new(Merge { base: items.peekable(), over: over.peekable() });
+            }
         }
-        let (lo, hi) = overlay_bounds(table, from);
-        let lo = lo.as_ref().map(Vec::as_slice);
-        let hi = hi.as_ref().map(Vec::as_slice);
-        let over =
-            self.overlay.range::<_, [u8]>((lo, hi)).map(|(k, v)| (k[1..].to_vec(), v.as_deref().map(<[u8]>::to_vec)));
-        Ok(Box::new(Merge { base: base.peekable(), over: over.peekable() }))
+        Ok(items)
     }
 
     /// How many handles there are.
     pub(super) fn count_handles(&self) -> Result<u64, StoreError> {
         let e = |e: redb::StorageError| map_redb(e.into());
         let mut n = self.snap.handles.len().map_err(e)? as i64;
-        let (lo, hi) = overlay_bounds(TableId::Handles, Bound::Unbounded);
-        let lo = lo.as_ref().map(Vec::as_slice);
-        let hi = hi.as_ref().map(Vec::as_slice);
-        for (k, v) in self.overlay.range::<_, [u8]>((lo, hi)) {
+        // Each overlaid key once, with its newest value.
+        let frozen = layer_range(&self.frozen, TableId::Handles, Bound::Unbounded)
+            .filter(|(k, _)| !self.active.contains_key(*k));
+        for (k, v) in frozen.chain(layer_range(&self.active, TableId::Handles, Bound::Unbounded)) {
             let below = self.snap.handles.get(&k[1..]).map_err(e)?.is_some();
             n += i64::from(v.is_some()) - i64::from(below);
         }
@@ -114,14 +119,36 @@ impl View {
 
     /// This view with `writes` (a batch's, logged) on top.
     pub(super) fn with(&self, writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>) -> View {
-        let mut overlay = self.overlay.clone();
-        let mut bytes = self.overlay_bytes;
+        let mut active = self.active.clone();
+        let mut bytes = self.active_bytes;
         for (k, v) in writes {
             bytes += k.len() + v.as_ref().map_or(0, Vec::len);
-            overlay.insert(Arc::from(k.as_slice()), v.as_deref().map(Arc::from));
+            active.insert(Arc::from(k.as_slice()), v.as_deref().map(Arc::from));
         }
-        View { snap: self.snap.clone(), overlay, overlay_bytes: bytes }
+        View { snap: self.snap.clone(), active, active_bytes: bytes, frozen: self.frozen.clone() }
     }
+
+    /// This view with its active layer frozen, for a checkpoint to write.
+    pub(super) fn freeze(&self) -> View {
+        View { snap: self.snap.clone(), active: Layer::new(), active_bytes: 0, frozen: self.active.clone() }
+    }
+
+    /// This view over `snap`, a snapshot taken after the frozen layer went into redb.
+    pub(super) fn thawed(&self, snap: Arc<Snapshot>) -> View {
+        View { snap, active: self.active.clone(), active_bytes: self.active_bytes, frozen: Layer::new() }
+    }
+}
+
+/// The entries of `layer` in `table` from `from` on: `table ‖ key` → value.
+fn layer_range<'a>(
+    layer: &'a Layer,
+    table: TableId,
+    from: Bound<&[u8]>,
+) -> impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + 'a {
+    let (lo, hi) = overlay_bounds(table, from);
+    let lo = lo.as_ref().map(Vec::as_slice);
+    let hi = hi.as_ref().map(Vec::as_slice);
+    layer.range::<_, [u8]>((lo, hi)).map(|(k, v)| (&k[..], v.as_deref()))
 }
 
 fn snapshot_range<'a>(s: &'a Snapshot, table: TableId, from: Bound<&[u8]>) -> Result<Items<'a>, StoreError> {
@@ -191,7 +218,7 @@ impl<B: Iterator<Item = Item>, O: Iterator<Item = (Vec<u8>, Option<Vec<u8>>)>> I
 }
 
 /// One batch being applied over a view: its reads see its own earlier writes,
-/// its writes are kept (for the overlay or the redb commit) and recorded in the
+/// its writes are kept (for the active layer, or a durable commit) and recorded in the
 /// redo record (for the log).
 pub(super) struct Tx<'v> {
     view: &'v View,

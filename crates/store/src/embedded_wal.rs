@@ -440,7 +440,7 @@ fn replay(txn: &WriteTransaction, mut entries: &[u8]) -> Result<(), String> {
 }
 
 /// Every table of a write transaction, written entry by entry (replay, and the
-/// writer's batches and overlays).
+/// checkpoints of the writer's layers).
 pub(super) struct RawTables<'txn> {
     handles: redb::Table<'txn, &'static [u8], &'static [u8]>,
     meta: redb::Table<'txn, &'static str, &'static [u8]>,
