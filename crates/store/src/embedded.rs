@@ -201,7 +201,7 @@ impl EmbeddedStore {
                 .name("store-writer".into())
                 .spawn(move || {
                     let mut committer = Committer::new(log, opts.clone(), space, shared.clone(), path);
-                    writer_loop(rx, shared, opts, |batch| committer.commit(batch));
+                    writer_loop(rx, shared, opts, &mut committer);
                     // Leave the file complete and the log empty.
                     if let Err(e) = committer.checkpoint() {
                         tracing::error!("final store checkpoint failed (the log is replayed at next open): {e}");

@@ -36,7 +36,7 @@ use super::space::DiskSpace;
 use super::txnlog;
 use super::view::{Layer, Tx, View};
 use super::wal::{self, RawTables, RetiredLog, TableId, Wal};
-use super::writer::{apply, Ack, Op, Pending};
+use super::writer::{apply, Ack, Commit, Op, Pending};
 use super::{map_redb, EmbeddedOptions, Shared, Snapshot};
 use crate::StoreError;
 
@@ -367,6 +367,45 @@ fn checkpoint_layer(
         }
     };
     Ok(Checkpointed { snap, entries: layer.len(), commit, log_empty: started.elapsed() - commit, emptied })
+}
+
+/// How long an idle writer waits before looking whether the running checkpoint
+/// has finished.
+const IDLE_POLL: Duration = Duration::from_millis(20);
+
+impl Commit for Committer {
+    fn commit(&mut self, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
+        Committer::commit(self, batch)
+    }
+
+    /// While batches are not all in the store file: when the running
+    /// checkpoint may be done, or when the active layer is due.
+    fn idle_wait(&self) -> Option<Duration> {
+        if self.broken.is_some() {
+            return None;
+        }
+        if self.running.is_some() {
+            return Some(IDLE_POLL);
+        }
+        let pending = self.view.as_ref().is_some_and(|v| !v.active.is_empty());
+        pending.then(|| self.opts.checkpoint_interval.saturating_sub(self.last_checkpoint.elapsed()))
+    }
+
+    /// Finish a finished checkpoint, and checkpoint what came since once it is
+    /// due: an idle store has everything in its file, and its log empty, within
+    /// a checkpoint interval of the last write.
+    fn idle(&mut self) {
+        let Some(db) = self.shared.db.lock().clone() else { return };
+        if self.running.as_ref().is_some_and(|r| r.thread.is_finished()) {
+            // A failure is reported, and marks the store for a reopen.
+            let _ = self.finish_checkpoint(&db);
+        }
+        let due = self.last_checkpoint.elapsed() >= self.opts.checkpoint_interval;
+        let pending = self.view.as_ref().is_some_and(|v| !v.active.is_empty());
+        if self.broken.is_none() && self.running.is_none() && pending && due {
+            self.start_checkpoint(&db);
+        }
+    }
 }
 
 /// One durable redb commit of what `fill` writes, recording log sequence

@@ -142,3 +142,36 @@ async fn checkpoints_start_at_the_log_bound() {
     }
     check_reads(&s, &live, live.len()).await;
 }
+
+/// An idle store has every write in its file, and its log empty, within a
+/// checkpoint interval of the last write (nothing waits in memory for a next
+/// write that may not come).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_store_checkpoints_what_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let interval = Duration::from_millis(50);
+    let opts = EmbeddedOptions { checkpoint_interval: interval, min_free_bytes: 0, ..Default::default() };
+    let s = EmbeddedStore::open_dir(dir.path(), opts).unwrap();
+    let live: Vec<usize> = (0..10).collect();
+    for &i in &live {
+        assert!(matches!(create(&s, i).await, SwapOutcome::Done { .. }), "create {i}");
+    }
+    // Another test may hold checkpoints back for a while.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let logs = super::super::Wal::paths_for(&dir.path().join(super::super::STORE_FILE_NAME));
+    loop {
+        let view = s.shared.snapshot.load_full().unwrap();
+        let in_memory = view.active.len() + view.frozen.len();
+        let logged: u64 = logs.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+        if in_memory == 0 && logged == 0 {
+            assert_eq!(view.snap.handles.len().unwrap(), live.len() as u64);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{in_memory} entries still in memory and {logged} log bytes, long after the last write"
+        );
+        tokio::time::sleep(interval).await;
+    }
+    check_reads(&s, &live, live.len()).await;
+}

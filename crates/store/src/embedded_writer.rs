@@ -6,7 +6,7 @@
 //! (`embedded_committer.rs`), and only then answers every operation of the batch.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -116,18 +116,54 @@ impl Pending {
     }
 }
 
-/// Take batches off the queue, `commit` each (durable, and visible to reads,
-/// when it returns; true if the disk was synced), then answer. `commit` is a
-/// parameter so tests can make it fail.
+/// What the writer thread drives: see [`writer_loop`].
+pub(super) trait Commit {
+    /// Apply and commit one batch: durable, and visible to reads, when it
+    /// returns; true if the disk was synced.
+    fn commit(&mut self, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError>;
+
+    /// How long the writer may wait for a batch before [`Commit::idle`] has
+    /// work to do (None: as long as it takes).
+    fn idle_wait(&self) -> Option<Duration> {
+        None
+    }
+
+    /// No batch came within [`Commit::idle_wait`].
+    fn idle(&mut self) {}
+}
+
+/// Tests commit with a plain function, which never has idle work.
+impl<F: FnMut(&[Pending]) -> Result<(Vec<Ack>, bool), StoreError>> Commit for F {
+    fn commit(&mut self, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
+        self(batch)
+    }
+}
+
+/// Take batches off the queue, `commit` each, then answer; between batches,
+/// give `commit` its idle work when it asks for it. `commit` is a parameter
+/// so tests can make it fail.
 pub(super) fn writer_loop(
     mut rx: mpsc::Receiver<Pending>,
     shared: Arc<Shared>,
     opts: EmbeddedOptions,
-    mut commit: impl FnMut(&[Pending]) -> Result<(Vec<Ack>, bool), StoreError>,
+    commit: &mut impl Commit,
 ) {
     let max_ops = opts.max_batch_ops.max(1);
     let mut batch: Vec<Pending> = Vec::with_capacity(max_ops);
-    while let Some(first) = rx.blocking_recv() {
+    // Only for waiting on the queue with a timeout.
+    let timer = tokio::runtime::Builder::new_current_thread().enable_time().build();
+    loop {
+        let first = match (commit.idle_wait(), &timer) {
+            (Some(wait), Ok(timer)) => match timer.block_on(async { tokio::time::timeout(wait, rx.recv()).await }) {
+                Ok(first) => first,
+                Err(_) => {
+                    commit.idle();
+                    continue;
+                }
+            },
+            _ => rx.blocking_recv(),
+        };
+        let Some(first) = first else { break };
         let mut bytes = first.bytes;
         batch.push(first);
         while batch.len() < max_ops && bytes < opts.max_batch_bytes {
@@ -144,7 +180,7 @@ pub(super) fn writer_loop(
             batch.iter().map(|p| if let Op::Import { records, .. } = &p.op { records.len() as u64 } else { 0 }).sum();
 
         let started = Instant::now();
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(&batch)));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit.commit(&batch)));
         match result {
             Ok(Ok((acks, synced))) => {
                 shared.stats.committed(ops, imported, synced, started.elapsed().as_micros() as u64);
@@ -384,7 +420,7 @@ mod tests {
         let writer = {
             let (db, shared) = (db.clone(), shared.clone());
             std::thread::spawn(move || {
-                writer_loop(rx, shared, EmbeddedOptions::default(), |batch| {
+                writer_loop(rx, shared, EmbeddedOptions::default(), &mut |batch: &[Pending]| {
                     let fail = batch.iter().any(|p| matches!(&p.op, Op::Meta { key, .. } if key == "fail"));
                     if fail {
                         Err(StoreError::Io(std::io::Error::other("disk on fire")))
@@ -426,7 +462,9 @@ mod tests {
         tx.blocking_send(p2).unwrap();
         let writer = {
             let shared = shared.clone();
-            std::thread::spawn(move || writer_loop(rx, shared, EmbeddedOptions::default(), |_| panic!("boom")))
+            std::thread::spawn(move || {
+                writer_loop(rx, shared, EmbeddedOptions::default(), &mut |_: &[Pending]| panic!("boom"))
+            })
         };
         for r in [r1, r2] {
             match r.blocking_recv().unwrap() {
