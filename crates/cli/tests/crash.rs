@@ -10,58 +10,31 @@ use handled_client::{AdminSession, ConnectParams, Connection, Credentials, KeyCh
 use handled_proto::header::ResponseCode;
 use handled_proto::value::HandleValue;
 use handled_store::Store;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod spawn;
+
 const WRITERS: usize = 8;
 
-struct Server {
-    child: Child,
-    tcp: SocketAddr,
-}
-
-/// Start `handled serve` on `dir` with OS-chosen ports; wait for "ready" and
-/// read the bound TCP address from its start-up line.
-fn start(dir: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_handled"))
-        .args(["serve", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0", "--prefix", "TEST"])
-        .arg("--data-dir")
-        .arg(dir)
-        .arg("--admin-credentials")
-        .arg(dir.join("creds.json"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn handled");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split(" tcp ").nth(1) {
-                let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
-            }
-        }
-    });
-    let mut ready = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
-    assert_eq!(ready.trim(), "ready", "server did not start");
-    let tcp = rx.recv_timeout(Duration::from_secs(10)).expect("start-up line").parse().expect("tcp address");
-    Server { child, tcp }
+/// `handled serve` keeping its store in `dir`, and its TCP address.
+fn start(dir: &Path) -> (spawn::Server, SocketAddr) {
+    let server = spawn::serve(dir, &["--data-dir", dir.to_str().unwrap()]);
+    let tcp = format!("127.0.0.1:{}", server.tcp_port).parse().expect("tcp address");
+    (server, tcp)
 }
 
 /// One round: writers create until the kill (`kill_after` past the first
 /// acknowledged create); returns the acknowledged handles.
 async fn round(dir: &Path, round: usize, kill_after: Duration) -> Vec<Vec<u8>> {
-    let mut server = start(dir);
+    let (mut server, tcp) = start(dir);
     let creds = Credentials::load(&dir.join("creds.json"), KeyChoice::Secret).expect("credentials");
     let acked = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for w in 0..WRITERS {
-        let (creds, acked, addr) = (creds.clone(), acked.clone(), server.tcp);
+        let (creds, acked, addr) = (creds.clone(), acked.clone(), tcp);
         tasks.push(tokio::spawn(async move {
             let params = ConnectParams { timeout: Duration::from_secs(5), ..ConnectParams::new(Protocol::Tcp, addr) };
             let Ok(mut admin) = AdminSession::open(params, creds).await else { return };
@@ -91,8 +64,8 @@ async fn round(dir: &Path, round: usize, kill_after: Duration) -> Vec<Vec<u8>> {
 
 async fn check(dir: &Path, acked: &[Vec<u8>]) {
     check_log(dir, acked).await;
-    let mut server = start(dir);
-    let mut conn = Connection::open(Protocol::Tcp, server.tcp, Duration::from_secs(5), true).await.unwrap();
+    let (mut server, tcp) = start(dir);
+    let mut conn = Connection::open(Protocol::Tcp, tcp, Duration::from_secs(5), true).await.unwrap();
     for h in acked {
         let r = conn.resolve(h, &ResolveOptions::default()).await.unwrap();
         assert_eq!(r.code(), ResponseCode::SUCCESS, "acknowledged create of {} lost", String::from_utf8_lossy(h));

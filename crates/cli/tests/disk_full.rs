@@ -4,11 +4,13 @@
 //! test (needs root); skips with a message when mounting is not permitted, and
 //! always unmounts.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod spawn;
 
 struct Tmpfs(tempfile::TempDir);
 
@@ -70,42 +72,16 @@ fn readiness_follows_a_full_disk() {
     let data = fs.0.path().join("data");
     let config = fs.0.path().join("handled.toml");
     std::fs::write(&config, "store_min_free_mb = 2\n").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_handled"))
-        .args(["serve", "--listen", "127.0.0.1", "--port", "0", "--http-port", "0", "--prefix", "TEST"])
-        .arg("--data-dir")
-        .arg(&data)
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn handled");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split(" http ").nth(1) {
-                let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
-            }
-        }
-    });
-    let mut ready = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
-    let http: SocketAddr = rx.recv_timeout(Duration::from_secs(10)).expect("start-up line").parse().unwrap();
-    let result = std::panic::catch_unwind(|| {
-        assert_eq!(ready.trim(), "ready");
-        assert_eq!(get(http, "/readyz").0, 200);
-        let filler = fill(fs.0.path());
-        let (code, body) = wait_ready(http, 503);
-        assert_eq!(code, 503, "not ready while the disk is full: {body}");
-        assert!(body.contains("disk full"), "{body}");
-        std::fs::remove_file(filler).unwrap();
-        let (code, body) = wait_ready(http, 200);
-        assert_eq!(code, 200, "ready again once space returns: {body}");
-    });
-    child.kill().unwrap();
-    child.wait().unwrap();
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
-    }
+    // Dropped (killed) before the tmpfs is unmounted, also when an assertion fails.
+    let server =
+        spawn::serve(fs.0.path(), &["--data-dir", data.to_str().unwrap(), "--config", config.to_str().unwrap()]);
+    let http: SocketAddr = format!("127.0.0.1:{}", server.http_port).parse().unwrap();
+    assert_eq!(get(http, "/readyz").0, 200);
+    let filler = fill(fs.0.path());
+    let (code, body) = wait_ready(http, 503);
+    assert_eq!(code, 503, "not ready while the disk is full: {body}");
+    assert!(body.contains("disk full"), "{body}");
+    std::fs::remove_file(filler).unwrap();
+    let (code, body) = wait_ready(http, 200);
+    assert_eq!(code, 200, "ready again once space returns: {body}");
 }
