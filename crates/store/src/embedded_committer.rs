@@ -208,8 +208,8 @@ impl Committer {
         self.wal.append(&tx.redo)?;
         let next = view.with(&tx.writes);
         let due = self.running.is_none()
+            // The log file holds every batch of the active layer, so its size bounds the layer's.
             && (next.active_bytes >= MAX_ACTIVE_BYTES
-                || next.active_bytes as u64 >= self.opts.checkpoint_log_bytes
                 || self.wal.len() >= self.opts.checkpoint_log_bytes
                 || self.last_checkpoint.elapsed() >= self.opts.checkpoint_interval);
         self.publish(next);
