@@ -167,7 +167,7 @@ def main():
     u = sub.add_parser("up")
     u.add_argument("--cassandra", type=int, default=3)
     u.add_argument("--nodes", type=int, default=3)
-    u.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "handled"))
+    u.add_argument("--binary", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "handled"))
     u.set_defaults(fn=up)
     sub.add_parser("status").set_defaults(fn=status)
     sub.add_parser("down").set_defaults(fn=down)

@@ -7,7 +7,7 @@
 # saves the screenshots of docs/console/ there.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-BIN="$(realpath -e "${1:-$here/../../target/release/handled}")"
+BIN="$(realpath -e "${1:-${CARGO_TARGET_DIR:-$here/../../target}/release/handled}")"
 if ! python3 -c 'import playwright.sync_api, pytest' >/dev/null 2>&1; then
   echo "tests/console: python3 needs pytest and playwright: run scripts/install-test-deps.sh" >&2
   exit 1

@@ -4,10 +4,10 @@
 #
 #   tests/interop-java/run.sh [path/to/handled] [extra mvn args, e.g. -Dtest=ResolutionTest]
 #
-# The binary defaults to $HANDLED_BIN, else <repo>/target/release/handled.
+# The binary defaults to $HANDLED_BIN, else $CARGO_TARGET_DIR (default <repo>/target)/release/handled.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-bin="${HANDLED_BIN:-$here/../../target/release/handled}"
+bin="${HANDLED_BIN:-${CARGO_TARGET_DIR:-$here/../../target}/release/handled}"
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
   bin="$1"
   shift
