@@ -185,8 +185,9 @@ async fn backup_under_write_load_restores_every_acknowledged_write() {
 fn only_server_admins_over_https_may_back_up() {
     let work = tempfile::tempdir().unwrap();
     let dest = work.path().join("b");
-    // No server_admins: TEST/ADMIN administers its prefix only.
-    let server = start_in(Some(&work.path().join("d")), "");
+    // server_admins = []: TEST/ADMIN administers its prefix only (without the
+    // key, the admin of a single-prefix server is a server admin).
+    let server = start_in(Some(&work.path().join("d")), "server_admins = []\n");
     let out = backup(&server, &dest, &["--insecure"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(stderr(&out).contains("server_admins"), "{}", stderr(&out));
