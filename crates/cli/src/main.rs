@@ -11,6 +11,7 @@ mod resolve;
 mod restore;
 mod serve;
 mod status;
+mod target;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
