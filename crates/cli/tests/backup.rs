@@ -140,6 +140,9 @@ async fn backup_under_write_load_restores_every_acknowledged_write() {
     let restored_dir = work.path().join("restored");
     let out = restore(&dest, &restored_dir, &[]);
     assert!(out.status.success(), "restore failed: {}", stderr(&out));
+    // When it was taken, as a date: "taken 2026-11-27 10:31:02 UTC by handled ...".
+    let taken = stderr(&out).split(" taken ").nth(1).unwrap_or_default().to_string();
+    assert!(taken.len() > 23 && taken[..23].ends_with(" UTC") && taken.starts_with("20"), "{}", stderr(&out));
     for name in ["handles.redb", "server_key.pk8"] {
         assert!(restored_dir.join(name).is_file(), "{name} not restored");
     }
@@ -167,8 +170,8 @@ async fn backup_under_write_load_restores_every_acknowledged_write() {
     // The reverse-lookup index (documents) came along, consistent with the handles.
     let (h, _) = &acked[before / 2];
     let answer = request(restored.http, "GET", &format!("/hrls/handles/TEST?URL={}", url(h)), None, "");
-    // (Handles are case-insensitive here: the index holds them upper-cased.)
-    let listed = format!("[\"{}\"]", h.to_uppercase());
+    // Named as created, though the index keys of a case-insensitive server are upper-cased.
+    let listed = format!("[\"{h}\"]");
     assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with(&listed), "{answer}");
     // The same site key: the restored server signs as the original did.
     let old_key = std::fs::read(work.path().join("live/server_key.pk8")).unwrap();
