@@ -98,3 +98,20 @@ fn an_unencoded_basic_identity_gets_the_encoded_form() {
     assert!(answer.contains(r#"curl -u \"300%3ATEST%2FADMIN:SECRET\""#), "{answer}");
     assert!(!answer.contains("not-the-secret"), "the secret is never echoed: {answer}");
 }
+
+/// `promote` pointed at a primary talked as if it were a mirror.
+#[test]
+fn promote_on_a_primary_says_there_is_nothing_to_promote() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let server = serve(dir.path(), &["--data-dir", data]);
+    let o = run(&["promote", "--data-dir", data]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("a running server holds it"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("a primary needs no promotion"), "{}", text(&o.stderr));
+    drop(server);
+    let o = run(&["promote", "--data-dir", data]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("was never a replication mirror"), "{}", text(&o.stderr));
+}
