@@ -76,13 +76,13 @@ fn restore(args: &RestoreArgs) -> anyhow::Result<ExitCode> {
         }
     };
     eprintln!(
-        "restored {} store entries and {} files into {} (backup of {} handles taken at unix time {} by handled {}); \
+        "restored {} store entries and {} files into {} (backup of {} handles taken {} by handled {}); \
          start it with: handled serve --data-dir {}",
         totals.entries,
         totals.files,
         dir.display(),
         manifest["handles"],
-        manifest["created"],
+        taken_at(&manifest["created"]),
         manifest["server"].as_str().unwrap_or("?"),
         dir.display()
     );
@@ -140,4 +140,14 @@ fn refuse_if_open(store: &Path) -> anyhow::Result<()> {
         bail!("{} is open (a server is running on this data directory?): stop it first", store.display());
     }
     Ok(())
+}
+
+/// The manifest's `created` (unix seconds) as a UTC date, e.g. `2026-11-27 10:31:02 UTC`.
+fn taken_at(created: &serde_json::Value) -> String {
+    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
+    created
+        .as_i64()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .and_then(|t| t.format(&format).ok())
+        .unwrap_or_else(|| format!("at {created} (not a date)"))
 }
