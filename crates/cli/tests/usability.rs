@@ -288,7 +288,10 @@ fn access_and_authentication_logs() {
         log.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).expect(l)).collect();
     let access = |transport: &str| {
         lines.iter().any(|l| {
-            l["target"] == "access" && l["fields"]["transport"] == transport && l["fields"]["handle"] == "TEST/ADMIN"
+            l["target"] == "access"
+                && l["fields"]["transport"] == transport
+                && l["fields"]["handle"] == "TEST/ADMIN"
+                && l["fields"]["op"] == "RESOLUTION"
         })
     };
     assert!(access("udp") && access("tcp"), "{log}");
