@@ -182,7 +182,7 @@ fn values(args: &[String], json: Option<&str>) -> anyhow::Result<Vec<HandleValue
 }
 
 impl Connect {
-    fn credentials(&self) -> anyhow::Result<Credentials> {
+    pub(crate) fn credentials(&self) -> anyhow::Result<Credentials> {
         if let Some(admin) = &self.admin {
             let (index, handle) = admin.split_once(':').context("--admin must be INDEX:HANDLE")?;
             let index: i32 = index.parse().context("--admin index is not a number")?;
@@ -208,7 +208,7 @@ impl Connect {
         }
     }
 
-    fn params(&self) -> anyhow::Result<ConnectParams> {
+    pub(crate) fn params(&self) -> anyhow::Result<ConnectParams> {
         let protocol = if self.http { Protocol::Http } else { Protocol::Tcp };
         let addr = self.server.addr(self.via())?;
         let mut p = ConnectParams::new(protocol, addr);
@@ -242,7 +242,7 @@ pub fn no_credentials(path: &std::path::Path, or_else: &str, cause: impl std::fm
 }
 
 /// Exit code for a refusal (see the module docs).
-fn exit_for(code: ResponseCode) -> u8 {
+pub(crate) fn exit_for(code: ResponseCode) -> u8 {
     match code {
         ResponseCode::HANDLE_NOT_FOUND | ResponseCode::VALUES_NOT_FOUND => 2,
         c if (400..=406).contains(&c.0) => 4,
