@@ -43,4 +43,6 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo is missing: install Rust with rustup" >&2
   exit 1
 fi
+# The .deb package (scripts/test-deb.sh), from crates.io.
+command -v cargo-deb >/dev/null 2>&1 || cargo install --locked cargo-deb --version 3.8.0
 

@@ -68,6 +68,8 @@ step release-build "the release binary for the black-box suites ($BIN)" \
   cargo build --release --locked -p handled
 suite systemd-unit "contrib/handled.service: systemd-analyze verify and security" \
   scripts/test-systemd-unit.sh "$BIN"
+suite deb "the .deb package (cargo-deb): built, installed with dpkg -i, handled --version checked, purged" \
+  scripts/test-deb.sh
 suite bench-report "bench HTML report per scenario, opened in headless Chromium" \
   tests/bench-report/run.sh "$BIN"
 suite registry "domain registry black-box suite (embedded store and --ephemeral)" \
