@@ -99,7 +99,7 @@ async fn a_resent_udp_request_waits_for_its_original_answer() {
     drop(held);
     // Sent again only after TIMEOUT, when the original is surely answered (a
     // copy of one in progress would be counted as a duplicate below).
-    let answer = admin_common::udp_answer(&client, s.addrs.udp, &[unit.clone()], 4242, TIMEOUT).await;
+    let answer = admin_common::udp_answer(&client, s.addrs.udp, std::slice::from_ref(&unit), 4242, TIMEOUT).await;
     assert_eq!(decode_response(&answer, 4242).unwrap().code(), ResponseCode::SUCCESS);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(client.try_recv(&mut buf).is_err(), "answered twice: the copy was queued too");
