@@ -4,13 +4,14 @@
 //! twice: a check that writes nothing (bad lines, existing handles, prefixes not
 //! homed here), then the load, with a percentage and ETA.
 
+use crate::bar::style;
 use anyhow::Context;
 use clap::Args;
 use handled_server::bootstrap::open_store;
 use handled_server::config::Config;
 use handled_server::import::{check, Checked, ImportError, ImportOptions};
 use handled_store::Store;
-use indicatif::{ProgressBar, ProgressState, ProgressStyle};
+use indicatif::ProgressBar;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -42,16 +43,6 @@ pub struct ImportArgs {
     parallel: usize,
     #[command(flatten)]
     connect: crate::admin::Connect,
-}
-
-/// A bar with `{rate}` as a whole number per second (indicatif's `{per_sec}` shows four decimals).
-pub(crate) fn style(template: &str) -> ProgressStyle {
-    ProgressStyle::with_template(template).expect("static template").with_key(
-        "rate",
-        |state: &ProgressState, w: &mut dyn std::fmt::Write| {
-            let _ = write!(w, "{:.0}/s", state.per_sec());
-        },
-    )
 }
 
 /// [`check`] of a file, with a bar over its bytes; errors say nothing was imported.

@@ -209,7 +209,7 @@ pub async fn run(file: &Path, connect: &Connect, replace: bool, parallel: usize)
     let addr = connect.params()?.addr;
 
     let bar = ProgressBar::new(records);
-    bar.set_style(crate::import::style("{pos}/{len} handles ({percent}%) {rate} eta {eta}"));
+    bar.set_style(crate::bar::style("{pos}/{len} handles ({percent}%) {rate} eta {eta}"));
     let mut lines = BufReader::new(std::fs::File::open(file)?).lines();
     let (mut n, mut in_flight, mut jobs, mut failure) = (0u64, 0usize, Some(jobs), None);
     let mut next: Option<Job> = None;

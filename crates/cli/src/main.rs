@@ -2,6 +2,7 @@
 
 mod admin;
 mod backup;
+mod bar;
 mod bench;
 mod handle_syntax;
 mod import;
