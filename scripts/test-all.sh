@@ -23,6 +23,7 @@ trap 'rm -rf "$work"' EXIT
 
 names=() results=() times=() reasons=()
 failed=0
+release_built=unknown
 
 # step NAME DESCRIPTION COMMAND...: run COMMAND and record PASS, FAIL or SKIP.
 step() {
@@ -34,9 +35,10 @@ step() {
   if [ -n "${TEST_ALL_ONLY:-}" ] && [[ " $TEST_ALL_ONLY " != *" $name "* ]]; then
     rc=77
     echo "not in TEST_ALL_ONLY" > "$skip_file"
-  elif [ "${NEEDS_BIN:-}" = 1 ] && [ ! -x "$BIN" ]; then
+  elif [ "${NEEDS_BIN:-}" = 1 ] && { [ ! -x "$BIN" ] || [ "$release_built" = no ]; }; then
+    # Never a stale binary from an earlier build.
     rc=77
-    echo "$BIN was not built (see the release-build step)" > "$skip_file"
+    echo "no release binary: the release-build step did not pass" > "$skip_file"
   else
     HANDLED_SKIP_FILE=$skip_file "$@"
     rc=$?
@@ -66,6 +68,7 @@ step standalone "cargo test in a copy of the repository alone (no sibling shared
   scripts/test-standalone.sh
 step release-build "the release binary for the black-box suites ($BIN)" \
   cargo build --release --locked -p handled
+[ "${results[-1]}" = FAIL ] && release_built=no
 suite systemd-unit "contrib/handled.service: systemd-analyze verify and security" \
   scripts/test-systemd-unit.sh "$BIN"
 suite deb "the .deb package (cargo-deb): built, installed with dpkg -i, handled --version checked, purged" \
