@@ -39,6 +39,9 @@ tests/console/run.sh target/release/handled
 echo "== web handle proxy beside the original Handle.Net 9.0.0 (skipped, saying so, where its harness is absent; see tests/proxy-compare)"
 OUT=$(mktemp) tests/proxy-compare/run.sh target/release/handled
 
+echo "== status handle 0.SITE/status beside the original Handle.Net 9.0.0: codes, indexes, types, field names (skipped, saying so, where its harness is absent; see tests/status-handle)"
+tests/status-handle/compare.sh target/release/handled
+
 echo "== hostile peers: every attack of tests/hostile against one server, ordinary clients probing throughout"
 tests/hostile/run_all.py target/release/handled
 

@@ -1,7 +1,8 @@
 // Resolves one handle at one server with the official Handle.Net Java client library, as a
 // stock client does (site record from GET_SITE_INFO, then sendRequestToServer with one preferred
 // protocol, so challenges are answered and sessions are used as in hdl-qresolver), and prints
-// one JSON line: {"protocol", "auth", "rc", "values": [{index, type, data, permissions, ttl, ttlType, timestamp}]}.
+// one JSON line: {"protocol", "auth", "rc", "values": [{index, type, data, permissions, ttl, ttlType, timestamp}]}
+// (or "clientError" when the library gives up, e.g. challenged without credentials).
 //
 //   java -cp HANDLE_JARS StatusProbe.java HOST PORT HANDLE tcp|udp|http [INDEX:ADMIN_HANDLE SECRET]
 //
@@ -51,11 +52,18 @@ public class StatusProbe {
         // STATUS_PROBE_ALL_VALUES asks for them anonymously too.
         req.ignoreRestrictedValues = auth == null && System.getenv("STATUS_PROBE_ALL_VALUES") == null;
         r.setPreferredProtocols(new int[] {proto});
-        AbstractResponse resp = r.sendRequestToServer(req, site, site.servers[0]);
-
         JsonObject out = new JsonObject();
         out.addProperty("protocol", args[3]);
         out.addProperty("auth", auth != null);
+        AbstractResponse resp;
+        try {
+            resp = r.sendRequestToServer(req, site, site.servers[0]);
+        } catch (HandleException e) {
+            // E.g. a challenge the client has no credentials to answer: the library's own code.
+            out.addProperty("clientError", HandleException.getCodeStr(e.getCode()));
+            System.out.println(out);
+            return;
+        }
         out.addProperty("rc", resp.responseCode);
         JsonArray values = new JsonArray();
         if (resp instanceof ResolutionResponse) {
