@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// The keys SIGHUP reloads, as README lists them.
 pub const RELOADED_KEYS: &str = "tls_cert, tls_key, server_admins, server_admin_full_access, allow_list_handles, \
-     allow_plain_http_admin, root_info, remote_auth_timeout_ms, remote_auth_concurrent";
+     allow_plain_http_admin, status_handle_admins, root_info, remote_auth_timeout_ms, remote_auth_concurrent";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
@@ -30,6 +30,7 @@ pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<(), ReloadErro
         tls_cert: file.tls_cert,
         tls_key: file.tls_key,
         server_admins: file.server_admins,
+        status_handle_admins: file.status_handle_admins,
         server_admin_full_access: file.server_admin_full_access,
         allow_list_handles: file.allow_list_handles,
         allow_plain_http_admin: file.allow_plain_http_admin,
@@ -39,6 +40,7 @@ pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<(), ReloadErro
         ..state.config.clone()
     };
     merged.parsed_server_admins()?;
+    crate::config::parse_admin_list(&merged.status_handle_admins)?;
     // Read again even if the path is the same: the root sites may have moved.
     let remote = crate::state::remote_auth_of(&merged).map_err(ReloadError::RootInfo)?;
     if let Some(tls) = &state.tls {

@@ -172,3 +172,28 @@ async fn json_api_answers_as_the_original() {
     let (status, body) = api_get(&s, "/api/handles/0.SITE/status", Some("300%3ATEST%2FOTHER:other secret")).await;
     assert_eq!((status, &body), (403, &serde_json::json!({"responseCode": 400, "handle": "0.SITE/status"})));
 }
+
+/// SIGHUP (`reload`) re-reads `status_handle_admins`; a list that does not
+/// parse changes nothing.
+#[tokio::test]
+async fn status_handle_admins_are_reloaded() {
+    let s = server(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("handled.toml");
+    let write = |admins: &str| {
+        let text = format!("server_admins = [\"300:TEST/ADMIN\"]\nstatus_handle_admins = [{admins}]\n");
+        std::fs::write(&file, text).unwrap();
+    };
+    let code = |who: (&'static str, &'static str)| {
+        let s = &s;
+        async move { session(s, Protocol::Tcp, Some(who)).await.resolve_all(STATUS).await.err().and_then(|e| e.code()) }
+    };
+    write("\"300:TEST/OTHER\"");
+    handled_server::reload::reload(&s.state, Some(&file)).unwrap();
+    assert_eq!(code(("TEST/OTHER", "other secret")).await, None, "now listed");
+    assert_eq!(code(("TEST/WATCHER", "watcher secret")).await, Some(ResponseCode::INVALID_ADMIN), "no longer listed");
+
+    write("\"no handle here\"");
+    assert!(handled_server::reload::reload(&s.state, Some(&file)).is_err());
+    assert_eq!(code(("TEST/OTHER", "other secret")).await, None, "a bad file changes nothing");
+}

@@ -17,7 +17,6 @@ mod system;
 use super::{require, OpError};
 use crate::auth::authorize::{in_admin_list, is_server_admin};
 use crate::auth::Caller;
-use crate::config::parse_admin_list;
 use crate::state::ServerState;
 use handled_proto::header::ResponseCode;
 use handled_proto::value::{HandleValue, ValuePermissions};
@@ -44,8 +43,7 @@ pub async fn resolve_status(
         return Err(OpError::new(ResponseCode::VALUES_NOT_FOUND, ""));
     }
     let identity = require(caller)?;
-    // Validated at start (Config::validate), so this parses.
-    let listed = parse_admin_list(&state.config.status_handle_admins).unwrap_or_default();
+    let listed = state.live().status_handle_admins.clone();
     if !is_server_admin(state, identity).await? && !in_admin_list(state, identity, listed).await? {
         return Err(OpError::new(ResponseCode::INVALID_ADMIN, ""));
     }
