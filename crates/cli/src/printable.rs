@@ -6,7 +6,6 @@ pub fn printable(text: &str) -> String {
     text.chars().flat_map(|c| if c.is_control() { c.escape_default().collect() } else { vec![c] }).collect()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
