@@ -522,10 +522,18 @@ impl Config {
     /// `300:<prefix>/ADMIN` and `301:<prefix>/ADMIN` (its secret and RSA keys)
     /// as server administrators. `server_admins = []` keeps none.
     pub fn default_server_admins(&mut self) {
-        if let [prefix] = &self.prefixes[..] {
+        if let Some(defaults) = self.default_admins() {
             if !self.server_admins_given && self.server_admins.is_empty() {
-                self.server_admins = vec![format!("300:{prefix}/ADMIN"), format!("301:{prefix}/ADMIN")];
+                self.server_admins = defaults;
             }
+        }
+    }
+
+    /// A single-prefix server's default server admins (300: and 301:<prefix>/ADMIN).
+    fn default_admins(&self) -> Option<Vec<String>> {
+        match &self.prefixes[..] {
+            [prefix] => Some(vec![format!("300:{prefix}/ADMIN"), format!("301:{prefix}/ADMIN")]),
+            _ => None,
         }
     }
 
@@ -639,7 +647,10 @@ impl Config {
     /// Without `server_admins`, each configured prefix's `<prefix>/ADMIN` and
     /// the prefix handle (`0.NA/<PREFIX>`) it administers.
     pub fn prefix_admins(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        if !self.server_admins.is_empty() {
+        // Defaulted server admins (not written by the operator) keep the
+        // prefix's other keys (`303:TEST/ADMIN`) the prefix admins they were.
+        let defaulted = !self.server_admins_given && self.default_admins().as_ref() == Some(&self.server_admins);
+        if !self.server_admins.is_empty() && !defaulted {
             return Vec::new();
         }
         let prefix_handle = |p: &str| handled_proto::handle::normalize(format!("0.NA/{p}").as_bytes(), false);
@@ -766,6 +777,10 @@ mod tests {
         let mut c = Config::default();
         c.default_server_admins();
         assert_eq!(c.server_admins, ["300:TEST/ADMIN", "301:TEST/ADMIN"], "no file at all");
+        // The defaults add server admins; the prefix's other keys stay its admins.
+        assert_eq!(c.prefix_admins(), vec![(b"TEST/ADMIN".to_vec(), b"0.NA/TEST".to_vec())]);
+        c.server_admins_given = true;
+        assert!(c.prefix_admins().is_empty(), "written by the operator: Handle.Net's semantics");
     }
 
     #[test]

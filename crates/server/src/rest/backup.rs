@@ -139,7 +139,9 @@ fn failed(e: &BackupError) -> Reply {
     let (status, code) = match e {
         BackupError::Busy(_) => (StatusCode::CONFLICT, ResponseCode::ERROR),
         BackupError::Unknown => (StatusCode::NOT_FOUND, ResponseCode::ERROR),
-        BackupError::Unsupported(_) => (StatusCode::NOT_IMPLEMENTED, ResponseCode::OPERATION_NOT_SUPPORTED),
+        // A 4xx: the request is fine, this server's store is not one `handled
+        // backup` copies (the message says what to use); nothing failed here.
+        BackupError::Unsupported(_) => (StatusCode::CONFLICT, ResponseCode::OPERATION_NOT_SUPPORTED),
         BackupError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, ResponseCode::SERVER_BACKUP),
     };
     Reply::error(status, code, e.to_string())
