@@ -21,7 +21,7 @@ pub mod native;
 pub mod ops;
 pub mod proxy;
 pub mod quota;
-pub mod registry;
+pub mod registry_port;
 pub mod reload;
 pub mod replication;
 pub mod rest;
@@ -102,7 +102,7 @@ impl Listeners {
     pub fn serve(self, state: Arc<ServerState>) -> std::io::Result<RunningServer> {
         let registry_settings = match &self.registry {
             Some(_) => Some(
-                registry::Settings::from_config(&state.config)
+                registry_port::settings(&state.config)
                     .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
             ),
             None => None,
@@ -123,7 +123,7 @@ impl Listeners {
         let http_refusal = transport::accept::http_refusal;
         tasks.spawn(transport::tcp::serve(state.clone(), acceptor(self.tcp, "tcp", |_| None)));
         if let (Some(l), Some(settings)) = (self.registry, registry_settings) {
-            tasks.spawn(registry::serve(state.clone(), settings, acceptor(l, "registry", http_refusal)));
+            tasks.spawn(registry_port::serve(state.clone(), settings, acceptor(l, "registry", http_refusal)));
         }
         tasks.spawn(transport::unify::serve_port(state.clone(), acceptor(self.http, "http", http_refusal)));
         tasks.spawn(state.clone().sweep_expired());
