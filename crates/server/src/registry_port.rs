@@ -15,6 +15,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::config::{Config, StoreKind};
+use crate::lifecycle::Stop;
 use crate::state::ServerState;
 use crate::transport::accept::Acceptor;
 use crate::transport::body::BodyReader;
@@ -72,9 +73,10 @@ impl handled_registry::Host for Lent {
     }
 }
 
-/// Serve the registry on `listener`, with its upkeep, until the task is dropped;
-/// returns early only if the registry cannot open its records.
-pub async fn serve(state: Arc<ServerState>, settings: Settings, mut listener: Acceptor) {
+/// Serve the registry on `listener`, with its upkeep, until the task is dropped
+/// (connections run under `stop`); returns early only if the registry cannot
+/// open its records.
+pub async fn serve(state: Arc<ServerState>, settings: Settings, mut listener: Acceptor, stop: Stop) {
     let registry = match Registry::open(state.store.clone(), settings).await {
         Ok(r) => Arc::new(r),
         Err(e) => {
@@ -89,8 +91,8 @@ pub async fn serve(state: Arc<ServerState>, settings: Settings, mut listener: Ac
     loop {
         let (stream, peer, slot) = listener.next().await;
         let _ = stream.set_nodelay(true);
-        let (registry, lent) = (registry.clone(), lent.clone());
-        tokio::spawn(async move {
+        let (registry, lent, draining) = (registry.clone(), lent.clone(), stop.clone());
+        stop.spawn(async move {
             let _open = (slot, lent.state.metrics.connection("registry"));
             let service = hyper::service::service_fn(move |req| {
                 let (registry, lent) = (registry.clone(), lent.clone());
@@ -102,13 +104,13 @@ pub async fn serve(state: Arc<ServerState>, settings: Settings, mut listener: Ac
                     Ok::<_, Infallible>(r)
                 }
             });
-            let conn = hyper::server::conn::http1::Builder::new()
+            let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .keep_alive(true)
                 .header_read_timeout(HEADER_READ_TIMEOUT)
                 .max_buf_size(crate::transport::MAX_HTTP_BUFFER)
                 .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
+            if let Err(e) = crate::transport::until_stopped(connection, &draining).await {
                 tracing::debug!("registry connection from {peer}: {e}");
             }
         });
