@@ -3,6 +3,7 @@
 //! Layout after hickory-dns's server crate: [`transport`] frames bytes,
 //! [`native`] answers protocol requests, the store lives behind `handled_store::Store`.
 
+pub mod access;
 pub mod admission;
 pub mod auth;
 pub mod backup;
@@ -11,6 +12,7 @@ pub mod cache;
 pub mod cluster;
 pub mod config;
 pub mod console;
+pub mod http_body;
 pub mod import;
 pub mod keys;
 pub mod lifecycle;
@@ -25,11 +27,13 @@ pub mod quota;
 pub mod registry_port;
 pub mod reload;
 pub mod replication;
+pub mod replication_status;
 pub mod rest;
 mod server;
 pub mod session;
 pub mod site;
 pub mod state;
+pub mod tls;
 pub mod transport;
 
 /// This build's version and git commit (`build.rs`; "unknown" outside a checkout).

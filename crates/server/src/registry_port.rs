@@ -15,10 +15,10 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::config::{Config, StoreKind};
+use crate::http_body::BodyReader;
 use crate::lifecycle::Stop;
 use crate::state::ServerState;
 use crate::transport::accept::Acceptor;
-use crate::transport::body::BodyReader;
 use crate::transport::timing::server_timing;
 
 /// Idle keep-alive connections and slow request heads are cut after this.
@@ -65,7 +65,7 @@ impl handled_registry::Host for Lent {
     }
 
     async fn read_body(&self, body: Incoming, max: usize, peer: IpAddr) -> Result<Bytes, BodyRefused> {
-        use crate::transport::body::BodyError;
+        use crate::http_body::BodyError;
         self.bodies.read(body, max, peer).await.map_err(|e| match e {
             BodyError::Busy => BodyRefused::Busy,
             BodyError::Unreadable(_) | BodyError::TimedOut => BodyRefused::Unreadable,

@@ -249,7 +249,7 @@ fn state_files(data_dir: &Path) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
     for entry in entries {
         let entry = entry?;
         let Ok(name) = entry.file_name().into_string() else { continue };
-        let wanted = name == crate::bootstrap::SERVER_KEY_FILE
+        let wanted = name == crate::keys::SERVER_KEY_FILE
             || (name.starts_with("admin-") && name.ends_with(".json") && is_plain_file_name(&name));
         let meta = entry.metadata()?;
         if !wanted || !meta.is_file() {

@@ -1,7 +1,7 @@
 //! LIST_HANDLES and the prefix operations HOME_NA, UNHOME_NA, LIST_HOMED_NAS (§3.5).
 
 use super::*;
-use crate::auth::authorize::{administered_prefixes, is_server_admin};
+use crate::access::authorize::{administered_prefixes, is_server_admin};
 use crate::state::HOMED_META_PREFIX;
 use handled_proto::handle;
 

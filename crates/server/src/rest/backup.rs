@@ -10,7 +10,7 @@
 //! started the backup, authorizes its pulls (no key check per chunk).
 
 use super::{render, Body, Req, Rest};
-use crate::auth::authorize::is_server_admin;
+use crate::access::authorize::is_server_admin;
 use crate::auth::Caller;
 use crate::backup::BackupError;
 use bytes::Bytes;

@@ -2,14 +2,12 @@
 //! admission control and records metrics around [`crate::native::handle_unit`].
 
 pub mod accept;
-pub mod body;
 pub mod http;
 pub mod limits;
 mod realtime;
 mod reassembly;
 pub mod tcp;
 pub mod timing;
-pub mod tls;
 pub mod udp;
 mod udp_answers;
 pub mod unify;

@@ -7,10 +7,10 @@
 
 use super::accept::Acceptor;
 use super::http::{route, HttpShared};
-use super::tls::{sniff, TLS_HANDSHAKE};
 use crate::lifecycle::Stop;
 use crate::rest::Conn;
 use crate::state::ServerState;
+use crate::tls::{sniff, TLS_HANDSHAKE};
 use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue, CONNECTION};
 use hyper::{Request, Version};

@@ -11,16 +11,15 @@ pub mod progress;
 mod pull;
 pub mod settings;
 mod source;
-pub mod status;
 
+pub use crate::replication_status::mirror::MirrorStatus;
 pub use settings::MirrorSettings;
-pub use status::MirrorStatus;
 
+use crate::replication_status::mirror::{now_ms, Phase};
 use crate::state::ServerState;
 use handled_client::replication::ReplicationError;
 use progress::{decode, DumpProgress, PullProgress, DUMP_KEY, PROMOTED_KEY, PULL_KEY};
 use pull::PullOutcome;
-use status::{now_ms, Phase};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
