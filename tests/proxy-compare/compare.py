@@ -30,6 +30,8 @@ REQUESTS = [
     ("HEAD", "HEAD", "/TEST/p1", {}, False),
     ("auth+cert", "GET", "/TEST/p1?auth&cert", {}, False),
     ("urlappend", "GET", "/TEST/p1?urlappend=%23frag", {}, False),
+    ("urlappend path", "GET", "/TEST/bare?urlappend=%2Fdeeper%3Fq%3D1", {}, False),
+    ("urlappend authority", "GET", "/TEST/bare?urlappend=%40evil.example%2F", {}, False),
     ("index filter", "GET", "/TEST/two?index=5", {}, False),
     ("first URL of two", "GET", "/TEST/two", {}, False),
     ("URL subtype", "GET", "/TEST/urlsub", {}, False),
@@ -110,11 +112,14 @@ BY_DESIGN = {
     "Accept json, no json location": "handled answers the JSON record to Accept: application/json when no 10320/loc "
     "location serves JSON; the original redirects (issue 15: beyond the original)",
     "xss values": "handled never links a javascript: URL and links handle-typed types root-relative",
-    "xss redirect": "handled's redirect page does not link a javascript: URL",
+    "xss redirect": "handled never redirects to a javascript: URL: it shows the values page (issue 25 R13)",
+    "urlappend authority": "handled never lets urlappend change the host it redirects to (issue 25 R10: "
+    "https://bare.example + @evil.example/ would send the client to evil.example); it redirects without it",
     "query page": "handled's own page text (same form fields and REST API hint)",
     "favicon": "handled's own icon",
     "10320/links+headers": "handled sends each line of a 10320/links value as a Link header (issue 15); "
-    "Handle.Net 9.0.0 sends none for this value (10320/headers agree)",
+    "and an X-Robots-Tag from 10320/headers (only headers about this response are allowed, issue 25 R4); "
+    "Handle.Net 9.0.0 sends neither for this value",
 }
 
 TIMESTAMP = re.compile(r'"timestamp":"[^"]*"')
@@ -193,7 +198,7 @@ def summary(base, status, headers, body, date_of):
             s["expires"] = "now+%ds" % round(delta, -1) if abs(delta) < 10 ** 8 else headers["expires"]
         except (TypeError, ValueError):
             s["expires"] = "unparsable: " + headers["expires"]
-    for h in ("link", "x-extra"):
+    for h in ("link", "x-robots-tag"):
         if h in headers:
             s[h] = headers[h]
     s["content"] = page_content(headers.get("content-type", ""), body, base)

@@ -86,10 +86,15 @@ struct Client {
 }
 
 impl Client {
-    async fn send(&mut self, method: Method, path: &str, with_key: bool) -> anyhow::Result<HttpReply> {
-        let mut request = hyper::Request::builder().method(method).uri(path);
-        if with_key {
-            request = request.header(hyper::header::AUTHORIZATION, self.authorization.as_str());
+    /// Send `method /api/backup` with the credentials, naming backup `id` if given
+    /// (in a header: the server refuses ids in URLs, which logs record).
+    async fn send(&mut self, method: Method, id: Option<&str>) -> anyhow::Result<HttpReply> {
+        let mut request = hyper::Request::builder()
+            .method(method)
+            .uri("/api/backup")
+            .header(hyper::header::AUTHORIZATION, self.authorization.as_str());
+        if let Some(id) = id {
+            request = request.header("x-backup-id", id);
         }
         let sent = self.conn.send(&self.target, &self.recorder, request, bytes::Bytes::new());
         match tokio::time::timeout(REQUEST_TIMEOUT, sent).await {
@@ -124,7 +129,7 @@ pub async fn run(args: BackupArgs) -> anyhow::Result<ExitCode> {
         Client { target, conn: HttpConn::default(), recorder: Arc::new(Recorder::new(Instant::now())), authorization };
 
     let started = Instant::now();
-    let reply = client.send(Method::POST, "/api/backup", true).await.map_err(|e| tls_hint(e, &args))?;
+    let reply = client.send(Method::POST, None).await.map_err(|e| tls_hint(e, &args))?;
     if reply.status != 200 {
         let (message, code) = refusal(&reply);
         eprintln!("error: {message}");
@@ -147,7 +152,7 @@ pub async fn run(args: BackupArgs) -> anyhow::Result<ExitCode> {
         Err(e) => {
             let _ = std::fs::remove_file(&partial);
             // Free the server's backup slot now rather than after its idle time.
-            let _ = client.send(Method::DELETE, &format!("/api/backup/{id}"), false).await;
+            let _ = client.send(Method::DELETE, Some(&id)).await;
             return Err(e.context(format!("backup not written to {}", args.dest.display())));
         }
     };
@@ -189,7 +194,7 @@ async fn download(
             let due = started + Duration::from_secs_f64(bytes as f64 / rate);
             tokio::time::sleep_until(due.into()).await;
         }
-        let reply = client.send(Method::GET, &format!("/api/backup/{id}"), false).await?;
+        let reply = client.send(Method::GET, Some(id)).await?;
         if reply.status != 200 {
             return Ok(Err(reply));
         }

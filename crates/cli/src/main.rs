@@ -6,6 +6,7 @@ mod bench;
 mod handle_syntax;
 mod import;
 mod import_config;
+mod printable;
 mod promote;
 mod resolve;
 mod restore;

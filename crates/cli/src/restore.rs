@@ -5,6 +5,7 @@
 //! `--force`, and even then kept (renamed to `DIR.replaced-TIME`), never
 //! deleted; never while a server has its store open.
 
+use crate::printable::{date, printable};
 use anyhow::{bail, Context};
 use clap::Args;
 use handled_store::backup::{BackupItem, BackupReader, BackupTotals};
@@ -76,14 +77,15 @@ fn restore(args: &RestoreArgs) -> anyhow::Result<ExitCode> {
         }
     };
     eprintln!(
-        "restored {} store entries and {} files into {} (backup of {} handles taken at unix time {} by handled {}); \
+        "restored {} store entries and {} files into {} (backup of {} handles taken {} by handled {}); \
          start it with: handled serve --data-dir {}",
         totals.entries,
         totals.files,
         dir.display(),
         manifest["handles"],
-        manifest["created"],
-        manifest["server"].as_str().unwrap_or("?"),
+        manifest["created"].as_i64().map_or_else(|| "at an unknown time".to_owned(), |t| format!("at {}", date(t))),
+        // The manifest is the backup's word: shown, never obeyed by the terminal.
+        printable(manifest["server"].as_str().unwrap_or("?")),
         dir.display()
     );
     Ok(ExitCode::SUCCESS)

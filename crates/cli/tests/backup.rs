@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{request, start_in, Server};
+use common::{request, request_with, start_in, start_logging, Server};
 use handled_client::{
     AdminError, AdminSession, ConnectParams, Connection, Credentials, KeyChoice, Protocol, ResolveOptions,
 };
@@ -214,29 +214,66 @@ fn only_server_admins_over_https_may_back_up() {
     assert!(backup(&server, &dest, &["--insecure", "--force"]).status.success());
 }
 
+/// Issue 25 R1: a backup's id is not a capability. Pulls and cancels carry the
+/// credentials of the administrator who started it (another identity: 403,
+/// logged as a failed authentication), and the id never reaches a log.
 #[test]
-fn one_backup_at_a_time_and_ids_are_capabilities() {
+fn one_backup_at_a_time_pulled_only_by_its_owner_and_never_logged() {
     let work = tempfile::tempdir().unwrap();
     let config = format!("{ADMINS}allow_plain_http_admin = true\n");
-    let server = start_in(Some(&work.path().join("d")), &config);
+    let server = start_logging(Some(&work.path().join("d")), &config, "info,access=info");
     let secret = server.admin_secret();
-    let basic = Some(("300%3ATEST%2FADMIN", secret.as_str()));
-    let first = request(server.http, "POST", "/api/backup", basic, "");
+    let admin = Some(("300%3ATEST%2FADMIN", secret.as_str()));
+    // Another identity of this server: may write its prefix, did not start the backup.
+    let o = server.admin(&["create", "TEST/OTHER", "300:HS_SECKEY:other-secret"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let other = Some(("300%3ATEST%2FOTHER", "other-secret"));
+
+    let first = request(server.http, "POST", "/api/backup", admin, "");
     assert!(first.starts_with("HTTP/1.1 200"), "{first}");
     let id = first.split("\"id\":\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
-    let second = request(server.http, "POST", "/api/backup", basic, "");
+    let second = request(server.http, "POST", "/api/backup", admin, "");
     assert!(second.starts_with("HTTP/1.1 409") && second.contains("one at a time"), "{second}");
-    // Someone else's guess is not a running backup.
-    let guess = request(server.http, "GET", "/api/backup/00000000000000000000000000000000", None, "");
-    assert!(guess.starts_with("HTTP/1.1 404"), "{guess}");
-    let chunk = request(server.http, "GET", &format!("/api/backup/{id}"), None, "");
+    let named = [("X-Backup-Id", id.as_str())];
+
+    // The id alone, with no credentials: a challenge, no bytes.
+    let anonymous = request_with(server.http, "GET", "/api/backup", None, &named, "");
+    assert!(anonymous.starts_with("HTTP/1.1 401"), "{anonymous}");
+    assert!(!anonymous.contains("HDLBKUP1"));
+    // The id with another identity's credentials: refused and logged.
+    let stranger = request_with(server.http, "GET", "/api/backup", other, &named, "");
+    assert!(stranger.starts_with("HTTP/1.1 403") && !stranger.contains("HDLBKUP1"), "{stranger}");
+    let stranger_cancel = request_with(server.http, "DELETE", "/api/backup", other, &named, "");
+    assert!(stranger_cancel.starts_with("HTTP/1.1 403"), "{stranger_cancel}");
+    // The earlier form, id in the URL, is refused whoever asks.
+    let in_url = request(server.http, "GET", &format!("/api/backup/{id}"), admin, "");
+    assert!(in_url.starts_with("HTTP/1.1 400") && in_url.contains("X-Backup-Id"), "{in_url}");
+
+    // The owner pulls and cancels.
+    let chunk = request_with(server.http, "GET", "/api/backup", admin, &named, "");
     assert!(chunk.starts_with("HTTP/1.1 200") && chunk.contains("HDLBKUP1"), "{}", &chunk[..200.min(chunk.len())]);
-    let cancel = request(server.http, "DELETE", &format!("/api/backup/{id}"), None, "");
+    let cancel = request_with(server.http, "DELETE", "/api/backup", admin, &named, "");
     assert!(cancel.starts_with("HTTP/1.1 200"), "{cancel}");
-    let gone = request(server.http, "GET", &format!("/api/backup/{id}"), None, "");
+    let gone = request_with(server.http, "GET", "/api/backup", admin, &named, "");
     assert!(gone.starts_with("HTTP/1.1 404"), "{gone}");
     // Free again once cancelled.
-    assert!(request(server.http, "POST", "/api/backup", basic, "").starts_with("HTTP/1.1 200"));
+    assert!(request(server.http, "POST", "/api/backup", admin, "").starts_with("HTTP/1.1 200"));
+
+    std::thread::sleep(Duration::from_millis(300));
+    let failed =
+        server.log.lock().unwrap().iter().filter(|l| l.contains("authentication failed")).cloned().collect::<Vec<_>>();
+    assert!(failed.iter().filter(|l| l.contains("TEST/OTHER") && l.contains("backup")).count() >= 2, "{failed:?}");
+    assert!(server.log_lines_with("/api/backup") >= 8, "the access log is on: {:?}", server.log.lock().unwrap());
+    // Only the refused URL form carried the id, and that line is the client's own doing.
+    let leaked: Vec<_> = server
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(&id) && !l.contains(&format!("/api/backup/{id}")))
+        .cloned()
+        .collect();
+    assert!(leaked.is_empty(), "the backup id reached the log: {leaked:?}");
 }
 
 #[test]
@@ -302,4 +339,41 @@ fn restore_refuses_damage_and_occupied_directories() {
     let restored = start_in(Some(&empty), ADMINS);
     let answer = request(restored.http, "GET", "/api/handles/TEST/ADMIN", None, "");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// Issue 25 R9: a backup's manifest and file names are the backup's word.
+/// The `server` string was printed raw (terminal escapes), and any file name
+/// was written into the data directory (newlines, escapes, a handled.toml).
+#[test]
+fn restore_shows_manifest_text_escaped_and_takes_only_state_files() {
+    use handled_store::backup::BackupEncoder;
+    let work = tempfile::tempdir().unwrap();
+    let make = |server: &str, files: &[&str]| {
+        let manifest = serde_json::json!({"format": 1, "created": 1_795_772_261, "server": server, "store": "embedded", "handles": 0});
+        let mut out = Vec::new();
+        let mut e = BackupEncoder::start(&manifest, &mut out);
+        for name in files {
+            e.file(&mut out, name, b"x");
+        }
+        e.finish(&mut out);
+        out
+    };
+    let evil_server = "0.1.0\u{1b}]0;owned\u{7}\u{1b}[2J\nfake line";
+    let src = work.path().join("escaped");
+    std::fs::write(&src, make(evil_server, &["admin-TEST.json"])).unwrap();
+    let out = restore(&src, &work.path().join("a"), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(!said.contains('\u{1b}') && !said.contains("\nfake"), "{said:?}");
+    assert!(said.contains("\\u{1b}]0;owned") && said.contains("2026-11-27T09:37:41Z"), "{said}");
+
+    for bad in ["handled.toml", "admin-a\nb.json", "admin-\u{1b}[2J.json"] {
+        let src = work.path().join("bad");
+        std::fs::write(&src, make("0.1.0", &[bad])).unwrap();
+        let target = work.path().join("b");
+        let out = restore(&src, &target, &[]);
+        assert_eq!(out.status.code(), Some(1), "{bad:?}: {}", stderr(&out));
+        assert!(!target.exists(), "{bad:?}: a directory was created");
+        assert!(!stderr(&out).contains('\u{1b}'), "{:?}", stderr(&out));
+    }
 }

@@ -176,3 +176,24 @@ fn oversized_request_heads_are_refused() {
     assert!(get_from(local, server.registry, "/live").contains(" 200"));
     server.assert_alive("oversized request heads");
 }
+
+/// Issue 25 R11: JSONP (`?callback=`) answered with Basic-authenticated data,
+/// so admin-only values came back as script another site could include. A
+/// request with credentials now gets plain JSON; anonymous JSONP still works.
+#[test]
+fn jsonp_never_wraps_what_credentials_read() {
+    let server = start_with("allow_plain_http_admin = true\n");
+    let secret = server.admin_secret();
+    let admin = Some(("300%3ATEST%2FADMIN", secret.as_str()));
+    let with_key = request(server.http, "GET", "/api/handles/TEST/ADMIN?callback=steal", admin, "");
+    assert!(with_key.starts_with("HTTP/1.1 200"), "{with_key}");
+    let body = with_key.split("\r\n\r\n").nth(1).unwrap_or_default();
+    assert!(body.contains("HS_SECKEY"), "the admin reads its secret: {body}");
+    assert!(
+        !body.starts_with("steal(") && with_key.to_ascii_lowercase().contains("content-type: application/json"),
+        "{with_key}"
+    );
+    let anonymous = request(server.http, "GET", "/api/handles/TEST/ADMIN?callback=steal", None, "");
+    let body = anonymous.split("\r\n\r\n").nth(1).unwrap_or_default();
+    assert!(body.starts_with("steal(") && !body.contains("HS_SECKEY"), "{anonymous}");
+}

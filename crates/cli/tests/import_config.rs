@@ -174,3 +174,38 @@ fn mirror_flag_pulls_from_the_imported_server_as_the_admin_identity() {
     }
     assert_eq!(std::fs::read(source).unwrap(), std::fs::read(fixture().join("siteinfo.json")).unwrap());
 }
+
+/// Issue 25 R5: a replication identity in config.dct holding a newline and
+/// TOML (the first replication_admins entry went unescaped into a comment
+/// line) does not become configuration: refused, nothing written; a newline
+/// in a server admin stays inside its string.
+#[test]
+fn toml_in_config_dct_values_never_becomes_configuration() {
+    let dir = fixture_copy();
+    let dct = dir.path().join("config.dct");
+    let injected = "300:TEST/ADMIN\nallow_plain_http_admin = true\n#";
+    let original = std::fs::read_to_string(&dct).unwrap();
+    let evil = original.replacen(
+        "\"replication_admins\" = (\n      \"300:TEST/ADMIN\"",
+        &format!("\"replication_admins\" = (\n      \"{injected}\""),
+        1,
+    );
+    assert_ne!(evil, original, "the fixture's replication_admins moved");
+    std::fs::write(&dct, &evil).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_handled"));
+    command.arg("import-config").arg(dir.path()).arg("--out").arg(out.path()).arg("--mirror");
+    let run =
+        command.env("HANDLED_KEY_PASSPHRASE", SERVER_PASSPHRASE).stdin(std::process::Stdio::null()).output().unwrap();
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+    assert!(text(&run.stderr).contains("not index:handle"), "{}", text(&run.stderr));
+    assert!(!out.path().join("handled.toml").exists());
+
+    // Without --mirror the same list is a value, written as one TOML string.
+    let out = tempfile::tempdir().unwrap();
+    let run = import(dir.path(), out.path(), Some(SERVER_PASSPHRASE));
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let toml = std::fs::read_to_string(out.path().join("handled.toml")).unwrap();
+    let parsed: toml::Table = toml.parse().unwrap();
+    assert!(!parsed.contains_key("allow_plain_http_admin"), "{toml}");
+}

@@ -301,3 +301,91 @@ fn only_the_first_sixteen_keys_of_a_remote_identity_are_tried() {
     });
     drop((a, b));
 }
+
+/// Issue 25 R2: strangers claiming identities of a prefix whose server never
+/// answers cannot lock the real remote administrator out. Four attacker
+/// threads keep claiming `300:SLOW/x` (each claim held a turn for the whole
+/// time limit, and four took every turn); the real admin signs in throughout.
+#[test]
+fn strangers_at_a_silent_prefix_do_not_lock_the_real_admin_out() {
+    let rt = runtime();
+    let Registry { dir: dir_a, server: a, root, secret } = registry_homing(&rt, "0.NA,ADM,SLOW");
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let holder = {
+        let stop = stop.clone();
+        silent.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            let mut open = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match silent.accept() {
+                    Ok((s, _)) if open.len() < 512 => open.push(s),
+                    _ => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        })
+    };
+    // 0.NA/SLOW names a site whose one server never answers.
+    let mut slow_site = root.clone();
+    for server in &mut slow_site.servers {
+        server.interfaces.iter_mut().for_each(|i| i.port = i32::from(silent_port));
+    }
+    rt.block_on(async {
+        let creds = Credentials::load(&dir_a.path().join("creds-SLOW.json"), KeyChoice::Secret).unwrap();
+        let mut s = admin(&a.tcp_port, creds).await;
+        let values = s.resolve_all(b"0.NA/SLOW").await.unwrap();
+        let sites: Vec<i32> = values.iter().filter(|v| v.value_type == types::HS_SITE).map(|v| v.index).collect();
+        s.add_values(b"0.NA/SLOW", &[HandleValue::new(2001, types::HS_SITE, slow_site.to_bytes())], false)
+            .await
+            .unwrap();
+        s.remove_values(b"0.NA/SLOW", &sites).await.unwrap();
+    });
+    let dir_b = tempfile::tempdir().unwrap();
+    let b = local_server(dir_b.path(), &root, &["300:ADM/ADMIN"], 2000);
+    let port = b.tcp_port.clone();
+    // The real admin has signed in before.
+    rt.block_on(create_and_delete(&port, secret.clone(), "TEST/before")).expect("before the attack");
+
+    let attack_until = Instant::now() + Duration::from_secs(8);
+    let attackers: Vec<_> = (0..4)
+        .map(|i| {
+            let port = port.clone();
+            std::thread::spawn(move || {
+                let rt = runtime();
+                let mut claims = 0;
+                while Instant::now() < attack_until && claims < 40 {
+                    let stranger = Credentials::secret(format!("SLOW/x{i}-{claims}"), 300, "guess");
+                    let _ = rt.block_on(create_and_delete(&port, stranger, "TEST/never"));
+                    claims += 1;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                claims
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let (mut ok, mut refused) = (0, Vec::new());
+    rt.block_on(async {
+        for n in 0..12 {
+            match create_and_delete(&port, secret.clone(), &format!("TEST/during-{n}")).await {
+                Ok(()) => ok += 1,
+                Err(e) => refused.push(format!("{e:?}")),
+            }
+            tokio::time::sleep(Duration::from_millis(400)).await;
+        }
+    });
+    let claims: usize = attackers.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(claims >= 8, "the attack ran ({claims} claims)");
+    assert_eq!(ok, 12, "the real admin was locked out {} times: {refused:?}", refused.len());
+    // What the strangers were told names no address and no connect error.
+    rt.block_on(async {
+        let stranger = Credentials::secret("SLOW/late", 300, "guess");
+        let e = create_and_delete(&port, stranger, "TEST/never").await.unwrap_err();
+        let text = format!("{e:?}");
+        assert!(!text.contains(&silent_port.to_string()) && !text.contains("refused"), "{text}");
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    holder.join().unwrap();
+    drop((a, b));
+}

@@ -13,12 +13,15 @@ use handled_proto::handle;
 use handled_proto::json::value_from_json;
 use handled_store::{HandleRecord, Store, StoreError};
 use std::collections::{BTreeMap, HashSet};
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 
 /// Records sorted together: random-order input becomes mostly sequential writes.
 pub const SORT_GROUP: usize = 1_000_000;
 /// Records per transaction.
 pub const CHUNK: usize = 50_000;
+/// Longest line read: far above any real record (a value holds at most 1 MiB),
+/// and what one line may cost in memory before it is refused.
+pub const MAX_LINE_BYTES: usize = 8 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
@@ -28,6 +31,46 @@ pub enum ImportError {
     Io(#[from] std::io::Error),
     #[error("store: {0}")]
     Store(#[from] StoreError),
+}
+
+/// The lines of `input`, numbered from 1, each at most [`MAX_LINE_BYTES`]:
+/// a longer one is an error naming it, read no further than the limit.
+fn lines(mut input: impl BufRead) -> impl Iterator<Item = Result<(u64, String), ImportError>> {
+    let mut number = 0u64;
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        number += 1;
+        let mut bytes = Vec::new();
+        let read = (&mut input).take(MAX_LINE_BYTES as u64 + 1).read_until(b'\n', &mut bytes);
+        let mut fail = |e: ImportError| {
+            done = true;
+            Some(Err(e))
+        };
+        match read {
+            Err(e) => return fail(e.into()),
+            Ok(0) => return None,
+            Ok(_) => {}
+        }
+        if bytes.last() == Some(&b'\n') {
+            bytes.pop();
+            if bytes.last() == Some(&b'\r') {
+                bytes.pop();
+            }
+        } else if bytes.len() > MAX_LINE_BYTES {
+            let message = format!(
+                "longer than {} MiB: not a handle record (one value holds at most 1 MiB)",
+                MAX_LINE_BYTES >> 20
+            );
+            return fail(ImportError::Line { line: number, message });
+        }
+        match String::from_utf8(bytes) {
+            Ok(text) => Some(Ok((number, text))),
+            Err(_) => fail(ImportError::Line { line: number, message: "not UTF-8 text".into() }),
+        }
+    })
 }
 
 /// Parse one line into (original handle, record).
@@ -98,8 +141,8 @@ pub async fn check(
 ) -> Result<Checked, ImportError> {
     let mut checked = Checked::default();
     let mut bytes = 0u64;
-    for (n, line) in input.lines().enumerate() {
-        let line = line?;
+    for line in lines(input) {
+        let (n, line) = line?;
         bytes += line.len() as u64 + 1;
         if n.is_multiple_of(4096) {
             progress(bytes);
@@ -107,7 +150,7 @@ pub async fn check(
         if line.trim().is_empty() {
             continue;
         }
-        let at = |message: String| ImportError::Line { line: n as u64 + 1, message };
+        let at = |message: String| ImportError::Line { line: n, message };
         let (h, _) = parse_line(&line, 0).map_err(at)?;
         checked.records += 1;
         if !homed_in(&options.homed, &h) {
@@ -142,13 +185,12 @@ pub async fn import(
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i32).unwrap_or(0);
     let mut group = Vec::with_capacity(CHUNK);
     let mut loaded = 0u64;
-    for (n, line) in input.lines().enumerate() {
-        let line = line?;
+    for line in lines(input) {
+        let (n, line) = line?;
         if line.trim().is_empty() {
             continue;
         }
-        let (h, record) =
-            parse_line(&line, now).map_err(|message| ImportError::Line { line: n as u64 + 1, message })?;
+        let (h, record) = parse_line(&line, now).map_err(|message| ImportError::Line { line: n, message })?;
         let key = handle::normalize(&h, case_sensitive);
         group.push((key.clone(), HandleRecord::named(record.values, &h, &key)));
         if group.len() == SORT_GROUP {
@@ -196,5 +238,26 @@ mod tests {
         let dup =
             r#"{"handle":"T/1","values":[{"index":1,"type":"URL","data":"a"},{"index":1,"type":"URL","data":"b"}]}"#;
         assert!(parse_line(dup, 0).unwrap_err().contains("duplicate"));
+    }
+
+    /// Issue 25 R12: a line of any length was read whole (a 300 MB line cost
+    /// 936 MB) before being refused; now reading stops at the limit.
+    #[test]
+    fn lines_are_bounded_and_numbered() {
+        let text = "a\r\n\nb";
+        let got: Vec<_> = lines(text.as_bytes()).map(|l| l.unwrap()).collect();
+        assert_eq!(got, [(1, "a".to_owned()), (2, String::new()), (3, "b".to_owned())]);
+        let mut long = b"ok\n".to_vec();
+        long.resize(long.len() + MAX_LINE_BYTES + 10, b'x');
+        long.extend_from_slice(b"\nnever read\n");
+        let mut it = lines(&long[..]);
+        assert_eq!(it.next().unwrap().unwrap(), (1, "ok".to_owned()));
+        match it.next() {
+            Some(Err(ImportError::Line { line: 2, message })) => assert!(message.contains("MiB"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(it.next().is_none(), "nothing after the refusal");
+        let exact = vec![b'y'; MAX_LINE_BYTES];
+        assert_eq!(lines(&exact[..]).next().unwrap().unwrap().1.len(), MAX_LINE_BYTES);
     }
 }

@@ -203,8 +203,11 @@ impl<R: Read> BackupReader<R> {
                 let len = u16::from_le_bytes(self.read_exact(2, "file name")?.try_into().expect("2 bytes"));
                 let name = self.read_exact(len as usize, "file name")?;
                 let name = String::from_utf8(name).map_err(|_| damaged(self.offset, "file name not UTF-8"))?;
-                if !is_plain_file_name(&name) {
-                    return Err(damaged(self.offset, format!("file name {name:?} is not a plain file name")));
+                if !is_state_file_name(&name) {
+                    return Err(damaged(
+                        self.offset,
+                        format!("file name {name:?} is not one a backup holds (the server key, admin-PREFIX.json)"),
+                    ));
                 }
                 let bytes = self.read_sized(MAX_FILE, "file")?;
                 self.files += 1;
@@ -277,6 +280,21 @@ pub fn is_plain_file_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= 255 && !name.starts_with('.') && !name.contains(['/', '\\', '\0'])
 }
 
+/// The server key's file in a data directory.
+pub const SERVER_KEY_FILE_NAME: &str = "server_key.pk8";
+
+/// The files a backup holds beside the store: the server key and the admin
+/// credentials `serve` writes (`admin-PREFIX.json`). A restore creates these
+/// names and prints them, so nothing else is taken (no `handled.toml`, no
+/// control characters, no white space).
+pub fn is_state_file_name(name: &str) -> bool {
+    if name == SERVER_KEY_FILE_NAME {
+        return true;
+    }
+    let Some(prefix) = name.strip_prefix("admin-").and_then(|n| n.strip_suffix(".json")) else { return false };
+    is_plain_file_name(name) && !prefix.is_empty() && !prefix.chars().any(|c| c.is_control() || c.is_whitespace())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,5 +349,13 @@ mod tests {
             assert!(!is_plain_file_name(bad), "{bad:?}");
         }
         assert!(is_plain_file_name("admin-TEST.json"));
+        for good in ["server_key.pk8", "admin-TEST.json", "admin-20.5000.json"] {
+            assert!(is_state_file_name(good), "{good:?}");
+        }
+        for bad in
+            ["handled.toml", "admin-.json", "admin-a\nb.json", "admin-\u{1b}]0;x\u{7}.json", "admin-a b.json", "x.json"]
+        {
+            assert!(!is_state_file_name(bad), "{bad:?}");
+        }
     }
 }

@@ -2,12 +2,18 @@
 //! key not carried over one line saying why.
 
 use super::streamtable::{Dict, Value};
+use crate::printable::printable;
 use handled_proto::data::SiteInfo;
 use std::collections::BTreeSet;
 
 /// The TOML being written, and the notes on what was not carried over.
+/// Values are written as TOML strings by a serializer; comments (origins and
+/// notes, which quote config.dct) are kept to one line with control
+/// characters escaped, so that nothing read can become a live line.
 pub struct Mapped {
     lines: Vec<String>,
+    /// The keys set as live lines, to check the output against.
+    keys: Vec<String>,
     pub skipped: Vec<String>,
     /// Keys this build of `handled` knows (others are written as comments).
     known: BTreeSet<String>,
@@ -23,7 +29,7 @@ pub enum Toml {
 
 impl Toml {
     fn render(&self) -> String {
-        let quote = |s: &str| serde_json::to_string(s).unwrap_or_default(); // JSON strings are TOML basic strings
+        let quote = |s: &str| toml::Value::String(s.to_owned()).to_string();
         match self {
             Toml::Str(s) => quote(s),
             Toml::Int(n) => n.to_string(),
@@ -35,26 +41,28 @@ impl Toml {
 
 impl Mapped {
     pub fn new(known: BTreeSet<String>) -> Self {
-        Mapped { lines: Vec::new(), skipped: Vec::new(), known }
+        Mapped { lines: Vec::new(), keys: Vec::new(), skipped: Vec::new(), known }
     }
 
     /// `key = value  # from <origin>`, or a comment when this build lacks the key.
     pub fn set(&mut self, key: &str, value: Toml, origin: &str) {
         let line = format!("{key} = {}", value.render());
+        let origin = printable(origin);
         if self.known.contains(key) {
             self.lines.push(format!("{line}  # {origin}"));
+            self.keys.push(key.to_owned());
         } else {
             self.lines.push(format!("# {line}  # {origin}; not in this build of handled yet (replication)"));
-            self.skip(origin, &format!("written as a comment: this build of handled has no `{key}` yet"));
+            self.skip(&origin, &format!("written as a comment: this build of handled has no `{key}` yet"));
         }
     }
 
     pub fn comment(&mut self, text: &str) {
-        self.lines.push(format!("# {text}"));
+        self.lines.push(format!("# {}", printable(text)));
     }
 
     pub fn skip(&mut self, origin: &str, why: &str) {
-        self.skipped.push(format!("{origin}: {why}"));
+        self.skipped.push(format!("{}: {}", printable(origin), printable(why)));
     }
 
     /// Whether `key` is written (or written as a comment for a newer build).
@@ -63,10 +71,19 @@ impl Mapped {
         self.lines.iter().any(|l| l.trim_start_matches("# ").starts_with(&prefix))
     }
 
-    pub fn toml(&self) -> String {
+    /// The file, checked: it parses, and its keys are exactly those set.
+    pub fn toml(&self) -> anyhow::Result<String> {
         let mut out = self.lines.join("\n");
         out.push('\n');
-        out
+        let parsed: toml::Table =
+            out.parse().map_err(|e| anyhow::anyhow!("the handled.toml written does not parse (a bug): {e}"))?;
+        let mut found: Vec<&String> = parsed.keys().collect();
+        let mut wanted: Vec<&String> = self.keys.iter().collect();
+        found.sort();
+        wanted.sort();
+        wanted.dedup();
+        anyhow::ensure!(found == wanted, "the handled.toml written sets {found:?}, not {wanted:?} (a bug)");
+        Ok(out)
     }
 }
 
@@ -338,7 +355,7 @@ mod tests {
         .unwrap();
         let mut m = Mapped::new(known());
         map_top(&mut m, &dct);
-        let toml = m.toml();
+        let toml = m.toml().unwrap();
         for line in [
             "listen = \"10.0.0.1\"",
             "port = 2641",

@@ -109,7 +109,7 @@ fn import(args: &ImportConfigArgs) -> anyhow::Result<()> {
         o.m.skip("contactdata.dct", "handled's site record carries only `description`");
     }
     // Last, so that a failure above leaves no configuration pointing at missing keys.
-    let toml = o.m.toml();
+    let toml = o.m.toml()?;
     let toml_path = o.write_private("handled.toml", toml.as_bytes())?;
     o.report(&toml_path);
     Ok(())

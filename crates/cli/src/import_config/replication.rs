@@ -66,6 +66,7 @@ pub fn mirror_of(src: &Source, identity: Option<String>, o: &mut Output) -> anyh
         .or_else(|| first("replication_admins"))
         .or_else(|| first("server_admins"))
         .context("--mirror: no replication_admins or server_admins to take the identity from; give --identity")?;
+    check_identity(&identity)?;
     let (name, ext) =
         if src.dir.join("siteinfo.json").exists() { ("siteinfo.json", "json") } else { ("siteinfo.bin", "bin") };
     let target = o.copy_in(&src.dir.join(name), &format!("replication-source-siteinfo.{ext}"))?;
@@ -75,5 +76,21 @@ pub fn mirror_of(src: &Source, identity: Option<String>, o: &mut Output) -> anyh
     let auth = Toml::Str(format!("privatekey:{identity}"));
     o.m.set("replication_authentication", auth, "--mirror: admpriv.bin's identity");
     o.m.set("replication_private_key", Toml::Str(key.display().to_string()), "--mirror: admpriv.bin");
+    Ok(())
+}
+
+/// An identity read from config.dct (or given) must be `index:handle`: it is
+/// written into handled.toml and names who the mirror signs as.
+fn check_identity(identity: &str) -> anyhow::Result<()> {
+    let shown = crate::printable::printable(identity);
+    let (index, handle) = identity
+        .split_once(':')
+        .with_context(|| format!("--mirror: the replication identity {shown:?} is not index:handle"))?;
+    let fine = index.parse::<i32>().is_ok_and(|i| i > 0)
+        && handle.contains('/')
+        && !handle.chars().any(|c| c.is_control() || c.is_whitespace());
+    if !fine {
+        bail!("--mirror: the replication identity {shown:?} is not index:handle (a positive index, a handle with no spaces or control characters)");
+    }
     Ok(())
 }

@@ -46,8 +46,13 @@ pub fn start_with(config: &str) -> Server {
 
 /// [`start_with`] on the embedded store in `data_dir` (`None`: in memory).
 pub fn start_in(data_dir: Option<&std::path::Path>, config: &str) -> Server {
+    start_logging(data_dir, config, "warn")
+}
+
+/// [`start_in`] with the log filter `HANDLED_LOG=filter` (e.g. `warn,access=info`).
+pub fn start_logging(data_dir: Option<&std::path::Path>, config: &str, filter: &str) -> Server {
     let mut command = Command::new(env!("CARGO_BIN_EXE_handled"));
-    command.arg("serve");
+    command.arg("serve").env("HANDLED_LOG", filter);
     match data_dir {
         Some(d) => command.arg("--data-dir").arg(d),
         None => command.arg("--ephemeral"),
@@ -146,15 +151,28 @@ pub fn read_answer(s: &mut TcpStream) -> String {
 
 /// A request with optional Basic credentials and a JSON body; returns the whole answer.
 pub fn request(addr: SocketAddr, method: &str, path: &str, basic: Option<(&str, &str)>, body: &str) -> String {
+    request_with(addr, method, path, basic, &[], body)
+}
+
+/// [`request`] with more header lines (`name`, `value`).
+pub fn request_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    basic: Option<(&str, &str)>,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> String {
     let mut s = connect_from("127.0.0.1".parse().unwrap(), addr);
     let auth = basic.map_or(String::new(), |(user, password)| {
         use base64::Engine as _;
         let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
         format!("Authorization: Basic {token}\r\n")
     });
+    let more: String = headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}Content-Type: application/json\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}{more}Content-Type: application/json\r\n\
          Content-Length: {}\r\n\r\n{body}",
         body.len()
     )

@@ -162,7 +162,12 @@ pub async fn signature_by(
         })
         .await?;
     match matched {
-        Some(k) => Ok(Identity { handle: handle.to_vec(), index, key_index: (index == 0).then_some(k) }),
+        Some(k) => {
+            if let Held::Elsewhere(remote) = held(state, handle).await {
+                remote.verified(handle, index);
+            }
+            Ok(Identity { handle: handle.to_vec(), index, key_index: (index == 0).then_some(k) })
+        }
         None => {
             Err(AuthError::failed(format!("signature does not verify with the public key at {index}:{}", show(handle))))
         }

@@ -9,13 +9,20 @@
 //!
 //! One backup at a time; one left without a pull for [`IDLE`] is dropped (its
 //! read transaction keeps old pages of the store file alive while it lasts).
+//!
+//! A backup holds the server key and every admin secret, so its id is a
+//! secret too: it never reaches a log (lines name the backup by a sequence
+//! number), and it is not enough alone: every pull carries the credentials of
+//! the administrator who started it (or of a server administrator).
 
+use crate::auth::Identity;
 use crate::config::StoreKind;
 use crate::state::ServerState;
-use handled_store::backup::{is_plain_file_name, BackupEncoder, StoreExport};
+use handled_store::backup::{is_state_file_name, BackupEncoder, StoreExport};
 use handled_store::StoreError;
 use parking_lot::Mutex;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -56,10 +63,16 @@ pub struct Chunk {
 #[derive(Default, Clone)]
 pub struct Backups {
     slot: Arc<Mutex<Option<Running>>>,
+    /// Numbers backups for the log, which must not see their ids.
+    started: Arc<AtomicU64>,
 }
 
 struct Running {
     id: String,
+    /// `backup N` in log lines.
+    number: u64,
+    /// Who started it: the identity its pulls must prove (or a server admin's).
+    owner: Identity,
     last_pull: Instant,
     /// Taken while a chunk is being made.
     work: Option<Work>,
@@ -74,8 +87,8 @@ struct Work {
 }
 
 impl Backups {
-    /// Begin a backup of `state`'s store and data directory.
-    pub async fn start(&self, state: &ServerState) -> Result<Started, BackupError> {
+    /// Begin a backup of `state`'s store and data directory for `owner`.
+    pub async fn start(&self, state: &ServerState, owner: Identity) -> Result<Started, BackupError> {
         match state.config.store_kind() {
             StoreKind::Embedded => {}
             StoreKind::Memory => {
@@ -125,26 +138,35 @@ impl Backups {
         .await
         .map_err(|e| BackupError::Store(StoreError::Backend(e.to_string())))??;
         let id = hex::encode(rand::random::<[u8; 16]>());
+        let number = self.started.fetch_add(1, Ordering::Relaxed) + 1;
+        let by = owner.display();
         {
             let mut slot = self.slot.lock();
             // Checked again: another start may have won while this one exported.
             if slot.as_ref().is_some_and(|r| r.last_pull.elapsed() < IDLE) {
                 return Err(BackupError::Busy("another backup started at the same time: one at a time".into()));
             }
-            *slot = Some(Running { id: id.clone(), last_pull: Instant::now(), work: Some(work) });
+            *slot = Some(Running { id: id.clone(), number, owner, last_pull: Instant::now(), work: Some(work) });
         }
         self.drop_when_idle(id.clone());
-        tracing::info!(id, handles, "backup started");
+        tracing::info!(backup = number, by, handles, "backup started");
         Ok(Started { id, manifest })
     }
 
+    /// Who started backup `id`, if it is running.
+    pub fn owner(&self, id: &str) -> Option<Identity> {
+        self.slot.lock().as_ref().filter(|r| r.id == id).map(|r| r.owner.clone())
+    }
+
     /// The next chunk of backup `id`; after the last one the backup is over.
+    /// The caller has checked who may pull (see [`Backups::owner`]).
     pub async fn pull(&self, id: &str) -> Result<Chunk, BackupError> {
-        let mut work = {
+        let (number, mut work) = {
             let mut slot = self.slot.lock();
             let r = slot.as_mut().filter(|r| r.id == id).ok_or(BackupError::Unknown)?;
             r.last_pull = Instant::now();
-            r.work.take().ok_or_else(|| BackupError::Busy("a chunk of this backup is being made".into()))?
+            let work = r.work.take().ok_or_else(|| BackupError::Busy("a chunk of this backup is being made".into()))?;
+            (r.number, work)
         };
         let made = tokio::task::spawn_blocking(move || {
             let step = work.step();
@@ -164,7 +186,7 @@ impl Backups {
         };
         match step {
             Err(e) => {
-                tracing::warn!(id, "backup failed: {e}");
+                tracing::warn!(backup = number, "backup failed: {e}");
                 if mine(&slot) {
                     *slot = None;
                 }
@@ -172,7 +194,7 @@ impl Backups {
             }
             Ok(chunk) => {
                 if chunk.last {
-                    tracing::info!(id, "backup finished");
+                    tracing::info!(backup = number, "backup finished");
                     if mine(&slot) {
                         *slot = None;
                     }
@@ -187,9 +209,9 @@ impl Backups {
     /// Stop backup `id`; false if it is not running.
     pub fn cancel(&self, id: &str) -> bool {
         let mut slot = self.slot.lock();
-        if slot.as_ref().is_some_and(|r| r.id == id) {
+        if let Some(r) = slot.as_ref().filter(|r| r.id == id) {
+            tracing::info!(backup = r.number, "backup cancelled");
             *slot = None;
-            tracing::info!(id, "backup cancelled");
             return true;
         }
         false
@@ -206,7 +228,7 @@ impl Backups {
                 match &*slot {
                     Some(r) if r.id == id => {
                         if r.last_pull.elapsed() >= IDLE && r.work.is_some() {
-                            tracing::warn!(id, "backup dropped: no pull for {}s", IDLE.as_secs());
+                            tracing::warn!(backup = r.number, "backup dropped: no pull for {}s", IDLE.as_secs());
                             *slot = None;
                             return;
                         }
@@ -249,8 +271,7 @@ fn state_files(data_dir: &Path) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
     for entry in entries {
         let entry = entry?;
         let Ok(name) = entry.file_name().into_string() else { continue };
-        let wanted = name == crate::keys::SERVER_KEY_FILE
-            || (name.starts_with("admin-") && name.ends_with(".json") && is_plain_file_name(&name));
+        let wanted = is_state_file_name(&name);
         let meta = entry.metadata()?;
         if !wanted || !meta.is_file() {
             continue;

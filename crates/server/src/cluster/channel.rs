@@ -5,7 +5,9 @@
 //! derived from the site key (every node has it, no one outside the site), so
 //! nothing else can drop caches or fake acknowledgements; a frame with a bad
 //! tag closes the connection and drops nothing. Frames are bounded in bytes and
-//! keys, every read has a timeout, connections in are bounded in count.
+//! keys, every read has a timeout, connections in are bounded in count, per
+//! address, and apart for those that have not yet sent a frame that verified
+//! ([`super::channel_slots`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,21 +20,21 @@ use sha2::Sha256;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use super::channel_slots::{Slots, FIRST_FRAME};
 use crate::cache::{CachingStore, Change};
 
 type HmacSha256 = Hmac<Sha256>;
 
 const TAG: usize = 32;
 /// Largest frame body accepted (keys are handle names and index values); a
-/// change that does not fit is sent as "everything". With [`MAX_CONNECTIONS`],
-/// bounds what peers without the key can make a node hold (16 MiB).
+/// change that does not fit is sent as "everything". With the pending
+/// connections' budget, bounds what peers without the key can make a node
+/// hold (8 MiB).
 pub const MAX_FRAME: usize = 256 << 10;
 /// Most keys in one frame; a larger change is sent as "everything".
 pub const MAX_KEYS: usize = 4096;
 const KIND_INVALIDATE: u8 = 1;
 const KIND_ACK: u8 = 2;
-/// Connections from peers served at once.
-const MAX_CONNECTIONS: usize = 64;
 /// An idle connection from a peer is closed after this long.
 const IDLE: Duration = Duration::from_secs(120);
 /// Kept connections per peer.
@@ -148,6 +150,7 @@ pub struct ChannelStats {
 pub async fn serve(listener: TcpListener, key: [u8; 32], cache: Arc<CachingStore>, stats: Arc<ChannelStats>) {
     // Connections end with this task (a JoinSet aborts what it holds when dropped).
     let mut connections = tokio::task::JoinSet::new();
+    let slots = Slots::default();
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -157,14 +160,17 @@ pub async fn serve(listener: TcpListener, key: [u8; 32], cache: Arc<CachingStore
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        if connections.len() >= MAX_CONNECTIONS {
+        let Some(mut slot) = slots.pending(peer.ip()) else {
+            tracing::debug!(%peer, "cluster channel: no slot for another connection from this address");
             continue;
-        }
+        };
         let (cache, stats) = (cache.clone(), stats.clone());
         connections.spawn(async move {
             let _ = stream.set_nodelay(true);
             loop {
-                let change = match read_frame(&mut stream, &key, IDLE).await {
+                // A stranger gets a short deadline for its first frame; a peer may idle.
+                let wait = if slot.is_authenticated() { IDLE } else { FIRST_FRAME };
+                let change = match read_frame(&mut stream, &key, wait).await {
                     Ok((KIND_INVALIDATE, seq, payload)) => decode_change(&payload).map(|c| (seq, c)),
                     Ok(_) | Err(NoFrame::Refused) => None,
                     Err(NoFrame::Gone) => break,
@@ -174,6 +180,10 @@ pub async fn serve(listener: TcpListener, key: [u8; 32], cache: Arc<CachingStore
                     tracing::warn!(%peer, "cluster channel: a frame that is not a valid invalidation; closing");
                     break;
                 };
+                if !slot.authenticate() {
+                    tracing::warn!(%peer, "cluster channel: every authenticated slot is taken; closing");
+                    break;
+                }
                 cache.invalidate(&change);
                 stats.received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if stream.write_all(&frame(&key, KIND_ACK, seq, &[])).await.is_err() {
@@ -273,6 +283,39 @@ mod tests {
         assert!(site.invalidate(addr, &payload, Duration::from_millis(500)).await, "over the kept connection");
         assert_eq!(stats.received.load(std::sync::atomic::Ordering::Relaxed), 2);
         assert_eq!(stats.refused_frames.load(std::sync::atomic::Ordering::Relaxed), 2, "the forged and the oversized");
+        server.abort();
+    }
+
+    /// Issue 25 R7: 64 idle connections from strangers made the node drop
+    /// its peers' connections (peers then fenced it). Now strangers hold only
+    /// the pending budget, for a short while; the site's frames still go through.
+    #[tokio::test]
+    async fn idle_strangers_neither_crowd_out_peers_nor_stay() {
+        let cache = Arc::new(CachingStore::new(Arc::new(MemoryStore::new()), 1 << 20));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let key = channel_key(b"site key");
+        let server = tokio::spawn(serve(listener, key, cache.clone(), Arc::new(ChannelStats::default())));
+        let site = Peers::new(key);
+        let payload = encode_change(&Change::All);
+        assert!(site.invalidate(addr, &payload, Duration::from_millis(500)).await, "a pooled connection first");
+        let mut strangers = Vec::new();
+        for i in 0..80u8 {
+            let s = tokio::net::TcpSocket::new_v4().unwrap();
+            s.bind(SocketAddr::from(([127, 0, 9, i], 0))).unwrap();
+            strangers.push(s.connect(addr).await.unwrap());
+        }
+        for _ in 0..20 {
+            assert!(site.invalidate(addr, &payload, Duration::from_millis(500)).await, "the peer still gets through");
+        }
+        // Past the first-frame deadline every stranger has been closed.
+        tokio::time::sleep(FIRST_FRAME + Duration::from_millis(500)).await;
+        for s in &mut strangers {
+            let mut buf = [0u8; 1];
+            let read = tokio::time::timeout(Duration::from_secs(1), s.read(&mut buf)).await;
+            assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "a stranger's connection is still open: {read:?}");
+        }
+        assert!(site.invalidate(addr, &payload, Duration::from_millis(500)).await);
         server.abort();
     }
 

@@ -9,6 +9,7 @@
 //! memory.
 
 pub mod channel;
+pub mod channel_slots;
 pub mod coherence;
 pub mod lease;
 

@@ -208,11 +208,19 @@ fn redirect(req: &ProxyRequest, handle: &str, values: &[HandleValue], http10: bo
     });
     let target = chosen.map(|(url, status)| (Cow::Owned(url), status));
     let target = target.or_else(|| first_url(values).map(|v| (String::from_utf8_lossy(&v.data), 302)));
-    let Some((mut url, status)) = target else {
+    // Only web addresses: a `javascript:` or `data:` target would run in the
+    // browser of whoever followed a link to this proxy.
+    let Some((mut url, status)) = target.filter(|(url, _)| is_web_url(url)) else {
         return Answer::page(StatusCode::OK, pages::values_page(handle, values));
     };
     if !req.urlappend.is_empty() {
-        url.to_mut().push_str(&req.urlappend);
+        let appended = format!("{url}{}", req.urlappend);
+        // `urlappend` extends the path, query or fragment, never the host
+        // (`https://a.example` + `@evil.example/` would be an open redirect).
+        // Compared as sent: encoding turns a `\\` that ends the host into `%5C`.
+        if authority(&escape::iri_to_uri(&appended)) == authority(&escape::iri_to_uri(&url)) {
+            url = Cow::Owned(appended);
+        }
     }
     match Answer::redirect(&url, status, http10, req.redirection_headers, expiry(values, now)) {
         Some(mut a) => {
@@ -221,6 +229,20 @@ fn redirect(req: &ProxyRequest, handle: &str, values: &[HandleValue], http10: bo
         }
         None => Answer::page(StatusCode::OK, pages::values_page(handle, values)),
     }
+}
+
+/// `http://` or `https://` (any case), with a host.
+fn is_web_url(url: &str) -> bool {
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    (lower.starts_with("http://") || lower.starts_with("https://")) && !authority(url).is_empty()
+}
+
+/// The authority of an absolute URL (`user@host:port`), as a browser reads
+/// it: it ends at the first `/`, `\\`, `?` or `#` after `scheme://`.
+fn authority(url: &str) -> &str {
+    let Some((_, rest)) = url.split_once("://") else { return "" };
+    let end = rest.find(['/', '\\', '?', '#']).unwrap_or(rest.len());
+    &rest[..end]
 }
 
 /// Does a 10320/loc location serve JSON itself (then `Accept: application/json` is content negotiation)?
@@ -268,5 +290,18 @@ mod tests {
         assert_eq!(base_url(&h("[::1]:8000"), true), "https://[::1]:8000");
         assert_eq!(base_url(&h("evil.example/\"x"), false), "");
         assert_eq!(base_url(&HeaderMap::new(), false), "");
+    }
+
+    #[test]
+    fn only_web_urls_and_their_hosts() {
+        for good in ["https://a.example", "HTTP://a.example/x", "http://a:8/?q"] {
+            assert!(is_web_url(good), "{good}");
+        }
+        for bad in ["javascript:alert(1)", "data:text/html,x", "https://", "ftp://a.example/", "/relative", "http"] {
+            assert!(!is_web_url(bad), "{bad}");
+        }
+        assert_eq!(authority("https://u@a.example:8/p?q#f"), "u@a.example:8");
+        assert_eq!(authority("https://a.example\\@evil"), "a.example");
+        assert_eq!(authority("https://a.example#@evil"), "a.example");
     }
 }

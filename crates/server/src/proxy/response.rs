@@ -19,27 +19,22 @@ const LINKS_TYPE: &[u8] = b"10320/links";
 const HEADERS_TYPE: &[u8] = b"10320/headers";
 /// Extra headers one handle may add (`10320/links` and `10320/headers` together).
 const MAX_EXTRA_HEADERS: usize = 32;
-/// Headers a handle's `10320/headers` may not set: the proxy's own, and what
-/// would let a record act for this origin (cookies, CORS, security policy).
-const RESERVED: &[&str] = &[
-    "location",
-    "expires",
-    "cache-control",
-    "vary",
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "upgrade",
-    "server-timing",
-    "set-cookie",
-    "set-cookie2",
-    "refresh",
-    "www-authenticate",
-    "strict-transport-security",
-    "content-security-policy",
-    "x-frame-options",
-    "date",
-    "server",
+/// The only headers a handle's `10320/headers` may set: ones that speak of
+/// this one response. Anything else is dropped, since the proxy's origin also
+/// serves `/admin/` and `/api/`: a header with an origin-wide effect
+/// (`Clear-Site-Data`, `Report-To`, `NEL`, `Alt-Svc`, policies, cookies,
+/// CORS, and whatever browsers add next) would let one prefix's writer act on
+/// the whole site. Handle.Net's proxy passes any header; this is stricter.
+const ALLOWED: &[&str] = &[
+    "link",
+    "x-robots-tag",
+    "memento-datetime",
+    "last-modified",
+    "etag",
+    "content-language",
+    "retry-after",
+    "deprecation",
+    "sunset",
 ];
 
 /// What the proxy answers, before the caching headers.
@@ -162,8 +157,8 @@ pub(super) fn expiry<'a>(values: impl IntoIterator<Item = &'a HandleValue>, now:
 }
 
 /// `Link:` headers from `10320/links` values and extra headers from
-/// `10320/headers` values, one per line (`Name: value`); bounded, and never
-/// one of the [`RESERVED`] names.
+/// `10320/headers` values, one per line (`Name: value`); bounded, and only
+/// the [`ALLOWED`] names.
 pub(super) fn extra_headers(values: &[HandleValue]) -> Vec<(HeaderName, HeaderValue)> {
     let mut out = Vec::new();
     let wanted = |v: &&HandleValue| {
@@ -178,10 +173,7 @@ pub(super) fn extra_headers(values: &[HandleValue]) -> Vec<(HeaderName, HeaderVa
             for line in lines {
                 let Some((name, value)) = line.split_once(':') else { continue };
                 let name = name.trim().to_ascii_lowercase();
-                if RESERVED.contains(&name.as_str())
-                    || name.starts_with("content-")
-                    || name.starts_with("access-control-")
-                {
+                if !ALLOWED.contains(&name.as_str()) {
                     continue;
                 }
                 if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value.trim())) {
@@ -238,13 +230,22 @@ mod tests {
     fn links_and_headers_from_values() {
         let values = vec![
             HandleValue::new(1, "10320/links", "<https://m/x>; rel=\"describedby\"\n<https://m/y>; rel=\"alternate\""),
-            HandleValue::new(2, "10320/headers", "X-Extra: yes\nSet-Cookie: s=1\nLocation: https://evil/\nContent-Type: text/plain\nAccess-Control-Allow-Origin: *\nbad header: x\nnocolon"),
+            HandleValue::new(2, "10320/headers", "X-Robots-Tag: noindex\nSet-Cookie: s=1\nLocation: https://evil/\nContent-Type: text/plain\nAccess-Control-Allow-Origin: *\nbad header: x\nnocolon"),
+            // Issue 25 R4: headers with an effect on the whole origin.
+            HandleValue::new(3, "10320/headers", "Clear-Site-Data: \"*\"\nReport-To: {\"url\":\"https://evil/\"}\nNEL: {}\n\
+                Reporting-Endpoints: a=\"https://evil/\"\nAlt-Svc: h3=\":443\"\nCross-Origin-Opener-Policy: unsafe-none\n\
+                Permissions-Policy: camera=*\nX-Frame-Options: ALLOWALL\nX-Extra: yes\nMemento-Datetime: Wed, 30 May 2007 18:47:52 GMT"),
         ];
         let h: Vec<String> =
             extra_headers(&values).iter().map(|(k, v)| format!("{k}: {}", v.to_str().unwrap())).collect();
         assert_eq!(
             h,
-            ["link: <https://m/x>; rel=\"describedby\"", "link: <https://m/y>; rel=\"alternate\"", "x-extra: yes"]
+            [
+                "link: <https://m/x>; rel=\"describedby\"",
+                "link: <https://m/y>; rel=\"alternate\"",
+                "x-robots-tag: noindex",
+                "memento-datetime: Wed, 30 May 2007 18:47:52 GMT"
+            ]
         );
     }
 }

@@ -175,6 +175,18 @@ pub(crate) fn status_of(code: ResponseCode, kind: OpKind, credentials_count: boo
     }
 }
 
+/// The JSONP `callback=` of a request that carries no credentials. With
+/// credentials the answer may hold what only they may read, and JSONP is read
+/// by any site that includes it as a script (with the browser's cached Basic
+/// credentials): those get plain JSON, which other origins cannot read.
+fn jsonp_callback(req: &Req) -> Option<&str> {
+    if req.headers.contains_key("authorization") {
+        None
+    } else {
+        req.params.get("callback")
+    }
+}
+
 /// Java's `scrubCallbackParameter`: anything but identifier characters becomes `_`.
 fn scrub_callback(cb: &str) -> String {
     cb.chars()
@@ -356,7 +368,7 @@ fn render(req: &Req, reply: Reply) -> Response<Body> {
             headers.insert("access-control-allow-headers", HeaderValue::from_static(CORS_ALLOW_HEADERS));
         }
     }
-    let plain = !req.params.flag("pretty") && req.params.get("callback").is_none();
+    let plain = !req.params.flag("pretty") && jsonp_callback(req).is_none();
     let body = match (reply.raw, reply.body) {
         (Some(raw), _) if plain => {
             headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
@@ -374,7 +386,7 @@ fn render(req: &Req, reply: Reply) -> Response<Body> {
 fn render_value(req: &Req, headers: &mut HeaderMap, v: Value) -> Bytes {
     let text = if req.params.flag("pretty") { serde_json::to_vec_pretty(&v) } else { serde_json::to_vec(&v) }
         .unwrap_or_else(|_| b"{}".to_vec());
-    match req.params.get("callback") {
+    match jsonp_callback(req) {
         Some(cb) => {
             headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/javascript;charset=UTF-8"));
             Bytes::from([scrub_callback(cb).as_bytes(), b"(", &text, b");"].concat())

@@ -11,13 +11,21 @@
 //!
 //! One asking costs the server at most a few outgoing requests: all of one
 //! check runs within `remote_auth_timeout_ms`, at most `remote_auth_concurrent`
-//! checks run at once (beyond that, after a short wait, too busy), site
-//! lookups are cached, and service handles are followed to a fixed depth.
+//! checks run at once (beyond that, after a short wait, too busy; shared out
+//! by [`fairness`]), site lookups are cached, and service handles are followed
+//! to a fixed depth.
+//!
+//! The client is told only that the check failed: whoever controls a prefix's
+//! HS_SITE chooses the address asked, so the connect error or the bytes that
+//! came back would make this server a port scanner for them. Details go to
+//! the log (target `auth`).
 
 pub mod exchange;
+pub mod fairness;
 pub mod sites;
 
 use super::work::AuthError;
+use fairness::{Fairness, NoTurn};
 use handled_proto::data::site::SiteInfo;
 use handled_proto::header::ResponseCode;
 use handled_proto::request::RequestBody;
@@ -26,9 +34,7 @@ use handled_proto::session::VerifyChallengeRequest;
 use handled_proto::value::HandleValue;
 use sites::Sites;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 /// Longest wait for a turn at remote checking before "too busy".
@@ -51,11 +57,18 @@ pub enum RemoteError {
     Refused { code: ResponseCode, message: String },
 }
 
+/// What the client is told when the identity's server could not be asked.
+const NOT_CHECKED: &str = "identity could not be verified remotely: its server could not be reached or \
+     did not answer verifiably (details in this server's log)";
+
 impl From<RemoteError> for AuthError {
     fn from(e: RemoteError) -> Self {
         match e {
-            RemoteError::Refused { .. } => AuthError::failed(format!("identity not verified remotely: {e}")),
-            e => AuthError::error(format!("identity could not be verified remotely: {e}")),
+            // A code, not the other side's text.
+            RemoteError::Refused { code, .. } => {
+                AuthError::failed(format!("identity not verified remotely: {}", code.name()))
+            }
+            _ => AuthError::error(NOT_CHECKED),
         }
     }
 }
@@ -64,14 +77,14 @@ impl From<RemoteError> for AuthError {
 pub struct RemoteAuth {
     sites: Sites,
     timeout: Duration,
-    turns: Arc<Semaphore>,
+    fairness: Fairness,
 }
 
 impl RemoteAuth {
     /// With the root sites read from `root_info`, `timeout` per check and
     /// `concurrent` checks at once.
     pub fn new(root: Vec<SiteInfo>, timeout: Duration, concurrent: usize) -> Self {
-        RemoteAuth { sites: Sites::new(root), timeout, turns: Arc::new(Semaphore::new(concurrent.max(1))) }
+        RemoteAuth { sites: Sites::new(root), timeout, fairness: Fairness::new(concurrent) }
     }
 
     /// Site lookups remembered (count, bytes).
@@ -79,25 +92,44 @@ impl RemoteAuth {
         self.sites.cached()
     }
 
-    /// Run one check under a turn and the time limit.
+    /// Run one check of `index:handle` under a turn and the time limit.
     async fn bounded<T>(
         &self,
-        what: &str,
+        handle: &[u8],
+        index: i32,
         check: impl std::future::Future<Output = Result<T, RemoteError>>,
     ) -> Result<T, AuthError> {
-        let Ok(Ok(_turn)) = tokio::time::timeout(TURN_WAIT, self.turns.clone().acquire_owned()).await else {
-            return Err(AuthError {
-                code: ResponseCode::SERVER_TOO_BUSY,
-                message: "Server too busy: too many remote identity checks at once".into(),
-            });
+        let what = format!("{index}:{}", String::from_utf8_lossy(handle));
+        let _turn = match self.fairness.turn(handle, index, TURN_WAIT).await {
+            Ok(turn) => turn,
+            Err(NoTurn::Busy) => {
+                return Err(AuthError {
+                    code: ResponseCode::SERVER_TOO_BUSY,
+                    message: "Server too busy: too many remote identity checks at once".into(),
+                })
+            }
+            Err(NoTurn::Failing) => {
+                tracing::info!(target: "auth", "remote authentication of {what}: not asked, its server failed recently");
+                return Err(AuthError::error(NOT_CHECKED));
+            }
         };
-        match tokio::time::timeout(self.timeout, check).await {
-            Ok(r) => r.map_err(|e| {
-                tracing::info!("remote authentication of {what}: {e}");
-                AuthError::from(e)
-            }),
-            Err(_) => Err(AuthError::error(format!("identity {what} could not be verified within {:?}", self.timeout))),
-        }
+        let result = match tokio::time::timeout(self.timeout, check).await {
+            Ok(r) => r,
+            Err(_) => Err(RemoteError::Unreachable(format!("no answer within {:?}", self.timeout))),
+        };
+        result.map_err(|e| {
+            tracing::info!(target: "auth", "remote authentication of {what}: {e}");
+            if !matches!(e, RemoteError::Refused { .. }) {
+                self.fairness.failed(handle);
+            }
+            AuthError::from(e)
+        })
+    }
+
+    /// `index:handle` proved itself with what its server holds (a signature
+    /// by a fetched key): it keeps a share of the turns.
+    pub fn verified(&self, handle: &[u8], index: i32) {
+        self.fairness.verified(handle, index);
     }
 
     /// Ask the server responsible for `handle` whether `answer` proves
@@ -118,29 +150,32 @@ impl RemoteAuth {
             digest_alg: None,
             answer: answer.to_vec(),
         });
-        let what = format!("{index}:{}", String::from_utf8_lossy(handle));
-        self.bounded(&what, async {
-            let deadline = Instant::now() + self.timeout;
-            let sites = self.sites.for_handle(handle, deadline).await?;
-            let reply = sites::first_answer(&sites, handle, &body, deadline).await?;
-            match (reply.code(), &reply.body) {
-                (ResponseCode::SUCCESS, ResponseBody::VerifyResult { valid }) => Ok(*valid),
-                (ResponseCode::SUCCESS, other) => {
-                    Err(RemoteError::Uncertified(format!("unexpected reply to VERIFY_CHALLENGE: {other:?}")))
+        let valid = self
+            .bounded(handle, index, async {
+                let deadline = Instant::now() + self.timeout;
+                let sites = self.sites.for_handle(handle, deadline).await?;
+                let reply = sites::first_answer(&sites, handle, &body, deadline).await?;
+                match (reply.code(), &reply.body) {
+                    (ResponseCode::SUCCESS, ResponseBody::VerifyResult { valid }) => Ok(*valid),
+                    (ResponseCode::SUCCESS, other) => {
+                        Err(RemoteError::Uncertified(format!("unexpected reply to VERIFY_CHALLENGE: {other:?}")))
+                    }
+                    (code, _) => Err(RemoteError::Refused { code, message: reply.message().unwrap_or_default() }),
                 }
-                (code, _) => Err(RemoteError::Refused { code, message: reply.message().unwrap_or_default() }),
-            }
-        })
-        .await
+            })
+            .await?;
+        if valid {
+            self.fairness.verified(handle, index);
+        }
+        Ok(valid)
     }
 
     /// The identity handle's values of `value_type` usable as `index` (all of
     /// them for index 0), resolved at its responsible server, as Handle.Net
     /// asks: by index when one is given, by type for index 0.
     pub async fn values(&self, handle: &[u8], index: i32, value_type: &[u8]) -> Result<Vec<HandleValue>, AuthError> {
-        let what = format!("{index}:{}", String::from_utf8_lossy(handle));
         let values = self
-            .bounded(&what, async {
+            .bounded(handle, index, async {
                 let deadline = Instant::now() + self.timeout;
                 let sites = self.sites.for_handle(handle, deadline).await?;
                 let (indexes, value_types): (&[i32], &[&[u8]]) =
@@ -211,6 +246,7 @@ mod tests {
     use super::*;
     use handled_proto::codec::Codec;
     use handled_proto::data::site::SiteInfo;
+    use std::sync::Arc;
 
     #[test]
     fn root_info_in_binary_json_and_array_forms() {
