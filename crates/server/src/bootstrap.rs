@@ -5,7 +5,7 @@
 use crate::config::{Config, StoreKind};
 use crate::keys::{write_private, KeyError, RsaSigner, SERVER_KEY_FILE};
 use crate::site::{build_site, fingerprint};
-use crate::state::{ServerState, HOMED_META_PREFIX};
+use crate::state::ServerState;
 use base64::Engine;
 use handled_proto::codec::Codec;
 use handled_proto::data::admin::{AdminPermissions, AdminRecord};
@@ -103,8 +103,7 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     for prefix in prefixes {
         let prefix_handle = handle::normalize(format!("0.NA/{prefix}").as_bytes(), false);
         if homed.insert(prefix_handle.clone()) {
-            let meta_key = format!("{HOMED_META_PREFIX}{}", String::from_utf8_lossy(&prefix_handle));
-            store.meta_put(&meta_key, Some(Vec::new())).await?;
+            store.meta_put(&handled_store::homed_meta_key(&prefix_handle), Some(Vec::new())).await?;
         }
         let admin_handle = format!("{prefix}/ADMIN").into_bytes();
         let admin_ref = AdminRecord {

@@ -242,9 +242,8 @@ impl ServerState {
     /// Re-read the homed prefixes from the shared store (nothing on a single node).
     pub async fn reload_homed(&self) {
         let Some(reloaded) = &self.homed_reloaded else { return };
-        match self.store.meta_scan(HOMED_META_PREFIX).await {
-            Ok(entries) => {
-                let set = entries.into_iter().map(|(k, _)| k.as_bytes()[HOMED_META_PREFIX.len()..].to_vec()).collect();
+        match stored_homed(&*self.store).await {
+            Ok(set) => {
                 *self.homed.write().unwrap_or_else(|e| e.into_inner()) = set;
                 *reloaded.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
             }
