@@ -45,6 +45,7 @@ ATTACKS = [
     ("registry_fill", "F9", ["registry_fill.py", "{registry}", "--records", "5000", "--pid", "{pid}"]),
     ("udp_amplification", "F15", ["udp_amplification.py", "{native}", "--pid", "{pid}", "--http-port", "{http_port}",
                                   "--admin-secret", "{secret}"]),
+    ("round2_surfaces", "R1..", ["round2_surfaces.py", "{http}", "--admin-secret", "{secret}", "--pid", "{pid}"]),
 ]
 
 
@@ -124,8 +125,12 @@ def start_server(bin_path, data):
     subprocess.run([bin_path, "import", records, "--data-dir", store], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     log = open(os.path.join(data, "serve.log"), "w+")
+    # TEST/ADMIN may take backups (the round-2 backup attacks need one running).
+    config = os.path.join(data, "handled.toml")
+    with open(config, "w") as f:
+        f.write('server_admins = ["300:TEST/ADMIN"]\n')
     proc = subprocess.Popen([bin_path, "serve", "--data-dir", store, "--port", "0", "--http-port", "0",
-                             "--registry-port", "0"], stdout=log, stderr=log,
+                             "--registry-port", "0", "--config", config], stdout=log, stderr=log,
                             env={**os.environ, "HANDLED_LOG": "warn,handled=info"})
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -157,7 +162,7 @@ def main():
         try:
             secret = ""
             try:
-                secret = json.load(open(creds)).get("secret", "")
+                secret = json.load(open(creds)).get("secret_key", {}).get("secret", "")
             except (OSError, ValueError):
                 pass
             base = Probe(native, http_port)

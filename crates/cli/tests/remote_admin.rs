@@ -389,3 +389,54 @@ fn strangers_at_a_silent_prefix_do_not_lock_the_real_admin_out() {
     holder.join().unwrap();
     drop((a, b));
 }
+
+/// Issue 25 R3: whoever controls a prefix's HS_SITE chose the address the
+/// server connects to, and the refusal quoted the connect error ("Connection
+/// refused") or the other service's bytes: a port scanner and banner oracle.
+/// Now the client hears only that the check failed.
+#[test]
+fn a_failed_remote_check_reveals_nothing_of_the_address_asked() {
+    let rt = runtime();
+    let Registry { dir: dir_a, server: a, root, .. } = registry_homing(&rt, "0.NA,ADM,SCAN,BANNER");
+    // Nothing listens on one port; another answers with bytes of another protocol.
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let banner = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let banner_port = banner.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in banner.incoming().take(8).flatten() {
+            let _ = std::io::Write::write_all(&mut &s, b"SSH-2.0-OpenSSH_9.2 secret-banner\r\n");
+        }
+    });
+    for (prefix, port) in [("SCAN", closed_port), ("BANNER", banner_port)] {
+        let mut site = root.clone();
+        for server in &mut site.servers {
+            server.interfaces.iter_mut().for_each(|i| i.port = i32::from(port));
+        }
+        rt.block_on(async {
+            let creds =
+                Credentials::load(&dir_a.path().join(format!("creds-{prefix}.json")), KeyChoice::Secret).unwrap();
+            let mut s = admin(&a.tcp_port, creds).await;
+            let prefix_handle = format!("0.NA/{prefix}");
+            let values = s.resolve_all(prefix_handle.as_bytes()).await.unwrap();
+            let old: Vec<i32> = values.iter().filter(|v| v.value_type == types::HS_SITE).map(|v| v.index).collect();
+            s.add_values(prefix_handle.as_bytes(), &[HandleValue::new(2001, types::HS_SITE, site.to_bytes())], false)
+                .await
+                .unwrap();
+            s.remove_values(prefix_handle.as_bytes(), &old).await.unwrap();
+        });
+    }
+    let dir_b = tempfile::tempdir().unwrap();
+    let b = local_server(dir_b.path(), &root, &["300:ADM/ADMIN"], 2000);
+    rt.block_on(async {
+        for (prefix, port) in [("SCAN", closed_port), ("BANNER", banner_port)] {
+            let claim = Credentials::secret(format!("{prefix}/x"), 300, "guess");
+            let e = create_and_delete(&b.tcp_port, claim, "TEST/never").await.unwrap_err();
+            assert_eq!(e.code(), Some(ResponseCode::AUTHEN_ERROR), "{e:?}");
+            let text = format!("{e:?}");
+            for leak in [port.to_string(), "refused".into(), "SSH".into(), "banner".into(), "length".into()] {
+                assert!(!text.contains(&leak), "{prefix}: the refusal says {leak:?}: {text}");
+            }
+        }
+    });
+    drop((a, b));
+}

@@ -157,6 +157,12 @@ fn a_mirror_dumps_pulls_every_change_and_refuses_administration() {
     let p = primary(d, 10_000);
     let (m, _) = mirror(d, "m", &format!("127.0.0.1:{}", p.tcp_port), "", &[]);
     caught_up(&p, &m);
+    // Issue 25: a mirror's site record said it was a primary (clients send
+    // administration to primary sites).
+    for (server, primary) in [(&p, true), (&m, false)] {
+        let site: serde_json::Value = serde_json::from_str(&http(&server.http_port, "GET", "/api/site", "").1).unwrap();
+        assert_eq!(site["site"]["primarySite"], primary, "{site}");
+    }
     let all = (0..10_000).map(|i| format!("TEST/{i}")).chain(["TEST/ADMIN".into(), "0.NA/TEST".into()]);
     assert_eq!(block(same_records(&p, &m, all)), 10_002);
     assert_eq!(
@@ -525,6 +531,12 @@ fn a_mirror_pulls_from_a_source_on_cassandra() {
     let p = serve(d, &["--config", path(&config), "--import", path(&import), "--data-dir", path(&data)]);
     let (m, _) = mirror(d, "m", &format!("127.0.0.1:{}", p.tcp_port), "", &[]);
     caught_up(&p, &m);
+    // Issue 25: a mirror's site record said it was a primary (clients send
+    // administration to primary sites).
+    for (server, primary) in [(&p, true), (&m, false)] {
+        let site: serde_json::Value = serde_json::from_str(&http(&server.http_port, "GET", "/api/site", "").1).unwrap();
+        assert_eq!(site["site"]["primarySite"], primary, "{site}");
+    }
     let all = (0..300).map(|i| format!("TEST/{i}")).chain(["TEST/ADMIN".into(), "0.NA/TEST".into()]);
     assert_eq!(block(same_records(&p, &m, all)), 302);
 
@@ -564,4 +576,64 @@ fn every_kind_of_change_pulled(d: &Path, p: &Server, m: &Server) {
     assert_eq!(block(same_records(p, m, changed)), 45);
     assert_eq!(code_on(m, "OTHER/x"), ResponseCode::HANDLE_NOT_FOUND, "OTHER homed on the mirror too");
     assert_eq!(code_on(m, "THIRD/x"), ResponseCode::SERVER_NOT_RESP, "THIRD homed and unhomed");
+}
+
+/// Issue 25 R6: a redump kept every handle key in memory (~66 bytes each:
+/// ~7 GB for 100M) and one interrupted by a crash started again from nothing.
+/// Its marks are in the store now: a kill -9 mid-redump resumes it where it
+/// stopped, and the sweep still removes exactly what the new source lacks.
+#[test]
+fn a_redump_killed_midway_resumes_with_its_marks() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The new source's log must end below what the mirror applied from the old
+    // one (else it answers the pull with its later entries): the old one is larger.
+    let p1 = primary(d, 40_000);
+    block(async {
+        let mut a = admin(d, &p1.tcp_port).await;
+        a.create(b"TEST/only-on-p1", &[HandleValue::new(1, "URL", "https://gone.example/")]).await.unwrap();
+    });
+    let data = d.join("m-data");
+    let args = ["--data-dir", path(&data)];
+    let (mut m, _) = mirror(d, "m", &format!("127.0.0.1:{}", p1.tcp_port), "", &args);
+    caught_up(&p1, &m);
+    assert_eq!(code_on(&m, "TEST/only-on-p1"), ResponseCode::SUCCESS);
+    m.child.kill().unwrap();
+    m.child.wait().unwrap();
+
+    std::thread::sleep(Duration::from_millis(50)); // the new log starts after the last pull
+    let dir2 = tempfile::tempdir().unwrap();
+    let d2 = dir2.path();
+    let n = 30_000;
+    let p2 = primary(d2, n);
+    let (p1_last, p2_last) = (metric(&p1, "handled_txn_log_last_id"), metric(&p2, "handled_txn_log_last_id"));
+    assert!(p2_last < p1_last, "the new source's log must end first: {p2_last:?} {p1_last:?}");
+    let (_, site) = http(&p2.http_port, "GET", "/api/site", "");
+    let site: serde_json::Value = serde_json::from_str(&site).unwrap();
+    let file = write(d2, "site.json", &site["site"].to_string());
+    std::fs::rename(d.join("m"), d2.join("m")).unwrap();
+    let (mut m, config) = mirror(d2, "m", path(&file), "", &args);
+    let at = kill_between(&mut m, "handled_replication_dump_handles", 0.0, n as f64 + 3.0);
+    eprintln!("killed mid-redump after {at} records");
+
+    let mut m = spawn::serve_with_env(&d2.join("m"), &["--config", path(&config), "--data-dir", path(&data)], &[]);
+    let log = std::sync::Arc::new(std::sync::Mutex::new(m.banner.clone()));
+    let mut stderr = m.stderr.take().unwrap();
+    let lines = log.clone();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while std::io::BufRead::read_line(&mut stderr, &mut line).unwrap_or(0) > 0 {
+            lines.lock().unwrap().push_str(&line);
+            line.clear();
+        }
+    });
+    wait_for("the resumed redump to end", Duration::from_secs(120), || {
+        http(&m.http_port, "GET", "/metrics", "").1.contains("phase=\"pulling\"} 1")
+    });
+    caught_up(&p2, &m);
+    let said = log.lock().unwrap().clone();
+    assert!(said.contains("resuming the REDUMP"), "the redump started again instead of resuming:\n{said}");
+    let sample = (0..n).step_by(997).map(|i| format!("TEST/{i}")).chain(["TEST/ADMIN".into(), "0.NA/TEST".into()]);
+    block(same_records(&p2, &m, sample));
+    assert_eq!(code_on(&m, "TEST/only-on-p1"), ResponseCode::HANDLE_NOT_FOUND, "swept after the resume");
 }

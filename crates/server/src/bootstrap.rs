@@ -77,8 +77,15 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     let key = load_or_create_key(&config, &*store).await?;
     let hs_pubkey = key.hs_pubkey();
 
+    // A mirror (or a promoted one) serves the prefixes, prefix and admin handles it
+    // replicates: writing its own would log changes outside the source's sequence.
+    let promoted = crate::replication::mirror::is_promoted(&*store).await?;
+    let replicated = config.replication_source.is_some() || promoted;
+    // A mirror's site record says so (a promoted one is a primary).
+    let primary = config.replication_source.is_none() || promoted;
+
     // Bump the serial only when the published record really changed (§6.3).
-    let fresh = build_site(&config, hs_pubkey.clone(), 0);
+    let fresh = build_site(&config, hs_pubkey.clone(), 0, primary);
     let print = fingerprint(&fresh);
     let old_serial = read_u16(&*store, META_SITE_SERIAL).await?;
     let serial = match (old_serial, store.meta_get(META_SITE_FINGERPRINT).await?) {
@@ -90,15 +97,12 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
             next
         }
     };
-    let site = build_site(&config, hs_pubkey, serial);
+    let site = build_site(&config, hs_pubkey, serial, primary);
     let site_bytes = site.to_bytes();
 
     let mut homed: HashSet<Vec<u8>> = crate::state::stored_homed(&*store).await?;
 
     let mut new_credentials = Vec::new();
-    // A mirror (or a promoted one) serves the prefixes, prefix and admin handles it
-    // replicates: writing its own would log changes outside the source's sequence.
-    let replicated = config.replication_source.is_some() || crate::replication::mirror::is_promoted(&*store).await?;
     let prefixes: &[String] = if replicated { &[] } else { &config.prefixes };
     for prefix in prefixes {
         let prefix_handle = handle::normalize(format!("0.NA/{prefix}").as_bytes(), false);

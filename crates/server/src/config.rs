@@ -276,6 +276,16 @@ pub struct Config {
     /// RETRIEVE_TXN_LOG, which Handle.Net sources ignore), so this mirror is
     /// milliseconds behind instead of up to an interval.
     pub replication_low_latency: bool,
+    /// Only these prefixes (and their dotted children, `20.5000` → `20.5000.1`)
+    /// are taken from the source: handles, and homing. Empty: whatever the
+    /// source homes. Either way, a prefix in `prefixes` is never unhomed by
+    /// the source, and malformed prefix names are never homed.
+    pub replication_prefixes: Vec<String>,
+}
+
+/// A prefix as `prefixes` takes it (without `0.NA/`).
+pub fn is_prefix_name(p: &str) -> bool {
+    !p.is_empty() && !p.contains('/') && !p.chars().any(|c| c.is_control() || c.is_whitespace())
 }
 
 impl Default for Config {
@@ -368,6 +378,7 @@ impl Default for Config {
             replication_interval_ms: 30_000,
             replication_timeout_ms: 300_000,
             replication_low_latency: false,
+            replication_prefixes: Vec::new(),
         }
     }
 }
@@ -493,8 +504,8 @@ impl Config {
         if self.prefixes.is_empty() {
             return Err(ConfigError::Invalid("at least one prefix must be homed".into()));
         }
-        for p in &self.prefixes {
-            if p.is_empty() || p.contains('/') || p.chars().any(|c| c.is_control() || c == ' ') {
+        for p in self.prefixes.iter().chain(&self.replication_prefixes) {
+            if !is_prefix_name(p) {
                 return Err(ConfigError::Invalid(format!("bad prefix {p:?}: no '/', spaces or control characters")));
             }
         }

@@ -11,7 +11,7 @@ use handled_proto::data::pubkey::{java_bigint, PublicKey};
 use std::path::Path;
 
 /// The site's signing key in the data directory (PKCS#8).
-pub(crate) const SERVER_KEY_FILE: &str = "server_key.pk8";
+pub(crate) const SERVER_KEY_FILE: &str = handled_store::backup::SERVER_KEY_FILE_NAME;
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {

@@ -17,8 +17,9 @@ pub const PUBKEY_INDEX: i32 = 301;
 pub const OUR_VERSION: Version = Version::V2_10;
 
 /// Build the site record for this server. `serial` is bumped by the caller
-/// whenever the encoded record changes.
-pub fn build_site(config: &Config, public_key: Vec<u8>, serial: u16) -> SiteInfo {
+/// whenever the encoded record changes. `primary`: not a mirror (clients send
+/// administration to primary sites only).
+pub fn build_site(config: &Config, public_key: Vec<u8>, serial: u16, primary: bool) -> SiteInfo {
     let address = match config.public_address() {
         IpAddr::V4(v4) => ServerInfo::ipv4(v4.octets()),
         IpAddr::V6(v6) => v6.octets(),
@@ -29,7 +30,7 @@ pub fn build_site(config: &Config, public_key: Vec<u8>, serial: u16) -> SiteInfo
         protocol_major: OUR_VERSION.major,
         protocol_minor: OUR_VERSION.minor,
         serial,
-        primary: true,
+        primary,
         multi_primary: false,
         hash_option: 2, // by whole handle, as typical Handle.Net records say
         hash_filter: Vec::new(),

@@ -2,9 +2,11 @@
 //! for. Records are kept in batches, each committed with the dump's progress
 //! (the last record kept), so a broken stream is asked again from there and a
 //! crash resumes there. A redump serves the old data meanwhile and afterwards
-//! deletes what the dump did not contain (mark and sweep).
+//! deletes what the dump did not contain (mark and sweep; the marks are in the
+//! store, [`super::marks`]).
 
-use super::apply::{handle_state, homing, Batch};
+use super::apply::{admitted, handle_state, homing, Batch};
+use super::marks::{self, Kind};
 use super::progress::{entry, DumpProgress, PullProgress, DUMP_KEY, PULL_KEY};
 use super::MirrorError;
 use crate::replication_status::mirror::{now_ms, MirrorStatus, Phase};
@@ -14,7 +16,6 @@ use handled_client::replication::SourceServer;
 use handled_proto::replication::request::{RESUME_AFTER_HANDLE, RESUME_AFTER_NA};
 use handled_proto::replication::{DumpHandlesRequest, DumpStreamItem, MirrorLayout};
 use handled_proto::request::RequestBody;
-use std::collections::HashSet;
 use std::time::Duration;
 
 /// Attempts in a row that keep nothing before the dump is given up for this cycle.
@@ -32,16 +33,16 @@ pub async fn run(
     status: &MirrorStatus,
     mut d: DumpProgress,
 ) -> Result<(), MirrorError> {
-    // What a redump has seen lives in memory: after a crash it starts again.
-    let mut seen: Option<HashSet<Vec<u8>>> = None;
-    if d.redump {
+    if d.redump && d.records > 0 {
+        tracing::error!("resuming the REDUMP from {} after {} records (its marks are kept)", d.source, d.records);
+    } else if d.redump {
         tracing::error!(
             "REDUMP of every handle from {} begins (the old data is served until it ends; {} local records will be compared)",
             d.source,
             state.store.count().await.unwrap_or(0)
         );
+        marks::clear(state).await?;
         d = DumpProgress { redump: true, ..DumpProgress::new(&d.source, true, now_ms()) };
-        seen = Some(HashSet::new());
     } else if d.records > 0 {
         tracing::info!("resuming the dump from {} after {} records", d.source, d.records);
     } else {
@@ -54,7 +55,7 @@ pub async fn run(
     let mut fruitless = 0;
     loop {
         let before = d.records;
-        match attempt(state, source, creds, status, &mut d, seen.as_mut()).await {
+        match attempt(state, source, creds, status, &mut d).await {
             Ok(()) => break,
             Err(e) if d.records > before => {
                 tracing::warn!(
@@ -73,8 +74,9 @@ pub async fn run(
         }
         tokio::time::sleep(RETRY_PAUSE).await;
     }
-    if let Some(seen) = seen {
-        sweep(state, &d, &seen).await?;
+    if d.redump {
+        sweep(state, &d).await?;
+        marks::clear(state).await?;
     }
     let txn_id = d.txn_id.unwrap_or(0);
     state.store.txn_log_reset(txn_id).await?;
@@ -101,7 +103,6 @@ async fn attempt(
     creds: &Credentials,
     status: &MirrorStatus,
     d: &mut DumpProgress,
-    mut seen: Option<&mut HashSet<Vec<u8>>>,
 ) -> Result<(), MirrorError> {
     let request = DumpHandlesRequest { layout: MirrorLayout::SINGLE, resume: d.resume_point() };
     let (_, mut stream) = source.request_stream(creds, &RequestBody::DumpHandles(request)).await?;
@@ -116,23 +117,30 @@ async fn attempt(
         match item {
             DumpStreamItem::ThisServer { date_ms, last_txn_id } if d.txn_id.is_none() => {
                 // Taken before the scan: replaying from here may apply some changes twice (harmless).
-                d.txn_id = Some(last_txn_id);
+                match super::pull::checked_txn_id(last_txn_id) {
+                    Ok(id) => d.txn_id = Some(id),
+                    Err(e) => break Err(e),
+                }
                 d.date_ms = date_ms;
             }
             DumpStreamItem::Handle { handle, values } => {
                 let change = handle_state(state, 0, 0, &handle, values);
-                if let Some(seen) = seen.as_deref_mut() {
-                    seen.insert(change.entry.handle.clone());
+                if d.redump {
+                    batch.mark(marks::mark(Kind::Handle, &change.entry.handle));
                 }
-                batch.push(change);
+                if admitted(state, &change) {
+                    batch.push(change);
+                }
                 last = Some((handle, RESUME_AFTER_HANDLE));
             }
             DumpStreamItem::HomedPrefix(na) => {
                 let change = homing(0, 0, &na, true);
-                if let Some(seen) = seen.as_deref_mut() {
-                    seen.insert(change.entry.handle.clone());
+                if d.redump {
+                    batch.mark(marks::mark(Kind::Prefix, &change.entry.handle));
                 }
-                batch.push(change);
+                if admitted(state, &change) {
+                    batch.push(change);
+                }
                 last = Some((na, RESUME_AFTER_NA));
             }
             DumpStreamItem::Done => break Ok(()),
@@ -173,15 +181,17 @@ async fn keep(
 }
 
 /// After a redump: delete the handles and homed prefixes the dump did not contain.
-async fn sweep(state: &ServerState, d: &DumpProgress, seen: &HashSet<Vec<u8>>) -> Result<(), MirrorError> {
+async fn sweep(state: &ServerState, d: &DumpProgress) -> Result<(), MirrorError> {
     let mut gone = 0u64;
     let mut after: Option<Vec<u8>> = None;
     loop {
         let keys = state.store.scan_keys(b"", after.as_deref(), SWEEP_PAGE).await?;
         let Some(last) = keys.last().cloned() else { break };
         let mut batch = Batch::default();
-        for key in keys.into_iter().filter(|k| !seen.contains(k)) {
-            batch.push(handle_state(state, 0, 0, &key, Vec::new()));
+        for key in keys {
+            if !marks::seen(state, Kind::Handle, &key).await? {
+                batch.push(handle_state(state, 0, 0, &key, Vec::new()));
+            }
         }
         gone += batch.changes.len() as u64;
         batch.commit(state, Vec::new()).await?;
@@ -189,8 +199,9 @@ async fn sweep(state: &ServerState, d: &DumpProgress, seen: &HashSet<Vec<u8>>) -
     }
     let mut batch = Batch::default();
     for prefix in crate::state::stored_homed(&*state.store).await? {
-        if !seen.contains(&prefix) {
-            batch.push(homing(0, 0, &prefix, false));
+        let unhome = homing(0, 0, &prefix, false);
+        if !marks::seen(state, Kind::Prefix, &prefix).await? && admitted(state, &unhome) {
+            batch.push(unhome);
         }
     }
     gone += batch.changes.len() as u64;

@@ -7,6 +7,7 @@
 
 mod apply;
 mod dump;
+mod marks;
 pub mod progress;
 mod pull;
 pub mod settings;

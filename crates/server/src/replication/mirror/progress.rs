@@ -27,8 +27,8 @@ pub struct PullProgress {
 pub struct DumpProgress {
     pub source: String,
     /// A redump (mark and sweep over the data served meanwhile) rather than the
-    /// first copy. A redump interrupted by a crash starts again from the
-    /// beginning: which local handles it has seen is kept in memory only.
+    /// first copy. One interrupted by a crash resumes like a first copy: its
+    /// marks are in the store (`super::marks`).
     pub redump: bool,
     /// The source's last transaction id and date when the dump began
     /// (THIS_SERVER_REPLICATION_INFO): pulling resumes there.

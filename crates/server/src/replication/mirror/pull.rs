@@ -47,7 +47,18 @@ pub async fn run(
         match stream.next(&mut decoder).await? {
             TxnStreamItem::Header { status: s, .. } => redump = s == STATUS_NEED_TO_REDUMP,
             TxnStreamItem::Record(r) => {
-                let id = r.txn_id;
+                let id = checked_txn_id(r.txn_id)?;
+                if id < p.last_txn_id {
+                    // The source's log went back (restored or replaced): what
+                    // this mirror holds can no longer be followed by ids.
+                    tracing::error!(
+                        "the source {} sent txn {id}, before {} already applied: its log went back",
+                        p.source,
+                        p.last_txn_id
+                    );
+                    redump = true;
+                    break;
+                }
                 match pulled(state, r) {
                     Pulled::Change(c) => batch.push(c),
                     Pulled::Skip => {}
@@ -98,4 +109,29 @@ pub async fn run(
         s.caught_up_ms = now_ms();
     });
     Ok(PullOutcome::Applied(applied))
+}
+
+/// A source's transaction id, refused above `i64::MAX`: Java's ids are
+/// `long`s, and a larger one would wrap here and in the metrics.
+pub(super) fn checked_txn_id(id: u64) -> Result<u64, MirrorError> {
+    if id > i64::MAX as u64 {
+        return Err(MirrorError::Source(format!(
+            "transaction id {id} is above 2^63-1 (no Handle.Net server sends one)"
+        )));
+    }
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Issue 25 R8: id 2^64-1 from a source wrapped (GET_NEXT_TXN_ID answered
+    /// 0, the metric showed -1); ids above Java's `long` are refused.
+    #[test]
+    fn transaction_ids_beyond_a_java_long_are_refused() {
+        assert_eq!(super::checked_txn_id(i64::MAX as u64).unwrap(), i64::MAX as u64);
+        for id in [i64::MAX as u64 + 1, u64::MAX] {
+            let e = super::checked_txn_id(id).unwrap_err();
+            assert!(e.to_string().contains("2^63-1"), "{e}");
+        }
+    }
 }
