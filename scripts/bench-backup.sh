@@ -14,7 +14,7 @@ set -euo pipefail
 HANDLES=${1:-200000}
 SECONDS_PER_RUN=${2:-20}
 ROUNDS=${3:-2}
-BIN=${HANDLED:-target/release/handled}
+BIN=${HANDLED:-${CARGO_TARGET_DIR:-target}/release/handled}
 DIR=$(mktemp -d /tmp/bench-backup.XXXXXX)
 NATIVE=24641
 HTTP=24800

@@ -5,7 +5,7 @@
 # connection counts; then HTTPS. Servers pinned to CPU 0, load on CPU 1.
 # Usage: scripts/bench-json-api.sh [path/to/handled] [seconds]   (needs wrk, nginx)
 set -euo pipefail
-BIN="$(realpath "${1:-target/release/handled}")"
+BIN="$(realpath "${1:-${CARGO_TARGET_DIR:-target}/release/handled}")"
 DUR="${2:-5}"
 CONNS="${CONNS:-16 64 256}"
 WORK="$(mktemp -d)"

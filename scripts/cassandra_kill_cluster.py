@@ -31,7 +31,7 @@ from bench_cluster import HYPERTY  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "handled"))
+    ap.add_argument("--binary", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "handled"))
     ap.add_argument("--contact-points", default="127.0.0.1:9042,127.0.0.2:9042,127.0.0.3:9042")
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--kill-at", type=float, default=10)

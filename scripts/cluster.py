@@ -40,7 +40,10 @@ def node_ip(i):
 
 def cassandra(*args, env=None):
     e = dict(os.environ, HANDLED_CASSANDRA_DATA=os.path.join(DIR, "nodes"), **(env or {}))
-    subprocess.run([os.path.join(ROOT, "scripts", "cassandra.sh"), *args], check=True, env=e)
+    done = subprocess.run([os.path.join(ROOT, "scripts", "cassandra.sh"), *args], env=e)
+    if done.returncode != 0:
+        # cassandra.sh has said what went wrong; no Python traceback on top of it.
+        raise SystemExit(f"scripts/cassandra.sh {' '.join(args)} failed (exit {done.returncode}): see above")
 
 
 def alive(pid):
@@ -97,6 +100,8 @@ def up(a):
     t0 = time.time()
     env = {"HANDLED_CASSANDRA_FAST": "1"} if os.environ.get("HANDLED_CLUSTER_FAST") == "1" else {}
     env["HANDLED_CASSANDRA_RF"] = str(min(a.cassandra, 3))
+    # The jars come from Maven Central on first use (skipped when already fetched).
+    cassandra("fetch")
     cassandra("up", str(a.cassandra), env=env)
     st = {"binary": binary, "rf": min(a.cassandra, 3), "nodes": {}, "cassandra": a.cassandra,
           "contact_points": ",".join(f"127.0.0.{i}:9042" for i in range(1, a.cassandra + 1))}
@@ -167,7 +172,7 @@ def main():
     u = sub.add_parser("up")
     u.add_argument("--cassandra", type=int, default=3)
     u.add_argument("--nodes", type=int, default=3)
-    u.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "handled"))
+    u.add_argument("--binary", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "handled"))
     u.set_defaults(fn=up)
     sub.add_parser("status").set_defaults(fn=status)
     sub.add_parser("down").set_defaults(fn=down)

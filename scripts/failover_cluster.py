@@ -30,7 +30,7 @@ from bench_cluster import HYPERTY, USER  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "handled"))
+    ap.add_argument("--binary", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "handled"))
     ap.add_argument("--cassandra", default=os.environ.get("HANDLED_TEST_CASSANDRA", "127.0.0.1:9042"),
                     help="contact points, comma-separated")
     ap.add_argument("--replication", default="1", help="the keyspace's replication (3 on a 3-node Cassandra)")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What the test command needs on a fresh Debian machine, installed if missing
-# (apt, pip; run as root, or with the tools already there). Idempotent: present
+# (apt as root, or with the tools already there; Python packages into a virtual
+# environment). Idempotent: present
 # tools are skipped. scripts/test-all.sh calls it first.
 set -euo pipefail
 
@@ -27,24 +28,21 @@ command -v nginx >/dev/null 2>&1 || need_apt+=(nginx-light)
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt_install "${need_apt[@]}"
 fi
-# Domain registry black-box suite (tests/registry): Python 3 with pytest and requests.
-if ! python3 -c 'import pytest, requests' >/dev/null 2>&1; then
-  command -v pip3 >/dev/null 2>&1 || apt_install python3-pip
-  python3 -m pip install -q pytest requests || python3 -m pip install -q --break-system-packages pytest requests
-fi
-# Admin console suite (tests/console): Playwright for Python driving Debian's Chromium
-# (no browser download: the suite passes /usr/bin/chromium as executable_path).
-if ! python3 -c 'import playwright.sync_api' >/dev/null 2>&1; then
-  command -v pip3 >/dev/null 2>&1 || apt_install python3-pip
-  python3 -m pip install -q playwright==1.65.2 || python3 -m pip install -q --break-system-packages playwright==1.65.2
-fi
-# JSON API suite (tests/rest/run.sh): a Python venv of its own.
+# The Python suites (tests/registry, tests/console, tests/cluster) run in a virtual
+# environment (tests/python.sh), never in the system's site-packages. Playwright
+# drives Debian's Chromium (no browser download: the console suite passes
+# /usr/bin/chromium as executable_path). The JSON API suite makes a venv of its own.
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
   apt_install python3-venv
 fi
+venv=${HANDLED_TEST_VENV:-$(cd "$(dirname "$0")/.." && pwd)/target/test-venv}
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/../tests/requirements.txt"
 if command -v rustup >/dev/null 2>&1; then rustup component add rustfmt clippy >/dev/null 2>&1 || true; fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo is missing: install Rust with rustup" >&2
   exit 1
 fi
+# The .deb package (scripts/test-deb.sh), from crates.io.
+command -v cargo-deb >/dev/null 2>&1 || cargo install --locked cargo-deb --version 3.8.0
 

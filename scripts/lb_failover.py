@@ -220,7 +220,7 @@ def report(row, kill_at, rate, takeover_s):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "handled"))
+    ap.add_argument("--binary", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "handled"))
     ap.add_argument("--cassandra", default=os.environ.get("HANDLED_TEST_CASSANDRA", "127.0.20.1:9042"))
     ap.add_argument("--replication", default="1")
     ap.add_argument("--rate", type=int, default=500)

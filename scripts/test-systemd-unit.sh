@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # contrib/handled.service: `systemd-analyze verify` has nothing to say about it,
 # its exposure (`systemd-analyze security`) stays low, and the settings the
-# server relies on are there. Skips, saying why, where systemd-analyze is
-# missing or cannot verify units (some containers).
-# Usage: scripts/test-systemd-unit.sh [HANDLED_BINARY]   (default target/release/handled)
+# server relies on are there. Skips (exit 77, tests/skip.sh), saying why, where
+# systemd-analyze is missing or cannot verify units (some containers).
+# Usage: scripts/test-systemd-unit.sh [HANDLED_BINARY]   (default $CARGO_TARGET_DIR/release/handled)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. tests/skip.sh
 unit=contrib/handled.service
-binary=${1:-target/release/handled}
+binary=${1:-${CARGO_TARGET_DIR:-target}/release/handled}
 
 for setting in User=handled ProtectSystem=strict ReadWritePaths=/var/lib/handled LimitRTPRIO=1 \
                Restart=on-failure ExecReload=; do
@@ -19,8 +20,7 @@ if grep -q '^RestrictRealtime=yes' "$unit"; then
 fi
 
 if ! command -v systemd-analyze >/dev/null 2>&1; then
-  echo "skip: systemd-analyze is missing (scripts/install-test-deps.sh installs systemd)"
-  exit 0
+  skip_suite systemd-unit "systemd-analyze is missing (scripts/install-test-deps.sh installs systemd)"
 fi
 [ -x "$binary" ] || { echo "FAIL: $binary is not built (cargo build --release -p handled)" >&2; exit 1; }
 tmp=$(mktemp -d)
@@ -29,8 +29,7 @@ trap 'rm -rf "$tmp"' EXIT
 # Can this machine verify units at all? A trivial one must pass silently.
 printf '[Service]\nExecStart=/bin/true\n' > "$tmp/probe.service"
 if ! probe=$(systemd-analyze verify "$tmp/probe.service" 2>&1) || [ -n "$probe" ]; then
-  echo "skip: systemd-analyze cannot verify units here (container?): $probe"
-  exit 0
+  skip_suite systemd-unit "systemd-analyze cannot verify units here (container?): $probe"
 fi
 
 # The unit as installed, with ExecStart pointing at the binary under test

@@ -2,11 +2,15 @@
 # uses it (tests/proxy-compare, tests/remote-admin, tests/replication).
 #
 #   . tests/handle-net-peer.sh
-#   require_handle_net_peer "suite name" java python3 ...   # sets PEER, or prints SKIP and exits 0
+#   require_handle_net_peer "suite name" java python3 ...   # sets PEER, or skips (exit 77)
 #
 # The harness is not part of this repository: it sits beside it, at ../shared/peers/handle-net
-# (one level deeper from a git worktree), or wherever HANDLE_NET_PEER points. Without it, root
-# (for the network namespace) or a needed command, the suite is skipped with a SKIP line.
+# (one level deeper from a git worktree), or wherever HANDLE_NET_PEER points. It is CNRI's
+# Handle.Net 9.0.0 server distribution (handle.net, "Download the Handle.Net software") unpacked
+# as hsj-9.0.0/, with scripts that make a server directory (setup.sh: hdl-setup-server's answers
+# given, a site on loopback), start and stop it in a network namespace (start.sh, stop.sh);
+# tests/proxy-compare/README.md describes them. Without it, root (for the network namespace) or
+# a needed command, the suite is skipped (tests/skip.sh: a SKIP line, exit status 77).
 
 require_handle_net_peer() {
   local suite=$1; shift
@@ -29,8 +33,8 @@ require_handle_net_peer() {
     done
   fi
   if [ -n "$why" ]; then
-    echo "SKIP $suite: $why"
-    exit 0
+    . "$repo/tests/skip.sh"
+    skip_suite "$suite" "$why"
   fi
   export PEER
 }

@@ -9,7 +9,7 @@
 # Usage: tests/bench-report/run.sh [path/to/handled]   (needs `chromium`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BIN=${1:-target/release/handled}
+BIN=${1:-${CARGO_TARGET_DIR:-target}/release/handled}
 BIN=$(realpath "$BIN")
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$CHROMIUM" ]; then

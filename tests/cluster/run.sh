@@ -8,7 +8,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-bin=$(realpath -e "${1:-$root/target/release/handled}")
+bin=$(realpath -e "${1:-${CARGO_TARGET_DIR:-$root/target}/release/handled}")
 for tool in haproxy nginx java mvn; do
   command -v "$tool" >/dev/null || { echo "tests/cluster/run.sh: $tool is missing (.ci/run installs it)" >&2; exit 1; }
 done

@@ -6,7 +6,8 @@ bin=$1
 echo "== store conformance and cross-node races on Cassandra ($HANDLED_TEST_CASSANDRA)"
 cargo test --locked -p handled-store --features cassandra --test cassandra -- --test-threads=2
 echo "== record cache coherence across 3 nodes (write on one, read on another; kill -9 one)"
-HANDLED_BIN="$bin" python3 -m pytest -q -p no:cacheprovider tests/cluster/test_coherence.py
+. tests/python.sh
+HANDLED_BIN="$bin" "$TEST_PYTHON" -m pytest -q -p no:cacheprovider tests/cluster/test_coherence.py
 echo "== domain registry suite: Cassandra store, and $HANDLED_TEST_CLUSTER_NODES nodes behind the balancer"
 tests/registry/run.sh "$bin" -k "cassandra or cluster"
 echo "== JSON API suite through the balancer ($HANDLED_TEST_CLUSTER_NODES nodes)"

@@ -31,7 +31,7 @@ if not os.environ.get("HANDLED_TEST_CASSANDRA"):
 if os.environ.get("HANDLED_TEST_CLUSTER_CACHE") == "0":
     pytest.skip("the record cache is off (HANDLED_TEST_CLUSTER_CACHE=0)", allow_module_level=True)
 
-BINARY = os.environ.get("HANDLED_BIN", os.path.join(ROOT, "target", "release", "handled"))
+BINARY = os.environ.get("HANDLED_BIN", os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "handled"))
 NODES = 3
 ROUNDS = int(os.environ.get("HANDLED_TEST_COHERENCE_ROUNDS", "150"))
 

@@ -4,7 +4,7 @@
 # (compare.py's list) and report status / Location / Expires / page-content
 # differences, the by-design ones apart.
 #
-#   sudo tests/proxy-compare/run.sh [path/to/handled]     (default target/debug/handled, built if missing)
+#   sudo tests/proxy-compare/run.sh [path/to/handled]     (default $CARGO_TARGET_DIR/debug/handled, built if missing)
 #
 # Needs the Handle.Net harness at ../shared/peers/handle-net (relative to the
 # repository; override with HANDLE_NET_PEER=DIR), Java and root (it runs in a
@@ -18,7 +18,7 @@ OUT=${OUT:-$REPO/tests/proxy-compare/last-run.md}
 . tests/handle-net-peer.sh
 require_handle_net_peer proxy-compare java python3
 
-BIN=${1:-target/debug/handled}
+BIN=${1:-${CARGO_TARGET_DIR:-target}/debug/handled}
 [ -x "$BIN" ] || cargo build -q -p handled --bin handled
 BIN=$(realpath "$BIN")
 

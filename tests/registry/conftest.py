@@ -2,7 +2,7 @@
 the embedded store (temporary data directory), --ephemeral, and Cassandra when
 $HANDLED_TEST_CASSANDRA names a node.
 
-The binary is $HANDLED_BIN (default: target/release/handled)."""
+The binary is $HANDLED_BIN (default: $CARGO_TARGET_DIR/release/handled, target/ by default)."""
 
 import json
 import sys
@@ -23,7 +23,7 @@ import requests
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "common"))
 import cluster  # noqa: E402
-BINARY = os.environ.get("HANDLED_BIN", str(ROOT / "target" / "release" / "handled"))
+BINARY = os.environ.get("HANDLED_BIN", str(Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "handled"))
 SWEEP_SECS = 1
 
 

@@ -4,6 +4,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # Resolve the binary against the caller's directory, before changing directory.
-export HANDLED_BIN="$(realpath -e "${1:-$here/../../target/release/handled}")"
+export HANDLED_BIN="$(realpath -e "${1:-${CARGO_TARGET_DIR:-$here/../../target}/release/handled}")"
+. "$here/../python.sh"
 cd "$here"
-exec python3 -m pytest -q -p no:cacheprovider . "${@:2}"
+exec "$TEST_PYTHON" -m pytest -q -p no:cacheprovider . "${@:2}"

@@ -2,7 +2,7 @@
 # handled verifying an administrator held on the original Handle.Net 9.0.0 server: a
 # secret-key answer goes there as VERIFY_CHALLENGE and its DSA-signed reply is checked.
 #
-#   sudo tests/remote-admin/against-handle-net.sh [path/to/handled]   (default target/debug/handled)
+#   sudo tests/remote-admin/against-handle-net.sh [path/to/handled]   (default $CARGO_TARGET_DIR/debug/handled)
 #
 # Three servers in a loopback-only network namespace: Handle.Net (homes TEST, holds TEST/ADMIN
 # with HS_SECKEY 301 = benchsecret), a handled "root" R (homes 0.NA, and 0.NA/TEST's HS_SITE is
@@ -19,7 +19,7 @@ REPO=$(pwd)
 . tests/handle-net-peer.sh
 require_handle_net_peer "remote-admin against Handle.Net" java jq
 
-BIN=${1:-target/debug/handled}
+BIN=${1:-${CARGO_TARGET_DIR:-target}/debug/handled}
 [ -x "$BIN" ] || cargo build -q -p handled --bin handled
 BIN=$(realpath "$BIN")
 

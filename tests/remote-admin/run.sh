@@ -7,7 +7,7 @@
 #
 #   tests/remote-admin/run.sh [path/to/handled] [extra mvn args]
 #
-# Builds nothing: the binary defaults to $HANDLED_BIN, else <repo>/target/release/handled.
+# Builds nothing: the binary defaults to $HANDLED_BIN, else $CARGO_TARGET_DIR (default <repo>/target)/release/handled.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bin=()

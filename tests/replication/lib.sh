@@ -11,11 +11,10 @@ REPO=$(cd "$REPL_DIR/../.." && pwd)
 export HS_NETNS=${HS_NETNS:-hsrepl}
 export HS_HEAP=${HS_HEAP:--Xms128m -Xmx384m}
 
-skip() { echo "SKIP: $*"; exit 0; }
 log() { echo "== $*"; }
 die() { echo "FAIL: $*" >&2; exit 1; }
 
-# Skip (exit 0, a SKIP line) when the original server or its needs are absent; sets PEER,
+# Skip (exit 77, a SKIP line; tests/skip.sh) when the original server or its needs are absent; sets PEER,
 # HSJ_HOME and CP (the Handle.Net jars).
 require_handle_net() {
   require_handle_net_peer replication java python3

@@ -7,7 +7,7 @@
 #
 #   sudo tests/replication/run.sh path/to/handled
 #
-# Skips (exit 0, a SKIP: line) without the Handle.Net harness, root or Java. Exit 1 when any
+# Skips (exit 77, a SKIP line) without the Handle.Net harness, root or Java. Exit 1 when any
 # scenario failed.
 . "$(dirname "$0")/lib.sh"
 require_handle_net
@@ -18,7 +18,13 @@ failed=0
 scenario() {
   local name=$1; shift
   echo; echo "######## $name"
-  if "$@"; then results+=("PASS  $name"); else results+=("FAIL  $name"); failed=1; fi
+  local rc=0
+  "$@" || rc=$?
+  case $rc in
+    0) results+=("PASS  $name") ;;
+    77) results+=("SKIP  $name") ;;
+    *) results+=("FAIL  $name"); failed=1 ;;
+  esac
 }
 scenario "reference: Handle.Net -> Handle.Net" "$REPL_DIR/hn-to-hn.sh"
 scenario "(a) handled -> Handle.Net mirror" "$REPL_DIR/handled-to-hn.sh" "$HANDLED"

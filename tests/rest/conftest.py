@@ -35,7 +35,7 @@ class Server:
 
 
 def start(extra_args=(), config_text=None, env=None):
-    binary = os.environ.get("HANDLED_BIN", os.path.join(ROOT, "target", "release", "handled"))
+    binary = os.environ.get("HANDLED_BIN", os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "handled"))
     tmp = tempfile.mkdtemp(prefix="handled-rest-")
     creds_path = os.path.join(tmp, "admin.json")
     if cluster.nodes() > 1:

@@ -5,7 +5,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # Resolve the binary against the caller's directory, before changing directory.
-BIN="$(realpath -e "${1:-$here/../../target/release/handled}")"
+BIN="$(realpath -e "${1:-${CARGO_TARGET_DIR:-$here/../../target}/release/handled}")"
 cd "$here"
 VENV="${REST_VENV:-../../target/rest-venv}"
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"

@@ -45,7 +45,11 @@ impl Report {
             .ok()
             .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
             .unwrap_or_default();
-        let command = std::env::args().map(|a| shell_word(&a)).collect::<Vec<_>>().join(" ");
+        // The program by its name, not its path: a report must not carry one machine's directories.
+        let program =
+            |a: String| std::path::Path::new(&a).file_name().map_or(a.clone(), |n| n.to_string_lossy().into());
+        let args = std::env::args().enumerate().map(|(i, a)| if i == 0 { program(a) } else { a });
+        let command = args.map(|a| shell_word(&a)).collect::<Vec<_>>().join(" ");
         let meta = vec![
             ("Date (UTC)".to_string(), date),
             ("Command".to_string(), command),

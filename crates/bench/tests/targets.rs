@@ -73,11 +73,21 @@ async fn silent_server_times_out_and_clients_fail_over() {
     let s = run(&plan, &closed(2, 1)).await.unwrap();
     assert_eq!(s.errors.get("timeout"), Some(&2), "{:?}", s.errors);
     // With the real server as fail-over address, only each client's first request fails.
+    // A run is tried again if one of the real server's UDP answers was lost
+    // (one more timeout): the property is that some run shows exactly the
+    // fail-over, not that no datagram is ever lost.
     spec.failover = vec![a.udp.to_string()];
     let mut plan = Plan::new("t", spec.build().unwrap(), admin());
     plan.timeout = Duration::from_millis(300);
-    let s = run(&plan, &closed(2, 10)).await.unwrap();
-    assert_eq!((s.ok, s.error_count()), (18, 2), "{:?}", s.errors);
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let s = run(&plan, &closed(2, 10)).await.unwrap();
+        runs.push((s.ok, s.error_count(), format!("{:?}", s.errors)));
+        if (s.ok, s.error_count()) == (18, 2) {
+            return;
+        }
+    }
+    panic!("expected 18 answered and 2 timeouts in one of three runs: {runs:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

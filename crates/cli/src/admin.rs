@@ -7,31 +7,27 @@
 //! failure, 1 usage, I/O or connection error.
 
 use crate::handle_syntax::{check_handle, check_prefix, prefix_of};
+use crate::target::{unreachable, Server, Via};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use handled_client::{AdminError, AdminSession, ConnectParams, Credentials, KeyChoice, Protocol};
+use handled_client::{AdminError, AdminSession, ClientError, ConnectParams, Credentials, KeyChoice, Protocol};
 use handled_proto::header::ResponseCode;
 use handled_proto::json::{value_from_json, value_to_json};
 use handled_proto::value::HandleValue;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Args, Clone)]
 pub struct Connect {
-    /// Server host.
-    #[arg(long, default_value = "127.0.0.1")]
-    host: String,
-    /// Port: native (default 2641), or HTTP with --http (default 8000).
-    #[arg(long)]
-    port: Option<u16>,
-    /// Use the HTTP tunnel instead of TCP.
+    #[command(flatten)]
+    server: Server,
+    /// Use the HTTP tunnel (the HTTP port) instead of TCP.
     #[arg(long)]
     http: bool,
     /// Credentials file written by `handled serve` (the default is relative to
     /// the working directory: run from where `serve` ran, or give the path).
-    #[arg(long, env = "HANDLED_CREDENTIALS", default_value = "data/admin-TEST.json")]
+    #[arg(long, env = "HANDLED_CREDENTIALS", default_value = crate::admin::DEFAULT_CREDENTIALS)]
     credentials: PathBuf,
     /// Authenticate with the file's RSA key instead of its secret key.
     #[arg(long)]
@@ -186,7 +182,7 @@ fn values(args: &[String], json: Option<&str>) -> anyhow::Result<Vec<HandleValue
 }
 
 impl Connect {
-    fn credentials(&self) -> anyhow::Result<Credentials> {
+    pub(crate) fn credentials(&self) -> anyhow::Result<Credentials> {
         if let Some(admin) = &self.admin {
             let (index, handle) = admin.split_once(':').context("--admin must be INDEX:HANDLE")?;
             let index: i32 = index.parse().context("--admin index is not a number")?;
@@ -200,23 +196,21 @@ impl Connect {
             };
         }
         let choice = if self.rsa { KeyChoice::PublicKey } else { KeyChoice::Secret };
-        Credentials::load(&self.credentials, choice).with_context(|| {
-            let path = std::path::absolute(&self.credentials).unwrap_or_else(|_| self.credentials.clone());
-            format!(
-                "no usable credentials at {} (use --credentials, or --admin with --secret/--private-key)",
-                path.display()
-            )
-        })
+        Credentials::load(&self.credentials, choice)
+            .map_err(|e| no_credentials(&self.credentials, "--admin with --secret/--private-key", e))
     }
 
-    fn params(&self) -> anyhow::Result<ConnectParams> {
+    fn via(&self) -> Via {
+        if self.http {
+            Via::Http
+        } else {
+            Via::Tcp
+        }
+    }
+
+    pub(crate) fn params(&self) -> anyhow::Result<ConnectParams> {
         let protocol = if self.http { Protocol::Http } else { Protocol::Tcp };
-        let port = self.port.unwrap_or(if self.http { 8000 } else { 2641 });
-        let addr: SocketAddr = (self.host.as_str(), port)
-            .to_socket_addrs()
-            .with_context(|| format!("cannot resolve host {}", self.host))?
-            .next()
-            .context("host has no address")?;
+        let addr = self.server.addr(self.via())?;
         let mut p = ConnectParams::new(protocol, addr);
         p.timeout = Duration::from_secs_f64(self.timeout.max(0.001));
         p.use_session = !self.no_session;
@@ -224,8 +218,31 @@ impl Connect {
     }
 }
 
+/// The default credentials file, relative to the working directory.
+pub const DEFAULT_CREDENTIALS: &str = "data/admin-TEST.json";
+
+/// `path` gave no credentials because of `cause`: say where it was looked
+/// for, why, and how to point elsewhere (`or_else`: the other way in).
+pub fn no_credentials(path: &std::path::Path, or_else: &str, cause: impl std::fmt::Display) -> anyhow::Error {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let assumed = if path == std::path::Path::new(DEFAULT_CREDENTIALS) {
+        let data = absolute.parent().unwrap_or(&absolute);
+        format!(
+            " (the default assumes the data directory {} of a `handled serve` run from this directory)",
+            data.display()
+        )
+    } else {
+        String::new()
+    };
+    anyhow::anyhow!(
+        "no usable credentials at {}{assumed}: {cause}; give the file `serve` wrote with --credentials FILE (or \
+         HANDLED_CREDENTIALS=FILE), or use {or_else}",
+        absolute.display()
+    )
+}
+
 /// Exit code for a refusal (see the module docs).
-fn exit_for(code: ResponseCode) -> u8 {
+pub(crate) fn exit_for(code: ResponseCode) -> u8 {
     match code {
         ResponseCode::HANDLE_NOT_FOUND | ResponseCode::VALUES_NOT_FOUND => 2,
         c if (400..=406).contains(&c.0) => 4,
@@ -241,6 +258,9 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<ExitCode> {
     let params = c.params()?;
     let mut admin = match AdminSession::open(params.clone(), creds).await {
         Ok(a) => a,
+        Err(AdminError::Client(e @ (ClientError::Io(_) | ClientError::Timeout(_) | ClientError::Http(_)))) => {
+            return Err(unreachable(params.addr, c.via(), &e.to_string()))
+        }
         Err(e) => bail!("cannot open an admin session with {} as {who}: {e}", params.addr),
     };
     let result = execute(&mut admin, command).await;

@@ -30,13 +30,13 @@ pub struct BackupArgs {
     /// The backup file to write (mode 0600: it holds the server key and admin credentials).
     dest: PathBuf,
     /// Server host.
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(long, env = "HANDLED_HOST", default_value = "127.0.0.1")]
     host: String,
     /// The server's HTTP(S) port.
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, env = "HANDLED_HTTP_PORT", default_value_t = crate::target::HTTP_PORT)]
     http_port: u16,
     /// Credentials file of a server administrator (`server_admins`); its secret key is used.
-    #[arg(long, env = "HANDLED_CREDENTIALS", default_value = "data/admin-TEST.json")]
+    #[arg(long, env = "HANDLED_CREDENTIALS", default_value = crate::admin::DEFAULT_CREDENTIALS)]
     credentials: PathBuf,
     /// Identity `INDEX:HANDLE` with --secret, instead of the credentials file.
     #[arg(long, requires = "secret")]
@@ -70,10 +70,8 @@ impl BackupArgs {
             let secret = self.secret.as_deref().context("--admin needs --secret")?;
             return Ok(Credentials::secret(handle.as_bytes().to_vec(), index, secret.as_bytes().to_vec()));
         }
-        Credentials::load(&self.credentials, KeyChoice::Secret).with_context(|| {
-            let path = std::path::absolute(&self.credentials).unwrap_or_else(|_| self.credentials.clone());
-            format!("no usable credentials at {} (use --credentials, or --admin with --secret)", path.display())
-        })
+        Credentials::load(&self.credentials, KeyChoice::Secret)
+            .map_err(|e| crate::admin::no_credentials(&self.credentials, "--admin with --secret", e))
     }
 }
 
@@ -99,6 +97,10 @@ impl Client {
         let sent = self.conn.send(&self.target, &self.recorder, request, bytes::Bytes::new());
         match tokio::time::timeout(REQUEST_TIMEOUT, sent).await {
             Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) if e.kind.starts_with("connect") => {
+                let addr = self.target.addrs.first().copied().context("no server address")?;
+                Err(crate::target::unreachable(addr, crate::target::Via::Http, &e.kind))
+            }
             Ok(Err(e)) => bail!("{}: {}", self.target.authority, e.kind),
             Err(_) => bail!("{}: no answer within {}s", self.target.authority, REQUEST_TIMEOUT.as_secs()),
         }

@@ -1,14 +1,17 @@
-//! `handled import FILE.jsonl`: bulk-load records into the data directory.
-//! The file is read twice: a check that writes nothing (bad lines, existing
-//! handles, prefixes not homed here), then the load, with a percentage and ETA.
+//! `handled import FILE.jsonl`: bulk-load records into the data directory of a
+//! stopped server (offline: the store file directly, for bootstrapping), or with
+//! `--online` through a running one (`import_online`). Offline, the file is read
+//! twice: a check that writes nothing (bad lines, existing handles, prefixes not
+//! homed here), then the load, with a percentage and ETA.
 
+use crate::bar::style;
 use anyhow::Context;
 use clap::Args;
 use handled_server::bootstrap::open_store;
 use handled_server::config::Config;
 use handled_server::import::{check, Checked, ImportError, ImportOptions};
 use handled_store::Store;
-use indicatif::{ProgressBar, ProgressState, ProgressStyle};
+use indicatif::ProgressBar;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,16 +33,16 @@ pub struct ImportArgs {
     /// Refuse records of prefixes this server does not home (without it, they are loaded with a warning).
     #[arg(long)]
     strict: bool,
-}
-
-/// A bar with `{rate}` as a whole number per second (indicatif's `{per_sec}` shows four decimals).
-fn style(template: &str) -> ProgressStyle {
-    ProgressStyle::with_template(template).expect("static template").with_key(
-        "rate",
-        |state: &ProgressState, w: &mut dyn std::fmt::Write| {
-            let _ = write!(w, "{:.0}/s", state.per_sec());
-        },
-    )
+    /// Through the running server, as an administrator (the connection and credentials
+    /// flags below), in sessions at once; resumable: a rerun goes on where it stopped.
+    /// Without it, the store file of a stopped server is written directly.
+    #[arg(long, conflicts_with_all = ["config", "data_dir", "strict"])]
+    online: bool,
+    /// With --online: sessions sending records at once.
+    #[arg(long, default_value_t = 8, requires = "online")]
+    parallel: usize,
+    #[command(flatten)]
+    connect: crate::admin::Connect,
 }
 
 /// [`check`] of a file, with a bar over its bytes; errors say nothing was imported.
@@ -73,12 +76,19 @@ fn plural(n: u64, what: &str) -> String {
 }
 
 pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
+    if args.online {
+        return crate::import_online::run(&args.file, &args.connect, args.replace, args.parallel).await;
+    }
     let mut config = Config::load(args.config.as_deref())?;
     if let Some(d) = args.data_dir {
         config.data_dir = d;
     }
-    let store =
-        open_store(&config).await.with_context(|| format!("cannot open the store in {}", config.data_dir.display()))?;
+    let store = open_store(&config).await.with_context(|| {
+        format!(
+            "cannot open the store in {} (if a server is running on it, import through it with --online)",
+            config.data_dir.display()
+        )
+    })?;
     let options = ImportOptions {
         strict: args.strict,
         replace: args.replace,

@@ -2,16 +2,19 @@
 
 mod admin;
 mod backup;
+mod bar;
 mod bench;
 mod handle_syntax;
 mod import;
 mod import_config;
+mod import_online;
 mod printable;
 mod promote;
 mod resolve;
 mod restore;
 mod serve;
 mod status;
+mod target;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -60,7 +63,7 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Live admission, cache and store figures of a running server.
     Status(status::StatusArgs),
-    /// Bulk-load handle records from a JSON-lines file into the data directory.
+    /// Bulk-load handle records from a JSON-lines file: into a stopped server's data directory, or --online through a running one.
     Import(import::ImportArgs),
     /// Back up a running server (store, server key, admin credentials) into one file.
     Backup(backup::BackupArgs),

@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::Args;
 use handled_server::bootstrap::open_store;
 use handled_server::config::Config;
+use handled_server::replication::mirror::progress;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -27,13 +28,27 @@ pub async fn run(args: PromoteArgs) -> anyhow::Result<ExitCode> {
     }
     let store = open_store(&config).await.with_context(|| {
         format!(
-            "cannot open the store in {} (a running mirror holds it: remove replication_source from its \
-             configuration and send it SIGHUP instead)",
+            "cannot open the store in {} (a running server holds it: if it is a mirror, remove \
+             replication_source from its configuration and send it SIGHUP instead; a primary needs no promotion)",
             config.data_dir.display()
         )
     })?;
     let already = handled_server::replication::mirror::is_promoted(&*store).await?;
-    let dumping = store.meta_get(handled_server::replication::mirror::progress::DUMP_KEY).await?.is_some();
+    let dumping = store.meta_get(progress::DUMP_KEY).await?.is_some();
+    // A mirror records its source's key at first contact, then its dump and pulls.
+    let mut was_mirror = dumping;
+    for key in [progress::PINNED_KEY, progress::PULL_KEY] {
+        was_mirror |= store.meta_get(key).await?.is_some();
+    }
+    if !already && !was_mirror {
+        store.close();
+        eprintln!(
+            "{} was never a replication mirror (no source, dump or pull recorded): it is a primary already; \
+             nothing written",
+            config.data_dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     handled_server::replication::mirror::write_promoted(&*store).await?;
     store.close();
     if already {

@@ -1,13 +1,13 @@
 //! `handled resolve HANDLE`: print a handle's values, or the error code.
 
 use crate::handle_syntax::{check_handle, prefix_of};
+use crate::target::{unreachable, Server, Via};
 use anyhow::Context;
 use clap::Args;
 use handled_client::certify::{site_key, verify_signature};
-use handled_client::{resolved_values, Connection, Protocol, ResolveOptions};
+use handled_client::{resolved_values, ClientError, Connection, Protocol, ResolveOptions};
 use handled_proto::header::ResponseCode;
 use handled_proto::json::value_to_json;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -15,12 +15,8 @@ use std::time::Duration;
 pub struct ResolveArgs {
     /// The handle, e.g. TEST/1.
     handle: String,
-    /// Server host.
-    #[arg(long, default_value = "127.0.0.1")]
-    host: String,
-    /// Port: native port for --udp/--tcp (default 2641), HTTP port for --http (default 8000).
-    #[arg(long)]
-    port: Option<u16>,
+    #[command(flatten)]
+    server: Server,
     /// Over UDP (the default).
     #[arg(long, conflicts_with_all = ["tcp", "http"])]
     udp: bool,
@@ -47,22 +43,21 @@ pub struct ResolveArgs {
 
 pub async fn run(args: ResolveArgs) -> anyhow::Result<ExitCode> {
     check_handle(&args.handle, false)?;
-    let protocol = if args.tcp {
-        Protocol::Tcp
+    let (protocol, via) = if args.tcp {
+        (Protocol::Tcp, Via::Tcp)
     } else if args.http {
-        Protocol::Http
+        (Protocol::Http, Via::Http)
     } else {
-        Protocol::Udp
+        (Protocol::Udp, Via::Udp)
     };
-    let default_port = if protocol == Protocol::Http { 8000 } else { 2641 };
-    let addr: SocketAddr = (args.host.as_str(), args.port.unwrap_or(default_port))
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve host {}", args.host))?
-        .next()
-        .context("host has no address")?;
+    let addr = args.server.addr(via)?;
     let timeout = Duration::from_secs_f64(args.timeout.max(0.001));
-    let mut conn =
-        Connection::open(protocol, addr, timeout, false).await.with_context(|| format!("cannot connect to {addr}"))?;
+    // Out of reach shows at the connection (TCP, HTTP) or at the first answer (UDP).
+    let reach = |e: ClientError| match e {
+        ClientError::Io(_) | ClientError::Timeout(_) | ClientError::Http(_) => unreachable(addr, via, &e.to_string()),
+        other => anyhow::Error::new(other),
+    };
+    let mut conn = Connection::open(protocol, addr, timeout, false).await.map_err(reach)?;
     let options = ResolveOptions {
         indexes: args.indexes,
         types: args.types.into_iter().map(String::into_bytes).collect(),
@@ -71,10 +66,13 @@ pub async fn run(args: ResolveArgs) -> anyhow::Result<ExitCode> {
     };
     // The site record first, over the same connection: its key checks the signature.
     let site_key = match args.certify {
-        true => Some(site_key(&conn.site_info().await?).context("the server's site record carries no public key")?),
+        true => Some(
+            site_key(&conn.site_info().await.map_err(reach)?)
+                .context("the server's site record carries no public key")?,
+        ),
         false => None,
     };
-    let response = conn.resolve(args.handle.as_bytes(), &options).await?;
+    let response = conn.resolve(args.handle.as_bytes(), &options).await.map_err(reach)?;
     let signature = match &site_key {
         Some(key) => match verify_signature(&response, key) {
             Ok(algorithm) => {

@@ -5,7 +5,7 @@
 //! `--force`, and even then kept (renamed to `DIR.replaced-TIME`), never
 //! deleted; never while a server has its store open.
 
-use crate::printable::{date, printable};
+use crate::printable::printable;
 use anyhow::{bail, Context};
 use clap::Args;
 use handled_store::backup::{BackupItem, BackupReader, BackupTotals};
@@ -83,7 +83,7 @@ fn restore(args: &RestoreArgs) -> anyhow::Result<ExitCode> {
         totals.files,
         dir.display(),
         manifest["handles"],
-        manifest["created"].as_i64().map_or_else(|| "at an unknown time".to_owned(), |t| format!("at {}", date(t))),
+        taken_at(&manifest["created"]),
         // The manifest is the backup's word: shown, never obeyed by the terminal.
         printable(manifest["server"].as_str().unwrap_or("?")),
         dir.display()
@@ -142,4 +142,14 @@ fn refuse_if_open(store: &Path) -> anyhow::Result<()> {
         bail!("{} is open (a server is running on this data directory?): stop it first", store.display());
     }
     Ok(())
+}
+
+/// The manifest's `created` (unix seconds) as a UTC date, e.g. `2026-11-27 10:31:02 UTC`.
+fn taken_at(created: &serde_json::Value) -> String {
+    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
+    created
+        .as_i64()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .and_then(|t| t.format(&format).ok())
+        .unwrap_or_else(|| format!("at {created} (not a date)"))
 }

@@ -113,6 +113,7 @@ impl ServeArgs {
         if !self.prefixes.is_empty() {
             c.prefixes = self.prefixes.clone();
         }
+        c.default_server_admins();
         if let Some(p) = &self.admin_credentials {
             c.admin_credentials = Some(p.clone());
         }
@@ -222,7 +223,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     tokio::spawn(async move {
         while hangup.recv().await.is_some() {
             match handled_server::reload::reload(&state, config_path.as_deref()) {
-                Ok(()) => eprintln!("SIGHUP: reloaded {}", handled_server::reload::RELOADED_KEYS),
+                Ok(reloaded) => eprintln!("SIGHUP: {reloaded}"),
                 Err(e) => eprintln!("SIGHUP: nothing reloaded, the running configuration stays: {e}"),
             }
             match handled_server::replication::mirror::promote_if_unconfigured(&state, config_path.as_deref()).await {

@@ -1,21 +1,22 @@
 //! `handled status`: live admission, cache and store figures of a running
 //! server, read from its `/metrics` endpoint (which is never throttled).
 
-use anyhow::{bail, Context};
+use crate::target::{resolve_host, unreachable, Via};
+use anyhow::bail;
 use clap::Args;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Args)]
 pub struct StatusArgs {
     /// Server host.
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(long, env = "HANDLED_HOST", default_value = "127.0.0.1")]
     host: String,
     /// The server's HTTP port.
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, env = "HANDLED_HTTP_PORT", default_value_t = crate::target::HTTP_PORT)]
     http_port: u16,
     /// Print the raw Prometheus text instead.
     #[arg(long)]
@@ -23,14 +24,18 @@ pub struct StatusArgs {
 }
 
 fn fetch_metrics(host: &str, port: u16) -> anyhow::Result<String> {
-    let addr = (host, port).to_socket_addrs()?.next().context("host has no address")?;
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
-        .with_context(|| format!("cannot connect to {addr}"))?;
+    let addr = resolve_host(host, port)?;
+    let reach = |e: std::io::Error| unreachable(addr, Via::Http, &e.to_string());
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).map_err(reach)?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw)?;
-    let (head, body) = raw.split_once("\r\n\r\n").context("malformed HTTP response")?;
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").map_err(reach)?;
+    // Bytes, not text: a native port answers in binary.
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).map_err(reach)?;
+    let raw = String::from_utf8_lossy(&raw);
+    let Some((head, body)) = raw.split_once("\r\n\r\n").filter(|(h, _)| h.starts_with("HTTP/")) else {
+        return Err(unreachable(addr, Via::Http, "malformed HTTP response"));
+    };
     if !head.starts_with("HTTP/1.1 200") {
         bail!("{addr} answered {}", head.lines().next().unwrap_or(""));
     }

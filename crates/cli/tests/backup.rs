@@ -140,6 +140,9 @@ async fn backup_under_write_load_restores_every_acknowledged_write() {
     let restored_dir = work.path().join("restored");
     let out = restore(&dest, &restored_dir, &[]);
     assert!(out.status.success(), "restore failed: {}", stderr(&out));
+    // When it was taken, as a date: "taken 2026-11-27 10:31:02 UTC by handled ...".
+    let taken = stderr(&out).split(" taken ").nth(1).unwrap_or_default().to_string();
+    assert!(taken.len() > 23 && taken[..23].ends_with(" UTC") && taken.starts_with("20"), "{}", stderr(&out));
     for name in ["handles.redb", "server_key.pk8"] {
         assert!(restored_dir.join(name).is_file(), "{name} not restored");
     }
@@ -167,8 +170,8 @@ async fn backup_under_write_load_restores_every_acknowledged_write() {
     // The reverse-lookup index (documents) came along, consistent with the handles.
     let (h, _) = &acked[before / 2];
     let answer = request(restored.http, "GET", &format!("/hrls/handles/TEST?URL={}", url(h)), None, "");
-    // (Handles are case-insensitive here: the index holds them upper-cased.)
-    let listed = format!("[\"{}\"]", h.to_uppercase());
+    // Named as created, though the index keys of a case-insensitive server are upper-cased.
+    let listed = format!("[\"{h}\"]");
     assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with(&listed), "{answer}");
     // The same site key: the restored server signs as the original did.
     let old_key = std::fs::read(work.path().join("live/server_key.pk8")).unwrap();
@@ -185,8 +188,9 @@ async fn backup_under_write_load_restores_every_acknowledged_write() {
 fn only_server_admins_over_https_may_back_up() {
     let work = tempfile::tempdir().unwrap();
     let dest = work.path().join("b");
-    // No server_admins: TEST/ADMIN administers its prefix only.
-    let server = start_in(Some(&work.path().join("d")), "");
+    // server_admins = []: TEST/ADMIN administers its prefix only (without the
+    // key, the admin of a single-prefix server is a server admin).
+    let server = start_in(Some(&work.path().join("d")), "server_admins = []\n");
     let out = backup(&server, &dest, &["--insecure"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(stderr(&out).contains("server_admins"), "{}", stderr(&out));
@@ -365,7 +369,7 @@ fn restore_shows_manifest_text_escaped_and_takes_only_state_files() {
     assert!(out.status.success(), "{}", stderr(&out));
     let said = stderr(&out);
     assert!(!said.contains('\u{1b}') && !said.contains("\nfake"), "{said:?}");
-    assert!(said.contains("\\u{1b}]0;owned") && said.contains("2026-11-27T09:37:41Z"), "{said}");
+    assert!(said.contains("\\u{1b}]0;owned") && said.contains("2026-11-27 09:37:41 UTC"), "{said}");
 
     for bad in ["handled.toml", "admin-a\nb.json", "admin-\u{1b}[2J.json"] {
         let src = work.path().join("bad");

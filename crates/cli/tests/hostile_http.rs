@@ -146,7 +146,7 @@ fn secret_keys_are_not_public_by_default() {
         assert!(found.starts_with("HTTP/1.1 200 ") && found.ends_with("\r\n\r\n[]"), "{secret}: {found}");
     }
     let found = request(server.http, "GET", "/hrls/handles?URL=https://f12.example/*", None, "");
-    assert!(found.contains("TEST/F12CLI") && found.contains("TEST/F12JSON"), "others are still found: {found}");
+    assert!(found.contains("TEST/f12cli") && found.contains("TEST/f12json"), "others are still found: {found}");
     server.assert_alive("secret keys");
 }
 

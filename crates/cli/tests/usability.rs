@@ -56,16 +56,18 @@ fn certified_resolution_is_verified() {
     let relay_port = relay.local_addr().unwrap().port().to_string();
     let upstream = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     upstream.connect(format!("127.0.0.1:{port}")).unwrap();
+    // It relays until the client is done, so a lost datagram is just sent again.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let relay_done = done.clone();
     let relaying = std::thread::spawn(move || {
-        let timeout = Some(std::time::Duration::from_secs(10));
-        relay.set_read_timeout(timeout).unwrap();
-        upstream.set_read_timeout(timeout).unwrap();
+        let poll = Some(std::time::Duration::from_millis(200));
+        relay.set_read_timeout(poll).unwrap();
+        upstream.set_read_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
         let mut buf = vec![0u8; 65_536];
-        // Two exchanges: the site record, then the resolution.
-        for _ in 0..2 {
-            let (n, client) = relay.recv_from(&mut buf).unwrap();
+        while !relay_done.load(std::sync::atomic::Ordering::Relaxed) {
+            let Ok((n, client)) = relay.recv_from(&mut buf) else { continue };
             upstream.send(&buf[..n]).unwrap();
-            let n = upstream.recv(&mut buf).unwrap();
+            let Ok(n) = upstream.recv(&mut buf) else { continue };
             let answer = &mut buf[..n];
             if let Some(at) = answer.windows(10).position(|w| w == b"untampered") {
                 answer[at..at + 10].copy_from_slice(b"tampered!!");
@@ -74,6 +76,7 @@ fn certified_resolution_is_verified() {
         }
     });
     let o = run(&["resolve", "TEST/signed", "--certify", "--port", &relay_port]);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
     relaying.join().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("signature does not verify"), "{}", text(&o.stderr));
@@ -231,12 +234,29 @@ fn sighup_reloads_the_configuration() {
     let o = list();
     assert_eq!(o.status.code(), Some(3), "listing is off: {}", text(&o.stderr));
     std::fs::write(&config, "allow_list_handles = true\n").unwrap();
-    hup("reloaded");
+    hup("allow_list_handles changed");
     let o = list();
     assert!(o.status.success(), "listing is on after SIGHUP: {}", text(&o.stderr));
     std::fs::write(&config, "allow_list_handles = maybe\n").unwrap();
     hup("nothing reloaded");
     assert!(list().status.success(), "a broken file changes nothing");
+}
+
+/// Without --config, SIGHUP says there is no file instead of listing keys it
+/// did not read (it read nothing: the self-signed certificate has no file).
+#[test]
+fn sighup_without_a_configuration_file_says_so() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = serve_keeping_stderr(dir.path(), &[]);
+    let mut stderr = BufReader::new(server.stderr.take().unwrap());
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGHUP) };
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 && !line.starts_with("SIGHUP") {
+        line.clear();
+    }
+    assert_eq!(line.trim_end(), "SIGHUP: no configuration file (serve --config FILE), so no key was read again");
 }
 
 /// Logs: UDP and TCP requests get access lines, failed authentications are
@@ -268,7 +288,10 @@ fn access_and_authentication_logs() {
         log.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).expect(l)).collect();
     let access = |transport: &str| {
         lines.iter().any(|l| {
-            l["target"] == "access" && l["fields"]["transport"] == transport && l["fields"]["handle"] == "TEST/ADMIN"
+            l["target"] == "access"
+                && l["fields"]["transport"] == transport
+                && l["fields"]["handle"] == "TEST/ADMIN"
+                && l["fields"]["op"] == "RESOLUTION"
         })
     };
     assert!(access("udp") && access("tcp"), "{log}");

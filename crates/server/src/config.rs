@@ -98,11 +98,15 @@ pub struct Config {
     /// ...and for how long, before being refused as too busy.
     pub max_queue_wait_ms: u64,
     /// Server-wide administrators, `index:handle` or `handle` (= index 0, any
-    /// key of that handle), as in Handle.Net's `server_admins`. Empty (the
-    /// default): no server-wide admin; each `<prefix>/ADMIN` administers its
-    /// own prefix only (a multi-tenant server), and prefix operations
-    /// (home/unhome/list homed prefixes) are refused.
+    /// key of that handle), as in Handle.Net's `server_admins`. Empty: no
+    /// server-wide admin; each `<prefix>/ADMIN` administers its own prefix only
+    /// (a multi-tenant server), and prefix operations (home/unhome/list homed
+    /// prefixes, backups) are refused. Not set at all on a single-prefix
+    /// server: that prefix's admin (see [`Config::default_server_admins`]).
     pub server_admins: Vec<String>,
+    /// Whether the configuration file named `server_admins` (even as `[]`).
+    #[serde(skip)]
+    pub server_admins_given: bool,
     /// The root (global) site record(s) — a binary HS_SITE record as
     /// GET_SITE_INFO answers, Handle.Net's binary `root_info`, or its
     /// `siteinfo.json` form (or a JSON array of them). With it, identities held on other servers (e.g. a
@@ -310,6 +314,7 @@ impl Default for Config {
             udp_rate_limit_kb: 1024,
             tcp_idle_timeout_secs: 60,
             server_admins: Vec::new(),
+            server_admins_given: false,
             store_cache_mb: 64,
             store_checkpoint_ms: 2000,
             store_min_free_mb: 64,
@@ -497,7 +502,23 @@ impl Config {
         let Some(path) = path else { return Ok(Config::default()) };
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-        toml::from_str(&text).map_err(|e| parse_error(path, &text, &e))
+        let mut config: Config = toml::from_str(&text).map_err(|e| parse_error(path, &text, &e))?;
+        config.server_admins_given = text.parse::<toml::Table>().is_ok_and(|t| t.contains_key("server_admins"));
+        Ok(config)
+    }
+
+    /// Handle.Net's setup makes the admin of the server's prefix a server
+    /// administrator (`300:0.NA/<prefix>` in `server_admins`), so that it may
+    /// also take backups and home prefixes. Likewise here: a server homing one
+    /// prefix whose configuration does not set `server_admins` has
+    /// `300:<prefix>/ADMIN` and `301:<prefix>/ADMIN` (its secret and RSA keys)
+    /// as server administrators. `server_admins = []` keeps none.
+    pub fn default_server_admins(&mut self) {
+        if let [prefix] = &self.prefixes[..] {
+            if !self.server_admins_given && self.server_admins.is_empty() {
+                self.server_admins = vec![format!("300:{prefix}/ADMIN"), format!("301:{prefix}/ADMIN")];
+            }
+        }
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -716,6 +737,26 @@ mod tests {
         assert!(c.validate().is_err());
         c.prefixes.clear();
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn a_single_prefix_server_without_server_admins_has_its_admin_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = |text: &str, prefixes: &[&str]| {
+            let path = dir.path().join("c.toml");
+            std::fs::write(&path, text).unwrap();
+            let mut c = Config::load(Some(&path)).unwrap();
+            c.prefixes = prefixes.iter().map(|p| p.to_string()).collect();
+            c.default_server_admins();
+            c.server_admins
+        };
+        assert_eq!(load("", &["20.5000"]), ["300:20.5000/ADMIN", "301:20.5000/ADMIN"]);
+        assert_eq!(load("", &["A", "B"]), Vec::<String>::new(), "several prefixes: each admin its own");
+        assert_eq!(load("server_admins = []\n", &["A"]), Vec::<String>::new(), "none, as written");
+        assert_eq!(load("server_admins = [\"300:0.NA/A\"]\n", &["A"]), ["300:0.NA/A"]);
+        let mut c = Config::default();
+        c.default_server_admins();
+        assert_eq!(c.server_admins, ["300:TEST/ADMIN", "301:TEST/ADMIN"], "no file at all");
     }
 
     #[test]

@@ -26,4 +26,22 @@ impl Live {
             allow_plain_http_admin: config.allow_plain_http_admin,
         }
     }
+
+    /// The configuration keys whose values differ between `self` and `other`.
+    pub fn changed_keys(&self, other: &Live) -> Vec<&'static str> {
+        let mut changed = Vec::new();
+        if self.server_admins != other.server_admins {
+            changed.push("server_admins");
+        }
+        if self.server_admin_full_access != other.server_admin_full_access {
+            changed.push("server_admin_full_access");
+        }
+        if self.allow_list_handles != other.allow_list_handles {
+            changed.push("allow_list_handles");
+        }
+        if self.allow_plain_http_admin != other.allow_plain_http_admin {
+            changed.push("allow_plain_http_admin");
+        }
+        changed
+    }
 }

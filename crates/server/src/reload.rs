@@ -5,11 +5,7 @@
 use crate::config::{Config, ConfigError};
 use crate::live::Live;
 use crate::state::ServerState;
-use std::path::Path;
-
-/// The keys SIGHUP reloads, as README lists them.
-pub const RELOADED_KEYS: &str = "tls_cert, tls_key, server_admins, server_admin_full_access, allow_list_handles, \
-     allow_plain_http_admin, root_info, remote_auth_timeout_ms, remote_auth_concurrent";
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
@@ -21,22 +17,62 @@ pub enum ReloadError {
     RootInfo(String),
 }
 
-/// Re-read `path` (None: the defaults) and apply its reloadable keys; on an
-/// error nothing changes.
-pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<(), ReloadError> {
-    let file = Config::load(path)?;
-    // The running configuration (flags included) with only the reloadable keys replaced.
-    let merged = Config {
-        tls_cert: file.tls_cert,
-        tls_key: file.tls_key,
-        server_admins: file.server_admins,
-        server_admin_full_access: file.server_admin_full_access,
-        allow_list_handles: file.allow_list_handles,
-        allow_plain_http_admin: file.allow_plain_http_admin,
-        root_info: file.root_info,
-        remote_auth_timeout_ms: file.remote_auth_timeout_ms,
-        remote_auth_concurrent: file.remote_auth_concurrent,
-        ..state.config.clone()
+/// What one reload did, for its log line: only what was read again.
+#[derive(Debug)]
+pub struct Reloaded {
+    /// The configuration file read again; None when the server has none.
+    pub file: Option<PathBuf>,
+    /// Reloadable keys read on every request whose values changed.
+    pub changed: Vec<&'static str>,
+    /// The HTTPS certificate file read again (`tls_cert`), if one is set.
+    pub certificate: Option<PathBuf>,
+    /// The root site record read again (`root_info`), if one is set.
+    pub root_info: Option<PathBuf>,
+}
+
+impl std::fmt::Display for Reloaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.file, self.changed.is_empty()) {
+            (None, _) => write!(f, "no configuration file (serve --config FILE), so no key was read again")?,
+            (Some(file), true) => write!(f, "read {} again: no reloadable key changed", file.display())?,
+            (Some(file), false) => write!(f, "read {} again: {} changed", file.display(), self.changed.join(", "))?,
+        }
+        if let Some(cert) = &self.certificate {
+            write!(f, "; HTTPS certificate read again from {}", cert.display())?;
+        }
+        if let Some(root) = &self.root_info {
+            write!(f, "; root_info read again from {} (its site lookups forgotten)", root.display())?;
+        }
+        Ok(())
+    }
+}
+
+/// Re-read `path` and apply its reloadable keys, or without a file read again
+/// only the files the running configuration names; on an error nothing changes.
+pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<Reloaded, ReloadError> {
+    // Without a file the running keys stay as they are: loading the defaults
+    // would undo what flags and the environment set at start.
+    let merged = match path {
+        None => state.config.clone(),
+        Some(path) => {
+            let file = Config::load(Some(path))?;
+            // The running configuration (flags included) with only the reloadable keys replaced.
+            let mut merged = Config {
+                tls_cert: file.tls_cert,
+                tls_key: file.tls_key,
+                server_admins: file.server_admins,
+                server_admins_given: file.server_admins_given,
+                server_admin_full_access: file.server_admin_full_access,
+                allow_list_handles: file.allow_list_handles,
+                allow_plain_http_admin: file.allow_plain_http_admin,
+                root_info: file.root_info,
+                remote_auth_timeout_ms: file.remote_auth_timeout_ms,
+                remote_auth_concurrent: file.remote_auth_concurrent,
+                ..state.config.clone()
+            };
+            merged.default_server_admins();
+            merged
+        }
     };
     merged.parsed_server_admins()?;
     // Read again even if the path is the same: the root sites may have moved.
@@ -44,7 +80,14 @@ pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<(), ReloadErro
     if let Some(tls) = &state.tls {
         tls.reload(&merged, &state.key)?;
     }
-    state.set_live(Live::of(&merged));
+    let live = Live::of(&merged);
+    let changed = live.changed_keys(&state.live());
+    state.set_live(live);
     state.set_remote_auth(remote);
-    Ok(())
+    Ok(Reloaded {
+        file: path.map(Path::to_path_buf),
+        changed,
+        certificate: merged.tls_cert.filter(|_| state.tls.is_some()),
+        root_info: merged.root_info,
+    })
 }

@@ -97,16 +97,17 @@ async fn a_resent_udp_request_waits_for_its_original_answer() {
     let mut buf = vec![0u8; 4096];
     assert!(client.try_recv(&mut buf).is_err(), "the copy must not be refused while its original waits");
     drop(held);
-    let n = tokio::time::timeout(TIMEOUT, client.recv(&mut buf)).await.unwrap().unwrap();
-    assert_eq!(decode_response(&buf[..n], 4242).unwrap().code(), ResponseCode::SUCCESS);
+    // Sent again only after TIMEOUT, when the original is surely answered (a
+    // copy of one in progress would be counted as a duplicate below).
+    let answer = admin_common::udp_answer(&client, s.addrs.udp, std::slice::from_ref(&unit), 4242, TIMEOUT).await;
+    assert_eq!(decode_response(&answer, 4242).unwrap().code(), ResponseCode::SUCCESS);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(client.try_recv(&mut buf).is_err(), "answered twice: the copy was queued too");
     let (_, _, metrics) = http_get(s.addrs.http, "/metrics").await;
     assert!(metrics.lines().any(|l| l == "handled_udp_duplicates_dropped_total 1"), "{metrics}");
     // Answered: the same id is a new request again.
-    client.send(&unit).await.unwrap();
-    let n = tokio::time::timeout(TIMEOUT, client.recv(&mut buf)).await.unwrap().unwrap();
-    assert_eq!(decode_response(&buf[..n], 4242).unwrap().code(), ResponseCode::SUCCESS);
+    let answer = admin_common::udp_ask(&client, s.addrs.udp, &[unit], 4242, Duration::from_secs(2)).await;
+    assert_eq!(decode_response(&answer, 4242).unwrap().code(), ResponseCode::SUCCESS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

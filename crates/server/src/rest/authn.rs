@@ -27,6 +27,33 @@ pub(crate) fn parse_identity(text: &[u8]) -> (Vec<u8>, i32) {
     (text.to_vec(), 0)
 }
 
+/// `curl -u "300:TEST/ADMIN:secret"` splits at the first colon: user `300`,
+/// password `TEST/ADMIN:secret`. When the user part has no encoded colon and
+/// the password looks like `HANDLE:SECRET`, say how to write the identity
+/// (never echoing the secret).
+fn unencoded_identity_hint(user: &[u8], password: &[u8]) -> Option<String> {
+    if user.contains(&b':') || !user.iter().all(u8::is_ascii_digit) || user.is_empty() {
+        return None;
+    }
+    let colon = password.iter().position(|&b| b == b':')?;
+    let handle = String::from_utf8_lossy(&password[..colon]);
+    if !handle.contains('/') {
+        return None;
+    }
+    let encoded: String = handle
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let index = String::from_utf8_lossy(user);
+    Some(format!(
+        "the Basic user name must be the percent-encoded identity: for {index}:{handle} send \
+         {index}%3A{encoded}:SECRET (e.g. curl -u \"{index}%3A{encoded}:SECRET\")"
+    ))
+}
+
 /// The parameters of an `Authorization: Handle` header (or the same fields in
 /// a sessions JSON body): keys case-insensitive, values quoted or bare.
 #[derive(Debug, Default, Clone)]
@@ -214,7 +241,12 @@ impl Rest {
                 &e.message,
             );
         }
-        verified
+        verified.map_err(|mut e| {
+            if let Some(hint) = unencoded_identity_hint(&user, &raw[colon + 1..]) {
+                e.message = format!("{}; {hint}", e.message);
+            }
+            e
+        })
     }
 
     /// Add the `WWW-Authenticate` challenges of §4.6 to a 401 (a new session's
@@ -251,6 +283,16 @@ pub(crate) fn strip_scheme<'a>(header: &'a str, scheme: &str) -> Option<&'a str>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unencoded_basic_identities_get_a_hint() {
+        let hint = unencoded_identity_hint(b"300", b"TEST/ADMIN:s:e/cret").unwrap();
+        assert!(hint.contains("send 300%3ATEST%2FADMIN:SECRET"), "{hint}");
+        assert!(!hint.contains("cret"), "never the secret: {hint}");
+        assert_eq!(unencoded_identity_hint(b"300:TEST/ADMIN", b"secret"), None, "encoded: no hint");
+        assert_eq!(unencoded_identity_hint(b"300", b"plainsecret"), None);
+        assert_eq!(unencoded_identity_hint(b"admin", b"TEST/ADMIN:x"), None, "not an index");
+    }
 
     #[test]
     fn handle_header_fields() {

@@ -230,16 +230,18 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
             break;
         }
     }
-    let name = |id: &[u8]| String::from_utf8_lossy(id).into_owned();
+    // Names as created (as `list` and the console show them), not storage keys,
+    // which a case-insensitive server keeps upper-cased.
+    let name = |id: &[u8], r: &HandleRecord| String::from_utf8_lossy(r.name_or(id)).into_owned();
     let body = if with_records {
         let mut o = Map::new();
         for (id, r) in &found {
             let values = r.values.iter().filter(|v| v.permissions.public_read()).map(value_to_json).collect();
-            o.insert(name(id), Value::Array(values));
+            o.insert(name(id, r), Value::Array(values));
         }
         Value::Object(o)
     } else {
-        Value::Array(found.iter().map(|(id, _)| name(id).into()).collect())
+        Value::Array(found.iter().map(|(id, r)| name(id, r).into()).collect())
     };
     Reply::json(StatusCode::OK, body)
 }
@@ -312,6 +314,21 @@ mod tests {
         assert_eq!((status, body), (StatusCode::OK, serde_json::json!(["TEST/H2999"])), "exact lookups still answer");
         let (status, body) = answer(&rest, "URL=https://example.org/29*").await;
         assert_eq!((status, body.as_array().map(Vec::len)), (StatusCode::OK, Some(111)), "narrow prefixes too");
+    }
+
+    /// Handles come back as created (`TEST/doc1`), not as the upper-cased
+    /// storage key of a case-insensitive server, with or without their records.
+    #[tokio::test]
+    async fn handles_are_named_as_created() {
+        use handled_proto::value::HandleValue;
+        let (rest, _dir) = rest_over(0, |_| {}).await;
+        let values = vec![HandleValue::new(1, "URL", "https://example.org/doc1")];
+        let record = HandleRecord::named(values, b"TEST/doc1", b"TEST/DOC1");
+        rest.state.store.put_many(vec![(b"TEST/DOC1".to_vec(), record)]).await.unwrap();
+        let (status, body) = answer(&rest, "URL=https://example.org/doc1").await;
+        assert_eq!((status, body), (StatusCode::OK, serde_json::json!(["TEST/doc1"])));
+        let (_, body) = answer(&rest, "URL=https://example.org/doc*&retrieverecords=true").await;
+        assert!(body.get("TEST/doc1").is_some(), "{body}");
     }
 
     /// F8: a search past its first batch of index entries is a scan; only

@@ -19,7 +19,7 @@ use crate::state::ServerState;
 use handled_proto::codec::Codec;
 use handled_proto::codec::Reader;
 use handled_proto::envelope::ENVELOPE_LEN;
-use handled_proto::header::{Header, OpFlags, ResponseCode, HEADER_LEN};
+use handled_proto::header::{Header, OpCode, OpFlags, ResponseCode, HEADER_LEN};
 use handled_proto::message::parse_message;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -103,6 +103,11 @@ fn access_line(unit: &[u8], responses: &[Vec<u8>], transport: Transport, peer: S
     let code = responses.last().and_then(|r| r.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN));
     let code = code.and_then(|h| Header::from_bytes(h).ok()).map_or("-", |h| h.response_code.name());
     let dur_ms = elapsed.as_secs_f64() * 1000.0;
+    // The operation's name, as /metrics has it; its number when it has none.
+    let op = match OpCode(op).name() {
+        "UNKNOWN" => op.to_string(),
+        name => name.to_string(),
+    };
     tracing::info!(target: "access", %peer, transport = transport.name(), op, handle = handle.as_deref().unwrap_or("-"), code, dur_ms = format_args!("{dur_ms:.3}"));
 }
 

@@ -51,3 +51,50 @@ pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> AdminServer {
     let credentials = server.credentials.first().expect("admin credentials written").clone();
     AdminServer { addrs: server.addrs, credentials, state: server.state.clone(), _server: server }
 }
+
+/// The request id of a unit or datagram (bytes 8..12 of the envelope).
+pub fn request_id_of(datagram: &[u8]) -> Option<i32> {
+    Some(i32::from_be_bytes(datagram.get(8..12)?.try_into().ok()?))
+}
+
+/// Send `datagrams` (one request) from `socket` and return the first reply
+/// datagram carrying `request_id`, sending them again every `every` for up to
+/// 60 s: a datagram lost on a busy machine must not fail a test. The server
+/// drops a copy of a request it is still serving, so resending is harmless.
+pub async fn udp_ask(
+    socket: &tokio::net::UdpSocket,
+    to: std::net::SocketAddr,
+    datagrams: &[Vec<u8>],
+    request_id: i32,
+    every: Duration,
+) -> Vec<u8> {
+    for d in datagrams {
+        socket.send_to(d, to).await.expect("send a UDP datagram");
+    }
+    udp_answer(socket, to, datagrams, request_id, every).await
+}
+
+/// [`udp_ask`] for a request already sent: wait `every` before sending again.
+pub async fn udp_answer(
+    socket: &tokio::net::UdpSocket,
+    to: std::net::SocketAddr,
+    datagrams: &[Vec<u8>],
+    request_id: i32,
+    every: Duration,
+) -> Vec<u8> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let resend_at = tokio::time::Instant::now() + every;
+        while let Ok(received) = tokio::time::timeout_at(resend_at, socket.recv(&mut buf)).await {
+            let n = received.expect("receive a UDP datagram");
+            if request_id_of(&buf[..n]) == Some(request_id) {
+                return buf[..n].to_vec();
+            }
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no UDP answer to request {request_id} in 60 s");
+        for d in datagrams {
+            socket.send_to(d, to).await.expect("send a UDP datagram");
+        }
+    }
+}

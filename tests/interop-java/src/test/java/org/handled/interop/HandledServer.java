@@ -77,10 +77,15 @@ public final class HandledServer implements AutoCloseable {
         Runtime.getRuntime().addShutdownHook(shutdownHook);
     }
 
-    /** Path of the server binary: system property {@code handled.bin}, default ../../target/release/handled. */
+    /**
+     * Path of the server binary: system property {@code handled.bin}, default
+     * $CARGO_TARGET_DIR/release/handled, else ../../target/release/handled.
+     */
     public static Path binaryPath() {
         String prop = System.getProperty("handled.bin");
-        Path p = Paths.get(prop == null || prop.isBlank() ? "../../target/release/handled" : prop);
+        String target = System.getenv("CARGO_TARGET_DIR");
+        Path p = prop != null && !prop.isBlank() ? Paths.get(prop)
+                : Paths.get(target == null || target.isBlank() ? "../../target" : target, "release", "handled");
         return p.toAbsolutePath().normalize();
     }
 
