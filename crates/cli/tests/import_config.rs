@@ -209,3 +209,22 @@ fn toml_in_config_dct_values_never_becomes_configuration() {
     let parsed: toml::Table = toml.parse().unwrap();
     assert!(!parsed.contains_key("allow_plain_http_admin"), "{toml}");
 }
+
+/// The status handle's keys (Manual §5) carry over: `status_handle_admins`
+/// as a list, `enable_monitor_daemon` as a boolean.
+#[test]
+fn status_handle_keys_carry_over() {
+    let dir = fixture_copy();
+    let dct = dir.path().join("config.dct");
+    let original = std::fs::read_to_string(&dct).unwrap();
+    let keys = "\"server_config\" = {\n    \"enable_monitor_daemon\" = \"yes\"\n    \"status_handle_admins\" = (\n      \"300:TEST/WATCHER\"\n    )\n";
+    let changed = original.replacen("\"server_config\" = {\n", keys, 1);
+    assert_ne!(changed, original, "the fixture has no server_config");
+    std::fs::write(&dct, changed).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = import(dir.path(), out.path(), Some(SERVER_PASSPHRASE));
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let parsed: toml::Table = std::fs::read_to_string(out.path().join("handled.toml")).unwrap().parse().unwrap();
+    assert_eq!(parsed["enable_monitor_daemon"].as_bool(), Some(true));
+    assert_eq!(parsed["status_handle_admins"].as_array().unwrap()[0].as_str(), Some("300:TEST/WATCHER"));
+}

@@ -129,6 +129,12 @@ pub struct Config {
     pub replication_admins: Vec<String>,
     /// Who may ask for a checkpoint (BACKUP_SERVER), besides `server_admins`.
     pub backup_admins: Vec<String>,
+    /// Who may read the status handle `0.SITE/status`, besides `server_admins`
+    /// (Handle.Net's key; same `index:handle` form).
+    pub status_handle_admins: Vec<String>,
+    /// The status handle also carries the monitor's JSON figures (index 2: disks,
+    /// load, system memory, request counts), as Handle.Net's key of that name.
+    pub enable_monitor_daemon: bool,
     /// Days of transaction log kept (pruned daily); a mirror further behind
     /// must be dumped again. 0 = forever.
     pub txnlog_num_days_to_keep: u64,
@@ -334,6 +340,8 @@ impl Default for Config {
             remote_auth_concurrent: 4,
             replication_admins: Vec::new(),
             backup_admins: Vec::new(),
+            status_handle_admins: Vec::new(),
+            enable_monitor_daemon: false,
             txnlog_num_days_to_keep: 0,
             replication_max_streams: 4,
             replication_write_timeout_secs: 60,
@@ -536,6 +544,7 @@ impl Config {
         }
         parse_admin_list(&self.replication_admins)?;
         parse_admin_list(&self.backup_admins)?;
+        parse_admin_list(&self.status_handle_admins)?;
         if self.store_kind() == StoreKind::Cassandra {
             self.cassandra_options()?;
             if self.cache_mb > 0 && self.cluster_listen.is_none() {

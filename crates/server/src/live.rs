@@ -8,6 +8,8 @@ use crate::config::Config;
 pub struct Live {
     /// Server-wide administrators as (handle, index) references.
     pub server_admins: Vec<(Vec<u8>, i32)>,
+    /// Who else may read the status handle `0.SITE/status`.
+    pub status_handle_admins: Vec<(Vec<u8>, i32)>,
     /// Admins scoped to one prefix: (admin handle, prefix handle `0.NA/<PREFIX>`).
     pub prefix_admins: Vec<(Vec<u8>, Vec<u8>)>,
     pub server_admin_full_access: bool,
@@ -20,6 +22,7 @@ impl Live {
     pub fn of(config: &Config) -> Live {
         Live {
             server_admins: config.parsed_server_admins().unwrap_or_default(),
+            status_handle_admins: crate::config::parse_admin_list(&config.status_handle_admins).unwrap_or_default(),
             prefix_admins: config.prefix_admins(),
             server_admin_full_access: config.server_admin_full_access,
             allow_list_handles: config.allow_list_handles,
@@ -41,6 +44,9 @@ impl Live {
         }
         if self.allow_plain_http_admin != other.allow_plain_http_admin {
             changed.push("allow_plain_http_admin");
+        }
+        if self.status_handle_admins != other.status_handle_admins {
+            changed.push("status_handle_admins");
         }
         changed
     }

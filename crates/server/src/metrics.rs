@@ -13,6 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -74,6 +75,10 @@ pub struct Metrics {
     /// the log's last id (set at scrape time).
     pub replication: ReplicationMetrics,
     started: std::time::Instant,
+    /// Wall-clock start (the status handle's `startTime`).
+    started_at: std::time::SystemTime,
+    /// Handle requests by kind, for the status handle (`0.SITE/status`).
+    pub handle_requests: HandleRequestCounts,
     /// Figures other rooms register at scrape time (the replication mirror's).
     scrape_hooks: std::sync::Mutex<Vec<ScrapeHook>>,
 }
@@ -101,7 +106,64 @@ impl Default for Metrics {
             udp_duplicates: Counter::default(),
             replication: ReplicationMetrics::default(),
             started: std::time::Instant::now(),
+            started_at: std::time::SystemTime::now(),
+            handle_requests: HandleRequestCounts::default(),
             scrape_hooks: Default::default(),
+        }
+    }
+}
+
+/// Handle requests answered since start, as Handle.Net's status handle counts
+/// them: every native message and JSON API request in `total`, resolutions,
+/// administration (writes, listing, homing) and replication (`txn`) apart.
+#[derive(Default)]
+pub struct HandleRequestCounts {
+    total: AtomicU64,
+    resolution: AtomicU64,
+    admin: AtomicU64,
+    txn: AtomicU64,
+}
+
+/// A snapshot of [`HandleRequestCounts`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RequestCounts {
+    pub total: u64,
+    pub resolution: u64,
+    pub admin: u64,
+    pub txn: u64,
+}
+
+impl HandleRequestCounts {
+    /// One request more in `total`.
+    pub fn request(&self) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Put a counted request of operation `op` in its kind (if any).
+    pub fn classify(&self, op: OpCode) {
+        let kind = match op {
+            OpCode::RESOLUTION => &self.resolution,
+            OpCode::CREATE_HANDLE
+            | OpCode::DELETE_HANDLE
+            | OpCode::ADD_VALUE
+            | OpCode::REMOVE_VALUE
+            | OpCode::MODIFY_VALUE
+            | OpCode::LIST_HANDLES
+            | OpCode::HOME_NA
+            | OpCode::UNHOME_NA
+            | OpCode::LIST_HOMED_NAS => &self.admin,
+            OpCode::GET_NEXT_TXN_ID | OpCode::RETRIEVE_TXN_LOG | OpCode::DUMP_HANDLES => &self.txn,
+            _ => return,
+        };
+        kind.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> RequestCounts {
+        RequestCounts {
+            total: self.total.load(Ordering::Relaxed),
+            resolution: self.resolution.load(Ordering::Relaxed),
+            admin: self.admin.load(Ordering::Relaxed),
+            txn: self.txn.load(Ordering::Relaxed),
         }
     }
 }
@@ -117,7 +179,9 @@ impl Metrics {
     /// Count a request by the response units it produced, and its latency.
     pub fn observe(&self, transport: &'static str, responses: &[Vec<u8>], elapsed: Duration) {
         let mut refused = false;
+        self.handle_requests.request();
         if let Some((op, code)) = responses.last().and_then(|u| codes(u)) {
+            self.handle_requests.classify(op);
             self.requests.get_or_create(&RequestLabels { transport, op: op.name(), code: code.name() }).inc();
             refused = code == ResponseCode::SERVER_TOO_BUSY;
         }
@@ -134,9 +198,23 @@ impl Metrics {
             _ => "5xx",
         };
         self.requests.get_or_create(&RequestLabels { transport: "http", op: service, code }).inc();
+        if service == "api" {
+            // Its kind is counted by the JSON API itself (crate::rest), which knows the operation.
+            self.handle_requests.request();
+        }
         // Only admission control answers 503 on these services.
         let histogram = if status == 503 { &self.refusals } else { &self.latency };
         histogram.get_or_create(&TransportLabel { transport: service }).observe(elapsed.as_secs_f64());
+    }
+
+    /// Time since start.
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// When the server started (wall clock).
+    pub fn started_at(&self) -> std::time::SystemTime {
+        self.started_at
     }
 
     /// A re-sent UDP request dropped: its original is still queued or being served.

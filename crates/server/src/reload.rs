@@ -62,6 +62,7 @@ pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<Reloaded, Relo
                 tls_key: file.tls_key,
                 server_admins: file.server_admins,
                 server_admins_given: file.server_admins_given,
+                status_handle_admins: file.status_handle_admins,
                 server_admin_full_access: file.server_admin_full_access,
                 allow_list_handles: file.allow_list_handles,
                 allow_plain_http_admin: file.allow_plain_http_admin,
@@ -75,6 +76,7 @@ pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<Reloaded, Relo
         }
     };
     merged.parsed_server_admins()?;
+    crate::config::parse_admin_list(&merged.status_handle_admins)?;
     // Read again even if the path is the same: the root sites may have moved.
     let remote = crate::state::remote_auth_of(&merged).map_err(ReloadError::RootInfo)?;
     if let Some(tls) = &state.tls {

@@ -200,7 +200,7 @@ pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
         let origin = format!("server_config.{key}");
         let text = value.as_str().unwrap_or_default();
         match key.as_str() {
-            "server_admins" | "replication_admins" | "backup_admins" => match strings(value) {
+            "server_admins" | "replication_admins" | "backup_admins" | "status_handle_admins" => match strings(value) {
                 Some(list) => m.set(key, Toml::Strs(list), &origin),
                 None => m.skip(&origin, "not a list of INDEX:HANDLE strings; ignored"),
             },
@@ -212,7 +212,9 @@ pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
                     .collect();
                 m.set("prefixes", Toml::Strs(prefixes), &format!("{origin} (0.NA/ taken off)"));
             }
-            "case_sensitive" | "server_admin_full_access" => m.set(key, Toml::Bool(yes(text)), &origin),
+            "case_sensitive" | "server_admin_full_access" | "enable_monitor_daemon" => {
+                m.set(key, Toml::Bool(yes(text)), &origin)
+            }
             "allow_list_hdls" => m.set("allow_list_handles", Toml::Bool(yes(text)), &origin),
             "max_session_time" => match number(value) {
                 Some(ms) => m.set("max_session_secs", Toml::Int(ms.div_ceil(1000).max(60)), &format!("{origin} (ms)")),
@@ -266,7 +268,6 @@ fn skip_reason(key: &str, value: &str) -> String {
         k if k.starts_with("bdbje_") || k.starts_with("jdb_") => {
             "a setting of Handle.Net's storage; handled has its own store"
         }
-        "enable_monitor_daemon" | "status_handle_admins" => "handled's status is `/metrics` and `handled status`",
         "replication_sites_handle" => {
             "handled pulls from one source: set `replication_source` to INDEX:HANDLE of one HS_SITE value"
         }

@@ -8,6 +8,7 @@
 mod create;
 mod list;
 mod resolve;
+pub mod status_handle;
 mod values;
 
 pub use create::{create_handle, CreateHandle, Created};

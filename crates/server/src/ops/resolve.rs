@@ -26,6 +26,9 @@ pub fn select<'a>(values: &'a [HandleValue], indexes: &[i32], types: &[Vec<u8>])
 /// an identity with READ_VALUE; values without admin read are never served.
 pub async fn resolve(state: &ServerState, caller: &Caller, req: &Resolve) -> Result<Vec<HandleValue>, OpError> {
     let canonical = handle::canonical(&req.handle);
+    if super::status_handle::is_status_handle(&canonical) {
+        return super::status_handle::resolve_status(state, caller, req.public_only).await;
+    }
     check_homed(state, &canonical).await?;
     let record = load(state, &state.storage_key(&canonical))
         .await?

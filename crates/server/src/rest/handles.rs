@@ -6,7 +6,7 @@ use super::params::{percent_decode, Params};
 use super::{OpKind, Reply, Req, Rest};
 use crate::auth::Caller;
 use crate::ops::{self, CreateHandle, OpError, Resolve};
-use handled_proto::header::ResponseCode;
+use handled_proto::header::{OpCode, ResponseCode};
 use handled_proto::json::value_from_json;
 use handled_proto::value::HandleValue;
 use hyper::{Method, StatusCode};
@@ -14,6 +14,13 @@ use serde_json::{json, Map, Value};
 
 pub(super) async fn route(rest: &Rest, req: &Req, raw_handle: &str, bare: bool) -> Reply {
     let handle = percent_decode(raw_handle, false);
+    // The status handle's request counts, by the operation this request is.
+    let op = match req.method {
+        _ if handle.is_empty() => OpCode::LIST_HANDLES,
+        Method::GET | Method::HEAD | Method::POST => OpCode::RESOLUTION,
+        _ => OpCode::MODIFY_VALUE,
+    };
+    rest.state.metrics.handle_requests.classify(op);
     match req.method {
         Method::GET | Method::HEAD => get(rest, req, &req.params, &handle, bare).await,
         Method::POST => {
