@@ -2,8 +2,10 @@
 """Lists import cycles between the modules of each workspace crate (exit 1 if any).
 
 A crate should read top-down: if module A uses module B, B must not use A, directly
-or through others. A module is a file (`src/a/b.rs` or `src/a/b/mod.rs` is `a::b`);
-a use of `crate::a::b::Item` (or `super::…`, `self::…`) is an edge to the longest
+or through others. This holds at two levels: between modules, and between a crate's
+top-level modules (`src/a.rs`, or the folder `src/a/` as a whole), so that each
+folder sits on those below it. A module is a file (`src/a/b.rs` or `src/a/b/mod.rs`
+is `a::b`); a use of `crate::a::b::Item` (or `super::…`, `self::…`) is an edge to the longest
 module path it names. Edges between a module and its own ancestors are left out:
 a parent declaring and re-exporting its children is how Rust is laid out. Test
 modules (`#[cfg(test)]` to the end of the file) are left out too.
@@ -105,6 +107,16 @@ def cycles(edges):
     return out
 
 
+def top_level(edges):
+    """Edges between top-level modules: a/x uses b/y is a -> b (the crate root is left out)."""
+    tops = {}
+    for a, targets in edges.items():
+        for b in targets:
+            if a and b and a[0] != b[0]:
+                tops.setdefault(a[:1], set()).add(b[:1])
+    return tops
+
+
 def name(mod):
     return "::".join(mod) or "crate"
 
@@ -116,15 +128,28 @@ def main():
         if not (crate / "src").is_dir():
             continue
         edges = edges_of(crate)
-        for comp in cycles(edges):
-            found += 1
-            members = set(comp)
-            links = [f"{name(a)} -> {name(b)}" for a in comp for b in sorted(edges.get(a, ())) if b in members]
-            print(f"{crate.name}: cycle among {', '.join(name(m) for m in comp)}\n    " + "\n    ".join(links))
+        for level, graph in (("modules", edges), ("top-level modules", top_level(edges))):
+            for comp in cycles(graph):
+                found += 1
+                members = set(comp)
+                pairs = [(a, b) for a in comp for b in sorted(graph.get(a, ())) if b in members]
+                links = []
+                for a, b in pairs:
+                    link = f"{name(a)} -> {name(b)}"
+                    if graph is not edges:  # name the files that make a folder-level link
+                        why = [
+                            f"{name(x)} -> {name(y)}"
+                            for x in sorted(edges)
+                            for y in sorted(edges[x])
+                            if x[:1] == a and y[:1] == b
+                        ]
+                        link += ": " + ", ".join(why)
+                    links.append(link)
+                print(f"{crate.name}: cycle among {level} {', '.join(name(m) for m in comp)}\n    " + "\n    ".join(links))
     if found:
         print(f"{found} import cycle(s)")
         return 1
-    print("no import cycles between modules")
+    print("no import cycles between modules or between top-level modules")
     return 0
 
 

@@ -9,9 +9,7 @@ use common::closed;
 use handled_bench::{run, FreshNames, KeySet, Model, OpKind, Plan, Stats, TargetSpec, Transport, Workload, MIXED_LOOP};
 use handled_client::{resolved_values, Connection, Credentials, KeyChoice, Protocol, ResolveOptions};
 use handled_proto::header::ResponseCode;
-use handled_server::bootstrap::{bootstrap, open_store};
-use handled_server::config::Config;
-use handled_server::{BoundAddrs, Listeners};
+use handled_server::BoundAddrs;
 use std::io::{Read, Write};
 use std::time::Duration;
 
@@ -24,22 +22,14 @@ struct TestServer {
 async fn server() -> TestServer {
     let dir = tempfile::tempdir().unwrap();
     let creds_path = dir.path().join("admin.json");
-    let mut config = Config {
-        data_dir: dir.path().join("data"),
-        port: 0,
-        http_port: 0,
-        registry_port: Some(0),
-        udp_sockets: 1,
-        admin_credentials: Some(creds_path.clone()),
-        ..Config::default()
-    };
-    let listeners = Listeners::bind(&config).expect("bind");
-    listeners.apply_ports(&mut config);
-    let store = open_store(&config).await.expect("store");
-    let booted = bootstrap(config, store).await.expect("bootstrap");
-    let running = listeners.serve(booted.state).expect("serve");
-    let addrs = running.addrs;
-    tokio::spawn(running.wait());
+    let server = handled_testkit::start(|c| {
+        c.ephemeral = false;
+        c.data_dir = dir.path().join("data");
+        c.registry_port = Some(0);
+        c.admin_credentials = Some(creds_path.clone());
+    })
+    .await;
+    let addrs = server.addrs;
     let credentials = Credentials::load(&creds_path, KeyChoice::Secret).expect("credentials written at bootstrap");
     TestServer { addrs, credentials, _dir: dir }
 }

@@ -5,25 +5,12 @@ mod common;
 use common::closed;
 
 use handled_bench::{run, KeySet, Model, OpKind, Plan, Stats, TargetSpec, Transport, Workload};
-use handled_server::bootstrap::{bootstrap, open_store};
-use handled_server::config::Config;
-use handled_server::{BoundAddrs, Listeners};
+use handled_server::BoundAddrs;
 use std::sync::Arc;
 use std::time::Duration;
 
 async fn server() -> BoundAddrs {
-    let mut config = Config { ephemeral: true, port: 0, http_port: 0, udp_sockets: 1, ..Config::default() };
-    let listeners = Listeners::bind(&config).expect("bind");
-    listeners.apply_ports(&mut config);
-    let store = open_store(&config).await.expect("store");
-    let booted = bootstrap(config, store).await.expect("bootstrap");
-    for p in &booted.new_credentials {
-        let _ = std::fs::remove_file(p);
-    }
-    let running = listeners.serve(booted.state).expect("serve");
-    let addrs = running.addrs;
-    tokio::spawn(running.wait());
-    addrs
+    handled_testkit::start(|_| {}).await.addrs
 }
 
 async fn bench(spec: TargetSpec, workload: Workload, model: &Model) -> Stats {

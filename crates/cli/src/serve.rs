@@ -2,15 +2,20 @@
 
 use anyhow::Context;
 use clap::Args;
-use handled_server::bootstrap::{bootstrap, open_store};
+use handled_server::bootstrap::open_store;
 use handled_server::config::{Config, StoreKind};
 use handled_server::import::ImportOptions;
 use handled_server::replication::mirror::MirrorSettings;
-use handled_server::Listeners;
+use handled_server::Server;
 use std::io::Write;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+/// How long requests in flight at SIGTERM may take to finish (systemd's stop
+/// timeout is 90 s by default).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -169,14 +174,14 @@ fn check_published_address(c: &Config) -> anyhow::Result<()> {
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let mut config = args.config()?;
+    let config = args.config()?;
     let mirror = MirrorSettings::from_config(&config).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-    let listeners = Listeners::bind(&config).context("cannot listen")?;
-    listeners.apply_ports(&mut config);
-    let store = open_store(&config).await?;
+    let bound = Server::bind(config).context("cannot listen")?;
+    let config = &bound.config;
+    let store = open_store(config).await?;
     if let Some(path) = &args.import {
         // Loading before serving replaces what is there, as the flag always did.
-        let options = ImportOptions { replace: true, ..ImportOptions::for_server(&config, &*store).await? };
+        let options = ImportOptions { replace: true, ..ImportOptions::for_server(config, &*store).await? };
         let checked = crate::import::check_file(&*store, path, &options).await?;
         let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         let n = handled_server::import::import(&*store, std::io::BufReader::new(file), config.case_sensitive, |_| {})
@@ -190,22 +195,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if !config.ephemeral && config.store == StoreKind::Embedded {
         eprintln!("data directory {}", absolute(&config.data_dir).display());
     }
-    let booted = bootstrap(config, store).await?;
+    let booted = bound.bootstrap(store).await?;
     for path in &booted.new_credentials {
         eprintln!("admin credentials written to {} (keep this file secret)", absolute(path).display());
     }
     let _remove_at_exit = RemoveAtExit(if temporary_credentials { booted.new_credentials.clone() } else { Vec::new() });
     if let Some(settings) = mirror {
         let source = settings.source_text.clone();
-        handled_server::replication::mirror::start(&booted.state, settings).await?;
+        booted.start_mirror(settings).await?;
         if booted.state.mirror().is_some_and(|m| m.is_read_only()) {
             eprintln!("replication mirror of {source}: resolving from the copy, administration requests answered 301");
         }
     }
-    let running = listeners.serve(booted.state.clone())?;
-    let a = running.addrs;
+    let mut server = booted.serve()?;
+    let a = server.addrs;
     let homed: Vec<String> =
-        booted.state.homed_prefixes().iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+        server.state.homed_prefixes().iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
     eprintln!("handled serving {} on udp {} tcp {} http {}", homed.join(", "), a.udp, a.tcp, a.http);
     if let Some(r) = a.registry {
         eprintln!("domain registry on http://{r}/");
@@ -214,7 +219,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let shutdown = shutdown_signal().context("cannot install the signal handlers")?;
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("cannot install the signal handlers")?;
-    let (state, config_path) = (booted.state.clone(), args.config.clone());
+    let (state, config_path) = (server.state.clone(), args.config.clone());
     tokio::spawn(async move {
         while hangup.recv().await.is_some() {
             match handled_server::reload::reload(&state, config_path.as_deref()) {
@@ -232,18 +237,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     println!("ready");
     let _ = std::io::stdout().flush();
     tokio::select! {
-        _ = running.wait() => anyhow::bail!("a listener stopped unexpectedly"),
-        _ = shutdown => {
-            eprintln!("shutting down");
-            // Queued writes finish; the store file is left cleanly closed, so the
-            // next start needs no repair.
-            if let Some(cache) = &booted.state.cache {
-                cache.leave_cluster().await;
-            }
-            booted.state.store.close();
-            Ok(ExitCode::SUCCESS)
-        }
+        _ = server.stopped_unexpectedly() => anyhow::bail!("a listener stopped unexpectedly"),
+        _ = shutdown => {}
     }
+    eprintln!("shutting down");
+    // Requests in flight finish (within the grace), then the store closes with
+    // nothing left to use it: queued writes commit and the file is left clean.
+    if !server.shutdown(SHUTDOWN_GRACE).await {
+        eprintln!("requests still running after {SHUTDOWN_GRACE:?} were cut");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Files removed when dropped: on every way out of `run`.

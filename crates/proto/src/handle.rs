@@ -3,6 +3,9 @@
 
 use std::borrow::Cow;
 
+/// Longest handle the reference decoder accepts in responses (§1.8).
+pub const MAX_HANDLE_LEN: usize = 2048;
+
 /// The naming-authority prefix: prefix handles are `0.NA/<prefix>`.
 pub const NA_PREFIX: &[u8] = b"0.NA";
 /// `0.NA/`, what a prefix handle starts with.

@@ -10,8 +10,7 @@ use crate::value::HandleValue;
 
 /// Most values a value list may hold (§1.8, §7.1).
 pub const MAX_VALUES: usize = 2048;
-/// Longest handle the reference decoder accepts in responses (§1.8).
-pub const MAX_HANDLE_LEN: usize = 2048;
+pub use crate::handle::MAX_HANDLE_LEN;
 /// Smallest encoded value record: fixed fields and three empty length words.
 const MIN_VALUE_LEN: usize = 4 + 4 + 1 + 4 + 1 + 4 + 4 + 4;
 

@@ -3,9 +3,9 @@
 //! creates for each a prefix handle and an admin handle with fresh credentials.
 
 use crate::config::{Config, StoreKind};
-use crate::keys::{write_private, KeyError, RsaSigner};
+use crate::keys::{write_private, KeyError, RsaSigner, SERVER_KEY_FILE};
 use crate::site::{build_site, fingerprint};
-use crate::state::{ServerState, HOMED_META_PREFIX};
+use crate::state::ServerState;
 use base64::Engine;
 use handled_proto::codec::Codec;
 use handled_proto::data::admin::{AdminPermissions, AdminRecord};
@@ -19,8 +19,6 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The site's signing key in the data directory (PKCS#8).
-pub(crate) const SERVER_KEY_FILE: &str = handled_store::backup::SERVER_KEY_FILE_NAME;
 const STORE_FILE: &str = "handles.redb";
 const META_SITE_SERIAL: &str = "site/serial";
 const META_SITE_FINGERPRINT: &str = "site/fingerprint";
@@ -28,11 +26,7 @@ const META_SITE_FINGERPRINT: &str = "site/fingerprint";
 const SITE_KEY_COLLECTION: &str = "site";
 const SITE_KEY_ID: &[u8] = b"signing-key";
 
-/// Index conventions of the handles we create.
-pub const ADMIN_INDEX: i32 = 100;
-pub const SITE_INDEX: i32 = 1;
-pub const SECKEY_INDEX: i32 = 300;
-pub const PUBKEY_INDEX: i32 = 301;
+pub use crate::site::{ADMIN_INDEX, PUBKEY_INDEX, SECKEY_INDEX, SITE_INDEX};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
@@ -113,8 +107,7 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     for prefix in prefixes {
         let prefix_handle = handle::normalize(format!("0.NA/{prefix}").as_bytes(), false);
         if homed.insert(prefix_handle.clone()) {
-            let meta_key = format!("{HOMED_META_PREFIX}{}", String::from_utf8_lossy(&prefix_handle));
-            store.meta_put(&meta_key, Some(Vec::new())).await?;
+            store.meta_put(&handled_store::homed_meta_key(&prefix_handle), Some(Vec::new())).await?;
         }
         let admin_handle = format!("{prefix}/ADMIN").into_bytes();
         let admin_ref = AdminRecord {

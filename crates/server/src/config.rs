@@ -176,7 +176,7 @@ pub struct Config {
     pub auth_workers: usize,
     /// Allow LIST_HANDLES (§3.5: a server may disable it).
     pub allow_list_handles: bool,
-    // Domain registry (crate::registry).
+    // Domain registry (crate handled-registry, served by crate::registry_port).
     /// Port of the domain registry API (served at its root); unset: not served.
     pub registry_port: Option<u16>,
     /// `EXPIRES_MAX`: larger `expires` values are clamped to this many seconds.

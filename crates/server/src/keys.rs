@@ -10,6 +10,9 @@ use handled_proto::codec::Codec;
 use handled_proto::data::pubkey::{java_bigint, PublicKey};
 use std::path::Path;
 
+/// The site's signing key in the data directory (PKCS#8).
+pub(crate) const SERVER_KEY_FILE: &str = handled_store::backup::SERVER_KEY_FILE_NAME;
+
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     #[error("cannot generate an RSA key")]

@@ -12,7 +12,7 @@ pub enum ReloadError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("HTTPS certificate: {0}")]
-    Tls(#[from] crate::transport::tls::TlsError),
+    Tls(#[from] crate::tls::TlsError),
     #[error("{0}")]
     RootInfo(String),
 }

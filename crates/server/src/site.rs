@@ -8,6 +8,12 @@ use handled_proto::envelope::Version;
 use std::net::IpAddr;
 
 /// The protocol version we speak and announce (§1.7 recommends 2.10).
+/// Index conventions of the handles bootstrap creates.
+pub const ADMIN_INDEX: i32 = 100;
+pub const SITE_INDEX: i32 = 1;
+pub const SECKEY_INDEX: i32 = 300;
+pub const PUBKEY_INDEX: i32 = 301;
+
 pub const OUR_VERSION: Version = Version::V2_10;
 
 /// Build the site record for this server. `serial` is bumped by the caller

@@ -13,7 +13,7 @@ use crate::logging::Logs;
 use crate::metrics::Metrics;
 use crate::quota::Quota;
 use crate::session::{SessionLimits, Sessions};
-use crate::transport::tls::CertSlot;
+use crate::tls::CertSlot;
 use handled_proto::handle;
 use handled_store::Store;
 use std::collections::HashSet;
@@ -74,13 +74,13 @@ pub struct ServerState {
     pub admission: Admission,
     pub metrics: Metrics,
     /// The replication source's stream slots and waiting pulls.
-    pub replication: crate::replication::source::slots::Source,
+    pub replication: crate::replication_status::slots::Source,
     /// The cache in front of `store` (which already goes through it), for its figures.
     pub cache: Option<Arc<CachingStore>>,
     /// Set once every listener serves (`/readyz`).
     ready: std::sync::atomic::AtomicBool,
     /// Set when this server runs as a replication mirror (before it serves).
-    mirror: std::sync::OnceLock<Arc<crate::replication::mirror::status::MirrorStatus>>,
+    mirror: std::sync::OnceLock<Arc<crate::replication_status::mirror::MirrorStatus>>,
 }
 
 impl ServerState {
@@ -140,7 +140,7 @@ impl ServerState {
         ServerState {
             admission,
             metrics: Metrics::default(),
-            replication: crate::replication::source::slots::Source::new(&config),
+            replication: crate::replication_status::slots::Source::new(&config),
             cache,
             ready: Default::default(),
             mirror: Default::default(),
@@ -173,12 +173,12 @@ impl ServerState {
     }
 
     /// The replication mirror's status, when this server is one.
-    pub fn mirror(&self) -> Option<&Arc<crate::replication::mirror::status::MirrorStatus>> {
+    pub fn mirror(&self) -> Option<&Arc<crate::replication_status::mirror::MirrorStatus>> {
         self.mirror.get()
     }
 
     /// Make this server a mirror (once, before it serves).
-    pub fn set_mirror(&self, status: Arc<crate::replication::mirror::status::MirrorStatus>) {
+    pub fn set_mirror(&self, status: Arc<crate::replication_status::mirror::MirrorStatus>) {
         let _ = self.mirror.set(status);
     }
 
@@ -242,9 +242,8 @@ impl ServerState {
     /// Re-read the homed prefixes from the shared store (nothing on a single node).
     pub async fn reload_homed(&self) {
         let Some(reloaded) = &self.homed_reloaded else { return };
-        match self.store.meta_scan(HOMED_META_PREFIX).await {
-            Ok(entries) => {
-                let set = entries.into_iter().map(|(k, _)| k.as_bytes()[HOMED_META_PREFIX.len()..].to_vec()).collect();
+        match stored_homed(&*self.store).await {
+            Ok(set) => {
                 *self.homed.write().unwrap_or_else(|e| e.into_inner()) = set;
                 *reloaded.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
             }

@@ -21,7 +21,7 @@
 use super::state_info::ReplicationStateInfo;
 use crate::codec::{put_bytes, put_i32, put_u64, put_u8, DecodeError, DecodeResult, Reader};
 use crate::envelope::Version;
-use crate::request::MAX_HANDLE_LEN;
+use crate::handle::MAX_HANDLE_LEN;
 
 /// The requesting mirror server's own place in its site: the source sends only
 /// the handles with `abs(hash % num_servers) == server_num` (HOME/UNHOME always).

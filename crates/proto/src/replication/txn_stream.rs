@@ -13,7 +13,7 @@
 use super::decoder::{StreamDecoder, StreamGrammar};
 use super::framing::StreamItem;
 use crate::codec::{put_bytes, put_i32, put_u32, put_u64, put_u8, Codec, DecodeError, DecodeResult, Reader};
-use crate::request::MAX_HANDLE_LEN;
+use crate::handle::MAX_HANDLE_LEN;
 use crate::value::HandleValue;
 
 /// `dataFormatVersion` of a single-queue answer.

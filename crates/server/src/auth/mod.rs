@@ -1,12 +1,11 @@
-//! Authentication and authorization (§5), independent of how a request
-//! arrived: the native protocol and the JSON REST API both prove an
-//! [`Identity`] here and ask [`authorize`] what it may do.
+//! Authentication (§5), independent of how a request arrived: who an
+//! [`Identity`] is, pending challenges, the proof workers, signatures and
+//! identities held on other servers. Checking a proof and deciding what an
+//! identity may do use the server's state: [`crate::access`].
 
-pub mod authorize;
 pub mod challenge;
 pub mod remote;
 pub mod signature;
-pub mod verify;
 pub mod work;
 
 use handled_proto::handle::admin_ref_matches;

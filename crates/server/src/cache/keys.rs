@@ -14,15 +14,12 @@ use handled_store::{Document, HandleRecord, IndexEntry, IndexHit};
 /// sessions (read once, or checked at SERIAL), the site key, the node leases,
 /// and the reverse-lookup index `hrls` (its documents ride along with handle
 /// writes inside a wrapper below the cache, so the cache never sees them change).
-pub const UNCACHED_COLLECTIONS: &[&str] = &[
-    "auth-challenge",
-    "auth-session",
-    "auth-session-counter",
-    "http-session",
-    "site",
-    "hrls",
-    crate::cluster::lease::COLLECTION,
-];
+pub const UNCACHED_COLLECTIONS: &[&str] =
+    &["auth-challenge", "auth-session", "auth-session-counter", "http-session", "site", "hrls", CLUSTER_NODES];
+
+/// The cluster's member rows (`crate::cluster::lease`): here, below the cluster,
+/// because the cache must know to leave them alone.
+pub const CLUSTER_NODES: &str = "cluster-nodes";
 
 pub fn cached_collection(collection: &str) -> bool {
     !UNCACHED_COLLECTIONS.contains(&collection)

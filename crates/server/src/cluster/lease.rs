@@ -11,7 +11,7 @@ use handled_store::{DocExpect, DocOutcome, Document, Store, StoreError};
 use parking_lot::Mutex;
 
 /// The collection of node rows (not cached, not announced).
-pub const COLLECTION: &str = "cluster-nodes";
+pub const COLLECTION: &str = crate::cache::keys::CLUSTER_NODES;
 /// Rows read per view (more nodes than this in one site is not a use case).
 const MAX_MEMBERS: usize = 1024;
 /// A row whose lease ended this long ago is removed by the next view refresh.

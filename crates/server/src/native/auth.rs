@@ -4,8 +4,9 @@
 
 use super::respond::{encode_reply, error_reply, Reply, RequestContext};
 use super::{Answer, Transport};
+use crate::access::verify;
 use crate::auth::challenge::{NotStored, Pending};
-use crate::auth::{verify, Caller};
+use crate::auth::Caller;
 use crate::session::Session;
 use crate::state::ServerState;
 use handled_proto::digest::RequestDigest;

@@ -1,9 +1,9 @@
 //! LIST_HANDLES and the prefix operations HOME_NA, UNHOME_NA, LIST_HOMED_NAS (§3.5).
 
 use super::*;
-use crate::auth::authorize::{administered_prefixes, is_server_admin};
-use crate::state::HOMED_META_PREFIX;
+use crate::access::authorize::{administered_prefixes, is_server_admin};
 use handled_proto::handle;
+use handled_store::homed_meta_key;
 
 /// Keys fetched per store scan while listing.
 const SCAN_PAGE: usize = 1000;
@@ -69,16 +69,12 @@ async fn require_server_admin<'a>(state: &ServerState, caller: &'a Caller) -> Re
     }
 }
 
-fn meta_key(prefix_handle: &[u8]) -> String {
-    format!("{HOMED_META_PREFIX}{}", String::from_utf8_lossy(prefix_handle))
-}
-
 /// Make this server responsible for `<prefix>/*`, persistently.
 pub async fn home_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
     check_primary(state)?;
     let prefix_handle = prefix_handle_of(h)?;
     require_server_admin(state, caller).await?;
-    state.store.meta_put(&meta_key(&prefix_handle), Some(Vec::new())).await?;
+    state.store.meta_put(&homed_meta_key(&prefix_handle), Some(Vec::new())).await?;
     state.set_homed(prefix_handle, true);
     Ok(())
 }
@@ -87,7 +83,7 @@ pub async fn unhome_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Re
     check_primary(state)?;
     let prefix_handle = prefix_handle_of(h)?;
     require_server_admin(state, caller).await?;
-    state.store.meta_put(&meta_key(&prefix_handle), None).await?;
+    state.store.meta_put(&homed_meta_key(&prefix_handle), None).await?;
     state.set_homed(prefix_handle, false);
     Ok(())
 }

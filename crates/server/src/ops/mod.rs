@@ -16,8 +16,8 @@ pub use list::{home_prefix, list_handles, list_homed_prefixes, unhome_prefix};
 pub use resolve::{resolve, select, Resolve};
 pub use values::{add_values, delete_handle, modify_values, remove_values};
 
-use crate::auth::authorize::{admin_records, permitted};
-use crate::auth::verify::AuthError;
+use crate::access::authorize::{admin_records, permitted};
+use crate::access::verify::AuthError;
 use crate::auth::{Caller, Identity};
 use crate::state::ServerState;
 use handled_proto::data::admin::AdminPermissions;

@@ -1,11 +1,11 @@
 //! Who is calling the REST API (§4.6): `Authorization: Basic` (index:handle
 //! and the secret) per request, or `Authorization: Handle` answering an HTTP
-//! session's nonce. Proofs are checked by [`crate::auth::verify`], the code
+//! session's nonce. Proofs are checked by [`crate::access::verify`], the code
 //! the native protocol uses; this file only parses headers (the sessions
 //! themselves are in `http_sessions.rs`).
 
 use super::{params::percent_decode, Reply, Req, Rest};
-use crate::auth::verify::{self, AuthError};
+use crate::access::verify::{self, AuthError};
 use crate::auth::{Caller, Identity};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;

@@ -13,7 +13,7 @@
 //! access logs and proxies record.
 
 use super::{render, Body, Req, Rest};
-use crate::auth::authorize::is_server_admin;
+use crate::access::authorize::is_server_admin;
 use crate::auth::{Caller, Identity};
 use crate::backup::BackupError;
 use bytes::Bytes;

@@ -273,10 +273,8 @@ mod tests {
         let records = (0..n).map(|i| (format!("TEST/H{i}").into_bytes(), HandleRecord::new(vec![url(i)])));
         store.put_many(records.collect()).await.unwrap();
         let booted = crate::bootstrap::bootstrap(config, store).await.unwrap();
-        let bodies = crate::transport::body::BodyReader::new(
-            Duration::from_secs(1),
-            crate::transport::body::BodyBudget::new(1 << 20),
-        );
+        let bodies =
+            crate::http_body::BodyReader::new(Duration::from_secs(1), crate::http_body::BodyBudget::new(1 << 20));
         (Rest::new(booted.state, bodies), dir)
     }
 

@@ -1,7 +1,7 @@
 //! The Handle.Net v9 JSON REST API (§4.5, §4.6) and reverse lookup, served on
 //! the HTTP port. HTTP is only translated here: every operation runs through
 //! [`crate::ops`] (the same code the native protocol uses) and callers are
-//! proven through [`crate::auth::verify`]; nothing in this module decides
+//! proven through [`crate::access::verify`]; nothing in this module decides
 //! what an identity may do.
 
 mod admin;
@@ -16,9 +16,9 @@ pub mod params;
 pub mod revindex;
 mod sessions;
 
+use crate::http_body::BodyReader;
 use crate::ops::OpError;
 use crate::state::ServerState;
-use crate::transport::body::BodyReader;
 use bytes::Bytes;
 use handled_proto::header::ResponseCode;
 use http_body_util::Full;

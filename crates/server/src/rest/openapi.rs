@@ -10,7 +10,7 @@ use serde_json::Value;
 const BASE: &str = include_str!("openapi.json");
 
 /// Documents of other HTTP modules to merge (the domain registry adds its
-/// `crates/server/src/registry/openapi.json` here when it lands).
+/// `crates/registry/src/openapi.json` here when it lands).
 const EXTRA: &[&str] = &[];
 
 pub(super) fn document() -> Bytes {

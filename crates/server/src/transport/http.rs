@@ -5,8 +5,8 @@
 //! ([`crate::rest`], `/api/...`, `/hrls/...`), and every other path to the
 //! web handle proxy ([`crate::proxy`]) unless `enable_proxy` is off.
 
-use super::body::{BodyBudget, BodyError, BodyReader};
 use super::serve_unit;
+use crate::http_body::{BodyBudget, BodyError, BodyReader};
 use crate::native::Transport;
 use crate::rest::{Conn, Rest};
 use crate::state::ServerState;

@@ -4,7 +4,7 @@
 //! at once (F2: 21,000 stalled tunnel POSTs did), so a connection beyond a cap is
 //! refused at once instead of held.
 
-use super::body::BodyBudget;
+use crate::http_body::BodyBudget;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::IpAddr;

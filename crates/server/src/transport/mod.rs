@@ -2,14 +2,12 @@
 //! admission control and records metrics around [`crate::native::handle_unit`].
 
 pub mod accept;
-pub mod body;
 pub mod http;
 pub mod limits;
 mod realtime;
 mod reassembly;
 pub mod tcp;
 pub mod timing;
-pub mod tls;
 pub mod udp;
 mod udp_answers;
 pub mod unify;
@@ -30,6 +28,27 @@ use std::time::{Duration, Instant};
 /// a request head must fit, so a peer dribbling an endless head holds at most
 /// this until the header timeout; larger heads get 431.
 pub const MAX_HTTP_BUFFER: usize = 64 * 1024;
+
+/// Serve an HTTP/1 connection; once the server stops taking work, the request
+/// under way is answered and the connection closed (at once when idle).
+pub async fn until_stopped<I, S>(
+    connection: hyper::server::conn::http1::Connection<I, S>,
+    stop: &crate::lifecycle::Stop,
+) -> hyper::Result<()>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    S: hyper::service::HttpService<hyper::body::Incoming>,
+    S::ResBody: 'static,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        done = connection.as_mut() => return done,
+        _ = stop.draining() => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    connection.await
+}
 
 /// Answer one native request unit, or refuse it at once when the server is too busy.
 /// `peer` is who sent it (what it makes the server keep is charged to its address).

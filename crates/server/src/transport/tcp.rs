@@ -3,6 +3,7 @@
 
 use super::accept::Acceptor;
 use super::serve_unit;
+use crate::lifecycle::Stop;
 use crate::native::respond::{error_response, RequestContext};
 use crate::native::{read_envelope, Transport};
 use crate::state::ServerState;
@@ -30,13 +31,14 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::from_std(s.into())
 }
 
-pub async fn serve(state: Arc<ServerState>, mut listener: Acceptor) {
+/// Accept until dropped; connections run under `stop`.
+pub async fn serve(state: Arc<ServerState>, mut listener: Acceptor, stop: Stop) {
     loop {
         let (stream, peer, slot) = listener.next().await;
-        let state = state.clone();
-        tokio::spawn(async move {
+        let (state, draining) = (state.clone(), stop.clone());
+        stop.spawn(async move {
             let _slot = slot;
-            if let Err(e) = connection(&state, stream, peer).await {
+            if let Err(e) = connection(&state, stream, peer, &draining).await {
                 tracing::debug!("tcp connection from {peer}: {e}");
             }
         });
@@ -76,7 +78,7 @@ async fn fill(
     Ok(Fill::Complete)
 }
 
-async fn connection(state: &ServerState, mut stream: TcpStream, peer: SocketAddr) -> std::io::Result<()> {
+async fn connection(state: &ServerState, mut stream: TcpStream, peer: SocketAddr, stop: &Stop) -> std::io::Result<()> {
     let _open = state.metrics.connection("tcp");
     stream.set_nodelay(true)?;
     let idle = Duration::from_secs(state.config.tcp_idle_timeout_secs);
@@ -86,7 +88,13 @@ async fn connection(state: &ServerState, mut stream: TcpStream, peer: SocketAddr
             unit = Vec::new();
         }
         unit.clear();
-        match fill(&mut stream, &mut unit, ENVELOPE_LEN, idle).await? {
+        // Between requests a stopping server closes the connection; a request
+        // already under way is answered.
+        let next = tokio::select! {
+            next = fill(&mut stream, &mut unit, ENVELOPE_LEN, idle) => next?,
+            _ = stop.draining() => return Ok(()),
+        };
+        match next {
             Fill::Complete => {}
             Fill::Short(_) => return Ok(()),
         }

@@ -10,6 +10,7 @@ use super::reassembly::{Reassemblies, REASSEMBLY_TIMEOUT};
 use super::udp_answers::{UdpAnswers, USE_TCP};
 use super::{refuse, serve_admitted};
 use crate::admission::Turn;
+use crate::lifecycle::Stop;
 use crate::native::{read_envelope, Transport};
 use crate::state::ServerState;
 use handled_proto::envelope::ENVELOPE_LEN;
@@ -43,6 +44,9 @@ const MAX_BATCHES_WITHOUT_PAUSE: u32 = 4;
 /// seen as truncated rather than silently cut to a plausible prefix.
 const RECV_BUFFER: usize = 2048;
 const SOCKET_BUFFER: usize = 4 << 20;
+/// Longest wait in `recvmmsg` for a first datagram: how soon an idle thread
+/// notices that the server is stopping.
+const STOP_CHECK: Duration = Duration::from_millis(100);
 
 /// Bind `count` blocking sockets to the same address with SO_REUSEPORT.
 pub fn bind(addr: SocketAddr, count: usize) -> std::io::Result<Vec<UdpSocket>> {
@@ -72,14 +76,21 @@ pub fn bind(addr: SocketAddr, count: usize) -> std::io::Result<Vec<UdpSocket>> {
 /// administration, or no free permit) becomes a task that waits in the admission
 /// queue or is refused at once. So the receiving thread never waits on slow work,
 /// and under overload excess requests get RC_SERVER_TOO_BUSY instead of piling up
-/// unread in the kernel buffer and timing out.
+/// unread in the kernel buffer and timing out. The thread ends, and its tasks
+/// run under `stop`, once the server stops taking work.
 pub fn spawn(
     state: Arc<ServerState>,
     socket: UdpSocket,
     runtime: tokio::runtime::Handle,
+    stop: Stop,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
+    socket.set_read_timeout(Some(STOP_CHECK))?;
     let socket = Arc::new(socket);
-    std::thread::Builder::new().name("handled-udp".into()).spawn(move || receive_loop(&state, &socket, &runtime))
+    let alive = stop.alive();
+    std::thread::Builder::new().name("handled-udp".into()).spawn(move || {
+        let _alive = alive;
+        receive_loop(&state, &socket, &runtime, &stop)
+    })
 }
 
 /// One received datagram, copied out of the batch buffers.
@@ -90,7 +101,7 @@ pub struct Datagram {
     pub arrived: Instant,
 }
 
-fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tokio::runtime::Handle) {
+fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tokio::runtime::Handle, stop: &Stop) {
     let mut receiver = BatchReceiver::new(socket);
     let mut pending = Reassemblies::new(crate::quota::Quota {
         max_bytes: state.config.udp_reassembly_mb << 20,
@@ -107,7 +118,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
     let mut batches_without_pause = 0;
     let in_progress = InProgress::default();
     let answers = Arc::new(UdpAnswers::new(state.config.udp_max_response_bytes, state.config.udp_rate_limit_kb << 10));
-    loop {
+    while !stop.is_draining() {
         let mut cheap = Vec::new();
         let mut refused = Vec::new();
         let refusing = Instant::now() < refusing_until;
@@ -147,7 +158,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
                 Ok(turn) => {
                     let claim = in_progress.claim(key);
                     let (state2, socket2, answers2) = (state.clone(), socket.clone(), answers.clone());
-                    runtime.spawn(async move {
+                    stop.spawn_on(runtime, async move {
                         let replies = match turn.permit().await {
                             Ok(permit) => {
                                 let replies = serve_admitted(&state2, &unit, Transport::Udp, peer).await.units;

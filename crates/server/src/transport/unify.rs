@@ -7,9 +7,10 @@
 
 use super::accept::Acceptor;
 use super::http::{route, HttpShared};
-use super::tls::{sniff, TLS_HANDSHAKE};
+use crate::lifecycle::Stop;
 use crate::rest::Conn;
 use crate::state::ServerState;
+use crate::tls::{sniff, TLS_HANDSHAKE};
 use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue, CONNECTION};
 use hyper::{Request, Version};
@@ -29,22 +30,22 @@ pub fn accepted_connections() -> u64 {
     ACCEPTED.load(Ordering::Relaxed)
 }
 
-/// Accept connections on the HTTP port for as long as the server runs.
-pub async fn serve_port(state: Arc<ServerState>, mut listener: Acceptor) {
+/// Accept connections on the HTTP port until dropped; connections run under `stop`.
+pub async fn serve_port(state: Arc<ServerState>, mut listener: Acceptor, stop: Stop) {
     let shared = Arc::new(HttpShared::new(state.clone(), listener.limits().bodies.clone()));
     loop {
         let (stream, peer, slot) = listener.next().await;
         let _ = stream.set_nodelay(true);
-        let shared = shared.clone();
-        tokio::spawn(async move {
+        let (shared, draining) = (shared.clone(), stop.clone());
+        stop.spawn(async move {
             let _open = (slot, shared.state.metrics.connection("http"));
-            serve(shared, stream, peer).await;
+            serve(shared, stream, peer, &draining).await;
         });
     }
 }
 
 /// Serve one accepted connection until it closes.
-pub async fn serve(shared: Arc<HttpShared>, stream: TcpStream, peer: SocketAddr) {
+pub async fn serve(shared: Arc<HttpShared>, stream: TcpStream, peer: SocketAddr, stop: &Stop) {
     ACCEPTED.fetch_add(1, Ordering::Relaxed);
     let Some(first) = sniff(&stream, shared.keep_alive).await else { return };
     if first == TLS_HANDSHAKE {
@@ -53,12 +54,12 @@ pub async fn serve(shared: Arc<HttpShared>, stream: TcpStream, peer: SocketAddr)
             return;
         };
         match tokio::time::timeout(shared.keep_alive, acceptor.accept(stream)).await {
-            Ok(Ok(tls)) => http1(shared, tls, Conn { secure: true, peer }).await,
+            Ok(Ok(tls)) => http1(shared, tls, Conn { secure: true, peer }, stop).await,
             Ok(Err(e)) => tracing::debug!("TLS handshake with {peer}: {e}"),
             Err(_) => tracing::debug!("TLS handshake with {peer} timed out"),
         }
     } else {
-        http1(shared, stream, Conn { secure: false, peer }).await;
+        http1(shared, stream, Conn { secure: false, peer }, stop).await;
     }
 }
 
@@ -81,7 +82,7 @@ fn keep_alive_value(timeout_secs: u64, left: u64) -> Option<HeaderValue> {
     HeaderValue::from_bytes(&value.concat()).ok()
 }
 
-async fn http1<I>(shared: Arc<HttpShared>, io: I, conn: Conn)
+async fn http1<I>(shared: Arc<HttpShared>, io: I, conn: Conn, stop: &Stop)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -114,15 +115,14 @@ where
             Ok::<_, Infallible>(response)
         }
     });
-    let result = hyper::server::conn::http1::Builder::new()
+    let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         // hyper starts this timer whenever it waits for a request head, so it
         // is both the keep-alive idle limit and the slowloris limit.
         .header_read_timeout(keep_alive)
         .max_buf_size(super::MAX_HTTP_BUFFER)
-        .serve_connection(TokioIo::new(io), service)
-        .await;
-    if let Err(e) = result {
+        .serve_connection(TokioIo::new(io), service);
+    if let Err(e) = super::until_stopped(connection, stop).await {
         tracing::debug!("http connection from {}: {e}", conn.peer);
     }
 }

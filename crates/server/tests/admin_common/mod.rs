@@ -4,10 +4,9 @@
 #![allow(dead_code)]
 
 use handled_client::{AdminSession, ConnectParams, Credentials, KeyChoice, Protocol};
-use handled_server::bootstrap::{bootstrap, open_store};
 use handled_server::config::Config;
 use handled_server::state::ServerState;
-use handled_server::{BoundAddrs, Listeners};
+use handled_server::BoundAddrs;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,12 +15,8 @@ pub struct AdminServer {
     pub addrs: BoundAddrs,
     pub credentials: PathBuf,
     pub state: Arc<ServerState>,
-}
-
-impl Drop for AdminServer {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.credentials);
-    }
+    /// Removes the credentials when dropped.
+    _server: handled_testkit::TestServer,
 }
 
 impl AdminServer {
@@ -52,18 +47,9 @@ pub async fn start() -> AdminServer {
 }
 
 pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> AdminServer {
-    let mut config = Config { ephemeral: true, port: 0, http_port: 0, udp_sockets: 1, ..Config::default() };
-    tweak(&mut config);
-    let listeners = Listeners::bind(&config).expect("bind");
-    listeners.apply_ports(&mut config);
-    let store = open_store(&config).await.expect("store");
-    let booted = bootstrap(config, store).await.expect("bootstrap");
-    let credentials = booted.new_credentials.first().expect("admin credentials written").clone();
-    let state = booted.state.clone();
-    let running = listeners.serve(booted.state).expect("serve");
-    let addrs = running.addrs;
-    tokio::spawn(running.wait());
-    AdminServer { addrs, credentials, state }
+    let server = handled_testkit::start(tweak).await;
+    let credentials = server.credentials.first().expect("admin credentials written").clone();
+    AdminServer { addrs: server.addrs, credentials, state: server.state.clone(), _server: server }
 }
 
 /// The request id of a unit or datagram (bytes 8..12 of the envelope).

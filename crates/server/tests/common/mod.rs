@@ -3,10 +3,9 @@
 //! A server started in-process on ephemeral ports with a few known handles.
 
 use handled_proto::value::{HandleValue, ValuePermissions};
-use handled_server::bootstrap::{bootstrap, open_store};
-use handled_server::config::Config;
-use handled_server::{BoundAddrs, Listeners};
-use handled_store::HandleRecord;
+use handled_server::BoundAddrs;
+use handled_store::{HandleRecord, Store};
+use std::sync::Arc;
 
 pub struct TestServer {
     pub addrs: BoundAddrs,
@@ -19,10 +18,11 @@ pub fn big_url() -> String {
 }
 
 pub async fn start() -> TestServer {
-    let mut config = Config { ephemeral: true, port: 0, http_port: 0, udp_sockets: 2, ..Config::default() };
-    let listeners = Listeners::bind(&config).expect("bind");
-    listeners.apply_ports(&mut config);
-    let store = open_store(&config).await.expect("store");
+    let s = handled_testkit::start_seeded(|c| c.udp_sockets = 2, seed).await;
+    TestServer { addrs: s.addrs, public_key: s.state.key.hs_pubkey() }
+}
+
+async fn seed(store: Arc<dyn Store>) {
     let mut secret = HandleValue::new(300, "HS_SECKEY", "secret");
     secret.permissions = ValuePermissions(0x0c);
     let records = vec![
@@ -41,13 +41,4 @@ pub async fn start() -> TestServer {
         .put_many(records.into_iter().map(|(k, values)| (k, HandleRecord::new(values))).collect())
         .await
         .expect("seed");
-    let booted = bootstrap(config, store).await.expect("bootstrap");
-    for p in &booted.new_credentials {
-        let _ = std::fs::remove_file(p);
-    }
-    let public_key = booted.state.key.hs_pubkey();
-    let running = listeners.serve(booted.state).expect("serve");
-    let addrs = running.addrs;
-    tokio::spawn(running.wait());
-    TestServer { addrs, public_key }
 }

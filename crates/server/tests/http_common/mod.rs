@@ -2,27 +2,13 @@
 //! An in-process server for the HTTP-port tests, and a minimal HTTP/1.1
 //! reader on raw sockets (to see exactly what the server sends and when it closes).
 
-use handled_server::bootstrap::{bootstrap, open_store};
 use handled_server::config::Config;
-use handled_server::Listeners;
 use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 pub async fn start(tweak: impl FnOnce(&mut Config)) -> SocketAddr {
-    let mut config = Config { ephemeral: true, port: 0, http_port: 0, udp_sockets: 1, ..Config::default() };
-    tweak(&mut config);
-    let listeners = Listeners::bind(&config).expect("bind");
-    listeners.apply_ports(&mut config);
-    let store = open_store(&config).await.expect("store");
-    let booted = bootstrap(config, store).await.expect("bootstrap");
-    for p in &booted.new_credentials {
-        let _ = std::fs::remove_file(p);
-    }
-    let running = listeners.serve(booted.state).expect("serve");
-    let addr = running.addrs.http;
-    tokio::spawn(running.wait());
-    addr
+    handled_testkit::start(tweak).await.addrs.http
 }
 
 /// One response: status, lower-cased headers, body. None on EOF before a status line.

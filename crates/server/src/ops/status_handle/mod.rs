@@ -15,7 +15,7 @@
 mod system;
 
 use super::{require, OpError};
-use crate::auth::authorize::{in_admin_list, is_server_admin};
+use crate::access::authorize::{in_admin_list, is_server_admin};
 use crate::auth::Caller;
 use crate::state::ServerState;
 use handled_proto::header::ResponseCode;

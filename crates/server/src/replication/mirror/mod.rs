@@ -12,16 +12,15 @@ pub mod progress;
 mod pull;
 pub mod settings;
 mod source;
-pub mod status;
 
+pub use crate::replication_status::mirror::MirrorStatus;
 pub use settings::MirrorSettings;
-pub use status::MirrorStatus;
 
+use crate::replication_status::mirror::{now_ms, Phase};
 use crate::state::ServerState;
 use handled_client::replication::ReplicationError;
 use progress::{decode, DumpProgress, PullProgress, DUMP_KEY, PROMOTED_KEY, PULL_KEY};
 use pull::PullOutcome;
-use status::{now_ms, Phase};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,7 +49,11 @@ pub async fn is_promoted(store: &dyn handled_store::Store) -> Result<bool, handl
 
 /// Make `state` a mirror and start pulling (inside the runtime, before the
 /// listeners serve). A promoted server only logs that its source is ignored.
-pub async fn start(state: &Arc<ServerState>, settings: MirrorSettings) -> Result<(), handled_store::StoreError> {
+pub async fn start(
+    state: &Arc<ServerState>,
+    settings: MirrorSettings,
+    stop: &crate::lifecycle::Stop,
+) -> Result<(), handled_store::StoreError> {
     let promoted = is_promoted(&*state.store).await?;
     let status = Arc::new(MirrorStatus::new(settings.source_text.clone(), promoted));
     state.set_mirror(status.clone());
@@ -68,7 +71,8 @@ pub async fn start(state: &Arc<ServerState>, settings: MirrorSettings) -> Result
             status.update(|s| s.last_txn_id = p.last_txn_id);
         }
     }
-    let task = tokio::spawn(run(state.clone(), settings, status.clone()));
+    // Stopped with the server, before its store closes.
+    let task = stop.spawn_until_draining(run(state.clone(), settings, status.clone()));
     status.set_task(task.abort_handle());
     Ok(())
 }

@@ -5,8 +5,8 @@
 
 use super::apply::{pulled, Batch, Pulled};
 use super::progress::{entry, DumpProgress, PullProgress, DUMP_KEY, PULL_KEY};
-use super::status::{now_ms, MirrorStatus, Phase};
 use super::MirrorError;
+use crate::replication_status::mirror::{now_ms, MirrorStatus, Phase};
 use crate::state::ServerState;
 use handled_client::credentials::Credentials;
 use handled_client::replication::SourceServer;

@@ -3,7 +3,7 @@
 //! a checkpoint one in `backup_admins` or `server_admins`; GET_NEXT_TXN_ID
 //! needs none. Each list names HS_PUBKEY/HS_SECKEY values or HS_VLIST groups.
 
-use crate::auth::authorize::in_admin_list;
+use crate::access::authorize::in_admin_list;
 use crate::auth::Caller;
 use crate::config::parse_admin_list;
 use crate::ops::OpError;

@@ -15,7 +15,7 @@
 
 use super::layout;
 use super::sink::Sink;
-use crate::bootstrap::SITE_INDEX;
+use crate::site::SITE_INDEX;
 use crate::state::ServerState;
 use handled_proto::replication::txn_stream::{
     FORMAT_ALL_QUEUES, FORMAT_ONE_QUEUE, STATUS_NEED_TO_REDUMP, STATUS_SENDING,

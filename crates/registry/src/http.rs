@@ -2,76 +2,28 @@
 //! splits the *raw* path on `/` first and only then percent-decodes each segment,
 //! because ids carry `%2F`: decoding first would change the segment count.
 
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
 use bytes::Bytes;
 use handled_store::StoreError;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE, LOCATION};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{json, Map, Value};
 
-use super::model::{Kind, Search, IDX_NAME, IDX_REPORTER, IDX_USER};
-use super::service::{Error, Found, Registry};
-use crate::state::ServerState;
-use crate::transport::accept::Acceptor;
-use crate::transport::body::{BodyError, BodyReader};
-use crate::transport::timing::server_timing;
+use crate::model::{Kind, Search, IDX_NAME, IDX_REPORTER, IDX_USER};
+use crate::service::{Error, Found, Registry};
+use crate::{BodyRefused, Host};
 
-type Resp = Response<Full<Bytes>>;
+pub type Resp = Response<Full<Bytes>>;
 
-/// Idle keep-alive connections and slow request heads are cut after this.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
-/// Time to receive a request body.
-const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_BODY: usize = 1 << 20;
 
-pub async fn serve(registry: Arc<Registry>, state: Arc<ServerState>, mut listener: Acceptor) {
-    let bodies = BodyReader::new(BODY_READ_TIMEOUT, listener.limits().bodies.clone());
-    loop {
-        let (stream, peer, slot) = listener.next().await;
-        let _ = stream.set_nodelay(true);
-        let (registry, state, bodies) = (registry.clone(), state.clone(), bodies.clone());
-        tokio::spawn(async move {
-            let _open = (slot, state.metrics.connection("registry"));
-            let service = hyper::service::service_fn(move |req| {
-                let (registry, state, bodies) = (registry.clone(), state.clone(), bodies.clone());
-                async move {
-                    let started = Instant::now();
-                    let mut r = admitted(&registry, &state, &bodies, peer.ip(), req).await;
-                    state.metrics.observe_http("registry", r.status().as_u16(), started.elapsed());
-                    server_timing(r.headers_mut(), started);
-                    Ok::<_, Infallible>(r)
-                }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .keep_alive(true)
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .max_buf_size(crate::transport::MAX_HTTP_BUFFER)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
-                tracing::debug!("registry connection from {peer}: {e}");
-            }
-        });
-    }
-}
-
-/// The server's admission control in front of every route but `/live` (health
-/// is never throttled): a refused request gets 503 with `Retry-After` at once.
-async fn admitted(
-    reg: &Registry,
-    state: &ServerState,
-    bodies: &BodyReader,
-    peer: std::net::IpAddr,
-    req: Request<Incoming>,
-) -> Resp {
+/// A request as the host hands it over: admission control in front of every
+/// route but `/live` and the OpenAPI document (health is never throttled); a
+/// refused request gets 503 with `Retry-After` at once.
+pub async fn respond<H: Host>(reg: &Registry, host: &H, peer: std::net::IpAddr, req: Request<Incoming>) -> Resp {
     match req.uri().path() {
-        "/live" => return handle(reg, bodies, peer, req).await,
+        "/live" => return handle(reg, host, peer, req).await,
         // The registry's own OpenAPI document (its routes live on this port only).
         "/openapi.json" if req.method() == Method::GET => {
             let mut r = Response::new(Full::new(Bytes::from_static(include_bytes!("openapi.json"))));
@@ -80,21 +32,21 @@ async fn admitted(
         }
         _ => {}
     }
-    match state.admission.admit().await {
-        Ok(_permit) => handle(reg, bodies, peer, req).await,
-        Err(why) => {
-            let body = json!({ "message": format!("Server too busy ({})", why.as_str()) });
+    match host.admit().await {
+        Ok(_turn) => handle(reg, host, peer, req).await,
+        Err(busy) => {
+            let body = json!({ "message": format!("Server too busy ({})", busy.reason) });
             let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
             *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
             r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            r.headers_mut().insert("retry-after", HeaderValue::from(state.admission.retry_after_secs()));
+            r.headers_mut().insert("retry-after", HeaderValue::from(busy.retry_after_secs));
             r
         }
     }
 }
 
 /// One request: the original's `before` filter, then the routes.
-pub async fn handle(reg: &Registry, bodies: &BodyReader, peer: std::net::IpAddr, req: Request<Incoming>) -> Resp {
+async fn handle<H: Host>(reg: &Registry, host: &H, peer: std::net::IpAddr, req: Request<Incoming>) -> Resp {
     if reg.settings.load_balancer_ip.is_some_and(|lb| lb != peer) {
         return text(StatusCode::UNAUTHORIZED, "text/plain", "Unauthorized request");
     }
@@ -103,10 +55,10 @@ pub async fn handle(reg: &Registry, bodies: &BodyReader, peer: std::net::IpAddr,
     let params = req.uri().query().map(parse_query).unwrap_or_default();
     let wants_html = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
     let body = if method == Method::PUT {
-        match bodies.read(req.into_body(), MAX_BODY, peer).await {
+        match host.read_body(req.into_body(), MAX_BODY, peer).await {
             Ok(b) => b,
-            Err(BodyError::Busy) => return bare(StatusCode::SERVICE_UNAVAILABLE),
-            Err(_) => return bare(StatusCode::BAD_REQUEST),
+            Err(BodyRefused::Busy) => return bare(StatusCode::SERVICE_UNAVAILABLE),
+            Err(BodyRefused::Unreadable) => return bare(StatusCode::BAD_REQUEST),
         }
     } else {
         Bytes::new()

@@ -2,7 +2,7 @@
 //! needs, through an HS_ADMIN value that names it directly or through admin
 //! groups (HS_VLIST, nested, expanded breadth-first), or as server admin?
 
-use super::Identity;
+use crate::auth::Identity;
 use crate::state::ServerState;
 use handled_proto::data::admin::{AdminPermissions, AdminRecord};
 use handled_proto::data::vlist::ValueList;

@@ -9,9 +9,9 @@
 //! threads, apart from admission: a flood of proofs is refused as too busy
 //! and cannot starve resolution.
 
-use super::remote::RemoteAuth;
-pub use super::work::{AuthError, AuthWork};
-use super::{signature, Identity};
+use crate::auth::remote::RemoteAuth;
+pub use crate::auth::work::{AuthError, AuthWork};
+use crate::auth::{signature, Identity};
 use crate::state::ServerState;
 use handled_proto::crypto::{ct_eq, seckey};
 use handled_proto::data::pubkey::PublicKey;

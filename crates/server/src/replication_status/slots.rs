@@ -13,7 +13,7 @@ use tokio_rustls::TlsAcceptor;
 /// The source's own state: stream slots, waiting pulls per peer, the TLS
 /// acceptor with the site key's certificate (made on first use).
 pub struct Source {
-    pub(super) streams: Arc<Semaphore>,
+    pub(crate) streams: Arc<Semaphore>,
     waits: Arc<Mutex<HashMap<IpAddr, usize>>>,
     acceptor: OnceLock<Option<TlsAcceptor>>,
 }
@@ -27,9 +27,9 @@ impl Source {
         }
     }
 
-    pub(super) fn acceptor(&self, config: &Config, key: &RsaSigner) -> Option<&TlsAcceptor> {
+    pub(crate) fn acceptor(&self, config: &Config, key: &RsaSigner) -> Option<&TlsAcceptor> {
         self.acceptor
-            .get_or_init(|| match crate::transport::tls::site_key_acceptor(config, key) {
+            .get_or_init(|| match crate::tls::site_key_acceptor(config, key) {
                 Ok(a) => Some(a),
                 Err(e) => {
                     tracing::error!("replication streams over TLS unavailable: {e}");
@@ -40,7 +40,7 @@ impl Source {
     }
 
     /// A waiting slot for `peer`, if it holds fewer than `per_peer`.
-    pub(super) fn wait_slot(&self, peer: IpAddr, per_peer: usize) -> Option<WaitSlot> {
+    pub(crate) fn wait_slot(&self, peer: IpAddr, per_peer: usize) -> Option<WaitSlot> {
         let mut waits = self.waits.lock().unwrap_or_else(|e| e.into_inner());
         let n = waits.entry(peer).or_insert(0);
         if *n >= per_peer {
@@ -52,7 +52,7 @@ impl Source {
 }
 
 /// One long-polling pull of a peer; the count goes down when it is dropped.
-pub(super) struct WaitSlot {
+pub(crate) struct WaitSlot {
     waits: Arc<Mutex<HashMap<IpAddr, usize>>>,
     peer: IpAddr,
 }

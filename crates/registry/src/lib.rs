@@ -19,13 +19,13 @@ pub mod model;
 pub mod service;
 mod upkeep;
 
+use std::future::Future;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::transport::accept::Acceptor;
-
-use crate::config::Config;
+use bytes::Bytes;
+use hyper::body::Incoming;
 pub use service::Registry;
 
 /// What the registry needs from the configuration and environment.
@@ -51,10 +51,10 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Settings from the configuration and the original's environment variables.
-    /// An unparsable `LOAD_BALANCER_IP` is an error: ignoring it would let every
-    /// peer write (it used to fail open).
-    pub fn from_config(c: &Config) -> Result<Settings, String> {
+    /// `load_balancer_ip` and `dev_status_page` from the original's environment
+    /// variables. An unparsable `LOAD_BALANCER_IP` is an error: ignoring it would
+    /// let every peer write (it used to fail open).
+    pub fn with_environment(self) -> Result<Settings, String> {
         let lb = std::env::var("LOAD_BALANCER_IP").ok().filter(|v| !v.is_empty());
         let load_balancer_ip = lb
             .map(|v| {
@@ -65,58 +65,68 @@ impl Settings {
                 })
             })
             .transpose()?;
-        let storage_type = match c.store_kind() {
-            crate::config::StoreKind::Memory => "Ram",
-            crate::config::StoreKind::Embedded => "Embedded",
-            crate::config::StoreKind::Cassandra => "Cassandra",
-        };
-        Ok(Settings {
-            expires_max: c.registry_expires_max.min(i64::MAX as u64) as i64,
-            sweep_period: Duration::from_secs(c.registry_sweep_secs),
-            storage_type,
-            load_balancer_ip,
-            dev_status_page: std::env::var("DOMAIN_ENV").is_ok_and(|v| v == "DEVELOPMENT"),
-            retention: Duration::from_secs(c.registry_retention_secs),
-            unseen_retention: Duration::from_secs(c.registry_unseen_retention_secs),
-            max_hyperties_per_user: c.registry_max_hyperties_per_user,
-            max_records_per_peer: c.registry_max_records_per_peer,
-        })
+        let dev_status_page = std::env::var("DOMAIN_ENV").is_ok_and(|v| v == "DEVELOPMENT");
+        Ok(Settings { load_balancer_ip, dev_status_page, ..self })
     }
 }
 
-/// Serve the registry on `listener` until the process ends, with its sweeper.
-/// Serve the registry; admission control and metrics are the server's own (`state`).
-pub async fn serve(state: Arc<crate::state::ServerState>, settings: Settings, listener: Acceptor) {
-    let registry = match Registry::open(state.store.clone(), settings).await {
-        Ok(r) => Arc::new(r),
-        Err(e) => {
-            tracing::error!("domain registry cannot start: {e}");
-            return;
-        }
-    };
+/// What the registry needs from the server that hosts it: the server owns the
+/// port, the connections and their limits; the registry asks it for a turn
+/// (admission control is shared with every other service) and for bodies
+/// (their byte budget is shared too).
+pub trait Host: Send + Sync {
+    /// Held while a request runs.
+    type Turn: Send;
+    /// A turn, or why not now and how many seconds a client should wait.
+    fn admit(&self) -> impl Future<Output = Result<Self::Turn, Busy>> + Send;
+    /// A request body of at most `max` bytes, within the server's time limit and budget.
+    fn read_body(
+        &self,
+        body: Incoming,
+        max: usize,
+        peer: IpAddr,
+    ) -> impl Future<Output = Result<Bytes, BodyRefused>> + Send;
+}
+
+/// Admission refused a request.
+#[derive(Debug, Clone, Copy)]
+pub struct Busy {
+    pub reason: &'static str,
+    pub retry_after_secs: u64,
+}
+
+/// Why a request body was not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyRefused {
+    /// The server's body budget is spent by other requests.
+    Busy,
+    /// Too long, too slow or broken.
+    Unreadable,
+}
+
+/// Expire and purge records every `sweep_period` (a zero period: never); never
+/// returns, so that a host may run it beside its listeners until it stops them.
+pub async fn upkeep(registry: Arc<Registry>) {
     let period = registry.settings.sweep_period;
-    if !period.is_zero() {
-        let r = registry.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                match r.sweep().await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::debug!("registry sweep: {n} records expired"),
-                    Err(e) => tracing::warn!("registry sweep failed: {e:?}"),
-                }
-                match r.purge().await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::debug!("registry purge: {n} disconnected records removed"),
-                    Err(e) => tracing::warn!("registry purge failed: {e:?}"),
-                }
-            }
-        });
+    if period.is_zero() {
+        return std::future::pending().await;
     }
-    http::serve(registry, state, listener).await;
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match registry.sweep().await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!("registry sweep: {n} records expired"),
+            Err(e) => tracing::warn!("registry sweep failed: {e:?}"),
+        }
+        match registry.purge().await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!("registry purge: {n} disconnected records removed"),
+            Err(e) => tracing::warn!("registry purge failed: {e:?}"),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,180 @@
+//! A server from start to stop, in three steps and an end:
+//! [`Server::bind`] (ports first, so that those the OS picks are known before the
+//! site record is built), [`Bound::bootstrap`] (the store's site, prefixes and
+//! admins), [`Booted::serve`], and [`Server::shutdown`]: listeners and background
+//! loops stop, requests in flight get a grace period, the rest is cut, and the
+//! store is closed only when no task or thread can use it any more.
+
+use crate::bootstrap::{bootstrap, BootstrapError};
+use crate::config::Config;
+use crate::lifecycle::Shutdown;
+use crate::replication::mirror::MirrorSettings;
+use crate::state::ServerState;
+use crate::{registry_port, replication, transport};
+use handled_store::{Store, StoreError};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// Addresses the listeners actually bound (ports may have been 0).
+#[derive(Debug, Clone, Copy)]
+pub struct BoundAddrs {
+    pub udp: SocketAddr,
+    pub tcp: SocketAddr,
+    pub http: SocketAddr,
+    /// The domain registry's port, when configured.
+    pub registry: Option<SocketAddr>,
+}
+
+/// Bound, not yet serving.
+pub struct Bound {
+    /// The configuration with the ports the listeners got.
+    pub config: Config,
+    pub addrs: BoundAddrs,
+    udp: Vec<std::net::UdpSocket>,
+    tcp: tokio::net::TcpListener,
+    http: tokio::net::TcpListener,
+    registry: Option<tokio::net::TcpListener>,
+}
+
+/// Bootstrapped on its store, not yet serving.
+pub struct Booted {
+    pub state: Arc<ServerState>,
+    /// Admin credentials files written for admins created now.
+    pub new_credentials: Vec<PathBuf>,
+    bound: Bound,
+    shutdown: Shutdown,
+}
+
+/// A serving server.
+pub struct Server {
+    pub addrs: BoundAddrs,
+    pub state: Arc<ServerState>,
+    shutdown: Shutdown,
+    /// Accept loops: one ending while serving is a bug.
+    listeners: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Bind every listener of `config` (native UDP and TCP, HTTP, the registry's port).
+    pub fn bind(mut config: Config) -> std::io::Result<Bound> {
+        // Each failure names what could not be bound (e.g. "native TCP 127.0.0.1:2641").
+        let named = |what: &'static str, addr: SocketAddr| {
+            move |e: std::io::Error| std::io::Error::new(e.kind(), format!("{what} {addr}: {e}"))
+        };
+        let native = SocketAddr::new(config.listen, config.port);
+        let tcp = transport::tcp::bind(native).map_err(named("native TCP", native))?;
+        let tcp_addr = tcp.local_addr()?;
+        // UDP shares the native port number with TCP (matters when it was 0).
+        let udp_at = SocketAddr::new(config.listen, tcp_addr.port());
+        let udp = transport::udp::bind(udp_at, config.udp_socket_count()).map_err(named("native UDP", udp_at))?;
+        let udp_addr = udp[0].local_addr()?;
+        let http_at = SocketAddr::new(config.listen, config.http_port);
+        let http = transport::tcp::bind(http_at).map_err(named("HTTP", http_at))?;
+        let http_addr = http.local_addr()?;
+        let registry = match config.registry_port {
+            Some(p) => {
+                let at = SocketAddr::new(config.listen, p);
+                Some(transport::tcp::bind(at).map_err(named("domain registry", at))?)
+            }
+            None => None,
+        };
+        let registry_addr = registry.as_ref().map(|l| l.local_addr()).transpose()?;
+        let addrs = BoundAddrs { udp: udp_addr, tcp: tcp_addr, http: http_addr, registry: registry_addr };
+        // The site record publishes the ports actually bound.
+        config.port = tcp_addr.port();
+        config.http_port = http_addr.port();
+        config.registry_port = registry_addr.map(|a| a.port());
+        Ok(Bound { config, addrs, udp, tcp, http, registry })
+    }
+
+    /// Resolves only if an accept loop ended while serving (a bug or a panic).
+    pub async fn stopped_unexpectedly(&mut self) {
+        if self.listeners.is_empty() {
+            return std::future::pending().await;
+        }
+        let _ = futures_util::future::select_all(self.listeners.iter_mut()).await;
+    }
+
+    /// Stop in order: no new connections, datagrams or background work; what is
+    /// in flight gets `grace` to finish, then is cut; the cluster is left; and
+    /// the store is closed last, when nothing can use it any more. True if
+    /// nothing had to be cut.
+    pub async fn shutdown(self, grace: Duration) -> bool {
+        let finished = self.shutdown.run(grace).await;
+        if let Some(cache) = &self.state.cache {
+            cache.leave_cluster().await;
+        }
+        // Closing waits for the store's writer to commit what is queued.
+        let store = self.state.store.clone();
+        let _ = tokio::task::spawn_blocking(move || store.close()).await;
+        finished
+    }
+}
+
+impl Bound {
+    /// Open what the server needs on `store` (server key, site, prefixes, admins).
+    pub async fn bootstrap(self, store: Arc<dyn Store>) -> Result<Booted, BootstrapError> {
+        let booted = bootstrap(self.config.clone(), store).await?;
+        Ok(Booted {
+            state: booted.state,
+            new_credentials: booted.new_credentials,
+            bound: self,
+            shutdown: Shutdown::default(),
+        })
+    }
+}
+
+impl Booted {
+    /// Make this server a mirror of the configured source (before serving); the
+    /// pull loop stops when the server does.
+    pub async fn start_mirror(&self, settings: MirrorSettings) -> Result<(), StoreError> {
+        replication::mirror::start(&self.state, settings, &self.shutdown.stop()).await
+    }
+
+    /// Start serving on every listener (inside the runtime).
+    pub fn serve(self) -> std::io::Result<Server> {
+        let (b, state, stop) = (self.bound, self.state, self.shutdown.stop());
+        let registry_settings = match &b.registry {
+            Some(_) => Some(
+                registry_port::settings(&state.config)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
+            ),
+            None => None,
+        };
+        let runtime = tokio::runtime::Handle::current();
+        for socket in b.udp {
+            transport::udp::spawn(state.clone(), socket, runtime.clone(), stop.clone())?;
+        }
+        // One set of connection limits over every TCP port: they share the descriptors.
+        let limits = transport::limits::ConnectionLimits::from_config(&state.config);
+        let metrics = state.clone();
+        let on_refusal: transport::accept::RefusalHook =
+            Arc::new(move |name, why| metrics.metrics.connection_refused(name, why.label()));
+        let acceptor =
+            |l, name, refusal| transport::accept::Acceptor::new(l, name, limits.clone(), refusal, on_refusal.clone());
+        let http_refusal = transport::accept::http_refusal;
+        let mut listeners = Vec::new();
+        let tcp = acceptor(b.tcp, "tcp", |_| None);
+        listeners.push(stop.spawn_until_draining(transport::tcp::serve(state.clone(), tcp, stop.clone())));
+        if let (Some(l), Some(settings)) = (b.registry, registry_settings) {
+            let registry = acceptor(l, "registry", http_refusal);
+            listeners.push(stop.spawn_until_draining(registry_port::serve(
+                state.clone(),
+                settings,
+                registry,
+                stop.clone(),
+            )));
+        }
+        let http = acceptor(b.http, "http", http_refusal);
+        listeners.push(stop.spawn_until_draining(transport::unify::serve_port(state.clone(), http, stop.clone())));
+        stop.spawn_until_draining(state.clone().sweep_expired());
+        if state.config.txnlog_num_days_to_keep > 0 {
+            stop.spawn_until_draining(replication::source::prune::prune_daily(state.clone()));
+        }
+        state.set_ready();
+        Ok(Server { addrs: b.addrs, state, shutdown: self.shutdown, listeners })
+    }
+}
