@@ -63,12 +63,18 @@ ip netns list | grep -qw "$HS_NETNS" || ip netns add "$HS_NETNS"
 ip -n "$HS_NETNS" link set lo up
 # handled's first start makes its keys and admin (Handle.Net's setup.sh did that above):
 # bootstrap once, unmeasured, so that each round starts an existing site as Handle.Net does.
-in_ns "$BIN" serve --data-dir "$work/data" --port "$HS_PORT" --http-port "$HS_HTTP_PORT" > "$work/boot.log" 2>&1 &
-boot=$!
-until grep -q '^ready$' "$work/boot.log"; do
-  kill -0 "$boot" 2>/dev/null || { cat "$work/boot.log" >&2; exit 1; }
-  sleep 0.1
-done
+# start_handled LOG: serve on the data directory in the namespace, logging to LOG;
+# returns once it says "ready", with its pid in $started_pid.
+start_handled() {
+  in_ns "$BIN" serve --data-dir "$work/data" --port "$HS_PORT" --http-port "$HS_HTTP_PORT" > "$1" 2>&1 &
+  started_pid=$!
+  until grep -q '^ready$' "$1"; do
+    kill -0 "$started_pid" 2>/dev/null || { cat "$1" >&2; exit 1; }
+    sleep 0.01
+  done
+}
+start_handled "$work/boot.log"
+boot=$started_pid
 kill "$(pgrep -P "$boot" -x handled || echo "$boot")"
 wait "$boot" 2>/dev/null || true
 for round in $(seq "$ROUNDS"); do
@@ -82,12 +88,8 @@ for round in $(seq "$ROUNDS"); do
   echo "== round $round: handled" >&2
   log=$work/handled.log
   t0=$(date +%s%N)
-  in_ns "$BIN" serve --data-dir "$work/data" --port "$HS_PORT" --http-port "$HS_HTTP_PORT" > "$log" 2>&1 &
-  handled_pid=$!
-  until grep -q '^ready$' "$log"; do
-    kill -0 "$handled_pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
-    sleep 0.01
-  done
+  start_handled "$log"
+  handled_pid=$started_pid
   handled_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   # ip netns exec runs the server as its child: measure the server itself.
   server_pid=$(pgrep -P "$handled_pid" -x handled || echo "$handled_pid")
