@@ -16,10 +16,17 @@ cd "$(dirname "$0")/.."
 # Cargo's output directory, honoured by every step; absolute because suites cd.
 CARGO_TARGET_DIR=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 export CARGO_TARGET_DIR
+# One build per run: incremental caches would only take disk (gigabytes) and time.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 BIN=$CARGO_TARGET_DIR/release/handled
 export HANDLED_BIN=$BIN
 work=$(mktemp -d "${TMPDIR:-/tmp}/test-all-XXXXXX")
 trap 'rm -rf "$work"' EXIT
+
+# Free space where the build goes, at the start and in the summary: a full disk
+# shows up as a linker "Bus error" or "No space left on device" inside a step.
+disk_free() { df -h --output=avail "$(dirname "$CARGO_TARGET_DIR")" | tail -1 | tr -d ' '; }
+echo "test-all: target $CARGO_TARGET_DIR, $(disk_free) free"
 
 names=() results=() times=() reasons=()
 failed=0
@@ -107,5 +114,5 @@ for i in "${!names[@]}"; do
     $((times[i] / 60)) $((times[i] % 60)) "${reasons[$i]}"
   case ${results[$i]} in PASS) passed=$((passed + 1)) ;; SKIP) skipped=$((skipped + 1)) ;; esac
 done
-echo "test-all: $passed passed, $failed failed, $skipped skipped"
+echo "test-all: $passed passed, $failed failed, $skipped skipped ($(disk_free) free at the end)"
 [ "$failed" = 0 ]
