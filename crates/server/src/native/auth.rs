@@ -144,7 +144,8 @@ pub async fn answer(
 pub async fn verify_challenge(state: &ServerState, ctx: &RequestContext<'_>, req: &VerifyChallengeRequest) -> Vec<u8> {
     let reply = Reply::default();
     if !state.is_homed(&req.handle).await {
-        return error_reply(state, ctx, ResponseCode::SERVER_NOT_RESP, "That prefix doesn't live here", reply);
+        let e = crate::ops::OpError::not_responsible();
+        return error_reply(state, ctx, e.code, &e.message, reply);
     }
     match state.store.get(&state.storage_key(&handled_proto::handle::canonical(&req.handle))).await {
         Ok(Some(_)) => {}

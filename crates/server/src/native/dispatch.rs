@@ -1,9 +1,12 @@
-//! Native requests onto the operations layer: request bodies become typed
-//! operations, outcomes become response messages (several for long lists).
+//! Native requests onto the operations layer, the one place where request
+//! bodies meet operations: bodies become typed operations (or the replication
+//! source's), outcomes become response messages (several for long lists).
 
 use super::respond::{encode_reply, Reply, RequestContext};
+use super::{Answer, Origin, Transport};
 use crate::auth::Caller;
 use crate::ops::{self, OpError};
+use crate::replication::source;
 use crate::state::ServerState;
 use handled_proto::envelope::Version;
 use handled_proto::header::{OpFlags, ResponseCode};
@@ -13,10 +16,11 @@ use handled_proto::response::ResponseBody;
 /// Handles per message of a list answer, as the Java server sends them (§3.5).
 pub const LIST_CHUNK: usize = 50;
 
-/// Run an administration or resolution request for `caller`. Ok holds the
-/// response units; an `OpError` is for the caller to encode (or to turn into
-/// a challenge when it asks for authentication). `flags` are the request's own
-/// (after a challenge, the original's: answers don't carry OW or MINT).
+/// Run an administration, resolution or replication request for `caller`. Ok
+/// holds the response units (and after a replication pull, the stream the
+/// connection carries next); an `OpError` is for the caller to encode (or to
+/// turn into a challenge when it asks for authentication). `flags` are the
+/// request's own (after a challenge, the original's: answers don't carry OW or MINT).
 pub async fn run(
     state: &ServerState,
     ctx: &RequestContext<'_>,
@@ -24,11 +28,18 @@ pub async fn run(
     flags: OpFlags,
     caller: &Caller,
     reply: Reply<'_>,
-) -> Result<Vec<Vec<u8>>, OpError> {
+    origin: Origin,
+) -> Result<Answer, OpError> {
     let one = |body: ResponseBody, reply: Reply<'_>| {
         vec![encode_reply(state, ctx, ResponseCode::SUCCESS, &body, false, reply)]
     };
-    Ok(match request {
+    let replicate = |op| async move {
+        let Origin { transport, peer } = origin;
+        let over_tcp = transport == Transport::Tcp;
+        let answered = source::answer(state, op, caller, over_tcp, peer, ctx.response_version()).await?;
+        Ok::<_, OpError>(Answer { units: one(answered.body, reply), stream: answered.stream })
+    };
+    Ok(Answer::units(match request {
         RequestBody::Resolution(r) => {
             let req = ops::Resolve {
                 handle: r.handle.clone(),
@@ -80,6 +91,10 @@ pub async fn run(
             one(ResponseBody::Empty, reply)
         }
         RequestBody::ListHomedNas { .. } => list(state, ctx, ops::list_homed_prefixes(state, caller).await?, reply),
+        RequestBody::GetNextTxnId { .. } => return replicate(source::SourceOp::NextTxnId).await,
+        RequestBody::RetrieveTxnLog(r) => return replicate(source::SourceOp::RetrieveTxnLog(r)).await,
+        RequestBody::DumpHandles(r) => return replicate(source::SourceOp::DumpHandles(r)).await,
+        RequestBody::BackupServer { .. } => return replicate(source::SourceOp::Backup).await,
         other => {
             let op = other.op_code();
             return Err(OpError::new(
@@ -87,7 +102,7 @@ pub async fn run(
                 format!("Operation {} is not supported here", op.0),
             ));
         }
-    })
+    }))
 }
 
 /// A list answer: 50 entries per message, CN on all but the last; an empty

@@ -9,7 +9,6 @@ pub mod respond;
 mod session;
 
 use crate::auth::Caller;
-use crate::ops::OpError;
 use crate::replication::source;
 use crate::session::Session;
 use crate::state::ServerState;
@@ -21,7 +20,7 @@ use handled_proto::header::{Header, OpCode, OpFlags, ResponseCode, HEADER_LEN};
 use handled_proto::message::parse_message;
 use handled_proto::request::RequestBody;
 use handled_proto::response::ResponseBody;
-use respond::{encode_reply, encode_response, error_reply, error_response, Reply, RequestContext};
+use respond::{encode_response, error_reply, error_response, Reply, RequestContext};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -223,7 +222,7 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport,
             Answer::units(vec![auth::challenge(state, &ctx, session.as_deref(), peer.ip()).await])
         }
         other if is_admin_op(other.op_code()) || other.op_code() == OpCode::RESOLUTION => {
-            match run_op(state, &ctx, other, ctx.flags(), &caller, reply, Origin { transport, peer }).await {
+            match dispatch::run(state, &ctx, other, ctx.flags(), &caller, reply, Origin { transport, peer }).await {
                 Ok(answer) => answer,
                 Err(e) if e.is_authentication_needed() => {
                     Answer::units(vec![auth::challenge(state, &ctx, session.as_deref(), peer.ip()).await])
@@ -233,7 +232,7 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport,
         }
         other => {
             let op = other.op_code();
-            let text = format!("Operation {} ({}) is not supported by this server", op.0, op_name(op));
+            let text = format!("Operation {} ({}) is not supported by this server", op.0, op.name());
             Answer::units(vec![error_reply(state, &ctx, ResponseCode::OPERATION_NOT_SUPPORTED, &text, reply)])
         }
     }
@@ -289,7 +288,7 @@ async fn run_authenticated(
             reply,
         )]);
     }
-    match run_op(state, ctx, request, flags, caller, reply, origin).await {
+    match dispatch::run(state, ctx, request, flags, caller, reply, origin).await {
         Ok(answer) => answer,
         Err(e) if e.is_authentication_needed() => Answer::units(vec![error_reply(
             state,
@@ -304,30 +303,9 @@ async fn run_authenticated(
 
 /// Where a request came from: the listener and the peer.
 #[derive(Clone, Copy)]
-struct Origin {
+pub(crate) struct Origin {
     transport: Transport,
     peer: SocketAddr,
-}
-
-/// Run an operation for `caller`: the replication source's own (whose answer
-/// may carry a stream to follow), or any other through [`dispatch::run`].
-async fn run_op(
-    state: &ServerState,
-    ctx: &RequestContext<'_>,
-    request: &RequestBody,
-    flags: OpFlags,
-    caller: &Caller,
-    reply: Reply<'_>,
-    origin: Origin,
-) -> Result<Answer, OpError> {
-    if let Some(op) = source::SourceOp::of(request) {
-        let Origin { transport, peer } = origin;
-        let answered =
-            source::answer(state, op, caller, transport == Transport::Tcp, peer, ctx.response_version()).await?;
-        let unit = encode_reply(state, ctx, ResponseCode::SUCCESS, &answered.body, false, reply);
-        return Ok(Answer { units: vec![unit], stream: answered.stream });
-    }
-    Ok(Answer::units(dispatch::run(state, ctx, request, flags, caller, reply).await?))
 }
 
 fn is_admin_op(op: OpCode) -> bool {
@@ -335,32 +313,7 @@ fn is_admin_op(op: OpCode) -> bool {
     matches!(op.0, 100..=105 | 300..=302 | 1000..=1003)
 }
 
+/// Op codes of the protocol (§3.1); 0 is reserved, no operation.
 fn is_known_op(op: OpCode) -> bool {
-    op_name(op) != "unknown"
-}
-
-fn op_name(op: OpCode) -> &'static str {
-    match op.0 {
-        1 => "resolution",
-        2 => "get site info",
-        100 => "create handle",
-        101 => "delete handle",
-        102 => "add value",
-        103 => "remove value",
-        104 => "modify value",
-        105 => "list handles",
-        200 => "challenge response",
-        201 => "verify challenge",
-        300 => "home prefix",
-        301 => "unhome prefix",
-        302 => "list homed prefixes",
-        400 => "session setup",
-        401 => "session terminate",
-        402 => "session key exchange",
-        1000 => "get next transaction id",
-        1001 => "retrieve transaction log",
-        1002 => "dump handles",
-        1003 => "backup server",
-        _ => "unknown",
-    }
+    op.is_known() && op != OpCode::RESERVED
 }

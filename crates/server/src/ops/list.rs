@@ -20,7 +20,7 @@ pub async fn list_handles(state: &ServerState, caller: &Caller, prefix: &[u8]) -
     }
     let prefix_handle = handle::normalize(&canonical, false);
     if !state.is_homed(&[&prefix_handle[handle::NA_HANDLE_PREFIX.len()..], b"/x"].concat()).await {
-        return Err(OpError::new(ResponseCode::SERVER_NOT_RESP, "That prefix doesn't live here"));
+        return Err(OpError::not_responsible());
     }
     let identity = require(caller)?;
     let admins = load(state, &prefix_handle).await?.map(|r| admins_of(&r)).unwrap_or_default();

@@ -7,7 +7,7 @@
 
 mod create;
 mod list;
-mod resolve;
+pub mod resolve;
 pub mod status_handle;
 mod values;
 
@@ -43,6 +43,11 @@ impl OpError {
     /// The caller must authenticate first (native: a 402 challenge; REST: 401).
     pub fn needs_authentication() -> Self {
         OpError::new(ResponseCode::AUTHENTICATION_NEEDED, "Authentication needed")
+    }
+
+    /// 301: the handle's prefix is not homed here (§7.2).
+    pub fn not_responsible() -> Self {
+        OpError::new(ResponseCode::SERVER_NOT_RESP, "That prefix doesn't live here")
     }
 
     pub fn is_authentication_needed(&self) -> bool {
@@ -87,7 +92,7 @@ async fn check_homed(state: &ServerState, handle: &[u8]) -> Result<(), OpError> 
     if state.is_homed(handle).await {
         Ok(())
     } else {
-        Err(OpError::new(ResponseCode::SERVER_NOT_RESP, "That prefix doesn't live here"))
+        Err(OpError::not_responsible())
     }
 }
 

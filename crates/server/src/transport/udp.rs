@@ -154,7 +154,7 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
             // spawned tasks would be an unbounded queue of its own.
             let (peer, arrived) = (d.peer, d.arrived);
             match state.admission.request() {
-                Ok(Turn::Now(permit)) if is_cheap(&unit) => cheap.push((peer, unit, permit)),
+                Ok(Turn::Now(permit)) if is_cheap(state, &unit) => cheap.push((peer, unit, permit)),
                 Ok(turn) => {
                     let claim = in_progress.claim(key);
                     let (state2, socket2, answers2) = (state.clone(), socket.clone(), answers.clone());
@@ -273,12 +273,15 @@ fn fit_for_udp(
     }
 }
 
-/// Plain resolution or site info without a signature: microseconds of work.
-fn is_cheap(unit: &[u8]) -> bool {
+/// Site info, or a resolution the chain answers locally, without a signature:
+/// microseconds of work, run inline on the receive thread. A source that may
+/// wait on the network (a resolver) sends resolutions to the workers.
+fn is_cheap(state: &ServerState, unit: &[u8]) -> bool {
     let Some(header) = unit.get(ENVELOPE_LEN..ENVELOPE_LEN + 12) else { return false };
     let op = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
     let flags = OpFlags(u32::from_be_bytes([header[8], header[9], header[10], header[11]]));
-    (op == OpCode::RESOLUTION.0 || op == OpCode::GET_SITE_INFO.0) && !flags.contains(OpFlags::CT)
+    let local = || crate::ops::resolve::CHAIN.answers_locally(state);
+    !flags.contains(OpFlags::CT) && (op == OpCode::GET_SITE_INFO.0 || (op == OpCode::RESOLUTION.0 && local()))
 }
 
 /// Batch receiving state for one socket.

@@ -14,10 +14,12 @@
 
 mod system;
 
+use super::resolve::chain::{Lookup, Query, ResolutionSource};
 use super::{require, OpError};
 use crate::access::authorize::{in_admin_list, is_server_admin};
 use crate::auth::Caller;
 use crate::state::ServerState;
+use async_trait::async_trait;
 use handled_proto::header::ResponseCode;
 use handled_proto::value::{HandleValue, ValuePermissions};
 use serde::Serialize;
@@ -33,12 +35,26 @@ pub fn is_status_handle(handle: &[u8]) -> bool {
     handle.eq_ignore_ascii_case(STATUS_HANDLE)
 }
 
+/// The status handle as the first source of the resolution chain: its values
+/// are made on the spot and read under rules of their own.
+pub struct StatusHandle;
+
+#[async_trait]
+impl ResolutionSource for StatusHandle {
+    fn name(&self) -> &'static str {
+        "status handle"
+    }
+
+    async fn lookup(&self, state: &ServerState, query: &Query<'_>, _not_found: bool) -> Result<Lookup, OpError> {
+        if !is_status_handle(query.canonical) {
+            return Ok(Lookup::Pass);
+        }
+        Ok(Lookup::Values(resolve_status(state, query.caller, query.request.public_only).await?))
+    }
+}
+
 /// The status values for `caller`, or the original's refusal.
-pub async fn resolve_status(
-    state: &ServerState,
-    caller: &Caller,
-    public_only: bool,
-) -> Result<Vec<HandleValue>, OpError> {
+async fn resolve_status(state: &ServerState, caller: &Caller, public_only: bool) -> Result<Vec<HandleValue>, OpError> {
     if public_only {
         return Err(OpError::new(ResponseCode::VALUES_NOT_FOUND, ""));
     }

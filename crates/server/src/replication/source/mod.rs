@@ -25,7 +25,6 @@ use admins::AdminList;
 use handled_proto::envelope::Version;
 use handled_proto::header::ResponseCode;
 use handled_proto::replication::{DumpHandlesRequest, RetrieveTxnRequest};
-use handled_proto::request::RequestBody;
 use handled_proto::response::ResponseBody;
 use sink::Sink;
 use std::net::SocketAddr;
@@ -42,18 +41,6 @@ pub enum SourceOp<'r> {
     RetrieveTxnLog(&'r RetrieveTxnRequest),
     DumpHandles(&'r DumpHandlesRequest),
     Backup,
-}
-
-impl<'r> SourceOp<'r> {
-    pub fn of(request: &'r RequestBody) -> Option<SourceOp<'r>> {
-        Some(match request {
-            RequestBody::GetNextTxnId { .. } => SourceOp::NextTxnId,
-            RequestBody::RetrieveTxnLog(r) => SourceOp::RetrieveTxnLog(r),
-            RequestBody::DumpHandles(r) => SourceOp::DumpHandles(r),
-            RequestBody::BackupServer { .. } => SourceOp::Backup,
-            _ => return None,
-        })
-    }
 }
 
 /// The response body, and for the pulls the stream that follows it.

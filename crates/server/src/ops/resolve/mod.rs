@@ -1,8 +1,15 @@
 //! Resolution (§3.3): index/type filters, public-only semantics, and read
 //! access to non-public values for authenticated admins with READ_VALUE.
 
+pub mod chain;
+mod local;
+
 use super::*;
+use chain::{Query, ResolutionChain, Resolved};
 use handled_proto::handle;
+
+/// The sources asked, in order: the status handle, then the local store.
+pub static CHAIN: ResolutionChain = ResolutionChain::new(&[&super::status_handle::StatusHandle, &local::LocalStore]);
 
 /// A resolution request as every front end states it.
 #[derive(Debug, Clone, Default)]
@@ -22,17 +29,16 @@ pub fn select<'a>(values: &'a [HandleValue], indexes: &[i32], types: &[Vec<u8>])
     values.iter().filter(|v| indexes.contains(&v.index) || types.iter().any(|t| v.type_matches(t))).collect()
 }
 
-/// The selected values, in stored order. Non-public values need PO clear and
-/// an identity with READ_VALUE; values without admin read are never served.
+/// The selected values, in stored order, from the first source of the chain
+/// that has the handle. Non-public values need PO clear and an identity with
+/// READ_VALUE; values without admin read are never served.
 pub async fn resolve(state: &ServerState, caller: &Caller, req: &Resolve) -> Result<Vec<HandleValue>, OpError> {
     let canonical = handle::canonical(&req.handle);
-    if super::status_handle::is_status_handle(&canonical) {
-        return super::status_handle::resolve_status(state, caller, req.public_only).await;
-    }
-    check_homed(state, &canonical).await?;
-    let record = load(state, &state.storage_key(&canonical))
-        .await?
-        .ok_or_else(|| OpError::new(ResponseCode::HANDLE_NOT_FOUND, "Handle not found"))?;
+    let query = Query { request: req, canonical: &canonical, caller };
+    let record = match CHAIN.resolve(state, &query).await? {
+        Resolved::Values(values) => return Ok(values),
+        Resolved::Record(record) => record,
+    };
     let mut selected = select(&record.values, &req.indexes, &req.types);
     if req.public_only {
         selected.retain(|v| v.permissions.public_read());

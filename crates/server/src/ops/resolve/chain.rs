@@ -1,0 +1,104 @@
+//! The resolution chain: an ordered list of sources asked in turn for a
+//! handle, as hickory-dns's `Catalog` chains its handlers. Each source either
+//! answers or passes; the first answer wins. Today: the status handle, then the
+//! local store. Template handles (a miss under a homed prefix) and the global
+//! resolver (a handle of a prefix homed elsewhere) plug in as further sources.
+//!
+//! Sources are stateless adapters over what the server state holds (the store,
+//! later a template table or a resolver's cache), so the chain is a constant
+//! of this module and the state needs no import from `ops`; a source whose
+//! subsystem is switched off passes.
+
+use super::Resolve;
+use crate::auth::Caller;
+use crate::ops::OpError;
+use crate::state::ServerState;
+use async_trait::async_trait;
+use handled_proto::header::ResponseCode;
+use handled_proto::value::HandleValue;
+use handled_store::HandleRecord;
+
+/// What a source made of a handle.
+pub enum Lookup {
+    /// The handle's record: selection and read permissions are applied to it
+    /// afterwards, the same way whichever source found it.
+    Record(HandleRecord),
+    /// The values to send, already selected and permitted by the source (a
+    /// handle with rules of its own, like the status handle).
+    Values(Vec<HandleValue>),
+    /// This server is responsible for the handle and it does not exist. Later
+    /// sources that may answer for such a handle (templates) are still asked.
+    NotFound,
+    /// Not this source's handle.
+    Pass,
+}
+
+/// One place handles can come from.
+#[async_trait]
+pub trait ResolutionSource: Send + Sync {
+    /// For logs and metrics.
+    fn name(&self) -> &'static str;
+
+    /// Answers from this process only (memory, the local store) on `state`:
+    /// no network round trip, so the UDP receive thread may run it inline.
+    fn answers_locally(&self, _state: &ServerState) -> bool {
+        true
+    }
+
+    /// Look `query` up. `not_found` tells that a source before this one is
+    /// responsible for the handle and does not hold it (a source that only
+    /// answers for handles homed elsewhere then passes).
+    async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError>;
+}
+
+/// A resolution request with its handle in canonical form.
+pub struct Query<'a> {
+    pub request: &'a Resolve,
+    pub canonical: &'a [u8],
+    pub caller: &'a Caller,
+}
+
+/// What the chain answered: a record to filter, or values ready to send.
+pub enum Resolved {
+    Record(HandleRecord),
+    Values(Vec<HandleValue>),
+}
+
+/// Ordered sources.
+pub struct ResolutionChain {
+    sources: &'static [&'static dyn ResolutionSource],
+}
+
+impl ResolutionChain {
+    pub const fn new(sources: &'static [&'static dyn ResolutionSource]) -> Self {
+        ResolutionChain { sources }
+    }
+
+    /// Every source answers locally on `state`: resolution never waits on the network.
+    pub fn answers_locally(&self, state: &ServerState) -> bool {
+        self.sources.iter().all(|s| s.answers_locally(state))
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.sources.iter().map(|s| s.name()).collect()
+    }
+
+    /// Ask each source in turn. No answer: 100 (handle not found) when some
+    /// source is responsible for the handle, else 301 (not responsible, §7.2).
+    pub async fn resolve(&self, state: &ServerState, query: &Query<'_>) -> Result<Resolved, OpError> {
+        let mut not_found = false;
+        for source in self.sources {
+            match source.lookup(state, query, not_found).await? {
+                Lookup::Record(record) => return Ok(Resolved::Record(record)),
+                Lookup::Values(values) => return Ok(Resolved::Values(values)),
+                Lookup::NotFound => not_found = true,
+                Lookup::Pass => {}
+            }
+        }
+        Err(if not_found {
+            OpError::new(ResponseCode::HANDLE_NOT_FOUND, "Handle not found")
+        } else {
+            OpError::not_responsible()
+        })
+    }
+}

@@ -1,0 +1,25 @@
+//! The local store as a resolution source: handles of the prefixes homed here.
+
+use super::chain::{Lookup, Query, ResolutionSource};
+use crate::ops::OpError;
+use crate::state::ServerState;
+use async_trait::async_trait;
+
+pub struct LocalStore;
+
+#[async_trait]
+impl ResolutionSource for LocalStore {
+    fn name(&self) -> &'static str {
+        "local store"
+    }
+
+    async fn lookup(&self, state: &ServerState, query: &Query<'_>, _not_found: bool) -> Result<Lookup, OpError> {
+        if !state.is_homed(query.canonical).await {
+            return Ok(Lookup::Pass);
+        }
+        Ok(match state.store.get(&state.storage_key(query.canonical)).await? {
+            Some(record) => Lookup::Record(record),
+            None => Lookup::NotFound,
+        })
+    }
+}
