@@ -232,28 +232,8 @@ fn spark_not_found() -> Resp {
 /// `java.net.URLDecoder.decode`: `+` is a space, `%XX` a byte (UTF-8 overall);
 /// a malformed escape is kept as it is.
 pub fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                let hex = |c: u8| (c as char).to_digit(16);
-                match (hex(b[i + 1]), hex(b[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    let spaced = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced).decode_utf8_lossy().into_owned()
 }
 
 /// Query parameters, decoded, in order (a name without `=` has an empty value).

@@ -8,29 +8,15 @@ use serde_json::Value;
 /// not for paths. Malformed escapes are kept literally, as Java's decoder
 /// in the servlet container does for paths.
 pub fn percent_decode(s: &str, plus_is_space: bool) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(h << 4 | l);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' if plus_is_space => out.push(b' '),
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    out
-}
-
-fn hex(c: u8) -> Option<u8> {
-    (c as char).to_digit(16).map(|d| d as u8)
+    // `+` is replaced before decoding, so an encoded `%2B` stays a plus.
+    let spaced;
+    let s = if plus_is_space && s.contains('+') {
+        spaced = s.replace('+', " ");
+        &spaced
+    } else {
+        s
+    };
+    percent_encoding::percent_decode_str(s).collect()
 }
 
 /// [`percent_decode`] as text (invalid UTF-8 replaced); valid text is not copied again.
@@ -125,6 +111,7 @@ mod tests {
     fn decoding_paths_and_queries() {
         assert_eq!(percent_decode("TEST%2Fa+b%20c", false), b"TEST/a+b c");
         assert_eq!(percent_decode("a+b%3d", true), b"a b=");
+        assert_eq!(percent_decode("a%2Bb+c", true), b"a+b c");
         assert_eq!(percent_decode("100%", false), b"100%");
         assert_eq!(percent_decode("%zz%4", false), b"%zz%4");
         assert_eq!(percent_decode("%E2%82%AC", false), "€".as_bytes());
