@@ -7,6 +7,7 @@ pub mod certify;
 pub mod credentials;
 pub mod replication;
 pub mod session;
+pub mod sites;
 mod transport;
 
 pub use admin::{AdminSession, ConnectParams};

@@ -548,7 +548,7 @@ impl Config {
         }
         self.parsed_server_admins()?;
         if let Some(path) = &self.root_info {
-            crate::auth::remote::load_root_info(path).map_err(ConfigError::Invalid)?;
+            handled_client::sites::load_root_info(path).map_err(ConfigError::Invalid)?;
         }
         parse_admin_list(&self.replication_admins)?;
         parse_admin_list(&self.backup_admins)?;

@@ -276,7 +276,7 @@ impl ServerState {
 /// `remote_auth_timeout_ms`, `remote_auth_concurrent`); `None` without `root_info`.
 pub fn remote_auth_of(config: &Config) -> Result<Option<RemoteAuth>, String> {
     let Some(path) = config.root_info.as_deref() else { return Ok(None) };
-    let root = crate::auth::remote::load_root_info(path)?;
+    let root = handled_client::sites::load_root_info(path)?;
     let timeout = std::time::Duration::from_millis(config.remote_auth_timeout_ms.max(1));
     Ok(Some(RemoteAuth::new(root, timeout, config.remote_auth_concurrent)))
 }

@@ -2,8 +2,8 @@
 //! secret-key answer goes to the server responsible for the identity handle
 //! as VERIFY_CHALLENGE; public keys and admin groups (HS_VLIST) are fetched
 //! from it by certified resolution and used here. That server is found
-//! through the root sites of `root_info` ([`sites`]); every reply must be
-//! signed by the key its site record publishes ([`exchange`]).
+//! through the root sites of `root_info` (`handled_client::sites`, the one
+//! site finder); every reply must be signed by the key its site record publishes.
 //!
 //! Codes as the original's: the responsible server saying "not valid" (or
 //! answering with an error) fails authentication (403); not reaching it, or a
@@ -20,20 +20,17 @@
 //! came back would make this server a port scanner for them. Details go to
 //! the log (target `auth`).
 
-pub mod exchange;
 pub mod fairness;
-pub mod sites;
 
 use super::work::AuthError;
 use fairness::{Fairness, NoTurn};
+use handled_client::sites::{LookupError, Sites};
 use handled_proto::data::site::SiteInfo;
 use handled_proto::header::ResponseCode;
 use handled_proto::request::RequestBody;
 use handled_proto::response::ResponseBody;
 use handled_proto::session::VerifyChallengeRequest;
 use handled_proto::value::HandleValue;
-use sites::Sites;
-use std::path::Path;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -43,29 +40,15 @@ const TURN_WAIT: Duration = Duration::from_millis(200);
 /// signature check here, and a remote handle may hold thousands of values.
 const MAX_REMOTE_VALUES: usize = 16;
 
-/// Why a remote check did not succeed.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum RemoteError {
-    /// No responsible server could be found or reached in time.
-    #[error("{0}")]
-    Unreachable(String),
-    /// A reply came that is not certified by the server it came from.
-    #[error("{0}")]
-    Uncertified(String),
-    /// The responsible server answered with an error code.
-    #[error("{}: {message}", .code.name())]
-    Refused { code: ResponseCode, message: String },
-}
-
 /// What the client is told when the identity's server could not be asked.
 const NOT_CHECKED: &str = "identity could not be verified remotely: its server could not be reached or \
      did not answer verifiably (details in this server's log)";
 
-impl From<RemoteError> for AuthError {
-    fn from(e: RemoteError) -> Self {
+impl From<LookupError> for AuthError {
+    fn from(e: LookupError) -> Self {
         match e {
             // A code, not the other side's text.
-            RemoteError::Refused { code, .. } => {
+            LookupError::Refused { code, .. } => {
                 AuthError::failed(format!("identity not verified remotely: {}", code.name()))
             }
             _ => AuthError::error(NOT_CHECKED),
@@ -84,7 +67,11 @@ impl RemoteAuth {
     /// With the root sites read from `root_info`, `timeout` per check and
     /// `concurrent` checks at once.
     pub fn new(root: Vec<SiteInfo>, timeout: Duration, concurrent: usize) -> Self {
-        RemoteAuth { sites: Sites::new(root), timeout, fairness: Fairness::new(concurrent) }
+        RemoteAuth {
+            sites: Sites::new(root, crate::auth::signature::verify),
+            timeout,
+            fairness: Fairness::new(concurrent),
+        }
     }
 
     /// Site lookups remembered (count, bytes).
@@ -97,7 +84,7 @@ impl RemoteAuth {
         &self,
         handle: &[u8],
         index: i32,
-        check: impl std::future::Future<Output = Result<T, RemoteError>>,
+        check: impl std::future::Future<Output = Result<T, LookupError>>,
     ) -> Result<T, AuthError> {
         let what = format!("{index}:{}", String::from_utf8_lossy(handle));
         let _turn = match self.fairness.turn(handle, index, TURN_WAIT).await {
@@ -115,11 +102,11 @@ impl RemoteAuth {
         };
         let result = match tokio::time::timeout(self.timeout, check).await {
             Ok(r) => r,
-            Err(_) => Err(RemoteError::Unreachable(format!("no answer within {:?}", self.timeout))),
+            Err(_) => Err(LookupError::Unreachable(format!("no answer within {:?}", self.timeout))),
         };
         result.map_err(|e| {
             tracing::info!(target: "auth", "remote authentication of {what}: {e}");
-            if !matches!(e, RemoteError::Refused { .. }) {
+            if !matches!(e, LookupError::Refused { .. }) {
                 self.fairness.failed(handle);
             }
             AuthError::from(e)
@@ -154,13 +141,13 @@ impl RemoteAuth {
             .bounded(handle, index, async {
                 let deadline = Instant::now() + self.timeout;
                 let sites = self.sites.for_handle(handle, deadline).await?;
-                let reply = sites::first_answer(&sites, handle, &body, deadline).await?;
+                let reply = self.sites.first_answer(&sites, handle, &body, deadline).await?;
                 match (reply.code(), &reply.body) {
                     (ResponseCode::SUCCESS, ResponseBody::VerifyResult { valid }) => Ok(*valid),
                     (ResponseCode::SUCCESS, other) => {
-                        Err(RemoteError::Uncertified(format!("unexpected reply to VERIFY_CHALLENGE: {other:?}")))
+                        Err(LookupError::Uncertified(format!("unexpected reply to VERIFY_CHALLENGE: {other:?}")))
                     }
-                    (code, _) => Err(RemoteError::Refused { code, message: reply.message().unwrap_or_default() }),
+                    (code, _) => Err(LookupError::Refused { code, message: reply.message().unwrap_or_default() }),
                 }
             })
             .await?;
@@ -180,7 +167,7 @@ impl RemoteAuth {
                 let sites = self.sites.for_handle(handle, deadline).await?;
                 let (indexes, value_types): (&[i32], &[&[u8]]) =
                     if index > 0 { (&[index], &[]) } else { (&[], &[value_type]) };
-                sites::resolve_filtered(&sites, handle, indexes, value_types, deadline).await
+                self.sites.resolve_filtered(&sites, handle, indexes, value_types, deadline).await
             })
             .await?;
         let mut values: Vec<HandleValue> =
@@ -191,103 +178,13 @@ impl RemoteAuth {
     }
 }
 
-/// Read the root site record(s) of `root_info`: a binary HS_SITE record (as
-/// GET_SITE_INFO answers), Handle.Net's own binary `root_info` (the root
-/// handle's values), its `siteinfo.json` form, or a JSON array of such sites.
-pub fn load_root_info(path: &Path) -> Result<Vec<SiteInfo>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("root_info {}: {e}", path.display()))?;
-    let bad = |e: String| format!("root_info {}: {e}", path.display());
-    let sites = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{') | Some(b'[') => {
-            let json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
-            let items = match json {
-                serde_json::Value::Array(items) => items,
-                one => vec![one],
-            };
-            items
-                .iter()
-                .map(|j| handled_proto::json::site_from_json(j).map_err(|e| bad(e.to_string())))
-                .collect::<Result<Vec<_>, _>>()?
-        }
-        _ => match SiteInfo::decode_data(&bytes) {
-            Ok(site) => vec![site],
-            Err(e) => global_values_sites(&bytes)
-                .map_err(|_| bad(format!("neither a site record ({e}) nor Handle.Net's root_info")))?,
-        },
-    };
-    if sites.is_empty() || sites.iter().any(|s| s.servers.is_empty()) {
-        return Err(bad("a site without servers".into()));
-    }
-    Ok(sites)
-}
-
-/// Handle.Net's binary `root_info` (Java `Encoder.encodeGlobalValues`):
-/// `u32 length of the rest ‖ u32 count ‖ count handle values`, of which the
-/// HS_SITE ones are the root sites.
-fn global_values_sites(bytes: &[u8]) -> Result<Vec<SiteInfo>, handled_proto::DecodeError> {
-    use handled_proto::codec::{Codec, Reader};
-    let mut r = Reader::new(bytes);
-    let length = r.u32("root_info length")? as usize;
-    if length != r.remaining() {
-        return Err(handled_proto::DecodeError::TrailingBytes { what: "root_info", count: r.remaining() });
-    }
-    let values = r.list("root_info values", 4, HandleValue::read)?;
-    r.expect_end("root_info")?;
-    values
-        .iter()
-        .filter(|v| v.value_type == handled_proto::value::types::HS_SITE || v.value_type == b"HS_SITE.6")
-        .map(|v| SiteInfo::decode_data(&v.data))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::sites::tests::site;
     use super::*;
+    use handled_client::sites::testing::site;
     use handled_proto::codec::Codec;
     use handled_proto::data::site::SiteInfo;
     use std::sync::Arc;
-
-    #[test]
-    fn root_info_in_binary_json_and_array_forms() {
-        let dir = tempfile::tempdir().unwrap();
-        let one = site(2641, vec![1, 2, 3]);
-        let write = |name: &str, bytes: &[u8]| {
-            let p = dir.path().join(name);
-            std::fs::write(&p, bytes).unwrap();
-            p
-        };
-        let bin = write("root_info", &one.to_bytes());
-        assert_eq!(load_root_info(&bin).unwrap(), vec![one.clone()]);
-        let json = handled_proto::json::site_to_json(&one);
-        let single = write("siteinfo.json", json.to_string().as_bytes());
-        assert_eq!(load_root_info(&single).unwrap()[0].servers[0].interfaces, one.servers[0].interfaces);
-        let array = write("sites.json", serde_json::json!([json, json]).to_string().as_bytes());
-        assert_eq!(load_root_info(&array).unwrap().len(), 2);
-        // Handle.Net's root_info: the root handle's values, as Encoder.encodeGlobalValues writes them.
-        let values = [
-            HandleValue::new(1, "HS_SITE", one.to_bytes()),
-            HandleValue::new(100, "HS_ADMIN", vec![0; 10]),
-            HandleValue::new(2, "HS_SITE.6", one.to_bytes()),
-        ];
-        let mut rest = Vec::new();
-        handled_proto::codec::put_u32(&mut rest, values.len() as u32);
-        values.iter().for_each(|v| v.encode(&mut rest));
-        let mut global = Vec::new();
-        handled_proto::codec::put_u32(&mut global, rest.len() as u32);
-        global.extend_from_slice(&rest);
-        assert_eq!(load_root_info(&write("hs_root_info", &global)).unwrap(), vec![one.clone(), one.clone()]);
-        global.push(0);
-        assert!(load_root_info(&write("hs_root_info_long", &global)).is_err());
-        for (name, bytes) in [("empty", &b""[..]), ("junk", b"\x00\x01junk"), ("bad.json", b"{\"servers\": 3}")] {
-            let e = load_root_info(&write(name, bytes)).unwrap_err();
-            assert!(e.contains("root_info"), "{e}");
-        }
-        let mut no_servers = one.clone();
-        no_servers.servers.clear();
-        assert!(load_root_info(&write("none", &no_servers.to_bytes())).unwrap_err().contains("without servers"));
-        assert!(load_root_info(&dir.path().join("missing")).is_err());
-    }
 
     /// A server that accepts and never answers: each check ends at the time
     /// limit with an authentication error (406), and checks beyond the

@@ -22,7 +22,7 @@ pub const MAX_ITEM_BYTES: usize = handled_proto::replication::DEFAULT_MAX_ITEM_L
 /// its source sites each time, so a changed site record takes effect).
 pub async fn find(settings: &MirrorSettings, state: &ServerState, timeout: Duration) -> Result<SourceServer, String> {
     let site = match &settings.source {
-        SourceSpec::File(path) => read_site_file(path)?,
+        SourceSpec::File(path) => handled_client::sites::read_site_file(path)?,
         SourceSpec::Address(text) => {
             let addr = socket_addr(text)?;
             let site = fetch_site(addr, settings.timeout).await?;
@@ -71,18 +71,6 @@ fn socket_addr(text: &str) -> Result<SocketAddr, String> {
         .map_err(|e| format!("replication_source {text}: {e}"))?
         .next()
         .ok_or_else(|| format!("replication_source {text}: no address"))
-}
-
-/// `siteinfo.json` (Handle.Net's JSON form) or the binary `siteinfo.bin`.
-pub fn read_site_file(path: &std::path::Path) -> Result<SiteInfo, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-        let json: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
-        handled_proto::json::site_from_json(&json).map_err(|e| format!("{}: {e}", path.display()))
-    } else {
-        SiteInfo::from_bytes(&bytes).map_err(|e| format!("{}: not a site record: {e}", path.display()))
-    }
 }
 
 async fn fetch_site(addr: SocketAddr, timeout: Duration) -> Result<SiteInfo, String> {

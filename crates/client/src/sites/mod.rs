@@ -6,10 +6,20 @@
 //!
 //! What was found is kept for the values' TTL, within a bounded number of
 //! entries and bytes: a peer naming many prefixes cannot grow it.
+//!
+//! One finder for every walk of the global system: the server's checks of
+//! identities held elsewhere, and anything else that must find the site
+//! responsible for a handle. Signatures are checked with the function the
+//! caller passes (the server's crypto), as for replication streams.
 
-use super::exchange::certified;
-use super::RemoteError;
-use handled_client::resolved_values;
+mod certified;
+mod root_info;
+
+pub use root_info::{load_root_info, read_site_file};
+
+use crate::replication::SignatureCheck;
+use crate::resolved_values;
+use certified::certified;
 use handled_proto::codec::Codec;
 use handled_proto::data::site::SiteInfo;
 use handled_proto::handle;
@@ -32,10 +42,25 @@ const CACHE_BYTES: usize = 2 << 20;
 /// Longest a lookup is kept whatever its TTL says.
 const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
 
+/// Why a request to another site did not succeed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LookupError {
+    /// No responsible server could be found or reached in time.
+    #[error("{0}")]
+    Unreachable(String),
+    /// A reply came that is not certified by the server it came from.
+    #[error("{0}")]
+    Uncertified(String),
+    /// The responsible server answered with an error code.
+    #[error("{}: {message}", .code.name())]
+    Refused { code: ResponseCode, message: String },
+}
+
 /// Where the global sites are and what is known about others.
 pub struct Sites {
     root: Arc<Vec<SiteInfo>>,
     cache: Mutex<Cache>,
+    check: SignatureCheck,
 }
 
 #[derive(Default)]
@@ -51,8 +76,10 @@ struct Entry {
 }
 
 impl Sites {
-    pub fn new(root: Vec<SiteInfo>) -> Self {
-        Sites { root: Arc::new(root), cache: Mutex::default() }
+    /// Walks starting at the `root` sites; replies are believed when `check`
+    /// verifies their signature with the responding server's published key.
+    pub fn new(root: Vec<SiteInfo>, check: SignatureCheck) -> Self {
+        Sites { root: Arc::new(root), cache: Mutex::default(), check }
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
@@ -66,7 +93,7 @@ impl Sites {
     }
 
     /// The sites responsible for `h`.
-    pub async fn for_handle(&self, h: &[u8], deadline: Instant) -> Result<Arc<Vec<SiteInfo>>, RemoteError> {
+    pub async fn for_handle(&self, h: &[u8], deadline: Instant) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
         let canonical = handle::canonical(h);
         if handle::is_global(&canonical.to_ascii_uppercase()) {
             return Ok(self.root.clone());
@@ -79,7 +106,7 @@ impl Sites {
         prefix_handle: &[u8],
         depth: usize,
         deadline: Instant,
-    ) -> Result<Arc<Vec<SiteInfo>>, RemoteError> {
+    ) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
         let key = prefix_handle.to_ascii_uppercase();
         if key == handle::ROOT_HANDLE {
             return Ok(self.root.clone());
@@ -89,16 +116,16 @@ impl Sites {
         }
         // As the Java resolver: a prefix the root does not know is "no service"
         // (an error, 406), not a refusal by the identity's server.
-        let values =
-            resolve_at(&self.root, prefix_handle, &[types::HS_SITE, types::HS_SERV], deadline).await.map_err(|e| {
-                match e {
-                    RemoteError::Refused { code, message } => RemoteError::Unreachable(format!(
-                        "Unable to find service for prefix {}: {} {message}",
-                        show(prefix_handle),
-                        code.name()
-                    )),
-                    e => e,
-                }
+        let values = self
+            .resolve_at(&self.root, prefix_handle, &[types::HS_SITE, types::HS_SERV], deadline)
+            .await
+            .map_err(|e| match e {
+                LookupError::Refused { code, message } => LookupError::Unreachable(format!(
+                    "Unable to find service for prefix {}: {} {message}",
+                    show(prefix_handle),
+                    code.name()
+                )),
+                e => e,
             })?;
         let mut sites: Vec<SiteInfo> = values
             .iter()
@@ -110,7 +137,7 @@ impl Sites {
             let service = values.iter().find(|v| v.value_type == types::HS_SERV).map(|v| v.data.clone());
             match service {
                 Some(_) if depth >= MAX_SERVICE_DEPTH => {
-                    return Err(RemoteError::Unreachable(format!(
+                    return Err(LookupError::Unreachable(format!(
                         "{}: more than {MAX_SERVICE_DEPTH} service handles to follow",
                         show(prefix_handle)
                     )))
@@ -118,12 +145,70 @@ impl Sites {
                 Some(service) => {
                     sites = Box::pin(self.for_prefix_handle(&service, depth + 1, deadline)).await?.to_vec();
                 }
-                None => return Err(RemoteError::Unreachable(format!("no sites for {}", show(prefix_handle)))),
+                None => return Err(LookupError::Unreachable(format!("no sites for {}", show(prefix_handle)))),
             }
         }
         let sites = Arc::new(sites);
         self.remember(key, sites.clone(), ttl(&values));
         Ok(sites)
+    }
+
+    /// Resolve `h` (values of `types`, or at `indexes`) at the first of `sites`
+    /// that answers, certified. A handle or value that is not there is
+    /// [`LookupError::Refused`]; no site answering, [`LookupError::Unreachable`].
+    pub async fn resolve_at(
+        &self,
+        sites: &[SiteInfo],
+        h: &[u8],
+        value_types: &[&[u8]],
+        deadline: Instant,
+    ) -> Result<Vec<HandleValue>, LookupError> {
+        self.resolve_filtered(sites, h, &[], value_types, deadline).await
+    }
+
+    /// [`resolve_at`] with an index filter too.
+    pub async fn resolve_filtered(
+        &self,
+        sites: &[SiteInfo],
+        h: &[u8],
+        indexes: &[i32],
+        value_types: &[&[u8]],
+        deadline: Instant,
+    ) -> Result<Vec<HandleValue>, LookupError> {
+        let body = RequestBody::Resolution(ResolutionRequest {
+            handle: h.to_vec(),
+            indexes: indexes.to_vec(),
+            types: value_types.iter().map(|t| t.to_vec()).collect(),
+        });
+        let response = self.first_answer(sites, h, &body, deadline).await?;
+        match (response.code(), resolved_values(&response)) {
+            (ResponseCode::SUCCESS, Some(values)) => Ok(values.to_vec()),
+            (code, _) => Err(LookupError::Refused { code, message: response.message().unwrap_or_default() }),
+        }
+    }
+
+    /// Send `body` to each site in turn until one gives a checked answer.
+    pub async fn first_answer(
+        &self,
+        sites: &[SiteInfo],
+        h: &[u8],
+        body: &RequestBody,
+        deadline: Instant,
+    ) -> Result<crate::Response, LookupError> {
+        let mut last = LookupError::Unreachable(format!("no sites for {}", show(h)));
+        for site in sites {
+            match certified(site, h, body, deadline, self.check).await {
+                Ok(r) => return Ok(r),
+                Err(e) => {
+                    tracing::debug!("site lookup: {e}");
+                    last = e;
+                }
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        Err(last)
     }
 
     fn lookup(&self, key: &[u8]) -> Option<Arc<Vec<SiteInfo>>> {
@@ -162,61 +247,6 @@ impl Sites {
     }
 }
 
-/// Resolve `h` (values of `types`, or at `indexes`) at the first of `sites`
-/// that answers, certified. A handle or value that is not there is
-/// [`RemoteError::Refused`]; no site answering, [`RemoteError::Unreachable`].
-pub async fn resolve_at(
-    sites: &[SiteInfo],
-    h: &[u8],
-    value_types: &[&[u8]],
-    deadline: Instant,
-) -> Result<Vec<HandleValue>, RemoteError> {
-    resolve_filtered(sites, h, &[], value_types, deadline).await
-}
-
-/// [`resolve_at`] with an index filter too.
-pub async fn resolve_filtered(
-    sites: &[SiteInfo],
-    h: &[u8],
-    indexes: &[i32],
-    value_types: &[&[u8]],
-    deadline: Instant,
-) -> Result<Vec<HandleValue>, RemoteError> {
-    let body = RequestBody::Resolution(ResolutionRequest {
-        handle: h.to_vec(),
-        indexes: indexes.to_vec(),
-        types: value_types.iter().map(|t| t.to_vec()).collect(),
-    });
-    let response = first_answer(sites, h, &body, deadline).await?;
-    match (response.code(), resolved_values(&response)) {
-        (ResponseCode::SUCCESS, Some(values)) => Ok(values.to_vec()),
-        (code, _) => Err(RemoteError::Refused { code, message: response.message().unwrap_or_default() }),
-    }
-}
-
-/// Send `body` to each site in turn until one gives a checked answer.
-pub async fn first_answer(
-    sites: &[SiteInfo],
-    h: &[u8],
-    body: &RequestBody,
-    deadline: Instant,
-) -> Result<handled_client::Response, RemoteError> {
-    let mut last = RemoteError::Unreachable(format!("no sites for {}", show(h)));
-    for site in sites {
-        match certified(site, h, body, deadline).await {
-            Ok(r) => return Ok(r),
-            Err(e) => {
-                tracing::debug!("remote authentication: {e}");
-                last = e;
-            }
-        }
-        if Instant::now() >= deadline {
-            break;
-        }
-    }
-    Err(last)
-}
-
 /// How long a lookup may be kept: its shortest value TTL, within [`MAX_TTL`].
 fn ttl(values: &[HandleValue]) -> Duration {
     let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
@@ -235,12 +265,13 @@ fn show(h: &[u8]) -> String {
     String::from_utf8_lossy(h).into_owned()
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use handled_proto::data::site::{Interface, InterfaceKind, ServerInfo, TransportProtocol};
+/// Site records for tests, here and in the server's tests of remote checks.
+#[doc(hidden)]
+pub mod testing {
+    use handled_proto::data::site::{Interface, InterfaceKind, ServerInfo, SiteInfo, TransportProtocol};
 
-    pub(crate) fn site(port: u16, key: Vec<u8>) -> SiteInfo {
+    /// One server at 127.0.0.1:`port` (TCP, query and admin) publishing `key`.
+    pub fn site(port: u16, key: Vec<u8>) -> SiteInfo {
         SiteInfo {
             data_version: 1,
             protocol_major: 2,
@@ -263,12 +294,27 @@ pub(crate) mod tests {
             }],
         }
     }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::testing::site;
+    use super::*;
+
+    fn no_check(
+        _: &handled_proto::data::pubkey::PublicKey,
+        _: handled_proto::digest::DigestAlg,
+        _: &[u8],
+        _: &[u8],
+    ) -> bool {
+        false
+    }
 
     /// Peers naming ever new prefixes cannot grow the cache past its count
     /// or bytes; entries go when their TTL has passed.
     #[tokio::test]
     async fn the_site_cache_is_bounded_in_count_bytes_and_age() {
-        let sites = Sites::new(vec![site(1, vec![])]);
+        let sites = Sites::new(vec![site(1, vec![])], no_check);
         let one = Arc::new(vec![site(2, vec![0; 100])]);
         for n in 0..CACHE_ENTRIES + 50 {
             sites.remember(format!("0.NA/P{n}").into_bytes(), one.clone(), Duration::from_secs(60));
@@ -284,7 +330,7 @@ pub(crate) mod tests {
         let (count, bytes) = sites.cached();
         assert!(bytes <= CACHE_BYTES && count < CACHE_ENTRIES, "{count} entries, {bytes} bytes");
 
-        let short = Sites::new(vec![]);
+        let short = Sites::new(vec![], no_check);
         short.remember(b"0.NA/T".to_vec(), one.clone(), Duration::from_millis(30));
         short.remember(b"0.NA/ZERO".to_vec(), one.clone(), Duration::ZERO);
         assert!(short.lookup(b"0.NA/T").is_some());
@@ -310,7 +356,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn global_handles_go_to_the_root_sites_without_a_lookup() {
-        let sites = Sites::new(vec![site(9, vec![])]);
+        let sites = Sites::new(vec![site(9, vec![])], no_check);
         let far = Instant::now() + Duration::from_secs(1);
         for h in [&b"0.NA/ADM"[..], b"0.na/x", b"ADM", b"0.NA/0.NA"] {
             assert_eq!(sites.for_handle(h, far).await.unwrap()[0].servers[0].interfaces[0].port, 9, "{h:?}");
