@@ -34,6 +34,8 @@ mod documents;
 mod embedded;
 mod memory;
 mod record;
+#[cfg(feature = "sql")]
+pub mod sql;
 pub mod txn_log;
 
 #[cfg(feature = "cassandra")]
@@ -42,6 +44,8 @@ pub use documents::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, Index
 pub use embedded::{EmbeddedOptions, EmbeddedRestore, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
 pub use memory::MemoryStore;
 pub use record::{HandleRecord, InvalidRecord, RecordError};
+#[cfg(feature = "sql")]
+pub use sql::{SqlOptions, SqlStore};
 pub use txn_log::{
     homed_meta_key, ReplicatedChange, ReplicatedWrite, TxnAction, TxnEntry, TxnLogBounds, HOMED_META_PREFIX,
     TXN_LOG_READ_MAX,
