@@ -15,8 +15,6 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
-use sqlx::{Connection, Executor};
-
 pub struct PgServer {
     pub port: u16,
     pub dir: PathBuf,
@@ -39,8 +37,10 @@ fn bin_dir() -> Result<PathBuf, String> {
 }
 
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    // /proc/self belongs to the process's effective user (no libc needed, so
+    // other crates' tests can include this file).
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
 
 /// `program args…`, as the `postgres` user when we are root.
@@ -123,9 +123,22 @@ pub async fn database(name: &str) -> Option<String> {
     static N: AtomicU32 = AtomicU32::new(0);
     let short: String = name.chars().filter(|c| c.is_ascii_alphanumeric()).take(40).collect();
     let db = format!("t{}_{}", N.fetch_add(1, Ordering::Relaxed), short.to_ascii_lowercase());
-    let admin = format!("postgres://postgres@127.0.0.1:{}/postgres", server.port);
-    let mut conn = sqlx::PgConnection::connect(&admin).await.expect("connect to the test PostgreSQL");
-    conn.execute(format!("create database {db}").as_str()).await.expect("create database");
-    conn.close().await.ok();
+    psql(server, "postgres", &format!("create database {db}")).expect("create database");
     Some(format!("postgres://postgres@127.0.0.1:{}/{db}", server.port))
+}
+
+/// Run `sql` with `psql` on database `db`, as a program other than `handled`
+/// would: its output (tuples only, unaligned), or the error.
+pub fn psql(server: &PgServer, db: &str, sql: &str) -> Result<String, String> {
+    let bin = bin_dir()?;
+    let out = Command::new(bin.join("psql"))
+        .args(["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-U", "postgres"])
+        .args(["-p", &server.port.to_string(), "-d", db, "-c", sql])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("psql: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("psql: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
 }
