@@ -1,11 +1,13 @@
 //! Handle storage for `handled`.
 //!
-//! One [`Store`] trait and three backends:
+//! One [`Store`] trait and four backends:
 //! * [`EmbeddedStore`]: durable, one redb file, reads inline on the caller, writes
 //!   group-committed by one writer thread (one synced log append per batch);
 //! * [`MemoryStore`]: a `BTreeMap` behind a lock, for `--ephemeral` runs and tests;
 //! * `CassandraStore` (feature `cassandra`, on by default): Apache Cassandra, for
-//!   several stateless nodes sharing one registry.
+//!   several stateless nodes sharing one registry;
+//! * `SqlStore` (feature `sql`, on by default): Handle.Net's own SQL tables on
+//!   PostgreSQL (`sql/`), declining documents and the transaction log.
 //!
 //! The trait is shaped so a distributed backend (Apache Cassandra) can implement it
 //! too: everything is async, atomicity is per handle only (compare-and-set through
