@@ -56,7 +56,7 @@ pub struct ServeArgs {
     /// data directory, or the temp directory with --ephemeral).
     #[arg(long, env = "HANDLED_ADMIN_CREDENTIALS")]
     admin_credentials: Option<PathBuf>,
-    /// Store backend: embedded (default), memory or cassandra.
+    /// Store backend: embedded (default), memory, cassandra or sql.
     #[arg(long, env = "HANDLED_STORE")]
     store: Option<StoreKind>,
     /// Cassandra nodes to contact first, host:port (comma-separated).

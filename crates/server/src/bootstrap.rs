@@ -48,7 +48,7 @@ pub struct Bootstrapped {
 }
 
 /// Open the store the configuration names (embedded by default, memory when
-/// ephemeral, or the Cassandra cluster).
+/// ephemeral, the Cassandra cluster, or Handle.Net's SQL tables).
 pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapError> {
     // Reverse lookup (/hrls): every handle write through it also maintains the value index.
     let indexed = crate::rest::revindex::IndexedStore::wrap;
@@ -58,6 +58,13 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapErro
             ensure_dir(&config.data_dir)?; // credentials of admins this node creates
             let options = config.cassandra_options().map_err(|e| BootstrapError::Invalid(e.to_string()))?;
             return Ok(indexed(Arc::new(CassandraStore::connect(&options).await?)));
+        }
+        StoreKind::Sql => {
+            ensure_dir(&config.data_dir)?; // the server key and new admins' credentials
+            let options = config.sql.options().map_err(BootstrapError::Invalid)?;
+            // Not indexed: Handle.Net's schema has no place for the /hrls
+            // index documents (the store declines documents).
+            return Ok(Arc::new(handled_store::SqlStore::connect(&options).await?));
         }
         StoreKind::Embedded => {}
     }

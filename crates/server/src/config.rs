@@ -14,11 +14,13 @@ pub struct Config {
     /// `store = "memory"`.
     pub ephemeral: bool,
     /// Where handles live: `embedded` (one crash-safe file in the data directory,
-    /// the default), `memory`, or `cassandra` (shared by several nodes; see
-    /// the `[cassandra]` table).
+    /// the default), `memory`, `cassandra` (shared by several nodes; see
+    /// the `[cassandra]` table) or `sql` (Handle.Net's SQL tables; the `[sql]` table).
     pub store: StoreKind,
     /// The Cassandra cluster, when `store = "cassandra"`.
     pub cassandra: CassandraConfig,
+    /// The database, when `store = "sql"` (`config_sql.rs`).
+    pub sql: crate::config_sql::SqlConfig,
     /// Address every listener binds to.
     pub listen: IpAddr,
     /// Address published in the site record; defaults to `listen`.
@@ -305,6 +307,7 @@ impl Default for Config {
             ephemeral: false,
             store: StoreKind::Embedded,
             cassandra: CassandraConfig::default(),
+            sql: crate::config_sql::SqlConfig::default(),
             listen: IpAddr::from([127, 0, 0, 1]),
             public_address: None,
             port: 2641,
@@ -404,6 +407,7 @@ pub enum StoreKind {
     Embedded,
     Memory,
     Cassandra,
+    Sql,
 }
 
 impl std::str::FromStr for StoreKind {
@@ -413,7 +417,8 @@ impl std::str::FromStr for StoreKind {
             "embedded" => Ok(StoreKind::Embedded),
             "memory" => Ok(StoreKind::Memory),
             "cassandra" => Ok(StoreKind::Cassandra),
-            other => Err(format!("unknown store {other:?}: embedded, memory or cassandra")),
+            "sql" => Ok(StoreKind::Sql),
+            other => Err(format!("unknown store {other:?}: embedded, memory, cassandra or sql")),
         }
     }
 }
@@ -553,6 +558,11 @@ impl Config {
         parse_admin_list(&self.replication_admins)?;
         parse_admin_list(&self.backup_admins)?;
         parse_admin_list(&self.status_handle_admins)?;
+        if self.store_kind() == StoreKind::Sql {
+            self.sql.options().map_err(ConfigError::Invalid)?;
+            let (registry, mirror) = (self.registry_port.is_some(), self.replication_source.is_some());
+            crate::config_sql::check_compatible(self.cache_mb, registry, mirror).map_err(ConfigError::Invalid)?;
+        }
         if self.store_kind() == StoreKind::Cassandra {
             self.cassandra_options()?;
             if self.cache_mb > 0 && self.cluster_listen.is_none() {

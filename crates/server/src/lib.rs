@@ -11,6 +11,7 @@ pub mod bootstrap;
 pub mod cache;
 pub mod cluster;
 pub mod config;
+pub mod config_sql;
 pub mod console;
 pub mod http_body;
 pub mod import;

@@ -32,6 +32,7 @@ pub fn settings(c: &Config) -> Result<Settings, String> {
         StoreKind::Memory => "Ram",
         StoreKind::Embedded => "Embedded",
         StoreKind::Cassandra => "Cassandra",
+        StoreKind::Sql => "Sql", // refused at start (config_sql::check_compatible)
     };
     Settings {
         expires_max: c.registry_expires_max.min(i64::MAX as u64) as i64,

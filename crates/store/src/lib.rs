@@ -1,11 +1,13 @@
 //! Handle storage for `handled`.
 //!
-//! One [`Store`] trait and three backends:
+//! One [`Store`] trait and four backends:
 //! * [`EmbeddedStore`]: durable, one redb file, reads inline on the caller, writes
 //!   group-committed by one writer thread (one synced log append per batch);
 //! * [`MemoryStore`]: a `BTreeMap` behind a lock, for `--ephemeral` runs and tests;
 //! * `CassandraStore` (feature `cassandra`, on by default): Apache Cassandra, for
-//!   several stateless nodes sharing one registry.
+//!   several stateless nodes sharing one registry;
+//! * `SqlStore` (feature `sql`, on by default): Handle.Net's own SQL tables on
+//!   PostgreSQL (`sql/`), declining documents and the transaction log.
 //!
 //! The trait is shaped so a distributed backend (Apache Cassandra) can implement it
 //! too: everything is async, atomicity is per handle only (compare-and-set through
@@ -34,6 +36,8 @@ mod documents;
 mod embedded;
 mod memory;
 mod record;
+#[cfg(feature = "sql")]
+pub mod sql;
 pub mod txn_log;
 
 #[cfg(feature = "cassandra")]
@@ -42,6 +46,8 @@ pub use documents::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, Index
 pub use embedded::{EmbeddedOptions, EmbeddedRestore, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
 pub use memory::MemoryStore;
 pub use record::{HandleRecord, InvalidRecord, RecordError};
+#[cfg(feature = "sql")]
+pub use sql::{SqlOptions, SqlStore};
 pub use txn_log::{
     homed_meta_key, ReplicatedChange, ReplicatedWrite, TxnAction, TxnEntry, TxnLogBounds, HOMED_META_PREFIX,
     TXN_LOG_READ_MAX,

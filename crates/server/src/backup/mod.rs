@@ -98,6 +98,14 @@ impl Backups {
                         .into(),
                 ))
             }
+            StoreKind::Sql => {
+                return Err(BackupError::Unsupported(
+                    "this server's store is a SQL database (Handle.Net's tables): back it up with the \
+                     database's own tools (`pg_dump DATABASE -F t | gzip -c > handles.tgz`, Technical Manual \
+                     §8.2) and keep the data directory (server key)"
+                        .into(),
+                ))
+            }
             StoreKind::Cassandra => {
                 return Err(BackupError::Unsupported(
                     "this server's store is Apache Cassandra: back it up with Cassandra's own tools \

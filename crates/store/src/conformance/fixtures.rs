@@ -20,5 +20,6 @@ pub fn rich_record(n: u32) -> HandleRecord {
         ValueReference { handle: "ünïcode/x".as_bytes().to_vec(), index: -1 },
     ];
     let binary = HandleValue::new(2, "BIN", (0..=255u8).chain([n as u8]).collect::<Vec<u8>>());
-    HandleRecord::new(vec![HandleValue::new(1, "URL", format!("https://example.org/{n}")), admin, binary])
+    // In index order: SQL storage (Handle.Net's schema) keeps no other order.
+    HandleRecord::new(vec![HandleValue::new(1, "URL", format!("https://example.org/{n}")), binary, admin])
 }

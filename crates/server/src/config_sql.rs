@@ -1,0 +1,152 @@
+//! The `[sql]` table (`store = "sql"`): Handle.Net's SQL storage (Technical
+//! Manual §8) on PostgreSQL, through `handled_store::SqlStore`. Kept apart from
+//! `config.rs`, which only holds the table and calls [`SqlConfig::options`].
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Environment variable with the database password (wins over `password_file`).
+pub const PASSWORD_ENV: &str = "HANDLED_SQL_PASSWORD";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SqlConfig {
+    /// `postgres://user@host:port/database` (Handle.Net's `sql_url`, without
+    /// `jdbc:`); `?sslmode=…` and the other libpq URL parameters work.
+    pub url: String,
+    /// A file holding the password (Handle.Net's `sql_passwd`), trailing newline
+    /// ignored; `HANDLED_SQL_PASSWORD` wins over it.
+    pub password_file: Option<PathBuf>,
+    /// Most connections this server opens.
+    pub max_connections: u32,
+    /// Longest wait for a connection.
+    pub connect_timeout_ms: u64,
+    /// The database cancels a statement (lock waits included) after this.
+    pub statement_timeout_ms: u64,
+    /// PEM CA certificate: TLS required, certificate and host name verified.
+    pub tls_ca: Option<PathBuf>,
+    /// Handle.Net's `sql_read_only`: never write to the database.
+    pub read_only: bool,
+    /// Create missing tables at start (Handle.Net's `nas` and `handles`, and
+    /// `handled_meta` with `meta_table`).
+    pub create_schema: bool,
+    /// Keep this server's own metadata (site serial) in table `handled_meta`.
+    pub meta_table: bool,
+}
+
+impl Default for SqlConfig {
+    fn default() -> Self {
+        let o = handled_store::SqlOptions::default();
+        SqlConfig {
+            url: o.url,
+            password_file: None,
+            max_connections: o.max_connections,
+            connect_timeout_ms: o.connect_timeout.as_millis() as u64,
+            statement_timeout_ms: o.statement_timeout.as_millis() as u64,
+            tls_ca: None,
+            read_only: o.read_only,
+            create_schema: o.create_schema,
+            meta_table: o.meta_table,
+        }
+    }
+}
+
+impl SqlConfig {
+    /// The store's options, the password read; or what is wrong.
+    pub fn options(&self) -> Result<handled_store::SqlOptions, String> {
+        let password = match (std::env::var(PASSWORD_ENV).ok(), &self.password_file) {
+            (Some(p), _) => Some(p),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("sql: password_file {}: {e}", path.display()))?
+                    .trim_end_matches(['\r', '\n'])
+                    .to_owned(),
+            ),
+            (None, None) => None,
+        };
+        let options = handled_store::SqlOptions {
+            url: self.url.clone(),
+            password,
+            max_connections: self.max_connections,
+            connect_timeout: Duration::from_millis(self.connect_timeout_ms.max(1)),
+            statement_timeout: Duration::from_millis(self.statement_timeout_ms.max(1)),
+            tls_ca_file: self.tls_ca.clone(),
+            read_only: self.read_only,
+            create_schema: self.create_schema,
+            meta_table: self.meta_table,
+        };
+        options.dialect().map_err(|e| e.to_string())?;
+        if self.max_connections == 0 {
+            return Err("sql: max_connections must be at least 1".into());
+        }
+        if self.read_only && self.create_schema {
+            return Err("sql: read_only and create_schema together: choose one".into());
+        }
+        Ok(options)
+    }
+}
+
+/// What cannot run on Handle.Net's schema, refused at start rather than
+/// failing on the first request that needs it.
+pub fn check_compatible(cache_mb: usize, registry: bool, mirror: bool) -> Result<(), String> {
+    if cache_mb > 0 {
+        return Err("cache_mb > 0 with store = \"sql\": rows other programs write would be answered from a stale \
+                    cache; the database's own cache serves repeated reads"
+            .into());
+    }
+    if registry {
+        return Err("registry_port with store = \"sql\": the domain registry keeps documents, which Handle.Net's \
+                    schema has no place for"
+            .into());
+    }
+    if mirror {
+        return Err("replication_source with store = \"sql\": mirroring needs the transaction log, which \
+                    Handle.Net's schema has no place for (replicate the database with its own tools)"
+            .into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_load_and_bad_values_are_refused() {
+        let c = SqlConfig::default();
+        let o = c.options().unwrap();
+        assert_eq!(o.statement_timeout, Duration::from_secs(5));
+        assert!(o.meta_table && !o.read_only && !o.create_schema);
+        let bad = SqlConfig { url: "jdbc:postgresql://h/db".into(), ..SqlConfig::default() };
+        assert!(bad.options().unwrap_err().contains("postgres://"));
+        let mysql = SqlConfig { url: "mysql://h/db".into(), ..SqlConfig::default() };
+        assert!(mysql.options().unwrap_err().contains("not supported yet"));
+        let both = SqlConfig { read_only: true, create_schema: true, ..SqlConfig::default() };
+        assert!(both.options().is_err());
+        let missing = SqlConfig { password_file: Some("/nonexistent/pw".into()), ..SqlConfig::default() };
+        if std::env::var(PASSWORD_ENV).is_err() {
+            assert!(missing.options().unwrap_err().contains("password_file"));
+        }
+    }
+
+    #[test]
+    fn password_file_is_read_without_its_newline() {
+        if std::env::var(PASSWORD_ENV).is_ok() {
+            return; // the environment wins; nothing to check here
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pw");
+        std::fs::write(&path, "s3cret\n").unwrap();
+        let c = SqlConfig { password_file: Some(path), ..SqlConfig::default() };
+        assert_eq!(c.options().unwrap().password.as_deref(), Some("s3cret"));
+    }
+
+    #[test]
+    fn what_the_schema_cannot_hold_is_refused() {
+        assert!(check_compatible(0, false, false).is_ok());
+        assert!(check_compatible(8, false, false).unwrap_err().contains("cache_mb"));
+        assert!(check_compatible(0, true, false).unwrap_err().contains("registry_port"));
+        assert!(check_compatible(0, false, true).unwrap_err().contains("replication_source"));
+    }
+}

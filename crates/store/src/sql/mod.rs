@@ -1,0 +1,233 @@
+//! `store = "sql"`: handles in a relational database, in Handle.Net's own
+//! schema (Technical Manual §8), so that a Handle.Net 9 installation on SQL
+//! can switch to `handled` (and back) without moving a row, and programs that
+//! deposit handles by writing rows keep working.
+//!
+//! **Driver: sqlx** (0.8, runtime queries only, no macros). The backend is to
+//! serve PostgreSQL and MariaDB/MySQL; sqlx covers both with one API and one
+//! connection pool (health-checked connections, so one the database dropped
+//! is replaced before a request gets it), TLS through rustls with aws-lc-rs,
+//! the TLS stack the rest of `handled` already builds. The alternative,
+//! tokio-postgres with deadpool plus mysql_async, is two drivers and two
+//! pools to keep in step for the same statements. sqlx 0.8 rather than 0.9:
+//! 0.9 needs a newer Rust than the workspace's `rust-version`.
+//!
+//! Only PostgreSQL is written so far; a `mysql://` URL is refused at open.
+//!
+//! The four concerns of a store, one file each:
+//! * handles: [`records`] (rows of `handles`; [`values`] encodes them);
+//! * metadata and homing: [`meta`] (`nas`, and our optional `handled_meta`);
+//! * documents and the transaction log: [`declined`] (no place in the schema);
+//! * administration: [`schema`] (the tables), [`options`] (pool, timeouts, TLS).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use sqlx::PgPool;
+
+use crate::{
+    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, ReplicatedChange,
+    StatCounters, Store, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
+};
+
+mod declined;
+mod error;
+mod meta;
+mod options;
+mod records;
+pub mod schema;
+mod values;
+
+pub use options::{Dialect, SqlOptions};
+
+/// Handle storage in Handle.Net's SQL tables (PostgreSQL).
+pub struct SqlStore {
+    pool: PgPool,
+    options: SqlOptions,
+    closed: AtomicBool,
+    stats: StatCounters,
+    /// Never advances: there is no transaction log (see [`declined`]).
+    txn_last: tokio::sync::watch::Sender<u64>,
+}
+
+impl SqlStore {
+    /// Connect, then check (or, with `create_schema`, create) the tables.
+    pub async fn connect(options: &SqlOptions) -> Result<SqlStore, StoreError> {
+        let pool = options.pg_pool()?;
+        if options.create_schema && options.read_only {
+            return Err(StoreError::Backend("sql: create_schema and read_only together: choose one".into()));
+        }
+        schema::ensure(&pool, options.create_schema, options.meta_table).await.map_err(|e| {
+            let url = options::redact(&options.url);
+            match e {
+                StoreError::Backend(m) => StoreError::Backend(format!("{m} (database {url})")),
+                other => other,
+            }
+        })?;
+        Ok(SqlStore {
+            pool,
+            options: options.clone(),
+            closed: AtomicBool::new(false),
+            stats: StatCounters::default(),
+            txn_last: tokio::sync::watch::channel(0).0,
+        })
+    }
+
+    fn check_open(&self) -> Result<(), StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(StoreError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn check_writable(&self) -> Result<(), StoreError> {
+        self.check_open()?;
+        if self.options.read_only {
+            return Err(StoreError::Backend("sql: read_only is set (sql_read_only): this server never writes".into()));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for SqlStore {
+    async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
+        self.get_record(key).await
+    }
+
+    async fn swap_with_docs(
+        &self,
+        key: &[u8],
+        expect: Expect,
+        new: Option<HandleRecord>,
+        docs: Vec<DocWrite>,
+    ) -> Result<SwapOutcome, StoreError> {
+        if !docs.is_empty() {
+            return Err(declined::no_documents());
+        }
+        self.swap_record(key, expect, new).await
+    }
+
+    async fn scan_keys(
+        &self,
+        prefix: &[u8],
+        start_after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.scan(prefix, start_after, limit).await
+    }
+
+    async fn put_many_with_docs(
+        &self,
+        records: Vec<(Vec<u8>, HandleRecord)>,
+        docs: Vec<DocWrite>,
+    ) -> Result<(), StoreError> {
+        if !docs.is_empty() {
+            return Err(declined::no_documents());
+        }
+        self.put_records(records).await
+    }
+
+    async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.meta_read(key).await
+    }
+
+    async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
+        self.meta_write(key, value).await
+    }
+
+    async fn meta_scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.meta_list(prefix).await
+    }
+
+    async fn count(&self) -> Result<u64, StoreError> {
+        self.count_handles().await
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.stats.snapshot()
+    }
+
+    fn writable(&self) -> Result<(), StoreError> {
+        self.check_writable()
+    }
+
+    async fn doc_get(&self, _: &str, _: &[u8]) -> Result<Option<Document>, StoreError> {
+        Err(declined::no_documents())
+    }
+
+    async fn doc_swap(&self, _: &str, _: &[u8], _: DocExpect, _: Option<Document>) -> Result<DocOutcome, StoreError> {
+        Err(declined::no_documents())
+    }
+
+    async fn doc_lookup(
+        &self,
+        _: &str,
+        _: &str,
+        _: IndexMatch<'_>,
+        _: Option<&IndexHit>,
+        _: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        Err(declined::no_documents())
+    }
+
+    async fn doc_scan(
+        &self,
+        _: &str,
+        _: &[u8],
+        _: Option<&[u8]>,
+        _: usize,
+    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
+        Err(declined::no_documents())
+    }
+
+    async fn txn_log_read(&self, _: u64, _: usize) -> Result<Vec<TxnEntry>, StoreError> {
+        Err(declined::no_txn_log())
+    }
+
+    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
+        Err(declined::no_txn_log())
+    }
+
+    async fn txn_log_prune(&self, _: u64) -> Result<u64, StoreError> {
+        Err(declined::no_txn_log())
+    }
+
+    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.txn_last.subscribe()
+    }
+
+    async fn apply_replicated_with_docs(
+        &self,
+        _: Vec<ReplicatedChange>,
+        _: Vec<(String, Option<Vec<u8>>)>,
+        _: Vec<DocWrite>,
+    ) -> Result<(), StoreError> {
+        Err(declined::no_txn_log())
+    }
+
+    async fn txn_log_reset(&self, _: u64) -> Result<(), StoreError> {
+        Err(declined::no_txn_log())
+    }
+
+    /// Every acknowledged write is a committed transaction, durable in the
+    /// database already (its own WAL and checkpoints do the rest).
+    async fn checkpoint(&self) -> Result<(), StoreError> {
+        self.check_open()
+    }
+
+    fn close(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Closing waits for connections in use to come back: not on the caller.
+        let pool = self.pool.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move { pool.close().await });
+            }
+            Err(_) => drop(pool), // connections close as the pool is dropped
+        }
+    }
+}

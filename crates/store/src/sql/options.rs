@@ -1,0 +1,151 @@
+//! How to reach the database: the connection string, the pool, timeouts and TLS.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgSslMode};
+
+use crate::StoreError;
+
+/// Options of a [`super::SqlStore`].
+#[derive(Debug, Clone)]
+pub struct SqlOptions {
+    /// `postgres://user@host:port/database` (or `postgresql://`); the password
+    /// is better given in [`SqlOptions::password`] than in the URL.
+    pub url: String,
+    /// Overrides a password in the URL.
+    pub password: Option<String>,
+    /// Most connections the pool opens.
+    pub max_connections: u32,
+    /// Longest wait for a connection (new or from the pool).
+    pub connect_timeout: Duration,
+    /// The database cancels any statement running longer (lock waits included),
+    /// so a stuck row lock costs a request an error, not a task forever.
+    pub statement_timeout: Duration,
+    /// PEM CA certificate: TLS is then required and the server's certificate
+    /// and host name are verified (`sslmode=verify-full`).
+    pub tls_ca_file: Option<PathBuf>,
+    /// Handle.Net's `sql_read_only`: never modify the database.
+    pub read_only: bool,
+    /// Create missing tables (Handle.Net's `nas` and `handles`, and
+    /// `handled_meta` when [`SqlOptions::meta_table`]) at open. Off by default:
+    /// a Handle.Net database is the DBA's; a missing table is then an error
+    /// that shows the statement to run.
+    pub create_schema: bool,
+    /// Keep `handled`'s own metadata (site serial, replication progress) in
+    /// the table `handled_meta`, which Handle.Net ignores. Without it, only
+    /// homed prefixes (in `nas`) can be stored as metadata.
+    pub meta_table: bool,
+}
+
+impl Default for SqlOptions {
+    fn default() -> Self {
+        SqlOptions {
+            url: "postgres://handleserver@127.0.0.1:5432/handlesystem".into(),
+            password: None,
+            max_connections: 16,
+            connect_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(5),
+            tls_ca_file: None,
+            read_only: false,
+            create_schema: false,
+            meta_table: true,
+        }
+    }
+}
+
+/// Which database the URL names. PostgreSQL only for now; MariaDB/MySQL is
+/// refused with a clear message until its dialect is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+}
+
+impl SqlOptions {
+    pub fn dialect(&self) -> Result<Dialect, StoreError> {
+        let scheme = self.url.split_once("://").map(|(s, _)| s.to_ascii_lowercase()).unwrap_or_default();
+        match scheme.as_str() {
+            "postgres" | "postgresql" => Ok(Dialect::Postgres),
+            "mysql" | "mariadb" => {
+                Err(StoreError::Backend("sql: MariaDB/MySQL is not supported yet (PostgreSQL only)".into()))
+            }
+            _ => Err(StoreError::Backend(format!(
+                "sql: url must start with postgres:// (or postgresql://), got {:?}",
+                redact(&self.url)
+            ))),
+        }
+    }
+
+    /// The pool, connected lazily: the first connection is made (and the
+    /// schema checked) by [`super::SqlStore::connect`].
+    pub(crate) fn pg_pool(&self) -> Result<PgPool, StoreError> {
+        self.dialect()?;
+        let mut connect: PgConnectOptions =
+            self.url.parse().map_err(|e| StoreError::Backend(format!("sql: bad url {:?}: {e}", redact(&self.url))))?;
+        if let Some(p) = &self.password {
+            connect = connect.password(p);
+        }
+        if let Some(ca) = &self.tls_ca_file {
+            connect = connect.ssl_mode(PgSslMode::VerifyFull).ssl_root_cert(ca);
+        }
+        // A startup parameter, so every pooled connection (reconnects too) has it.
+        let ms = self.statement_timeout.as_millis().max(1).to_string();
+        connect = connect.options([("statement_timeout", ms.as_str())]).application_name("handled");
+        if self.max_connections == 0 {
+            return Err(StoreError::Backend("sql: max_connections must be at least 1".into()));
+        }
+        Ok(PgPoolOptions::new()
+            .max_connections(self.max_connections)
+            .acquire_timeout(self.connect_timeout)
+            // A connection the database dropped (restart, failover, idle cut)
+            // is noticed by the ping and replaced, not handed to a request.
+            .test_before_acquire(true)
+            .idle_timeout(Some(Duration::from_secs(300)))
+            .max_lifetime(Some(Duration::from_secs(1800)))
+            .connect_lazy_with(connect))
+    }
+}
+
+/// The URL without its password, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dialect_by_scheme() {
+        let o = |url: &str| SqlOptions { url: url.into(), ..SqlOptions::default() };
+        assert_eq!(o("postgres://u@h/db").dialect().unwrap(), Dialect::Postgres);
+        assert_eq!(o("PostgreSQL://u@h/db").dialect().unwrap(), Dialect::Postgres);
+        assert!(o("mysql://u@h/db").dialect().unwrap_err().to_string().contains("not supported yet"));
+        let e = o("jdbc:postgresql://h/db").dialect().unwrap_err().to_string();
+        assert!(e.contains("postgres://"), "{e}");
+    }
+
+    #[test]
+    fn bad_options_are_errors() {
+        let o = SqlOptions { url: "postgres://u@h:notaport/db".into(), ..SqlOptions::default() };
+        assert!(o.pg_pool().is_err());
+        let o = SqlOptions { max_connections: 0, ..SqlOptions::default() };
+        assert!(o.pg_pool().unwrap_err().to_string().contains("max_connections"));
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("nonsense"), "nonsense");
+    }
+}
