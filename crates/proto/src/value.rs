@@ -207,6 +207,8 @@ pub mod types {
     pub const HS_SECKEY: &[u8] = b"HS_SECKEY";
     pub const HS_PUBKEY: &[u8] = b"HS_PUBKEY";
     pub const HS_ALIAS: &[u8] = b"HS_ALIAS";
+    /// A prefix's or handle's namespace document (XML): status, template handles (§11).
+    pub const HS_NAMESPACE: &[u8] = b"HS_NAMESPACE";
     /// Types whose data is a secret ([`super::is_secret_type`]).
     pub const SECRETS: [&[u8]; 3] = [HS_SECKEY, b"HS_PRIVKEY", b"HS_DSAPRIVKEY"];
 }

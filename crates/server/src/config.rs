@@ -21,6 +21,8 @@ pub struct Config {
     pub cassandra: CassandraConfig,
     /// The database, when `store = "sql"` (`config_sql.rs`).
     pub sql: crate::config_sql::SqlConfig,
+    /// Template handles (`config_templates.rs`).
+    pub templates: crate::config_templates::TemplatesConfig,
     /// Address every listener binds to.
     pub listen: IpAddr,
     /// Address published in the site record; defaults to `listen`.
@@ -308,6 +310,7 @@ impl Default for Config {
             store: StoreKind::Embedded,
             cassandra: CassandraConfig::default(),
             sql: crate::config_sql::SqlConfig::default(),
+            templates: Default::default(),
             listen: IpAddr::from([127, 0, 0, 1]),
             public_address: None,
             port: 2641,
@@ -543,6 +546,7 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.templates.validate().map_err(ConfigError::Invalid)?;
         if self.prefixes.is_empty() {
             return Err(ConfigError::Invalid("at least one prefix must be homed".into()));
         }

@@ -44,13 +44,15 @@ impl Mapped {
         Mapped { lines: Vec::new(), keys: Vec::new(), skipped: Vec::new(), known }
     }
 
-    /// `key = value  # from <origin>`, or a comment when this build lacks the key.
+    /// `key = value  # from <origin>`, or a comment when this build lacks the
+    /// key. A dotted key (`templates.delimiter`) sets a key of a table.
     pub fn set(&mut self, key: &str, value: Toml, origin: &str) {
         let line = format!("{key} = {}", value.render());
         let origin = printable(origin);
-        if self.known.contains(key) {
+        let top = key.split('.').next().unwrap_or(key);
+        if self.known.contains(top) {
             self.lines.push(format!("{line}  # {origin}"));
-            self.keys.push(key.to_owned());
+            self.keys.push(top.to_owned());
         } else {
             self.lines.push(format!("# {line}  # {origin}; not in this build of handled yet (replication)"));
             self.skip(&origin, &format!("written as a comment: this build of handled has no `{key}` yet"));
@@ -215,6 +217,11 @@ pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
             "case_sensitive" | "server_admin_full_access" | "enable_monitor_daemon" => {
                 m.set(key, Toml::Bool(yes(text)), &origin)
             }
+            "template_delimiter" if !text.trim().is_empty() => {
+                m.set("templates.delimiter", Toml::Str(text.trim().to_string()), &origin)
+            }
+            "namespace" => m.set("templates.namespace", Toml::Str(text.to_string()), &origin),
+            "template_ns_override" => m.set("templates.namespace_override", Toml::Bool(yes(text)), &origin),
             "allow_list_hdls" => m.set("allow_list_handles", Toml::Bool(yes(text)), &origin),
             "max_session_time" => match number(value) {
                 Some(ms) => m.set("max_session_secs", Toml::Int(ms.div_ceil(1000).max(60)), &format!("{origin} (ms)")),
@@ -257,7 +264,6 @@ fn skip_reason(key: &str, value: &str) -> String {
         "allow_na_admins" => {
             "no such switch in handled: who administers what comes from HS_ADMIN values and `server_admins`"
         }
-        "template_ns_override" | "namespace" => "handled has no namespace templates (0.NA/ HS_NAMESPACE)",
         "allow_recursion" if yes(value) => {
             "handled never resolves handles of other servers (as \"no\"); the value here was yes"
         }
@@ -339,9 +345,19 @@ mod tests {
     use super::*;
 
     fn known() -> BTreeSet<String> {
-        ["listen", "port", "http_port", "access_log", "server_admins", "prefixes", "max_session_secs", "case_sensitive"]
-            .map(String::from)
-            .into()
+        [
+            "listen",
+            "port",
+            "http_port",
+            "access_log",
+            "server_admins",
+            "prefixes",
+            "max_session_secs",
+            "case_sensitive",
+            "templates",
+        ]
+        .map(String::from)
+        .into()
     }
 
     #[test]
@@ -350,7 +366,8 @@ mod tests {
             r#"{ "interfaces" = ( "hdl_udp" "hdl_tcp" ) "hdl_tcp_config" = { "bind_address" = "10.0.0.1" "bind_port" = "2641" "num_threads" = "15" }
                  "hdl_udp_config" = { "bind_address" = "10.0.0.1" "bind_port" = "2642" "log_accesses" = "yes" }
                  "server_config" = { "server_admins" = ( "300:0.NA/1234" ) "auto_homed_prefixes" = ( "0.NA/1234" "0.NA/5678" )
-                   "max_session_time" = "86400000" "replication_admins" = ( "300:0.NA/1234" ) "storage_type" = "sql" "this_server_id" = "2" }
+                   "max_session_time" = "86400000" "replication_admins" = ( "300:0.NA/1234" ) "storage_type" = "sql" "this_server_id" = "2"
+                   "template_delimiter" = "@" "namespace" = "<namespace><template delimiter=\"/\"/></namespace>" }
                  "log_save_config" = { } "auto_update_root_info" = "no" }"#,
         )
         .unwrap();
@@ -364,6 +381,8 @@ mod tests {
             "server_admins = [\"300:0.NA/1234\"]",
             "prefixes = [\"1234\", \"5678\"]",
             "max_session_secs = 86400",
+            "templates.delimiter = \"@\"",
+            "templates.namespace = '<namespace><template delimiter=\"/\"/></namespace>'",
             "# replication_admins = [\"300:0.NA/1234\"]",
         ] {
             assert!(toml.lines().any(|l| l.starts_with(line)), "{line} missing in\n{toml}");

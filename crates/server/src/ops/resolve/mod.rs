@@ -3,13 +3,16 @@
 
 pub mod chain;
 mod local;
+mod templates;
 
 use super::*;
 use chain::{Query, ResolutionChain, Resolved};
 use handled_proto::handle;
 
-/// The sources asked, in order: the status handle, then the local store.
-pub static CHAIN: ResolutionChain = ResolutionChain::new(&[&super::status_handle::StatusHandle, &local::LocalStore]);
+/// The sources asked, in order: the status handle, the local store, then
+/// template handles (for a handle homed here that the store does not hold).
+pub static CHAIN: ResolutionChain =
+    ResolutionChain::new(&[&super::status_handle::StatusHandle, &local::LocalStore, &templates::Templates]);
 
 /// A resolution request as every front end states it.
 #[derive(Debug, Clone, Default)]

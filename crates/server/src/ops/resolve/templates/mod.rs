@@ -1,0 +1,133 @@
+//! Template handles (Technical Manual §11) as a resolution source: a handle
+//! of a prefix homed here that is not in the store may be built from a base
+//! handle and a template, as Handle.Net's `getRawHandleValuesWithTemplate`.
+//!
+//! 1. The namespace: the HS_NAMESPACE value of the prefix handle `0.NA/<p>`
+//!    when this server holds it (unless `[templates] namespace_override`),
+//!    else `[templates] namespace`.
+//! 2. The delimiter: the `delimiter` of the namespace's first `<template>`,
+//!    else `[templates] delimiter`; none, no template handles. It is looked
+//!    for after the prefix: `1234/abc@x` with `@` has base `1234/abc` and
+//!    extension `x`; with `/` the base is `1234`, whose values are none.
+//! 3. The base handle's own HS_NAMESPACE comes first, the prefix's after it.
+//!    With no `<template>` in either, the handle resolves to the base's values.
+//!
+//! Cited templates (`<template ref="index:handle"/>`) are read from handles
+//! homed here; a handle held elsewhere is not followed (not found).
+
+mod builder;
+mod params;
+
+use super::chain::{Lookup, Query, ResolutionSource};
+use crate::ops::OpError;
+use crate::state::ServerState;
+use async_trait::async_trait;
+use builder::{Builder, Outcome};
+use handled_proto::handle;
+use handled_proto::value::{types, HandleValue};
+use handled_store::HandleRecord;
+use params::Params;
+use std::collections::HashMap;
+
+pub struct Templates;
+
+#[async_trait]
+impl ResolutionSource for Templates {
+    fn name(&self) -> &'static str {
+        "template handles"
+    }
+
+    async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
+        // Only handles this server is responsible for and does not hold.
+        if !not_found {
+            return Ok(Lookup::Pass);
+        }
+        Ok(match build(state, &String::from_utf8_lossy(query.canonical)).await? {
+            Some(values) => Lookup::Record(HandleRecord { values, name: None }),
+            None => Lookup::NotFound,
+        })
+    }
+}
+
+/// The values of template handle `h`, or None when it is not one.
+async fn build(state: &ServerState, h: &str) -> Result<Option<Vec<HandleValue>>, OpError> {
+    let config = &state.config.templates;
+    let prefix_namespace = match config.namespace_override {
+        true => None,
+        false => namespace_of(state, &String::from_utf8_lossy(&handle::prefix_handle(h.as_bytes()))).await?,
+    };
+    let namespace = prefix_namespace.or_else(|| config.namespace.clone());
+    let delimiter = namespace.as_deref().and_then(delimiter_of).or_else(|| config.delimiter.clone());
+    let Some(delimiter) = delimiter.filter(|d| !d.is_empty()) else { return Ok(None) };
+
+    let prefix_len = h.find('/').unwrap_or(h.len());
+    let Some(at) = h.get(prefix_len..).and_then(|rest| rest.find(&delimiter)).map(|i| prefix_len + i) else {
+        return Ok(None);
+    };
+    let (base, extension) = (&h[..at], &h[at + delimiter.len()..]);
+    let base_values = match state.store.get(&state.storage_key(base.as_bytes())).await? {
+        Some(record) => record.values,
+        None if namespace.is_none() => return Ok(None),
+        None => Vec::new(),
+    };
+    // The base's namespace first, the prefix's (or the configured one) after it.
+    let own = base_values.iter().find(|v| v.is_type(types::HS_NAMESPACE)).map(|v| data_text(&v.data));
+    let namespaces: Vec<String> = own.into_iter().chain(namespace).collect();
+    let docs: Vec<roxmltree::Document> = namespaces.iter().filter_map(|x| roxmltree::Document::parse(x).ok()).collect();
+    if !docs.iter().any(|d| first_template(d.root_element()).is_some()) {
+        return Ok((!base_values.is_empty()).then_some(base_values));
+    }
+
+    let params = Params::new(h, base, extension);
+    let mut refs = HashMap::new();
+    // Each pass fetches at most one cited template; a pass follows at most
+    // MAX_REFS of them, so this ends.
+    loop {
+        let builder = Builder { base_values: &base_values, case_sensitive: state.config.case_sensitive, refs: &refs };
+        let (mut values, mut followed) = (Vec::new(), 0);
+        let mut outcome = Outcome::NoTemplate;
+        for doc in &docs {
+            outcome = builder.construct(doc.root_element(), &params, &mut values, &mut followed);
+            if outcome != Outcome::NoTemplate {
+                break;
+            }
+        }
+        match outcome {
+            Outcome::Built => return Ok(Some(values)),
+            Outcome::NoTemplate | Outcome::NotFound => return Ok(None),
+            Outcome::NeedRef { index, handle } => {
+                let cited = cited_value(state, index, &handle).await?;
+                refs.insert((index, handle), cited);
+            }
+        }
+    }
+}
+
+/// The HS_NAMESPACE of `h` when this server holds it.
+async fn namespace_of(state: &ServerState, h: &str) -> Result<Option<String>, OpError> {
+    let record = state.store.get(&state.storage_key(h.as_bytes())).await?;
+    Ok(record.and_then(|r| r.values.iter().find(|v| v.is_type(types::HS_NAMESPACE)).map(|v| data_text(&v.data))))
+}
+
+/// Value `index` of `h` as text, when `h` lives here.
+async fn cited_value(state: &ServerState, index: i32, h: &str) -> Result<Option<String>, OpError> {
+    if !state.is_homed(h.as_bytes()).await {
+        return Ok(None);
+    }
+    let record = state.store.get(&state.storage_key(h.as_bytes())).await?;
+    Ok(record.and_then(|r| r.values.iter().find(|v| v.index == index).map(|v| data_text(&v.data))))
+}
+
+/// The first `<template>` of a namespace names the delimiter.
+fn delimiter_of(namespace: &str) -> Option<String> {
+    let doc = roxmltree::Document::parse(namespace).ok()?;
+    first_template(doc.root_element())?.attribute("delimiter").map(str::to_string)
+}
+
+fn first_template<'a, 'input>(root: roxmltree::Node<'a, 'input>) -> Option<roxmltree::Node<'a, 'input>> {
+    root.children().find(|n| n.has_tag_name("template"))
+}
+
+fn data_text(data: &[u8]) -> String {
+    String::from_utf8_lossy(data).into_owned()
+}
