@@ -48,8 +48,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::txn_log::TxnNotifier;
 use crate::{
+    Backup, Capabilities, DocumentStore, RecordStore, StoreAdmin, TxnLogStore,
     scan_start, DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch,
-    ReplicatedChange, StatCounters, Store, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
+    ReplicatedChange, StatCounters, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
 };
 
 #[path = "embedded_backup.rs"]
@@ -298,7 +299,7 @@ impl Drop for EmbeddedStore {
 }
 
 #[async_trait::async_trait]
-impl Store for EmbeddedStore {
+impl RecordStore for EmbeddedStore {
     async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
         // The hot path: borrow the snapshot without touching its reference count.
         let guard = self.shared.snapshot.load();
@@ -435,29 +436,50 @@ impl Store for EmbeddedStore {
     async fn count(&self) -> Result<u64, StoreError> {
         self.snapshot()?.count_handles()
     }
+}
 
-    fn stats(&self) -> StoreStats {
-        self.shared.stats.snapshot()
+#[async_trait::async_trait]
+impl DocumentStore for EmbeddedStore {
+    async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
+        docs::get(&*self.snapshot()?, collection, id)
     }
 
-    fn writable(&self) -> Result<(), StoreError> {
-        if let Some(m) = &*self.shared.fatal.lock() {
-            return Err(StoreError::Backend(m.clone()));
-        }
-        if self.tx.lock().is_none() {
-            return Err(StoreError::Closed);
-        }
-        self.space.check()
+    async fn doc_swap(
+        &self,
+        collection: &str,
+        id: &[u8],
+        expect: DocExpect,
+        new: Option<Document>,
+    ) -> Result<DocOutcome, StoreError> {
+        let op = docs::swap_op(collection, id, expect, new)?;
+        let raw = self.submit(op, Reply::Swap).await?;
+        docs::outcome(raw)
     }
 
-    fn close(&self) {
-        self.shutdown();
+    async fn doc_lookup(
+        &self,
+        collection: &str,
+        index: &str,
+        key: IndexMatch<'_>,
+        start_after: Option<&IndexHit>,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        docs::lookup(&*self.snapshot()?, collection, index, key, start_after, limit)
     }
 
-    fn export(&self) -> Result<Box<dyn crate::backup::StoreExport>, StoreError> {
-        Ok(Box::new(backup::EmbeddedExport::new(self.snapshot()?)))
+    async fn doc_scan(
+        &self,
+        collection: &str,
+        prefix: &[u8],
+        start_after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
+        docs::scan(&*self.snapshot()?, collection, prefix, start_after, limit)
     }
+}
 
+#[async_trait::async_trait]
+impl TxnLogStore for EmbeddedStore {
     async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
         txnlog::read(&*self.snapshot()?, after, limit)
     }
@@ -496,46 +518,38 @@ impl Store for EmbeddedStore {
     async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
         self.submit(Op::TxnLog(LogOp::Reset { id }), Reply::Unit).await
     }
+}
+
+#[async_trait::async_trait]
+impl StoreAdmin for EmbeddedStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { shared: false, durable: true, documents: true, txn_log: true, backup: Backup::Export }
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.shared.stats.snapshot()
+    }
+
+    fn writable(&self) -> Result<(), StoreError> {
+        if let Some(m) = &*self.shared.fatal.lock() {
+            return Err(StoreError::Backend(m.clone()));
+        }
+        if self.tx.lock().is_none() {
+            return Err(StoreError::Closed);
+        }
+        self.space.check()
+    }
+
+    fn close(&self) {
+        self.shutdown();
+    }
+
+    fn export(&self) -> Result<Box<dyn crate::backup::StoreExport>, StoreError> {
+        Ok(Box::new(backup::EmbeddedExport::new(self.snapshot()?)))
+    }
 
     async fn checkpoint(&self) -> Result<(), StoreError> {
         self.submit(Op::TxnLog(LogOp::Checkpoint), Reply::Unit).await
-    }
-
-    async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
-        docs::get(&*self.snapshot()?, collection, id)
-    }
-
-    async fn doc_swap(
-        &self,
-        collection: &str,
-        id: &[u8],
-        expect: DocExpect,
-        new: Option<Document>,
-    ) -> Result<DocOutcome, StoreError> {
-        let op = docs::swap_op(collection, id, expect, new)?;
-        let raw = self.submit(op, Reply::Swap).await?;
-        docs::outcome(raw)
-    }
-
-    async fn doc_lookup(
-        &self,
-        collection: &str,
-        index: &str,
-        key: IndexMatch<'_>,
-        start_after: Option<&IndexHit>,
-        limit: usize,
-    ) -> Result<Vec<IndexHit>, StoreError> {
-        docs::lookup(&*self.snapshot()?, collection, index, key, start_after, limit)
-    }
-
-    async fn doc_scan(
-        &self,
-        collection: &str,
-        prefix: &[u8],
-        start_after: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
-        docs::scan(&*self.snapshot()?, collection, prefix, start_after, limit)
     }
 }
 

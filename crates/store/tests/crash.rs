@@ -5,6 +5,7 @@
 //! there, with its transaction-log entry (ids gap-free across the crashes and
 //! restarts). 3 rounds by default; set HANDLED_STORE_CRASH_RUNS for more.
 
+use handled_store::{DocumentStore, RecordStore, TxnLogStore};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,6 +1,7 @@
 //! Behaviour specific to the durable backend: persistence across reopen, group
 //! commit, corrupt data and files, locking.
 
+use handled_store::{RecordStore, StoreAdmin};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;

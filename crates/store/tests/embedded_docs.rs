@@ -1,6 +1,7 @@
 //! Documents on the durable backend: persistence with their index entries,
 //! group commit together with handle writes, and stores created before documents.
 
+use handled_store::{DocumentStore, RecordStore};
 use std::sync::Arc;
 
 use handled_store::conformance::url_record;

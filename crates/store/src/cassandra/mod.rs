@@ -42,10 +42,10 @@ use entries::{Entry, EntryStatements};
 use rows::{RowStatements, RowWrite};
 use schema::{HANDLE_COLL, LISTING_IDX};
 
-use crate::txn_log::TxnNotifier;
 use crate::{
+    Backup, Capabilities, DocumentStore, RecordStore, StoreAdmin, TxnLogStore,
     DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, ReplicatedChange,
-    StatCounters, Store, StoreError, StoreStats, SwapOutcome, TxnAction, TxnEntry, TxnLogBounds, HOMED_META_PREFIX,
+    StatCounters, StoreError, StoreStats, SwapOutcome, TxnAction, TxnEntry, TxnLogBounds, HOMED_META_PREFIX,
 };
 use txn_log::TxnLog;
 
@@ -98,9 +98,6 @@ pub struct CassandraStore {
     key_locks: key_locks::KeyLocks,
     /// The transaction log, unless it is off (`CassandraOptions::txn_log`).
     txn: Option<Arc<TxnLog>>,
-    /// With the log off: never moves, so subscribers wait instead of seeing a
-    /// closed channel.
-    txn_notifier: TxnNotifier,
 }
 
 /// Storage key of an object row (partition keys can't be empty, ids can).
@@ -188,13 +185,12 @@ impl CassandraStore {
             key_locks: key_locks::KeyLocks::new(),
             closed: AtomicBool::new(false),
             txn,
-            txn_notifier: TxnNotifier::new(0),
         })
     }
 
     fn txn(&self) -> Result<&TxnLog, StoreError> {
         self.check_open()?;
-        self.txn.as_deref().ok_or_else(|| StoreError::Backend(NO_TXN_LOG.into()))
+        self.txn.as_deref().ok_or_else(|| StoreError::Unsupported(NO_TXN_LOG.into()))
     }
 
     fn check_open(&self) -> Result<(), StoreError> {
@@ -504,7 +500,7 @@ fn tls_config(ca: &std::path::Path) -> Result<Arc<rustls::ClientConfig>, StoreEr
 }
 
 #[async_trait::async_trait]
-impl Store for CassandraStore {
+impl RecordStore for CassandraStore {
     async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
         self.check_open()?;
         let row = self.rows.read_row(&self.session, &pk(key), HANDLE_COLL).await?;
@@ -594,15 +590,10 @@ impl Store for CassandraStore {
         self.check_open()?;
         self.rows.count(&self.session).await
     }
+}
 
-    fn stats(&self) -> StoreStats {
-        self.stats.snapshot()
-    }
-
-    fn writable(&self) -> Result<(), StoreError> {
-        Ok(())
-    }
-
+#[async_trait::async_trait]
+impl DocumentStore for CassandraStore {
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
         self.check_open()?;
         let row = self.rows.read_row(&self.session, &pk(id), collection).await?;
@@ -646,14 +637,10 @@ impl Store for CassandraStore {
             self.lookup_checked(collection, LISTING_IDX, IndexMatch::Prefix(prefix), after.as_ref(), limit).await?;
         hits.into_iter().map(|(h, body)| Ok((h.id, Document::decode(&body)?))).collect()
     }
+}
 
-    fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        if let Some(txn) = &self.txn {
-            txn.close();
-        }
-    }
-
+#[async_trait::async_trait]
+impl TxnLogStore for CassandraStore {
     async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
         self.txn()?.read(after, limit).await
     }
@@ -669,7 +656,7 @@ impl Store for CassandraStore {
     fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         match &self.txn {
             Some(txn) => txn.notifier.subscribe(),
-            None => self.txn_notifier.subscribe(),
+            None => crate::traits::never_moves(),
         }
     }
 
@@ -685,6 +672,38 @@ impl Store for CassandraStore {
 
     async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
         self.txn()?.reset(id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl StoreAdmin for CassandraStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            shared: true,
+            durable: true,
+            documents: true,
+            txn_log: self.txn.is_some(),
+            backup: Backup::Refused(
+                "this server's store is Apache Cassandra: back it up with Cassandra's own tools \
+                 (`nodetool snapshot KEYSPACE` on every node, then copy the snapshot directories); \
+                 the site key is kept in the store",
+            ),
+        }
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.stats.snapshot()
+    }
+
+    fn writable(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        if let Some(txn) = &self.txn {
+            txn.close();
+        }
     }
 
     async fn checkpoint(&self) -> Result<(), StoreError> {

@@ -1,37 +1,15 @@
 //! The transaction log (`txn_log` methods, and the logging every write does):
-//! the behaviour every backend that keeps a log must show. Listed in
-//! [`TXN_LOG_ALL`], apart from [`super::ALL`], because a backend may not keep a
-//! log yet (it must then refuse the log methods with a clear error instead).
+//! the behaviour every backend that keeps a log must show (listed in
+//! [`super::TXN_LOG`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{url_record, Test};
+use super::url_record;
 use crate::{
     homed_meta_key, DocWrite, Document, Expect, ReplicatedChange, Store, TxnAction, TxnEntry, TxnLogBounds,
     TXN_LOG_READ_MAX,
 };
-
-macro_rules! txn_log_all {
-    ($($name:ident),* $(,)?) => {
-        /// Every transaction-log test, by name.
-        pub const TXN_LOG_ALL: &[(&str, Test)] = &[$((stringify!($name), |s| Box::pin($name(s)))),*];
-    };
-}
-
-txn_log_all!(
-    txn_log_local_writes,
-    txn_log_no_ops_and_conflicts_log_nothing,
-    txn_log_put_many,
-    txn_log_read_paging,
-    txn_log_prune_raises_floor,
-    txn_log_reset,
-    txn_log_apply_replicated,
-    txn_log_apply_replicated_all_or_nothing,
-    txn_log_subscribe_wakes_on_commit,
-    txn_log_concurrent_ids_gap_free,
-    txn_log_checkpoint,
-);
 
 /// The whole transaction log, read a page at a time (also for the crash tests).
 pub async fn read_whole_log(s: &dyn Store) -> Vec<TxnEntry> {
