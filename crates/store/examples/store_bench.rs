@@ -12,7 +12,6 @@
 //!
 //! Every loop is bounded in time.
 
-use handled_store::{RecordStore, StoreAdmin};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use handled_proto::HandleValue;
-use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, HandleRecord};
+use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, RecordStore, StoreAdmin};
 use rand::{Rng, SeedableRng};
 
 struct Args {

@@ -48,9 +48,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::txn_log::TxnNotifier;
 use crate::{
-    Backup, Capabilities, DocumentStore, RecordStore, StoreAdmin, TxnLogStore,
-    scan_start, DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch,
-    ReplicatedChange, StatCounters, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
+    scan_start, Backup, Capabilities, DocExpect, DocOutcome, DocWrite, Document, DocumentStore, Expect, HandleRecord,
+    IndexHit, IndexMatch, RecordStore, ReplicatedChange, StatCounters, StoreAdmin, StoreError, StoreStats, SwapOutcome,
+    TxnEntry, TxnLogBounds, TxnLogStore,
 };
 
 #[path = "embedded_backup.rs"]

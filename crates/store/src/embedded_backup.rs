@@ -177,9 +177,7 @@ impl EmbeddedRestore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        DocExpect, Document, EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, IndexEntry, IndexMatch,
-    };
+    use crate::{DocExpect, Document, EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, IndexEntry, IndexMatch};
     use crate::{DocumentStore, RecordStore, StoreAdmin, TxnLogStore};
 
     fn record(url: &str) -> HandleRecord {

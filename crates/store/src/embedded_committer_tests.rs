@@ -6,7 +6,8 @@ use super::super::{EmbeddedOptions, EmbeddedStore};
 use super::TEST_CHECKPOINT_PAUSE;
 use crate::conformance::url_record;
 use crate::{
-    DocWrite, Document, DocumentStore, Expect, IndexEntry, IndexMatch, RecordStore, StoreAdmin, SwapOutcome, TxnLogStore,
+    DocWrite, Document, DocumentStore, Expect, IndexEntry, IndexMatch, RecordStore, StoreAdmin, SwapOutcome,
+    TxnLogStore,
 };
 
 fn key(i: usize) -> Vec<u8> {

@@ -44,11 +44,11 @@ pub use embedded::{EmbeddedOptions, EmbeddedRestore, EmbeddedStore, HANDLES_TABL
 pub use memory::MemoryStore;
 pub use open::{open_store, StoreConfig};
 pub use record::{HandleRecord, InvalidRecord, RecordError};
+pub use traits::{Backup, Capabilities, DocumentStore, RecordStore, Store, StoreAdmin, TxnLogStore};
 pub use txn_log::{
     homed_meta_key, ReplicatedChange, ReplicatedWrite, TxnAction, TxnEntry, TxnLogBounds, HOMED_META_PREFIX,
     TXN_LOG_READ_MAX,
 };
-pub use traits::{Backup, Capabilities, DocumentStore, RecordStore, Store, StoreAdmin, TxnLogStore};
 
 // For `forward_store!` in other crates.
 #[doc(hidden)]

@@ -9,10 +9,9 @@ use parking_lot::{Mutex, RwLock};
 use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
 use crate::txn_log::{TxnLogState, TxnNotifier};
 use crate::{
-    Backup, Capabilities, DocumentStore, RecordStore, StoreAdmin, TxnLogStore,
-    scan_start, DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch,
-    ReplicatedChange, ReplicatedWrite, StatCounters, StoreError, StoreStats, SwapOutcome, TxnAction, TxnEntry,
-    TxnLogBounds, TXN_LOG_READ_MAX,
+    scan_start, Backup, Capabilities, DocExpect, DocOutcome, DocWrite, Document, DocumentStore, Expect, HandleRecord,
+    IndexHit, IndexMatch, RecordStore, ReplicatedChange, ReplicatedWrite, StatCounters, StoreAdmin, StoreError,
+    StoreStats, SwapOutcome, TxnAction, TxnEntry, TxnLogBounds, TxnLogStore, TXN_LOG_READ_MAX,
 };
 
 /// A `BTreeMap` of handles and one of metadata, each behind a reader-writer lock.

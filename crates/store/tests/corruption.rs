@@ -8,7 +8,7 @@
 //! an environment switch) that writes and then exits without closing the store.
 //! `tests/hostile/corrupt_store.py` does the same flips on a server's data directory.
 
-use handled_store::{RecordStore};
+use handled_store::RecordStore;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -5,7 +5,6 @@
 //! there, with its transaction-log entry (ids gap-free across the crashes and
 //! restarts). 3 rounds by default; set HANDLED_STORE_CRASH_RUNS for more.
 
-use handled_store::{DocumentStore, RecordStore, TxnLogStore};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -15,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use handled_store::conformance::url_record;
 use handled_store::{
-    DocWrite, Document, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, Store, SwapOutcome, TxnAction,
+    DocWrite, Document, DocumentStore, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, RecordStore,
+    Store, SwapOutcome, TxnAction, TxnLogStore,
 };
 use rand::Rng;
 

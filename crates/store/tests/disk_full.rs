@@ -5,13 +5,12 @@
 //! Runs on a small tmpfs mounted for the test (needs root / CAP_SYS_ADMIN); skips
 //! with a message when mounting is not permitted. Always unmounts.
 
-use handled_store::{RecordStore, StoreAdmin};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use handled_store::conformance::url_record;
-use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, StoreError};
+use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, RecordStore, StoreAdmin, StoreError};
 
 /// A tmpfs of `mb` MiB at a fresh directory, unmounted on drop.
 struct Tmpfs {

@@ -1,15 +1,14 @@
 //! Behaviour specific to the durable backend: persistence across reopen, group
 //! commit, corrupt data and files, locking.
 
-use handled_store::{RecordStore, StoreAdmin};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use handled_store::conformance::{rich_record, url_record};
 use handled_store::{
-    EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, Store, StoreError, SwapOutcome, HANDLES_TABLE,
-    STORE_FILE_NAME,
+    EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, RecordStore, Store, StoreAdmin, StoreError, SwapOutcome,
+    HANDLES_TABLE, STORE_FILE_NAME,
 };
 
 fn open(dir: &Path) -> EmbeddedStore {

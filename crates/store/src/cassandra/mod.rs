@@ -43,9 +43,9 @@ use rows::{RowStatements, RowWrite};
 use schema::{HANDLE_COLL, LISTING_IDX};
 
 use crate::{
-    Backup, Capabilities, DocumentStore, RecordStore, StoreAdmin, TxnLogStore,
-    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, ReplicatedChange,
-    StatCounters, StoreError, StoreStats, SwapOutcome, TxnAction, TxnEntry, TxnLogBounds, HOMED_META_PREFIX,
+    Backup, Capabilities, DocExpect, DocOutcome, DocWrite, Document, DocumentStore, Expect, HandleRecord, IndexHit,
+    IndexMatch, RecordStore, ReplicatedChange, StatCounters, StoreAdmin, StoreError, StoreStats, SwapOutcome,
+    TxnAction, TxnEntry, TxnLogBounds, TxnLogStore, HOMED_META_PREFIX,
 };
 use txn_log::TxnLog;
 

@@ -70,7 +70,11 @@ macro_rules! forward_store {
     (DocumentStore for $ty:ty => $field:ident) => {
         #[$crate::__async_trait]
         impl $crate::DocumentStore for $ty {
-            async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<$crate::Document>, $crate::StoreError> {
+            async fn doc_get(
+                &self,
+                collection: &str,
+                id: &[u8],
+            ) -> Result<Option<$crate::Document>, $crate::StoreError> {
                 use $crate::DocumentStore as _;
                 self.$field.doc_get(collection, id).await
             }
@@ -110,7 +114,11 @@ macro_rules! forward_store {
     (TxnLogStore for $ty:ty => $field:ident) => {
         #[$crate::__async_trait]
         impl $crate::TxnLogStore for $ty {
-            async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<$crate::TxnEntry>, $crate::StoreError> {
+            async fn txn_log_read(
+                &self,
+                after: u64,
+                limit: usize,
+            ) -> Result<Vec<$crate::TxnEntry>, $crate::StoreError> {
                 use $crate::TxnLogStore as _;
                 self.$field.txn_log_read(after, limit).await
             }
