@@ -24,7 +24,7 @@ async fn every_write_kind_invalidates() {
     assert_eq!(store.get(b"A/1").await.unwrap(), None);
     store.swap(b"A/1", Expect::Absent, Some(record(4))).await.unwrap();
     store.get(b"A/1").await.unwrap();
-    store.meta_put("homed/0.NA/A", None).await.unwrap();
+    store.home(b"0.NA/A", false).await.unwrap();
     assert_eq!(store.cache_stats().entries, 0);
     let s = store.cache_stats();
     assert!(s.hits == 0 && s.misses >= 6 && s.invalidations >= 5, "{s:?}");
