@@ -5,9 +5,10 @@
 //! without documents or a transaction log writes empty `impl DocumentStore` /
 //! `impl TxnLogStore` blocks, whose defaults refuse with
 //! [`crate::StoreError::Unsupported`], and says so in its [`Capabilities`].
-//! A wrapper (the server's reverse index and cache) forwards what it does not
-//! change with [`crate::forward_store!`], so it cannot fall back to a
-//! refusing default by forgetting a method.
+//! A wrapper (the server's reverse index and cache) writes every method of a
+//! seam it changes (one left out would fall back to a refusing default, not
+//! to the inner store) and passes the other seams through whole with
+//! [`crate::forward_store!`].
 
 mod admin;
 mod documents;
