@@ -9,7 +9,7 @@
 use handled_client::{AdminSession, ConnectParams, Connection, Credentials, KeyChoice, Protocol, ResolveOptions};
 use handled_proto::header::ResponseCode;
 use handled_proto::value::HandleValue;
-use handled_store::Store;
+use handled_store::StoreAdmin;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};

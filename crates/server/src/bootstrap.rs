@@ -2,7 +2,7 @@
 //! On first start this makes the server key, homes the configured prefixes and
 //! creates for each a prefix handle and an admin handle with fresh credentials.
 
-use crate::config::{Config, StoreKind};
+use crate::config::Config;
 use crate::keys::{write_private, KeyError, RsaSigner, SERVER_KEY_FILE};
 use crate::site::{build_site, fingerprint};
 use crate::state::ServerState;
@@ -11,15 +11,11 @@ use handled_proto::codec::Codec;
 use handled_proto::data::admin::{AdminPermissions, AdminRecord};
 use handled_proto::handle;
 use handled_proto::value::{types, HandleValue, ValuePermissions};
-use handled_store::{
-    CassandraStore, DocExpect, DocOutcome, Document, EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, MemoryStore,
-    Store, StoreError, SwapOutcome,
-};
+use handled_store::{DocExpect, DocOutcome, Document, Expect, HandleRecord, Store, StoreError, SwapOutcome};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-const STORE_FILE: &str = "handles.redb";
 const META_SITE_SERIAL: &str = "site/serial";
 const META_SITE_FINGERPRINT: &str = "site/fingerprint";
 /// Where nodes sharing a store keep the site's private key (PKCS#8).
@@ -48,35 +44,18 @@ pub struct Bootstrapped {
 }
 
 /// Open the store the configuration names (embedded by default, memory when
-/// ephemeral, the Cassandra cluster, or Handle.Net's SQL tables).
+/// ephemeral, the Cassandra cluster or Handle.Net's SQL tables) through the store crate's one
+/// factory, and put the server's own layer on it.
 pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapError> {
-    // Reverse lookup (/hrls): every handle write through it also maintains the value index.
-    let indexed = crate::rest::revindex::IndexedStore::wrap;
-    match config.store_kind() {
-        StoreKind::Memory => return Ok(indexed(Arc::new(MemoryStore::new()))),
-        StoreKind::Cassandra => {
-            ensure_dir(&config.data_dir)?; // credentials of admins this node creates
-            let options = config.cassandra_options().map_err(|e| BootstrapError::Invalid(e.to_string()))?;
-            return Ok(indexed(Arc::new(CassandraStore::connect(&options).await?)));
-        }
-        StoreKind::Sql => {
-            ensure_dir(&config.data_dir)?; // the server key and new admins' credentials
-            let options = config.sql.options().map_err(BootstrapError::Invalid)?;
-            // Not indexed: Handle.Net's schema has no place for the /hrls
-            // index documents (the store declines documents).
-            return Ok(Arc::new(handled_store::SqlStore::connect(&options).await?));
-        }
-        StoreKind::Embedded => {}
+    let store_config = config.store_config().map_err(|e| BootstrapError::Invalid(e.to_string()))?;
+    if !config.ephemeral {
+        // The server key and new admins' credentials live there, whatever the store.
+        ensure_dir(&config.data_dir)?;
     }
-    ensure_dir(&config.data_dir)?;
-    let options = EmbeddedOptions {
-        cache_bytes: Some(config.store_cache_mb.max(1) << 20),
-        checkpoint_interval: std::time::Duration::from_millis(config.store_checkpoint_ms.max(1)),
-        min_free_bytes: config.store_min_free_mb << 20,
-        ..EmbeddedOptions::default()
-    };
-    let store = EmbeddedStore::open(&config.data_dir.join(STORE_FILE), options)?;
-    Ok(indexed(Arc::new(store)))
+    let store = handled_store::open_store(&store_config).await?;
+    // Reverse lookup (/hrls): every handle write through it also maintains the
+    // value index, which is kept in documents.
+    Ok(if store.capabilities().documents { crate::rest::revindex::IndexedStore::wrap(store) } else { store })
 }
 
 pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstrapped, BootstrapError> {
@@ -114,7 +93,7 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     for prefix in prefixes {
         let prefix_handle = handle::normalize(format!("0.NA/{prefix}").as_bytes(), false);
         if homed.insert(prefix_handle.clone()) {
-            store.meta_put(&handled_store::homed_meta_key(&prefix_handle), Some(Vec::new())).await?;
+            store.home(&prefix_handle, true).await?;
         }
         let admin_handle = format!("{prefix}/ADMIN").into_bytes();
         let admin_ref = AdminRecord {
@@ -155,7 +134,7 @@ async fn join_cluster(state: &ServerState, store: Arc<dyn Store>) -> Result<(), 
                 .map_err(|e| BootstrapError::Invalid(format!("cluster_listen {listen}: {e}")))?;
             cluster.publish(&crate::cache::Change::All).await?;
         }
-        _ if state.config.store_kind() == crate::config::StoreKind::Cassandra => {
+        _ if store.capabilities().shared => {
             let rows = store.doc_scan(lease::COLLECTION, b"", None, 1024).await?;
             let now = lease::now_ms();
             let caching = rows.iter().filter_map(|(_, d)| lease::Member::of(d)).find(|m| m.lease_until > now);
@@ -191,7 +170,7 @@ async fn load_or_create_key(config: &Config, store: &dyn Store) -> Result<RsaSig
         refuse_lost_store(config, store, &path).await?;
         return Ok(RsaSigner::load(&path)?);
     }
-    if config.store_kind() == StoreKind::Cassandra {
+    if store.capabilities().shared {
         let mine = RsaSigner::generate()?;
         let doc = Document::new(mine.pkcs8().to_vec(), Vec::new());
         return match store.doc_swap(SITE_KEY_COLLECTION, SITE_KEY_ID, DocExpect::Absent, Some(doc)).await? {
@@ -205,11 +184,13 @@ async fn load_or_create_key(config: &Config, store: &dyn Store) -> Result<RsaSig
     Ok(key)
 }
 
-/// A data directory with a server key has been started before, so its embedded
-/// store holds the site record. Without it the store was lost or replaced (or
-/// rolled back): bootstrapping would make a new admin over the old one's files.
+/// A data directory with a server key has been started before, so a durable
+/// store of this node's own (the embedded one) holds the site record. Without
+/// it the store was lost or replaced (or rolled back): bootstrapping would make
+/// a new admin over the old one's files. (A shared store may be new to this node.)
 async fn refuse_lost_store(config: &Config, store: &dyn Store, key_path: &Path) -> Result<(), BootstrapError> {
-    if config.store_kind() != StoreKind::Embedded || store.meta_get(META_SITE_SERIAL).await?.is_some() {
+    let caps = store.capabilities();
+    if !caps.durable || caps.shared || store.meta_get(META_SITE_SERIAL).await?.is_some() {
         return Ok(());
     }
     Err(BootstrapError::Invalid(format!(

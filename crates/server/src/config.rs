@@ -623,6 +623,26 @@ impl Config {
         }
     }
 
+    /// The backend to open and its settings (`store`, `ephemeral`, the
+    /// `store_*` keys, the `[cassandra]` table), for `handled_store::open_store`.
+    pub fn store_config(&self) -> Result<handled_store::StoreConfig, ConfigError> {
+        use handled_store::{EmbeddedOptions, StoreConfig};
+        Ok(match self.store_kind() {
+            StoreKind::Memory => StoreConfig::Memory,
+            StoreKind::Embedded => StoreConfig::Embedded {
+                file: self.data_dir.join(handled_store::STORE_FILE_NAME),
+                options: EmbeddedOptions {
+                    cache_bytes: Some(self.store_cache_mb.max(1) << 20),
+                    checkpoint_interval: std::time::Duration::from_millis(self.store_checkpoint_ms.max(1)),
+                    min_free_bytes: self.store_min_free_mb << 20,
+                    ..EmbeddedOptions::default()
+                },
+            },
+            StoreKind::Cassandra => StoreConfig::Cassandra(self.cassandra_options()?),
+            StoreKind::Sql => StoreConfig::Sql(self.sql.options().map_err(ConfigError::Invalid)?),
+        })
+    }
+
     /// The driver options of the `[cassandra]` table.
     pub fn cassandra_options(&self) -> Result<handled_store::CassandraOptions, ConfigError> {
         use handled_store::cassandra::{parse_consistency, parse_serial_consistency};

@@ -19,14 +19,9 @@ use handled_store::Store;
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 
-/// Meta-table key under which each homed prefix handle is recorded (defined by
-/// the store, which logs writes under it as HOME_NA / UNHOME_NA).
-pub use handled_store::HOMED_META_PREFIX;
-
 /// The prefix handles homed at run time (HOME_NA), as the store keeps them.
 pub async fn stored_homed(store: &dyn Store) -> Result<HashSet<Vec<u8>>, handled_store::StoreError> {
-    let entries = store.meta_scan(HOMED_META_PREFIX).await?;
-    Ok(entries.into_iter().map(|(k, _)| k.as_bytes()[HOMED_META_PREFIX.len()..].to_vec()).collect())
+    Ok(store.homed_prefixes().await?.into_iter().collect())
 }
 
 /// Is `h` under one of `homed` (normalized prefix handles `0.NA/X`)? A prefix
@@ -109,9 +104,9 @@ impl ServerState {
             unauthenticated: Quota { max_bytes: config.session_budget_mb << 20, per_peer: config.sessions_per_peer },
             unauthenticated_life: std::time::Duration::from_secs(config.unauthenticated_session_secs.max(1)),
         };
-        // Nodes sharing a store (Cassandra) share challenges and sessions too: a
-        // balancer may send the next message of an exchange to another node.
-        let shared = config.store_kind() == crate::config::StoreKind::Cassandra;
+        // Nodes sharing a store share challenges and sessions too: a balancer
+        // may send the next message of an exchange to another node.
+        let shared = store.capabilities().shared;
         let (challenges, sessions) = if shared {
             (
                 Challenges::shared(challenge_ttl, challenge_quota, store.clone()),

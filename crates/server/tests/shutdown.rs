@@ -4,7 +4,7 @@
 
 use handled_client::{AdminSession, ConnectParams, Connection, Credentials, KeyChoice, Protocol, ResolveOptions};
 use handled_proto::value::HandleValue;
-use handled_store::{EmbeddedOptions, EmbeddedStore, Store, StoreError};
+use handled_store::{EmbeddedOptions, EmbeddedStore, RecordStore, StoreAdmin, StoreError};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use handled_proto::HandleValue;
-use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, Store};
+use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, RecordStore, StoreAdmin};
 use rand::{Rng, SeedableRng};
 
 struct Args {

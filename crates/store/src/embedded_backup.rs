@@ -177,9 +177,8 @@ impl EmbeddedRestore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        DocExpect, Document, EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, IndexEntry, IndexMatch, Store,
-    };
+    use crate::{DocExpect, Document, EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, IndexEntry, IndexMatch};
+    use crate::{DocumentStore, RecordStore, StoreAdmin, TxnLogStore};
 
     fn record(url: &str) -> HandleRecord {
         HandleRecord::new(vec![handled_proto::HandleValue::new(1, "URL", url)])

@@ -5,7 +5,10 @@ use redb::ReadableTableMetadata;
 use super::super::{EmbeddedOptions, EmbeddedStore};
 use super::TEST_CHECKPOINT_PAUSE;
 use crate::conformance::url_record;
-use crate::{DocWrite, Document, Expect, IndexEntry, IndexMatch, Store, SwapOutcome};
+use crate::{
+    DocWrite, Document, DocumentStore, Expect, IndexEntry, IndexMatch, RecordStore, StoreAdmin, SwapOutcome,
+    TxnLogStore,
+};
 
 fn key(i: usize) -> Vec<u8> {
     format!("20.5000/ov-{i:03}").into_bytes()

@@ -1,6 +1,13 @@
 //! Handle storage for `handled`.
 //!
-//! One [`Store`] trait and four backends:
+//! The seams callers use ([`traits`]): [`RecordStore`] (handles, metadata,
+//! homing), [`DocumentStore`] (documents and their indexes), [`TxnLogStore`]
+//! (the replication log and replicated writes) and [`StoreAdmin`] (what the
+//! store can do — its [`Capabilities`] — metrics, checkpoints, shutdown,
+//! backups); [`Store`] is all four, what the server holds as `Arc<dyn Store>`.
+//! Stores are opened in one place, [`open_store`] with a [`StoreConfig`].
+//!
+//! Four backends:
 //! * [`EmbeddedStore`]: durable, one redb file, reads inline on the caller, writes
 //!   group-committed by one writer thread (one synced log append per batch);
 //! * [`MemoryStore`]: a `BTreeMap` behind a lock, for `--ephemeral` runs and tests;
@@ -9,22 +16,14 @@
 //! * `SqlStore` (feature `sql`, on by default): Handle.Net's own SQL tables on
 //!   PostgreSQL (`sql/`), declining documents and the transaction log.
 //!
-//! The trait is shaped so a distributed backend (Apache Cassandra) can implement it
-//! too: everything is async, atomicity is per handle only (compare-and-set through
-//! [`Store::swap`], which maps onto a lightweight transaction; documents derived
-//! from a handle may ride along in the same step), there are no general
-//! multi-key transactions, and listing is a key-prefix scan with paging.
+//! The seams are shaped so a distributed backend (Apache Cassandra) can implement
+//! them too: everything is async, atomicity is per handle only (compare-and-set
+//! through [`RecordStore::swap`], which maps onto a lightweight transaction;
+//! documents derived from a handle may ride along in the same step), there are
+//! no general multi-key transactions, and listing is a key-prefix scan with
+//! paging.
 //!
-//! Besides handles, a store keeps **documents** (the `doc_*` methods): named
-//! collections of opaque bodies, each carrying the secondary-index entries it is
-//! found under. A document and its own index entries change together, atomically,
-//! by compare-and-set; lookups go by index key (exact or prefix) and a collection
-//! can be scanned by id prefix. Still no multi-key transactions: a partitioned
-//! backend keeps one table of documents and one of index entries
-//! (materialized-view style) and writes both in one lightweight transaction per
-//! document. The domain registry and the reverse-lookup index are built on them.
-//!
-//! [`conformance`] holds the behaviour suite every backend must pass.
+//! [`conformance`] holds the behaviour suite every backend must pass, per seam.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -35,9 +34,11 @@ pub mod conformance;
 mod documents;
 mod embedded;
 mod memory;
+mod open;
 mod record;
 #[cfg(feature = "sql")]
 pub mod sql;
+pub mod traits;
 pub mod txn_log;
 
 #[cfg(feature = "cassandra")]
@@ -45,15 +46,23 @@ pub use cassandra::{CassandraOptions, CassandraStore};
 pub use documents::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, IndexMatch, MAX_INDEX_KEY};
 pub use embedded::{EmbeddedOptions, EmbeddedRestore, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
 pub use memory::MemoryStore;
+pub use open::{open_store, StoreConfig};
 pub use record::{HandleRecord, InvalidRecord, RecordError};
 #[cfg(feature = "sql")]
 pub use sql::{SqlOptions, SqlStore};
+pub use traits::{Backup, Capabilities, DocumentStore, RecordStore, Store, StoreAdmin, TxnLogStore};
 pub use txn_log::{
     homed_meta_key, ReplicatedChange, ReplicatedWrite, TxnAction, TxnEntry, TxnLogBounds, HOMED_META_PREFIX,
     TXN_LOG_READ_MAX,
 };
 
-/// What [`Store::swap`] requires of the current state of the handle.
+// For `forward_store!` in other crates.
+#[doc(hidden)]
+pub use async_trait::async_trait as __async_trait;
+#[doc(hidden)]
+pub use tokio::sync::watch as __watch;
+
+/// What [`RecordStore::swap`] requires of the current state of the handle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expect {
     /// The handle must not exist (create).
@@ -64,7 +73,7 @@ pub enum Expect {
     Any,
 }
 
-/// Result of a [`Store::swap`] that ran (errors aside).
+/// Result of a [`RecordStore::swap`] that ran (errors aside).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SwapOutcome {
     /// The expectation held and the new state is written (durably, on durable
@@ -83,7 +92,7 @@ impl SwapOutcome {
 }
 
 /// An unconditional document write (`None` = delete) that rides along with a
-/// handle write ([`Store::swap_with_docs`], [`Store::put_many_with_docs`]).
+/// handle write ([`RecordStore::swap_with_docs`], [`RecordStore::put_many_with_docs`]).
 /// A partitioned backend keeps such documents in the handle's partition, so
 /// the pair stays one lightweight transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +119,11 @@ pub enum StoreError {
     /// The caller asked to store something that could never be read back.
     #[error("{0}")]
     Invalid(#[from] InvalidRecord),
+    /// This backend does not do that (no documents, no transaction log, no
+    /// backup export): says what, and if useful what to do instead. Its
+    /// [`Capabilities`] say so beforehand.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl StoreError {
@@ -122,6 +136,7 @@ impl StoreError {
             StoreError::Closed => StoreError::Closed,
             StoreError::Backend(s) => StoreError::Backend(s.clone()),
             StoreError::Invalid(e) => StoreError::Invalid(e.clone()),
+            StoreError::Unsupported(s) => StoreError::Unsupported(s.clone()),
         }
     }
 }
@@ -211,198 +226,6 @@ impl StatCounters {
             imported: l(&self.imported),
             commit_micros: l(&self.commit_micros),
         }
-    }
-}
-
-/// Handle storage. Keys are opaque bytes (the server passes normalized handles) and
-/// sort bytewise.
-#[async_trait::async_trait]
-pub trait Store: Send + Sync + 'static {
-    /// Point read by storage key (the server passes the normalized handle bytes).
-    async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError>;
-
-    /// Atomic compare-and-set of one handle: write `new` (`None` = delete) if the
-    /// current state matches `expect`. Durable before it returns `Ok` on durable
-    /// backends. Deleting an absent handle with `Expect::Any` is `Done { previous: None }`.
-    async fn swap(&self, key: &[u8], expect: Expect, new: Option<HandleRecord>) -> Result<SwapOutcome, StoreError> {
-        self.swap_with_docs(key, expect, new, Vec::new()).await
-    }
-
-    /// [`Store::swap`], and if it is done, the document writes `docs` in the same
-    /// atomic step (one commit: a crash keeps both or neither). For documents
-    /// derived from the handle's state, such as index entries, so they never
-    /// disagree with it. Wrappers override this method, not `swap`, so every
-    /// handle write goes through one path.
-    async fn swap_with_docs(
-        &self,
-        key: &[u8],
-        expect: Expect,
-        new: Option<HandleRecord>,
-        docs: Vec<DocWrite>,
-    ) -> Result<SwapOutcome, StoreError>;
-
-    /// Keys starting with `prefix`, in key order, strictly after `start_after`, at
-    /// most `limit`. Page by passing the last key of a page as the next
-    /// `start_after`. (The server scans `<PREFIX>/`-style prefixes; a partitioned
-    /// backend can map the part before `/` to its partition and keep the rest
-    /// sorted within it.)
-    async fn scan_keys(
-        &self,
-        prefix: &[u8],
-        start_after: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<Vec<Vec<u8>>, StoreError>;
-
-    /// Bulk load (import): overwrite these records, no CAS; durable on return. If a
-    /// key appears twice the later record wins. Callers should pass sorted chunks of
-    /// some thousands of records.
-    async fn put_many(&self, records: Vec<(Vec<u8>, HandleRecord)>) -> Result<(), StoreError> {
-        self.put_many_with_docs(records, Vec::new()).await
-    }
-
-    /// [`Store::put_many`] plus document writes, all in the same atomic step
-    /// (documents after records). Wrappers override this one, not `put_many`.
-    async fn put_many_with_docs(
-        &self,
-        records: Vec<(Vec<u8>, HandleRecord)>,
-        docs: Vec<DocWrite>,
-    ) -> Result<(), StoreError>;
-
-    /// Small server metadata (homed prefixes, serials).
-    async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
-    /// Set (`Some`) or delete (`None`) a metadata entry; durable on return.
-    async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError>;
-    /// Metadata entries whose key starts with `prefix`, in key order.
-    async fn meta_scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
-
-    /// Approximate number of handles.
-    async fn count(&self) -> Result<u64, StoreError>;
-
-    /// Counters for metrics.
-    fn stats(&self) -> StoreStats;
-
-    /// Whether writes can be taken now, and if not why (e.g. the disk is full);
-    /// for readiness. Required, so that wrappers forward it.
-    fn writable(&self) -> Result<(), StoreError>;
-
-    // -- Documents -----------------------------------------------------------------
-    //
-    // A document lives in a `collection` under an `id` (bytes); collections are
-    // independent name spaces and need no creation. Each document carries a set of
-    // [`IndexEntry`]s (index name, key); the store maintains the indexes itself:
-    // a write removes the entries of the document it replaces and adds the new
-    // ones in the same atomic step, so a lookup never sees an entry without its
-    // document or a document state's entries mixed with another state's.
-    // Required (no defaults), so a wrapper that forgets to forward them does not
-    // compile, instead of failing at run time.
-
-    /// Read one document (body and index entries, entries sorted).
-    async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError>;
-
-    /// Atomic compare-and-set of one document and its index entries: write `new`
-    /// (`None` = delete it and its entries) if the current document matches
-    /// `expect`. Durable before `Ok` on durable backends (the embedded store
-    /// group-commits these with every other write). Same outcomes as [`Store::swap`].
-    async fn doc_swap(
-        &self,
-        collection: &str,
-        id: &[u8],
-        expect: DocExpect,
-        new: Option<Document>,
-    ) -> Result<DocOutcome, StoreError>;
-
-    /// Index entries of `collection` under index `index` whose key matches `key`
-    /// (exactly, or starting with a prefix), in (key, id) order, strictly after
-    /// `start_after`, at most `limit`. Page with the last hit of a page. Keys sort
-    /// bytewise, so big-endian numbers give range scans (e.g. deadlines).
-    async fn doc_lookup(
-        &self,
-        collection: &str,
-        index: &str,
-        key: IndexMatch<'_>,
-        start_after: Option<&IndexHit>,
-        limit: usize,
-    ) -> Result<Vec<IndexHit>, StoreError>;
-
-    /// Documents of `collection` whose id starts with `prefix`, in id order,
-    /// strictly after `start_after`, at most `limit` (maintenance and start-up
-    /// only: request paths use lookups).
-    async fn doc_scan(
-        &self,
-        collection: &str,
-        prefix: &[u8],
-        start_after: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError>;
-
-    // -- Transaction log (replication source; see `txn_log`) -------------------------
-    //
-    // Local writes are logged by the store itself, in the same commit as the
-    // change: a `swap_with_docs` that is `Done` logs Create (absent → present),
-    // Update (present → present) or Delete (present → absent); every `put_many`
-    // record logs Create or Update; a `meta_put` under `HOMED_META_PREFIX` logs
-    // HomeNa (`Some`) or UnhomeNa (`None`, when it was homed). Conflicts and
-    // no-op writes log nothing, so ids stay gap-free. Required (no defaults), so
-    // every wrapper forwards them.
-
-    /// Entries with id > `after`, in id order, at most `limit` (and at most
-    /// [`TXN_LOG_READ_MAX`]).
-    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError>;
-
-    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError>;
-
-    /// Remove the entries dated before `before_ms`, raising `floor` to the
-    /// highest id removed. Returns how many went.
-    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError>;
-
-    /// The last committed id (`TxnLogBounds::last`), updated after each commit
-    /// that logs is durable and visible to reads: a replication source waits on
-    /// `changed()` to long-poll instead of re-reading the log.
-    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64>;
-
-    /// Mirror side: apply pulled changes (records; homed prefixes as
-    /// `HOMED_META_PREFIX` meta keys), log each with its source id (continuing
-    /// the source's sequence, so a promoted mirror serves the old primary's
-    /// mirrors without a redump), and write `progress` (meta key → bytes, not
-    /// logged; keys outside `HOMED_META_PREFIX`) — all in ONE atomic commit.
-    /// Changes with ids at or below `last` are applied (state-based, harmless)
-    /// but not logged again; logged dates never go below the last one.
-    async fn apply_replicated(
-        &self,
-        changes: Vec<ReplicatedChange>,
-        progress: Vec<(String, Option<Vec<u8>>)>,
-    ) -> Result<(), StoreError> {
-        self.apply_replicated_with_docs(changes, progress, Vec::new()).await
-    }
-
-    /// [`Store::apply_replicated`] plus document writes (after the changes) in
-    /// the same atomic commit: how a wrapper keeps documents derived from
-    /// handles (the reverse index) in step. Wrappers override this one.
-    async fn apply_replicated_with_docs(
-        &self,
-        changes: Vec<ReplicatedChange>,
-        progress: Vec<(String, Option<Vec<u8>>)>,
-        docs: Vec<DocWrite>,
-    ) -> Result<(), StoreError>;
-
-    /// Mirror (re)bootstrap by a dump: set floor = last = `id` and drop every
-    /// kept entry (a dump resumes the source's sequence at `id`, lower or
-    /// higher than ours: mirrors of this server that are past it are then
-    /// told to redump instead of missing changes).
-    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError>;
-
-    /// Durable checkpoint (opcode 1003): everything acknowledged is in the
-    /// backing storage's main file when this returns.
-    async fn checkpoint(&self) -> Result<(), StoreError>;
-
-    /// Finish the writes already queued, then release the backing storage so it
-    /// is left cleanly shut down. Later calls fail with [`StoreError::Closed`].
-    fn close(&self);
-
-    /// A consistent export of everything stored, for a backup ([`backup`]);
-    /// backends that cannot give one say so.
-    fn export(&self) -> Result<Box<dyn backup::StoreExport>, StoreError> {
-        Err(StoreError::Backend("this store backend has no backup export".into()))
     }
 }
 

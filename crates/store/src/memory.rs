@@ -9,9 +9,9 @@ use parking_lot::{Mutex, RwLock};
 use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
 use crate::txn_log::{TxnLogState, TxnNotifier};
 use crate::{
-    scan_start, DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch,
-    ReplicatedChange, ReplicatedWrite, StatCounters, Store, StoreError, StoreStats, SwapOutcome, TxnAction, TxnEntry,
-    TxnLogBounds, TXN_LOG_READ_MAX,
+    scan_start, Backup, Capabilities, DocExpect, DocOutcome, DocWrite, Document, DocumentStore, Expect, HandleRecord,
+    IndexHit, IndexMatch, RecordStore, ReplicatedChange, ReplicatedWrite, StatCounters, StoreAdmin, StoreError,
+    StoreStats, SwapOutcome, TxnAction, TxnEntry, TxnLogBounds, TxnLogStore, TXN_LOG_READ_MAX,
 };
 
 /// A `BTreeMap` of handles and one of metadata, each behind a reader-writer lock.
@@ -125,7 +125,7 @@ impl MemoryStore {
 }
 
 #[async_trait::async_trait]
-impl Store for MemoryStore {
+impl RecordStore for MemoryStore {
     async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
         self.check_open()?;
         Ok(self.handles.read().get(key).cloned())
@@ -253,15 +253,10 @@ impl Store for MemoryStore {
         self.check_open()?;
         Ok(self.handles.read().len() as u64)
     }
+}
 
-    fn stats(&self) -> StoreStats {
-        self.stats.snapshot()
-    }
-
-    fn writable(&self) -> Result<(), StoreError> {
-        Ok(())
-    }
-
+#[async_trait::async_trait]
+impl DocumentStore for MemoryStore {
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
         self.check_open()?;
         Ok(self.docs.read().docs.get(&doc_key(collection, id)).cloned())
@@ -338,11 +333,10 @@ impl Store for MemoryStore {
             .map(|(k, d)| (k[head..].to_vec(), d.clone()))
             .collect())
     }
+}
 
-    fn close(&self) {
-        self.closed.store(true, std::sync::atomic::Ordering::Release);
-    }
-
+#[async_trait::async_trait]
+impl TxnLogStore for MemoryStore {
     async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
         self.check_open()?;
         let log = self.log.lock();
@@ -428,6 +422,34 @@ impl Store for MemoryStore {
         drop(log);
         self.notify();
         Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl StoreAdmin for MemoryStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            shared: false,
+            durable: false,
+            documents: true,
+            txn_log: true,
+            backup: Backup::Refused(
+                "this server keeps its store in memory (--ephemeral): there is nothing durable to back up; \
+                 run it on the embedded store (the default) to keep data",
+            ),
+        }
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.stats.snapshot()
+    }
+
+    fn writable(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::Release);
     }
 
     async fn checkpoint(&self) -> Result<(), StoreError> {

@@ -67,7 +67,7 @@ macro_rules! suite {
 }
 
 suite!(
-    NAMES,
+    RECORD_NAMES,
     get_absent,
     create_absent,
     swap_present,
@@ -79,11 +79,16 @@ suite!(
     scan_keys_paging,
     put_many,
     meta_ops,
+    homing,
     concurrent_distinct_keys,
     concurrent_same_key,
     same_key_racing_creates,
-    stats_count_writes,
-    closed_store_refuses,
+);
+
+suite!(ADMIN_NAMES, stats_count_writes, closed_store_refuses, capabilities_are_kept);
+
+suite!(
+    DOCUMENT_NAMES,
     doc_swap_basics,
     doc_index_maintenance,
     doc_lookup_prefix_order_paging,
@@ -111,10 +116,15 @@ suite!(
 
 #[test]
 fn every_suite_test_is_instantiated() {
-    let all: Vec<&str> = conformance::ALL.iter().map(|(n, _)| *n).collect();
-    assert_eq!(NAMES, all.as_slice());
-    let all: Vec<&str> = conformance::TXN_LOG_ALL.iter().map(|(n, _)| *n).collect();
-    assert_eq!(TXN_LOG_NAMES, all.as_slice());
+    for (instantiated, list) in [
+        (RECORD_NAMES, conformance::RECORDS),
+        (ADMIN_NAMES, conformance::ADMIN),
+        (DOCUMENT_NAMES, conformance::DOCUMENTS),
+        (TXN_LOG_NAMES, conformance::TXN_LOG),
+    ] {
+        let all: Vec<&str> = list.iter().map(|(n, _)| *n).collect();
+        assert_eq!(instantiated, all.as_slice());
+    }
 }
 
 /// Three "nodes" (sessions) × 8 writers create the same 300 names: each name is
@@ -195,6 +205,7 @@ async fn txn_log_off_refuses_clearly() {
     let Some(o) = options("txnlog_off") else { return };
     let Some(mut s) = stores_with(CassandraOptions { txn_log: false, ..o }, 1).await else { return };
     let s = s.remove(0);
+    assert!(!s.capabilities().txn_log, "the capabilities say so too");
     s.swap(b"20.5000/a", Expect::Absent, Some(url_record("a"))).await.unwrap();
     let answers = [
         s.txn_log_read(0, 10).await.map(drop),

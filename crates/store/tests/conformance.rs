@@ -1,8 +1,12 @@
-//! The shared behaviour suite (`handled_store::conformance`) against both backends.
+//! The shared behaviour suite (`handled_store::conformance`), seam by seam,
+//! against both built-in backends and against a backend with records only.
 
 use std::sync::Arc;
 
-use handled_store::{conformance, EmbeddedOptions, EmbeddedStore, MemoryStore, Store};
+use handled_store::{
+    conformance, forward_store, Backup, Capabilities, DocumentStore, EmbeddedOptions, EmbeddedStore, MemoryStore,
+    Store, StoreAdmin, StoreError, StoreStats, TxnLogStore,
+};
 
 /// A fresh store and whatever must live as long as it (a temporary directory).
 type Fresh = (Arc<dyn Store>, Option<tempfile::TempDir>);
@@ -15,6 +19,46 @@ fn embedded() -> Fresh {
     let dir = tempfile::tempdir().unwrap();
     let store = EmbeddedStore::open_dir(dir.path(), EmbeddedOptions::default()).unwrap();
     (Arc::new(store), Some(dir))
+}
+
+/// A backend as one bound to a foreign schema would be: records only, no
+/// documents, no transaction log, no backups. It keeps the seams' defaults,
+/// which must refuse clearly.
+struct RecordsOnly {
+    records: MemoryStore,
+}
+
+forward_store!(RecordStore for RecordsOnly => records);
+impl DocumentStore for RecordsOnly {}
+impl TxnLogStore for RecordsOnly {}
+
+#[async_trait::async_trait]
+impl StoreAdmin for RecordsOnly {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            shared: false,
+            durable: false,
+            documents: false,
+            txn_log: false,
+            backup: Backup::Refused("records only: nothing to back up"),
+        }
+    }
+    fn stats(&self) -> StoreStats {
+        self.records.stats()
+    }
+    fn writable(&self) -> Result<(), StoreError> {
+        self.records.writable()
+    }
+    async fn checkpoint(&self) -> Result<(), StoreError> {
+        self.records.checkpoint().await
+    }
+    fn close(&self) {
+        self.records.close()
+    }
+}
+
+fn records_only() -> Fresh {
+    (Arc::new(RecordsOnly { records: MemoryStore::new() }), None)
 }
 
 macro_rules! suite {
@@ -33,6 +77,7 @@ macro_rules! suite {
     };
 }
 
+/// The built-in backends have every seam.
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         suite!(memory, memory(), [$($name),*]);
@@ -40,32 +85,53 @@ macro_rules! both {
     };
 }
 
-both!(
-    get_absent,
-    create_absent,
-    swap_present,
-    swap_any,
-    delete,
-    values_round_trip,
-    invalid_record_rejected,
-    scan_keys_order_prefix_limit,
-    scan_keys_paging,
-    put_many,
-    meta_ops,
-    concurrent_distinct_keys,
-    concurrent_same_key,
-    same_key_racing_creates,
-    stats_count_writes,
-    closed_store_refuses,
-    doc_swap_basics,
-    doc_index_maintenance,
-    doc_lookup_prefix_order_paging,
-    doc_scan_collection,
-    doc_concurrent_cas,
-    doc_closed_refuses,
-    swap_with_docs_follows_the_handle,
-    swap_with_docs_concurrent,
-);
+/// The seams every backend has: the built-in ones and `RecordsOnly`.
+macro_rules! all_three {
+    ($($name:ident),* $(,)?) => {
+        both!($($name),*);
+        suite!(records_only, records_only(), [$($name),*]);
+    };
+}
+
+mod records {
+    use super::*;
+    all_three!(
+        get_absent,
+        create_absent,
+        swap_present,
+        swap_any,
+        delete,
+        values_round_trip,
+        invalid_record_rejected,
+        scan_keys_order_prefix_limit,
+        scan_keys_paging,
+        put_many,
+        meta_ops,
+        homing,
+        concurrent_distinct_keys,
+        concurrent_same_key,
+        same_key_racing_creates,
+    );
+}
+
+mod admin {
+    use super::*;
+    all_three!(stats_count_writes, closed_store_refuses, capabilities_are_kept);
+}
+
+mod documents {
+    use super::*;
+    both!(
+        doc_swap_basics,
+        doc_index_maintenance,
+        doc_lookup_prefix_order_paging,
+        doc_scan_collection,
+        doc_concurrent_cas,
+        doc_closed_refuses,
+        swap_with_docs_follows_the_handle,
+        swap_with_docs_concurrent,
+    );
+}
 
 mod txn_log {
     use super::*;
@@ -84,12 +150,26 @@ mod txn_log {
     );
 }
 
+fn names(list: &[(&'static str, impl Sized)]) -> Vec<&'static str> {
+    list.iter().map(|(n, _)| *n).collect()
+}
+
 #[test]
 fn every_suite_test_is_instantiated() {
-    let all: Vec<&str> = conformance::ALL.iter().map(|(n, _)| *n).collect();
-    assert_eq!(memory::NAMES, all.as_slice());
-    assert_eq!(embedded::NAMES, all.as_slice());
-    let all: Vec<&str> = conformance::TXN_LOG_ALL.iter().map(|(n, _)| *n).collect();
-    assert_eq!(txn_log::memory::NAMES, all.as_slice());
-    assert_eq!(txn_log::embedded::NAMES, all.as_slice());
+    for (list, backends) in [
+        (names(conformance::RECORDS), [records::memory::NAMES, records::embedded::NAMES, records::records_only::NAMES]),
+        (names(conformance::ADMIN), [admin::memory::NAMES, admin::embedded::NAMES, admin::records_only::NAMES]),
+    ] {
+        for instantiated in backends {
+            assert_eq!(instantiated, list.as_slice());
+        }
+    }
+    for (list, backends) in [
+        (names(conformance::DOCUMENTS), [documents::memory::NAMES, documents::embedded::NAMES]),
+        (names(conformance::TXN_LOG), [txn_log::memory::NAMES, txn_log::embedded::NAMES]),
+    ] {
+        for instantiated in backends {
+            assert_eq!(instantiated, list.as_slice());
+        }
+    }
 }

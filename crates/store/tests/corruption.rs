@@ -8,11 +8,12 @@
 //! an environment switch) that writes and then exits without closing the store.
 //! `tests/hostile/corrupt_store.py` does the same flips on a server's data directory.
 
+use handled_store::RecordStore;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use handled_store::conformance::url_record;
-use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, Store, StoreError, STORE_FILE_NAME};
+use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, StoreError, STORE_FILE_NAME};
 
 const CHILD_DIR: &str = "HANDLED_STORE_CORRUPTION_CHILD";
 const IMPORTED: u32 = 400;

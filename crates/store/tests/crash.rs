@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use handled_store::conformance::url_record;
 use handled_store::{
-    DocWrite, Document, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, Store, SwapOutcome, TxnAction,
+    DocWrite, Document, DocumentStore, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, RecordStore,
+    Store, SwapOutcome, TxnAction, TxnLogStore,
 };
 use rand::Rng;
 

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use handled_store::conformance::url_record;
-use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, Store, StoreError};
+use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, RecordStore, StoreAdmin, StoreError};
 
 /// A tmpfs of `mb` MiB at a fresh directory, unmounted on drop.
 struct Tmpfs {

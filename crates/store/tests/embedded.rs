@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use handled_store::conformance::{rich_record, url_record};
 use handled_store::{
-    EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, Store, StoreError, SwapOutcome, HANDLES_TABLE,
-    STORE_FILE_NAME,
+    EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, RecordStore, Store, StoreAdmin, StoreError, SwapOutcome,
+    HANDLES_TABLE, STORE_FILE_NAME,
 };
 
 fn open(dir: &Path) -> EmbeddedStore {

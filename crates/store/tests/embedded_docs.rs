@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use handled_store::conformance::url_record;
 use handled_store::{
-    DocExpect, Document, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, Store, HANDLES_TABLE,
-    META_TABLE, STORE_FILE_NAME,
+    DocExpect, Document, DocumentStore, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, RecordStore,
+    Store, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME,
 };
 
 fn doc(n: u32) -> Document {

@@ -16,10 +16,9 @@
 //! the administrator who started it (or of a server administrator).
 
 use crate::auth::Identity;
-use crate::config::StoreKind;
 use crate::state::ServerState;
 use handled_store::backup::{is_state_file_name, BackupEncoder, StoreExport};
-use handled_store::StoreError;
+use handled_store::{Backup, StoreError};
 use parking_lot::Mutex;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -89,31 +88,9 @@ struct Work {
 impl Backups {
     /// Begin a backup of `state`'s store and data directory for `owner`.
     pub async fn start(&self, state: &ServerState, owner: Identity) -> Result<Started, BackupError> {
-        match state.config.store_kind() {
-            StoreKind::Embedded => {}
-            StoreKind::Memory => {
-                return Err(BackupError::Unsupported(
-                    "this server keeps its store in memory (--ephemeral): there is nothing durable to back up; \
-                     run it on the embedded store (the default) to keep data"
-                        .into(),
-                ))
-            }
-            StoreKind::Sql => {
-                return Err(BackupError::Unsupported(
-                    "this server's store is a SQL database (Handle.Net's tables): back it up with the \
-                     database's own tools (`pg_dump DATABASE -F t | gzip -c > handles.tgz`, Technical Manual \
-                     §8.2) and keep the data directory (server key)"
-                        .into(),
-                ))
-            }
-            StoreKind::Cassandra => {
-                return Err(BackupError::Unsupported(
-                    "this server's store is Apache Cassandra: back it up with Cassandra's own tools \
-                     (`nodetool snapshot KEYSPACE` on every node, then copy the snapshot directories); \
-                     the site key is kept in the store"
-                        .into(),
-                ))
-            }
+        // The store says why not, and what to use instead.
+        if let Backup::Refused(why) = state.store.capabilities().backup {
+            return Err(BackupError::Unsupported(why.into()));
         }
         if let Some(r) = &*self.slot.lock() {
             if r.last_pull.elapsed() < IDLE {

@@ -17,8 +17,9 @@ pub mod keys;
 
 use async_trait::async_trait;
 use handled_store::{
-    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, ReplicatedChange,
-    ReplicatedWrite, Store, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
+    Capabilities, DocExpect, DocOutcome, DocWrite, Document, DocumentStore, Expect, HandleRecord, IndexHit, IndexMatch,
+    RecordStore, ReplicatedChange, ReplicatedWrite, Store, StoreAdmin, StoreError, StoreStats, SwapOutcome, TxnEntry,
+    TxnLogBounds, TxnLogStore,
 };
 pub use keys::Change;
 use keys::{cached_collection, doc_change, Entry};
@@ -213,8 +214,8 @@ impl CachingStore {
     }
 }
 
-#[async_trait]
-impl Store for CachingStore {
+#[async_trait::async_trait]
+impl RecordStore for CachingStore {
     async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
         let read = async { Ok(Entry::Handle(self.inner.get(key).await?)) };
         match self.read_through(keys::handle_key(key), read).await? {
@@ -273,68 +274,19 @@ impl Store for CachingStore {
         self.inner.count().await
     }
 
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
+    async fn home(&self, prefix_handle: &[u8], homed: bool) -> Result<(), StoreError> {
+        // Homing decides what resolves at all: drop everything.
+        let outcome = self.inner.home(prefix_handle, homed).await;
+        self.changed(Change::All, outcome).await
     }
 
-    fn writable(&self) -> Result<(), StoreError> {
-        self.inner.writable()
+    async fn homed_prefixes(&self) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.inner.homed_prefixes().await
     }
+}
 
-    fn close(&self) {
-        self.inner.close();
-        self.invalidate(&Change::All);
-    }
-
-    fn export(&self) -> Result<Box<dyn handled_store::backup::StoreExport>, StoreError> {
-        self.inner.export()
-    }
-
-    // The transaction log is not cached: pass through. Replicated changes drop
-    // what they change, like the writes they stand for.
-    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
-        self.inner.txn_log_read(after, limit).await
-    }
-
-    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
-        self.inner.txn_log_bounds().await
-    }
-
-    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError> {
-        self.inner.txn_log_prune(before_ms).await
-    }
-
-    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.inner.txn_log_subscribe()
-    }
-
-    async fn apply_replicated_with_docs(
-        &self,
-        changes: Vec<ReplicatedChange>,
-        progress: Vec<(String, Option<Vec<u8>>)>,
-        docs: Vec<DocWrite>,
-    ) -> Result<(), StoreError> {
-        let mut keys = Vec::new();
-        let mut homing = false;
-        for c in &changes {
-            match c.write() {
-                ReplicatedWrite::Handle(k, _) => keys.push(keys::handle_key(&k)),
-                ReplicatedWrite::Meta(..) => homing = true,
-            }
-        }
-        let change = if homing { Change::All } else { Self::handle_change(keys, &docs) };
-        let outcome = self.inner.apply_replicated_with_docs(changes, progress, docs).await;
-        self.changed(change, outcome).await
-    }
-
-    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
-        self.inner.txn_log_reset(id).await
-    }
-
-    async fn checkpoint(&self) -> Result<(), StoreError> {
-        self.inner.checkpoint().await
-    }
-
+#[async_trait::async_trait]
+impl DocumentStore for CachingStore {
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
         if !cached_collection(collection) {
             return self.inner.doc_get(collection, id).await;
@@ -398,6 +350,78 @@ impl Store for CachingStore {
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
         self.inner.doc_scan(c, prefix, after, limit).await
+    }
+}
+
+#[async_trait::async_trait]
+impl TxnLogStore for CachingStore {
+    // The transaction log is not cached: pass through. Replicated changes drop
+    // what they change, like the writes they stand for.
+    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
+        self.inner.txn_log_read(after, limit).await
+    }
+
+    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
+        self.inner.txn_log_bounds().await
+    }
+
+    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError> {
+        self.inner.txn_log_prune(before_ms).await
+    }
+
+    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.txn_log_subscribe()
+    }
+
+    async fn apply_replicated_with_docs(
+        &self,
+        changes: Vec<ReplicatedChange>,
+        progress: Vec<(String, Option<Vec<u8>>)>,
+        docs: Vec<DocWrite>,
+    ) -> Result<(), StoreError> {
+        let mut keys = Vec::new();
+        let mut homing = false;
+        for c in &changes {
+            match c.write() {
+                ReplicatedWrite::Handle(k, _) => keys.push(keys::handle_key(&k)),
+                ReplicatedWrite::Meta(..) => homing = true,
+            }
+        }
+        let change = if homing { Change::All } else { Self::handle_change(keys, &docs) };
+        let outcome = self.inner.apply_replicated_with_docs(changes, progress, docs).await;
+        self.changed(change, outcome).await
+    }
+
+    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
+        self.inner.txn_log_reset(id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl StoreAdmin for CachingStore {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+
+    fn writable(&self) -> Result<(), StoreError> {
+        self.inner.writable()
+    }
+
+    fn close(&self) {
+        self.inner.close();
+        self.invalidate(&Change::All);
+    }
+
+    fn export(&self) -> Result<Box<dyn handled_store::backup::StoreExport>, StoreError> {
+        self.inner.export()
+    }
+
+    async fn checkpoint(&self) -> Result<(), StoreError> {
+        self.inner.checkpoint().await
     }
 }
 

@@ -24,7 +24,7 @@ async fn every_write_kind_invalidates() {
     assert_eq!(store.get(b"A/1").await.unwrap(), None);
     store.swap(b"A/1", Expect::Absent, Some(record(4))).await.unwrap();
     store.get(b"A/1").await.unwrap();
-    store.meta_put("homed/0.NA/A", None).await.unwrap();
+    store.home(b"0.NA/A", false).await.unwrap();
     assert_eq!(store.cache_stats().entries, 0);
     let s = store.cache_stats();
     assert!(s.hits == 0 && s.misses >= 6 && s.invalidations >= 5, "{s:?}");
@@ -218,52 +218,20 @@ impl HeldReads {
     }
 }
 
-#[async_trait]
-impl Store for HeldReads {
-    async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
-        self.inner.get(key).await
-    }
-    async fn swap_with_docs(
-        &self,
-        key: &[u8],
-        expect: Expect,
-        new: Option<HandleRecord>,
-        docs: Vec<DocWrite>,
-    ) -> Result<SwapOutcome, StoreError> {
-        self.inner.swap_with_docs(key, expect, new, docs).await
-    }
-    async fn scan_keys(&self, p: &[u8], s: Option<&[u8]>, l: usize) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.scan_keys(p, s, l).await
-    }
-    async fn put_many_with_docs(&self, r: Vec<(Vec<u8>, HandleRecord)>, d: Vec<DocWrite>) -> Result<(), StoreError> {
-        self.inner.put_many_with_docs(r, d).await
-    }
-    async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.meta_get(key).await
-    }
-    async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
-        self.inner.meta_put(key, value).await
-    }
-    async fn meta_scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        self.inner.meta_scan(prefix).await
-    }
-    async fn count(&self) -> Result<u64, StoreError> {
-        self.inner.count().await
-    }
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-    fn writable(&self) -> Result<(), StoreError> {
-        self.inner.writable()
-    }
+handled_store::forward_store!(RecordStore for HeldReads => inner);
+
+#[async_trait::async_trait]
+impl DocumentStore for HeldReads {
     async fn doc_get(&self, c: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
         let answer = self.inner.doc_get(c, id).await;
         self.hold().await;
         answer
     }
+
     async fn doc_swap(&self, c: &str, id: &[u8], e: DocExpect, n: Option<Document>) -> Result<DocOutcome, StoreError> {
         self.inner.doc_swap(c, id, e, n).await
     }
+
     async fn doc_lookup(
         &self,
         c: &str,
@@ -276,6 +244,7 @@ impl Store for HeldReads {
         self.hold().await;
         answer
     }
+
     async fn doc_scan(
         &self,
         c: &str,
@@ -285,36 +254,11 @@ impl Store for HeldReads {
     ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
         self.inner.doc_scan(c, p, a, l).await
     }
-    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
-        self.inner.txn_log_read(after, limit).await
-    }
-    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
-        self.inner.txn_log_bounds().await
-    }
-    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError> {
-        self.inner.txn_log_prune(before_ms).await
-    }
-    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.inner.txn_log_subscribe()
-    }
-    async fn apply_replicated_with_docs(
-        &self,
-        c: Vec<ReplicatedChange>,
-        p: Vec<(String, Option<Vec<u8>>)>,
-        d: Vec<DocWrite>,
-    ) -> Result<(), StoreError> {
-        self.inner.apply_replicated_with_docs(c, p, d).await
-    }
-    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
-        self.inner.txn_log_reset(id).await
-    }
-    async fn checkpoint(&self) -> Result<(), StoreError> {
-        self.inner.checkpoint().await
-    }
-    fn close(&self) {
-        self.inner.close()
-    }
 }
+
+handled_store::forward_store!(TxnLogStore for HeldReads => inner);
+
+handled_store::forward_store!(StoreAdmin for HeldReads => inner);
 
 /// A document read that took its answer before a write and fills after it
 /// must not plant the old answer (for both the document and its lookup).

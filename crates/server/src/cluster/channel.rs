@@ -253,7 +253,7 @@ impl Peers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use handled_store::{IndexMatch, MemoryStore, Store};
+    use handled_store::{DocumentStore, IndexMatch, MemoryStore};
 
     /// A frame under another key is refused: the connection closes, nothing
     /// is dropped and no ack comes back; the right key drops and acks.

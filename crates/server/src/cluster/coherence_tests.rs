@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use handled_proto::value::HandleValue;
-use handled_store::{DocExpect, Document, Expect, HandleRecord, IndexEntry, IndexMatch, MemoryStore, Store};
+use handled_store::{
+    DocExpect, Document, DocumentStore, Expect, HandleRecord, IndexEntry, IndexMatch, MemoryStore, RecordStore, Store,
+};
 
 use super::coherence::{Cluster, Timings};
 use crate::cache::{CachingStore, Coherence};

@@ -3,7 +3,6 @@
 use super::*;
 use crate::access::authorize::{administered_prefixes, is_server_admin};
 use handled_proto::handle;
-use handled_store::homed_meta_key;
 
 /// Keys fetched per store scan while listing.
 const SCAN_PAGE: usize = 1000;
@@ -74,7 +73,7 @@ pub async fn home_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Resu
     check_primary(state)?;
     let prefix_handle = prefix_handle_of(h)?;
     require_server_admin(state, caller).await?;
-    state.store.meta_put(&homed_meta_key(&prefix_handle), Some(Vec::new())).await?;
+    state.store.home(&prefix_handle, true).await?;
     state.set_homed(prefix_handle, true);
     Ok(())
 }
@@ -83,7 +82,7 @@ pub async fn unhome_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Re
     check_primary(state)?;
     let prefix_handle = prefix_handle_of(h)?;
     require_server_admin(state, caller).await?;
-    state.store.meta_put(&homed_meta_key(&prefix_handle), None).await?;
+    state.store.home(&prefix_handle, false).await?;
     state.set_homed(prefix_handle, false);
     Ok(())
 }

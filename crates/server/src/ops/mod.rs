@@ -66,8 +66,10 @@ impl From<StoreError> for OpError {
         tracing::error!("store: {e}");
         match e {
             // The store is out of reach (a cluster that lost its quorum, a closed
-            // store): try again later, elsewhere (RC 7, HTTP 503).
-            StoreError::Backend(_) | StoreError::Closed | StoreError::Io(_) => {
+            // store): try again later, elsewhere (RC 7, HTTP 503). A store that
+            // lacks the feature (e.g. Cassandra with replication_log = false) was
+            // a backend error before it had its own variant; still answered so.
+            StoreError::Backend(_) | StoreError::Closed | StoreError::Io(_) | StoreError::Unsupported(_) => {
                 OpError::new(ResponseCode::SERVER_BACKUP, "Storage unavailable, try again later")
             }
             StoreError::Corrupt(_) | StoreError::Invalid(_) => {

@@ -207,8 +207,7 @@ impl Rest {
     pub fn new(state: Arc<ServerState>, bodies: BodyReader) -> Rest {
         let ttl = Duration::from_secs(state.config.max_session_secs.max(1));
         // What sessions learn is shared through the store only when nodes share one.
-        let learned: Arc<dyn handled_store::Store> = if state.config.store_kind() == crate::config::StoreKind::Cassandra
-        {
+        let learned: Arc<dyn handled_store::Store> = if state.store.capabilities().shared {
             state.store.clone()
         } else {
             Arc::new(handled_store::MemoryStore::new())

@@ -5,14 +5,13 @@
 //!
 //! [`IndexedStore`] wraps the store so that *every* handle write keeps the
 //! index: the handle's index document rides along with the handle write
-//! ([`Store::swap_with_docs`]), so the two commit together and always agree —
+//! ([`RecordStore::swap_with_docs`]), so the two commit together and always agree —
 //! one commit per write, no locks, nothing to repair after a crash.
 
-use async_trait::async_trait;
 use handled_proto::value::{is_secret_type, HandleValue};
 use handled_store::{
-    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexEntry, IndexHit, IndexMatch,
-    ReplicatedChange, ReplicatedWrite, Store, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
+    DocWrite, Document, Expect, HandleRecord, IndexEntry, RecordStore, ReplicatedChange, ReplicatedWrite, Store,
+    StoreError, SwapOutcome, TxnEntry, TxnLogBounds, TxnLogStore,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -65,8 +64,8 @@ impl IndexedStore {
     }
 }
 
-#[async_trait]
-impl Store for IndexedStore {
+#[async_trait::async_trait]
+impl RecordStore for IndexedStore {
     async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
         self.inner.get(key).await
     }
@@ -116,22 +115,19 @@ impl Store for IndexedStore {
         self.inner.count().await
     }
 
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
+    async fn home(&self, prefix_handle: &[u8], homed: bool) -> Result<(), StoreError> {
+        self.inner.home(prefix_handle, homed).await
     }
 
-    fn writable(&self) -> Result<(), StoreError> {
-        self.inner.writable()
+    async fn homed_prefixes(&self) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.inner.homed_prefixes().await
     }
+}
 
-    fn close(&self) {
-        self.inner.close();
-    }
+handled_store::forward_store!(DocumentStore for IndexedStore => inner);
 
-    fn export(&self) -> Result<Box<dyn handled_store::backup::StoreExport>, StoreError> {
-        self.inner.export()
-    }
-
+#[async_trait::async_trait]
+impl TxnLogStore for IndexedStore {
     async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
         self.inner.txn_log_read(after, limit).await
     }
@@ -166,52 +162,15 @@ impl Store for IndexedStore {
     async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
         self.inner.txn_log_reset(id).await
     }
-
-    async fn checkpoint(&self) -> Result<(), StoreError> {
-        self.inner.checkpoint().await
-    }
-
-    async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
-        self.inner.doc_get(collection, id).await
-    }
-
-    async fn doc_swap(
-        &self,
-        c: &str,
-        id: &[u8],
-        expect: DocExpect,
-        new: Option<Document>,
-    ) -> Result<DocOutcome, StoreError> {
-        self.inner.doc_swap(c, id, expect, new).await
-    }
-
-    async fn doc_lookup(
-        &self,
-        c: &str,
-        index: &str,
-        key: IndexMatch<'_>,
-        after: Option<&IndexHit>,
-        limit: usize,
-    ) -> Result<Vec<IndexHit>, StoreError> {
-        self.inner.doc_lookup(c, index, key, after, limit).await
-    }
-
-    async fn doc_scan(
-        &self,
-        c: &str,
-        prefix: &[u8],
-        after: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
-        self.inner.doc_scan(c, prefix, after, limit).await
-    }
 }
+
+handled_store::forward_store!(StoreAdmin for IndexedStore => inner);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use handled_proto::value::ValuePermissions;
-    use handled_store::MemoryStore;
+    use handled_store::{IndexMatch, MemoryStore};
 
     fn record(values: Vec<HandleValue>) -> HandleRecord {
         HandleRecord::new(values)

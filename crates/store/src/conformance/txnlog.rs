@@ -1,37 +1,12 @@
 //! The transaction log (`txn_log` methods, and the logging every write does):
-//! the behaviour every backend that keeps a log must show. Listed in
-//! [`TXN_LOG_ALL`], apart from [`super::ALL`], because a backend may not keep a
-//! log yet (it must then refuse the log methods with a clear error instead).
+//! the behaviour every backend that keeps a log must show (listed in
+//! [`super::TXN_LOG`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{url_record, Test};
-use crate::{
-    homed_meta_key, DocWrite, Document, Expect, ReplicatedChange, Store, TxnAction, TxnEntry, TxnLogBounds,
-    TXN_LOG_READ_MAX,
-};
-
-macro_rules! txn_log_all {
-    ($($name:ident),* $(,)?) => {
-        /// Every transaction-log test, by name.
-        pub const TXN_LOG_ALL: &[(&str, Test)] = &[$((stringify!($name), |s| Box::pin($name(s)))),*];
-    };
-}
-
-txn_log_all!(
-    txn_log_local_writes,
-    txn_log_no_ops_and_conflicts_log_nothing,
-    txn_log_put_many,
-    txn_log_read_paging,
-    txn_log_prune_raises_floor,
-    txn_log_reset,
-    txn_log_apply_replicated,
-    txn_log_apply_replicated_all_or_nothing,
-    txn_log_subscribe_wakes_on_commit,
-    txn_log_concurrent_ids_gap_free,
-    txn_log_checkpoint,
-);
+use super::url_record;
+use crate::{DocWrite, Document, Expect, ReplicatedChange, Store, TxnAction, TxnEntry, TxnLogBounds, TXN_LOG_READ_MAX};
 
 /// The whole transaction log, read a page at a time (also for the crash tests).
 pub async fn read_whole_log(s: &dyn Store) -> Vec<TxnEntry> {
@@ -68,8 +43,8 @@ pub async fn txn_log_local_writes(s: Arc<dyn Store>) {
     s.swap(k, Expect::Present(url_record("1")), Some(url_record("2"))).await.unwrap();
     s.swap(k, Expect::Any, Some(url_record("3"))).await.unwrap();
     s.swap(k, Expect::Any, None).await.unwrap();
-    s.meta_put(&homed_meta_key(b"0.NA/20.5000"), Some(Vec::new())).await.unwrap();
-    s.meta_put(&homed_meta_key(b"0.NA/20.5000"), None).await.unwrap();
+    s.home(b"0.NA/20.5000", true).await.unwrap();
+    s.home(b"0.NA/20.5000", false).await.unwrap();
     // With documents riding along, the handle write is logged just the same.
     let doc = DocWrite { collection: "c".into(), id: b"d".to_vec(), doc: Some(Document::new(b"x".to_vec(), vec![])) };
     s.swap_with_docs(b"20.5000/b", Expect::Absent, Some(url_record("b")), vec![doc]).await.unwrap();
@@ -98,7 +73,7 @@ pub async fn txn_log_no_ops_and_conflicts_log_nothing(s: Arc<dyn Store>) {
     let k = b"20.5000/a";
     s.swap(k, Expect::Any, None).await.unwrap(); // delete of an absent handle
     s.swap(k, Expect::Present(url_record("x")), Some(url_record("y"))).await.unwrap(); // conflict
-    s.meta_put(&homed_meta_key(b"0.NA/X"), None).await.unwrap(); // unhome of what is not homed
+    s.home(b"0.NA/X", false).await.unwrap(); // unhome of what is not homed
     s.meta_put("site/serial", Some(vec![1])).await.unwrap(); // not a homing
     s.meta_put("site/serial", None).await.unwrap();
     assert_eq!(s.txn_log_bounds().await.unwrap(), TxnLogBounds::default());
@@ -226,7 +201,7 @@ pub async fn txn_log_apply_replicated(s: Arc<dyn Store>) {
     s.apply_replicated(changes, progress).await.unwrap();
     assert_eq!(s.get(b"20.5000/a").await.unwrap(), Some(url_record("a2")));
     assert_eq!(s.get(b"20.5000/gone").await.unwrap(), None);
-    assert_eq!(s.meta_get(&homed_meta_key(b"0.NA/20.5000")).await.unwrap(), Some(Vec::new()));
+    assert_eq!(s.homed_prefixes().await.unwrap(), vec![b"0.NA/20.5000".to_vec()]);
     assert_eq!(s.meta_get("repl/source").await.unwrap(), Some(b"15".to_vec()));
     assert_eq!(s.meta_get("repl/old").await.unwrap(), None);
     let got = read_whole_log(&*s).await;
@@ -248,7 +223,7 @@ pub async fn txn_log_apply_replicated(s: Arc<dyn Store>) {
         ReplicatedChange { entry: entry(16, 8000, Update, "20.5000/a"), record: Some(url_record("a3")) },
     ];
     s.apply_replicated(again, vec![("repl/source".to_owned(), Some(b"16".to_vec()))]).await.unwrap();
-    assert_eq!(s.meta_get(&homed_meta_key(b"0.NA/20.5000")).await.unwrap(), None);
+    assert!(s.homed_prefixes().await.unwrap().is_empty());
     assert_eq!(s.get(b"20.5000/a").await.unwrap(), Some(url_record("a3")));
     let got = read_whole_log(&*s).await;
     assert_eq!(got.iter().map(|e| e.id).collect::<Vec<_>>(), vec![10, 11, 12, 13, 14, 15, 16]);
@@ -300,7 +275,7 @@ pub async fn txn_log_subscribe_wakes_on_commit(s: Arc<dyn Store>) {
     s.swap(b"20.5000/a", Expect::Absent, Some(url_record("b"))).await.unwrap();
     s.meta_put("site/x", Some(vec![1])).await.unwrap();
     assert!(!rx.has_changed().unwrap());
-    s.meta_put(&homed_meta_key(b"0.NA/X"), Some(Vec::new())).await.unwrap();
+    s.home(b"0.NA/X", true).await.unwrap();
     assert!(rx.has_changed().unwrap());
     assert_eq!(*rx.borrow_and_update(), 2);
 }

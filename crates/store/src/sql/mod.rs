@@ -26,8 +26,8 @@ use async_trait::async_trait;
 use sqlx::PgPool;
 
 use crate::{
-    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, IndexHit, IndexMatch, ReplicatedChange,
-    StatCounters, Store, StoreError, StoreStats, SwapOutcome, TxnEntry, TxnLogBounds,
+    Backup, Capabilities, DocWrite, DocumentStore, Expect, HandleRecord, RecordStore, StatCounters, StoreAdmin,
+    StoreError, StoreStats, SwapOutcome, TxnLogStore,
 };
 
 mod declined;
@@ -46,8 +46,6 @@ pub struct SqlStore {
     options: SqlOptions,
     closed: AtomicBool,
     stats: StatCounters,
-    /// Never advances: there is no transaction log (see [`declined`]).
-    txn_last: tokio::sync::watch::Sender<u64>,
 }
 
 impl SqlStore {
@@ -64,13 +62,7 @@ impl SqlStore {
                 other => other,
             }
         })?;
-        Ok(SqlStore {
-            pool,
-            options: options.clone(),
-            closed: AtomicBool::new(false),
-            stats: StatCounters::default(),
-            txn_last: tokio::sync::watch::channel(0).0,
-        })
+        Ok(SqlStore { pool, options: options.clone(), closed: AtomicBool::new(false), stats: StatCounters::default() })
     }
 
     fn check_open(&self) -> Result<(), StoreError> {
@@ -91,7 +83,7 @@ impl SqlStore {
 }
 
 #[async_trait]
-impl Store for SqlStore {
+impl RecordStore for SqlStore {
     async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
         self.get_record(key).await
     }
@@ -144,6 +136,30 @@ impl Store for SqlStore {
     async fn count(&self) -> Result<u64, StoreError> {
         self.count_handles().await
     }
+}
+
+/// Handle.Net's schema has no place for documents or a transaction log: the
+/// seams' defaults decline them ([`declined`] says so for writes that carry documents).
+impl DocumentStore for SqlStore {}
+impl TxnLogStore for SqlStore {}
+
+#[async_trait]
+impl StoreAdmin for SqlStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            // Several nodes may share one database, but sessions and the site
+            // key would need documents: each node keeps its own (README).
+            shared: false,
+            durable: true,
+            documents: false,
+            txn_log: false,
+            backup: Backup::Refused(
+                "this server's store is a SQL database (Handle.Net's tables): back it up with the database's own \
+                 tools (`pg_dump DATABASE -F t | gzip -c > handles.tgz`, Technical Manual §8.2) and keep the data \
+                 directory (server key)",
+            ),
+        }
+    }
 
     fn stats(&self) -> StoreStats {
         self.stats.snapshot()
@@ -151,64 +167,6 @@ impl Store for SqlStore {
 
     fn writable(&self) -> Result<(), StoreError> {
         self.check_writable()
-    }
-
-    async fn doc_get(&self, _: &str, _: &[u8]) -> Result<Option<Document>, StoreError> {
-        Err(declined::no_documents())
-    }
-
-    async fn doc_swap(&self, _: &str, _: &[u8], _: DocExpect, _: Option<Document>) -> Result<DocOutcome, StoreError> {
-        Err(declined::no_documents())
-    }
-
-    async fn doc_lookup(
-        &self,
-        _: &str,
-        _: &str,
-        _: IndexMatch<'_>,
-        _: Option<&IndexHit>,
-        _: usize,
-    ) -> Result<Vec<IndexHit>, StoreError> {
-        Err(declined::no_documents())
-    }
-
-    async fn doc_scan(
-        &self,
-        _: &str,
-        _: &[u8],
-        _: Option<&[u8]>,
-        _: usize,
-    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
-        Err(declined::no_documents())
-    }
-
-    async fn txn_log_read(&self, _: u64, _: usize) -> Result<Vec<TxnEntry>, StoreError> {
-        Err(declined::no_txn_log())
-    }
-
-    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
-        Err(declined::no_txn_log())
-    }
-
-    async fn txn_log_prune(&self, _: u64) -> Result<u64, StoreError> {
-        Err(declined::no_txn_log())
-    }
-
-    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.txn_last.subscribe()
-    }
-
-    async fn apply_replicated_with_docs(
-        &self,
-        _: Vec<ReplicatedChange>,
-        _: Vec<(String, Option<Vec<u8>>)>,
-        _: Vec<DocWrite>,
-    ) -> Result<(), StoreError> {
-        Err(declined::no_txn_log())
-    }
-
-    async fn txn_log_reset(&self, _: u64) -> Result<(), StoreError> {
-        Err(declined::no_txn_log())
     }
 
     /// Every acknowledged write is a committed transaction, durable in the

@@ -3,7 +3,7 @@
 //! program inserts or changes with plain SQL are read at once.
 
 use handled_proto::{HandleValue, TtlType, ValuePermissions, ValueReference};
-use handled_store::{Expect, HandleRecord, SqlStore, Store};
+use handled_store::{Expect, HandleRecord, RecordStore, SqlStore};
 use sqlx::{Connection, Executor, Row};
 
 use super::options;

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use handled_proto::HandleValue;
 use handled_store::conformance::{rich_record, url_record};
-use handled_store::{DocExpect, Expect, HandleRecord, SqlOptions, SqlStore, Store, StoreError, SwapOutcome};
+use handled_store::{
+    DocExpect, Expect, HandleRecord, RecordStore, SqlOptions, SqlStore, Store, StoreAdmin, StoreError, SwapOutcome,
+};
 use sqlx::{Connection, Executor};
 
 use super::{options, store};

@@ -1,0 +1,65 @@
+//! [`StoreAdmin`]: what a store is ([`Capabilities`]) and how it is run
+//! (metrics, readiness, checkpoints, shutdown, backups).
+
+use crate::{backup::StoreExport, StoreError, StoreStats};
+
+/// What a backend can do and how it is deployed, for callers to decide by
+/// instead of by backend name. Each backend says it of itself; wrappers
+/// forward the inner store's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Several server nodes use the store at once (behind a balancer): they
+    /// share the site key, challenges and sessions through it, and a node's
+    /// record cache needs the cluster channel to hear the others' writes.
+    pub shared: bool,
+    /// What it holds outlives the process (not an in-memory store).
+    pub durable: bool,
+    /// [`crate::DocumentStore`] works (the domain registry, `/hrls` search
+    /// and shared sessions need it); otherwise every method refuses.
+    pub documents: bool,
+    /// [`crate::TxnLogStore`] works (a replication source or mirror needs it);
+    /// otherwise every method refuses.
+    pub txn_log: bool,
+    /// Whether [`StoreAdmin::export`] gives an online backup.
+    pub backup: Backup,
+}
+
+/// Online backups ([`crate::backup`]) of a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backup {
+    /// [`StoreAdmin::export`] gives a consistent export.
+    Export,
+    /// No export: why, and what to do instead (shown to whoever asked).
+    Refused(&'static str),
+}
+
+/// Running a store: metrics, readiness, checkpoints, shutdown and backups.
+#[async_trait::async_trait]
+pub trait StoreAdmin: Send + Sync + 'static {
+    /// What this store can do. Required, so that wrappers forward it.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Counters for metrics.
+    fn stats(&self) -> StoreStats;
+
+    /// Whether writes can be taken now, and if not why (e.g. the disk is full);
+    /// for readiness. Required, so that wrappers forward it.
+    fn writable(&self) -> Result<(), StoreError>;
+
+    /// Durable checkpoint (opcode 1003): everything acknowledged is in the
+    /// backing storage's main file when this returns.
+    async fn checkpoint(&self) -> Result<(), StoreError>;
+
+    /// Finish the writes already queued, then release the backing storage so it
+    /// is left cleanly shut down. Later calls fail with [`StoreError::Closed`].
+    fn close(&self);
+
+    /// A consistent export of everything stored, for a backup ([`crate::backup`]),
+    /// when [`Capabilities::backup`] is [`Backup::Export`].
+    fn export(&self) -> Result<Box<dyn StoreExport>, StoreError> {
+        Err(match self.capabilities().backup {
+            Backup::Refused(why) => StoreError::Unsupported(why.into()),
+            Backup::Export => StoreError::Unsupported("this store backend has no backup export".into()),
+        })
+    }
+}
