@@ -44,3 +44,19 @@ async fn console_over_plain_http_when_allowed() {
     assert_eq!(status, 404);
     assert!(!String::from_utf8(body).unwrap().contains("/admin/app.js"), "not the console");
 }
+
+/// `allow_plain_http_admin` is one of the keys SIGHUP reloads: the console
+/// follows the setting in force, as the JSON API does.
+#[tokio::test]
+async fn allowing_plain_http_takes_effect_without_a_restart() {
+    let server = handled_testkit::start(|_| {}).await;
+    let mut s = TcpStream::connect(server.addrs.http).await.unwrap();
+    let mut buf = Vec::new();
+    get(&mut s, "/admin/").await;
+    assert_eq!(read_response(&mut s, &mut buf).await.unwrap().0, 403);
+    let mut live = (*server.state.live()).clone();
+    live.allow_plain_http_admin = true;
+    server.state.set_live(live);
+    get(&mut s, "/admin/").await;
+    assert_eq!(read_response(&mut s, &mut buf).await.unwrap().0, 200);
+}

@@ -95,7 +95,7 @@ pub(super) async fn route(shared: &HttpShared, conn: Conn, req: Request<Incoming
     let response = if api {
         Box::pin(shared.rest.handle(conn, req)).await
     } else if crate::console::is_console_path(path) {
-        crate::console::serve(&req, conn.secure, state.config.allow_plain_http_admin)
+        crate::console::serve(&req, conn.secure, state.live().allow_plain_http_admin)
     } else if state.config.enable_proxy {
         Box::pin(crate::proxy::serve(state, conn, req, shared.keep_alive)).await
     } else if req.method() == Method::GET && path.len() > 1 && path[1..].contains('/') {
