@@ -74,8 +74,12 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     let fresh = build_site(&config, hs_pubkey.clone(), 0, primary);
     let print = fingerprint(&fresh);
     let old_serial = read_u16(&*store, META_SITE_SERIAL).await?;
+    // A read-only store (Handle.Net's sql_read_only) is served as it is:
+    // nothing is written, neither the serial nor prefix and admin handles.
+    let read_only = store.capabilities().read_only;
     let serial = match (old_serial, store.meta_get(META_SITE_FINGERPRINT).await?) {
         (Some(serial), Some(old)) if old == print => serial,
+        (serial, _) if read_only => serial.unwrap_or(1),
         (serial, _) => {
             let next = serial.unwrap_or(0).wrapping_add(1).max(1);
             store.meta_put(META_SITE_FINGERPRINT, Some(print)).await?;
@@ -92,6 +96,11 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     let prefixes: &[String] = if replicated { &[] } else { &config.prefixes };
     for prefix in prefixes {
         let prefix_handle = handle::normalize(format!("0.NA/{prefix}").as_bytes(), false);
+        if read_only {
+            // Served, as the operator said; the database is left as it is.
+            homed.insert(prefix_handle);
+            continue;
+        }
         if homed.insert(prefix_handle.clone()) {
             store.home(&prefix_handle, true).await?;
         }

@@ -3,13 +3,16 @@
 //! (the prefix homed in `nas`, the admin handle in `handles`), rows another
 //! program inserts with plain SQL resolve at once over UDP, TCP and HTTP, a
 //! delete by that program is seen at once, and a restart on the same database
-//! keeps the site serial.
+//! keeps the site serial; with `read_only` nothing is written at all.
 
 #[path = "../../store/tests/pg_server/mod.rs"]
 mod pg_server;
 
-use handled_client::{resolved_values, Connection, Protocol, ResolveOptions};
+use handled_client::{
+    resolved_values, AdminSession, ConnectParams, Connection, Credentials, KeyChoice, Protocol, ResolveOptions,
+};
 use handled_proto::header::ResponseCode;
+use handled_proto::value::HandleValue;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -75,6 +78,33 @@ async fn a_handle_net_database_served_by_handled() {
     assert_eq!(psql("select encode(v, 'hex') from handled_meta where k = 'site/serial'::bytea"), "0002");
     assert_eq!(psql("select count(*) from nas"), "1");
     again.shutdown(Duration::from_secs(2)).await;
+
+    // sql_read_only: the database is served as it is, nothing is written at
+    // start, and administration is answered as a mirror answers it.
+    let admin_credentials = s.credentials.first().expect("the first start made TEST/ADMIN").clone();
+    psql(
+        "insert into handles values ('TEST/RO'::bytea, 1, 'URL'::bytea, 'https://example.org/ro'::bytea, \
+         0, 86400, 1700000000, '', true, true, true, false)",
+    );
+    let rows =
+        psql("select count(*) from handles") + &psql("select string_agg(encode(v, 'hex'), ',') from handled_meta");
+    let mut ro = handled_testkit::start(|c| {
+        tweak(c);
+        c.sql.create_schema = false;
+        c.sql.read_only = true;
+    })
+    .await;
+    let mut tcp = Connection::open(Protocol::Tcp, ro.addrs.tcp, TIMEOUT, false).await.unwrap();
+    let r = tcp.resolve(b"TEST/RO", &ResolveOptions::default()).await.unwrap();
+    assert_eq!(resolved_values(&r).unwrap()[0].data, b"https://example.org/ro");
+    let creds = Credentials::load(&admin_credentials, KeyChoice::Secret).unwrap();
+    let mut admin = AdminSession::open(ConnectParams::new(Protocol::Tcp, ro.addrs.tcp), creds).await.unwrap();
+    let refused = admin.create(b"TEST/NEW", &[HandleValue::new(1, "URL", "https://example.org/n")]).await.unwrap_err();
+    assert_eq!(refused.code(), Some(ResponseCode::SERVER_NOT_RESP), "{refused}");
+    let now =
+        psql("select count(*) from handles") + &psql("select string_agg(encode(v, 'hex'), ',') from handled_meta");
+    assert_eq!(now, rows, "a read-only server wrote to the database");
+    ro.shutdown(Duration::from_secs(2)).await;
 }
 
 #[tokio::test]

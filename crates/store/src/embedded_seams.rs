@@ -228,7 +228,14 @@ impl TxnLogStore for EmbeddedStore {
 #[async_trait::async_trait]
 impl StoreAdmin for EmbeddedStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities { shared: false, durable: true, documents: true, txn_log: true, backup: Backup::Export }
+        Capabilities {
+            shared: false,
+            durable: true,
+            documents: true,
+            txn_log: true,
+            backup: Backup::Export,
+            read_only: false,
+        }
     }
 
     fn stats(&self) -> StoreStats {

@@ -437,6 +437,7 @@ impl StoreAdmin for MemoryStore {
                 "this server keeps its store in memory (--ephemeral): there is nothing durable to back up; \
                  run it on the embedded store (the default) to keep data",
             ),
+            read_only: false,
         }
     }
 

@@ -41,6 +41,7 @@ impl StoreAdmin for RecordsOnly {
             documents: false,
             txn_log: false,
             backup: Backup::Refused("records only: nothing to back up"),
+            read_only: false,
         }
     }
     fn stats(&self) -> StoreStats {

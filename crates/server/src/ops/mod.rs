@@ -105,9 +105,11 @@ pub const NOT_A_PRIMARY: &str = "Not a primary server";
 /// home, unhome: Java's `isAdminRequest`) is for the primary: RC 301 before
 /// any authentication, as the original's `processRequest` answers. Listing
 /// handles and homed prefixes is no such request there, and works on a mirror.
+/// A read-only store (Handle.Net's `sql_read_only`) is answered the same way.
 pub(crate) fn check_primary(state: &ServerState) -> Result<(), OpError> {
     match state.mirror() {
         Some(m) if m.is_read_only() => Err(OpError::new(ResponseCode::SERVER_NOT_RESP, NOT_A_PRIMARY)),
+        _ if state.store.capabilities().read_only => Err(OpError::new(ResponseCode::SERVER_NOT_RESP, NOT_A_PRIMARY)),
         _ => Ok(()),
     }
 }

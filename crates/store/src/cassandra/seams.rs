@@ -192,6 +192,7 @@ impl StoreAdmin for CassandraStore {
                  (`nodetool snapshot KEYSPACE` on every node, then copy the snapshot directories); \
                  the site key is kept in the store",
             ),
+            read_only: false,
         }
     }
 

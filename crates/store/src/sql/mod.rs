@@ -158,6 +158,7 @@ impl StoreAdmin for SqlStore {
                  tools (`pg_dump DATABASE -F t | gzip -c > handles.tgz`, Technical Manual §8.2) and keep the data \
                  directory (server key)",
             ),
+            read_only: self.options.read_only,
         }
     }
 

@@ -22,6 +22,9 @@ pub struct Capabilities {
     pub txn_log: bool,
     /// Whether [`StoreAdmin::export`] gives an online backup.
     pub backup: Backup,
+    /// Every write is refused (Handle.Net's `sql_read_only`): a server on it
+    /// writes nothing at start and answers administration like a mirror.
+    pub read_only: bool,
 }
 
 /// Online backups ([`crate::backup`]) of a store.
