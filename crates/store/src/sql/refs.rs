@@ -38,7 +38,7 @@ pub(crate) fn encode_refs(refs: &[ValueReference]) -> Result<String, InvalidReco
     }
     let mut out = String::with_capacity(joined.len());
     for c in joined.chars() {
-        if c == '%' || c < ' ' || c >= '\u{7f}' {
+        if c == '%' || !(' '..'\u{7f}').contains(&c) {
             let mut units = [0u16; 2];
             for u in c.encode_utf16(&mut units) {
                 out.push_str(&format!("%{u:04X}"));
