@@ -10,7 +10,8 @@
 //   auth seckey:IDX:HANDLE:SECRET
 //   auth handled:CREDENTIALS.json    handled's --admin-credentials file (HS_SECKEY)
 //   create HANDLE SPEC...            SPEC = IDX:TYPE:DATA[|ttl=N][|abs][|perms=ARWR] (perms: 4 bits
-//                                    admin-read admin-write public-read public-write, e.g. 1100);
+//                                    admin-read admin-write public-read public-write, e.g. 1100;
+//                                    refs=IDX:HANDLE,IDX:HANDLE: the value's references);
 //                                    TYPE HS_ADMIN takes DATA = ADMIN_IDX:ADMIN_HANDLE (all rights);
 //                                    DATA = @FILE takes the file's bytes (e.g. an HS_PUBKEY)
 //   add HANDLE SPEC... | modify HANDLE SPEC... | remove HANDLE IDX... | delete HANDLE
@@ -146,6 +147,13 @@ public class HsTool {
                 v.setAdminCanWrite(b.charAt(1) == '1');
                 v.setAnyoneCanRead(b.charAt(2) == '1');
                 v.setAnyoneCanWrite(b.charAt(3) == '1');
+            } else if (o.startsWith("refs=")) {
+                List<ValueReference> refs = new ArrayList<>();
+                for (String r : o.substring(5).split(",")) {
+                    String[] ih = r.split(":", 2);
+                    refs.add(new ValueReference(h(ih[1]), Integer.parseInt(ih[0])));
+                }
+                v.setReferences(refs.toArray(new ValueReference[0]));
             } else throw new IllegalArgumentException("value option " + o);
         }
         return v;

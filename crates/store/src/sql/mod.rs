@@ -35,6 +35,7 @@ mod error;
 mod meta;
 mod options;
 mod records;
+mod refs;
 pub mod schema;
 mod values;
 

@@ -79,7 +79,8 @@ async fn rows_are_written_as_handle_net_writes_them() {
     assert_eq!(r.get::<String, _>(1), "HS_ADMIN");
     assert_eq!(r.get::<String, _>(2), "0ff2");
     assert_eq!((r.get::<i16, _>(3), r.get::<i32, _>(4), r.get::<i32, _>(5)), (1, 1_900_000_000, 1_700_000_000));
-    assert_eq!(r.get::<String, _>(6), "200:0.NA/TEST\t-1:TEST/tab\\there");
+    // As Handle.Net 9.0.0 writes it (tests/sql-handle-net): the separating tab as `%0009`.
+    assert_eq!(r.get::<String, _>(6), "200:0.NA/TEST%0009-1:TEST/tab\\there");
     let perms: (bool, bool, bool, bool) = (r.get(7), r.get(8), r.get(9), r.get(10));
     assert_eq!(perms, (true, false, false, true));
     assert_eq!(rows[0].get::<String, _>(6), "", "no references: an empty string");
@@ -98,6 +99,18 @@ async fn rows_another_program_writes_are_read_at_once() {
     )
     .await
     .unwrap();
+    // References as Handle.Net 9.0.0 wrote them (`%XXXX`), and as §8.1.4 describes (raw tabs).
+    c.execute(
+        "insert into handles values ('APP/43'::bytea, 1, 'URL'::bytea, 'x'::bytea, 0, 86400, 1700000000, \
+         '1:TEST/ADMIN%0009300:TEST/R%00E9%0025', true, true, true, false), \
+         ('APP/43'::bytea, 2, 'URL'::bytea, 'x'::bytea, 0, 86400, 1700000000, E'1:A\t2:B\\\\tC', true, true, true, false)",
+    )
+    .await
+    .unwrap();
+    let refs = s.get(b"APP/43").await.unwrap().unwrap().values.into_iter().map(|v| v.references).collect::<Vec<_>>();
+    let r = |index, handle: &str| ValueReference { handle: handle.as_bytes().to_vec(), index };
+    assert_eq!(refs, vec![vec![r(1, "TEST/ADMIN"), r(300, "TEST/R\u{e9}%")], vec![r(1, "A"), r(2, "B\tC")]]);
+    c.execute("delete from handles where handle = 'APP/43'::bytea").await.unwrap();
     let got = s.get(b"APP/42").await.unwrap().unwrap();
     assert_eq!(got.values.len(), 2);
     assert_eq!(got.values[0].data, b"https://example.org/42");
