@@ -36,9 +36,6 @@ pub enum Lookup {
 /// One place handles can come from.
 #[async_trait]
 pub trait ResolutionSource: Send + Sync {
-    /// For logs and metrics.
-    fn name(&self) -> &'static str;
-
     /// Answers from this process only (memory, the local store) on `state`:
     /// no network round trip, so the UDP receive thread may run it inline.
     fn answers_locally(&self, _state: &ServerState) -> bool {
@@ -77,10 +74,6 @@ impl ResolutionChain {
     /// Every source answers locally on `state`: resolution never waits on the network.
     pub fn answers_locally(&self, state: &ServerState) -> bool {
         self.sources.iter().all(|s| s.answers_locally(state))
-    }
-
-    pub fn names(&self) -> Vec<&'static str> {
-        self.sources.iter().map(|s| s.name()).collect()
     }
 
     /// Ask each source in turn. No answer: 100 (handle not found) when some

@@ -9,10 +9,6 @@ pub struct LocalStore;
 
 #[async_trait]
 impl ResolutionSource for LocalStore {
-    fn name(&self) -> &'static str {
-        "local store"
-    }
-
     async fn lookup(&self, state: &ServerState, query: &Query<'_>, _not_found: bool) -> Result<Lookup, OpError> {
         if !state.is_homed(query.canonical).await {
             return Ok(Lookup::Pass);

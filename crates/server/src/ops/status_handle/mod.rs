@@ -41,10 +41,6 @@ pub struct StatusHandle;
 
 #[async_trait]
 impl ResolutionSource for StatusHandle {
-    fn name(&self) -> &'static str {
-        "status handle"
-    }
-
     async fn lookup(&self, state: &ServerState, query: &Query<'_>, _not_found: bool) -> Result<Lookup, OpError> {
         if !is_status_handle(query.canonical) {
             return Ok(Lookup::Pass);

@@ -33,10 +33,6 @@ pub struct Templates;
 
 #[async_trait]
 impl ResolutionSource for Templates {
-    fn name(&self) -> &'static str {
-        "template handles"
-    }
-
     async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
         // Only handles this server is responsible for and does not hold.
         if !not_found {
