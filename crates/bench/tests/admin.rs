@@ -25,7 +25,7 @@ async fn server() -> TestServer {
     let server = handled_testkit::start(|c| {
         c.ephemeral = false;
         c.data_dir = dir.path().join("data");
-        c.registry_port = Some(0);
+        c.registry.port = Some(0);
         c.admin_credentials = Some(creds_path.clone());
     })
     .await;
@@ -47,8 +47,9 @@ async fn bench(spec: &TargetSpec, workload: Workload, model: &Model) -> Stats {
     run(&plan, model).await.unwrap()
 }
 
+/// Over TCP: checking what the run left must not hang on one UDP datagram.
 async fn resolve(s: &TestServer, handle: &str) -> (ResponseCode, Vec<String>) {
-    let mut c = Connection::open(Protocol::Udp, s.addrs.udp, Duration::from_secs(2), false).await.unwrap();
+    let mut c = Connection::open(Protocol::Tcp, s.addrs.tcp, Duration::from_secs(10), false).await.unwrap();
     let r = c.resolve(handle.as_bytes(), &ResolveOptions::default()).await.unwrap();
     let values =
         resolved_values(&r).unwrap_or_default().iter().map(|v| String::from_utf8_lossy(&v.data).into_owned()).collect();

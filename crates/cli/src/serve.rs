@@ -108,7 +108,7 @@ impl ServeArgs {
             c.http_port = p;
         }
         if let Some(p) = self.registry_port {
-            c.registry_port = Some(p);
+            c.registry.port = Some(p);
         }
         if !self.prefixes.is_empty() {
             c.prefixes = self.prefixes.clone();
@@ -118,15 +118,15 @@ impl ServeArgs {
             c.admin_credentials = Some(p.clone());
         }
         if let Some(s) = self.store {
-            c.store = s;
+            c.storage.store = s;
         }
         if let Some(mb) = self.cache_mb {
-            c.cache_mb = mb;
+            c.storage.record_cache_mb = mb;
         }
         if let Some(a) = self.cluster_listen {
-            c.cluster_listen = Some(a);
+            c.cluster.listen = Some(a);
         }
-        let cass = &mut c.cassandra;
+        let cass = &mut c.storage.cassandra;
         if !self.cassandra_contact_points.is_empty() {
             cass.contact_points = self.cassandra_contact_points.clone();
         }
@@ -175,7 +175,8 @@ fn check_published_address(c: &Config) -> anyhow::Result<()> {
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = args.config()?;
-    let mirror = MirrorSettings::from_config(&config).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    let mirror =
+        MirrorSettings::from_config(&config.replication).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let bound = Server::bind(config).context("cannot listen")?;
     let config = &bound.config;
     let store = open_store(config).await?;
@@ -192,7 +193,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .context("cannot start the memory trimming thread")?;
     // Credentials an ephemeral server put in the temp directory die with it.
     let temporary_credentials = config.ephemeral && config.admin_credentials.is_none();
-    if !config.ephemeral && config.store == StoreKind::Embedded {
+    if !config.ephemeral && config.storage.store == StoreKind::Embedded {
         eprintln!("data directory {}", absolute(&config.data_dir).display());
     }
     let booted = bound.bootstrap(store).await?;

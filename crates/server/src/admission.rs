@@ -36,7 +36,7 @@ impl Rejection {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AdmissionConfig {
+pub struct AdmissionLimits {
     pub max_concurrent: usize,
     pub queue: usize,
     pub max_wait: Duration,
@@ -62,7 +62,7 @@ pub struct Admission {
 }
 
 struct Inner {
-    config: AdmissionConfig,
+    config: AdmissionLimits,
     permits: Arc<Semaphore>,
     waiting: AtomicUsize,
     admitted: AtomicU64,
@@ -150,7 +150,7 @@ impl Drop for QueuedTurn {
 }
 
 impl Admission {
-    pub fn new(config: AdmissionConfig) -> Self {
+    pub fn new(config: AdmissionLimits) -> Self {
         Admission {
             inner: Arc::new(Inner {
                 config,
@@ -222,7 +222,7 @@ mod tests {
     use super::*;
 
     fn small(max_wait_ms: u64) -> Arc<Admission> {
-        Arc::new(Admission::new(AdmissionConfig {
+        Arc::new(Admission::new(AdmissionLimits {
             max_concurrent: 2,
             queue: 3,
             max_wait: Duration::from_millis(max_wait_ms),
@@ -269,7 +269,7 @@ mod tests {
     /// `max_wait` is refused on arrival instead of after waiting `max_wait`.
     #[tokio::test]
     async fn hopeless_waits_are_refused_on_arrival() {
-        let a = Arc::new(Admission::new(AdmissionConfig {
+        let a = Arc::new(Admission::new(AdmissionLimits {
             max_concurrent: 1,
             queue: 100,
             max_wait: Duration::from_millis(100),

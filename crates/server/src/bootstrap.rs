@@ -66,9 +66,9 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     // A mirror (or a promoted one) serves the prefixes, prefix and admin handles it
     // replicates: writing its own would log changes outside the source's sequence.
     let promoted = crate::replication::mirror::is_promoted(&*store).await?;
-    let replicated = config.replication_source.is_some() || promoted;
+    let replicated = config.replication.source.is_some() || promoted;
     // A mirror's site record says so (a promoted one is a primary).
-    let primary = config.replication_source.is_none() || promoted;
+    let primary = config.replication.source.is_none() || promoted;
 
     // Bump the serial only when the published record really changed (§6.3).
     let fresh = build_site(&config, hs_pubkey.clone(), 0, primary);
@@ -135,9 +135,9 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
 async fn join_cluster(state: &ServerState, store: Arc<dyn Store>) -> Result<(), BootstrapError> {
     use crate::cache::Coherence;
     use crate::cluster::{coherence::Cluster, lease};
-    match (state.config.cluster_listen, &state.cache) {
+    match (state.config.cluster.listen, &state.cache) {
         (Some(listen), Some(cache)) => {
-            let timings = state.config.cluster_timings();
+            let timings = state.config.cluster.timings();
             let cluster = Cluster::start(store, cache, listen, state.key.pkcs8(), timings)
                 .await
                 .map_err(|e| BootstrapError::Invalid(format!("cluster_listen {listen}: {e}")))?;

@@ -11,8 +11,6 @@ pub mod bootstrap;
 pub mod cache;
 pub mod cluster;
 pub mod config;
-pub mod config_sql;
-pub mod config_templates;
 pub mod console;
 pub mod http_body;
 pub mod import;

@@ -22,11 +22,12 @@ impl Live {
     pub fn of(config: &Config) -> Live {
         Live {
             server_admins: config.parsed_server_admins().unwrap_or_default(),
-            status_handle_admins: crate::config::parse_admin_list(&config.status_handle_admins).unwrap_or_default(),
+            status_handle_admins: crate::config::parse_admin_list(&config.access.status_handle_admins)
+                .unwrap_or_default(),
             prefix_admins: config.prefix_admins(),
-            server_admin_full_access: config.server_admin_full_access,
-            allow_list_handles: config.allow_list_handles,
-            allow_plain_http_admin: config.allow_plain_http_admin,
+            server_admin_full_access: config.access.server_admin_full_access,
+            allow_list_handles: config.access.allow_list_handles,
+            allow_plain_http_admin: config.access.allow_plain_http_admin,
         }
     }
 

@@ -32,18 +32,18 @@ pub fn settings(c: &Config) -> Result<Settings, String> {
         StoreKind::Memory => "Ram",
         StoreKind::Embedded => "Embedded",
         StoreKind::Cassandra => "Cassandra",
-        StoreKind::Sql => "Sql", // refused at start (config_sql::check_compatible)
+        StoreKind::Sql => "Sql", // refused at start (config::sql::check_compatible)
     };
     Settings {
-        expires_max: c.registry_expires_max.min(i64::MAX as u64) as i64,
-        sweep_period: Duration::from_secs(c.registry_sweep_secs),
+        expires_max: c.registry.expires_max.min(i64::MAX as u64) as i64,
+        sweep_period: Duration::from_secs(c.registry.sweep_secs),
         storage_type,
         load_balancer_ip: None,
         dev_status_page: false,
-        retention: Duration::from_secs(c.registry_retention_secs),
-        unseen_retention: Duration::from_secs(c.registry_unseen_retention_secs),
-        max_hyperties_per_user: c.registry_max_hyperties_per_user,
-        max_records_per_peer: c.registry_max_records_per_peer,
+        retention: Duration::from_secs(c.registry.retention_secs),
+        unseen_retention: Duration::from_secs(c.registry.unseen_retention_secs),
+        max_hyperties_per_user: c.registry.max_hyperties_per_user,
+        max_records_per_peer: c.registry.max_records_per_peer,
     }
     .with_environment()
 }

@@ -57,26 +57,19 @@ pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<Reloaded, Relo
         Some(path) => {
             let file = Config::load(Some(path))?;
             // The running configuration (flags included) with only the reloadable keys replaced.
-            let mut merged = Config {
-                tls_cert: file.tls_cert,
-                tls_key: file.tls_key,
-                server_admins: file.server_admins,
-                server_admins_given: file.server_admins_given,
-                status_handle_admins: file.status_handle_admins,
-                server_admin_full_access: file.server_admin_full_access,
-                allow_list_handles: file.allow_list_handles,
-                allow_plain_http_admin: file.allow_plain_http_admin,
-                root_info: file.root_info,
-                remote_auth_timeout_ms: file.remote_auth_timeout_ms,
-                remote_auth_concurrent: file.remote_auth_concurrent,
-                ..state.config.clone()
-            };
+            let mut merged = state.config.clone();
+            merged.access = file.access;
+            merged.transport.tls_cert = file.transport.tls_cert;
+            merged.transport.tls_key = file.transport.tls_key;
+            merged.root_info = file.root_info;
+            merged.auth.remote_auth_timeout_ms = file.auth.remote_auth_timeout_ms;
+            merged.auth.remote_auth_concurrent = file.auth.remote_auth_concurrent;
             merged.default_server_admins();
             merged
         }
     };
     merged.parsed_server_admins()?;
-    crate::config::parse_admin_list(&merged.status_handle_admins)?;
+    crate::config::parse_admin_list(&merged.access.status_handle_admins)?;
     // Read again even if the path is the same: the root sites may have moved.
     let remote = crate::state::remote_auth_of(&merged).map_err(ReloadError::RootInfo)?;
     if let Some(tls) = &state.tls {
@@ -89,7 +82,7 @@ pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<Reloaded, Relo
     Ok(Reloaded {
         file: path.map(Path::to_path_buf),
         changed,
-        certificate: merged.tls_cert.filter(|_| state.tls.is_some()),
+        certificate: merged.transport.tls_cert.filter(|_| state.tls.is_some()),
         root_info: merged.root_info,
     })
 }

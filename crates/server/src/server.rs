@@ -69,12 +69,13 @@ impl Server {
         let tcp_addr = tcp.local_addr()?;
         // UDP shares the native port number with TCP (matters when it was 0).
         let udp_at = SocketAddr::new(config.listen, tcp_addr.port());
-        let udp = transport::udp::bind(udp_at, config.udp_socket_count()).map_err(named("native UDP", udp_at))?;
+        let udp =
+            transport::udp::bind(udp_at, config.transport.udp_socket_count()).map_err(named("native UDP", udp_at))?;
         let udp_addr = udp[0].local_addr()?;
         let http_at = SocketAddr::new(config.listen, config.http_port);
         let http = transport::tcp::bind(http_at).map_err(named("HTTP", http_at))?;
         let http_addr = http.local_addr()?;
-        let registry = match config.registry_port {
+        let registry = match config.registry.port {
             Some(p) => {
                 let at = SocketAddr::new(config.listen, p);
                 Some(transport::tcp::bind(at).map_err(named("domain registry", at))?)
@@ -86,7 +87,7 @@ impl Server {
         // The site record publishes the ports actually bound.
         config.port = tcp_addr.port();
         config.http_port = http_addr.port();
-        config.registry_port = registry_addr.map(|a| a.port());
+        config.registry.port = registry_addr.map(|a| a.port());
         Ok(Bound { config, addrs, udp, tcp, http, registry })
     }
 
@@ -149,7 +150,7 @@ impl Booted {
             transport::udp::spawn(state.clone(), socket, runtime.clone(), stop.clone())?;
         }
         // One set of connection limits over every TCP port: they share the descriptors.
-        let limits = transport::limits::ConnectionLimits::from_config(&state.config);
+        let limits = transport::limits::ConnectionLimits::from_config(&state.config.transport);
         let metrics = state.clone();
         let on_refusal: transport::accept::RefusalHook =
             Arc::new(move |name, why| metrics.metrics.connection_refused(name, why.label()));
@@ -171,7 +172,7 @@ impl Booted {
         let http = acceptor(b.http, "http", http_refusal);
         listeners.push(stop.spawn_until_draining(transport::unify::serve_port(state.clone(), http, stop.clone())));
         stop.spawn_until_draining(state.clone().sweep_expired());
-        if state.config.txnlog_num_days_to_keep > 0 {
+        if state.config.replication.txnlog_num_days_to_keep > 0 {
             stop.spawn_until_draining(replication::source::prune::prune_daily(state.clone()));
         }
         state.set_ready();

@@ -1,7 +1,7 @@
 //! What every request handler shares: configuration, store, server key, our
 //! site record and the set of homed prefixes.
 
-use crate::admission::{Admission, AdmissionConfig};
+use crate::admission::{Admission, AdmissionLimits};
 use crate::auth::challenge::Challenges;
 use crate::auth::remote::RemoteAuth;
 use crate::auth::work::AuthWork;
@@ -89,7 +89,7 @@ impl ServerState {
     ) -> Self {
         // Config::validate has checked the list; bootstrap refuses invalid configs.
         let live = RwLock::new(Arc::new(Live::of(&config)));
-        let logs = Logs::new(config.access_log, config.access_log_sample_every);
+        let logs = Logs::new(config.transport.access_log, config.transport.access_log_sample_every);
         let tls = match CertSlot::load(&config, &key) {
             Ok(slot) => Some(slot),
             Err(e) => {
@@ -97,12 +97,15 @@ impl ServerState {
                 None
             }
         };
-        let challenge_ttl = std::time::Duration::from_secs(config.challenge_timeout_secs.max(1));
+        let challenge_ttl = std::time::Duration::from_secs(config.auth.challenge_timeout_secs.max(1));
         let challenge_quota =
-            Quota { max_bytes: config.challenge_budget_mb << 20, per_peer: config.challenges_per_peer };
+            Quota { max_bytes: config.auth.challenge_budget_mb << 20, per_peer: config.auth.challenges_per_peer };
         let session_limits = SessionLimits {
-            unauthenticated: Quota { max_bytes: config.session_budget_mb << 20, per_peer: config.sessions_per_peer },
-            unauthenticated_life: std::time::Duration::from_secs(config.unauthenticated_session_secs.max(1)),
+            unauthenticated: Quota {
+                max_bytes: config.auth.session_budget_mb << 20,
+                per_peer: config.auth.sessions_per_peer,
+            },
+            unauthenticated_life: std::time::Duration::from_secs(config.auth.unauthenticated_session_secs.max(1)),
         };
         // Nodes sharing a store share challenges and sessions too: a balancer
         // may send the next message of an exchange to another node.
@@ -115,19 +118,19 @@ impl ServerState {
         } else {
             (Challenges::new(challenge_ttl, challenge_quota), Sessions::new(session_limits))
         };
-        let auth_work = AuthWork::new(config.auth_workers, config.max_pbkdf2_iterations);
+        let auth_work = AuthWork::new(config.auth.auth_workers, config.auth.max_pbkdf2_iterations);
         let remote_auth = remote_auth_of(&config).unwrap_or_else(|e| {
             tracing::error!("remote identities are not verified: {e}");
             None
         });
-        let admission = Admission::new(AdmissionConfig {
-            max_concurrent: config.max_concurrent,
-            queue: config.queue_length,
-            max_wait: std::time::Duration::from_millis(config.max_queue_wait_ms),
+        let admission = Admission::new(AdmissionLimits {
+            max_concurrent: config.admission.max_concurrent,
+            queue: config.admission.queue_length,
+            max_wait: std::time::Duration::from_millis(config.admission.max_queue_wait_ms),
         });
         // A cluster node without a cache of its own still announces its writes through one.
-        let cache = (config.cache_mb > 0 || config.cluster_listen.is_some())
-            .then(|| Arc::new(CachingStore::new(store.clone(), (config.cache_mb as u64) << 20)));
+        let cache = (config.storage.record_cache_mb > 0 || config.cluster.listen.is_some())
+            .then(|| Arc::new(CachingStore::new(store.clone(), (config.storage.record_cache_mb as u64) << 20)));
         let store = match &cache {
             Some(c) => c.clone() as Arc<dyn Store>,
             None => store,
@@ -272,6 +275,6 @@ impl ServerState {
 pub fn remote_auth_of(config: &Config) -> Result<Option<RemoteAuth>, String> {
     let Some(path) = config.root_info.as_deref() else { return Ok(None) };
     let root = handled_client::sites::load_root_info(path)?;
-    let timeout = std::time::Duration::from_millis(config.remote_auth_timeout_ms.max(1));
-    Ok(Some(RemoteAuth::new(root, timeout, config.remote_auth_concurrent)))
+    let timeout = std::time::Duration::from_millis(config.auth.remote_auth_timeout_ms.max(1));
+    Ok(Some(RemoteAuth::new(root, timeout, config.auth.remote_auth_concurrent)))
 }

@@ -96,7 +96,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// The configured certificate and key (checked to match), or a self-signed one.
 fn certified(config: &Config, key: &RsaSigner) -> Result<CertifiedKey, TlsError> {
-    let (certs, private) = match (&config.tls_cert, &config.tls_key) {
+    let (certs, private) = match (&config.transport.tls_cert, &config.transport.tls_key) {
         (Some(c), Some(k)) => {
             let pem = |p: &std::path::Path, e: rustls::pki_types::pem::Error| TlsError::Pem {
                 path: p.display().to_string(),
@@ -163,7 +163,8 @@ mod tests {
         let m = modulus.iter().skip_while(|&&b| b == 0).copied().collect::<Vec<_>>();
         assert!(spki.windows(m.len()).any(|w| w == m.as_slice()));
         assert!(acceptor(&Config::default(), &key).is_ok());
-        let half = Config { tls_cert: Some("x.pem".into()), ..Config::default() };
+        let mut half = Config::default();
+        half.transport.tls_cert = Some("x.pem".into());
         assert!(matches!(acceptor(&half, &key), Err(TlsError::Half)));
     }
 
@@ -172,11 +173,9 @@ mod tests {
     #[test]
     fn reload_presents_renewed_files() {
         let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            tls_cert: Some(dir.path().join("cert.pem")),
-            tls_key: Some(dir.path().join("key.pem")),
-            ..Config::default()
-        };
+        let mut config = Config::default();
+        config.transport.tls_cert = Some(dir.path().join("cert.pem"));
+        config.transport.tls_key = Some(dir.path().join("key.pem"));
         let pem = |label: &str, der: &[u8]| {
             use base64::Engine;
             let b64 = base64::engine::general_purpose::STANDARD.encode(der);
@@ -186,8 +185,9 @@ mod tests {
         let write = |name: &str| {
             let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
             let cert = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap().self_signed(&pair).unwrap();
-            std::fs::write(config.tls_cert.as_ref().unwrap(), pem("CERTIFICATE", cert.der())).unwrap();
-            std::fs::write(config.tls_key.as_ref().unwrap(), pem("PRIVATE KEY", &pair.serialize_der())).unwrap();
+            std::fs::write(config.transport.tls_cert.as_ref().unwrap(), pem("CERTIFICATE", cert.der())).unwrap();
+            std::fs::write(config.transport.tls_key.as_ref().unwrap(), pem("PRIVATE KEY", &pair.serialize_der()))
+                .unwrap();
             cert.der().clone()
         };
         let key = RsaSigner::generate().unwrap();
@@ -197,7 +197,7 @@ mod tests {
         let renewed = write("renewed.example");
         slot.reload(&config, &key).unwrap();
         assert_eq!(slot.current().cert[0], renewed);
-        std::fs::write(config.tls_key.as_ref().unwrap(), "not a key").unwrap();
+        std::fs::write(config.transport.tls_key.as_ref().unwrap(), "not a key").unwrap();
         assert!(slot.reload(&config, &key).is_err());
         assert_eq!(slot.current().cert[0], renewed, "a failed reload keeps the certificate in use");
     }

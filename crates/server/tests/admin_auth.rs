@@ -67,7 +67,7 @@ async fn wrong_keys_are_refused() {
 #[tokio::test]
 async fn permission_bits_groups_and_server_admins() {
     // Handle.Net's semantics: a listed server admin administers everything.
-    let s = admin_common::start_with(|c| c.server_admins = vec!["TEST/ADMIN".into()]).await;
+    let s = admin_common::start_with(|c| c.access.server_admins = vec!["TEST/ADMIN".into()]).await;
     let mut root = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
     root.create(b"TEST/LIMITED", &[admin_value(100, 0x0fff, b"TEST/LIMITED", 300), secret_value("limited-secret")])
         .await
@@ -137,7 +137,7 @@ async fn prefix_admins_are_scoped_unless_listed_as_server_admins() {
 
     let s = admin_common::start_with(|c| {
         two_prefixes(c);
-        c.server_admins = vec!["TEST/ADMIN".into()];
+        c.access.server_admins = vec!["TEST/ADMIN".into()];
     })
     .await;
     let mut test_admin = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
@@ -210,7 +210,7 @@ async fn session_failures() {
 
 #[tokio::test]
 async fn expired_sessions_and_replayed_answers() {
-    let s = admin_common::start_with(|c| c.max_session_secs = 1).await;
+    let s = admin_common::start_with(|c| c.auth.max_session_secs = 1).await;
     let mut a = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
     a.create(b"TEST/e1", &[url(1)]).await.unwrap();
     let session = a.session().unwrap();

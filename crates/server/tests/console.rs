@@ -26,7 +26,7 @@ async fn console_over_plain_http_points_to_https() {
 
 #[tokio::test]
 async fn console_over_plain_http_when_allowed() {
-    let addr = start(|c| c.allow_plain_http_admin = true).await;
+    let addr = start(|c| c.access.allow_plain_http_admin = true).await;
     let mut s = TcpStream::connect(addr).await.unwrap();
     let mut buf = Vec::new();
     get(&mut s, "/admin/").await;

@@ -220,7 +220,7 @@ async fn unfinished_udp_requests_of_one_peer_leave_room_for_others() {
 #[tokio::test]
 async fn a_value_over_a_mebibyte_is_a_client_error() {
     use base64::Engine;
-    let s = admin_common::start_with(|c| c.allow_plain_http_admin = true).await;
+    let s = admin_common::start_with(|c| c.access.allow_plain_http_admin = true).await;
     let user = format!("300%3ATEST%2FADMIN:{}", String::from_utf8(admin_secret(&s)).unwrap());
     let auth = base64::engine::general_purpose::STANDARD.encode(user);
     let body = format!(

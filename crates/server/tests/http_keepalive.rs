@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 
 #[tokio::test]
 async fn max_requests_is_advertised_and_honoured() {
-    let addr = start(|c| c.http_max_requests = 3).await;
+    let addr = start(|c| c.transport.http_max_requests = 3).await;
     let mut s = TcpStream::connect(addr).await.unwrap();
     let mut buf = Vec::new();
     for expected in ["timeout=15, max=2", "timeout=15, max=1"] {
@@ -27,7 +27,7 @@ async fn max_requests_is_advertised_and_honoured() {
 
 #[tokio::test]
 async fn idle_and_slow_header_connections_are_closed() {
-    let addr = start(|c| c.http_keep_alive_secs = 1).await;
+    let addr = start(|c| c.transport.http_keep_alive_secs = 1).await;
     let mut idle = TcpStream::connect(addr).await.unwrap();
     let mut buf = Vec::new();
     get(&mut idle, "/api/site").await;

@@ -35,8 +35,8 @@ async fn resolve_code(addr: std::net::SocketAddr, p: Protocol, handle: &[u8]) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_at_once_on_every_transport_when_busy_and_health_still_answers() {
     let s = admin_common::start_with(|c| {
-        c.max_concurrent = 1;
-        c.queue_length = 0;
+        c.admission.max_concurrent = 1;
+        c.admission.queue_length = 0;
     })
     .await;
     let held = s.state.admission.admit().await.unwrap();
@@ -61,9 +61,9 @@ async fn refused_at_once_on_every_transport_when_busy_and_health_still_answers()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_longer_than_allowed_is_refused() {
     let s = admin_common::start_with(|c| {
-        c.max_concurrent = 1;
-        c.queue_length = 8;
-        c.max_queue_wait_ms = 100;
+        c.admission.max_concurrent = 1;
+        c.admission.queue_length = 8;
+        c.admission.max_queue_wait_ms = 100;
     })
     .await;
     let held = s.state.admission.admit().await.unwrap();
@@ -78,9 +78,9 @@ async fn waiting_longer_than_allowed_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resent_udp_request_waits_for_its_original_answer() {
     let s = admin_common::start_with(|c| {
-        c.max_concurrent = 1;
-        c.queue_length = 8;
-        c.max_queue_wait_ms = 5000;
+        c.admission.max_concurrent = 1;
+        c.admission.queue_length = 8;
+        c.admission.max_queue_wait_ms = 5000;
     })
     .await;
     let held = s.state.admission.admit().await.unwrap();
@@ -112,7 +112,7 @@ async fn a_resent_udp_request_waits_for_its_original_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_after_a_known_sequence() {
-    let s = admin_common::start_with(|c| c.cache_mb = 16).await;
+    let s = admin_common::start_with(|c| c.storage.record_cache_mb = 16).await;
     for _ in 0..2 {
         assert_eq!(resolve_code(s.addrs.udp, Protocol::Udp, b"TEST/ADMIN").await, ResponseCode::SUCCESS);
     }
@@ -140,7 +140,7 @@ fn urls(values: &[HandleValue]) -> Vec<(i32, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_write_op_invalidates_cached_resolutions() {
-    let s = admin_common::start_with(|c| c.cache_mb = 16).await;
+    let s = admin_common::start_with(|c| c.storage.record_cache_mb = 16).await;
     let mut admin = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
     let mut reader = Connection::open(Protocol::Udp, s.addrs.udp, TIMEOUT, false).await.unwrap();
     let h = b"TEST/cached";
@@ -173,9 +173,9 @@ async fn every_write_op_invalidates_cached_resolutions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_registry_port_shares_admission_and_metrics() {
     let s = admin_common::start_with(|c| {
-        c.registry_port = Some(0);
-        c.max_concurrent = 1;
-        c.queue_length = 0;
+        c.registry.port = Some(0);
+        c.admission.max_concurrent = 1;
+        c.admission.queue_length = 0;
     })
     .await;
     let registry = s.addrs.registry.expect("registry listener");

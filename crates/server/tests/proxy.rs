@@ -394,7 +394,7 @@ async fn query_form_and_special_paths() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switched_off_it_redirects_to_the_json_api() {
-    let (p, _) = start_with(|c| c.enable_proxy = false).await;
+    let (p, _) = start_with(|c| c.transport.enable_proxy = false).await;
     let r = p.get("/TEST/p1").await;
     assert_eq!((r.status, r.location()), (302, "/api/handles/TEST/p1"));
 }
@@ -402,8 +402,8 @@ async fn switched_off_it_redirects_to_the_json_api() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_control_and_metrics_cover_the_proxy() {
     let (p, state) = start_with(|c| {
-        c.max_concurrent = 1;
-        c.queue_length = 0;
+        c.admission.max_concurrent = 1;
+        c.admission.queue_length = 0;
     })
     .await;
     assert_eq!(p.get("/TEST/p1").await.status, 302);

@@ -42,9 +42,9 @@ fn url(i: i32, to: &str) -> HandleValue {
 /// group 200:TEST/GROUP (TEST/GROUPED); TEST/OTHER is nobody in particular.
 async fn source(tweak: impl FnOnce(&mut handled_server::config::Config)) -> (AdminServer, AdminSession) {
     let s = admin_common::start_with(|c| {
-        c.server_admins = vec!["300:TEST/ADMIN".into()];
-        c.replication_admins = vec!["300:TEST/MIRROR".into(), "200:TEST/GROUP".into()];
-        c.backup_admins = vec!["300:TEST/BACKUP".into()];
+        c.access.server_admins = vec!["300:TEST/ADMIN".into()];
+        c.replication.admins = vec!["300:TEST/MIRROR".into(), "200:TEST/GROUP".into()];
+        c.auth.backup_admins = vec!["300:TEST/BACKUP".into()];
         tweak(c)
     })
     .await;
@@ -300,7 +300,7 @@ async fn a_mirror_behind_the_pruned_log_must_redump() {
 
 #[tokio::test]
 async fn a_waiting_pull_wakes_on_the_next_commit() {
-    let (s, mut admin) = source(|c| c.replication_waits_per_peer = 1).await;
+    let (s, mut admin) = source(|c| c.replication.waits_per_peer = 1).await;
     let last = last_id(&s).await;
     let mut body = RetrieveTxnRequest::since(Version::V2_10, last, 1, ONE_SERVER);
     body.wait_millis = Some(60_000);
@@ -337,8 +337,8 @@ async fn mirrors_before_2_8_get_a_signed_stream() {
 async fn streams_beyond_the_limit_are_refused_and_a_stalled_one_is_cut() {
     const CUT_AFTER: Duration = Duration::from_secs(5);
     let (s, _admin) = source(|c| {
-        c.replication_max_streams = 1;
-        c.replication_write_timeout_secs = CUT_AFTER.as_secs();
+        c.replication.max_streams = 1;
+        c.replication.write_timeout_secs = CUT_AFTER.as_secs();
     })
     .await;
     // A mirror that reads the response and then nothing (no TLS handshake).

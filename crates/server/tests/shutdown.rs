@@ -50,8 +50,8 @@ async fn shutdown_under_load_ends_every_task_before_the_store_closes() {
         c.ephemeral = false;
         c.data_dir = data.clone();
         c.admin_credentials = Some(dir.path().join("admin.json"));
-        c.registry_port = Some(0);
-        c.udp_sockets = 2;
+        c.registry.port = Some(0);
+        c.transport.udp_sockets = 2;
     })
     .await;
     let creds = || Credentials::load(&s.credentials[0], KeyChoice::Secret).unwrap();

@@ -26,10 +26,10 @@ async fn a_handle_net_database_served_by_handled() {
     let dir = tempfile::tempdir().unwrap();
     let tweak = |c: &mut handled_server::config::Config| {
         c.ephemeral = false;
-        c.store = handled_server::config::StoreKind::Sql;
+        c.storage.store = handled_server::config::StoreKind::Sql;
         c.data_dir = dir.path().to_owned();
-        c.sql.url = url.clone();
-        c.sql.create_schema = true;
+        c.storage.sql.url = url.clone();
+        c.storage.sql.create_schema = true;
     };
     let mut s = handled_testkit::start(tweak).await;
 
@@ -90,8 +90,8 @@ async fn a_handle_net_database_served_by_handled() {
         psql("select count(*) from handles") + &psql("select string_agg(encode(v, 'hex'), ',') from handled_meta");
     let mut ro = handled_testkit::start(|c| {
         tweak(c);
-        c.sql.create_schema = false;
-        c.sql.read_only = true;
+        c.storage.sql.create_schema = false;
+        c.storage.sql.read_only = true;
     })
     .await;
     let mut tcp = Connection::open(Protocol::Tcp, ro.addrs.tcp, TIMEOUT, false).await.unwrap();
@@ -111,10 +111,10 @@ async fn a_handle_net_database_served_by_handled() {
 async fn what_the_schema_cannot_hold_is_refused_at_start() {
     let mut c = handled_testkit::config();
     c.ephemeral = false;
-    c.store = handled_server::config::StoreKind::Sql;
-    c.cache_mb = 8;
+    c.storage.store = handled_server::config::StoreKind::Sql;
+    c.storage.record_cache_mb = 8;
     assert!(c.validate().unwrap_err().to_string().contains("stale"));
-    c.cache_mb = 0;
-    c.registry_port = Some(0);
+    c.storage.record_cache_mb = 0;
+    c.registry.port = Some(0);
     assert!(c.validate().unwrap_err().to_string().contains("documents"));
 }

@@ -20,10 +20,10 @@ const STATUS: &[u8] = b"0.SITE/status";
 
 async fn server(monitor: bool) -> AdminServer {
     let s = admin_common::start_with(|c| {
-        c.server_admins = vec!["300:TEST/ADMIN".into()];
-        c.status_handle_admins = vec!["300:TEST/WATCHER".into()];
+        c.access.server_admins = vec!["300:TEST/ADMIN".into()];
+        c.access.status_handle_admins = vec!["300:TEST/WATCHER".into()];
         c.enable_monitor_daemon = monitor;
-        c.allow_plain_http_admin = true;
+        c.access.allow_plain_http_admin = true;
     })
     .await;
     let mut admin = s.admin(Protocol::Tcp, KeyChoice::Secret, false).await;

@@ -23,7 +23,9 @@ pub struct TestServer {
 
 /// The configuration tests start from: in memory, every port chosen by the OS, one UDP socket.
 pub fn config() -> Config {
-    Config { ephemeral: true, port: 0, http_port: 0, udp_sockets: 1, ..Config::default() }
+    let mut config = Config { ephemeral: true, port: 0, http_port: 0, ..Config::default() };
+    config.transport.udp_sockets = 1;
+    config
 }
 
 /// A server on [`config`] changed by `tweak`.

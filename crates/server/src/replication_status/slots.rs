@@ -21,7 +21,7 @@ pub struct Source {
 impl Source {
     pub fn new(config: &Config) -> Self {
         Source {
-            streams: Arc::new(Semaphore::new(config.replication_max_streams.max(1))),
+            streams: Arc::new(Semaphore::new(config.replication.max_streams.max(1))),
             waits: Arc::default(),
             acceptor: OnceLock::new(),
         }

@@ -17,7 +17,7 @@
 use super::revindex::{self, COLLECTION};
 use super::{Reply, Req, Rest};
 use crate::auth::Caller;
-use crate::config::Config;
+use crate::config::ReverseLookupConfig;
 use handled_proto::handle;
 use handled_proto::header::ResponseCode;
 use handled_proto::json::value_to_json;
@@ -51,13 +51,13 @@ pub(crate) struct SearchLimits {
 }
 
 impl SearchLimits {
-    pub(crate) fn from_config(c: &Config) -> SearchLimits {
+    pub(crate) fn from_config(c: &ReverseLookupConfig) -> SearchLimits {
         SearchLimits {
-            max_offset: c.hrls_max_offset.max(1),
-            max_examined: c.hrls_max_examined.max(BATCH),
-            timeout: Duration::from_millis(c.hrls_search_timeout_ms.max(1)),
-            patterns_need_auth: c.hrls_patterns_need_auth,
-            scans: Arc::new(Semaphore::new(c.hrls_max_scans.max(1))),
+            max_offset: c.max_offset.max(1),
+            max_examined: c.max_examined.max(BATCH),
+            timeout: Duration::from_millis(c.search_timeout_ms.max(1)),
+            patterns_need_auth: c.patterns_need_auth,
+            scans: Arc::new(Semaphore::new(c.max_scans.max(1))),
         }
     }
 }
@@ -249,6 +249,7 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     #[test]
     fn globbing() {
@@ -297,8 +298,8 @@ mod tests {
     #[tokio::test]
     async fn deep_pages_and_broad_patterns_are_refused() {
         let (rest, _dir) = rest_over(3000, |c| {
-            c.hrls_max_offset = 200;
-            c.hrls_max_examined = 2000;
+            c.reverse_lookup.max_offset = 200;
+            c.reverse_lookup.max_examined = 2000;
         })
         .await;
         let (status, body) = answer(&rest, "URL=*&limit=10&page=30").await;
@@ -336,7 +337,7 @@ mod tests {
     /// searches within one batch never wait for scans.
     #[tokio::test]
     async fn scans_are_a_separate_admission_class() {
-        let (rest, _dir) = rest_over(2500, |c| c.hrls_max_scans = 1).await;
+        let (rest, _dir) = rest_over(2500, |c| c.reverse_lookup.max_scans = 1).await;
         let running = rest.search.scans.clone().try_acquire_owned().unwrap(); // another scan
         let (status, _) = answer(&rest, "URL=*&limit=2000").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "another scan is running");
@@ -350,7 +351,7 @@ mod tests {
 
     #[tokio::test]
     async fn pattern_searches_may_require_authentication() {
-        let (rest, _dir) = rest_over(10, |c| c.hrls_patterns_need_auth = true).await;
+        let (rest, _dir) = rest_over(10, |c| c.reverse_lookup.patterns_need_auth = true).await;
         let (status, body) = answer(&rest, "URL=https://example.org/*").await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
         let (status, body) = answer(&rest, "URL=https://example.org/3").await;

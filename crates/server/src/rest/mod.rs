@@ -205,7 +205,7 @@ fn scrub_callback(cb: &str) -> String {
 
 impl Rest {
     pub fn new(state: Arc<ServerState>, bodies: BodyReader) -> Rest {
-        let ttl = Duration::from_secs(state.config.max_session_secs.max(1));
+        let ttl = Duration::from_secs(state.config.auth.max_session_secs.max(1));
         // What sessions learn is shared through the store only when nodes share one.
         let learned: Arc<dyn handled_store::Store> = if state.store.capabilities().shared {
             state.store.clone()
@@ -213,7 +213,7 @@ impl Rest {
             Arc::new(handled_store::MemoryStore::new())
         };
         let sessions = http_sessions::HttpSessions::new(state.key.pkcs8(), ttl, learned);
-        let search = hrls::SearchLimits::from_config(&state.config);
+        let search = hrls::SearchLimits::from_config(&state.config.reverse_lookup);
         Rest { sessions, openapi: openapi::document(), state, bodies, search, backups: Default::default() }
     }
 

@@ -40,13 +40,13 @@ pub struct HttpShared {
 
 impl HttpShared {
     pub fn new(state: Arc<ServerState>, budget: Arc<BodyBudget>) -> HttpShared {
-        let keep_alive = Duration::from_secs(state.config.http_keep_alive_secs.max(1));
+        let keep_alive = Duration::from_secs(state.config.transport.http_keep_alive_secs.max(1));
         let tls = state.tls.as_ref().map(|slot| slot.acceptor());
         let bodies = BodyReader::new(keep_alive, budget);
         HttpShared {
             rest: Rest::new(state.clone(), bodies.clone()),
             bodies,
-            max_requests: state.config.http_max_requests,
+            max_requests: state.config.transport.http_max_requests,
             state,
             tls,
             keep_alive,
@@ -79,7 +79,7 @@ pub(super) async fn route(shared: &HttpShared, conn: Conn, req: Request<Incoming
     let path = req.uri().path();
     let under = |base: &str| path == base || path.strip_prefix(base).is_some_and(|r| r.starts_with('/'));
     let api = under("/api") || under("/hrls");
-    let service = if !api && state.config.enable_proxy { "proxy" } else { "api" };
+    let service = if !api && state.config.transport.enable_proxy { "proxy" } else { "api" };
     let _permit = match state.admission.admit().await {
         Ok(p) => p,
         Err(why) => {
@@ -96,7 +96,7 @@ pub(super) async fn route(shared: &HttpShared, conn: Conn, req: Request<Incoming
         Box::pin(shared.rest.handle(conn, req)).await
     } else if crate::console::is_console_path(path) {
         crate::console::serve(&req, conn.secure, state.live().allow_plain_http_admin)
-    } else if state.config.enable_proxy {
+    } else if state.config.transport.enable_proxy {
         Box::pin(crate::proxy::serve(state, conn, req, shared.keep_alive)).await
     } else if req.method() == Method::GET && path.len() > 1 && path[1..].contains('/') {
         // Like Handle.Net without its HTML proxy: /PREFIX/SUFFIX → the JSON API.

@@ -62,7 +62,7 @@ impl ConnectionLimits {
 
     /// The configured limits, the total lowered to what the descriptor limit
     /// allows (after raising the soft limit to the hard one).
-    pub fn from_config(config: &crate::config::Config) -> Arc<ConnectionLimits> {
+    pub fn from_config(config: &crate::config::TransportConfig) -> Arc<ConnectionLimits> {
         let (mut total, mut per_peer) = (config.max_connections, config.max_connections_per_peer);
         if let Some(fds) = raise_fd_limit() {
             let fit = fds.saturating_sub(FD_RESERVE).max(1) as usize;

@@ -81,7 +81,7 @@ async fn fill(
 async fn connection(state: &ServerState, mut stream: TcpStream, peer: SocketAddr, stop: &Stop) -> std::io::Result<()> {
     let _open = state.metrics.connection("tcp");
     stream.set_nodelay(true)?;
-    let idle = Duration::from_secs(state.config.tcp_idle_timeout_secs);
+    let idle = Duration::from_secs(state.config.transport.tcp_idle_timeout_secs);
     let mut unit = Vec::new();
     loop {
         if unit.capacity() > KEPT_BUFFER {

@@ -104,8 +104,8 @@ pub struct Datagram {
 fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tokio::runtime::Handle, stop: &Stop) {
     let mut receiver = BatchReceiver::new(socket);
     let mut pending = Reassemblies::new(crate::quota::Quota {
-        max_bytes: state.config.udp_reassembly_mb << 20,
-        per_peer: state.config.udp_reassembly_per_peer,
+        max_bytes: state.config.transport.udp_reassembly_mb << 20,
+        per_peer: state.config.transport.udp_reassembly_per_peer,
     });
     // While refusing, receive on a timer instead of blocking, and at realtime
     // priority if the process may (`realtime.rs`). A thread woken by a
@@ -114,10 +114,13 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
     // scheduler tick: up to 4 ms at HZ=250, for 2.5% of refusals. A timed
     // pause mostly avoids that; realtime priority always does.
     let mut refusing_until = Instant::now();
-    let mut realtime = RealtimeWhileRefusing::new(state.config.udp_realtime_refusals);
+    let mut realtime = RealtimeWhileRefusing::new(state.config.transport.udp_realtime_refusals);
     let mut batches_without_pause = 0;
     let in_progress = InProgress::default();
-    let answers = Arc::new(UdpAnswers::new(state.config.udp_max_response_bytes, state.config.udp_rate_limit_kb << 10));
+    let answers = Arc::new(UdpAnswers::new(
+        state.config.transport.udp_max_response_bytes,
+        state.config.transport.udp_rate_limit_kb << 10,
+    ));
     while !stop.is_draining() {
         let mut cheap = Vec::new();
         let mut refused = Vec::new();

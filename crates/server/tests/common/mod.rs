@@ -18,7 +18,7 @@ pub fn big_url() -> String {
 }
 
 pub async fn start() -> TestServer {
-    let s = handled_testkit::start_seeded(|c| c.udp_sockets = 2, seed).await;
+    let s = handled_testkit::start_seeded(|c| c.transport.udp_sockets = 2, seed).await;
     TestServer { addrs: s.addrs, public_key: s.state.key.hs_pubkey() }
 }
 

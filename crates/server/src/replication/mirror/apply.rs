@@ -116,7 +116,7 @@ pub fn admitted(state: &ServerState, change: &ReplicatedChange) -> bool {
             let own = config.prefixes.iter().any(|p| p.eq_ignore_ascii_case(&prefix));
             crate::config::is_prefix_name(&prefix)
                 && !(change.entry.action == TxnAction::UnhomeNa && own)
-                && listed(&config.replication_prefixes, &prefix)
+                && listed(&config.replication.prefixes, &prefix)
         }
         _ => {
             let (prefix, suffix) = handle::split(&change.entry.handle);
@@ -125,7 +125,7 @@ pub fn admitted(state: &ServerState, change: &ReplicatedChange) -> bool {
                 Some(s) if prefix.eq_ignore_ascii_case(b"0.NA") => s,
                 _ => prefix,
             };
-            listed(&config.replication_prefixes, &String::from_utf8_lossy(prefix))
+            listed(&config.replication.prefixes, &String::from_utf8_lossy(prefix))
         }
     };
     if !taken {
@@ -195,12 +195,12 @@ mod tests {
 
     async fn mirror_state(replication_prefixes: &[&str]) -> (std::sync::Arc<ServerState>, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let config = crate::config::Config {
+        let mut config = crate::config::Config {
             ephemeral: true,
             admin_credentials: Some(dir.path().join("c.json")),
-            replication_prefixes: replication_prefixes.iter().map(|p| p.to_string()).collect(),
             ..crate::config::Config::default()
         };
+        config.replication.prefixes = replication_prefixes.iter().map(|p| p.to_string()).collect();
         let store = crate::bootstrap::open_store(&config).await.unwrap();
         (crate::bootstrap::bootstrap(config, store).await.unwrap().state, dir)
     }

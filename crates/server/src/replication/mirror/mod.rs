@@ -98,7 +98,7 @@ pub async fn promote_if_unconfigured(state: &ServerState, path: Option<&std::pat
         return Ok(false);
     }
     let file = crate::config::Config::load(path).map_err(|e| e.to_string())?;
-    if file.replication_source.is_some() {
+    if file.replication.source.is_some() {
         return Ok(false);
     }
     promote(state).await.map_err(|e| e.to_string())

@@ -1,7 +1,7 @@
 //! The mirror's configuration keys (`replication_*` in config.rs), checked
 //! and turned into what the mirror uses: where the source is, who we are.
 
-use crate::config::Config;
+use crate::config::ReplicationConfig;
 use base64::Engine;
 use handled_client::credentials::{Credentials, KeyChoice};
 use std::path::PathBuf;
@@ -60,36 +60,36 @@ pub struct MirrorSettings {
 
 impl MirrorSettings {
     /// None when no source is configured (a primary).
-    pub fn from_config(c: &Config) -> Result<Option<MirrorSettings>, String> {
-        let Some(text) = &c.replication_source else { return Ok(None) };
+    pub fn from_config(c: &ReplicationConfig) -> Result<Option<MirrorSettings>, String> {
+        let Some(text) = &c.source else { return Ok(None) };
         let source = SourceSpec::parse(text)?;
-        if matches!(source, SourceSpec::SiteValue { .. }) && c.replication_resolver.is_none() {
+        if matches!(source, SourceSpec::SiteValue { .. }) && c.resolver.is_none() {
             tracing::info!("replication_source {text}: resolved in our own store (no replication_resolver)");
         }
         Ok(Some(MirrorSettings {
             source,
             source_text: text.trim().to_string(),
-            resolver: c.replication_resolver.clone(),
+            resolver: c.resolver.clone(),
             credentials: identity(c)?,
-            interval: Duration::from_millis(c.replication_interval_ms.max(1)),
-            timeout: Duration::from_millis(c.replication_timeout_ms.max(100)),
-            low_latency: c.replication_low_latency,
+            interval: Duration::from_millis(c.interval_ms.max(1)),
+            timeout: Duration::from_millis(c.timeout_ms.max(100)),
+            low_latency: c.low_latency,
         }))
     }
 }
 
 /// The replication identity: a credentials file, or Handle.Net's
 /// `secretkey:`/`privatekey:` form with its secret or key file.
-fn identity(c: &Config) -> Result<Credentials, String> {
-    if let Some(path) = &c.replication_credentials {
-        let choice = match c.replication_credentials_key.as_str() {
+fn identity(c: &ReplicationConfig) -> Result<Credentials, String> {
+    if let Some(path) = &c.credentials {
+        let choice = match c.credentials_key.as_str() {
             "secret" => KeyChoice::Secret,
             "public_key" => KeyChoice::PublicKey,
             other => return Err(format!("replication_credentials_key {other:?}: \"secret\" or \"public_key\"")),
         };
         return Credentials::load(path, choice).map_err(|e| format!("replication_credentials: {e}"));
     }
-    let Some(auth) = &c.replication_authentication else {
+    let Some(auth) = &c.authentication else {
         return Err("a mirror needs an identity: replication_authentication (secretkey:INDEX:HANDLE or \
                     privatekey:INDEX:HANDLE) or replication_credentials"
             .into());
@@ -106,13 +106,12 @@ fn identity(c: &Config) -> Result<Credentials, String> {
         "secretkey" => {
             let secret = std::env::var("HANDLED_REPLICATION_SECRET")
                 .ok()
-                .or_else(|| c.replication_secret.clone())
+                .or_else(|| c.secret.clone())
                 .ok_or("a secretkey: identity needs replication_secret (or HANDLED_REPLICATION_SECRET)")?;
             Ok(Credentials::secret(handle.as_bytes(), index, secret.into_bytes()))
         }
         "privatekey" => {
-            let path =
-                c.replication_private_key.as_ref().ok_or("a privatekey: identity needs replication_private_key")?;
+            let path = c.private_key.as_ref().ok_or("a privatekey: identity needs replication_private_key")?;
             let raw = std::fs::read(path).map_err(|e| format!("replication_private_key {}: {e}", path.display()))?;
             let der = pem_or_der(&raw).map_err(|e| format!("replication_private_key {}: {e}", path.display()))?;
             Credentials::rsa_pkcs8(handle.as_bytes(), index, &der).map_err(|e| e.to_string())
@@ -151,18 +150,18 @@ mod tests {
 
     #[test]
     fn identities() {
-        let mut c = Config { replication_source: Some("127.0.0.1:2641".into()), ..Config::default() };
+        let mut c = ReplicationConfig { source: Some("127.0.0.1:2641".into()), ..ReplicationConfig::default() };
         assert!(MirrorSettings::from_config(&c).err().unwrap().contains("needs an identity"));
-        c.replication_authentication = Some("secretkey:301:TEST/ADMIN".into());
+        c.authentication = Some("secretkey:301:TEST/ADMIN".into());
         assert!(MirrorSettings::from_config(&c).err().unwrap().contains("replication_secret"));
-        c.replication_secret = Some("s3cret".into());
+        c.secret = Some("s3cret".into());
         let s = MirrorSettings::from_config(&c).unwrap().unwrap();
         assert_eq!(s.credentials.display(), "301:TEST/ADMIN");
         assert_eq!(s.interval, Duration::from_millis(30_000), "the original's default");
-        c.replication_authentication = Some("secretkey:x:TEST/ADMIN".into());
+        c.authentication = Some("secretkey:x:TEST/ADMIN".into());
         assert!(MirrorSettings::from_config(&c).is_err());
-        c.replication_authentication = Some("privatekey:300:TEST/ADMIN".into());
+        c.authentication = Some("privatekey:300:TEST/ADMIN".into());
         assert!(MirrorSettings::from_config(&c).err().unwrap().contains("replication_private_key"));
-        assert!(MirrorSettings::from_config(&Config::default()).unwrap().is_none(), "no source: a primary");
+        assert!(MirrorSettings::from_config(&ReplicationConfig::default()).unwrap().is_none(), "no source: a primary");
     }
 }

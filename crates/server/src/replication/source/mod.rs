@@ -94,7 +94,7 @@ pub async fn answer(
     let source = &state.replication;
     let wait = match &work {
         Work::Txn(r) => wait_asked(r)
-            .and_then(|d| source.wait_slot(peer.ip(), state.config.replication_waits_per_peer).map(|s| (d, s))),
+            .and_then(|d| source.wait_slot(peer.ip(), state.config.replication.waits_per_peer).map(|s| (d, s))),
         Work::Dump(..) => None,
     };
     // A waiting pull takes its stream slot when it wakes; others now or never.
@@ -139,7 +139,7 @@ impl Stream {
     /// Send the stream on `tcp`, then close it. Errors end the connection
     /// (the mirror retries); none is answered, the response has been sent.
     pub async fn run(mut self, state: &ServerState, tcp: TcpStream) -> std::io::Result<()> {
-        let write_timeout = Duration::from_secs(state.config.replication_write_timeout_secs.max(1));
+        let write_timeout = Duration::from_secs(state.config.replication.write_timeout_secs.max(1));
         if let (Some((wait, _slot)), Work::Txn(r)) = (self.wait.take(), &self.work) {
             txn::wait_for_newer(state, r, wait).await;
             let slots = state.replication.streams.clone();

@@ -16,7 +16,7 @@ pub fn cutoff(now_ms: u64, days: u64) -> u64 {
 
 /// Prune daily, forever; spawn only when `txnlog_num_days_to_keep` > 0.
 pub async fn prune_daily(state: Arc<ServerState>) {
-    let days = state.config.txnlog_num_days_to_keep;
+    let days = state.config.replication.txnlog_num_days_to_keep;
     let mut every = tokio::time::interval(Duration::from_millis(DAY_MS));
     loop {
         every.tick().await;

@@ -1,0 +1,104 @@
+//! Replication (docs/replication.md): this server as a source (who may pull,
+//! how many streams, how much log is kept) and as a mirror (where it pulls from,
+//! as whom, how often). Handle.Net's key names.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReplicationConfig {
+    /// Pull every handle from this replication source and serve it read-only:
+    /// a site record file (Handle.Net's `siteinfo.json`, or `siteinfo.bin`), the
+    /// `host:port` of the source's native TCP interface (its key is taken from
+    /// its GET_SITE_INFO answer on first contact and pinned), or `index:handle`
+    /// of an HS_SITE value (resolved at `replication_resolver`, else in our own
+    /// store). Unset: this server is a primary.
+    #[serde(rename = "replication_source")]
+    pub source: Option<String>,
+    /// Where to resolve an `index:handle` source, `host:port` (native TCP).
+    #[serde(rename = "replication_resolver")]
+    pub resolver: Option<String>,
+    /// The mirror's identity, Handle.Net's form: `secretkey:INDEX:HANDLE` (the
+    /// secret in `replication_secret`) or `privatekey:INDEX:HANDLE` (an RSA
+    /// PKCS#8 key, DER or PEM, in `replication_private_key`). The source must
+    /// list it in its `replication_admins` (or `server_admins`).
+    #[serde(rename = "replication_authentication")]
+    pub authentication: Option<String>,
+    /// The secret of a `secretkey:` identity (or `HANDLED_REPLICATION_SECRET`).
+    #[serde(rename = "replication_secret")]
+    pub secret: Option<String>,
+    #[serde(rename = "replication_private_key")]
+    pub private_key: Option<PathBuf>,
+    /// Or the identity as a credentials file `handled serve` writes
+    /// (`admin-<prefix>.json`), with `replication_credentials_key` = "secret"
+    /// (default) or "public_key" choosing which of its keys answers.
+    #[serde(rename = "replication_credentials")]
+    pub credentials: Option<PathBuf>,
+    #[serde(rename = "replication_credentials_key")]
+    pub credentials_key: String,
+    /// Time between pulls of the source's transaction log, ms (the original's
+    /// code: 30 000). In low-latency mode, how long the source may hold a pull
+    /// open waiting for a transaction.
+    #[serde(rename = "replication_interval_ms")]
+    pub interval_ms: u64,
+    /// Longest wait for any read from the source (connect, answer, each piece
+    /// of a stream), ms; the original's default is 300 000.
+    #[serde(rename = "replication_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Long-poll: ask again at once, and let a `handled` source hold the
+    /// request until a transaction arrives (a trailing wait time in
+    /// RETRIEVE_TXN_LOG, which Handle.Net sources ignore), so this mirror is
+    /// milliseconds behind instead of up to an interval.
+    #[serde(rename = "replication_low_latency")]
+    pub low_latency: bool,
+    /// Only these prefixes (and their dotted children, `20.5000` → `20.5000.1`)
+    /// are taken from the source: handles, and homing. Empty: whatever the
+    /// source homes. Either way, a prefix in `prefixes` is never unhomed by
+    /// the source, and malformed prefix names are never homed.
+    #[serde(rename = "replication_prefixes")]
+    pub prefixes: Vec<String>,
+    /// Who may pull the transaction log and dumps (RETRIEVE_TXN_LOG,
+    /// DUMP_HANDLES): `index:handle` references to HS_PUBKEY/HS_SECKEY values
+    /// or HS_VLIST groups; `server_admins` may too.
+    #[serde(rename = "replication_admins")]
+    pub admins: Vec<String>,
+    /// Replication streams (log pulls and dumps) served at once; more are
+    /// refused as too busy.
+    #[serde(rename = "replication_max_streams")]
+    pub max_streams: usize,
+    /// Longest wait for a mirror to take the next piece of a stream before the
+    /// stream is cut (a slow reader holds at most one page meanwhile).
+    #[serde(rename = "replication_write_timeout_secs")]
+    pub write_timeout_secs: u64,
+    /// Log pulls one mirror address may hold open waiting for changes (the
+    /// long-poll extension); more are answered at once.
+    #[serde(rename = "replication_waits_per_peer")]
+    pub waits_per_peer: usize,
+    /// Days of transaction log kept (pruned daily); a mirror further behind
+    /// must be dumped again. 0 = forever.
+    pub txnlog_num_days_to_keep: u64,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        ReplicationConfig {
+            source: None,
+            resolver: None,
+            authentication: None,
+            secret: None,
+            private_key: None,
+            credentials: None,
+            credentials_key: "secret".into(),
+            interval_ms: 30_000,
+            timeout_ms: 300_000,
+            low_latency: false,
+            prefixes: Vec::new(),
+            admins: Vec::new(),
+            max_streams: 4,
+            write_timeout_secs: 60,
+            waits_per_peer: 2,
+            txnlog_num_days_to_keep: 0,
+        }
+    }
+}
