@@ -35,6 +35,7 @@ pub mod site;
 pub mod state;
 pub mod tls;
 pub mod transport;
+pub mod web;
 
 /// This build's version and git commit (`build.rs`; "unknown" outside a checkout).
 pub mod build {

@@ -38,7 +38,7 @@ pub async fn serve_port(state: Arc<ServerState>, mut listener: Acceptor, stop: S
         let _ = stream.set_nodelay(true);
         let (shared, draining) = (shared.clone(), stop.clone());
         stop.spawn(async move {
-            let _open = (slot, shared.state.metrics.connection("http"));
+            let _open = (slot, shared.web.state.metrics.connection("http"));
             serve(shared, stream, peer, &draining).await;
         });
     }
@@ -96,7 +96,7 @@ where
         async move {
             let started = Instant::now();
             let keep = wants_keep_alive(&req);
-            let log = shared.state.logs.wants_access_line();
+            let log = shared.web.state.logs.wants_access_line();
             let line = log.then(|| (req.method().clone(), req.uri().clone(), req.version()));
             let mut response = route(&shared, conn, req).await;
             let headers = response.headers_mut();

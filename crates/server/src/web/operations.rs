@@ -1,0 +1,43 @@
+//! The operations endpoints: `/healthz`, `/readyz` and `/metrics`. They answer
+//! before admission, so a saturated server still says how it is.
+
+use super::text;
+use crate::state::ServerState;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Response, StatusCode};
+
+/// The answer when `path` is an operations endpoint (GET).
+pub(super) async fn answer(state: &ServerState, path: &str) -> Option<Response<Full<Bytes>>> {
+    Some(match path {
+        "/healthz" => text(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/readyz" => Box::pin(readiness(state)).await,
+        "/metrics" => text(StatusCode::OK, "text/plain; version=0.0.4", Box::pin(metrics_text(state)).await),
+        _ => return None,
+    })
+}
+
+async fn metrics_text(state: &ServerState) -> String {
+    let cache = state.cache.as_ref().map(|c| c.cache_stats());
+    let handles = state.store.count().await.ok();
+    if let Ok(bounds) = state.store.txn_log_bounds().await {
+        state.metrics.replication.txn_log_last_id.set(bounds.last as i64);
+    }
+    state.metrics.render(&state.admission.stats(), cache.as_ref(), &state.store.stats(), handles)
+}
+
+/// Ready when the listeners are serving and the store answers.
+async fn readiness(state: &ServerState) -> Response<Full<Bytes>> {
+    // A store that cannot take writes (disk full) is not ready: the balancer
+    // sends writes elsewhere until it is.
+    let store = state.store.count().await.and_then(|_| state.store.writable());
+    let listening = state.is_ready();
+    let ok = store.is_ok() && listening;
+    let body = serde_json::json!({
+        "ready": ok,
+        "listeners": listening,
+        "store": match &store { Ok(_) => "open".to_string(), Err(e) => e.to_string() },
+    });
+    let status = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    text(status, "application/json", body.to_string())
+}
