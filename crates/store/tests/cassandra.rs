@@ -54,8 +54,7 @@ async fn stores_with(options: CassandraOptions, nodes: usize) -> Option<Vec<Arc<
 }
 
 macro_rules! suite {
-    ($names:ident, $($name:ident),* $(,)?) => {
-        const $names: &[&str] = &[$(stringify!($name)),*];
+    ($($name:ident),* $(,)?) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $name() {
@@ -66,66 +65,11 @@ macro_rules! suite {
     };
 }
 
-suite!(
-    RECORD_NAMES,
-    get_absent,
-    create_absent,
-    swap_present,
-    swap_any,
-    delete,
-    values_round_trip,
-    invalid_record_rejected,
-    scan_keys_order_prefix_limit,
-    scan_keys_paging,
-    put_many,
-    meta_ops,
-    homing,
-    concurrent_distinct_keys,
-    concurrent_same_key,
-    same_key_racing_creates,
-);
-
-suite!(ADMIN_NAMES, stats_count_writes, closed_store_refuses, capabilities_are_kept);
-
-suite!(
-    DOCUMENT_NAMES,
-    doc_swap_basics,
-    doc_index_maintenance,
-    doc_lookup_prefix_order_paging,
-    doc_scan_collection,
-    doc_concurrent_cas,
-    doc_closed_refuses,
-    swap_with_docs_follows_the_handle,
-    swap_with_docs_concurrent,
-);
-
-suite!(
-    TXN_LOG_NAMES,
-    txn_log_local_writes,
-    txn_log_no_ops_and_conflicts_log_nothing,
-    txn_log_put_many,
-    txn_log_read_paging,
-    txn_log_prune_raises_floor,
-    txn_log_reset,
-    txn_log_apply_replicated,
-    txn_log_apply_replicated_all_or_nothing,
-    txn_log_subscribe_wakes_on_commit,
-    txn_log_concurrent_ids_gap_free,
-    txn_log_checkpoint,
-);
-
-#[test]
-fn every_suite_test_is_instantiated() {
-    for (instantiated, list) in [
-        (RECORD_NAMES, conformance::RECORDS),
-        (ADMIN_NAMES, conformance::ADMIN),
-        (DOCUMENT_NAMES, conformance::DOCUMENTS),
-        (TXN_LOG_NAMES, conformance::TXN_LOG),
-    ] {
-        let all: Vec<&str> = list.iter().map(|(n, _)| *n).collect();
-        assert_eq!(instantiated, all.as_slice());
-    }
-}
+// Every seam: the lists are the suite's own (`handled_store::conformance`).
+handled_store::conformance_records!(suite!());
+handled_store::conformance_admin!(suite!());
+handled_store::conformance_documents!(suite!());
+handled_store::conformance_txn_log!(suite!());
 
 /// Three "nodes" (sessions) × 8 writers create the same 300 names: each name is
 /// created exactly once, and the record stored is the winner's.

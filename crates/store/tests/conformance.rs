@@ -63,10 +63,9 @@ fn records_only() -> Fresh {
 }
 
 macro_rules! suite {
-    ($backend:ident, $fresh:expr, [$($name:ident),* $(,)?]) => {
+    ($backend:ident, $fresh:expr, $($name:ident),* $(,)?) => {
         pub mod $backend {
             use super::*;
-            pub const NAMES: &[&str] = &[$(stringify!($name)),*];
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
@@ -78,99 +77,29 @@ macro_rules! suite {
     };
 }
 
-/// The built-in backends have every seam.
-macro_rules! both {
-    ($($name:ident),* $(,)?) => {
-        suite!(memory, memory(), [$($name),*]);
-        suite!(embedded, embedded(), [$($name),*]);
-    };
-}
-
-/// The seams every backend has: the built-in ones and `RecordsOnly`.
-macro_rules! all_three {
-    ($($name:ident),* $(,)?) => {
-        both!($($name),*);
-        suite!(records_only, records_only(), [$($name),*]);
-    };
-}
-
+/// The built-in backends have every seam; `RecordsOnly` records and admin only.
 mod records {
     use super::*;
-    all_three!(
-        get_absent,
-        create_absent,
-        swap_present,
-        swap_any,
-        delete,
-        values_round_trip,
-        invalid_record_rejected,
-        scan_keys_order_prefix_limit,
-        scan_keys_paging,
-        put_many,
-        meta_ops,
-        homing,
-        concurrent_distinct_keys,
-        concurrent_same_key,
-        same_key_racing_creates,
-    );
+    handled_store::conformance_records!(suite!(memory, memory(),));
+    handled_store::conformance_records!(suite!(embedded, embedded(),));
+    handled_store::conformance_records!(suite!(records_only, records_only(),));
 }
 
 mod admin {
     use super::*;
-    all_three!(stats_count_writes, closed_store_refuses, capabilities_are_kept);
+    handled_store::conformance_admin!(suite!(memory, memory(),));
+    handled_store::conformance_admin!(suite!(embedded, embedded(),));
+    handled_store::conformance_admin!(suite!(records_only, records_only(),));
 }
 
 mod documents {
     use super::*;
-    both!(
-        doc_swap_basics,
-        doc_index_maintenance,
-        doc_lookup_prefix_order_paging,
-        doc_scan_collection,
-        doc_concurrent_cas,
-        doc_closed_refuses,
-        swap_with_docs_follows_the_handle,
-        swap_with_docs_concurrent,
-    );
+    handled_store::conformance_documents!(suite!(memory, memory(),));
+    handled_store::conformance_documents!(suite!(embedded, embedded(),));
 }
 
 mod txn_log {
     use super::*;
-    both!(
-        txn_log_local_writes,
-        txn_log_no_ops_and_conflicts_log_nothing,
-        txn_log_put_many,
-        txn_log_read_paging,
-        txn_log_prune_raises_floor,
-        txn_log_reset,
-        txn_log_apply_replicated,
-        txn_log_apply_replicated_all_or_nothing,
-        txn_log_subscribe_wakes_on_commit,
-        txn_log_concurrent_ids_gap_free,
-        txn_log_checkpoint,
-    );
-}
-
-fn names(list: &[(&'static str, impl Sized)]) -> Vec<&'static str> {
-    list.iter().map(|(n, _)| *n).collect()
-}
-
-#[test]
-fn every_suite_test_is_instantiated() {
-    for (list, backends) in [
-        (names(conformance::RECORDS), [records::memory::NAMES, records::embedded::NAMES, records::records_only::NAMES]),
-        (names(conformance::ADMIN), [admin::memory::NAMES, admin::embedded::NAMES, admin::records_only::NAMES]),
-    ] {
-        for instantiated in backends {
-            assert_eq!(instantiated, list.as_slice());
-        }
-    }
-    for (list, backends) in [
-        (names(conformance::DOCUMENTS), [documents::memory::NAMES, documents::embedded::NAMES]),
-        (names(conformance::TXN_LOG), [txn_log::memory::NAMES, txn_log::embedded::NAMES]),
-    ] {
-        for instantiated in backends {
-            assert_eq!(instantiated, list.as_slice());
-        }
-    }
+    handled_store::conformance_txn_log!(suite!(memory, memory(),));
+    handled_store::conformance_txn_log!(suite!(embedded, embedded(),));
 }

@@ -5,8 +5,9 @@
 //! it implements ([`RECORDS`] and [`ADMIN`] always; [`DOCUMENTS`] and
 //! [`TXN_LOG`] when its [`crate::Capabilities`] say it has them — [`ADMIN`]'s
 //! `capabilities_are_kept` checks the refusals otherwise); see
-//! `tests/conformance.rs`, which also runs a backend with neither. The lists
-//! are there so a backend can't silently miss a test. The functions spawn
+//! `tests/conformance.rs`, which also runs a backend with neither. A test file
+//! makes one `#[test]` per name with `conformance_records!(its_macro!())` and
+//! the like, so a backend can't silently miss a test. The functions spawn
 //! tokio tasks: run them on a multi-threaded runtime.
 
 use std::future::Future;
@@ -36,59 +37,103 @@ macro_rules! suite {
     };
 }
 
-suite!(
+// Each seam's list is written once, in a macro that hands the names to another
+// macro (`callback!(args… name, name, …)`): the lists below and every
+// backend's test file instantiate from it, so none can miss a test.
+
+/// The names of [`RECORDS`], handed to `$callback!($($args)* names…)`.
+#[macro_export]
+macro_rules! conformance_records {
+    ($callback:ident!($($args:tt)*)) => {
+        $callback! {
+            $($args)*
+            get_absent,
+            create_absent,
+            swap_present,
+            swap_any,
+            delete,
+            values_round_trip,
+            invalid_record_rejected,
+            scan_keys_order_prefix_limit,
+            scan_keys_paging,
+            put_many,
+            meta_ops,
+            homing,
+            concurrent_distinct_keys,
+            concurrent_same_key,
+            same_key_racing_creates,
+        }
+    };
+}
+
+conformance_records!(suite!(
     /// [`crate::RecordStore`]: handles, metadata, homing.
     RECORDS:
-    get_absent,
-    create_absent,
-    swap_present,
-    swap_any,
-    delete,
-    values_round_trip,
-    invalid_record_rejected,
-    scan_keys_order_prefix_limit,
-    scan_keys_paging,
-    put_many,
-    meta_ops,
-    homing,
-    concurrent_distinct_keys,
-    concurrent_same_key,
-    same_key_racing_creates,
-);
+));
 
-suite!(
+/// The names of [`ADMIN`], handed to `$callback!($($args)* names…)`.
+#[macro_export]
+macro_rules! conformance_admin {
+    ($callback:ident!($($args:tt)*)) => {
+        $callback! {
+            $($args)*
+            stats_count_writes,
+            closed_store_refuses,
+            capabilities_are_kept,
+        }
+    };
+}
+
+conformance_admin!(suite!(
     /// [`crate::StoreAdmin`]: counters, shutdown, what the capabilities promise.
     ADMIN:
-    stats_count_writes,
-    closed_store_refuses,
-    capabilities_are_kept,
-);
+));
 
-suite!(
+/// The names of [`DOCUMENTS`], handed to `$callback!($($args)* names…)`.
+#[macro_export]
+macro_rules! conformance_documents {
+    ($callback:ident!($($args:tt)*)) => {
+        $callback! {
+            $($args)*
+            doc_swap_basics,
+            doc_index_maintenance,
+            doc_lookup_prefix_order_paging,
+            doc_scan_collection,
+            doc_concurrent_cas,
+            doc_closed_refuses,
+            swap_with_docs_follows_the_handle,
+            swap_with_docs_concurrent,
+        }
+    };
+}
+
+conformance_documents!(suite!(
     /// [`crate::DocumentStore`], and documents riding along with handle writes.
     DOCUMENTS:
-    doc_swap_basics,
-    doc_index_maintenance,
-    doc_lookup_prefix_order_paging,
-    doc_scan_collection,
-    doc_concurrent_cas,
-    doc_closed_refuses,
-    swap_with_docs_follows_the_handle,
-    swap_with_docs_concurrent,
-);
+));
 
-suite!(
+/// The names of [`TXN_LOG`], handed to `$callback!($($args)* names…)`.
+#[macro_export]
+macro_rules! conformance_txn_log {
+    ($callback:ident!($($args:tt)*)) => {
+        $callback! {
+            $($args)*
+            txn_log_local_writes,
+            txn_log_no_ops_and_conflicts_log_nothing,
+            txn_log_put_many,
+            txn_log_read_paging,
+            txn_log_prune_raises_floor,
+            txn_log_reset,
+            txn_log_apply_replicated,
+            txn_log_apply_replicated_all_or_nothing,
+            txn_log_subscribe_wakes_on_commit,
+            txn_log_concurrent_ids_gap_free,
+            txn_log_checkpoint,
+        }
+    };
+}
+
+conformance_txn_log!(suite!(
     /// [`crate::TxnLogStore`], and the logging every write does.
     TXN_LOG:
-    txn_log_local_writes,
-    txn_log_no_ops_and_conflicts_log_nothing,
-    txn_log_put_many,
-    txn_log_read_paging,
-    txn_log_prune_raises_floor,
-    txn_log_reset,
-    txn_log_apply_replicated,
-    txn_log_apply_replicated_all_or_nothing,
-    txn_log_subscribe_wakes_on_commit,
-    txn_log_concurrent_ids_gap_free,
-    txn_log_checkpoint,
-);
+));
