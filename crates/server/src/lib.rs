@@ -12,6 +12,7 @@ pub mod cache;
 pub mod cluster;
 pub mod config;
 pub mod console;
+pub mod directory;
 pub mod http_body;
 pub mod import;
 pub mod keys;

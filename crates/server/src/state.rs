@@ -1,5 +1,6 @@
-//! What every request handler shares: configuration, store, server key, our
-//! site record and the set of homed prefixes.
+//! What every request handler shares: configuration, the directory (store,
+//! homed prefixes, policy: what operations read), server key, our site record,
+//! and the transports' and authentication's bookkeeping.
 
 use crate::admission::{Admission, AdmissionLimits};
 use crate::auth::challenge::Challenges;
@@ -7,6 +8,7 @@ use crate::auth::remote::RemoteAuth;
 use crate::auth::work::AuthWork;
 use crate::cache::CachingStore;
 use crate::config::Config;
+pub use crate::directory::{homed_in, stored_homed, Directory, HOMED_RELOAD};
 use crate::keys::RsaSigner;
 use crate::live::Live;
 use crate::logging::Logs;
@@ -14,57 +16,23 @@ use crate::metrics::Metrics;
 use crate::quota::Quota;
 use crate::session::{SessionLimits, Sessions};
 use crate::tls::CertSlot;
-use handled_proto::handle;
 use handled_store::Store;
 use std::collections::HashSet;
-use std::sync::{Arc, RwLock};
-
-/// The prefix handles homed at run time (HOME_NA), as the store keeps them.
-pub async fn stored_homed(store: &dyn Store) -> Result<HashSet<Vec<u8>>, handled_store::StoreError> {
-    Ok(store.homed_prefixes().await?.into_iter().collect())
-}
-
-/// Is `h` under one of `homed` (normalized prefix handles `0.NA/X`)? A prefix
-/// handle also counts when a prefix it derives from is homed.
-pub fn homed_in(homed: &HashSet<Vec<u8>>, h: &[u8]) -> bool {
-    let canonical = handle::canonical(h);
-    let governing = handle::normalize(&handle::prefix_handle(&canonical), false);
-    if homed.contains(&governing) {
-        return true;
-    }
-    if handle::is_prefix_handle(&canonical) {
-        let own = handle::normalize(&canonical, false);
-        return handle::ancestors(&own).iter().any(|a| homed.contains(a.as_slice()));
-    }
-    false
-}
-/// Longest time a node sharing a store serves from its copy of the homed set.
-pub const HOMED_RELOAD: std::time::Duration = std::time::Duration::from_secs(1);
+use std::sync::Arc;
 
 pub struct ServerState {
     pub config: Config,
-    pub store: Arc<dyn Store>,
+    /// What operations read; the state derefs to it.
+    pub directory: Directory,
     pub key: RsaSigner,
     /// Encoded HS_SITE record answered by GET_SITE_INFO.
     pub site_bytes: Vec<u8>,
     pub site_serial: u16,
-    /// Normalized prefix handles (`0.NA/TEST`) this server is responsible for.
-    homed: RwLock<HashSet<Vec<u8>>>,
-    /// Nodes sharing a store see each other's HOME/UNHOME through it: the set
-    /// above is re-read before any "not homed" answer and at least every
-    /// [`HOMED_RELOAD`] (when it was last re-read; `None`: a single node).
-    homed_reloaded: Option<std::sync::Mutex<std::time::Instant>>,
-    /// The keys SIGHUP may change (admins, switches); read through [`ServerState::live`].
-    live: RwLock<Arc<Live>>,
     /// The HTTPS certificate (None: TLS setup failed, plain HTTP only).
     pub tls: Option<Arc<CertSlot>>,
     /// Access lines and failed authentications: policy and counters.
     pub logs: Logs,
     pub challenges: Challenges,
-    /// The budget of CPU-heavy proof checking (PBKDF2, signatures).
-    pub auth_work: AuthWork,
-    /// Checking identities held on other servers (with `root_info`); SIGHUP may replace it.
-    remote_auth: RwLock<Option<Arc<RemoteAuth>>>,
     pub sessions: Sessions,
     pub admission: Admission,
     pub metrics: Metrics,
@@ -74,8 +42,6 @@ pub struct ServerState {
     pub cache: Option<Arc<CachingStore>>,
     /// Set once every listener serves (`/readyz`).
     ready: std::sync::atomic::AtomicBool,
-    /// Set when this server runs as a replication mirror (before it serves).
-    mirror: std::sync::OnceLock<Arc<crate::replication_status::mirror::MirrorStatus>>,
 }
 
 impl ServerState {
@@ -88,7 +54,6 @@ impl ServerState {
         homed: HashSet<Vec<u8>>,
     ) -> Self {
         // Config::validate has checked the list; bootstrap refuses invalid configs.
-        let live = RwLock::new(Arc::new(Live::of(&config)));
         let logs = Logs::new(config.transport.access_log, config.transport.access_log_sample_every);
         let tls = match CertSlot::load(&config, &key) {
             Ok(slot) => Some(slot),
@@ -141,21 +106,23 @@ impl ServerState {
             replication: crate::replication_status::slots::Source::new(&config),
             cache,
             ready: Default::default(),
-            mirror: Default::default(),
+            directory: Directory::new(
+                store,
+                config.case_sensitive,
+                homed,
+                shared,
+                Live::of(&config),
+                remote_auth,
+                auth_work,
+            ),
             config,
-            store,
             key,
             site_bytes,
             site_serial,
-            homed: RwLock::new(homed),
-            homed_reloaded: shared.then(|| std::sync::Mutex::new(std::time::Instant::now())),
-            live,
             tls,
             logs,
             challenges,
             sessions,
-            auth_work,
-            remote_auth: RwLock::new(remote_auth.map(Arc::new)),
         }
     }
 
@@ -170,41 +137,12 @@ impl ServerState {
         }
     }
 
-    /// The replication mirror's status, when this server is one.
-    pub fn mirror(&self) -> Option<&Arc<crate::replication_status::mirror::MirrorStatus>> {
-        self.mirror.get()
-    }
-
-    /// Make this server a mirror (once, before it serves).
-    pub fn set_mirror(&self, status: Arc<crate::replication_status::mirror::MirrorStatus>) {
-        let _ = self.mirror.set(status);
-    }
-
     pub fn is_ready(&self) -> bool {
         self.ready.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn set_ready(&self) {
         self.ready.store(true, std::sync::atomic::Ordering::Release);
-    }
-
-    /// The reloadable configuration now in force.
-    pub fn live(&self) -> Arc<Live> {
-        self.live.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    pub fn set_live(&self, live: Live) {
-        *self.live.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(live);
-    }
-
-    /// The means of checking identities held on other servers now in force.
-    pub fn remote_auth(&self) -> Option<Arc<RemoteAuth>> {
-        self.remote_auth.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Replace it (SIGHUP); checks under way finish with the one they started with.
-    pub fn set_remote_auth(&self, remote: Option<RemoteAuth>) {
-        *self.remote_auth.write().unwrap_or_else(|e| e.into_inner()) = remote.map(Arc::new);
     }
 
     /// A fresh id for a challenge or a session: one id space for both (§7.5),
@@ -217,56 +155,15 @@ impl ServerState {
             }
         }
     }
+}
 
-    /// Storage key of a handle (§7.3 case rules).
-    pub fn storage_key(&self, h: &[u8]) -> Vec<u8> {
-        handle::normalize(&handle::canonical(h), self.config.case_sensitive)
-    }
-
-    /// Is this server responsible for `h` (§7.2)? Prefix handles `0.NA/a.b.c`
-    /// are served when any ancestor prefix is homed. With a shared store, a
-    /// prefix homed or unhomed on another node counts at once for "not homed"
-    /// answers and within [`HOMED_RELOAD`] otherwise.
-    pub async fn is_homed(&self, h: &[u8]) -> bool {
-        let Some(reloaded) = &self.homed_reloaded else { return self.is_homed_here(h) };
-        let stale = reloaded.lock().unwrap_or_else(|e| e.into_inner()).elapsed() >= HOMED_RELOAD;
-        if !stale && self.is_homed_here(h) {
-            return true;
-        }
-        self.reload_homed().await;
-        self.is_homed_here(h)
-    }
-
-    /// Re-read the homed prefixes from the shared store (nothing on a single node).
-    pub async fn reload_homed(&self) {
-        let Some(reloaded) = &self.homed_reloaded else { return };
-        match stored_homed(&*self.store).await {
-            Ok(set) => {
-                *self.homed.write().unwrap_or_else(|e| e.into_inner()) = set;
-                *reloaded.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
-            }
-            Err(e) => tracing::warn!("homed prefixes not reloaded: {e}"),
-        }
-    }
-
-    fn is_homed_here(&self, h: &[u8]) -> bool {
-        homed_in(&self.homed.read().unwrap_or_else(|e| e.into_inner()), h)
-    }
-
-    pub fn homed_prefixes(&self) -> Vec<Vec<u8>> {
-        let homed = self.homed.read().unwrap_or_else(|e| e.into_inner());
-        let mut v: Vec<_> = homed.iter().cloned().collect();
-        v.sort();
-        v
-    }
-
-    pub fn set_homed(&self, prefix_handle: Vec<u8>, homed: bool) {
-        let mut set = self.homed.write().unwrap_or_else(|e| e.into_inner());
-        if homed {
-            set.insert(prefix_handle);
-        } else {
-            set.remove(&prefix_handle);
-        }
+/// The state extends the directory with what transports, sessions and the
+/// replication source keep: handlers read `state.store` and pass `&state`
+/// where a `&Directory` is taken.
+impl std::ops::Deref for ServerState {
+    type Target = Directory;
+    fn deref(&self) -> &Directory {
+        &self.directory
     }
 }
 

@@ -3,7 +3,7 @@
 //! groups (HS_VLIST, nested, expanded breadth-first), or as server admin?
 
 use crate::auth::Identity;
-use crate::state::ServerState;
+use crate::directory::Directory;
 use handled_proto::data::admin::{AdminPermissions, AdminRecord};
 use handled_proto::data::vlist::ValueList;
 use handled_proto::handle;
@@ -31,7 +31,7 @@ pub fn admin_records(values: &[HandleValue]) -> Vec<AdminRecord> {
 /// HS_ADMIN records that govern it? Server admins with full access always
 /// may, and so may a prefix's default admin under its own prefix.
 pub async fn permitted(
-    state: &ServerState,
+    state: &Directory,
     identity: &Identity,
     target: &[u8],
     admins: &[AdminRecord],
@@ -54,14 +54,14 @@ pub async fn permitted(
 
 /// Is `identity` one of the configured server administrators (or in a group
 /// one of them names)?
-pub async fn is_server_admin(state: &ServerState, identity: &Identity) -> Result<bool, StoreError> {
+pub async fn is_server_admin(state: &Directory, identity: &Identity) -> Result<bool, StoreError> {
     in_admin_list(state, identity, state.live().server_admins.clone()).await
 }
 
 /// Is `identity` named by one of `admins` (handle, index) or in a group one
 /// of them names (`server_admins`, `replication_admins`, ...)?
 pub async fn in_admin_list(
-    state: &ServerState,
+    state: &Directory,
     identity: &Identity,
     admins: Vec<(Vec<u8>, i32)>,
 ) -> Result<bool, StoreError> {
@@ -73,14 +73,14 @@ pub async fn in_admin_list(
 
 /// The prefix handles (`0.NA/<PREFIX>`) `identity` administers as a prefix
 /// administrator (none when `server_admins` is configured).
-pub fn administered_prefixes(state: &ServerState, identity: &Identity) -> Vec<Vec<u8>> {
+pub fn administered_prefixes(state: &Directory, identity: &Identity) -> Vec<Vec<u8>> {
     state.live().prefix_admins.iter().filter(|(admin, _)| identity.matches(admin, 0)).map(|(_, p)| p.clone()).collect()
 }
 
 /// Without configured `server_admins`, `<prefix>/ADMIN` administers the
 /// handles of its own prefix (and its prefix handle), nothing else: tenants
 /// sharing a server do not administer each other.
-fn is_prefix_admin(state: &ServerState, identity: &Identity, target: &[u8]) -> bool {
+fn is_prefix_admin(state: &Directory, identity: &Identity, target: &[u8]) -> bool {
     let target_prefix = if handle::is_prefix_handle(target) {
         handle::normalize(&handle::canonical(target), false)
     } else {
@@ -92,11 +92,7 @@ fn is_prefix_admin(state: &ServerState, identity: &Identity, target: &[u8]) -> b
 /// Breadth-first over admin groups: each reference names a value that may be
 /// an HS_VLIST whose members are matched (and expanded) in turn. References
 /// with index 0 name a whole handle, not a value, and are not expanded.
-async fn group_member(
-    state: &ServerState,
-    identity: &Identity,
-    start: Vec<(Vec<u8>, i32)>,
-) -> Result<bool, StoreError> {
+async fn group_member(state: &Directory, identity: &Identity, start: Vec<(Vec<u8>, i32)>) -> Result<bool, StoreError> {
     let mut queue: VecDeque<(Vec<u8>, i32)> = start.into_iter().filter(|(_, i)| *i != 0).collect();
     let mut visited: HashSet<(Vec<u8>, i32)> = HashSet::new();
     let mut remote_left = MAX_REMOTE_GROUPS;
@@ -128,7 +124,7 @@ async fn group_member(
 /// (with `root_info`, within `remote_left` lookups) from its own server. A
 /// group that cannot be read is skipped.
 async fn group_values(
-    state: &ServerState,
+    state: &Directory,
     handle: &[u8],
     index: i32,
     remote_left: &mut usize,

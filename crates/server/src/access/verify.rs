@@ -12,7 +12,7 @@
 use crate::auth::remote::RemoteAuth;
 pub use crate::auth::work::{AuthError, AuthWork};
 use crate::auth::{signature, Identity};
-use crate::state::ServerState;
+use crate::directory::Directory;
 use handled_proto::crypto::{ct_eq, seckey};
 use handled_proto::data::pubkey::PublicKey;
 use handled_proto::session::{PublicKeyAnswer, SecretKeyAnswer};
@@ -26,7 +26,7 @@ fn show(handle: &[u8]) -> String {
 /// use: the one at `index`, or all of them (lowest index first) for index 0.
 /// A handle held elsewhere is resolved at its server when `root_info` is set.
 async fn key_values(
-    state: &ServerState,
+    state: &Directory,
     handle: &[u8],
     index: i32,
     value_type: &[u8],
@@ -54,7 +54,7 @@ enum Held {
     Unknown,
 }
 
-async fn held(state: &ServerState, handle: &[u8]) -> Held {
+async fn held(state: &Directory, handle: &[u8]) -> Held {
     if state.is_homed(handle).await {
         return Held::Here;
     }
@@ -65,7 +65,7 @@ async fn held(state: &ServerState, handle: &[u8]) -> Held {
 }
 
 async fn local_values(
-    state: &ServerState,
+    state: &Directory,
     handle: &[u8],
     index: i32,
     value_type: &[u8],
@@ -83,7 +83,7 @@ async fn local_values(
 
 /// Verify an HS_SECKEY challenge answer (§5.3) over `nonce ‖ digest`.
 pub async fn secret_key_answer(
-    state: &ServerState,
+    state: &Directory,
     handle: &[u8],
     index: i32,
     answer: &[u8],
@@ -126,7 +126,7 @@ pub async fn secret_key_answer(
 /// Verify an HS_PUBKEY answer (§5.4): a signature over `signed` (`nonce ‖
 /// digest`). Index 0 tries every HS_PUBKEY and records the one that verified.
 pub async fn public_key_answer(
-    state: &ServerState,
+    state: &Directory,
     handle: &[u8],
     index: i32,
     answer: &[u8],
@@ -140,7 +140,7 @@ pub async fn public_key_answer(
 /// Verify a signature over `signed` by an HS_PUBKEY of the identity, the hash
 /// named by `hash_name` (also used by the REST API's Handle authorization).
 pub async fn signature_by(
-    state: &ServerState,
+    state: &Directory,
     handle: &[u8],
     index: i32,
     hash_name: &[u8],
@@ -176,7 +176,7 @@ pub async fn signature_by(
 
 /// Check a plain secret against the identity's HS_SECKEY values, as the REST
 /// API's Basic authentication does.
-pub async fn secret(state: &ServerState, handle: &[u8], index: i32, secret: &[u8]) -> Result<Identity, AuthError> {
+pub async fn secret(state: &Directory, handle: &[u8], index: i32, secret: &[u8]) -> Result<Identity, AuthError> {
     if let Held::Elsewhere(remote) = held(state, handle).await {
         // Make a challenge of our own and have the identity's server check the answer.
         let (nonce, digest): ([u8; 16], [u8; 32]) = (rand::random(), rand::random());

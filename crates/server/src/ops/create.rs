@@ -31,7 +31,7 @@ fn uuid_v4() -> String {
     format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
 }
 
-pub async fn create_handle(state: &ServerState, caller: &Caller, req: CreateHandle) -> Result<Created, OpError> {
+pub async fn create_handle(state: &Directory, caller: &Caller, req: CreateHandle) -> Result<Created, OpError> {
     check_primary(state)?;
     if std::str::from_utf8(&req.handle).is_err() {
         return Err(OpError::new(ResponseCode::INVALID_HANDLE, "Handle is not valid UTF-8"));
@@ -71,7 +71,7 @@ pub async fn create_handle(state: &ServerState, caller: &Caller, req: CreateHand
 }
 
 /// MINT: append a UUID until the handle is unused (a collision is astronomically rare).
-async fn mint(state: &ServerState, identity: &Identity, req: &CreateHandle) -> Result<Created, OpError> {
+async fn mint(state: &Directory, identity: &Identity, req: &CreateHandle) -> Result<Created, OpError> {
     let probe = [req.handle.as_slice(), b"x"].concat();
     may_create(state, identity, &handle::canonical(&probe)).await?;
     for _ in 0..MAX_CAS_RETRIES {
@@ -88,7 +88,7 @@ async fn mint(state: &ServerState, identity: &Identity, req: &CreateHandle) -> R
 /// The create rule (§5.6): ADD_HANDLE in the prefix handle's HS_ADMIN; for a
 /// derived prefix handle `0.NA/a.b`, ADD_DERIVED_PREFIX in `0.NA/a`'s. Prefix
 /// handles without a parent here (the root governs them) need a server admin.
-async fn may_create(state: &ServerState, identity: &Identity, canonical: &[u8]) -> Result<(), OpError> {
+async fn may_create(state: &Directory, identity: &Identity, canonical: &[u8]) -> Result<(), OpError> {
     let (governing, needed) = if handle::is_prefix_handle(canonical) {
         match handle::parent_prefix_handle(&handle::normalize(canonical, false)) {
             Some(parent) => (Some(parent), AdminPermissions::ADD_DERIVED_PREFIX),
@@ -110,7 +110,7 @@ async fn may_create(state: &ServerState, identity: &Identity, canonical: &[u8]) 
 /// HS_ADMIN values grant (a) every permission the differences imply, or
 /// (b) ADD_ADMIN, or (c) DELETE_HANDLE and the create rule passes.
 async fn may_overwrite(
-    state: &ServerState,
+    state: &Directory,
     identity: &Identity,
     canonical: &[u8],
     old: &HandleRecord,

@@ -9,7 +9,7 @@ const SCAN_PAGE: usize = 1000;
 
 /// All handles under a prefix, spelled as they were created (matching stays
 /// case-insensitive). Needs LIST_HANDLES in the prefix handle's HS_ADMIN.
-pub async fn list_handles(state: &ServerState, caller: &Caller, prefix: &[u8]) -> Result<Vec<Vec<u8>>, OpError> {
+pub async fn list_handles(state: &Directory, caller: &Caller, prefix: &[u8]) -> Result<Vec<Vec<u8>>, OpError> {
     if !state.live().allow_list_handles {
         return Err(OpError::new(ResponseCode::OPERATION_NOT_SUPPORTED, "Listing handles is disabled on this server"));
     }
@@ -59,7 +59,7 @@ fn prefix_handle_of(h: &[u8]) -> Result<Vec<u8>, OpError> {
     Ok(handle::normalize(&canonical, false))
 }
 
-async fn require_server_admin<'a>(state: &ServerState, caller: &'a Caller) -> Result<&'a Identity, OpError> {
+async fn require_server_admin<'a>(state: &Directory, caller: &'a Caller) -> Result<&'a Identity, OpError> {
     let identity = require(caller)?;
     if is_server_admin(state, identity).await? {
         Ok(identity)
@@ -69,7 +69,7 @@ async fn require_server_admin<'a>(state: &ServerState, caller: &'a Caller) -> Re
 }
 
 /// Make this server responsible for `<prefix>/*`, persistently.
-pub async fn home_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
+pub async fn home_prefix(state: &Directory, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
     check_primary(state)?;
     let prefix_handle = prefix_handle_of(h)?;
     require_server_admin(state, caller).await?;
@@ -78,7 +78,7 @@ pub async fn home_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Resu
     Ok(())
 }
 
-pub async fn unhome_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
+pub async fn unhome_prefix(state: &Directory, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
     check_primary(state)?;
     let prefix_handle = prefix_handle_of(h)?;
     require_server_admin(state, caller).await?;
@@ -90,7 +90,7 @@ pub async fn unhome_prefix(state: &ServerState, caller: &Caller, h: &[u8]) -> Re
 /// Every homed prefix for a server administrator; for a prefix administrator
 /// (the default scoping, no `server_admins`), the homed prefixes it
 /// administers; anyone else is refused.
-pub async fn list_homed_prefixes(state: &ServerState, caller: &Caller) -> Result<Vec<Vec<u8>>, OpError> {
+pub async fn list_homed_prefixes(state: &Directory, caller: &Caller) -> Result<Vec<Vec<u8>>, OpError> {
     let scoped = match require_server_admin(state, caller).await {
         Ok(_) => None,
         Err(refused) => {

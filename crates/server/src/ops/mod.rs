@@ -19,7 +19,7 @@ pub use values::{add_values, delete_handle, modify_values, remove_values};
 use crate::access::authorize::{admin_records, permitted};
 use crate::access::verify::AuthError;
 use crate::auth::{Caller, Identity};
-use crate::state::ServerState;
+use crate::directory::Directory;
 use handled_proto::data::admin::AdminPermissions;
 use handled_proto::header::ResponseCode;
 use handled_proto::value::{types, HandleValue};
@@ -90,7 +90,7 @@ pub(crate) fn show(h: &[u8]) -> String {
 }
 
 /// 301 unless this server is responsible for `handle` (§7.2).
-async fn check_homed(state: &ServerState, handle: &[u8]) -> Result<(), OpError> {
+async fn check_homed(state: &Directory, handle: &[u8]) -> Result<(), OpError> {
     if state.is_homed(handle).await {
         Ok(())
     } else {
@@ -106,7 +106,7 @@ pub const NOT_A_PRIMARY: &str = "Not a primary server";
 /// any authentication, as the original's `processRequest` answers. Listing
 /// handles and homed prefixes is no such request there, and works on a mirror.
 /// A read-only store (Handle.Net's `sql_read_only`) is answered the same way.
-pub(crate) fn check_primary(state: &ServerState) -> Result<(), OpError> {
+pub(crate) fn check_primary(state: &Directory) -> Result<(), OpError> {
     match state.mirror() {
         Some(m) if m.is_read_only() => Err(OpError::new(ResponseCode::SERVER_NOT_RESP, NOT_A_PRIMARY)),
         _ if state.store.capabilities().read_only => Err(OpError::new(ResponseCode::SERVER_NOT_RESP, NOT_A_PRIMARY)),
@@ -120,7 +120,7 @@ fn require(caller: &Caller) -> Result<&Identity, OpError> {
 
 /// 400 unless `identity` holds `needed` through `admins` (or as server admin).
 async fn permit(
-    state: &ServerState,
+    state: &Directory,
     identity: &Identity,
     target: &[u8],
     admins: &[handled_proto::data::admin::AdminRecord],
@@ -136,7 +136,7 @@ async fn permit(
     }
 }
 
-async fn load(state: &ServerState, key: &[u8]) -> Result<Option<HandleRecord>, OpError> {
+async fn load(state: &Directory, key: &[u8]) -> Result<Option<HandleRecord>, OpError> {
     Ok(state.store.get(key).await?)
 }
 

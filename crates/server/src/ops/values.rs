@@ -15,12 +15,7 @@ fn read_only(index: i32) -> OpError {
 }
 
 /// Write `new` over `old` if nobody changed it meanwhile; false = retry.
-async fn replace(
-    state: &ServerState,
-    key: &[u8],
-    old: HandleRecord,
-    new: Option<HandleRecord>,
-) -> Result<bool, OpError> {
+async fn replace(state: &Directory, key: &[u8], old: HandleRecord, new: Option<HandleRecord>) -> Result<bool, OpError> {
     Ok(matches!(state.store.swap(key, Expect::Present(old), new).await?, SwapOutcome::Done { .. }))
 }
 
@@ -28,7 +23,7 @@ fn too_busy() -> OpError {
     OpError::new(ResponseCode::SERVER_TOO_BUSY, "Handle changed concurrently too often; try again")
 }
 
-pub async fn delete_handle(state: &ServerState, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
+pub async fn delete_handle(state: &Directory, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
     check_primary(state)?;
     let canonical = handle::canonical(h);
     check_homed(state, &canonical).await?;
@@ -47,7 +42,7 @@ pub async fn delete_handle(state: &ServerState, caller: &Caller, h: &[u8]) -> Re
 
 /// Returns whether an existing value was replaced (only possible with `overwrite`).
 pub async fn add_values(
-    state: &ServerState,
+    state: &Directory,
     caller: &Caller,
     h: &[u8],
     values: &[HandleValue],
@@ -103,7 +98,7 @@ pub async fn add_values(
     Err(too_busy())
 }
 
-pub async fn remove_values(state: &ServerState, caller: &Caller, h: &[u8], indexes: &[i32]) -> Result<(), OpError> {
+pub async fn remove_values(state: &Directory, caller: &Caller, h: &[u8], indexes: &[i32]) -> Result<(), OpError> {
     check_primary(state)?;
     let canonical = handle::canonical(h);
     check_homed(state, &canonical).await?;
@@ -135,7 +130,7 @@ pub async fn remove_values(state: &ServerState, caller: &Caller, h: &[u8], index
 /// (§3.5) unless the old or the new value grants authority ([`grants_authority`]);
 /// everything else needs the matching admin permissions.
 pub async fn modify_values(
-    state: &ServerState,
+    state: &Directory,
     caller: &Caller,
     h: &[u8],
     values: &[HandleValue],

@@ -6,6 +6,7 @@ mod local;
 mod templates;
 
 use super::*;
+use crate::state::ServerState;
 use chain::{Query, ResolutionChain, Resolved};
 use handled_proto::handle;
 
