@@ -9,6 +9,7 @@ pub mod auth;
 pub mod backup;
 pub mod bootstrap;
 pub mod cache;
+pub mod client_cert;
 pub mod cluster;
 pub mod config;
 pub mod console;

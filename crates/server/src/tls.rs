@@ -4,6 +4,7 @@
 //! is made at start from the server key, self-signed: Java clients accept an
 //! HTTPS certificate only if its public key is the one in our HS_SITE.
 
+use crate::client_cert::AnyClientCertificate;
 use crate::config::Config;
 use crate::keys::RsaSigner;
 use rustls::pki_types::pem::PemObject;
@@ -33,7 +34,7 @@ pub enum TlsError {
 
 /// The acceptor for HTTPS connections on the HTTP port.
 pub fn acceptor(config: &Config, key: &RsaSigner) -> Result<TlsAcceptor, TlsError> {
-    Ok(CertSlot::load(config, key)?.acceptor())
+    Ok(CertSlot::load(config, key)?.acceptor(config.transport.https_client_certificates))
 }
 
 /// The certificate HTTPS presents, replaceable while serving (SIGHUP):
@@ -66,12 +67,19 @@ impl CertSlot {
         self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    pub fn acceptor(self: &Arc<Self>) -> TlsAcceptor {
-        let mut server = ServerConfig::builder_with_provider(provider())
+    /// `client_certificates`: ask every client for an optional certificate
+    /// ([`crate::client_cert`]).
+    pub fn acceptor(self: &Arc<Self>, client_certificates: bool) -> TlsAcceptor {
+        let provider = provider();
+        let versions = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .expect("the default provider supports the default versions")
-            .with_no_client_auth()
-            .with_cert_resolver(self.clone());
+            .expect("the default provider supports the default versions");
+        let server = if client_certificates {
+            versions.with_client_cert_verifier(Arc::new(AnyClientCertificate::new(&provider)))
+        } else {
+            versions.with_no_client_auth()
+        };
+        let mut server = server.with_cert_resolver(self.clone());
         server.alpn_protocols = vec![b"http/1.1".to_vec()];
         TlsAcceptor::from(Arc::new(server))
     }

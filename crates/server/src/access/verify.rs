@@ -12,6 +12,7 @@
 use crate::auth::remote::RemoteAuth;
 pub use crate::auth::work::{AuthError, AuthWork};
 use crate::auth::{signature, Identity};
+use crate::client_cert::ClientCertificate;
 use crate::directory::Directory;
 use handled_proto::crypto::{ct_eq, seckey};
 use handled_proto::data::pubkey::PublicKey;
@@ -171,6 +172,26 @@ pub async fn signature_by(
         None => {
             Err(AuthError::failed(format!("signature does not verify with the public key at {index}:{}", show(handle))))
         }
+    }
+}
+
+/// The identity a TLS client certificate claims (§14.6.2), when its key is an
+/// HS_PUBKEY at that index (any of them for index 0). The handshake proved the
+/// client holds the private key.
+pub async fn certificate_key(
+    state: &Directory,
+    handle: &[u8],
+    index: i32,
+    certificate: &ClientCertificate,
+) -> Result<Identity, AuthError> {
+    let keys = key_values(state, handle, index, types::HS_PUBKEY).await?;
+    let matched = keys.iter().find(|v| PublicKey::decode_data(&v.data).is_ok_and(|k| certificate.matches(&k)));
+    match matched {
+        Some(v) => Ok(Identity { handle: handle.to_vec(), index, key_index: (index == 0).then_some(v.index) }),
+        None => Err(AuthError::failed(format!(
+            "the client certificate's key is not the public key at {index}:{}",
+            show(handle)
+        ))),
     }
 }
 

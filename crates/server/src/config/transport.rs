@@ -41,6 +41,12 @@ pub struct TransportConfig {
     /// neither: a self-signed certificate made from the server key at start.
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// Ask HTTPS clients for an optional certificate in every handshake, so
+    /// that one naming `index:handle` (UID or CN) with that HS_PUBKEY's key
+    /// authenticates the JSON API (§14.6.2). Handle.Net asks only when a request
+    /// says `Authorization: Handle clientCert="true"`, by renegotiating, which
+    /// rustls does not do; browsers may then offer the user's certificates.
+    pub https_client_certificates: bool,
     /// Idle seconds before a keep-alive connection is closed (also the limit
     /// for receiving a request's headers); advertised in `Keep-Alive`.
     pub http_keep_alive_secs: u64,
@@ -76,6 +82,7 @@ impl Default for TransportConfig {
             max_connections_per_peer: 2_000,
             tls_cert: None,
             tls_key: None,
+            https_client_certificates: false,
             http_keep_alive_secs: 15,
             http_max_requests: 100_000,
             http_body_budget_mb: 256,

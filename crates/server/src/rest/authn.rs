@@ -7,6 +7,7 @@
 use super::{params::percent_decode, Reply, Req, Rest};
 use crate::access::verify::{self, AuthError};
 use crate::auth::{Caller, Identity};
+use crate::client_cert::ClientCertificate;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use handled_proto::header::ResponseCode;
@@ -52,6 +53,13 @@ fn unencoded_identity_hint(user: &[u8], password: &[u8]) -> Option<String> {
         "the Basic user name must be the percent-encoded identity: for {index}:{handle} send \
          {index}%3A{encoded}:SECRET (e.g. curl -u \"{index}%3A{encoded}:SECRET\")"
     ))
+}
+
+/// `Authorization: Handle clientCert="true"` (with or without `renegotiate`)
+/// and no session: "authenticate me by my certificate".
+fn asks_client_certificate(fields: &str) -> bool {
+    let f = HandleFields::parse(fields);
+    f.get("clientcert").is_some_and(|v| v.eq_ignore_ascii_case("true")) && f.get("sessionid").is_none()
 }
 
 /// The parameters of an `Authorization: Handle` header (or the same fields in
@@ -195,8 +203,25 @@ impl Rest {
         if !self.credentials_count(req) {
             return Ok(Caller::Anonymous);
         }
-        let Some(header) = req.header("authorization") else { return Ok(Caller::Anonymous) };
         let failed = |e: AuthError| self.challenge(req, Reply::error(StatusCode::UNAUTHORIZED, e.code, e.message));
+        let header = req.header("authorization");
+        // A certificate authenticates requests that send no other credentials (§14.6.2).
+        let asks_certificate = header.and_then(|h| strip_scheme(h, "handle")).is_some_and(asks_client_certificate);
+        if header.is_none() || asks_certificate {
+            return match &req.conn.client_cert {
+                Some(certificate) => {
+                    self.certificate(certificate, req.conn.peer).await.map(Caller::Authenticated).map_err(failed)
+                }
+                None if asks_certificate => Err(failed(AuthError {
+                    code: ResponseCode::AUTHENTICATION_NEEDED,
+                    message: "no client certificate on this connection: this server asks for one in the TLS \
+                              handshake (https_client_certificates = true), it cannot renegotiate"
+                        .into(),
+                })),
+                None => Ok(Caller::Anonymous),
+            };
+        }
+        let Some(header) = header else { return Ok(Caller::Anonymous) };
         if let Some(b) = strip_scheme(header, "basic") {
             return self.basic(b, req.conn.peer).await.map(Caller::Authenticated).map_err(failed);
         }
@@ -222,6 +247,16 @@ impl Rest {
             return Ok(session.identity().map_or(Caller::Anonymous, Caller::Authenticated));
         }
         Ok(Caller::Anonymous)
+    }
+
+    /// The identity of a client certificate; a wrong one is logged with `peer`.
+    async fn certificate(&self, c: &ClientCertificate, peer: std::net::SocketAddr) -> Result<Identity, AuthError> {
+        let (handle, index) = parse_identity(c.identity.as_bytes());
+        let verified = verify::certificate_key(&self.state, &handle, index, c).await;
+        if let Err(e) = &verified {
+            self.state.logs.auth_failed(&c.identity, Some(peer), &e.message);
+        }
+        verified
     }
 
     /// `Basic base64(percent-encoded index:handle ":" secret)`; a wrong one is logged with `peer`.

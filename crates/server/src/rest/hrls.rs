@@ -286,7 +286,7 @@ mod tests {
             params: super::super::params::Params::from_query(Some(query)),
             headers: Default::default(),
             body: Default::default(),
-            conn: super::super::Conn { secure: false, peer: "127.0.0.1:1".parse().unwrap() },
+            conn: super::super::Conn { secure: false, peer: "127.0.0.1:1".parse().unwrap(), client_cert: None },
         };
         let reply = search(rest, &req, "").await;
         (reply.status, reply.body.unwrap_or_default())

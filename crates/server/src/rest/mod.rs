@@ -42,11 +42,13 @@ const CORS_EXPOSE: &str = "Location, WWW-Authenticate, Server-Timing, Keep-Alive
 const JSON: &str = "application/json;charset=UTF-8";
 
 /// The connection a request came on.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Conn {
     /// Over TLS: the only transport on which credentials count (unless configured).
     pub secure: bool,
     pub peer: SocketAddr,
+    /// The TLS client certificate's claim, when the client sent one.
+    pub client_cert: Option<std::sync::Arc<crate::client_cert::ClientCertificate>>,
 }
 
 /// The REST layer's own state: HTTP sessions and the OpenAPI document.

@@ -41,7 +41,8 @@ pub struct HttpShared {
 impl HttpShared {
     pub fn new(state: Arc<ServerState>, budget: Arc<BodyBudget>) -> HttpShared {
         let keep_alive = Duration::from_secs(state.config.transport.http_keep_alive_secs.max(1));
-        let tls = state.tls.as_ref().map(|slot| slot.acceptor());
+        let client_certificates = state.config.transport.https_client_certificates;
+        let tls = state.tls.as_ref().map(|slot| slot.acceptor(client_certificates));
         let bodies = BodyReader::new(keep_alive, budget);
         HttpShared {
             max_requests: state.config.transport.http_max_requests,

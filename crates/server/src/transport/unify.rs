@@ -7,6 +7,7 @@
 
 use super::accept::Acceptor;
 use super::http::{route, HttpShared};
+use crate::client_cert::ClientCertificate;
 use crate::lifecycle::Stop;
 use crate::rest::Conn;
 use crate::state::ServerState;
@@ -54,12 +55,17 @@ pub async fn serve(shared: Arc<HttpShared>, stream: TcpStream, peer: SocketAddr,
             return;
         };
         match tokio::time::timeout(shared.keep_alive, acceptor.accept(stream)).await {
-            Ok(Ok(tls)) => http1(shared, tls, Conn { secure: true, peer }, stop).await,
+            Ok(Ok(tls)) => {
+                // Parsed once per connection; checked against the handle per request.
+                let certificate = tls.get_ref().1.peer_certificates().and_then(|c| c.first());
+                let client_cert = certificate.and_then(|c| ClientCertificate::parse(c)).map(Arc::new);
+                http1(shared, tls, Conn { secure: true, peer, client_cert }, stop).await
+            }
             Ok(Err(e)) => tracing::debug!("TLS handshake with {peer}: {e}"),
             Err(_) => tracing::debug!("TLS handshake with {peer} timed out"),
         }
     } else {
-        http1(shared, stream, Conn { secure: false, peer }, stop).await;
+        http1(shared, stream, Conn { secure: false, peer, client_cert: None }, stop).await;
     }
 }
 
@@ -90,10 +96,12 @@ where
     let max = shared.max_requests.max(1);
     let keep_alive = shared.keep_alive;
     let timeout_secs = keep_alive.as_secs();
+    let peer = conn.peer;
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-        let shared = shared.clone();
+        let (shared, conn) = (shared.clone(), conn.clone());
         let n = served.fetch_add(1, Ordering::Relaxed) + 1;
         async move {
+            let secure = conn.secure;
             let started = Instant::now();
             let keep = wants_keep_alive(&req);
             let log = shared.web.state.logs.wants_access_line();
@@ -110,7 +118,7 @@ where
             let millis = super::timing::server_timing(headers, started);
             if let Some((method, uri, version)) = line {
                 let status = response.status().as_u16();
-                tracing::info!(target: "access", peer = %conn.peer, tls = conn.secure, %method, %uri, ?version, status, dur_ms = format_args!("{millis:.3}"));
+                tracing::info!(target: "access", peer = %peer, tls = secure, %method, %uri, ?version, status, dur_ms = format_args!("{millis:.3}"));
             }
             Ok::<_, Infallible>(response)
         }
@@ -123,7 +131,7 @@ where
         .max_buf_size(super::MAX_HTTP_BUFFER)
         .serve_connection(TokioIo::new(io), service);
     if let Err(e) = super::until_stopped(connection, stop).await {
-        tracing::debug!("http connection from {}: {e}", conn.peer);
+        tracing::debug!("http connection from {peer}: {e}");
     }
 }
 
