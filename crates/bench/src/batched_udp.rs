@@ -9,10 +9,9 @@
 //! re-sent after `retry_after` and is a timeout after the run's timeout.
 
 use crate::recorder::{Outcome, Recorder};
-use crate::run::{Model, Plan};
 use crate::target::Target;
 use crate::wire::{judge, ReplyCheck, UnitCache};
-use crate::workload::{ClientState, KeySet, Op, OpKind};
+use crate::workload::{ClientState, KeySet, Op, OpKind, Workload};
 use handled_client::Protocol;
 use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
 use handled_proto::udp::{Reassembly, MAX_DATAGRAM};
@@ -36,7 +35,15 @@ const LONGEST_REQUEST_WITHOUT_HANDLE: usize = 64;
 /// How often outstanding requests are checked for re-send and timeout.
 const SCAN_EVERY: Duration = Duration::from_millis(5);
 
-/// The settings of a run this engine can carry, or None (the async loop does it).
+/// A closed loop's shape: clients, when each stops, the warm-up.
+pub struct ClosedLoop {
+    pub clients: usize,
+    pub requests_per_client: Option<u64>,
+    pub duration: Option<Duration>,
+    pub warmup: Duration,
+}
+
+/// The settings of a run this engine carries.
 pub struct BatchedRun {
     addr: SocketAddr,
     check: ReplyCheck,
@@ -49,37 +56,31 @@ pub struct BatchedRun {
 }
 
 impl BatchedRun {
-    /// Plain UDP resolution or site info, closed loop without pause, one address.
-    pub fn of(plan: &Plan, model: &Model) -> Option<BatchedRun> {
-        let Target::Native { protocol: Protocol::Udp, addrs, check, .. } = &*plan.target else { return None };
-        if !plan.batched_udp {
-            return None;
-        }
-        let Model::Closed { clients, requests_per_client, duration, pause, warmup } = model else { return None };
-        let simple = plan
-            .workload
-            .ops
-            .iter()
-            .all(|k| matches!(k, OpKind::Resolve | OpKind::ResolveCertified | OpKind::SiteInfo));
+    /// Plain UDP resolution or site info to one address, closed loop without
+    /// pause (the caller checks the loop); None for anything else.
+    pub fn new(target: &Target, workload: &Workload, loop_: ClosedLoop, timeout: Duration) -> Option<BatchedRun> {
+        let Target::Native { protocol: Protocol::Udp, addrs, check, .. } = target else { return None };
+        let simple =
+            workload.ops.iter().all(|k| matches!(k, OpKind::Resolve | OpKind::ResolveCertified | OpKind::SiteInfo));
         // Requests must fit one datagram (the async loop splits longer ones).
-        let longest = match &plan.workload.keys {
+        let longest = match &workload.keys {
             KeySet::One(h) => h.len(),
             KeySet::Uniform { prefix, .. } | KeySet::Zipf { prefix, .. } => prefix.len() + 21,
         };
         let fits = longest + LONGEST_REQUEST_WITHOUT_HANDLE <= MAX_DATAGRAM;
-        if addrs.len() != 1 || !pause.is_zero() || !simple || !fits || plan.induce.is_some() {
+        if addrs.len() != 1 || !simple || !fits {
             return None;
         }
         Some(BatchedRun {
             addr: addrs[0],
             check: *check,
-            clients: (*clients).max(1),
-            requests_per_client: *requests_per_client,
-            duration: *duration,
-            warmup: *warmup,
-            timeout: plan.timeout,
+            clients: loop_.clients.max(1),
+            requests_per_client: loop_.requests_per_client,
+            duration: loop_.duration,
+            warmup: loop_.warmup,
+            timeout,
             // As the async loop: the Java client's 0.5 s, or a third of the timeout.
-            retry_after: (plan.timeout / 3).max(Duration::from_millis(500)),
+            retry_after: (timeout / 3).max(Duration::from_millis(500)),
         })
     }
 
@@ -214,8 +215,8 @@ impl BenchThread {
             // SAFETY: `polls` is a valid array of pollfd for its length.
             let ready = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, wait) };
             if ready > 0 {
-                for k in 0..polls.len() {
-                    if polls[k].revents != 0 {
+                for (k, p) in polls.iter().enumerate() {
+                    if p.revents != 0 {
                         self.receive(k);
                     }
                 }

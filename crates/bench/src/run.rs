@@ -3,7 +3,7 @@
 //! a schedule whatever the answers, and latency counts from when a request was
 //! due, not when it went out (coordinated omission corrected, as wrk2 does).
 
-use crate::batched_udp::BatchedRun;
+use crate::batched_udp::{BatchedRun, ClosedLoop};
 use crate::cpu::{own_cpu_time, process_cpu_time};
 use crate::recorder::{Recorder, SocketGauge};
 use crate::stats::{Stats, BUCKET};
@@ -272,7 +272,7 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
         Some(dir) => Some(crate::fsync::probe(dir).await?),
         None => None,
     };
-    if let Some(batched) = BatchedRun::of(plan, model) {
+    if let Some(batched) = batched_udp(plan, model) {
         let origin = Instant::now();
         let harness = Harness::start(plan, origin + warmup, None);
         batched.run(clients_state, harness.recorder.clone(), origin).await?;
@@ -343,6 +343,22 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
         }
     }
     Ok(stats)
+}
+
+/// The batched UDP engine, when it can carry this run: closed loop, no pause,
+/// no induced failure (the async loop times those), not switched off.
+fn batched_udp(plan: &Plan, model: &Model) -> Option<BatchedRun> {
+    let Model::Closed { clients, requests_per_client, duration, pause, warmup } = model else { return None };
+    if !plan.batched_udp || !pause.is_zero() || plan.induce.is_some() {
+        return None;
+    }
+    let shape = ClosedLoop {
+        clients: *clients,
+        requests_per_client: *requests_per_client,
+        duration: *duration,
+        warmup: *warmup,
+    };
+    BatchedRun::new(&plan.target, &plan.workload, shape, plan.timeout)
 }
 
 /// Every operation of the loop must be one the target can carry.

@@ -62,9 +62,12 @@ fn plan(transport: Transport, addr: SocketAddr, raw: bool, timeout: Duration) ->
 async fn raw_mode_counts_echoed_replies_over_udp_and_tcp() {
     let udp = udp_echo(false);
     let tcp = tcp_echo().await;
-    for (transport, addr) in [(Transport::Udp, udp), (Transport::TcpPersistent, tcp), (Transport::Tcp, tcp)] {
-        let s = run(&plan(transport, addr, true, Duration::from_secs(5)), &closed(3, 20)).await.unwrap();
-        assert_eq!((s.ok, s.error_count()), (60, 0), "{transport:?}: {:?}", s.errors);
+    let cases = [(Transport::Udp, udp, true), (Transport::Udp, udp, false), (Transport::TcpPersistent, tcp, false)];
+    for (transport, addr, batched) in cases.into_iter().chain([(Transport::Tcp, tcp, false)]) {
+        let mut p = plan(transport, addr, true, Duration::from_secs(5));
+        p.batched_udp = batched; // UDP: the batched threads and the task-per-client loop alike
+        let s = run(&p, &closed(3, 20)).await.unwrap();
+        assert_eq!((s.ok, s.error_count()), (60, 0), "{transport:?} batched {batched}: {:?}", s.errors);
         assert!(s.client_cpu_s.is_some(), "the bench's own CPU is measured");
     }
 }
