@@ -129,7 +129,6 @@ struct Slot {
 struct Pending {
     id: i32,
     op: Op,
-    unit: Vec<u8>,
     sent: Instant,
     last_send: Instant,
     reassembly: Option<Reassembly>,
@@ -250,9 +249,9 @@ impl BenchThread {
         let id = ((slot.sequence << SLOT_BITS) | s as u32) as i32;
         let op = slot.client.next(&mut self.rng);
         match slot.units.unit_with_id(&op, id) {
-            Ok(unit) => {
-                let unit = unit.to_vec();
-                slot.pending = Some(Pending { id, op, unit, sent: now, last_send: now, reassembly: None });
+            Ok(_) => {
+                // The unit stays in the slot's cache (its last one) until the answer.
+                slot.pending = Some(Pending { id, op, sent: now, last_send: now, reassembly: None });
                 self.outbox[slot.socket].push(s);
             }
             Err((kind, _)) => {
@@ -271,7 +270,7 @@ impl BenchThread {
                 let mut iovecs: Vec<libc::iovec> = Vec::with_capacity(chunk.len());
                 for &s in chunk {
                     // Requests longer than one datagram (very long handles) are not batched here.
-                    let unit = &self.slots[s].pending.as_ref().expect("queued with a request").unit;
+                    let unit = self.slots[s].units.last_unit().expect("queued with a request");
                     iovecs.push(libc::iovec { iov_base: unit.as_ptr() as *mut libc::c_void, iov_len: unit.len() });
                 }
                 // SAFETY: zeroed mmsghdr is valid (null name, no control); each points at one iovec above.
@@ -328,14 +327,13 @@ impl BenchThread {
                 return; // nothing more (EAGAIN), or an ICMP error: pending requests time out
             }
             let now = Instant::now();
-            let lengths: Vec<(usize, bool)> = headers
-                .iter()
-                .take(n as usize)
-                .map(|h| ((h.msg_len as usize).min(DATAGRAM_BUFFER), h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0))
-                .collect();
+            let lengths: [(usize, bool); BATCH] = std::array::from_fn(|i| {
+                let h = &headers[i];
+                ((h.msg_len as usize).min(DATAGRAM_BUFFER), h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0)
+            });
             // Taken out while the replies are handled (they need `self`), put back after.
             let buffers = std::mem::take(&mut self.buffers);
-            for (i, (len, truncated)) in lengths.into_iter().enumerate() {
+            for (i, &(len, truncated)) in lengths.iter().take(n as usize).enumerate() {
                 self.reply(&buffers[i * DATAGRAM_BUFFER..i * DATAGRAM_BUFFER + len], truncated, now);
             }
             self.buffers = buffers;

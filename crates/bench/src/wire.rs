@@ -90,6 +90,13 @@ impl UnitCache {
     }
 }
 
+impl UnitCache {
+    /// The unit last made (with the id last given), to send it again.
+    pub fn last_unit(&self) -> Option<&[u8]> {
+        self.last.as_ref().map(|(_, unit, _)| unit.as_slice())
+    }
+}
+
 fn request_id_of(unit: &[u8]) -> Option<i32> {
     unit.get(REQUEST_ID_AT..REQUEST_ID_AT + 4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
@@ -301,4 +308,64 @@ fn continues(unit: &[u8]) -> bool {
 pub fn first_unit(body: &[u8]) -> Option<&[u8]> {
     let length = u32::from_be_bytes(body.get(16..20)?.try_into().ok()?) as usize;
     body.get(..ENVELOPE_LEN + length.min(MAX_MESSAGE_LEN))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Key;
+    use handled_proto::header::{OpCode, ResponseCode};
+
+    fn resolve(handle: &str) -> Op {
+        Op::Resolve(Key { handle: handle.into(), n: 0 })
+    }
+
+    /// A reply unit: the request's envelope and a header with `code`, an empty body.
+    fn reply(id: i32, code: ResponseCode) -> Vec<u8> {
+        let mut header = Vec::new();
+        Header::response_to(&Header::request(OpCode::RESOLUTION, OpFlags::REC), code).encode(&mut header);
+        let mut envelope = Envelope::new(handled_client::CLIENT_VERSION, handled_client::CLIENT_VERSION, id);
+        envelope.message_length = header.len() as i32;
+        let mut unit = envelope.to_array().to_vec();
+        unit.extend_from_slice(&header);
+        unit
+    }
+
+    #[test]
+    fn units_are_reused_with_a_new_request_id() {
+        let mut units = UnitCache::default();
+        let (first, id1) = units.unit(&resolve("TEST/1")).map(|(u, id)| (u.to_vec(), id)).unwrap();
+        let (second, id2) = units.unit(&resolve("TEST/1")).map(|(u, id)| (u.to_vec(), id)).unwrap();
+        assert_ne!(id1, id2);
+        assert_eq!((request_id_of(&first), request_id_of(&second)), (Some(id1), Some(id2)));
+        assert_eq!(first[..8], second[..8]);
+        assert_eq!(first[12..], second[12..], "only the request id differs");
+        let (third, _) = units.unit(&resolve("TEST/22")).unwrap();
+        assert_eq!(third.len(), first.len() + 1, "another handle is encoded anew");
+        assert_eq!(units.last_unit().map(<[u8]>::len), Some(first.len() + 1));
+        assert!(units.unit(&Op::Delete("TEST/1".into())).is_err(), "admin operations need a session");
+    }
+
+    #[test]
+    fn replies_are_judged_by_id_and_response_code() {
+        let ok = judge(&reply(7, ResponseCode::SUCCESS), 7, ReplyCheck::Protocol, None).unwrap();
+        assert!(matches!(ok, Outcome::Ok { .. }));
+        let refused = judge(&reply(7, ResponseCode::HANDLE_NOT_FOUND), 7, ReplyCheck::Protocol, None).unwrap();
+        assert!(matches!(refused, Outcome::Refused { kind, .. } if kind == "HANDLE_NOT_FOUND"));
+        assert_eq!(
+            judge(&reply(8, ResponseCode::SUCCESS), 7, ReplyCheck::Protocol, None).unwrap_err().0,
+            "wrong-request-id"
+        );
+        // The request itself, echoed: an answer only in raw mode.
+        let mut units = UnitCache::default();
+        let (request, id) = units.unit(&resolve("TEST/1")).map(|(u, id)| (u.to_vec(), id)).unwrap();
+        assert_eq!(judge(&request, id, ReplyCheck::Protocol, None).unwrap_err().0, "malformed");
+        assert!(matches!(judge(&request, id, ReplyCheck::Raw, None), Ok(Outcome::Ok { .. })));
+        // Lengths that disagree with the bytes, and garbage, never panic.
+        let mut short = reply(7, ResponseCode::SUCCESS);
+        short.pop();
+        assert!(judge(&short, 7, ReplyCheck::Protocol, None).is_err());
+        assert!(judge(&[1, 2, 3], 7, ReplyCheck::Raw, None).is_err());
+        assert_eq!(first_unit(&[0u8; 10]), None);
+    }
 }
