@@ -54,7 +54,7 @@ bench() {
 # server started under taskset so that its thread pools size to its cores.
 "$BIN" serve --data-dir "$work/data" --port $port --http-port $http > "$work/boot.log" 2>&1 &
 server_pid=$!
-until grep -q '^ready$' "$work/boot.log"; do kill -0 $server_pid 2>/dev/null || { cat "$work/boot.log" >&2; exit 1; }; sleep 0.05; done
+until grep -qs '^ready$' "$work/boot.log"; do kill -0 $server_pid 2>/dev/null || { cat "$work/boot.log" >&2; exit 1; }; sleep 0.05; done
 kill $server_pid; wait $server_pid 2>/dev/null || true
 server_pid=
 for round in $(seq "$ROUNDS"); do
@@ -62,7 +62,7 @@ for round in $(seq "$ROUNDS"); do
     echo "== handled on $k of $ncpu cores (round $round)" >&2
     taskset -c "$(server_cpus "$k")" "$BIN" serve --data-dir "$work/data" --port $port --http-port $http > "$work/serve.log" 2>&1 &
     server_pid=$!
-    until grep -q '^ready$' "$work/serve.log"; do kill -0 $server_pid 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }; sleep 0.05; done
+    until grep -qs '^ready$' "$work/serve.log"; do kill -0 $server_pid 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }; sleep 0.05; done
     for t in udp tcp tcp-persistent http json-api; do
       p=$port; case $t in http | json-api) p=$http ;; esac
       bench handled "$k" "$round" "$t" "$p" "$server_pid"
