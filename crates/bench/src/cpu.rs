@@ -23,6 +23,18 @@ pub fn process_rss_bytes(pid: u32) -> std::io::Result<u64> {
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "no VmRSS line"))
 }
 
+/// User + system CPU time this process (every thread) has used so far: the
+/// bench's own cost, set beside the server's.
+pub fn own_cpu_time() -> std::io::Result<Duration> {
+    // SAFETY: getrusage writes only into the struct we pass.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let micros = |t: libc::timeval| t.tv_sec.max(0) as u64 * 1_000_000 + t.tv_usec.max(0) as u64;
+    Ok(Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime)))
+}
+
 fn clock_ticks_per_second() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -59,5 +71,13 @@ mod tests {
         let pid = std::process::id();
         process_cpu_time(pid).unwrap();
         assert!(process_rss_bytes(pid).unwrap() > 0);
+        // Burn a little CPU: our own time must grow.
+        let before = own_cpu_time().unwrap();
+        let t0 = std::time::Instant::now();
+        let mut x = 0u64;
+        while t0.elapsed() < Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        assert!(own_cpu_time().unwrap() > before, "{x}");
     }
 }

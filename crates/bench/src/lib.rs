@@ -2,6 +2,7 @@
 //! protocol, not our internals) and the figures the published benchmarks report.
 
 pub mod admin;
+pub mod batched_udp;
 pub mod coord;
 pub mod cpu;
 pub mod fsync;
@@ -20,6 +21,7 @@ pub mod stub;
 pub mod sweep;
 pub mod target;
 pub mod tls;
+pub mod wire;
 pub mod workload;
 
 pub use run::{run, Model, Plan, Schedule};

@@ -109,6 +109,9 @@ pub fn table(runs: &[Stats]) -> String {
         if let (Some(cpu), Some(per)) = (s.server_cpu_s, s.per_server_core_second()) {
             notes.push(format!("server cpu {cpu:.2} s → {per:.0} requests per server core-second"));
         }
+        if let (Some(cpu), Some(per)) = (s.client_cpu_s, s.per_client_core_second()) {
+            notes.push(format!("bench cpu {cpu:.2} s → {per:.0} requests per client core-second"));
+        }
         if s.sockets_opened > 0 {
             notes.push(format!("{:.1} requests per socket", s.total() as f64 / s.sockets_opened as f64));
         }
@@ -187,6 +190,8 @@ pub fn json_line(s: &Stats) -> serde_json::Value {
         "sessions": s.sessions,
         "server_cpu_s": s.server_cpu_s,
         "per_server_core_second": s.per_server_core_second(),
+        "client_cpu_s": s.client_cpu_s,
+        "per_client_core_second": s.per_client_core_second(),
         "first_error_s": s.first_error_s,
         "recovery_s": s.recovery_s().map(|r| if r.is_finite() { json!(r) } else { json!("not recovered") }),
         "ops": ops,

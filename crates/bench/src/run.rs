@@ -3,7 +3,8 @@
 //! a schedule whatever the answers, and latency counts from when a request was
 //! due, not when it went out (coordinated omission corrected, as wrk2 does).
 
-use crate::cpu::process_cpu_time;
+use crate::batched_udp::{BatchedRun, ClosedLoop};
+use crate::cpu::{own_cpu_time, process_cpu_time};
 use crate::recorder::{Recorder, SocketGauge};
 use crate::stats::{Stats, BUCKET};
 use crate::target::{Conn, Target};
@@ -29,6 +30,8 @@ pub struct Plan {
     pub induce: Option<(Duration, String)>,
     /// Measure the raw fsync rate of this directory's disk before the run.
     pub fsync_probe: Option<PathBuf>,
+    /// Closed UDP loops on the batched engine ([`BatchedRun`]); false: a task per client.
+    pub batched_udp: bool,
 }
 
 impl Plan {
@@ -42,6 +45,7 @@ impl Plan {
             progress: false,
             induce: None,
             fsync_probe: None,
+            batched_udp: true,
         }
     }
 }
@@ -165,6 +169,7 @@ pub(crate) struct Harness {
     stop: Arc<AtomicU64>,
     sampler: tokio::task::JoinHandle<()>,
     cpu_before: Option<tokio::task::JoinHandle<Option<Duration>>>,
+    own_cpu_before: tokio::task::JoinHandle<Option<Duration>>,
     time_wait_before: Option<u64>,
 }
 
@@ -183,6 +188,10 @@ impl Harness {
                 process_cpu_time(pid).ok()
             })
         });
+        let own_cpu_before = tokio::spawn(async move {
+            tokio::time::sleep_until(start.into()).await;
+            own_cpu_time().ok()
+        });
         if let Some((after, command)) = plan.induce.clone() {
             tokio::spawn(async move {
                 tokio::time::sleep_until((start + after).into()).await;
@@ -193,14 +202,17 @@ impl Harness {
             });
         }
         let time_wait_before = time_wait_count(plan.target.first_addr().port());
-        Harness { recorder, stop, sampler, cpu_before, time_wait_before }
+        Harness { recorder, stop, sampler, cpu_before, own_cpu_before, time_wait_before }
     }
 
     pub async fn finish(self, plan: &Plan, clients: usize) -> Stats {
         let elapsed = self.recorder.start().elapsed();
         self.stop.store(1, Ordering::Relaxed);
         let _ = self.sampler.await;
+        let own_after = own_cpu_time().ok();
         let mut stats = self.recorder.finish(&plan.label, elapsed);
+        let own_before = self.own_cpu_before.await.ok().flatten();
+        stats.client_cpu_s = own_before.zip(own_after).map(|(a, b)| b.saturating_sub(a).as_secs_f64());
         stats.clients = clients;
         if let (Some(pid), Some(before)) = (plan.server_pid, self.cpu_before) {
             let before = before.await.ok().flatten();
@@ -260,6 +272,14 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
         Some(dir) => Some(crate::fsync::probe(dir).await?),
         None => None,
     };
+    if let Some(batched) = batched_udp(plan, model) {
+        let origin = Instant::now();
+        let harness = Harness::start(plan, origin + warmup, None);
+        batched.run(clients_state, harness.recorder.clone(), origin).await?;
+        let mut stats = harness.finish(plan, clients).await;
+        stats.disk_fsync_per_s = disk_fsync_per_s;
+        return Ok(stats);
+    }
     let prepared = Arc::new(Recorder::new(Instant::now()));
     let conns = prepare(&plan.target, clients, &prepared, plan.timeout).await?;
     let origin = Instant::now();
@@ -323,6 +343,22 @@ pub async fn run(plan: &Plan, model: &Model) -> Result<Stats, String> {
         }
     }
     Ok(stats)
+}
+
+/// The batched UDP engine, when it can carry this run: closed loop, no pause,
+/// no induced failure (the async loop times those), not switched off.
+fn batched_udp(plan: &Plan, model: &Model) -> Option<BatchedRun> {
+    let Model::Closed { clients, requests_per_client, duration, pause, warmup } = model else { return None };
+    if !plan.batched_udp || !pause.is_zero() || plan.induce.is_some() {
+        return None;
+    }
+    let shape = ClosedLoop {
+        clients: *clients,
+        requests_per_client: *requests_per_client,
+        duration: *duration,
+        warmup: *warmup,
+    };
+    BatchedRun::new(&plan.target, &plan.workload, shape, plan.timeout)
 }
 
 /// Every operation of the loop must be one the target can carry.

@@ -4,6 +4,7 @@
 use crate::admin::{basic_authorization, AdminTarget, JsonApiTarget};
 use crate::http::{HttpTarget, Tls};
 use crate::target::{Target, UrlRequest};
+use crate::wire::ReplyCheck;
 use handled_client::{Credentials, Protocol};
 use hyper::Method;
 use rustls::pki_types::ServerName;
@@ -47,6 +48,9 @@ pub struct TargetSpec {
     pub insecure: bool,
     pub cacert: Option<PathBuf>,
     pub server_name: Option<String>,
+    /// Count replies carrying the request's id without reading them as Handle
+    /// responses (echo references, targets that do not speak the protocol).
+    pub raw: bool,
 }
 
 impl TargetSpec {
@@ -64,6 +68,7 @@ impl TargetSpec {
             insecure: false,
             cacert: None,
             server_name: None,
+            raw: false,
         }
     }
 
@@ -81,6 +86,10 @@ impl TargetSpec {
             addrs.push(resolve_addrs(h.trim_start_matches('[').trim_end_matches(']'), p)?[0]);
         }
         Ok(addrs)
+    }
+
+    fn transport_is_json(&self) -> bool {
+        matches!(self.transport, Transport::JsonApi | Transport::JsonApiHttps)
     }
 
     pub fn http(&self, tls: bool, host: &str, port: u16) -> Result<HttpTarget, String> {
@@ -103,6 +112,10 @@ impl TargetSpec {
     }
 
     pub fn build(&self) -> Result<Target, String> {
+        if self.raw && (self.url.is_some() || self.credentials.is_some() || self.transport_is_json()) {
+            return Err("--raw goes with --transport udp, tcp, tcp-persistent, http or https (no --url, --credentials or JSON API)".into());
+        }
+        let check = if self.raw { ReplyCheck::Raw } else { ReplyCheck::Protocol };
         if let Some(url) = &self.url {
             let (tls, host, port, template) = parse_url_template(url)?;
             let method = match &self.method {
@@ -125,7 +138,7 @@ impl TargetSpec {
                 Some(credentials) => {
                     Target::Admin(AdminTarget { protocol, persistent, addrs, credentials: credentials.clone() })
                 }
-                None => Target::Native { protocol, persistent, addrs },
+                None => Target::Native { protocol, persistent, addrs, check },
             })
         };
         let json_api = |tls| -> Result<Target, String> {
@@ -144,8 +157,8 @@ impl TargetSpec {
             (Transport::TcpPersistent, _) => native(Protocol::Tcp, true),
             // An admin session over the tunnel uses handled-client's own HTTP transport (keep-alive).
             (Transport::Http, Some(_)) => native(Protocol::Http, true),
-            (Transport::Http, None) => Ok(Target::Tunnel(self.http(false, &self.host, http_port)?)),
-            (Transport::Https, None) => Ok(Target::Tunnel(self.http(true, &self.host, http_port)?)),
+            (Transport::Http, None) => Ok(Target::Tunnel { http: self.http(false, &self.host, http_port)?, check }),
+            (Transport::Https, None) => Ok(Target::Tunnel { http: self.http(true, &self.host, http_port)?, check }),
             (Transport::JsonApi, _) => json_api(false),
             (Transport::JsonApiHttps, _) => json_api(true),
         }

@@ -54,6 +54,9 @@ pub struct Stats {
     /// Seconds from the start of measurement to the first failure.
     pub first_error_s: Option<f64>,
     pub server_cpu_s: Option<f64>,
+    /// CPU time of the bench process itself over the measured time.
+    #[serde(default)]
+    pub client_cpu_s: Option<f64>,
     /// Requests per second asked for (open loop and sweeps).
     pub solicited_rate: Option<f64>,
     pub clients: usize,
@@ -119,6 +122,7 @@ impl Stats {
             series: Vec::new(),
             first_error_s: None,
             server_cpu_s: None,
+            client_cpu_s: None,
             solicited_rate: None,
             clients: 0,
             sessions: 0,
@@ -147,6 +151,12 @@ impl Stats {
 
     pub fn per_server_core_second(&self) -> Option<f64> {
         self.server_cpu_s.filter(|c| *c > 0.0).map(|c| self.total() as f64 / c)
+    }
+
+    /// Requests per core-second of the bench's own CPU: to set beside the
+    /// server's, so that a run shows whether the client or the server limits.
+    pub fn per_client_core_second(&self) -> Option<f64> {
+        self.client_cpu_s.filter(|c| *c > 0.0).map(|c| self.total() as f64 / c)
     }
 
     /// Latency at quantile `q`, in milliseconds.
@@ -191,6 +201,11 @@ impl Stats {
             (a, b) => a.or(b),
         };
         self.clients += other.clients;
+        // Separate processes: their CPU times add up.
+        self.client_cpu_s = match (self.client_cpu_s, other.client_cpu_s) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         self.sessions += other.sessions;
         for (op, o) in &other.by_op {
             self.by_op.entry(op.clone()).or_default().merge(o);

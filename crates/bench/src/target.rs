@@ -7,15 +7,12 @@
 
 use crate::admin::{AdminConn, AdminTarget, JsonApiTarget};
 use crate::http::{HttpConn, HttpError, HttpTarget};
-use crate::outcome::{client_error, code_outcome, http_outcome, percent_encode, Res};
+use crate::outcome::{http_outcome, percent_encode, Res};
 use crate::recorder::{Outcome, Recorder};
+use crate::wire::{first_unit, judge, ReplyCheck, UnitCache, WireConn};
 use crate::workload::{Op, OpKind};
 use bytes::Bytes;
-use handled_client::{decode_response, encode_request, Connection, Protocol, ResolveOptions};
-use handled_proto::codec::{Codec, Reader};
-use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
-use handled_proto::header::OpFlags;
-use handled_proto::request::{RequestBody, ResolutionRequest};
+use handled_client::Protocol;
 use hyper::Method;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,9 +23,13 @@ pub enum Target {
         protocol: Protocol,
         persistent: bool,
         addrs: Vec<SocketAddr>,
+        check: ReplyCheck,
     },
     /// POST `application/x-hdl-message` to `/`.
-    Tunnel(HttpTarget),
+    Tunnel {
+        http: HttpTarget,
+        check: ReplyCheck,
+    },
     /// Requests to a URL template, `{handle}`, `{handle_enc}` (percent-encoded)
     /// and `{n}` (or `{seq}`) filled in, in the path and the body alike.
     Url {
@@ -61,7 +62,12 @@ impl UrlRequest {
 
 /// One client's connection state.
 pub enum Conn {
-    Native { conn: Option<Connection>, addr_index: usize, holds_socket: bool },
+    Native {
+        conn: Option<WireConn>,
+        addr_index: usize,
+    },
+    /// The tunnel: the HTTP connection and this client's request units.
+    Tunnel(HttpConn, UnitCache),
     Http(HttpConn),
     // Boxed: a session (keys, connection) is large next to the other states.
     Admin(Box<AdminConn>),
@@ -71,12 +77,19 @@ const HDL: &str = "application/x-hdl-message";
 
 impl Target {
     pub fn describe(&self) -> String {
+        let raw =
+            |check: &ReplyCheck| if *check == ReplyCheck::Raw { ", raw: replies counted, not parsed" } else { "" };
         match self {
-            Target::Native { protocol: Protocol::Udp, .. } => "udp".into(),
-            Target::Native { protocol: Protocol::Tcp, persistent: false, .. } => "tcp (connection per request)".into(),
-            Target::Native { protocol: Protocol::Tcp, persistent: true, .. } => "tcp (persistent)".into(),
-            Target::Native { protocol: Protocol::Http, .. } => "http (client tunnel)".into(),
-            Target::Tunnel(h) => format!("{} tunnel ({})", scheme(h), ka(h)),
+            Target::Native { protocol, persistent, check, .. } => {
+                let how = match (protocol, persistent) {
+                    (Protocol::Udp, _) => "udp",
+                    (Protocol::Tcp, false) => "tcp (connection per request)",
+                    (Protocol::Tcp, true) => "tcp (persistent)",
+                    (Protocol::Http, _) => "http (client tunnel)",
+                };
+                format!("{how}{}", raw(check))
+            }
+            Target::Tunnel { http: h, check } => format!("{} tunnel ({}{})", scheme(h), ka(h), raw(check)),
             Target::Url { http, request } => {
                 format!("{} {}://{}{} ({})", request.method, scheme(http), http.authority, request.template, ka(http))
             }
@@ -88,9 +101,9 @@ impl Target {
     pub fn first_addr(&self) -> SocketAddr {
         match self {
             Target::Native { addrs, .. } | Target::Admin(AdminTarget { addrs, .. }) => addrs[0],
-            Target::Tunnel(h) | Target::Url { http: h, .. } | Target::JsonApi(JsonApiTarget { http: h, .. }) => {
-                h.addrs[0]
-            }
+            Target::Tunnel { http: h, .. }
+            | Target::Url { http: h, .. }
+            | Target::JsonApi(JsonApiTarget { http: h, .. }) => h.addrs[0],
         }
     }
 
@@ -100,7 +113,7 @@ impl Target {
             Target::Admin(_) => true,
             Target::JsonApi(j) => op != OpKind::SiteInfo && (!op.is_admin() || j.authorization.is_some()),
             Target::Url { .. } => op != OpKind::SiteInfo && !op.is_admin(),
-            Target::Native { .. } | Target::Tunnel(_) => !op.is_admin(),
+            Target::Native { .. } | Target::Tunnel { .. } => !op.is_admin(),
         }
     }
 
@@ -108,7 +121,8 @@ impl Target {
     /// by `prepare` for sessions.
     pub fn conn(&self) -> Conn {
         match self {
-            Target::Native { .. } => Conn::Native { conn: None, addr_index: 0, holds_socket: false },
+            Target::Native { .. } => Conn::Native { conn: None, addr_index: 0 },
+            Target::Tunnel { .. } => Conn::Tunnel(HttpConn::default(), UnitCache::default()),
             Target::Admin(_) => Conn::Admin(Box::default()),
             _ => Conn::Http(HttpConn::default()),
         }
@@ -134,7 +148,7 @@ impl Target {
     /// Release what a connection holds (for the socket counts).
     pub fn close(&self, conn: Conn, recorder: &Recorder) {
         match (self, conn) {
-            (_, Conn::Native { holds_socket: true, .. }) => recorder.sockets.close(),
+            (_, Conn::Native { conn: Some(c), .. }) => c.release(recorder),
             (Target::Admin(a), Conn::Admin(mut c)) => a.drop_session(&mut c, recorder),
             _ => {}
         }
@@ -155,16 +169,17 @@ impl Target {
     /// Drop the connection and move the client to the next address.
     fn fail_over(&self, conn: &mut Conn, recorder: &Recorder) {
         match (self, conn) {
-            (Target::Native { addrs, .. }, Conn::Native { conn, addr_index, holds_socket }) => {
-                *conn = None;
-                if std::mem::take(holds_socket) {
-                    recorder.sockets.close();
+            (Target::Native { addrs, .. }, Conn::Native { conn, addr_index }) => {
+                if let Some(c) = conn.take() {
+                    c.release(recorder);
                 }
                 *addr_index = (*addr_index + 1) % addrs.len();
             }
             (
-                Target::Tunnel(h) | Target::Url { http: h, .. } | Target::JsonApi(JsonApiTarget { http: h, .. }),
-                Conn::Http(c),
+                Target::Tunnel { http: h, .. }
+                | Target::Url { http: h, .. }
+                | Target::JsonApi(JsonApiTarget { http: h, .. }),
+                Conn::Http(c) | Conn::Tunnel(c, _),
             ) => {
                 c.reset();
                 c.addr_index = (c.addr_index + 1) % h.addrs.len();
@@ -176,11 +191,13 @@ impl Target {
 
     async fn call_inner(&self, conn: &mut Conn, op: &Op, recorder: &Arc<Recorder>, timeout: Duration) -> Outcome {
         let outcome = match (self, &mut *conn) {
-            (Target::Native { protocol, persistent, addrs }, Conn::Native { conn: c, addr_index, holds_socket }) => {
-                native(*protocol, *persistent, addrs[*addr_index % addrs.len()], c, holds_socket, op, recorder, timeout)
-                    .await
+            (Target::Native { protocol, persistent, addrs, check }, Conn::Native { conn: c, addr_index }) => {
+                let addr = addrs[*addr_index % addrs.len()];
+                native(*protocol, *persistent, addr, *check, c, op, recorder, timeout).await
             }
-            (Target::Tunnel(h), Conn::Http(c)) => tunnel(h, c, op, recorder).await,
+            (Target::Tunnel { http, check }, Conn::Tunnel(c, units)) => {
+                tunnel(http, *check, c, units, op, recorder).await
+            }
             (Target::Url { http, request }, Conn::Http(c)) => url_request(http, request, c, op, recorder).await,
             (Target::Admin(a), Conn::Admin(c)) => a.call(c, op, recorder, timeout).await,
             (Target::JsonApi(j), Conn::Http(c)) => j.call(c, op, recorder).await,
@@ -219,95 +236,46 @@ async fn native(
     protocol: Protocol,
     persistent: bool,
     addr: SocketAddr,
-    slot: &mut Option<Connection>,
-    holds_socket: &mut bool,
+    check: ReplyCheck,
+    slot: &mut Option<WireConn>,
     op: &Op,
     recorder: &Recorder,
     timeout: Duration,
 ) -> Res {
     if slot.is_none() {
-        *slot = Some(Connection::open(protocol, addr, timeout, persistent).await.map_err(client_error)?);
-        if protocol == Protocol::Udp {
-            recorder.sockets.open(); // the bound UDP socket, held until the client ends
-            *holds_socket = true;
-        }
+        let conn = WireConn::open(protocol, addr, persistent, timeout, recorder).await;
+        *slot = Some(conn.map_err(|e| (format!("io {:?}", e.kind()), true))?);
     }
-    let c = slot.as_mut().expect("opened above");
-    let per_request = protocol == Protocol::Tcp && !persistent;
-    let before = c.connections_opened();
-    if per_request {
-        recorder.sockets.open(); // the client connects inside the request and closes after it
-    }
-    let result = match op {
-        Op::Resolve(key) => c.resolve(key.handle.as_bytes(), &ResolveOptions::default()).await,
-        Op::ResolveCertified(key) => {
-            c.resolve(key.handle.as_bytes(), &ResolveOptions { certify: true, ..ResolveOptions::default() }).await
-        }
-        Op::SiteInfo => c.site_info().await,
-        other => return Err(unsupported(other)),
-    };
-    if per_request {
-        recorder.sockets.close();
-    } else if protocol == Protocol::Tcp {
-        // A persistent connection (re)opened during this request.
-        for _ in before..c.connections_opened() {
-            if std::mem::replace(holds_socket, true) {
-                recorder.sockets.close();
-            }
-            recorder.sockets.open();
-        }
-    }
-    Ok(code_outcome(result.map_err(client_error)?.code(), None))
-}
-
-/// Runs check the loop first, so this only guards against misuse of the API.
-fn unsupported(op: &Op) -> (String, bool) {
-    (format!("{} needs an authenticated target", op.name()), false)
-}
-
-fn request_body(op: &Op) -> Result<(RequestBody, OpFlags), (String, bool)> {
-    Ok(match op {
-        Op::Resolve(key) | Op::ResolveCertified(key) => {
-            // What handled-client's resolve() sends by default, plus CT when certified.
-            let flags = OpFlags::REC.with(OpFlags::CA).with(OpFlags::PO);
-            let flags = if matches!(op, Op::ResolveCertified(_)) { flags.with(OpFlags::CT) } else { flags };
-            (
-                RequestBody::Resolution(ResolutionRequest {
-                    handle: key.handle.clone().into_bytes(),
-                    indexes: vec![],
-                    types: vec![],
-                }),
-                flags,
-            )
-        }
-        Op::SiteInfo => (RequestBody::GetSiteInfo { handle: b"/".to_vec() }, OpFlags::REC),
-        other => return Err(unsupported(other)),
-    })
+    slot.as_mut().expect("opened above").exchange(op, check, recorder).await
 }
 
 fn http_err(e: HttpError) -> (String, bool) {
     (e.kind, e.connection)
 }
 
-async fn tunnel(h: &HttpTarget, c: &mut HttpConn, op: &Op, recorder: &Arc<Recorder>) -> Res {
-    let (body, flags) = request_body(op)?;
-    let request_id = rand::random::<i32>() & 0x7fff_ffff | 1;
-    let unit = encode_request(&body, flags, request_id);
+async fn tunnel(
+    h: &HttpTarget,
+    check: ReplyCheck,
+    c: &mut HttpConn,
+    units: &mut UnitCache,
+    op: &Op,
+    recorder: &Arc<Recorder>,
+) -> Res {
+    let (unit, id) = units.unit(op)?;
+    let unit = Bytes::copy_from_slice(unit);
     let builder = hyper::Request::post("/").header("content-type", HDL).header("accept", HDL);
-    let reply = c.send(h, recorder, builder, Bytes::from(unit)).await.map_err(http_err)?;
+    let reply = c.send(h, recorder, builder, unit).await.map_err(http_err)?;
     if !(200..300).contains(&reply.status) {
         return Ok(Outcome::Refused { kind: format!("http {}", reply.status), server: reply.server_time });
     }
-    // The body may hold several messages (CN); the first carries the code.
-    let first = Envelope::read(&mut Reader::new(&reply.body))
-        .ok()
-        .and_then(|e| e.check_message_length().ok())
-        .and_then(|len| reply.body.get(..ENVELOPE_LEN + len));
-    let Some(first) = first else {
-        return Err(("malformed".into(), false));
-    };
-    let response = decode_response(first, request_id).map_err(client_error)?;
-    Ok(code_outcome(response.code(), reply.server_time))
+    match check {
+        ReplyCheck::Raw => judge(&reply.body, id, check, reply.server_time),
+        // The body may hold several messages (CN); the first carries the code.
+        ReplyCheck::Protocol => {
+            let first = first_unit(&reply.body).ok_or_else(|| ("malformed".to_string(), false))?;
+            judge(first, id, check, reply.server_time)
+        }
+    }
 }
 
 pub fn fill_template(template: &str, op: &Op) -> String {

@@ -95,6 +95,13 @@ struct RunArgs {
     /// Measure the raw fsync rate (4 KiB write + fsync, 2 s) in DIR before each run, shown beside the figures.
     #[arg(long)]
     fsync_probe: Option<PathBuf>,
+    /// Count any reply carrying the request's id, without reading it as a Handle response
+    /// (the echo references; udp, tcp, tcp-persistent, http, https).
+    #[arg(long)]
+    raw: bool,
+    /// UDP closed loop: one async task per client instead of the batched threads (for comparison).
+    #[arg(long)]
+    async_udp: bool,
     /// HTTP: send `Connection: close` (a new connection per request).
     #[arg(long)]
     close: bool,
@@ -296,6 +303,7 @@ fn spec(a: &RunArgs, credentials: Option<Credentials>) -> anyhow::Result<TargetS
     };
     s.credentials = credentials;
     s.keep_alive = !a.close;
+    s.raw = a.raw;
     s.insecure = a.insecure;
     s.cacert = a.cacert.clone();
     s.failover = a.failover.clone();
@@ -350,6 +358,7 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
     plan.fsync_probe = a.fsync_probe.clone();
     plan.timeout = secs(a.timeout).max(Duration::from_millis(1));
     plan.server_pid = a.server_pid;
+    plan.batched_udp = !a.async_udp;
     plan.progress = !a.quiet && !a.json;
     plan.induce = a.induce.clone().zip(a.induce_at).map(|(cmd, at)| (secs(at), cmd));
     if a.rate_sweep.as_ref().is_some_and(|r| r.len() != 3) {
