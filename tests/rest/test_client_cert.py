@@ -14,7 +14,7 @@ import pytest
 import requests
 from pyhandle.client.resthandleclient import RESTHandleClient
 from pyhandle.clientcredentials import PIDClientCredentials
-from pyhandle.handleexceptions import HandleAuthenticationError
+from pyhandle.handleexceptions import GenericHandleError, HandleAuthenticationError
 
 from conftest import start
 
@@ -81,8 +81,10 @@ def test_pyhandle_writes_with_a_certificate(certs, subject):
 
 def test_a_certificate_of_another_key_is_refused(certs):
     client = pyhandle_client(certs["server"], certs["impostor"], certs["other_key"])
-    with pytest.raises(HandleAuthenticationError):
+    # pyhandle first reads the handle, with the certificate: that read is refused.
+    with pytest.raises((HandleAuthenticationError, GenericHandleError)) as refused:
         client.register_handle(fresh(), "https://impostor.example/")
+    assert "not the public key at 301:TEST/ADMIN" in str(refused.value)
 
 
 def test_curl_with_a_certificate(certs):

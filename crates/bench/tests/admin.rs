@@ -27,6 +27,9 @@ async fn server() -> TestServer {
         c.data_dir = dir.path().join("data");
         c.registry.port = Some(0);
         c.admin_credentials = Some(creds_path.clone());
+        // A proof check per client at once: with the default single worker, a
+        // loaded box made the second client wait past the 200 ms turn (too busy).
+        c.auth.auth_workers = 4;
     })
     .await;
     let addrs = server.addrs;
