@@ -23,6 +23,8 @@ pub struct Config {
     pub sql: crate::config_sql::SqlConfig,
     /// Template handles (`config_templates.rs`).
     pub templates: crate::config_templates::TemplatesConfig,
+    /// Resolving handles homed elsewhere (`config_resolver.rs`).
+    pub resolver: crate::config_resolver::ResolverConfig,
     /// Address every listener binds to.
     pub listen: IpAddr,
     /// Address published in the site record; defaults to `listen`.
@@ -311,6 +313,7 @@ impl Default for Config {
             cassandra: CassandraConfig::default(),
             sql: crate::config_sql::SqlConfig::default(),
             templates: Default::default(),
+            resolver: Default::default(),
             listen: IpAddr::from([127, 0, 0, 1]),
             public_address: None,
             port: 2641,
@@ -547,6 +550,7 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.templates.validate().map_err(ConfigError::Invalid)?;
+        self.resolver.validate(self.root_info.as_deref()).map_err(ConfigError::Invalid)?;
         if self.prefixes.is_empty() {
             return Err(ConfigError::Invalid("at least one prefix must be homed".into()));
         }

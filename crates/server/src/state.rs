@@ -76,6 +76,8 @@ pub struct ServerState {
     ready: std::sync::atomic::AtomicBool,
     /// Set when this server runs as a replication mirror (before it serves).
     mirror: std::sync::OnceLock<Arc<crate::replication_status::mirror::MirrorStatus>>,
+    /// Resolving handles homed elsewhere (`[resolver]`), when on.
+    pub recursion: Option<crate::recursion::Recursion>,
 }
 
 impl ServerState {
@@ -132,9 +134,15 @@ impl ServerState {
             Some(c) => c.clone() as Arc<dyn Store>,
             None => store,
         };
+        let metrics = Metrics::default();
+        let recursion = crate::recursion::Recursion::of(&config, &metrics).unwrap_or_else(|e| {
+            tracing::error!("handles homed elsewhere are not resolved: {e}");
+            None
+        });
         ServerState {
             admission,
-            metrics: Metrics::default(),
+            metrics,
+            recursion,
             replication: crate::replication_status::slots::Source::new(&config),
             cache,
             ready: Default::default(),
