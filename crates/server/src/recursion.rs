@@ -109,12 +109,20 @@ fn register(r: &mut prometheus_client::registry::Registry, resolver: &Resolver) 
         g
     };
     r.register("resolver_hits", "Handles of other services answered from the resolver's cache", counter(s.hits));
-    r.register("resolver_misses", "Resolver lookups that asked upstream (or joined a query under way)", counter(s.misses));
+    r.register(
+        "resolver_misses",
+        "Resolver lookups that asked upstream (or joined a query under way)",
+        counter(s.misses),
+    );
     r.register("resolver_coalesced", "Lookups answered by a query another client started", counter(s.coalesced));
     r.register("resolver_stale_served", "Answers served past their TTL while upstream failed", counter(s.stale_served));
     r.register("resolver_negative_hits", "\"Handle not found\" answered from the cache", counter(s.negative_hits));
     r.register("resolver_upstream_queries", "Handles asked upstream", counter(s.upstream_queries));
-    r.register("resolver_upstream_failures", "Upstream queries no site answered (in time, verifiably)", counter(s.upstream_failures));
+    r.register(
+        "resolver_upstream_failures",
+        "Upstream queries no site answered (in time, verifiably)",
+        counter(s.upstream_failures),
+    );
     r.register("resolver_busy", "Lookups refused: too many queries under way", counter(s.busy));
     r.register(
         "resolver_verification_failures",

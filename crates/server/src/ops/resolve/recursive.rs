@@ -50,7 +50,10 @@ impl ResolutionSource for Recursive {
                 // Whoever controls a prefix's HS_SITE chooses the addresses
                 // asked: the details go to the log, not to the client.
                 tracing::info!("recursion for {}: {why}", String::from_utf8_lossy(query.canonical));
-                Err(OpError::new(ResponseCode::ERROR, "The handle's service could not be reached or did not answer verifiably"))
+                Err(OpError::new(
+                    ResponseCode::ERROR,
+                    "The handle's service could not be reached or did not answer verifiably",
+                ))
             }
         }
     }

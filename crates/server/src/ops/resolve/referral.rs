@@ -31,7 +31,9 @@ impl ResolutionSource for DerivedPrefixReferral {
             let delegating: Vec<HandleValue> = record
                 .values
                 .into_iter()
-                .filter(|v| v.permissions.public_read() && DELEGATING.iter().any(|t| v.value_type.eq_ignore_ascii_case(t)))
+                .filter(|v| {
+                    v.permissions.public_read() && DELEGATING.iter().any(|t| v.value_type.eq_ignore_ascii_case(t))
+                })
                 .collect();
             if !delegating.is_empty() {
                 return Err(OpError::prefix_referral(delegating));
