@@ -4,11 +4,12 @@
 //! negative answer for `negative_ttl`) and may then serve stale for
 //! `serve_stale` more while upstream fails (RFC 8767's idea).
 
-use handled_proto::value::{HandleValue, TtlType};
+use handled_client::sites::ttl;
+use handled_proto::value::HandleValue;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// What upstream said about a handle.
@@ -117,21 +118,6 @@ impl AnswerCache {
     }
 }
 
-/// How long a record may be kept: its shortest value TTL (absolute ones
-/// counted from now), within `max`.
-pub fn ttl(values: &[HandleValue], max: Duration) -> Duration {
-    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-    let secs = values
-        .iter()
-        .map(|v| match v.ttl_type {
-            TtlType::Relative => i64::from(v.ttl),
-            TtlType::Absolute => i64::from(v.ttl) - now,
-        })
-        .min()
-        .unwrap_or(0);
-    Duration::from_secs(secs.max(0) as u64).min(max)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,25 +126,6 @@ mod tests {
         let mut v = HandleValue::new(1, "URL", vec![b'x'; bytes]);
         v.ttl = ttl;
         Found::Values(vec![v].into())
-    }
-
-    #[test]
-    fn ttl_relative_absolute_and_bounded() {
-        let mut a = HandleValue::new(1, "URL", "x");
-        a.ttl = 600;
-        let mut b = a.clone();
-        b.ttl = 60;
-        let day = Duration::from_secs(86400);
-        assert_eq!(ttl(&[a.clone(), b], day), Duration::from_secs(60));
-        a.ttl = i32::MAX;
-        assert_eq!(ttl(&[a.clone()], day), day);
-        a.ttl_type = TtlType::Absolute;
-        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs() as i32;
-        a.ttl = now + 120;
-        let left = ttl(&[a.clone()], day).as_secs();
-        assert!((118..=120).contains(&left), "{left}");
-        a.ttl = 1; // long past
-        assert_eq!(ttl(&[a], day), Duration::ZERO);
     }
 
     /// A peer naming ever new handles cannot grow the cache past its bytes.

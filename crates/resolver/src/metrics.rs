@@ -16,7 +16,8 @@ pub struct Counters {
     pub upstream_queries: AtomicU64,
     pub upstream_failures: AtomicU64,
     pub busy: AtomicU64,
-    latency_buckets: [AtomicU64; LATENCY_BUCKETS.len()],
+    /// One per bound, and one for slower.
+    latency_buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
     latency_micros: AtomicU64,
     latency_count: AtomicU64,
 }
@@ -33,8 +34,8 @@ pub struct Snapshot {
     pub upstream_failures: u64,
     pub busy: u64,
     pub verification_failures: u64,
-    /// Upstream query latencies: per bucket of [`LATENCY_BUCKETS`] (not
-    /// cumulative), their count and sum.
+    /// Upstream query latencies: per bucket of [`LATENCY_BUCKETS`] and one
+    /// for slower (not cumulative), their count and sum.
     pub latency_buckets: Vec<u64>,
     pub latency_count: u64,
     pub latency_sum: Duration,
@@ -51,9 +52,8 @@ pub fn add(counter: &AtomicU64) {
 impl Counters {
     pub fn upstream_took(&self, took: Duration) {
         let secs = took.as_secs_f64();
-        if let Some(i) = LATENCY_BUCKETS.iter().position(|b| secs <= *b) {
-            add(&self.latency_buckets[i]);
-        }
+        let bucket = LATENCY_BUCKETS.iter().position(|b| secs <= *b).unwrap_or(LATENCY_BUCKETS.len());
+        add(&self.latency_buckets[bucket]);
         self.latency_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
         add(&self.latency_count);
     }

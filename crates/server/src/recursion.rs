@@ -4,14 +4,11 @@
 //! hold at once. Its figures go to `/metrics` at every scrape.
 
 use crate::config::Config;
-use crate::metrics::Metrics;
+use crate::metrics::{counter, cumulative, gauge, Metrics};
 use handled_resolver::metrics::LATENCY_BUCKETS;
 use handled_resolver::Resolver;
 use ipnet::IpNet;
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -91,56 +88,37 @@ impl Drop for Turn<'_> {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BucketLabel {
-    le: &'static str,
-}
-
 fn register(r: &mut prometheus_client::registry::Registry, resolver: &Resolver) {
     let s = resolver.snapshot();
-    let counter = |v: u64| {
-        let c: Counter = Counter::default();
-        c.inc_by(v);
-        c
-    };
-    let gauge = |v: u64| {
-        let g: Gauge = Gauge::default();
-        g.set(v as i64);
-        g
-    };
-    r.register("resolver_hits", "Handles of other services answered from the resolver's cache", counter(s.hits));
-    r.register(
-        "resolver_misses",
-        "Resolver lookups that asked upstream (or joined a query under way)",
-        counter(s.misses),
-    );
-    r.register("resolver_coalesced", "Lookups answered by a query another client started", counter(s.coalesced));
-    r.register("resolver_stale_served", "Answers served past their TTL while upstream failed", counter(s.stale_served));
-    r.register("resolver_negative_hits", "\"Handle not found\" answered from the cache", counter(s.negative_hits));
-    r.register("resolver_upstream_queries", "Handles asked upstream", counter(s.upstream_queries));
-    r.register(
-        "resolver_upstream_failures",
-        "Upstream queries no site answered (in time, verifiably)",
-        counter(s.upstream_failures),
-    );
-    r.register("resolver_busy", "Lookups refused: too many queries under way", counter(s.busy));
-    r.register(
-        "resolver_verification_failures",
-        "Upstream replies whose signature did not verify with the site's published key",
-        counter(s.verification_failures),
-    );
-    r.register("resolver_cache_entries", "Answers held by the resolver's cache", gauge(s.entries as u64));
-    r.register("resolver_cache_bytes", "Bytes held by the resolver's cache", gauge(s.bytes));
-    r.register("resolver_pending", "Upstream queries under way", gauge(s.pending as u64));
-    const BOUNDS: [&str; LATENCY_BUCKETS.len()] =
-        ["0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "1", "5"];
-    let buckets: Family<BucketLabel, Gauge> = Family::default();
-    let mut cumulative = 0;
-    for (bound, n) in BOUNDS.iter().zip(&s.latency_buckets) {
-        cumulative += n;
-        buckets.get_or_create(&BucketLabel { le: bound }).set(cumulative as i64);
+    let counters = [
+        ("resolver_hits", "Handles of other services answered from the resolver's cache", s.hits),
+        ("resolver_misses", "Resolver lookups that asked upstream (or joined a query under way)", s.misses),
+        ("resolver_coalesced", "Lookups answered by a query another client started", s.coalesced),
+        ("resolver_stale_served", "Answers served past their TTL while upstream failed", s.stale_served),
+        ("resolver_negative_hits", "\"Handle not found\" answered from the cache", s.negative_hits),
+        ("resolver_upstream_queries", "Handles asked upstream", s.upstream_queries),
+        ("resolver_upstream_failures", "Upstream queries no site answered (in time, verifiably)", s.upstream_failures),
+        ("resolver_busy", "Lookups refused: too many queries under way", s.busy),
+        (
+            "resolver_verification_failures",
+            "Upstream replies whose signature did not verify with the site's published key",
+            s.verification_failures,
+        ),
+    ];
+    for (name, help, value) in counters {
+        r.register(name, help, counter(value));
     }
-    buckets.get_or_create(&BucketLabel { le: "+Inf" }).set(s.latency_count as i64);
+    let gauges = [
+        ("resolver_cache_entries", "Answers held by the resolver's cache", s.entries as u64),
+        ("resolver_cache_bytes", "Bytes held by the resolver's cache", s.bytes),
+        ("resolver_pending", "Upstream queries under way", s.pending as u64),
+    ];
+    for (name, help, value) in gauges {
+        r.register(name, help, gauge(value));
+    }
+    const BOUNDS: [&str; LATENCY_BUCKETS.len() + 1] =
+        ["0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "1", "5", "+Inf"];
+    let buckets = cumulative(&BOUNDS, &s.latency_buckets);
     r.register("resolver_upstream_latency", "Upstream queries that took at most `le` seconds (cumulative)", buckets);
     r.register("resolver_upstream_seconds", "Time spent on upstream queries", {
         let c: Counter<f64> = Counter::default();

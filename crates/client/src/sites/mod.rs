@@ -164,7 +164,7 @@ impl Sites {
         }
         let home = Box::pin(self.home_of(h, depth + 1, deadline)).await?;
         let wanted = [types::HS_SITE, b"HS_SITE.6", types::HS_SERV];
-        let body = resolution(h, &wanted);
+        let body = resolution(h, &[], &wanted);
         let response = Box::pin(self.answer_following(&home, h, &body, depth, deadline)).await?;
         let values = match (response.code(), resolved_values(&response)) {
             (ResponseCode::SUCCESS, Some(values)) => values.to_vec(),
@@ -183,7 +183,7 @@ impl Sites {
             }
         };
         let sites = Box::pin(self.sites_in(&values, depth, deadline)).await?;
-        self.remember(key, sites.clone(), ttl(&values));
+        self.remember(key, sites.clone(), ttl(&values, MAX_TTL));
         Ok(sites)
     }
 
@@ -271,12 +271,7 @@ impl Sites {
         value_types: &[&[u8]],
         deadline: Instant,
     ) -> Result<Vec<HandleValue>, LookupError> {
-        let body = RequestBody::Resolution(ResolutionRequest {
-            handle: h.to_vec(),
-            indexes: indexes.to_vec(),
-            types: value_types.iter().map(|t| t.to_vec()).collect(),
-        });
-        let response = self.first_answer(sites, h, &body, deadline).await?;
+        let response = self.first_answer(sites, h, &resolution(h, indexes, value_types), deadline).await?;
         match (response.code(), resolved_values(&response)) {
             (ResponseCode::SUCCESS, Some(values)) => Ok(values.to_vec()),
             (code, _) => Err(LookupError::Refused { code, message: response.message().unwrap_or_default() }),
@@ -359,17 +354,19 @@ impl Sites {
     }
 }
 
-/// A resolution request for `h`'s values of `value_types`.
-fn resolution(h: &[u8], value_types: &[&[u8]]) -> RequestBody {
+/// A resolution request for `h`'s values at `indexes` or of `value_types`
+/// (both empty: all of them).
+pub fn resolution(h: &[u8], indexes: &[i32], value_types: &[&[u8]]) -> RequestBody {
     RequestBody::Resolution(ResolutionRequest {
         handle: h.to_vec(),
-        indexes: Vec::new(),
+        indexes: indexes.to_vec(),
         types: value_types.iter().map(|t| t.to_vec()).collect(),
     })
 }
 
-/// How long a lookup may be kept: its shortest value TTL, within [`MAX_TTL`].
-fn ttl(values: &[HandleValue]) -> Duration {
+/// How long values may be kept: their shortest TTL (absolute ones counted
+/// from now), within `max`.
+pub fn ttl(values: &[HandleValue], max: Duration) -> Duration {
     let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let secs = values
         .iter()
@@ -379,7 +376,7 @@ fn ttl(values: &[HandleValue]) -> Duration {
         })
         .min()
         .unwrap_or(0);
-    Duration::from_secs(secs.max(0) as u64).min(MAX_TTL)
+    Duration::from_secs(secs.max(0) as u64).min(max)
 }
 
 fn show(h: &[u8]) -> String {
@@ -467,12 +464,16 @@ pub(crate) mod tests {
         a.ttl = 600;
         let mut b = a.clone();
         b.ttl = 60;
-        assert_eq!(ttl(&[a.clone(), b]), Duration::from_secs(60));
+        assert_eq!(ttl(&[a.clone(), b], MAX_TTL), Duration::from_secs(60));
         a.ttl = i32::MAX;
-        assert_eq!(ttl(&[a.clone()]), MAX_TTL);
+        assert_eq!(ttl(&[a.clone()], MAX_TTL), MAX_TTL);
         a.ttl_type = TtlType::Absolute;
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs() as i32;
+        a.ttl = now + 120;
+        let left = ttl(&[a.clone()], MAX_TTL).as_secs();
+        assert!((118..=120).contains(&left), "{left}");
         a.ttl = 1; // long past
-        assert_eq!(ttl(&[a]), Duration::ZERO);
+        assert_eq!(ttl(&[a], MAX_TTL), Duration::ZERO);
     }
 
     #[tokio::test]
