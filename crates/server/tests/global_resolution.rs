@@ -108,6 +108,23 @@ async fn stale_answers_while_the_prefix_server_is_down() {
     assert_eq!(native(Protocol::Tcp, tcp, "P1/doc").await.0, ResponseCode::ERROR);
 }
 
+/// A site record whose key is not the server's: under `require` nothing
+/// from it is believed or kept; with `off` it is taken as it comes.
+#[tokio::test]
+async fn answers_that_fail_verification_are_refused_and_never_cached() {
+    let w = World::start(|_| {}).await;
+    let tcp = w.resolver.addrs.tcp;
+    for round in 1..=2 {
+        assert_eq!(native(Protocol::Tcp, tcp, "P4/doc").await.0, ResponseCode::ERROR);
+        let s = w.snapshot();
+        assert_eq!(s.upstream_queries, round, "asked again, nothing was kept: {s:?}");
+        assert!(s.verification_failures >= round, "{s:?}");
+    }
+    let off = World::start(|c| c.resolver.trust = "off".into()).await;
+    assert_eq!(native(Protocol::Tcp, off.resolver.addrs.tcp, "P4/doc").await.1, ["https://example.org/p4"]);
+    assert_eq!(off.snapshot().verification_failures, 0);
+}
+
 #[tokio::test]
 async fn no_recursion_without_rec_without_allow_recursion_or_outside_the_allow_list() {
     let w = World::start(|_| {}).await;

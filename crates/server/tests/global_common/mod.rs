@@ -22,7 +22,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub struct World {
     pub root: TestServer,
-    /// P1 (and the service handle P1/SERVICE), P3 through it, 21.T1.
+    /// P1 (and the service handle P1/SERVICE), P3 through it, 21.T1, and P4
+    /// (whose site record at the root carries the wrong key).
     pub a: TestServer,
     /// The two servers of P2's site, in the site record's order.
     pub b: [TestServer; 2],
@@ -61,7 +62,7 @@ impl World {
     /// `allow_recursion` and its root_info are set).
     pub async fn start(tweak: impl FnOnce(&mut Config)) -> World {
         let root = server(&["0.NA"]).await;
-        let a = server(&["P1", "P3", "21.T1"]).await;
+        let a = server(&["P1", "P3", "P4", "21.T1"]).await;
         let b = [server(&["P2"]).await, server(&["P2"]).await];
         let d = server(&["21"]).await;
 
@@ -72,12 +73,17 @@ impl World {
         put(&root, "0.NA/P1", vec![site(&site_of(&a))]).await;
         put(&root, "0.NA/P2", vec![site(&two)]).await;
         put(&root, "0.NA/P3", vec![HandleValue::new(1, "HS_SERV", "P1/SERVICE")]).await;
+        // P4's site names server A with another server's key: A's signed answers cannot verify.
+        let mut forged = site_of(&a);
+        forged.servers[0].public_key = site_of(&d).servers[0].public_key.clone();
+        put(&root, "0.NA/P4", vec![site(&forged)]).await;
         put(&root, "0.NA/21", vec![HandleValue::new(1, "HS_SITE.PREFIX", site_of(&d).to_bytes())]).await;
         put(&d, "0.NA/21.T1", vec![site(&site_of(&a))]).await;
         put(&a, "P1/SERVICE", vec![site(&site_of(&a))]).await;
         put(&a, "P1/doc", vec![url(1, "https://example.org/p1", 3600), HandleValue::new(2, "EMAIL", "p1@example.org")])
             .await;
         put(&a, "P3/doc", vec![url(1, "https://example.org/p3", 3600)]).await;
+        put(&a, "P4/doc", vec![url(1, "https://example.org/p4", 3600)]).await;
         put(&a, "21.T1/doc", vec![url(1, "https://example.org/derived", 3600)]).await;
         // One handle on each server of P2's site, where its hash puts it: a
         // resolver asking the wrong server would be told "not found".
