@@ -168,9 +168,10 @@ impl Sites {
         let response = Box::pin(self.answer_following(&home, h, &body, depth, deadline)).await?;
         let values = match (response.code(), resolved_values(&response)) {
             (ResponseCode::SUCCESS, Some(values)) => values.to_vec(),
-            // As the Java resolver: a prefix the root does not know is "no
-            // service" (an error), not a refusal by the handle's server.
-            (ResponseCode::HANDLE_NOT_FOUND, _) => {
+            // As the Java resolver: a prefix the root does not know (or that
+            // names no site) is "no service" (an error), not a refusal by the
+            // handle's server.
+            (ResponseCode::HANDLE_NOT_FOUND | ResponseCode::VALUES_NOT_FOUND, _) => {
                 return Err(LookupError::NoSuchPrefix(format!("Unable to find service for prefix {}", show(h))))
             }
             (code, _) => {
