@@ -12,6 +12,7 @@ homing 21 (the derived prefixes' handles 0.NA/21.*, and the service handle
 usage: world.py HANDLED_BINARY JAVA_CLASSPATH WORKDIR
 """
 import hashlib
+import os
 import json
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from pathlib import Path
 
 HANDLED, CLASSPATH, WORK = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 HERE = Path(__file__).resolve().parent
+# Handles of P1 resolved once each for the cold-miss figure.
+COLD = 40
 procs = []
 
 
@@ -83,7 +86,7 @@ def main():
         ("P1/doc", [url(1, "https://example.org/p1"), value(2, "EMAIL", {"format": "string", "value": "p1@example.org"})]),
         ("P3/doc", [url(1, "https://example.org/p3")]),
         ("21.T1/doc", [url(1, "https://example.org/derived")]),
-    ])
+    ] + [(f"P1/cold{i}", [url(1, f"https://example.org/cold{i}")]) for i in range(COLD)])
     site_a = site_of(a, "P1")
     p2 = {}
     n = 0
@@ -110,7 +113,7 @@ def main():
     ])
     root_site = site_of(root, "0.NA")
     (WORK / "root_info.json").write_text(json.dumps(root_site["value"]))
-    resolver = start("resolver", 26470, ["LOCAL"], config=(
+    resolver = start("resolver", 26470, ["LOCAL"], [("LOCAL/doc", [url(1, "https://example.org/local")])], config=(
         "[resolver]\nenabled = true\nallow_recursion = true\n"
         f"root_info = \"{WORK / 'root_info.json'}\"\n"))
 
@@ -159,7 +162,31 @@ def main():
         print(f"the Java client found {found} of {expected_found} handles (see {WORK}/java.out)")
         failures += 1
     print(f"global-resolution: {len(handles) - failures} same, {failures} different")
+    if os.environ.get("GLOBAL_RESOLUTION_BENCH"):
+        bench(a, resolver)
     return 1 if failures else 0
+
+
+def bench(a, resolver):
+    """Indicative figures (GLOBAL_RESOLUTION_BENCH=1): a cold miss against asking the
+    prefix server directly, and cached remote against local resolution under load."""
+    def took(port, path):
+        t = time.perf_counter()
+        get(port, path)
+        return (time.perf_counter() - t) * 1000
+    direct = sorted(took(a, f"/api/handles/P1/cold{i}") for i in range(COLD))
+    cold = sorted(took(resolver, f"/api/handles/P1/cold{i}") for i in range(COLD))
+    warm = sorted(took(resolver, f"/api/handles/P1/cold{i}") for i in range(COLD))
+    print(f"bench: JSON API median ms: prefix server direct {direct[COLD // 2]:.2f}, "
+          f"resolver cold miss {cold[COLD // 2]:.2f}, resolver cached {warm[COLD // 2]:.2f}")
+    for name, handle in [("local", "LOCAL/doc"), ("cached remote", "P1/doc")]:
+        for transport in ["udp", "tcp"]:
+            out = subprocess.run([HANDLED, "bench", "--host", "127.0.0.1", "--port", str(resolver),
+                                  "--transport", transport, "--handle", handle, "-c", "16", "-d", "5"],
+                                 capture_output=True, text=True, timeout=120)
+            (WORK / f"bench-{transport}-{handle.replace('/', '_')}.out").write_text(out.stdout + out.stderr)
+            print(f"bench: {name} {handle} over {transport}:")
+            print("\n".join("    " + l for l in out.stdout.splitlines()[-8:]))
 
 
 if __name__ == "__main__":
