@@ -21,11 +21,10 @@ pub use handled_client::sites::Trust;
 use cache::AnswerCache;
 use handled_client::replication::SignatureCheck;
 use handled_client::resolved_values;
-use handled_client::sites::{LookupError, SiteOptions, Sites};
+use handled_client::sites::{self, LookupError, SiteOptions, Sites};
 use handled_proto::data::site::SiteInfo;
 use handled_proto::handle;
 use handled_proto::header::ResponseCode;
-use handled_proto::request::{RequestBody, ResolutionRequest};
 use handled_proto::value::HandleValue;
 use inflight::InFlight;
 use metrics::{add, Counters, Snapshot};
@@ -207,12 +206,8 @@ impl Resolver {
     /// The responsible sites, then the handle's values there.
     async fn walk(&self, canonical: &[u8], deadline: Instant) -> Result<Found, LookupError> {
         let sites = self.sites.for_handle(canonical, deadline).await?;
-        let body = RequestBody::Resolution(ResolutionRequest {
-            handle: canonical.to_vec(),
-            indexes: Vec::new(),
-            types: Vec::new(),
-        });
-        let response = self.sites.resolve_following(&sites, canonical, &body, deadline).await?;
+        let body = sites::resolution(canonical, &[], &[]);
+        let response = self.sites.resolve_following(&sites, canonical, &body, 0, deadline).await?;
         match (response.code(), resolved_values(&response)) {
             (ResponseCode::SUCCESS, Some(values)) => Ok(Found::Values(values.to_vec().into())),
             (ResponseCode::HANDLE_NOT_FOUND, _) => Ok(Found::NotFound),

@@ -165,7 +165,7 @@ impl Sites {
         let home = Box::pin(self.home_of(h, depth + 1, deadline)).await?;
         let wanted = [types::HS_SITE, b"HS_SITE.6", types::HS_SERV];
         let body = resolution(h, &[], &wanted);
-        let response = Box::pin(self.answer_following(&home, h, &body, depth, deadline)).await?;
+        let response = Box::pin(self.resolve_following(&home, h, &body, depth, deadline)).await?;
         let values = match (response.code(), resolved_values(&response)) {
             (ResponseCode::SUCCESS, Some(values)) => values.to_vec(),
             // As the Java resolver: a prefix the root does not know (or that
@@ -214,8 +214,10 @@ impl Sites {
     }
 
     /// Send `body` about `h` to `sites` and follow referrals (302/303) to the
-    /// sites they name, within the depth bound. Any other reply is returned.
-    async fn answer_following(
+    /// sites they name, within the depth bound (`depth`: service handles and
+    /// referrals already followed, 0 for a walk of its own). Any other reply
+    /// is returned, whatever its code.
+    pub async fn resolve_following(
         &self,
         sites: &[SiteInfo],
         h: &[u8],
@@ -237,17 +239,6 @@ impl Sites {
                 self.sites_in(values, depth, deadline).await?
             };
         }
-    }
-
-    /// Resolve `h` at `sites`, following referrals: the reply, whatever its code.
-    pub async fn resolve_following(
-        &self,
-        sites: &[SiteInfo],
-        h: &[u8],
-        body: &RequestBody,
-        deadline: Instant,
-    ) -> Result<crate::Response, LookupError> {
-        self.answer_following(sites, h, body, 0, deadline).await
     }
 
     /// Resolve `h` (values of `types`, or at `indexes`) at the first of `sites`
