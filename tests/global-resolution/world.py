@@ -179,12 +179,14 @@ def bench(a, resolver):
     warm = sorted(took(resolver, f"/api/handles/P1/cold{i}") for i in range(COLD))
     print(f"bench: JSON API median ms: prefix server direct {direct[COLD // 2]:.2f}, "
           f"resolver cold miss {cold[COLD // 2]:.2f}, resolver cached {warm[COLD // 2]:.2f}")
-    for name, handle in [("local", "LOCAL/doc"), ("cached remote", "P1/doc")]:
+    runs = [("local", "LOCAL/doc", resolver), ("cached remote", "P1/doc", resolver),
+            ("no resolver: on its prefix server", "P1/doc", a)]
+    for name, handle, port in runs:
         for transport in ["udp", "tcp"]:
-            out = subprocess.run([HANDLED, "bench", "--host", "127.0.0.1", "--port", str(resolver),
+            out = subprocess.run([HANDLED, "bench", "--host", "127.0.0.1", "--port", str(port),
                                   "--transport", transport, "--handle", handle, "-c", "16", "-d", "5"],
                                  capture_output=True, text=True, timeout=120)
-            (WORK / f"bench-{transport}-{handle.replace('/', '_')}.out").write_text(out.stdout + out.stderr)
+            (WORK / f"bench-{transport}-{port}-{handle.replace('/', '_')}.out").write_text(out.stdout + out.stderr)
             print(f"bench: {name} {handle} over {transport}:")
             print("\n".join("    " + l for l in out.stdout.splitlines()[-8:]))
 
