@@ -26,6 +26,7 @@ pub mod native;
 pub mod ops;
 pub mod proxy;
 pub mod quota;
+pub mod recursion;
 pub mod registry_port;
 pub mod reload;
 pub mod replication;

@@ -45,8 +45,9 @@ struct BuildLabels {
     commit: &'static str,
 }
 
+/// The upper bound of a bucket.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BatchLabel {
+pub struct UpperBound {
     le: &'static str,
 }
 
@@ -282,16 +283,6 @@ impl Metrics {
             self.udp_duplicates.clone(),
         );
 
-        let counter = |v: u64| {
-            let c: Counter = Counter::default();
-            c.inc_by(v);
-            c
-        };
-        let gauge = |v: u64| {
-            let g: Gauge = Gauge::default();
-            g.set(v as i64);
-            g
-        };
         r.register("admission_admitted", "Requests admitted for processing", counter(admission.admitted));
         r.register("admission_queued", "Requests that had to wait in the admission queue", counter(admission.queued));
         let rejected: Family<ReasonLabel, Counter> = Family::default();
@@ -361,13 +352,8 @@ impl Metrics {
             c.inc_by(store.commit_micros as f64 / 1e6);
             c
         });
-        let batches: Family<BatchLabel, Gauge> = Family::default();
         const BOUNDS: [&str; 10] = ["1", "3", "7", "15", "31", "63", "127", "255", "511", "+Inf"];
-        let mut cumulative = 0;
-        for (bound, n) in BOUNDS.iter().zip(store.batch_sizes) {
-            cumulative += n;
-            batches.get_or_create(&BatchLabel { le: bound }).set(cumulative as i64);
-        }
+        let batches = cumulative(&BOUNDS, &store.batch_sizes);
         r.register("store_group_commit_size", "Commits with at most `le` operations (cumulative)", batches);
         r.register("store_max_group_commit", "Largest number of operations committed together", gauge(store.max_batch));
 
@@ -379,6 +365,30 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &r);
         out
     }
+}
+
+/// A counter standing at `v` (figures read from elsewhere at a scrape).
+pub fn counter(v: u64) -> Counter {
+    let c: Counter = Counter::default();
+    c.inc_by(v);
+    c
+}
+
+pub fn gauge(v: u64) -> Gauge {
+    let g: Gauge = Gauge::default();
+    g.set(v as i64);
+    g
+}
+
+/// Gauges by upper bound `le` from counts per bucket, made cumulative.
+pub fn cumulative(bounds: &[&'static str], counts: &[u64]) -> Family<UpperBound, Gauge> {
+    let family: Family<UpperBound, Gauge> = Family::default();
+    let mut sum = 0;
+    for (bound, n) in bounds.iter().zip(counts) {
+        sum += n;
+        family.get_or_create(&UpperBound { le: bound }).set(sum as i64);
+    }
+    family
 }
 
 /// Decrements the open-connection gauge when dropped.

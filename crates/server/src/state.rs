@@ -42,6 +42,8 @@ pub struct ServerState {
     pub cache: Option<Arc<CachingStore>>,
     /// Set once every listener serves (`/readyz`).
     ready: std::sync::atomic::AtomicBool,
+    /// Resolving handles homed elsewhere (`[resolver]`), when on.
+    pub recursion: Option<crate::recursion::Recursion>,
 }
 
 impl ServerState {
@@ -100,9 +102,15 @@ impl ServerState {
             Some(c) => c.clone() as Arc<dyn Store>,
             None => store,
         };
+        let metrics = Metrics::default();
+        let recursion = crate::recursion::Recursion::of(&config, &metrics).unwrap_or_else(|e| {
+            tracing::error!("handles homed elsewhere are not resolved: {e}");
+            None
+        });
         ServerState {
             admission,
-            metrics: Metrics::default(),
+            metrics,
+            recursion,
             replication: crate::replication_status::slots::Source::new(&config),
             cache,
             ready: Default::default(),

@@ -1,39 +1,45 @@
 //! Finding the site responsible for a handle the way a Handle client does
 //! (§6.1): handles of the `0.` prefixes (and slash-less names) live at the
 //! root (global) sites of `root_info`; any other handle's prefix handle
-//! `0.NA/<PREFIX>` is resolved there (certified) for its HS_SITE values,
-//! following HS_SERV service handles a bounded number of times.
+//! `0.NA/<PREFIX>` is resolved there for its HS_SITE values, following HS_SERV
+//! service handles (resolved wherever they live) and referrals (§3.6: a root
+//! refers a derived prefix `0.NA/a.b` to the HS_SITE.PREFIX sites of
+//! `0.NA/a`), all within a bounded depth.
 //!
 //! What was found is kept for the values' TTL, within a bounded number of
 //! entries and bytes: a peer naming many prefixes cannot grow it.
 //!
 //! One finder for every walk of the global system: the server's checks of
-//! identities held elsewhere, and anything else that must find the site
-//! responsible for a handle. Signatures are checked with the function the
-//! caller passes (the server's crypto), as for replication streams.
+//! identities held elsewhere, the global resolver, and anything else that
+//! must find the site responsible for a handle. Signatures are checked with
+//! the function the caller passes (the server's crypto), as for replication
+//! streams.
 
-mod certified;
+mod exchange;
 mod root_info;
 
+pub use exchange::Trust;
 pub use root_info::{load_root_info, read_site_file};
 
 use crate::replication::SignatureCheck;
 use crate::resolved_values;
-use certified::certified;
+use exchange::{ask, Asking};
 use handled_proto::codec::Codec;
 use handled_proto::data::site::SiteInfo;
 use handled_proto::handle;
 use handled_proto::header::ResponseCode;
 use handled_proto::request::{RequestBody, ResolutionRequest};
+use handled_proto::response::ResponseBody;
 use handled_proto::value::{types, HandleValue, TtlType};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
-/// HS_SERV values followed from a prefix handle to service handles (each
-/// another certified lookup): Handle.Net's own services use one level.
-const MAX_SERVICE_DEPTH: usize = 2;
+/// Service handles and referrals followed in one walk (each another lookup):
+/// Handle.Net's own services use one level of each.
+const MAX_DEPTH: usize = 5;
 /// Sites taken from one lookup; more are ignored.
 const MAX_SITES: usize = 16;
 /// Prefixes whose sites are remembered, and their bytes together.
@@ -41,6 +47,10 @@ const CACHE_ENTRIES: usize = 1024;
 const CACHE_BYTES: usize = 2 << 20;
 /// Longest a lookup is kept whatever its TTL says.
 const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+/// The site record types of values naming where a handle's service is, and
+/// those of a referral for derived prefixes (§3.6).
+const SITE_TYPES: [&[u8]; 4] = [types::HS_SITE, b"HS_SITE.6", types::HS_SITE_PREFIX, types::HS_NA_DELEGATE];
+const SERVICE_TYPES: [&[u8]; 2] = [types::HS_SERV, b"HS_SERV.PREFIX"];
 
 /// Why a request to another site did not succeed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -51,9 +61,30 @@ pub enum LookupError {
     /// A reply came that is not certified by the server it came from.
     #[error("{0}")]
     Uncertified(String),
+    /// The root (or the service a referral named) says the prefix handle does not exist.
+    #[error("{0}")]
+    NoSuchPrefix(String),
     /// The responsible server answered with an error code.
     #[error("{}: {message}", .code.name())]
     Refused { code: ResponseCode, message: String },
+}
+
+/// How a walk asks: trust policy, UDP first, retries.
+#[derive(Debug, Clone, Copy)]
+pub struct SiteOptions {
+    pub trust: Trust,
+    /// Try a server's UDP interface before TCP (the Java client's order).
+    pub udp: bool,
+    /// Rounds over a service's sites before giving up, each after a pause
+    /// twice as long as the one before (starting at `backoff`).
+    pub rounds: u32,
+    pub backoff: Duration,
+}
+
+impl Default for SiteOptions {
+    fn default() -> Self {
+        SiteOptions { trust: Trust::Require, udp: false, rounds: 1, backoff: Duration::from_millis(100) }
+    }
 }
 
 /// Where the global sites are and what is known about others.
@@ -61,6 +92,8 @@ pub struct Sites {
     root: Arc<Vec<SiteInfo>>,
     cache: Mutex<Cache>,
     check: SignatureCheck,
+    options: SiteOptions,
+    unverified: AtomicU64,
 }
 
 #[derive(Default)]
@@ -79,7 +112,11 @@ impl Sites {
     /// Walks starting at the `root` sites; replies are believed when `check`
     /// verifies their signature with the responding server's published key.
     pub fn new(root: Vec<SiteInfo>, check: SignatureCheck) -> Self {
-        Sites { root: Arc::new(root), cache: Mutex::default(), check }
+        Self::with_options(root, check, SiteOptions::default())
+    }
+
+    pub fn with_options(root: Vec<SiteInfo>, check: SignatureCheck, options: SiteOptions) -> Self {
+        Sites { root: Arc::new(root), cache: Mutex::default(), check, options, unverified: AtomicU64::new(0) }
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
@@ -92,65 +129,116 @@ impl Sites {
         (c.entries.len(), c.bytes)
     }
 
+    /// Replies whose signature did not verify so far.
+    pub fn verification_failures(&self) -> u64 {
+        self.unverified.load(Ordering::Relaxed)
+    }
+
     /// The sites responsible for `h`.
     pub async fn for_handle(&self, h: &[u8], deadline: Instant) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
+        self.home_of(h, 0, deadline).await
+    }
+
+    /// The sites holding `h`: the root for global handles, else those its
+    /// prefix handle names.
+    async fn home_of(&self, h: &[u8], depth: usize, deadline: Instant) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
         let canonical = handle::canonical(h);
         if handle::is_global(&canonical.to_ascii_uppercase()) {
             return Ok(self.root.clone());
         }
-        self.for_prefix_handle(&handle::prefix_handle(&canonical), 0, deadline).await
+        self.named_by(&handle::prefix_handle(&canonical), depth, deadline).await
     }
 
-    async fn for_prefix_handle(
-        &self,
-        prefix_handle: &[u8],
-        depth: usize,
-        deadline: Instant,
-    ) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
-        let key = prefix_handle.to_ascii_uppercase();
+    /// The sites that `h`'s HS_SITE (or HS_SERV) values name: `h` is a prefix
+    /// handle or a service handle.
+    async fn named_by(&self, h: &[u8], depth: usize, deadline: Instant) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
+        let key = handle::canonical(h).to_ascii_uppercase();
         if key == handle::ROOT_HANDLE {
             return Ok(self.root.clone());
+        }
+        if depth > MAX_DEPTH {
+            return Err(LookupError::Unreachable(format!("{}: more than {MAX_DEPTH} services to follow", show(h))));
         }
         if let Some(sites) = self.lookup(&key) {
             return Ok(sites);
         }
-        // As the Java resolver: a prefix the root does not know is "no service"
-        // (an error, 406), not a refusal by the identity's server.
-        let values = self
-            .resolve_at(&self.root, prefix_handle, &[types::HS_SITE, types::HS_SERV], deadline)
-            .await
-            .map_err(|e| match e {
-                LookupError::Refused { code, message } => LookupError::Unreachable(format!(
-                    "Unable to find service for prefix {}: {} {message}",
-                    show(prefix_handle),
-                    code.name()
-                )),
-                e => e,
-            })?;
-        let mut sites: Vec<SiteInfo> = values
+        let home = Box::pin(self.home_of(h, depth + 1, deadline)).await?;
+        let wanted = [types::HS_SITE, b"HS_SITE.6", types::HS_SERV];
+        let body = resolution(h, &[], &wanted);
+        let response = Box::pin(self.resolve_following(&home, h, &body, depth, deadline)).await?;
+        let values = match (response.code(), resolved_values(&response)) {
+            (ResponseCode::SUCCESS, Some(values)) => values.to_vec(),
+            // As the Java resolver: a prefix the root does not know (or that
+            // names no site) is "no service" (an error), not a refusal by the
+            // handle's server.
+            (ResponseCode::HANDLE_NOT_FOUND | ResponseCode::VALUES_NOT_FOUND, _) => {
+                return Err(LookupError::NoSuchPrefix(format!("Unable to find service for prefix {}", show(h))))
+            }
+            (code, _) => {
+                return Err(LookupError::Unreachable(format!(
+                    "Unable to find service for prefix {}: {} {}",
+                    show(h),
+                    code.name(),
+                    response.message().unwrap_or_default()
+                )))
+            }
+        };
+        let sites = Box::pin(self.sites_in(&values, depth, deadline)).await?;
+        self.remember(key, sites.clone(), ttl(&values, MAX_TTL));
+        Ok(sites)
+    }
+
+    /// The sites `values` name: their site records, else those of the first
+    /// service handle (`0.NA/0.NA`: the root).
+    async fn sites_in(
+        &self,
+        values: &[HandleValue],
+        depth: usize,
+        deadline: Instant,
+    ) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
+        let sites: Vec<SiteInfo> = values
             .iter()
-            .filter(|v| v.value_type == types::HS_SITE || v.value_type == b"HS_SITE.6")
+            .filter(|v| SITE_TYPES.iter().any(|t| v.value_type.eq_ignore_ascii_case(t)))
             .filter_map(|v| SiteInfo::decode_data(&v.data).ok())
+            .filter(|s| !s.servers.is_empty())
             .take(MAX_SITES)
             .collect();
-        if sites.is_empty() {
-            let service = values.iter().find(|v| v.value_type == types::HS_SERV).map(|v| v.data.clone());
-            match service {
-                Some(_) if depth >= MAX_SERVICE_DEPTH => {
-                    return Err(LookupError::Unreachable(format!(
-                        "{}: more than {MAX_SERVICE_DEPTH} service handles to follow",
-                        show(prefix_handle)
-                    )))
-                }
-                Some(service) => {
-                    sites = Box::pin(self.for_prefix_handle(&service, depth + 1, deadline)).await?.to_vec();
-                }
-                None => return Err(LookupError::Unreachable(format!("no sites for {}", show(prefix_handle)))),
-            }
+        if !sites.is_empty() {
+            return Ok(Arc::new(sites));
         }
-        let sites = Arc::new(sites);
-        self.remember(key, sites.clone(), ttl(&values));
-        Ok(sites)
+        let service = values.iter().find(|v| SERVICE_TYPES.iter().any(|t| v.value_type.eq_ignore_ascii_case(t)));
+        match service {
+            Some(service) => self.named_by(&service.data, depth + 1, deadline).await,
+            None => Err(LookupError::Unreachable("no site records or service handles".into())),
+        }
+    }
+
+    /// Send `body` about `h` to `sites` and follow referrals (302/303) to the
+    /// sites they name, within the depth bound (`depth`: service handles and
+    /// referrals already followed, 0 for a walk of its own). Any other reply
+    /// is returned, whatever its code.
+    pub async fn resolve_following(
+        &self,
+        sites: &[SiteInfo],
+        h: &[u8],
+        body: &RequestBody,
+        mut depth: usize,
+        deadline: Instant,
+    ) -> Result<crate::Response, LookupError> {
+        let mut sites = Arc::new(sites.to_vec());
+        loop {
+            let response = self.first_answer(&sites, h, body, deadline).await?;
+            let ResponseBody::Referral { handle: referral, values } = &response.body else { return Ok(response) };
+            depth += 1;
+            if depth > MAX_DEPTH {
+                return Err(LookupError::Unreachable(format!("{}: more than {MAX_DEPTH} referrals", show(h))));
+            }
+            sites = if values.is_empty() && !referral.is_empty() {
+                self.named_by(referral, depth, deadline).await?
+            } else {
+                self.sites_in(values, depth, deadline).await?
+            };
+        }
     }
 
     /// Resolve `h` (values of `types`, or at `indexes`) at the first of `sites`
@@ -175,19 +263,15 @@ impl Sites {
         value_types: &[&[u8]],
         deadline: Instant,
     ) -> Result<Vec<HandleValue>, LookupError> {
-        let body = RequestBody::Resolution(ResolutionRequest {
-            handle: h.to_vec(),
-            indexes: indexes.to_vec(),
-            types: value_types.iter().map(|t| t.to_vec()).collect(),
-        });
-        let response = self.first_answer(sites, h, &body, deadline).await?;
+        let response = self.first_answer(sites, h, &resolution(h, indexes, value_types), deadline).await?;
         match (response.code(), resolved_values(&response)) {
             (ResponseCode::SUCCESS, Some(values)) => Ok(values.to_vec()),
             (code, _) => Err(LookupError::Refused { code, message: response.message().unwrap_or_default() }),
         }
     }
 
-    /// Send `body` to each site in turn until one gives a checked answer.
+    /// Send `body` to each site in turn until one gives a checked answer, in
+    /// up to `rounds` rounds with a growing pause between them.
     pub async fn first_answer(
         &self,
         sites: &[SiteInfo],
@@ -195,17 +279,32 @@ impl Sites {
         body: &RequestBody,
         deadline: Instant,
     ) -> Result<crate::Response, LookupError> {
+        let how = Asking {
+            trust: self.options.trust,
+            check: self.check,
+            udp: self.options.udp,
+            unverified: &self.unverified,
+        };
         let mut last = LookupError::Unreachable(format!("no sites for {}", show(h)));
-        for site in sites {
-            match certified(site, h, body, deadline, self.check).await {
-                Ok(r) => return Ok(r),
-                Err(e) => {
-                    tracing::debug!("site lookup: {e}");
-                    last = e;
-                }
+        let mut pause = self.options.backoff;
+        for round in 0..self.options.rounds.max(1) {
+            if round > 0 {
+                // Jittered, so that resolvers retrying together spread out.
+                let jitter = pause.mul_f64(rand::random::<f64>() * 0.5);
+                tokio::time::sleep_until(deadline.min(Instant::now() + pause + jitter)).await;
+                pause *= 2;
             }
-            if Instant::now() >= deadline {
-                break;
+            for site in sites {
+                if Instant::now() >= deadline {
+                    return Err(last);
+                }
+                match ask(site, h, body, deadline, how).await {
+                    Ok(r) => return Ok(r),
+                    Err(e) => {
+                        tracing::debug!("site lookup: {e}");
+                        last = e;
+                    }
+                }
             }
         }
         Err(last)
@@ -247,8 +346,19 @@ impl Sites {
     }
 }
 
-/// How long a lookup may be kept: its shortest value TTL, within [`MAX_TTL`].
-fn ttl(values: &[HandleValue]) -> Duration {
+/// A resolution request for `h`'s values at `indexes` or of `value_types`
+/// (both empty: all of them).
+pub fn resolution(h: &[u8], indexes: &[i32], value_types: &[&[u8]]) -> RequestBody {
+    RequestBody::Resolution(ResolutionRequest {
+        handle: h.to_vec(),
+        indexes: indexes.to_vec(),
+        types: value_types.iter().map(|t| t.to_vec()).collect(),
+    })
+}
+
+/// How long values may be kept: their shortest TTL (absolute ones counted
+/// from now), within `max`.
+pub fn ttl(values: &[HandleValue], max: Duration) -> Duration {
     let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let secs = values
         .iter()
@@ -258,7 +368,7 @@ fn ttl(values: &[HandleValue]) -> Duration {
         })
         .min()
         .unwrap_or(0);
-    Duration::from_secs(secs.max(0) as u64).min(MAX_TTL)
+    Duration::from_secs(secs.max(0) as u64).min(max)
 }
 
 fn show(h: &[u8]) -> String {
@@ -346,12 +456,16 @@ pub(crate) mod tests {
         a.ttl = 600;
         let mut b = a.clone();
         b.ttl = 60;
-        assert_eq!(ttl(&[a.clone(), b]), Duration::from_secs(60));
+        assert_eq!(ttl(&[a.clone(), b], MAX_TTL), Duration::from_secs(60));
         a.ttl = i32::MAX;
-        assert_eq!(ttl(&[a.clone()]), MAX_TTL);
+        assert_eq!(ttl(&[a.clone()], MAX_TTL), MAX_TTL);
         a.ttl_type = TtlType::Absolute;
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs() as i32;
+        a.ttl = now + 120;
+        let left = ttl(&[a.clone()], MAX_TTL).as_secs();
+        assert!((118..=120).contains(&left), "{left}");
         a.ttl = 1; // long past
-        assert_eq!(ttl(&[a]), Duration::ZERO);
+        assert_eq!(ttl(&[a], MAX_TTL), Duration::ZERO);
     }
 
     #[tokio::test]

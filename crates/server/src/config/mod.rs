@@ -8,6 +8,7 @@ mod cluster;
 mod diagnostics;
 mod registry;
 mod replication;
+pub mod resolver;
 mod reverse_lookup;
 pub mod sql;
 mod storage;
@@ -38,6 +39,8 @@ pub struct Config {
     pub ephemeral: bool,
     /// Template handles (the `[templates]` table).
     pub templates: templates::TemplatesConfig,
+    /// Resolving handles homed elsewhere (the `[resolver]` table).
+    pub resolver: resolver::ResolverConfig,
     /// Address every listener binds to.
     pub listen: IpAddr,
     /// Address published in the site record; defaults to `listen`.
@@ -114,6 +117,7 @@ impl Default for Config {
             data_dir: PathBuf::from("data"),
             ephemeral: false,
             templates: Default::default(),
+            resolver: Default::default(),
             listen: IpAddr::from([127, 0, 0, 1]),
             public_address: None,
             port: 2641,
@@ -185,6 +189,7 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.templates.validate().map_err(ConfigError::Invalid)?;
+        self.resolver.validate(self.root_info.as_deref()).map_err(ConfigError::Invalid)?;
         if self.prefixes.is_empty() {
             return Err(ConfigError::Invalid("at least one prefix must be homed".into()));
         }

@@ -46,8 +46,17 @@ pub async fn run(
                 indexes: r.indexes.clone(),
                 types: r.types.clone(),
                 public_only: flags.contains(OpFlags::PO),
+                recurse: flags
+                    .contains(OpFlags::REC)
+                    .then_some(ops::Recurse { client: origin.peer.ip(), native: true }),
             };
-            let values = ops::resolve(state, caller, &req).await?;
+            let values = match ops::resolve(state, caller, &req).await {
+                Err(e) if e.code == ResponseCode::PREFIX_REFERRAL => {
+                    let body = ResponseBody::Referral { handle: Vec::new(), values: e.referral };
+                    return Ok(Answer::units(vec![encode_reply(state, ctx, e.code, &body, false, reply)]));
+                }
+                other => other?,
+            };
             // ≥ 2.8: non-public values travel encrypted inside a session (§1.7).
             let secret = values.iter().any(|v| !v.permissions.public_read()) && ctx.response_version() >= Version::V2_8;
             let reply = Reply { encrypt: reply.encrypt || (secret && reply.session.is_some()), ..reply };

@@ -13,7 +13,7 @@ mod values;
 
 pub use create::{create_handle, CreateHandle, Created};
 pub use list::{home_prefix, list_handles, list_homed_prefixes, unhome_prefix};
-pub use resolve::{resolve, select, Resolve};
+pub use resolve::{resolve, select, Recurse, Resolve};
 pub use values::{add_values, delete_handle, modify_values, remove_values};
 
 use crate::access::authorize::{admin_records, permitted};
@@ -33,11 +33,18 @@ const MAX_CAS_RETRIES: usize = 32;
 pub struct OpError {
     pub code: ResponseCode,
     pub message: String,
+    /// With 303 (a derived prefix delegated elsewhere): the values naming where.
+    pub referral: Vec<HandleValue>,
 }
 
 impl OpError {
     pub fn new(code: ResponseCode, message: impl Into<String>) -> Self {
-        OpError { code, message: message.into() }
+        OpError { code, message: message.into(), referral: Vec::new() }
+    }
+
+    /// 303 to the sites `values` name (§3.6).
+    pub fn prefix_referral(values: Vec<HandleValue>) -> Self {
+        OpError { referral: values, ..OpError::new(ResponseCode::PREFIX_REFERRAL, "Prefix referral") }
     }
 
     /// The caller must authenticate first (native: a 402 challenge; REST: 401).

@@ -127,8 +127,10 @@ fn base_url(headers: &HeaderMap, secure: bool) -> String {
 
 /// The handle's public values (the whole record: filters apply afterwards, so
 /// aliases and 10320/loc are seen whatever the filter).
-async fn lookup(state: &ServerState, handle: &str) -> Result<Vec<HandleValue>, OpError> {
-    let resolve = Resolve { handle: handle.as_bytes().to_vec(), public_only: true, ..Resolve::default() };
+/// A handle homed elsewhere is resolved for `client` when `[resolver]` is on.
+async fn lookup(state: &ServerState, handle: &str, client: std::net::IpAddr) -> Result<Vec<HandleValue>, OpError> {
+    let recurse = Some(crate::ops::Recurse { client, native: false });
+    let resolve = Resolve { handle: handle.as_bytes().to_vec(), public_only: true, recurse, ..Resolve::default() };
     ops::resolve(state, &Caller::Anonymous, &resolve).await
 }
 
@@ -140,7 +142,7 @@ async fn answer(
     http10: bool,
     now: i64,
 ) -> Answer {
-    let mut values = match lookup(state, &req.handle).await {
+    let mut values = match lookup(state, &req.handle, req.client_ip).await {
         Ok(v) => v,
         Err(e) if req.action == Action::Api || req.wants_json => return api_error(&e, &req.handle),
         Err(e) => return failure(&e, &req.handle),
@@ -162,7 +164,7 @@ async fn answer(
         let at = expiry_of(alias, now);
         alias_expiry = Some(alias_expiry.map_or(at, |e| e.min(at)));
         handle = Cow::Owned(String::from_utf8_lossy(&alias.data).trim().to_string());
-        values = match lookup(state, &handle).await {
+        values = match lookup(state, &handle, req.client_ip).await {
             Ok(v) => v,
             Err(e) => return failure(&e, &req.handle),
         };

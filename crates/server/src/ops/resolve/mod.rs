@@ -3,6 +3,8 @@
 
 pub mod chain;
 mod local;
+mod recursive;
+mod referral;
 mod templates;
 
 use super::*;
@@ -10,10 +12,17 @@ use crate::state::ServerState;
 use chain::{Query, ResolutionChain, Resolved};
 use handled_proto::handle;
 
-/// The sources asked, in order: the status handle, the local store, then
-/// template handles (for a handle homed here that the store does not hold).
-pub static CHAIN: ResolutionChain =
-    ResolutionChain::new(&[&super::status_handle::StatusHandle, &local::LocalStore, &templates::Templates]);
+/// The sources asked, in order: the status handle, the local store,
+/// template handles (for a handle homed here that the store does not hold),
+/// derived-prefix referrals (for a prefix handle delegated by an ancestor),
+/// then the global resolver (for a handle homed elsewhere).
+pub static CHAIN: ResolutionChain = ResolutionChain::new(&[
+    &super::status_handle::StatusHandle,
+    &local::LocalStore,
+    &templates::Templates,
+    &referral::DerivedPrefixReferral,
+    &recursive::Recursive,
+]);
 
 /// A resolution request as every front end states it.
 #[derive(Debug, Clone, Default)]
@@ -23,6 +32,16 @@ pub struct Resolve {
     pub types: Vec<Vec<u8>>,
     /// PO: only publicly readable values, never a challenge.
     pub public_only: bool,
+    /// Who asks that a handle homed elsewhere be resolved (None: not asked).
+    pub recurse: Option<Recurse>,
+}
+
+/// A client asking for recursion: over the native protocol with REC, or
+/// through the web proxy or the JSON API.
+#[derive(Debug, Clone, Copy)]
+pub struct Recurse {
+    pub client: std::net::IpAddr,
+    pub native: bool,
 }
 
 /// Values selected by index and type lists: the union of both; empty lists mean all.

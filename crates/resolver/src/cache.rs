@@ -1,0 +1,167 @@
+//! The resolver's answer cache: one entry per handle, bounded in bytes
+//! (quick_cache evicts by weight). An entry is fresh for its TTL (the record's
+//! shortest value TTL, relative or absolute `ttl_type`, at most `max_ttl`; a
+//! negative answer for `negative_ttl`) and may then serve stale for
+//! `serve_stale` more while upstream fails (RFC 8767's idea).
+
+use handled_client::sites::ttl;
+use handled_proto::value::HandleValue;
+use quick_cache::sync::Cache;
+use quick_cache::Weighter;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What upstream said about a handle.
+#[derive(Debug, Clone)]
+pub enum Found {
+    Values(Arc<[HandleValue]>),
+    /// 100: the responsible server (or the root, for its prefix) has no such handle.
+    NotFound,
+}
+
+#[derive(Debug)]
+pub struct Entry {
+    pub found: Found,
+    pub fresh_until: Instant,
+    /// Not served at all after this, even stale.
+    pub stale_until: Instant,
+    /// While upstream failed lately, stale answers go out without asking
+    /// again before this (each asking would cost clients the full timeout).
+    pub retry_after: Instant,
+    bytes: u64,
+}
+
+impl Entry {
+    pub fn is_fresh(&self, now: Instant) -> bool {
+        now < self.fresh_until
+    }
+
+    pub fn may_serve_stale(&self, now: Instant) -> bool {
+        now < self.stale_until
+    }
+}
+
+/// Bytes an entry holds, roughly: what its weight in the cache is.
+fn bytes_of(key: &[u8], found: &Found) -> u64 {
+    let values = match found {
+        Found::Values(values) => values.iter().map(|v| v.value_type.len() + v.data.len() + 64).sum(),
+        Found::NotFound => 0,
+    };
+    (key.len() + values + 96) as u64
+}
+
+#[derive(Clone)]
+struct ByBytes;
+
+impl Weighter<Vec<u8>, Arc<Entry>> for ByBytes {
+    fn weight(&self, _key: &Vec<u8>, entry: &Arc<Entry>) -> u64 {
+        entry.bytes.max(1)
+    }
+}
+
+pub struct AnswerCache {
+    entries: Cache<Vec<u8>, Arc<Entry>, ByBytes>,
+    capacity: u64,
+    max_ttl: Duration,
+    negative_ttl: Duration,
+    serve_stale: Duration,
+}
+
+impl AnswerCache {
+    pub fn new(capacity: u64, max_ttl: Duration, negative_ttl: Duration, serve_stale: Duration) -> Self {
+        // quick_cache sizes its tables by an estimate of the count.
+        let estimate = (capacity / 512).clamp(16, 1 << 22) as usize;
+        AnswerCache {
+            entries: Cache::with_weighter(estimate, capacity.max(1), ByBytes),
+            capacity,
+            max_ttl,
+            negative_ttl,
+            serve_stale,
+        }
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<Arc<Entry>> {
+        let entry = self.entries.get(key)?;
+        if entry.may_serve_stale(Instant::now()) {
+            return Some(entry);
+        }
+        self.entries.remove(key);
+        None
+    }
+
+    /// Keep `found` for `key`, as of `now`; not when its TTL is zero or it is
+    /// too large for the cache (over an eighth of it).
+    pub fn put(&self, key: Vec<u8>, found: Found, now: Instant) {
+        let ttl = match &found {
+            Found::Values(values) => ttl(values, self.max_ttl),
+            Found::NotFound => self.negative_ttl,
+        };
+        let bytes = bytes_of(&key, &found);
+        if ttl.is_zero() || bytes > self.capacity / 8 {
+            return;
+        }
+        let fresh_until = now + ttl;
+        let entry = Entry { found, fresh_until, stale_until: fresh_until + self.serve_stale, retry_after: now, bytes };
+        self.entries.insert(key, Arc::new(entry));
+    }
+
+    /// Upstream failed: serve `entry` stale without asking until `retry_after`.
+    pub fn hold_stale(&self, key: &[u8], entry: &Entry, retry_after: Instant) {
+        let held = Entry { found: entry.found.clone(), retry_after, ..*entry };
+        self.entries.insert(key.to_vec(), Arc::new(held));
+    }
+
+    /// Entries and their bytes.
+    pub fn usage(&self) -> (usize, u64) {
+        (self.entries.len(), self.entries.weight())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(ttl: i32, bytes: usize) -> Found {
+        let mut v = HandleValue::new(1, "URL", vec![b'x'; bytes]);
+        v.ttl = ttl;
+        Found::Values(vec![v].into())
+    }
+
+    /// A peer naming ever new handles cannot grow the cache past its bytes.
+    #[test]
+    fn bounded_in_bytes() {
+        let cache = AnswerCache::new(64 << 10, Duration::from_secs(60), Duration::from_secs(5), Duration::ZERO);
+        let now = Instant::now();
+        for n in 0..5000 {
+            cache.put(format!("P/{n}").into_bytes(), values(60, 200), now);
+        }
+        let (count, bytes) = cache.usage();
+        assert!(bytes <= 64 << 10, "{count} entries, {bytes} bytes");
+        assert!(count > 50, "{count}");
+        cache.put(b"P/huge".to_vec(), values(60, 16 << 10), now);
+        assert!(cache.get(b"P/huge").is_none(), "an entry over an eighth of the cache is not kept");
+        cache.put(b"P/zero".to_vec(), values(0, 10), now);
+        assert!(cache.get(b"P/zero").is_none(), "a zero TTL is not kept");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fresh_then_stale_then_gone() {
+        let cache = AnswerCache::new(1 << 20, Duration::from_secs(60), Duration::from_secs(5), Duration::from_secs(30));
+        let now = Instant::now();
+        cache.put(b"P/a".to_vec(), values(10, 10), now);
+        cache.put(b"P/missing".to_vec(), Found::NotFound, now);
+        assert!(cache.get(b"P/a").unwrap().is_fresh(Instant::now()));
+        assert!(cache.get(b"P/missing").unwrap().is_fresh(Instant::now()));
+        tokio::time::advance(Duration::from_secs(6)).await;
+        let negative = cache.get(b"P/missing").unwrap();
+        assert!(!negative.is_fresh(Instant::now()), "negative answers last negative_ttl");
+        tokio::time::advance(Duration::from_secs(5)).await;
+        let stale = cache.get(b"P/a").unwrap();
+        assert!(!stale.is_fresh(Instant::now()) && stale.may_serve_stale(Instant::now()));
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert!(cache.get(b"P/a").is_none(), "past the stale window");
+        assert!(cache.get(b"P/missing").is_none());
+        assert_eq!(cache.usage().0, 0, "entries past their stale window go when read");
+    }
+}

@@ -1,0 +1,229 @@
+//! A caching resolver of any handle, as hdl.handle.net and local resolvers
+//! run: the responsible site is found by walking the global system from the
+//! root sites (`handled_client::sites`: prefix handles, HS_SITE, HS_SERV,
+//! derived-prefix referrals, the site's hash, UDP then TCP, the trust policy),
+//! and what it answers is kept in a cache bounded in bytes, per value TTL.
+//!
+//! Practices of DNS recursive resolvers carried over: one upstream query per
+//! handle at a time however many ask (coalescing), negative answers kept for
+//! a bounded time, stale answers served for a bounded time while the
+//! responsible site is down (RFC 8767), every upstream exchange under a
+//! deadline, a bound on the queries under way, and nothing that failed
+//! verification kept.
+
+mod cache;
+mod inflight;
+pub mod metrics;
+
+pub use cache::Found;
+pub use handled_client::sites::Trust;
+
+use cache::AnswerCache;
+use handled_client::replication::SignatureCheck;
+use handled_client::resolved_values;
+use handled_client::sites::{self, LookupError, SiteOptions, Sites};
+use handled_proto::data::site::SiteInfo;
+use handled_proto::handle;
+use handled_proto::header::ResponseCode;
+use handled_proto::value::HandleValue;
+use inflight::InFlight;
+use metrics::{add, Counters, Snapshot};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What a resolver may hold and how long it waits.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Bytes of cached answers.
+    pub cache_bytes: u64,
+    /// Longest a positive answer is kept, whatever its TTL.
+    pub max_ttl: Duration,
+    /// How long "handle not found" is kept.
+    pub negative_ttl: Duration,
+    /// How long past its TTL an answer may be served while upstream fails.
+    pub serve_stale: Duration,
+    /// After upstream failed, how long stale answers go out without asking again.
+    pub stale_retry: Duration,
+    /// The whole walk for one handle (site lookups, retries, referrals).
+    pub timeout: Duration,
+    /// Handles being asked upstream at once; beyond, "too busy".
+    pub max_pending: usize,
+    pub trust: Trust,
+    /// Rounds over a service's sites, with backoff between them.
+    pub rounds: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            cache_bytes: 64 << 20,
+            max_ttl: Duration::from_secs(86400),
+            negative_ttl: Duration::from_secs(60),
+            serve_stale: Duration::from_secs(3600),
+            stale_retry: Duration::from_secs(5),
+            timeout: Duration::from_secs(5),
+            max_pending: 1024,
+            trust: Trust::Require,
+            rounds: 2,
+        }
+    }
+}
+
+/// Why a handle could not be resolved.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ResolveError {
+    /// The handle (or its prefix) does not exist.
+    #[error("handle not found")]
+    NotFound,
+    /// The responsible server answered with another error code.
+    #[error("{}: {message}", .code.name())]
+    Refused { code: ResponseCode, message: String },
+    /// No responsible server answered (in time, or verifiably) and nothing stale was at hand.
+    #[error("{0}")]
+    Unreachable(String),
+    /// Too many handles are being asked upstream at once.
+    #[error("too many queries under way")]
+    Busy,
+}
+
+/// An answer and where it came from.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub values: Arc<[HandleValue]>,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Cache,
+    Upstream,
+    /// Past its TTL, served because upstream failed.
+    Stale,
+}
+
+pub struct Resolver {
+    sites: Sites,
+    cache: AnswerCache,
+    flights: InFlight<Vec<u8>, Result<Found, ResolveError>>,
+    counters: Counters,
+    options: Options,
+}
+
+impl Resolver {
+    /// A resolver starting at the `root` sites (from `root_info`); `check`
+    /// verifies signatures (the caller's crypto).
+    pub fn new(root: Vec<SiteInfo>, check: SignatureCheck, options: Options) -> Self {
+        let site_options =
+            SiteOptions { trust: options.trust, udp: true, rounds: options.rounds, ..Default::default() };
+        Resolver {
+            sites: Sites::with_options(root, check, site_options),
+            cache: AnswerCache::new(options.cache_bytes, options.max_ttl, options.negative_ttl, options.serve_stale),
+            flights: InFlight::new(options.max_pending),
+            counters: Counters::default(),
+            options,
+        }
+    }
+
+    /// The counters, cache use and queries under way now.
+    pub fn snapshot(&self) -> Snapshot {
+        let (entries, bytes) = self.cache.usage();
+        Snapshot {
+            entries,
+            bytes,
+            pending: self.flights.len(),
+            verification_failures: self.sites.verification_failures(),
+            ..self.counters.snapshot()
+        }
+    }
+
+    /// All public values of `h`.
+    pub async fn resolve(&self, h: &[u8]) -> Result<Answer, ResolveError> {
+        let canonical = handle::canonical(h);
+        // Prefixes are case-insensitive; suffixes may not be on the server asked.
+        let key = handle::normalize(&canonical, true);
+        let cached = self.cache.get(&key);
+        let now = Instant::now();
+        if let Some(entry) = &cached {
+            if entry.is_fresh(now) {
+                add(&self.counters.hits);
+                return answer(&entry.found, Origin::Cache, &self.counters);
+            }
+            if now < entry.retry_after {
+                add(&self.counters.stale_served);
+                return answer(&entry.found, Origin::Stale, &self.counters);
+            }
+        }
+        add(&self.counters.misses);
+        let flight = self.flights.run(key.clone(), || self.fetch(&canonical, key.clone())).await;
+        let fetched = match flight {
+            Ok((fetched, joined)) => {
+                if joined {
+                    add(&self.counters.coalesced);
+                }
+                fetched
+            }
+            Err(inflight::Busy) => {
+                add(&self.counters.busy);
+                Err(ResolveError::Busy)
+            }
+        };
+        match (fetched, cached) {
+            (Ok(found), _) => answer(&found, Origin::Upstream, &self.counters),
+            // Upstream down (or unverifiable): what we had, if not too old.
+            (Err(ResolveError::Unreachable(why)), Some(entry)) if entry.may_serve_stale(Instant::now()) => {
+                tracing::debug!("resolver: {} served stale: {why}", String::from_utf8_lossy(&canonical));
+                self.cache.hold_stale(&key, &entry, Instant::now() + self.options.stale_retry);
+                add(&self.counters.stale_served);
+                answer(&entry.found, Origin::Stale, &self.counters)
+            }
+            (Err(e), _) => Err(e),
+        }
+    }
+
+    /// Ask upstream (the one query for `key` under way) and keep the answer.
+    async fn fetch(&self, canonical: &[u8], key: Vec<u8>) -> Result<Found, ResolveError> {
+        add(&self.counters.upstream_queries);
+        let started = Instant::now();
+        let deadline = started + self.options.timeout;
+        let result = tokio::time::timeout_at(deadline, self.walk(canonical, deadline))
+            .await
+            .unwrap_or_else(|_| Err(LookupError::Unreachable(format!("no answer within {:?}", self.options.timeout))));
+        self.counters.upstream_took(started.elapsed());
+        let found = match result {
+            Ok(found) => found,
+            Err(LookupError::NoSuchPrefix(_)) => Found::NotFound,
+            Err(LookupError::Refused { code, message }) => return Err(ResolveError::Refused { code, message }),
+            Err(e) => {
+                add(&self.counters.upstream_failures);
+                return Err(ResolveError::Unreachable(e.to_string()));
+            }
+        };
+        self.cache.put(key, found.clone(), Instant::now());
+        Ok(found)
+    }
+
+    /// The responsible sites, then the handle's values there.
+    async fn walk(&self, canonical: &[u8], deadline: Instant) -> Result<Found, LookupError> {
+        let sites = self.sites.for_handle(canonical, deadline).await?;
+        let body = sites::resolution(canonical, &[], &[]);
+        let response = self.sites.resolve_following(&sites, canonical, &body, 0, deadline).await?;
+        match (response.code(), resolved_values(&response)) {
+            (ResponseCode::SUCCESS, Some(values)) => Ok(Found::Values(values.to_vec().into())),
+            (ResponseCode::HANDLE_NOT_FOUND, _) => Ok(Found::NotFound),
+            (code, _) => Err(LookupError::Refused { code, message: response.message().unwrap_or_default() }),
+        }
+    }
+}
+
+fn answer(found: &Found, origin: Origin, counters: &Counters) -> Result<Answer, ResolveError> {
+    match found {
+        Found::Values(values) => Ok(Answer { values: values.clone(), origin }),
+        Found::NotFound => {
+            if origin != Origin::Upstream {
+                add(&counters.negative_hits);
+            }
+            Err(ResolveError::NotFound)
+        }
+    }
+}

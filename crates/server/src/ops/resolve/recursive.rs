@@ -1,0 +1,60 @@
+//! The global resolver as the last resolution source: a handle no source
+//! before is responsible for is resolved by walking the global system
+//! (`state.recursion`, the `[resolver]` table), for the web proxy and the JSON
+//! API, and for native requests with REC when `allow_recursion` (never
+//! without REC: Handle.Net's semantics). Clients outside the allow-list get
+//! 301 as from a server without recursion, with a message saying why.
+
+use super::chain::{Lookup, Query, ResolutionSource};
+use crate::ops::OpError;
+use crate::state::ServerState;
+use async_trait::async_trait;
+use handled_proto::header::ResponseCode;
+use handled_resolver::ResolveError;
+use handled_store::HandleRecord;
+
+pub struct Recursive;
+
+#[async_trait]
+impl ResolutionSource for Recursive {
+    /// With native recursion on, a REC resolution may wait on the network.
+    fn answers_locally(&self, state: &ServerState) -> bool {
+        !state.recursion.as_ref().is_some_and(|r| r.native)
+    }
+
+    async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
+        let (Some(recursion), Some(asker)) = (&state.recursion, query.request.recurse) else {
+            return Ok(Lookup::Pass);
+        };
+        // A source before is responsible for the handle: its answer stands.
+        if not_found || (asker.native && !recursion.native) {
+            return Ok(Lookup::Pass);
+        }
+        if !recursion.allows(asker.client) {
+            return Err(OpError::new(ResponseCode::SERVER_NOT_RESP, "Recursion is not offered to this client"));
+        }
+        let Some(_turn) = recursion.turn(asker.client) else {
+            return Err(OpError::new(ResponseCode::SERVER_TOO_BUSY, "Too many recursive requests under way"));
+        };
+        match recursion.resolver.resolve(query.canonical).await {
+            Ok(answer) => Ok(Lookup::Record(HandleRecord { values: answer.values.to_vec(), name: None })),
+            Err(ResolveError::NotFound) => Ok(Lookup::NotFound),
+            // The code, not the other side's text.
+            Err(ResolveError::Refused { code, .. }) => {
+                Err(OpError::new(code, format!("The handle's server answered {}", code.name())))
+            }
+            Err(ResolveError::Busy) => {
+                Err(OpError::new(ResponseCode::SERVER_TOO_BUSY, "Too many handles being resolved at once"))
+            }
+            Err(ResolveError::Unreachable(why)) => {
+                // Whoever controls a prefix's HS_SITE chooses the addresses
+                // asked: the details go to the log, not to the client.
+                tracing::info!("recursion for {}: {why}", String::from_utf8_lossy(query.canonical));
+                Err(OpError::new(
+                    ResponseCode::ERROR,
+                    "The handle's service could not be reached or did not answer verifiably",
+                ))
+            }
+        }
+    }
+}

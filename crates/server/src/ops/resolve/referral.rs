@@ -1,0 +1,44 @@
+//! Derived-prefix referrals (§3.6), as the Java server sends them from a
+//! root: a prefix handle `0.NA/a.b` this server is responsible for but does
+//! not hold, under an ancestor `0.NA/a` whose HS_SITE.PREFIX (HS_NA_DELEGATE,
+//! HS_SERV.PREFIX) values delegate the prefixes derived from it elsewhere, is
+//! answered 303 with those public values and an empty referral handle.
+
+use super::chain::{Lookup, Query, ResolutionSource};
+use crate::ops::OpError;
+use crate::state::ServerState;
+use async_trait::async_trait;
+use handled_proto::handle;
+use handled_proto::value::{types, HandleValue};
+
+/// Ancestors looked at (each a store read), nearest first.
+const MAX_ANCESTORS: usize = 8;
+const DELEGATING: [&[u8]; 3] = [types::HS_SITE_PREFIX, types::HS_NA_DELEGATE, b"HS_SERV.PREFIX"];
+
+pub struct DerivedPrefixReferral;
+
+#[async_trait]
+impl ResolutionSource for DerivedPrefixReferral {
+    async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
+        if !not_found || !handle::is_prefix_handle(query.canonical) {
+            return Ok(Lookup::Pass);
+        }
+        let own = handle::normalize(query.canonical, false);
+        let mut ancestors = handle::ancestors(&own);
+        ancestors.pop(); // the handle itself, which is not there
+        for ancestor in ancestors.iter().rev().take(MAX_ANCESTORS) {
+            let Some(record) = state.store.get(&state.storage_key(ancestor)).await? else { continue };
+            let delegating: Vec<HandleValue> = record
+                .values
+                .into_iter()
+                .filter(|v| {
+                    v.permissions.public_read() && DELEGATING.iter().any(|t| v.value_type.eq_ignore_ascii_case(t))
+                })
+                .collect();
+            if !delegating.is_empty() {
+                return Err(OpError::prefix_referral(delegating));
+            }
+        }
+        Ok(Lookup::Pass)
+    }
+}

@@ -1,0 +1,149 @@
+//! The global resolver (`[resolver]`) on a Handle System built on loopback
+//! of `handled` servers only (`global_common`): every kind of prefix resolved
+//! through native REC requests (TCP and UDP), the JSON API and the web proxy;
+//! negative answers cached; one upstream query however many ask; stale
+//! answers while a prefix server is down; never for requests without REC or
+//! for clients outside the allow-list.
+
+mod global_common;
+
+use global_common::{http_get, native, put, url, without_rec, World};
+use handled_client::Protocol;
+use handled_proto::header::ResponseCode;
+use std::time::Duration;
+
+#[tokio::test]
+async fn every_kind_of_prefix_through_native_requests_the_json_api_and_the_proxy() {
+    let w = World::start(|_| {}).await;
+    let addrs = w.resolver.addrs;
+    let expected = [
+        ("P1/doc", "https://example.org/p1"),
+        ("P3/doc", "https://example.org/p3"),
+        ("21.T1/doc", "https://example.org/derived"),
+        (w.p2[0].as_str(), &*format!("https://example.org/{}", w.p2[0])),
+        (w.p2[1].as_str(), &*format!("https://example.org/{}", w.p2[1])),
+    ];
+    for (h, want) in expected {
+        let (code, data) = native(Protocol::Tcp, addrs.tcp, h).await;
+        assert_eq!(code, ResponseCode::SUCCESS, "{h} over TCP");
+        assert_eq!(data[0], want, "{h}");
+        // UDP: REC resolutions go to the workers; the answer is the same.
+        let (code, data) = native(Protocol::Udp, addrs.udp, h).await;
+        assert_eq!((code, data[0].as_str()), (ResponseCode::SUCCESS, want), "{h} over UDP");
+        let (head, body) = http_get(addrs.http, &format!("/api/handles/{h}")).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{h}: {head}");
+        let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(json["values"][0]["data"]["value"], want, "{h}: {body}");
+        let (head, _) = http_get(addrs.http, &format!("/{h}")).await;
+        assert!(head.starts_with("HTTP/1.1 302"), "{h} through the proxy: {head}");
+        assert!(head.to_ascii_lowercase().contains(&format!("location: {want}").to_ascii_lowercase()), "{head}");
+    }
+    // Every handle was asked upstream once; the rest came from the cache.
+    let s = w.snapshot();
+    assert_eq!(s.upstream_queries, 5, "{s:?}");
+    assert!(s.hits >= 15, "{s:?}");
+    assert_eq!(s.verification_failures, 0, "every answer signed by its site's key");
+    // Both values, as the prefix server holds them.
+    assert_eq!(native(Protocol::Tcp, addrs.tcp, "P1/doc").await.1, ["https://example.org/p1", "p1@example.org"]);
+    // Handles homed here stay local; a prefix the root does not know is not found.
+    assert_eq!(native(Protocol::Tcp, addrs.tcp, "LOCAL/none").await.0, ResponseCode::HANDLE_NOT_FOUND);
+    assert_eq!(native(Protocol::Tcp, addrs.tcp, "NOWHERE/x").await.0, ResponseCode::HANDLE_NOT_FOUND);
+    // The figures are in /metrics: the five, and NOWHERE/x.
+    let (_, metrics) = http_get(addrs.http, "/metrics").await;
+    let resolver_lines: Vec<&str> = metrics.lines().filter(|l| l.starts_with("handled_resolver")).collect();
+    assert!(metrics.contains("handled_resolver_upstream_queries_total 6"), "{resolver_lines:#?}");
+    assert!(metrics.contains("handled_resolver_hits_total"), "{metrics}");
+}
+
+#[tokio::test]
+async fn not_found_is_cached_for_its_time_and_one_query_serves_many_askers() {
+    let w = World::start(|c| {
+        c.resolver.negative_ttl_secs = 1;
+        c.resolver.per_client = 64;
+    })
+    .await;
+    let tcp = w.resolver.addrs.tcp;
+    assert_eq!(native(Protocol::Tcp, tcp, "P1/missing").await.0, ResponseCode::HANDLE_NOT_FOUND);
+    assert_eq!(native(Protocol::Tcp, tcp, "P1/missing").await.0, ResponseCode::HANDLE_NOT_FOUND);
+    assert_eq!((w.upstream_queries(), w.snapshot().negative_hits), (1, 1), "the second from the cache");
+    // Created meanwhile: seen once the negative answer has expired.
+    put(&w.a, "P1/missing", vec![url(1, "https://example.org/late", 60)]).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(native(Protocol::Tcp, tcp, "P1/missing").await.1, ["https://example.org/late"]);
+
+    // Many clients ask for one cold handle at once: one upstream query.
+    let before = w.upstream_queries();
+    let askers: Vec<_> =
+        (0..40).map(|_| tokio::spawn(async move { native(Protocol::Tcp, tcp, "P1/doc").await })).collect();
+    for a in askers {
+        assert_eq!(a.await.unwrap().1[0], "https://example.org/p1");
+    }
+    let s = w.snapshot();
+    assert_eq!(s.upstream_queries - before, 1, "{s:?}");
+    assert!(s.coalesced + s.hits >= 39, "the others joined it or found its answer: {s:?}");
+}
+
+#[tokio::test]
+async fn stale_answers_while_the_prefix_server_is_down() {
+    let mut w = World::start(|c| {
+        c.resolver.serve_stale_secs = 60;
+        c.resolver.timeout_ms = 2000;
+    })
+    .await;
+    let tcp = w.resolver.addrs.tcp;
+    put(&w.a, "P1/short", vec![url(1, "https://example.org/short", 1)]).await;
+    assert_eq!(native(Protocol::Tcp, tcp, "P1/short").await.1, ["https://example.org/short"]);
+    assert!(w.a.shutdown(Duration::from_secs(2)).await);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (code, data) = native(Protocol::Tcp, tcp, "P1/short").await;
+    assert_eq!((code, data), (ResponseCode::SUCCESS, vec!["https://example.org/short".to_string()]));
+    let s = w.snapshot();
+    assert_eq!((s.stale_served, s.upstream_failures), (1, 1), "{s:?}");
+    // Asked again at once: stale without waiting on the dead server again.
+    let started = std::time::Instant::now();
+    assert_eq!(native(Protocol::Tcp, tcp, "P1/short").await.0, ResponseCode::SUCCESS);
+    assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
+    assert_eq!(w.snapshot().upstream_failures, 1);
+    // Never seen before: nothing stale to give, an error.
+    assert_eq!(native(Protocol::Tcp, tcp, "P1/doc").await.0, ResponseCode::ERROR);
+}
+
+/// A site record whose key is not the server's: under `require` nothing
+/// from it is believed or kept; with `off` it is taken as it comes.
+#[tokio::test]
+async fn answers_that_fail_verification_are_refused_and_never_cached() {
+    let w = World::start(|_| {}).await;
+    let tcp = w.resolver.addrs.tcp;
+    for round in 1..=2 {
+        assert_eq!(native(Protocol::Tcp, tcp, "P4/doc").await.0, ResponseCode::ERROR);
+        let s = w.snapshot();
+        assert_eq!(s.upstream_queries, round, "asked again, nothing was kept: {s:?}");
+        assert!(s.verification_failures >= round, "{s:?}");
+    }
+    let off = World::start(|c| c.resolver.trust = "off".into()).await;
+    assert_eq!(native(Protocol::Tcp, off.resolver.addrs.tcp, "P4/doc").await.1, ["https://example.org/p4"]);
+    assert_eq!(off.snapshot().verification_failures, 0);
+}
+
+#[tokio::test]
+async fn no_recursion_without_rec_without_allow_recursion_or_outside_the_allow_list() {
+    let w = World::start(|_| {}).await;
+    let (code, message) = without_rec(w.resolver.addrs.tcp, "P1/doc").await;
+    assert_eq!(code, ResponseCode::SERVER_NOT_RESP, "{message}");
+    assert_eq!(w.upstream_queries(), 0);
+
+    let far = World::start(|c| c.resolver.allow = vec!["10.0.0.0/8".parse().unwrap()]).await;
+    let addrs = far.resolver.addrs;
+    let (code, _) = native(Protocol::Tcp, addrs.tcp, "P1/doc").await;
+    assert_eq!(code, ResponseCode::SERVER_NOT_RESP);
+    let (head, body) = http_get(addrs.http, "/api/handles/P1/doc").await;
+    assert!(!head.starts_with("HTTP/1.1 200") && body.contains("Recursion is not offered"), "{head}\n{body}");
+    assert_eq!(far.upstream_queries(), 0);
+
+    // The web proxy and the JSON API without native recursion.
+    let web = World::start(|c| c.resolver.allow_recursion = false).await;
+    let addrs = web.resolver.addrs;
+    assert_eq!(native(Protocol::Tcp, addrs.tcp, "P1/doc").await.0, ResponseCode::SERVER_NOT_RESP);
+    assert!(http_get(addrs.http, "/api/handles/P1/doc").await.0.starts_with("HTTP/1.1 200"));
+    assert_eq!(web.upstream_queries(), 1);
+}

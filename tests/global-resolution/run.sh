@@ -1,0 +1,35 @@
+#!/bin/sh
+# The global resolver against the official Java client's own global resolution
+# (issue 31): a Handle System of handled servers on loopback, inside a network
+# namespace with only a loopback interface, so that no packet can leave the
+# machine (the Java client falls back to the real GHR's addresses when its
+# bootstrap_handles cannot be read). world.py builds the system and compares.
+#
+#   tests/global-resolution/run.sh [handled-binary]
+#
+# Skips (exit 77) without java, the client jars in the local Maven repository
+# (tests/interop-java fetches them), python3, or unprivileged network namespaces.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+. "$repo/tests/skip.sh"
+bin=${1:-$repo/target/release/handled}
+[ -x "$bin" ] || skip_suite global-resolution "no handled binary at $bin (cargo build --release)"
+command -v java >/dev/null || skip_suite global-resolution "no java"
+command -v python3 >/dev/null || skip_suite global-resolution "no python3"
+m2=${MAVEN_REPO:-$HOME/.m2/repository}
+cp=""
+# The client's dependencies that Maven resolves for tests/interop-java (BouncyCastle is optional there).
+for jar in net/handle/handle-client/9.3.1/handle-client-9.3.1.jar com/google/code/gson/gson/2.10/gson-2.10.jar \
+    net/cnri/cnriutil/2.0/cnriutil-2.0.jar commons-codec/commons-codec/1.13/commons-codec-1.13.jar; do
+  [ -f "$m2/$jar" ] || skip_suite global-resolution "no $m2/$jar (run tests/interop-java once, online)"
+  cp="$cp${cp:+:}$m2/$jar"
+done
+work=$(mktemp -d "${TMPDIR:-/tmp}/global-resolution.XXXXXX")
+echo "global-resolution: logs in $work"
+if [ -z "${HANDLED_IN_NETNS:-}" ]; then
+  unshare -rn true 2>/dev/null || skip_suite global-resolution "no unprivileged network namespace (unshare -rn)"
+  exec env HANDLED_IN_NETNS=1 unshare -rn sh -c 'ip link set lo up && exec python3 "$0" "$@"' \
+    "$here/world.py" "$bin" "$cp" "$work"
+fi
+exec python3 "$here/world.py" "$bin" "$cp" "$work"

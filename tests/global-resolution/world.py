@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""A global Handle System of `handled` servers on loopback (run inside a network
+namespace by run.sh), resolved through a `handled` resolver and through the
+official Java client's own global resolution; every value compared.
+
+The system: a root homing 0.NA; A homing P1, P3, 21.T1; a site of two servers
+(B1, B2) for P2, each handle only on the server the site's hash picks; D
+homing 21 (the derived prefixes' handles 0.NA/21.*, and the service handle
+21/SERVICE); the root's 0.NA/P3 names that service handle (HS_SERV), its
+0.NA/21 delegates 21.* to D (HS_SITE.PREFIX).
+
+usage: world.py HANDLED_BINARY JAVA_CLASSPATH WORKDIR
+"""
+import hashlib
+import os
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+HANDLED, CLASSPATH, WORK = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+HERE = Path(__file__).resolve().parent
+# Handles of P1 resolved once each for the cold-miss figure.
+COLD = 40
+procs = []
+
+
+def start(name, port, prefixes, records=None, config=None):
+    """`handled serve` on 127.0.0.1:port (native) and port+1 (HTTP), importing `records`."""
+    cmd = [HANDLED, "serve", "--ephemeral", "--listen", "127.0.0.1", "--port", str(port),
+           "--http-port", str(port + 1), "--admin-credentials", str(WORK / f"admin-{name}.json")]
+    for p in prefixes:
+        cmd += ["--prefix", p]
+    if records:
+        path = WORK / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({"handle": h, "values": v}) + "\n" for h, v in records))
+        cmd += ["--import", str(path)]
+    if config:
+        path = WORK / f"{name}.toml"
+        path.write_text(config)
+        cmd += ["--config", str(path)]
+    log = open(WORK / f"{name}.log", "w")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+    procs.append(proc)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            sys.exit(f"{name} stopped before it was ready (see {WORK}/{name}.log)")
+        if line.strip() == "ready":
+            return port
+    sys.exit(f"{name}: not ready in 30 s")
+
+
+def get(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port + 1}{path}", timeout=20) as r:
+        return json.load(r)
+
+
+def site_of(port, prefix):
+    """The HS_SITE value (site format) of a server's own prefix handle."""
+    values = get(port, f"/api/handles/0.NA/{prefix}")["values"]
+    return next(v["data"] for v in values if v["type"] == "HS_SITE")
+
+
+def value(index, type_, data):
+    return {"index": index, "type": type_, "data": data, "ttl": 3600}
+
+
+def url(index, text):
+    return value(index, "URL", {"format": "string", "value": text})
+
+
+def server_index(handle, servers):
+    """§2.7: MD5 of the upper-cased whole handle, last 4 bytes as a signed int, Java's abs, modulo."""
+    n = int.from_bytes(hashlib.md5(handle.upper().encode()).digest()[-4:], "big", signed=True)
+    n = abs(n) if n != -(2 ** 31) else n
+    return n % servers if n >= 0 else -((-n) % servers)
+
+
+def main():
+    a = start("a", 26410, ["P1", "P3", "21.T1"], [
+        ("P1/doc", [url(1, "https://example.org/p1"), value(2, "EMAIL", {"format": "string", "value": "p1@example.org"})]),
+        ("P3/doc", [url(1, "https://example.org/p3")]),
+        ("21.T1/doc", [url(1, "https://example.org/derived")]),
+    ] + [(f"P1/cold{i}", [url(1, f"https://example.org/cold{i}")]) for i in range(COLD)])
+    site_a = site_of(a, "P1")
+    p2 = {}
+    n = 0
+    while len(p2) < 2:
+        h = f"P2/doc{n}"
+        p2.setdefault(server_index(h, 2), h)
+        n += 1
+    b = [start(f"b{i}", 26420 + 10 * i, ["P2"], [(p2[i], [url(1, f"https://example.org/{p2[i]}")])]) for i in range(2)]
+    two = json.loads(json.dumps(site_of(b[0], "P2")))
+    second = site_of(b[1], "P2")["value"]["servers"][0]
+    second["serverId"] = 2
+    two["value"]["servers"].append(second)
+    d = start("d", 26450, ["21"], [
+        ("0.NA/21.T1", [value(1, "HS_SITE", site_a)]),
+        ("21/SERVICE", [value(1, "HS_SITE", site_a)]),
+    ])
+    site_d = site_of(d, "21")
+    root = start("root", 26460, ["0.NA"], [
+        ("0.NA/P1", [value(1, "HS_SITE", site_a)]),
+        ("0.NA/P2", [value(1, "HS_SITE", two)]),
+        ("0.NA/P3", [value(1, "HS_SERV", {"format": "string", "value": "21/SERVICE"})]),
+        # 21's own handles (the service handle) at D, and its derived prefixes delegated to D.
+        ("0.NA/21", [value(1, "HS_SITE", site_d), value(2, "HS_SITE.PREFIX", site_d)]),
+    ])
+    root_site = site_of(root, "0.NA")
+    (WORK / "root_info.json").write_text(json.dumps(root_site["value"]))
+    resolver = start("resolver", 26470, ["LOCAL"], [("LOCAL/doc", [url(1, "https://example.org/local")])], config=(
+        "[resolver]\nenabled = true\nallow_recursion = true\n"
+        f"root_info = \"{WORK / 'root_info.json'}\"\n"))
+
+    # The Java client bootstraps from bootstrap_handles: the trust root 0.0/0.0
+    # (the root's key) and 0.NA/0.NA with the root's HS_SITE.
+    config = WORK / "client-config"
+    config.mkdir(exist_ok=True)
+    root_key = root_site["value"]["servers"][0]["publicKey"]
+    bootstrap = {"lastUpdate": int(time.time() * 1000), "handles": {
+        "0.0/0.0": {"handle": "0.0/0.0", "values": [value(300, "HS_PUBKEY", root_key)]},
+        "0.NA/0.NA": {"handle": "0.NA/0.NA", "values": [value(1, "HS_SITE", root_site)]},
+    }}
+    (config / "bootstrap_handles").write_text(json.dumps(bootstrap))
+    (config / "config.dct").write_text('{\n  "auto_update_root_info" = "no"\n}\n')
+
+    handles = ["P1/doc", "P3/doc", "21.T1/doc", p2[0], p2[1], "P1/missing", "NOWHERE/x"]
+    java = subprocess.run(
+        ["java", f"-Dnet.handle.configDir={config}", "-cp", CLASSPATH, str(HERE / "GlobalResolve.java"), *handles],
+        capture_output=True, text=True, timeout=120)
+    (WORK / "java.out").write_text(java.stdout + java.stderr)
+    if "DONE" not in java.stdout:
+        sys.exit(f"the Java client did not finish (see {WORK}/java.out)")
+    by_java = {h: set() for h in handles}
+    failed_java = set()
+    for line in java.stdout.splitlines():
+        f = line.split("\t")
+        if f[0] == "VALUE":
+            by_java[f[1]].add((int(f[2]), f[3], bytes.fromhex(f[4]).decode("utf-8", "replace")))
+        elif f[0] == "FAIL":
+            failed_java.add(f[1])
+
+    failures = 0
+    for h in handles:
+        try:
+            ours = {(v["index"], v["type"], v["data"]["value"]) for v in get(resolver, f"/api/handles/{h}")["values"]}
+        except urllib.error.HTTPError:
+            ours = set()  # not found, or no service: as the Java client's failures
+        java_side = "not found" if h in failed_java else sorted(by_java[h])
+        ours_side = "not found" if not ours else sorted(ours)
+        same = java_side == ours_side
+        failures += not same
+        print(f"{'same' if same else 'DIFFERENT'}\t{h}\tjava: {java_side}\thandled: {ours_side}")
+    expected_found = 5
+    found = sum(1 for h in handles if by_java[h])
+    if found != expected_found:
+        print(f"the Java client found {found} of {expected_found} handles (see {WORK}/java.out)")
+        failures += 1
+    print(f"global-resolution: {len(handles) - failures} same, {failures} different")
+    if os.environ.get("GLOBAL_RESOLUTION_BENCH"):
+        bench(a, resolver)
+    return 1 if failures else 0
+
+
+def bench(a, resolver):
+    """Indicative figures (GLOBAL_RESOLUTION_BENCH=1): a cold miss against asking the
+    prefix server directly, and cached remote against local resolution under load."""
+    def took(port, path):
+        t = time.perf_counter()
+        get(port, path)
+        return (time.perf_counter() - t) * 1000
+    direct = sorted(took(a, f"/api/handles/P1/cold{i}") for i in range(COLD))
+    cold = sorted(took(resolver, f"/api/handles/P1/cold{i}") for i in range(COLD))
+    warm = sorted(took(resolver, f"/api/handles/P1/cold{i}") for i in range(COLD))
+    print(f"bench: JSON API median ms: prefix server direct {direct[COLD // 2]:.2f}, "
+          f"resolver cold miss {cold[COLD // 2]:.2f}, resolver cached {warm[COLD // 2]:.2f}")
+    runs = [("local", "LOCAL/doc", resolver), ("cached remote", "P1/doc", resolver),
+            ("no resolver: on its prefix server", "P1/doc", a)]
+    for name, handle, port in runs:
+        for transport in ["udp", "tcp"]:
+            out = subprocess.run([HANDLED, "bench", "--host", "127.0.0.1", "--port", str(port),
+                                  "--transport", transport, "--handle", handle, "-c", "16", "-d", "5"],
+                                 capture_output=True, text=True, timeout=120)
+            (WORK / f"bench-{transport}-{port}-{handle.replace('/', '_')}.out").write_text(out.stdout + out.stderr)
+            print(f"bench: {name} {handle} over {transport}:")
+            print("\n".join("    " + l for l in out.stdout.splitlines()[-8:]))
+
+
+if __name__ == "__main__":
+    try:
+        code = main()
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    sys.exit(code)
