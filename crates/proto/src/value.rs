@@ -204,6 +204,8 @@ pub mod types {
     pub const HS_SITE_PREFIX: &[u8] = b"HS_SITE.PREFIX";
     pub const HS_NA_DELEGATE: &[u8] = b"HS_NA_DELEGATE";
     pub const HS_SERV: &[u8] = b"HS_SERV";
+    /// A service handle for the prefixes derived from this one (a referral, like HS_SITE.PREFIX).
+    pub const HS_SERV_PREFIX: &[u8] = b"HS_SERV.PREFIX";
     pub const HS_SECKEY: &[u8] = b"HS_SECKEY";
     pub const HS_PUBKEY: &[u8] = b"HS_PUBKEY";
     pub const HS_ALIAS: &[u8] = b"HS_ALIAS";

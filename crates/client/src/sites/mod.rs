@@ -50,7 +50,7 @@ const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
 /// The site record types of values naming where a handle's service is, and
 /// those of a referral for derived prefixes (§3.6).
 const SITE_TYPES: [&[u8]; 4] = [types::HS_SITE, b"HS_SITE.6", types::HS_SITE_PREFIX, types::HS_NA_DELEGATE];
-const SERVICE_TYPES: [&[u8]; 2] = [types::HS_SERV, b"HS_SERV.PREFIX"];
+const SERVICE_TYPES: [&[u8]; 2] = [types::HS_SERV, types::HS_SERV_PREFIX];
 
 /// Why a request to another site did not succeed.
 #[derive(Debug, Clone, thiserror::Error)]

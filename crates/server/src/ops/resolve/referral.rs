@@ -13,7 +13,7 @@ use handled_proto::value::{types, HandleValue};
 
 /// Ancestors looked at (each a store read), nearest first.
 const MAX_ANCESTORS: usize = 8;
-const DELEGATING: [&[u8]; 3] = [types::HS_SITE_PREFIX, types::HS_NA_DELEGATE, b"HS_SERV.PREFIX"];
+const DELEGATING: [&[u8]; 3] = [types::HS_SITE_PREFIX, types::HS_NA_DELEGATE, types::HS_SERV_PREFIX];
 
 pub struct DerivedPrefixReferral;
 
