@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use handled_server::bootstrap::open_store;
 use handled_server::config::Config;
-use handled_server::import::{check, Checked, ImportError, ImportOptions};
+use handled_server::import::{check, Checked, ImportError, ImportOptions, Progress};
 use handled_store::Store;
 use indicatif::ProgressBar;
 use std::io::BufReader;
@@ -97,11 +97,17 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     let checked = check_file(&*store, &args.file, &options).await?;
     let file = std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
     let bar = ProgressBar::new(checked.records);
-    bar.set_style(style("{pos}/{len} handles ({percent}%) {rate} eta {eta}"));
+    bar.set_style(style("{msg}{pos}/{len} handles stored ({percent}%) {rate} eta {eta}"));
     let started = Instant::now();
-    let n =
-        handled_server::import::import(&*store, BufReader::new(file), config.case_sensitive, |n| bar.set_position(n))
-            .await?;
+    let spill = handled_server::import::spill_dir(&config);
+    let n = handled_server::import::import(&*store, BufReader::new(file), config.case_sensitive, spill, |p| match p {
+        Progress::Sorted(n) => bar.set_message(format!("{n} sorted, ")),
+        Progress::Stored(n) => {
+            bar.set_message("");
+            bar.set_position(n)
+        }
+    })
+    .await?;
     bar.finish_and_clear();
     store.close();
     eprintln!(

@@ -185,8 +185,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let options = ImportOptions { replace: true, ..ImportOptions::for_server(config, &*store).await? };
         let checked = crate::import::check_file(&*store, path, &options).await?;
         let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let n = handled_server::import::import(&*store, std::io::BufReader::new(file), config.case_sensitive, |_| {})
-            .await?;
+        let n = handled_server::import::import(
+            &*store,
+            std::io::BufReader::new(file),
+            config.case_sensitive,
+            handled_server::import::spill_dir(config),
+            |_| {},
+        )
+        .await?;
         eprintln!("{}", crate::import::summary(n, &checked, path));
     }
     handled_server::memory::spawn_trimmer(std::time::Duration::from_secs(config.memory_trim_secs))

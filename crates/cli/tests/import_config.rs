@@ -60,8 +60,9 @@ async fn converts_the_directory_and_serves_with_the_imported_site_key() {
     }
     assert!(toml.contains("replication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]"), "{toml}");
     assert!(toml.contains("templates.namespace_override = true  # server_config.template_ns_override"), "{toml}");
+    assert!(toml.contains("resolver.allow_recursion = false  # server_config.allow_recursion"), "{toml}");
     // Every key not carried over is named with a reason.
-    for key in ["allow_na_admins", "allow_recursion", "num_threads", "log_save_config", "contactdata.dct"] {
+    for key in ["allow_na_admins", "num_threads", "log_save_config", "contactdata.dct"] {
         assert!(stdout.lines().any(|l| l.contains(key) && l.contains(": ")), "{key} not explained in\n{stdout}");
     }
     assert!(out.path().join("admin_key.pk8").exists());

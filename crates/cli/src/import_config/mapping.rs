@@ -129,7 +129,7 @@ pub fn map_top(m: &mut Mapped, top: &Dict) {
             }
             "log_save_config" => "handled logs to stderr (journald or your log collector rotates)",
             "no_udp_resolution" => {
-                "a setting of Handle.Net's built-in resolver; handled never resolves at other servers"
+                "handled's resolver ([resolver]) asks over UDP first and falls back to TCP, then HTTP, by itself"
             }
             _ => "no equivalent in handled (a setting of Handle.Net's built-in client or an unknown key)",
         };
@@ -223,6 +223,10 @@ pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
             "namespace" => m.set("templates.namespace", Toml::Str(text.to_string()), &origin),
             "template_ns_override" => m.set("templates.namespace_override", Toml::Bool(yes(text)), &origin),
             "allow_list_hdls" => m.set("allow_list_handles", Toml::Bool(yes(text)), &origin),
+            // Handle.Net resolves REC requests of other prefixes with this; so
+            // does handled's [resolver] (docs/resolver.md), from loopback only
+            // until `[resolver] allow` names the clients' networks.
+            "allow_recursion" => m.set("resolver.allow_recursion", Toml::Bool(yes(text)), &origin),
             "max_session_time" => match number(value) {
                 Some(ms) => m.set("max_session_secs", Toml::Int(ms.div_ceil(1000).max(60)), &format!("{origin} (ms)")),
                 None => m.skip(&origin, "not a number of milliseconds; ignored"),
@@ -249,14 +253,14 @@ pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
             },
             "this_server_id" if text.trim() == "1" => {}
             other => {
-                let why = skip_reason(other, text);
+                let why = skip_reason(other);
                 m.skip(&origin, &why);
             }
         }
     }
 }
 
-fn skip_reason(key: &str, value: &str) -> String {
+fn skip_reason(key: &str) -> String {
     let why = match key {
         "this_server_id" => {
             "handled publishes one server, id 1, in its site record (a multi-server site: see README, Migrating)"
@@ -264,10 +268,6 @@ fn skip_reason(key: &str, value: &str) -> String {
         "allow_na_admins" => {
             "no such switch in handled: who administers what comes from HS_ADMIN values and `server_admins`"
         }
-        "allow_recursion" if yes(value) => {
-            "handled never resolves handles of other servers (as \"no\"); the value here was yes"
-        }
-        "allow_recursion" => "handled never resolves handles of other servers (the same as \"no\")",
         "storage_type" | "storage_class" | "db_directory" | "sql_settings" => {
             "handled keeps handles in its own store (`store`); the handles come over by replication (README: Migrating)"
         }
@@ -288,8 +288,9 @@ fn skip_reason(key: &str, value: &str) -> String {
         }
         "do_replication" => "handled pulls when `replication_source` is set",
         "read_only_txn_queue" | "file_write_no_sync" => "handled always syncs its write-ahead log before acknowledging",
-        "preferred_global" | "trace_resolution" => {
-            "a setting of Handle.Net's built-in resolver; handled never resolves elsewhere"
+        "preferred_global" => "handled's resolver starts at the root sites of `root_info` ([resolver] root_info)",
+        "trace_resolution" => {
+            "handled's resolver has no trace switch; /metrics counts its hits, misses and upstream latency"
         }
         _ => "no equivalent in handled",
     };

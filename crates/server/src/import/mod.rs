@@ -1,7 +1,9 @@
 //! Bulk loading of handle records from JSON lines:
 //! `{"handle": "TEST/1", "values": [<Handle.Net JSON value>, ...]}` per line.
-//! Records are loaded in sorted chunks with one large transaction each, which is
-//! what makes redb fast at this (random-order loads are ~10x slower).
+//! Records are loaded in key order, in chunks with one large transaction each,
+//! which is what makes redb fast at this (random-order loads are ~10x slower).
+//! An input larger than one in-memory sort group is sorted through runs on
+//! disk ([`runs`]) so that the store still sees one ordered stream.
 //!
 //! [`check`] reads the whole input first and writes nothing, so that a bad
 //! line, a handle that exists (without `replace`) or a prefix not homed here
@@ -14,8 +16,12 @@ use handled_proto::json::value_from_json;
 use handled_store::{HandleRecord, Store, StoreError};
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, Read};
+use std::path::Path;
 
-/// Records sorted together: random-order input becomes mostly sequential writes.
+mod runs;
+
+/// Records sorted together in memory; a larger input is sorted in runs of
+/// this many on disk, then merged.
 pub const SORT_GROUP: usize = 1_000_000;
 /// Records per transaction.
 pub const CHUNK: usize = 50_000;
@@ -172,19 +178,44 @@ pub async fn check(
     Ok(checked)
 }
 
-/// Load every line of `input` ([`check`] it first); `progress` is called with
-/// the number of records stored so far. Returns the number of records loaded.
+/// Where [`import`] sorts a large input for `config`'s store: beside the
+/// embedded store file (whose B-tree is what wants key order; the other
+/// backends take records one by one).
+pub fn spill_dir(config: &Config) -> Option<&Path> {
+    (config.storage.store == crate::config::StoreKind::Embedded).then_some(config.data_dir.as_path())
+}
+
+/// How far [`import`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Records read and sorted into runs on disk (a large input, before any is stored).
+    Sorted(u64),
+    /// Records stored.
+    Stored(u64),
+}
+
+/// Load every line of `input` ([`check`] it first); `progress` is called as
+/// records are sorted and stored. Returns the number of records loaded. With
+/// `spill_dir`, an input of more than [`SORT_GROUP`] records is sorted through
+/// runs written there (as much space as the records take in the store, freed
+/// as they are stored); without it, each group is stored as it fills.
 /// A bad line stops the import before its chunk is written, naming the line.
 pub async fn import(
     store: &dyn Store,
     input: impl BufRead,
     case_sensitive: bool,
-    mut progress: impl FnMut(u64),
+    spill_dir: Option<&Path>,
+    mut progress: impl FnMut(Progress),
 ) -> Result<u64, ImportError> {
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i32).unwrap_or(0);
+    let spill = |e: std::io::Error| {
+        let dir = spill_dir.map(|d| d.display().to_string()).unwrap_or_default();
+        ImportError::Io(std::io::Error::new(e.kind(), format!("sorting through runs in {dir}: {e}")))
+    };
     let mut group = Vec::with_capacity(CHUNK);
-    let mut loaded = 0u64;
+    let mut runs: Option<runs::Runs> = None;
+    let (mut read, mut loaded) = (0u64, 0u64);
     for line in lines(input) {
         let (n, line) = line?;
         if line.trim().is_empty() {
@@ -193,30 +224,58 @@ pub async fn import(
         let (h, record) = parse_line(&line, now).map_err(|message| ImportError::Line { line: n, message })?;
         let key = handle::normalize(&h, case_sensitive);
         group.push((key.clone(), HandleRecord::named(record.values, &h, &key)));
+        read += 1;
         if group.len() == SORT_GROUP {
-            flush(store, &mut group, &mut loaded, &mut progress).await?;
+            match (spill_dir, &mut runs) {
+                (None, _) => store_sorted(store, sorted(&mut group), &mut loaded, &mut progress).await?,
+                (Some(dir), runs) => {
+                    let runs = match runs {
+                        Some(r) => r,
+                        None => runs.insert(runs::Runs::new(dir).map_err(spill)?),
+                    };
+                    runs.spill(&mut group).map_err(spill)?;
+                    progress(Progress::Sorted(read));
+                }
+            }
         }
     }
-    flush(store, &mut group, &mut loaded, &mut progress).await?;
+    match runs {
+        None => store_sorted(store, sorted(&mut group), &mut loaded, &mut progress).await?,
+        Some(mut runs) => {
+            runs.spill(&mut group).map_err(spill)?;
+            progress(Progress::Sorted(read));
+            let merged = runs.merge().map_err(spill)?;
+            store_sorted(store, merged.map(|e| e.map_err(spill)), &mut loaded, &mut progress).await?;
+        }
+    }
     Ok(loaded)
 }
 
-/// Sort a group and store it in transactions of `CHUNK` records.
-async fn flush(
-    store: &dyn Store,
+/// `group` sorted by key, stably (of two records of one handle the later
+/// stays later, and the store keeps it), and emptied.
+fn sorted(
     group: &mut Vec<(Vec<u8>, HandleRecord)>,
+) -> impl Iterator<Item = Result<(Vec<u8>, HandleRecord), ImportError>> {
+    group.sort_by(|a, b| a.0.cmp(&b.0));
+    std::mem::take(group).into_iter().map(Ok)
+}
+
+/// Store records given in key order, in transactions of `CHUNK` records.
+async fn store_sorted(
+    store: &dyn Store,
+    mut records: impl Iterator<Item = Result<(Vec<u8>, HandleRecord), ImportError>>,
     loaded: &mut u64,
-    progress: &mut impl FnMut(u64),
-) -> Result<(), StoreError> {
-    group.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let mut rest = std::mem::take(group).into_iter().peekable();
-    while rest.peek().is_some() {
-        let chunk: Vec<_> = rest.by_ref().take(CHUNK).collect();
+    progress: &mut impl FnMut(Progress),
+) -> Result<(), ImportError> {
+    loop {
+        let chunk = records.by_ref().take(CHUNK).collect::<Result<Vec<_>, _>>()?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
         *loaded += chunk.len() as u64;
         store.put_many(chunk).await?;
-        progress(*loaded);
+        progress(Progress::Stored(*loaded));
     }
-    Ok(())
 }
 
 #[cfg(test)]

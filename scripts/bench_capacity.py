@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""How `handled` on the embedded store holds up as it grows (issue 29 part 1).
+
+    python3 scripts/bench_capacity.py [--sizes 1000000,10000000] [--work DIR]
+                                      [--seconds 5] [--bin target/release/handled]
+
+For 10k handles and then each size (ascending), in one run on this box:
+* import: the records (TEST/<n>, a URL and an EMAIL value each, as
+  scripts/seed-data.sh makes them) in a fixed pseudo-random order, in one
+  `handled import` (or, with --slices K, K imports of n/K records each into the
+  growing store: the rate per slice is the curve of incremental loads): wall
+  time, handles/s, peak RSS;
+* disk: bytes per handle (the store file, its log, the whole directory);
+* `serve`: time to its "ready" line, RSS at rest, RSS after the load;
+* resolution: UDP and the JSON API, keys uniform over all handles and Zipf
+  (s = 1.0), req/s and req per server core-second (the ratio to the 10k figure
+  is the result: the CPU-normalised figure stays meaningful on a busy box), and
+  p99 of UDP at half of its peak (open loop);
+* `/hrls` exact-URL lookups (indexed reverse lookup): p50/p99;
+* durable creates (tcp-persistent, admin session), against the same into the
+  10k store;
+* `handled backup` (unthrottled) and `handled restore`: time and MB/s.
+Prints a markdown table per size and one JSON line per size to --json-out.
+A benchmark, not a test: nothing here asserts a figure.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+PORT, HTTP = 26641, 26800
+MULTIPLIER = 2654435761  # odd, so a bijection of 0..n-1 once coprime with n
+
+
+def permutation(n):
+    a = MULTIPLIER
+    while math.gcd(a, n) != 1:
+        a += 2
+    return lambda i: (a * i + 7919) % n
+
+
+def write_slice(path, n, lo, hi):
+    perm = permutation(n)
+    with open(path, "w") as f:
+        for i in range(lo, hi):
+            k = perm(i)
+            f.write('{"handle":"TEST/%d","values":[{"index":1,"type":"URL","data":{"format":"string",'
+                    '"value":"https://example.org/objects/%d"}},{"index":2,"type":"EMAIL","data":'
+                    '{"format":"string","value":"owner%d@example.org"}}]}\n' % (k, k, k % 977))
+
+
+def run_child(args):
+    """Run a command to its end: (seconds, its stderr); exits naming it if it fails."""
+    started = time.monotonic()
+    p = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = p.stderr
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(map(str, args))} failed: {err.strip()[-500:]}")
+    return time.monotonic() - started, err
+
+
+def peak_rss_mb(args):
+    """Run under /usr/bin/time -f %M: (seconds, peak RSS MB)."""
+    secs, err = run_child(["/usr/bin/time", "-f", "PEAK %M"] + args)
+    peak = int(re.findall(r"PEAK (\d+)", err)[-1])
+    return secs, peak / 1024
+
+
+def import_store(bin_, work, data, n, slices):
+    rates, total, peak = [], 0.0, 0.0
+    per = max(1, n // slices)
+    for s in range(slices):
+        lo, hi = s * per, (n if s == slices - 1 else (s + 1) * per)
+        src = work / "slice.jsonl"
+        write_slice(src, n, lo, hi)
+        secs, mb = peak_rss_mb([bin_, "import", str(src), "--data-dir", str(data)])
+        src.unlink()
+        rates.append(round((hi - lo) / secs))
+        total += secs
+        peak = max(peak, mb)
+    return {"import_s": round(total, 1), "import_rates": rates, "import_peak_rss_mb": round(peak)}
+
+
+def disk(data, n):
+    """Bytes per handle actually allocated (redb grows its file sparsely, so
+    the apparent size says more than the disk holds)."""
+    allocated = {p: p.stat().st_blocks * 512 for p in data.rglob("*") if p.is_file()}
+    store = sum(size for p, size in allocated.items() if p.name == "handles.redb")
+    total = sum(allocated.values())
+    return {"store_bytes_per_handle": round(store / n), "dir_bytes_per_handle": round(total / n),
+            "dir_mb": round(total / 2**20)}
+
+
+class Server:
+    def __init__(self, bin_, data, creds):
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen([bin_, "serve", "--data-dir", str(data), "--listen", "127.0.0.1", "--prefix", "TEST", "--port", str(PORT), "--http-port",
+                                      str(HTTP), "--admin-credentials", str(creds)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        said = []
+        for line in self.proc.stdout:
+            said.append(line)
+            if line.strip() == "ready":
+                self.ready_ms = (time.monotonic() - self.started) * 1000
+                break
+        else:
+            sys.exit(f"serve on {data} stopped before ready: {''.join(said[-5:])}")
+        # Keep draining its output so that logging never blocks the server.
+        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
+
+    def rss_mb(self):
+        for line in open(f"/proc/{self.proc.pid}/status"):
+            if line.startswith("VmRSS"):
+                return round(int(line.split()[1]) / 1024, 1)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
+def bench(bin_, pid, extra, seconds, clients=16):
+    out = subprocess.run([bin_, "bench", "-c", str(clients), "-d", str(seconds), "--warmup", "1", "--server-pid", str(pid),
+                          "--json", "--quiet"] + extra, capture_output=True, text=True)
+    if out.returncode != 0 or not out.stdout.strip():
+        return {"error": out.stderr.strip()[-300:]}
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"rps": round(r["throughput"]), "per_core": round(r.get("per_server_core_second") or 0),
+            "p99_ms": r["latency_ms"]["p99"], "errors": sum(r["errors"].values())}
+
+
+def measure(bin_, work, data, n, seconds):
+    creds = work / f"admin-{n}.json"
+    creds.unlink(missing_ok=True)
+    # The first start bootstraps the imported store (server key, admin
+    # handle); the second is the one timed, as an operator's restart.
+    Server(bin_, data, creds).stop()
+    srv = Server(bin_, data, work / "unused.json")
+    pid = srv.proc.pid
+    res = {"ready_ms": round(srv.ready_ms), "rss_rest_mb": srv.rss_mb()}
+    keys = ["--key-prefix", "TEST", "--keys", str(n)]
+    udp = ["--port", str(PORT), "--transport", "udp"] + keys
+    json_api = ["--port", str(HTTP), "--transport", "json-api"] + keys
+    res["udp"] = bench(bin_, pid, udp, seconds)
+    res["udp_zipf"] = bench(bin_, pid, udp + ["--zipf", "1.0"], seconds)
+    res["json"] = bench(bin_, pid, json_api, seconds)
+    res["json_zipf"] = bench(bin_, pid, json_api + ["--zipf", "1.0"], seconds)
+    if res["udp"].get("rps"):
+        half = bench(bin_, pid, udp + ["--rate", str(res["udp"]["rps"] // 2)], seconds)
+        res["udp_half_peak_p99_ms"] = half.get("p99_ms")
+    url = f"http://127.0.0.1:{HTTP}/hrls/handles?URL=https://example.org/objects/{{seq}}"
+    res["hrls"] = bench(bin_, pid, ["--url", url] + keys, seconds, clients=4)
+    res["rss_load_mb"] = srv.rss_mb()
+    res["create"] = bench(bin_, pid, ["--port", str(PORT), "--transport", "tcp-persistent", "--ops", "create",
+                                      "--credentials", str(creds)], seconds)
+    backup = work / "backup.hdb"
+    secs, _ = run_child([bin_, "backup", str(backup), "--http-port", str(HTTP), "--credentials", str(creds),
+                         "--insecure", "--max-rate-mib", "0", "--force"])
+    srv.stop()
+    size = backup.stat().st_size / 2**20
+    res["backup_s"], res["backup_mb"] = round(secs, 1), round(size)
+    restored = work / "restored"
+    secs, _ = run_child([bin_, "restore", str(backup), "--data-dir", str(restored)])
+    res["restore_s"] = round(secs, 1)
+    backup.unlink()
+    shutil.rmtree(restored)
+    return res
+
+
+def table(rows):
+    base = rows[0]
+    print("| handles | import (s, handles/s by slice) | peak RSS import | bytes/handle (store, dir) | ready | RSS rest / load "
+          "| UDP uniform | UDP Zipf | JSON uniform | JSON Zipf | UDP p99 at ½ peak | /hrls p99 | creates | backup, restore |")
+    print("|" + "---|" * 14)
+    for r in rows:
+        def rel(k):
+            x, b = r[k].get("per_core"), base[k].get("per_core")
+            if not x:
+                return r[k].get("error", "?")[:60]
+            return f"{r[k]['rps']:,}/s, {x:,}/core-s ({x / b:.0%})" if b else f"{x:,}"
+        rates = ", ".join(f"{x // 1000}k" for x in r["import_rates"])
+        print(f"| {r['handles']:,} | {r['import_s']} ({rates}) | {r['import_peak_rss_mb']} MB "
+              f"| {r['store_bytes_per_handle']}, {r['dir_bytes_per_handle']} | {r['ready_ms']} ms "
+              f"| {r['rss_rest_mb']} / {r['rss_load_mb']} MB | {rel('udp')} | {rel('udp_zipf')} | {rel('json')} "
+              f"| {rel('json_zipf')} | {r.get('udp_half_peak_p99_ms', '?')} ms | {r['hrls'].get('p99_ms', '?')} ms "
+              f"| {rel('create')} | {r['backup_s']} s ({r['backup_mb']} MB), {r['restore_s']} s |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="1000000,10000000")
+    ap.add_argument("--work", default="/tmp/handled-capacity")
+    ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--slices", type=int, default=1)
+    ap.add_argument("--bin", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "release/handled"))
+    ap.add_argument("--json-out", default=None)
+    ap.add_argument("--keep", action="store_true", help="keep each size's data directory")
+    a = ap.parse_args()
+    work = Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n in [10_000] + [int(s) for s in a.sizes.split(",")]:
+        data = work / f"data-{n}"
+        if data.exists():
+            shutil.rmtree(data)
+        free = shutil.disk_usage(work).free / 2**30
+        print(f"# {n:,} handles ({free:.0f} GB free)", file=sys.stderr)
+        row = {"handles": n}
+        row.update(import_store(a.bin, work, data, n, a.slices if n > 10_000 else 1))
+        row.update(disk(data, n))
+        row.update(measure(a.bin, work, data, n, a.seconds))
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
+        if a.json_out:
+            with open(a.json_out, "a") as f:
+                f.write(json.dumps(row) + "\n")
+        if not a.keep:
+            shutil.rmtree(data)
+    table(rows)
+
+
+if __name__ == "__main__":
+    main()
