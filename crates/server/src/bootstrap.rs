@@ -66,7 +66,9 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     // A mirror (or a promoted one) serves the prefixes, prefix and admin handles it
     // replicates: writing its own would log changes outside the source's sequence.
     let promoted = crate::replication::mirror::is_promoted(&*store).await?;
-    let replicated = config.replication.source.is_some() || promoted;
+    // So does a multi-primary member: the group's prefix and admin handles
+    // are made once, on one member, and reach the others by replication.
+    let replicated = config.replication.source.is_some() || promoted || config.replication.pulls_from_group();
     // A mirror's site record says so (a promoted one is a primary).
     let primary = config.replication.source.is_none() || promoted;
 
