@@ -13,7 +13,8 @@
 //! kept in the meta table under [`DATES_META_PREFIX`], written by the store in
 //! the same atomic commit as the change it dates. A delete keeps its date (the
 //! record is gone, the date stays: a tombstone), so an older change that
-//! arrives later does not bring the handle back. Local writes are dated only
+//! arrives later does not bring the handle back (Handle.Net 9.0.0 keeps no
+//! date for a deleted handle and does bring it back; docs/multi-primary.md). Local writes are dated only
 //! while [`LOCAL_PRIORITY_META_KEY`] is set, i.e. while the server is a
 //! multi-primary member.
 
