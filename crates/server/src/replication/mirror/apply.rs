@@ -61,9 +61,6 @@ impl Batch {
             })
             .collect();
         let n = changes.len();
-        if n == 0 && docs.is_empty() && progress.is_empty() {
-            return Ok(0);
-        }
         state.store.apply_replicated_with_docs(changes, progress, docs).await?;
         for (prefix, homed) in homing {
             state.set_homed(prefix, homed);

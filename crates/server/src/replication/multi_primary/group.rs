@@ -28,18 +28,17 @@ pub struct Group {
 }
 
 /// The group as the sites handle says now: in our own store, else (a new
-/// member that has not pulled it yet) at `replication_resolver`.
-pub async fn find(state: &ServerState, settings: &GroupSettings) -> Result<Group, String> {
+/// member that has not pulled it yet; `remote`) at `replication_resolver`.
+pub async fn find(state: &ServerState, settings: &GroupSettings, remote: bool) -> Result<Group, String> {
     let h = &settings.sites_handle;
     let show = String::from_utf8_lossy(h).into_owned();
-    let values = match local_values(state, h).await? {
-        Some(v) => v,
-        None => match &settings.resolver {
-            Some(r) => remote_values(r, settings.timeout, h, Vec::new()).await?,
-            None => {
-                return Err(format!("replication_sites_handle {show} is not in our store (set replication_resolver)"))
-            }
-        },
+    let values = match (local_values(state, h).await?, &settings.resolver) {
+        (Some(v), _) => v,
+        (None, Some(r)) if remote => remote_values(r, settings.timeout, h, Vec::new()).await?,
+        (None, resolver) => {
+            let hint = if resolver.is_none() { " (set replication_resolver)" } else { " yet" };
+            return Err(format!("replication_sites_handle {show} is not in our store{hint}"));
+        }
     };
     let own = SocketAddr::new(state.config.public_address(), state.config.port);
     let mut own_priority = None;

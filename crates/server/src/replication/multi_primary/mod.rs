@@ -27,6 +27,8 @@ use std::time::Duration;
 
 /// Meta-key prefix of the pull progress per peer (then its queue name).
 pub const PULL_PREFIX: &str = "replication/multi-primary/pull/";
+/// Most peers given metrics over the server's life.
+const MAX_SHOWN: usize = 4 * group::MAX_PRIMARIES;
 /// Longest pause after failed cycles in a row.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -77,14 +79,15 @@ impl GroupSettings {
 }
 
 /// Join the group (before serving): this server's priority is set from the
-/// sites handle if it can be read now (else kept from the last run, or set by
-/// the first cycle that can), then the pull loop starts.
+/// sites handle if our store holds it (else kept from the last run, or set by
+/// the first cycle that finds it, at `replication_resolver` if need be: a
+/// resolver out of reach does not hold up the start), then the pull loop starts.
 pub async fn start(
     state: &Arc<ServerState>,
     settings: GroupSettings,
     stop: &crate::lifecycle::Stop,
 ) -> Result<(), StoreError> {
-    match group::find(state, &settings).await {
+    match group::find(state, &settings, false).await {
         Ok(g) => set_priority(&*state.store, Some(g.own_priority)).await?,
         Err(e) => tracing::warn!("multi-primary: {e}; trying again every cycle"),
     }
@@ -137,18 +140,22 @@ async fn cycle(
     settings: &GroupSettings,
     statuses: &mut HashMap<String, Arc<MirrorStatus>>,
 ) -> Result<(), String> {
-    let group = group::find(state, settings).await?;
+    let group = group::find(state, settings, true).await?;
     set_priority(&*state.store, Some(group.own_priority)).await.map_err(|e| e.to_string())?;
     for peer in &group.peers {
-        let status = statuses
-            .entry(peer.queue.clone())
-            .or_insert_with(|| {
+        let status = match statuses.get(&peer.queue) {
+            Some(s) => s.clone(),
+            // The sites handle is a replicated handle: however often it is
+            // rewritten, the peers shown in the metrics stay bounded.
+            None if statuses.len() >= MAX_SHOWN => Arc::new(MirrorStatus::new(peer.queue.clone(), false)),
+            None => {
                 let status = Arc::new(MirrorStatus::new(peer.queue.clone(), false));
                 let scrape = status.clone();
                 state.metrics.add_scrape_hook(Box::new(move |r| scrape.register(r)));
+                statuses.insert(peer.queue.clone(), status.clone());
                 status
-            })
-            .clone();
+            }
+        };
         // One peer down does not hold up the others.
         if let Err(e) = pull_peer(state, settings, peer, &status).await {
             tracing::warn!("multi-primary: pulling from {} ({}): {e}", peer.queue, peer.server.addr);
