@@ -191,3 +191,57 @@ async fn pull_peer(
     status.update(|s| s.last_pull_ms = crate::replication_status::mirror::now_ms());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(f: impl FnOnce(&mut Config)) -> Config {
+        let mut c = Config::default();
+        c.replication.sites_handle = Some("0.NA/TEST".into());
+        c.replication.authentication = Some("secretkey:300:TEST/ADMIN".into());
+        c.replication.secret = Some("s".into());
+        f(&mut c);
+        c
+    }
+
+    #[test]
+    fn who_is_a_member() {
+        let plain = config(|_| {});
+        assert!(GroupSettings::from_config(&plain).unwrap().is_none(), "a sites handle alone pulls nothing");
+        let member = config(|c| c.replication.multi_primary = true);
+        assert_eq!(GroupSettings::from_config(&member).unwrap().unwrap().sites_handle, b"0.NA/TEST");
+        let by_key = config(|c| c.replication.do_replication = Some(true));
+        assert!(GroupSettings::from_config(&by_key).unwrap().is_some());
+        let off = config(|c| {
+            c.replication.multi_primary = true;
+            c.replication.do_replication = Some(false);
+        });
+        assert!(GroupSettings::from_config(&off).unwrap().is_none(), "do_replication = false wins");
+    }
+
+    #[test]
+    fn refusals_say_why() {
+        let err = |f: fn(&mut Config)| GroupSettings::from_config(&config(f)).err().unwrap();
+        let e = err(|c| {
+            c.replication.multi_primary = true;
+            c.replication.source = Some("127.0.0.1:2641".into());
+        });
+        assert!(e.contains("exclude each other"), "{e}");
+        let e = err(|c| {
+            c.replication.multi_primary = true;
+            c.storage.store = StoreKind::Cassandra;
+        });
+        assert!(e.contains("embedded") && e.contains("Cassandra"), "{e}");
+        let e = err(|c| {
+            c.replication.multi_primary = true;
+            c.replication.sites_handle = Some("no-slash".into());
+        });
+        assert!(e.contains("not a handle"), "{e}");
+        let e = err(|c| {
+            c.replication.multi_primary = true;
+            c.replication.authentication = None;
+        });
+        assert!(e.contains("needs an identity"), "{e}");
+    }
+}
