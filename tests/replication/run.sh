@@ -4,6 +4,7 @@
 #   (a)        handled -> Handle.Net mirror      (handled-to-hn.sh)
 #   (b)        Handle.Net -> handled mirror      (hn-to-handled.sh)
 #   (c)        migration: handled mirror promoted, Handle.Net mirror re-pointed, interop suite
+#   (d)        multi-primary: a Handle.Net and a handled primary in one group (multi-primary.sh)
 #
 #   sudo tests/replication/run.sh path/to/handled
 #
@@ -30,6 +31,7 @@ scenario "reference: Handle.Net -> Handle.Net" "$REPL_DIR/hn-to-hn.sh"
 scenario "(a) handled -> Handle.Net mirror" "$REPL_DIR/handled-to-hn.sh" "$HANDLED"
 scenario "(b) Handle.Net -> handled mirror" "$REPL_DIR/hn-to-handled.sh" "$HANDLED"
 scenario "(c) migration via a promoted handled mirror" "$REPL_DIR/migration.sh" "$HANDLED"
+scenario "(d) multi-primary: Handle.Net + handled" "$REPL_DIR/multi-primary.sh" "$HANDLED"
 
 echo; echo "######## replication summary"
 printf '%s\n' "${results[@]}"

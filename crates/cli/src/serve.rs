@@ -6,6 +6,7 @@ use handled_server::bootstrap::open_store;
 use handled_server::config::{Config, StoreKind};
 use handled_server::import::ImportOptions;
 use handled_server::replication::mirror::MirrorSettings;
+use handled_server::replication::multi_primary::GroupSettings;
 use handled_server::Server;
 use std::io::Write;
 use std::net::IpAddr;
@@ -177,6 +178,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = args.config()?;
     let mirror =
         MirrorSettings::from_config(&config.replication).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    let group = GroupSettings::from_config(&config).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let bound = Server::bind(config).context("cannot listen")?;
     let config = &bound.config;
     let store = open_store(config).await?;
@@ -213,6 +215,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         if booted.state.mirror().is_some_and(|m| m.is_read_only()) {
             eprintln!("replication mirror of {source}: resolving from the copy, administration requests answered 301");
         }
+    }
+    let member = group.is_some();
+    booted.start_group(group).await?;
+    if member {
+        eprintln!("multi-primary member: taking writes and pulling from the other primaries");
     }
     let mut server = booted.serve()?;
     let a = server.addrs;

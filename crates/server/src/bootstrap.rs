@@ -67,6 +67,10 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     // replicates: writing its own would log changes outside the source's sequence.
     let promoted = crate::replication::mirror::is_promoted(&*store).await?;
     let replicated = config.replication.source.is_some() || promoted;
+    // A multi-primary member homes its prefixes but makes no prefix or admin
+    // handle: the group's are made once, on one member, and reach the others
+    // by replication (two made apart would conflict, one admin losing its keys).
+    let member = config.replication.pulls_from_group();
     // A mirror's site record says so (a promoted one is a primary).
     let primary = config.replication.source.is_none() || promoted;
 
@@ -110,6 +114,9 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
             handle: admin_handle.clone(),
             index: 0,
         };
+        if member {
+            continue;
+        }
         upsert_prefix_handle(&*store, &prefix_handle, &admin_ref, &site_bytes).await?;
         let admin_key = handle::normalize(&admin_handle, config.case_sensitive);
         if store.get(&admin_key).await?.is_none() {

@@ -135,6 +135,22 @@ impl Booted {
         replication::mirror::start(&self.state, settings, &self.shutdown.stop()).await
     }
 
+    /// Take part in a multi-primary group (before serving), or, with none
+    /// configured, stop dating local writes as a member does; the pull loop
+    /// stops when the server does.
+    pub async fn start_group(
+        &self,
+        settings: Option<replication::multi_primary::GroupSettings>,
+    ) -> Result<(), StoreError> {
+        match settings {
+            Some(s) => replication::multi_primary::start(&self.state, s, &self.shutdown.stop()).await,
+            None if self.state.store.capabilities().txn_log => {
+                replication::multi_primary::leave(&*self.state.store).await
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Start serving on every listener (inside the runtime).
     pub fn serve(self) -> std::io::Result<Server> {
         let (b, state, stop) = (self.bound, self.state, self.shutdown.stop());

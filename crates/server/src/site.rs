@@ -31,7 +31,7 @@ pub fn build_site(config: &Config, public_key: Vec<u8>, serial: u16, primary: bo
         protocol_minor: OUR_VERSION.minor,
         serial,
         primary,
-        multi_primary: false,
+        multi_primary: primary && config.replication.multi_primary,
         hash_option: 2, // by whole handle, as typical Handle.Net records say
         hash_filter: Vec::new(),
         attributes: vec![SiteAttribute { name: b"desc".to_vec(), value: config.description.clone().into_bytes() }],

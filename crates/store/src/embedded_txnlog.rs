@@ -22,6 +22,7 @@ use super::format;
 use super::view::{Tx, View};
 use super::wal::TableId;
 use super::writer::Ack;
+use crate::change_dates::{date_local, date_pulled, decode_priority, LOCAL_PRIORITY_META_KEY};
 use crate::txn_log::TxnLogState;
 use crate::{ReplicatedChange, ReplicatedWrite, StoreError, TxnAction, TxnEntry, TxnLogBounds};
 
@@ -45,9 +46,10 @@ pub(super) enum LogOp {
     Reset {
         id: u64,
     },
-    /// Replicated changes (encoded on the caller), then `docs`, then `progress`.
+    /// Replicated changes (encoded on the caller; with the priority of a
+    /// multi-primary peer), then `docs`, then `progress`.
     Replicated {
-        changes: Vec<(TxnEntry, RawWrite)>,
+        changes: Vec<(TxnEntry, RawWrite, Option<i32>)>,
         docs: Vec<DocOp>,
         progress: Vec<(String, Option<Vec<u8>>)>,
     },
@@ -78,7 +80,7 @@ impl LogOp {
                 ReplicatedWrite::Handle(k, None) => RawWrite::Handle(k, None),
                 ReplicatedWrite::Meta(k, v) => RawWrite::Meta(k, v),
             };
-            raw.push((c.entry, write));
+            raw.push((c.entry, write, c.priority));
         }
         Ok(LogOp::Replicated { changes: raw, docs, progress })
     }
@@ -89,7 +91,7 @@ impl LogOp {
             LogOp::Replicated { changes, docs, progress } => {
                 let c: usize = changes
                     .iter()
-                    .map(|(e, w)| {
+                    .map(|(e, w, _)| {
                         e.handle.len()
                             + match w {
                                 RawWrite::Handle(k, v) => k.len() + opt(v),
@@ -114,6 +116,8 @@ impl LogOp {
 pub(super) struct LogTables {
     state: TxnLogState,
     dirty: bool,
+    /// This server's multi-primary priority: local changes are dated while set.
+    priority: Option<i32>,
 }
 
 impl LogTables {
@@ -122,7 +126,11 @@ impl LogTables {
             Some(v) => TxnLogState::decode(format::unseal("transaction log state", STATE_KEY.as_bytes(), &v)?)?,
             None => TxnLogState::default(),
         };
-        Ok(LogTables { state, dirty: false })
+        let priority = match tx.get(TableId::Meta, LOCAL_PRIORITY_META_KEY.as_bytes())? {
+            Some(v) => Some(decode_priority(format::unseal("meta", LOCAL_PRIORITY_META_KEY.as_bytes(), &v)?)?),
+            None => None,
+        };
+        Ok(LogTables { state, dirty: false, priority })
     }
 
     /// The log counters of `slot`, read there on first use.
@@ -134,8 +142,15 @@ impl LogTables {
     }
 
     /// Log a local change.
+    /// Log a local change (dated by the multi-primary rule while that is on).
     pub(super) fn append(&mut self, tx: &mut Tx, action: TxnAction, handle: &[u8]) -> Result<(), StoreError> {
-        let entry = self.state.next(action, handle);
+        let entry = match date_local(self.priority, action, handle, |k| get_meta(tx, k))? {
+            Some((date, (key, value))) => {
+                put_meta(tx, &key, Some(&value));
+                self.state.next_dated(action, handle, date)
+            }
+            None => self.state.next(action, handle),
+        };
         self.insert(tx, &entry)
     }
 
@@ -205,7 +220,12 @@ pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack,
             Ok(Ack::Unit)
         }
         LogOp::Replicated { changes, docs: doc_ops, progress } => {
-            for (entry, write) in changes {
+            for (entry, write, priority) in changes {
+                if let Some(priority) = priority {
+                    // Another primary's change: applied only if newer, never logged.
+                    let Some((key, value)) = date_pulled(entry, *priority, |k| get_meta(tx, k))? else { continue };
+                    put_meta(tx, &key, Some(&value));
+                }
                 match write {
                     RawWrite::Handle(key, value) => {
                         let sealed = value.as_deref().map(|v| format::seal(key, v));
@@ -213,7 +233,9 @@ pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack,
                     }
                     RawWrite::Meta(key, value) => put_meta(tx, key, value.as_deref()),
                 }
-                log.replicated(tx, entry)?;
+                if priority.is_none() {
+                    log.replicated(tx, entry)?;
+                }
             }
             for d in doc_ops {
                 docs::apply(tx, d)?;
@@ -224,6 +246,13 @@ pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack,
             Ok(Ack::Unit)
         }
         LogOp::Checkpoint => Ok(Ack::Unit),
+    }
+}
+
+fn get_meta(tx: &Tx, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    match tx.get(TableId::Meta, key.as_bytes())? {
+        Some(v) => Ok(Some(format::unseal("meta", key.as_bytes(), &v)?.to_vec())),
+        None => Ok(None),
     }
 }
 

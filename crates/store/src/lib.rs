@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub mod backup;
 #[cfg(feature = "cassandra")]
 pub mod cassandra;
+pub mod change_dates;
 pub mod conformance;
 mod documents;
 mod embedded;

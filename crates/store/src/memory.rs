@@ -6,6 +6,7 @@ use std::ops::Bound;
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::change_dates::{date_local, date_pulled, decode_priority, DateWrite, LOCAL_PRIORITY_META_KEY};
 use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
 use crate::txn_log::{TxnLogState, TxnNotifier};
 use crate::{
@@ -52,12 +53,38 @@ struct Log {
 }
 
 impl Log {
-    fn append(&mut self, action: Option<TxnAction>, handle: &[u8]) {
+    /// Log a local change; `dated`: its multi-primary date and the meta write
+    /// recording it (from [`local_date`]), written with it.
+    fn append(
+        &mut self,
+        meta: &mut BTreeMap<String, Vec<u8>>,
+        action: Option<TxnAction>,
+        handle: &[u8],
+        dated: Option<(u64, DateWrite)>,
+    ) {
         if let Some(action) = action {
-            let e = self.state.next(action, handle);
+            let e = match dated {
+                Some((date, (k, v))) => {
+                    meta.insert(k, v);
+                    self.state.next_dated(action, handle, date)
+                }
+                None => self.state.next(action, handle),
+            };
             self.entries.insert(e.id, e);
         }
     }
+}
+
+/// The multi-primary date of a local change while dating is on (read before
+/// anything changes, so a malformed date fails the write cleanly).
+fn local_date(
+    meta: &BTreeMap<String, Vec<u8>>,
+    action: Option<TxnAction>,
+    handle: &[u8],
+) -> Result<Option<(u64, DateWrite)>, StoreError> {
+    let Some(action) = action else { return Ok(None) };
+    let priority = meta.get(LOCAL_PRIORITY_META_KEY).map(|b| decode_priority(b)).transpose()?;
+    date_local(priority, action, handle, |k| Ok(meta.get(k).cloned()))
 }
 
 /// Keys as built by `documents` (same order as the embedded backend).
@@ -156,9 +183,11 @@ impl RecordStore for MemoryStore {
             self.stats.committed(1, 0, false, 0);
             return Ok(SwapOutcome::Conflict { current });
         }
+        let action = TxnAction::of_handle_write(current.is_some(), new.is_some());
+        let mut meta = self.meta.write();
+        let dated = local_date(&meta, action, key)?;
         // Both locks held together: no reader sees the handle without its documents.
         let mut docs = self.docs.write();
-        let action = TxnAction::of_handle_write(current.is_some(), new.is_some());
         let previous = match new {
             Some(r) => map.insert(key.to_vec(), r),
             None => map.remove(key),
@@ -166,8 +195,8 @@ impl RecordStore for MemoryStore {
         for w in doc_writes {
             docs.write(&w.collection, &w.id, w.doc);
         }
-        self.log.lock().append(action, key);
-        drop((docs, map));
+        self.log.lock().append(&mut meta, action, key, dated);
+        drop((docs, meta, map));
         self.stats.committed(1, 0, false, 0);
         self.notify();
         Ok(SwapOutcome::Done { previous })
@@ -202,16 +231,19 @@ impl RecordStore for MemoryStore {
         let doc_writes = validated(doc_writes)?;
         let n = records.len() as u64;
         let mut map = self.handles.write();
+        let mut meta = self.meta.write();
         let mut docs = self.docs.write();
         let mut log = self.log.lock();
         for (k, r) in records {
-            log.append(TxnAction::of_handle_write(map.contains_key(&k), true), &k);
+            let action = TxnAction::of_handle_write(map.contains_key(&k), true);
+            let dated = local_date(&meta, action, &k)?;
+            log.append(&mut meta, action, &k, dated);
             map.insert(k, r);
         }
         for w in doc_writes {
             docs.write(&w.collection, &w.id, w.doc);
         }
-        drop((log, docs, map));
+        drop((log, docs, meta, map));
         self.stats.committed(0, n, false, 0);
         self.notify();
         Ok(())
@@ -226,12 +258,16 @@ impl RecordStore for MemoryStore {
         self.check_open()?;
         let mut meta = self.meta.write();
         let homing = TxnAction::of_meta_write(key, meta.contains_key(key), value.is_some());
+        let dated = match &homing {
+            Some((action, handle)) => local_date(&meta, Some(*action), handle)?,
+            None => None,
+        };
         match value {
             Some(v) => meta.insert(key.to_owned(), v),
             None => meta.remove(key),
         };
         if let Some((action, handle)) = homing {
-            self.log.lock().append(Some(action), &handle);
+            self.log.lock().append(&mut meta, Some(action), &handle, dated);
         }
         drop(meta);
         self.stats.committed(1, 0, false, 0);
@@ -377,7 +413,7 @@ impl TxnLogStore for MemoryStore {
         doc_writes: Vec<DocWrite>,
     ) -> Result<(), StoreError> {
         self.check_open()?;
-        let writes: Vec<(ReplicatedWrite, &TxnEntry)> = changes.iter().map(|c| (c.write(), &c.entry)).collect();
+        let writes: Vec<(ReplicatedWrite, &ReplicatedChange)> = changes.iter().map(|c| (c.write(), c)).collect();
         for (w, _) in &writes {
             if let ReplicatedWrite::Handle(_, Some(r)) = w {
                 r.validate()?;
@@ -388,15 +424,23 @@ impl TxnLogStore for MemoryStore {
         let mut meta = self.meta.write();
         let mut docs = self.docs.write();
         let mut log = self.log.lock();
-        for (w, entry) in writes {
+        for (w, change) in writes {
+            let entry = &change.entry;
+            if let Some(priority) = change.priority {
+                // Another primary's change: applied only if newer, never logged.
+                let Some((k, v)) = date_pulled(entry, priority, |k| Ok(meta.get(k).cloned()))? else { continue };
+                meta.insert(k, v);
+            }
             match w {
                 ReplicatedWrite::Handle(k, Some(r)) => drop(map.insert(k, r)),
                 ReplicatedWrite::Handle(k, None) => drop(map.remove(&k)),
                 ReplicatedWrite::Meta(k, Some(v)) => drop(meta.insert(k, v)),
                 ReplicatedWrite::Meta(k, None) => drop(meta.remove(&k)),
             }
-            if let Some(e) = log.state.replicated(entry) {
-                log.entries.insert(e.id, e);
+            if change.priority.is_none() {
+                if let Some(e) = log.state.replicated(entry) {
+                    log.entries.insert(e.id, e);
+                }
             }
         }
         for w in doc_writes {

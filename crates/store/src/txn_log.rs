@@ -130,6 +130,11 @@ pub struct ReplicatedChange {
     /// Create/Update: the values sent (None or empty = the handle is gone at the
     /// source: delete it). Ignored for the other actions.
     pub record: Option<HandleRecord>,
+    /// Pulled from another primary of a multi-primary group whose HS_SITE has
+    /// this priority: applied only if newer than the handle's last change
+    /// (`crate::change_dates`), dated, and not logged (the id is of the
+    /// other primary's sequence). `None`: a mirror's change, as described above.
+    pub priority: Option<i32>,
 }
 
 /// The write a [`ReplicatedChange`] stands for.
@@ -180,6 +185,14 @@ impl TxnLogState {
         self.last += 1;
         self.last_date_ms = self.last_date_ms.max(now_ms());
         TxnEntry { id: self.last, date_ms: self.last_date_ms, action, handle: handle.to_vec() }
+    }
+
+    /// The entry for the next local change, dated `date_ms` by the
+    /// multi-primary rule (`crate::change_dates`) rather than by the log.
+    pub(crate) fn next_dated(&mut self, action: TxnAction, handle: &[u8], date_ms: u64) -> TxnEntry {
+        self.last += 1;
+        self.last_date_ms = self.last_date_ms.max(date_ms);
+        TxnEntry { id: self.last, date_ms, action, handle: handle.to_vec() }
     }
 
     /// The entry to log for a replicated change, `None` if its id is already

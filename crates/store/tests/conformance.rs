@@ -103,3 +103,9 @@ mod txn_log {
     handled_store::conformance_txn_log!(suite!(memory, memory(),));
     handled_store::conformance_txn_log!(suite!(embedded, embedded(),));
 }
+
+mod change_dates {
+    use super::*;
+    handled_store::conformance_change_dates!(suite!(memory, memory(),));
+    handled_store::conformance_change_dates!(suite!(embedded, embedded(),));
+}

@@ -247,6 +247,9 @@ pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
             },
             "replication_authentication" => m.set(key, Toml::Str(text.to_string()), &origin),
             "replication_site_handle_value" => m.set("replication_source", Toml::Str(text.to_string()), &origin),
+            // Multi-primary (docs/multi-primary.md): the same keys.
+            "replication_sites_handle" => m.set(key, Toml::Str(text.to_string()), &origin),
+            "do_replication" => m.set(key, Toml::Bool(yes(text)), &origin),
             "http_config" => match value {
                 Value::Dict(d) => map_http_config(m, d),
                 _ => m.skip(&origin, "not a { } dictionary; ignored"),
@@ -274,9 +277,6 @@ fn skip_reason(key: &str) -> String {
         k if k.starts_with("bdbje_") || k.starts_with("jdb_") => {
             "a setting of Handle.Net's storage; handled has its own store"
         }
-        "replication_sites_handle" => {
-            "handled pulls from one source: set `replication_source` to INDEX:HANDLE of one HS_SITE value"
-        }
         "replication_pull_other_transactions"
         | "replication_keep_other_transactions"
         | "replication_copy_transactions" => {
@@ -286,7 +286,6 @@ fn skip_reason(key: &str) -> String {
         "replication_start_time" => {
             "handled pulls every `replication_interval_ms` from its start (no wall-clock phase)"
         }
-        "do_replication" => "handled pulls when `replication_source` is set",
         "read_only_txn_queue" | "file_write_no_sync" => "handled always syncs its write-ahead log before acknowledging",
         "preferred_global" => "handled's resolver starts at the root sites of `root_info` ([resolver] root_info)",
         "trace_resolution" => {
@@ -332,7 +331,7 @@ pub fn map_site(m: &mut Mapped, site: &SiteInfo, this_server_id: i32, listen: Op
         );
     }
     if site.multi_primary {
-        m.skip("siteinfo.json multiPrimary", "handled replicates from one primary (no multi-primary)");
+        m.set("multi_primary", Toml::Bool(true), "siteinfo.json multiPrimary");
     }
     m.skip(
         "siteinfo.json serialNumber",

@@ -52,7 +52,12 @@ pub fn serve_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Serve
         .arg("serve")
         // With a data directory the server keeps its store there (restart tests).
         .args(if extra.contains(&"--data-dir") { &[][..] } else { &["--ephemeral"][..] })
-        .args(["--listen", "127.0.0.1", "--port", "0", "--http-port", "0"])
+        // Unless given (restart tests keep their ports), any free ports.
+        .args(if extra.contains(&"--port") {
+            &[][..]
+        } else {
+            &["--listen", "127.0.0.1", "--port", "0", "--http-port", "0"][..]
+        })
         .args(if extra.contains(&"--prefix") { &[][..] } else { &["--prefix", "TEST"][..] })
         .args(extra)
         .arg("--admin-credentials")

@@ -41,6 +41,7 @@ async fn replicated_changes_invalidate() {
     let change = |id: u64, action: TxnAction, key: &[u8], r: Option<HandleRecord>| ReplicatedChange {
         entry: TxnEntry { id, date_ms: 1, action, handle: key.to_vec() },
         record: r,
+        priority: None,
     };
     let store = CachingStore::new(Arc::new(MemoryStore::new()), 1 << 20);
     store.swap(b"A/1", Expect::Absent, Some(record(1))).await.unwrap();

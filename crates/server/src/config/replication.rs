@@ -78,6 +78,26 @@ pub struct ReplicationConfig {
     /// Days of transaction log kept (pruned daily); a mirror further behind
     /// must be dumped again. 0 = forever.
     pub txnlog_num_days_to_keep: u64,
+    /// Multi-primary (Handle.Net's Manual §7.3, docs/multi-primary.md): a
+    /// handle whose primary HS_SITE values are the group's primaries, this
+    /// one's among them (found by address and port; its value's index is this
+    /// server's priority). With `do_replication` (or `multi_primary`) this
+    /// server pulls from every other one while it takes writes itself.
+    #[serde(rename = "replication_sites_handle")]
+    pub sites_handle: Option<String>,
+    /// Pull from the primaries of `replication_sites_handle` (Handle.Net's
+    /// key; its default, "multiPrimary in the site record", is `multi_primary`).
+    pub do_replication: Option<bool>,
+    /// Publish the multi-primary flag in this server's site record (Handle.Net's
+    /// `"multiPrimary": true` in siteinfo.json); also turns `do_replication` on.
+    pub multi_primary: bool,
+}
+
+impl ReplicationConfig {
+    /// Is this server a multi-primary member that pulls from the others?
+    pub fn pulls_from_group(&self) -> bool {
+        self.sites_handle.is_some() && self.do_replication.unwrap_or(self.multi_primary)
+    }
 }
 
 impl Default for ReplicationConfig {
@@ -99,6 +119,9 @@ impl Default for ReplicationConfig {
             write_timeout_secs: 60,
             waits_per_peer: 2,
             txnlog_num_days_to_keep: 0,
+            sites_handle: None,
+            do_replication: None,
+            multi_primary: false,
         }
     }
 }

@@ -192,6 +192,7 @@ mod tests {
         let change = |id: u64, action: TxnAction, r: Option<HandleRecord>| ReplicatedChange {
             entry: TxnEntry { id, date_ms: 1, action, handle: b"T/1".to_vec() },
             record: r,
+            priority: None,
         };
         let s = IndexedStore::wrap(Arc::new(MemoryStore::new()));
         let r = record(vec![HandleValue::new(1, "URL", "https://a.example")]);

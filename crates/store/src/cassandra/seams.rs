@@ -170,6 +170,11 @@ impl TxnLogStore for CassandraStore {
         progress: Vec<(String, Option<Vec<u8>>)>,
         docs: Vec<DocWrite>,
     ) -> Result<(), StoreError> {
+        if changes.iter().any(|c| c.priority.is_some()) {
+            return Err(StoreError::Unsupported(
+                "multi-primary replication needs the embedded or memory store (docs/multi-primary.md)".into(),
+            ));
+        }
         let txn = self.txn()?;
         self.apply_pulled(txn, changes, progress, docs).await
     }

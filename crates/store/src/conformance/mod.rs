@@ -17,12 +17,14 @@ use std::sync::Arc;
 use crate::Store;
 
 mod admin;
+mod dates;
 mod docs;
 mod fixtures;
 mod records;
 mod txnlog;
 
 pub use admin::*;
+pub use dates::*;
 pub use docs::*;
 pub use fixtures::{rich_record, url_record};
 pub use records::*;
@@ -136,4 +138,22 @@ macro_rules! conformance_txn_log {
 conformance_txn_log!(suite!(
     /// [`crate::TxnLogStore`], and the logging every write does.
     TXN_LOG:
+));
+
+/// The names of [`CHANGE_DATES`], handed to `$callback!($($args)* names…)`.
+#[macro_export]
+macro_rules! conformance_change_dates {
+    ($callback:ident!($($args:tt)*)) => {
+        $callback! {
+            $($args)*
+            dates_pulled_changes_settle_by_date_and_priority,
+            dates_local_writes_move_forward,
+        }
+    };
+}
+
+conformance_change_dates!(suite!(
+    /// Multi-primary conflict dates (`crate::change_dates`): the backends that
+    /// can be multi-primary members (embedded, memory).
+    CHANGE_DATES:
 ));

@@ -133,6 +133,7 @@ fn dated(ids: std::ops::RangeInclusive<u64>) -> Vec<ReplicatedChange> {
     ids.map(|i| ReplicatedChange {
         entry: entry(i, i * 1000, TxnAction::Create, &format!("20.5000/r{i}")),
         record: Some(url_record(&i.to_string())),
+        priority: None,
     })
     .collect()
 }
@@ -184,17 +185,29 @@ pub async fn txn_log_reset(s: Arc<dyn Store>) {
 
 pub async fn txn_log_apply_replicated(s: Arc<dyn Store>) {
     use TxnAction::*;
-    let first = ReplicatedChange { entry: entry(10, 4000, Create, "20.5000/gone"), record: Some(url_record("old")) };
+    let first = ReplicatedChange {
+        entry: entry(10, 4000, Create, "20.5000/gone"),
+        record: Some(url_record("old")),
+        priority: None,
+    };
     s.apply_replicated(vec![first], Vec::new()).await.unwrap();
     assert_eq!(s.get(b"20.5000/gone").await.unwrap(), Some(url_record("old")));
     let changes = vec![
-        ReplicatedChange { entry: entry(11, 5000, Create, "20.5000/a"), record: Some(url_record("a1")) },
-        ReplicatedChange { entry: entry(12, 6000, Update, "20.5000/a"), record: Some(url_record("a2")) },
+        ReplicatedChange {
+            entry: entry(11, 5000, Create, "20.5000/a"),
+            record: Some(url_record("a1")),
+            priority: None,
+        },
+        ReplicatedChange {
+            entry: entry(12, 6000, Update, "20.5000/a"),
+            record: Some(url_record("a2")),
+            priority: None,
+        },
         // Gone at the source by send time: no values, so a delete.
-        ReplicatedChange { entry: entry(13, 6000, Create, "20.5000/gone"), record: None },
-        ReplicatedChange { entry: entry(14, 7000, HomeNa, "0.NA/20.5000"), record: None },
+        ReplicatedChange { entry: entry(13, 6000, Create, "20.5000/gone"), record: None, priority: None },
+        ReplicatedChange { entry: entry(14, 7000, HomeNa, "0.NA/20.5000"), record: None, priority: None },
         // A date before the last one logged is raised to it.
-        ReplicatedChange { entry: entry(15, 6500, Delete, "20.5000/never"), record: None },
+        ReplicatedChange { entry: entry(15, 6500, Delete, "20.5000/never"), record: None, priority: None },
     ];
     let progress = vec![("repl/source".to_owned(), Some(b"15".to_vec())), ("repl/old".to_owned(), None)];
     s.meta_put("repl/old", Some(vec![1])).await.unwrap();
@@ -219,8 +232,12 @@ pub async fn txn_log_apply_replicated(s: Arc<dyn Store>) {
     // A pull that overlaps the last one: ids already logged are applied (the
     // state as sent now) but not logged again.
     let again = vec![
-        ReplicatedChange { entry: entry(14, 7000, UnhomeNa, "0.NA/20.5000"), record: None },
-        ReplicatedChange { entry: entry(16, 8000, Update, "20.5000/a"), record: Some(url_record("a3")) },
+        ReplicatedChange { entry: entry(14, 7000, UnhomeNa, "0.NA/20.5000"), record: None, priority: None },
+        ReplicatedChange {
+            entry: entry(16, 8000, Update, "20.5000/a"),
+            record: Some(url_record("a3")),
+            priority: None,
+        },
     ];
     s.apply_replicated(again, vec![("repl/source".to_owned(), Some(b"16".to_vec()))]).await.unwrap();
     assert!(s.homed_prefixes().await.unwrap().is_empty());
@@ -240,8 +257,12 @@ pub async fn txn_log_apply_replicated_all_or_nothing(s: Arc<dyn Store>) {
     let max = handled_proto::codec::MAX_ARRAY_LEN;
     let bad = crate::HandleRecord::new(vec![handled_proto::HandleValue::new(1, "URL", vec![0u8; max + 1])]);
     let changes = vec![
-        ReplicatedChange { entry: entry(1, 1000, TxnAction::Create, "20.5000/ok"), record: Some(url_record("ok")) },
-        ReplicatedChange { entry: entry(2, 1000, TxnAction::Create, "20.5000/bad"), record: Some(bad) },
+        ReplicatedChange {
+            entry: entry(1, 1000, TxnAction::Create, "20.5000/ok"),
+            record: Some(url_record("ok")),
+            priority: None,
+        },
+        ReplicatedChange { entry: entry(2, 1000, TxnAction::Create, "20.5000/bad"), record: Some(bad), priority: None },
     ];
     let progress = vec![("repl/source".to_owned(), Some(b"2".to_vec()))];
     assert!(s.apply_replicated(changes, progress).await.is_err(), "an unstorable record refuses the whole pull");

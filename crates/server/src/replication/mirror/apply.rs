@@ -51,6 +51,7 @@ impl Batch {
         let changes = std::mem::take(&mut self.changes);
         let docs = std::mem::take(&mut self.docs);
         self.bytes = 0;
+        let changes = crate::replication::multi_primary::winners::newer_only(&*state.store, changes).await?;
         let homing: Vec<(Vec<u8>, bool)> = changes
             .iter()
             .filter_map(|c| match c.entry.action {
@@ -94,13 +95,13 @@ pub fn handle_state(
     } else {
         (TxnAction::Update, Some(HandleRecord::named(values, &handle::canonical(h), &key)))
     };
-    ReplicatedChange { entry: TxnEntry { id, date_ms, action, handle: key }, record }
+    ReplicatedChange { entry: TxnEntry { id, date_ms, action, handle: key }, record, priority: None }
 }
 
 /// A homed (or unhomed) prefix.
 pub fn homing(id: u64, date_ms: u64, na: &[u8], homed: bool) -> ReplicatedChange {
     let action = if homed { TxnAction::HomeNa } else { TxnAction::UnhomeNa };
-    ReplicatedChange { entry: TxnEntry { id, date_ms, action, handle: prefix_key(na) }, record: None }
+    ReplicatedChange { entry: TxnEntry { id, date_ms, action, handle: prefix_key(na) }, record: None, priority: None }
 }
 
 /// Does this mirror take `change` from its source (issue 25 R13)? Prefixes

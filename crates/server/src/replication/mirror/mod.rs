@@ -5,13 +5,13 @@
 //! resolves from its copy and answers administration requests "not a
 //! primary" (RC 301), until it is promoted.
 
-mod apply;
+pub(crate) mod apply;
 mod dump;
 mod marks;
 pub mod progress;
-mod pull;
+pub(crate) mod pull;
 pub mod settings;
-mod source;
+pub(crate) mod source;
 
 pub use crate::replication_status::mirror::MirrorStatus;
 pub use settings::MirrorSettings;
@@ -192,5 +192,5 @@ async fn cycle(
             s.phase = Phase::Pulling;
         }
     });
-    Ok(Some(pull::run(state, &source, creds, status, p, wait).await?))
+    Ok(Some(pull::run(state, &source, creds, status, (&pull::Queue::mirror(), p), wait).await?))
 }

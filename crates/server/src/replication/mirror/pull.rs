@@ -15,6 +15,23 @@ use handled_proto::replication::{MirrorLayout, RetrieveTxnRequest, TxnStreamItem
 use handled_proto::request::RequestBody;
 use std::time::Duration;
 
+/// Whose transactions a pull follows, and where its progress is kept.
+pub struct Queue {
+    /// The meta key of its [`PullProgress`].
+    pub key: String,
+    /// `Some`: another primary of a multi-primary group (the index of its
+    /// HS_SITE value): its changes are applied only when newer, and a redump
+    /// is left to the operator. `None`: this mirror's one source.
+    pub priority: Option<i32>,
+}
+
+impl Queue {
+    /// The mirror's one source.
+    pub fn mirror() -> Queue {
+        Queue { key: PULL_KEY.to_string(), priority: None }
+    }
+}
+
 /// How a pull ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum PullOutcome {
@@ -31,7 +48,7 @@ pub async fn run(
     source: &SourceServer,
     creds: &Credentials,
     status: &MirrorStatus,
-    mut p: PullProgress,
+    (queue, mut p): (&Queue, PullProgress),
     wait: Option<Duration>,
 ) -> Result<PullOutcome, MirrorError> {
     let mut request =
@@ -60,7 +77,10 @@ pub async fn run(
                     break;
                 }
                 match pulled(state, r) {
-                    Pulled::Change(c) => batch.push(c),
+                    Pulled::Change(mut c) => {
+                        c.priority = queue.priority;
+                        batch.push(c)
+                    }
                     Pulled::Skip => {}
                     Pulled::DeleteAll => {
                         tracing::error!("the source sent DELETE_ALL (txn {id}): redumping to follow it");
@@ -70,7 +90,7 @@ pub async fn run(
                 pending_id = pending_id.max(id);
                 if batch.is_full() {
                     p.last_txn_id = pending_id;
-                    applied += batch.commit(state, vec![entry(PULL_KEY, &p)]).await? as u64;
+                    applied += batch.commit(state, vec![entry(&queue.key, &p)]).await? as u64;
                     status.update(|s| s.last_txn_id = p.last_txn_id);
                 }
             }
@@ -85,6 +105,17 @@ pub async fn run(
                 return Err(MirrorError::Source("the source sent an all-queues stream to a one-queue pull".into()))
             }
         }
+    }
+    if redump && queue.priority.is_some() {
+        // Handle.Net leaves this to the operator too (hdl-dumpfromprimary).
+        tracing::error!(
+            "the primary {} says NEED_TO_REDUMP after txn {}: this member missed transactions it no longer keeps; \
+             pulling from it stops until the handles are copied again (docs/multi-primary.md)",
+            p.source,
+            p.last_txn_id
+        );
+        status.update(|s| s.phase = Phase::Redumping);
+        return Ok(PullOutcome::Redump);
     }
     if redump {
         let d = DumpProgress::new(&p.source, true, now_ms());
@@ -103,7 +134,7 @@ pub async fn run(
         return Ok(PullOutcome::Redump);
     }
     p.last_txn_id = pending_id;
-    applied += batch.commit(state, vec![entry(PULL_KEY, &p)]).await? as u64;
+    applied += batch.commit(state, vec![entry(&queue.key, &p)]).await? as u64;
     status.update(|s| {
         s.last_txn_id = p.last_txn_id;
         s.caught_up_ms = now_ms();

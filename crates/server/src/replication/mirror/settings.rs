@@ -80,7 +80,7 @@ impl MirrorSettings {
 
 /// The replication identity: a credentials file, or Handle.Net's
 /// `secretkey:`/`privatekey:` form with its secret or key file.
-fn identity(c: &ReplicationConfig) -> Result<Credentials, String> {
+pub(crate) fn identity(c: &ReplicationConfig) -> Result<Credentials, String> {
     if let Some(path) = &c.credentials {
         let choice = match c.credentials_key.as_str() {
             "secret" => KeyChoice::Secret,
@@ -90,7 +90,7 @@ fn identity(c: &ReplicationConfig) -> Result<Credentials, String> {
         return Credentials::load(path, choice).map_err(|e| format!("replication_credentials: {e}"));
     }
     let Some(auth) = &c.authentication else {
-        return Err("a mirror needs an identity: replication_authentication (secretkey:INDEX:HANDLE or \
+        return Err("a mirror or multi-primary member needs an identity: replication_authentication (secretkey:INDEX:HANDLE or \
                     privatekey:INDEX:HANDLE) or replication_credentials"
             .into());
     };

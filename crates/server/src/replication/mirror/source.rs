@@ -34,16 +34,21 @@ pub async fn find(settings: &MirrorSettings, state: &ServerState, timeout: Durat
         SourceSpec::SiteValue { index, handle } => site_value(settings, state, *index, handle).await?,
     };
     let server = only_server(&site)?;
+    source_server(tcp_address(server)?, &server.public_key, timeout)
+}
+
+/// Where a site record's server takes native TCP requests.
+pub(crate) fn tcp_address(server: &handled_proto::data::site::ServerInfo) -> Result<SocketAddr, String> {
     let interface = server
         .interface(TransportProtocol::Tcp, true)
         .or_else(|| server.interface(TransportProtocol::Tcp, false))
         .ok_or("the source's site record has no TCP interface")?;
     let port =
         u16::try_from(interface.port).map_err(|_| format!("bad TCP port {} in the site record", interface.port))?;
-    source_server(SocketAddr::new(server.ip_addr(), port), &server.public_key, timeout)
+    Ok(SocketAddr::new(server.ip_addr(), port))
 }
 
-fn source_server(addr: SocketAddr, key: &[u8], timeout: Duration) -> Result<SourceServer, String> {
+pub(crate) fn source_server(addr: SocketAddr, key: &[u8], timeout: Duration) -> Result<SourceServer, String> {
     let key = PublicKey::decode_data(key).map_err(|e| format!("the source's key is unreadable: {e}"))?;
     let version = SourceServer::version_for(&key);
     Ok(SourceServer {
@@ -58,7 +63,7 @@ fn source_server(addr: SocketAddr, key: &[u8], timeout: Duration) -> Result<Sour
 
 /// One-server source sites only: a several-server site keeps one transaction
 /// sequence per server, which a single progress record cannot follow.
-fn only_server(site: &SiteInfo) -> Result<&handled_proto::data::site::ServerInfo, String> {
+pub(crate) fn only_server(site: &SiteInfo) -> Result<&handled_proto::data::site::ServerInfo, String> {
     match site.servers.as_slice() {
         [one] => Ok(one),
         [] => Err("the source's site record lists no server".into()),
@@ -100,25 +105,39 @@ async fn pin_key(state: &ServerState, key: &[u8]) -> Result<(), String> {
     }
 }
 
+/// The values of `h` (those at `indexes`; all when empty) resolved at `resolver` (`host:port`, native TCP).
+pub(crate) async fn remote_values(
+    resolver: &str,
+    timeout: Duration,
+    h: &[u8],
+    indexes: Vec<i32>,
+) -> Result<Vec<handled_proto::value::HandleValue>, String> {
+    let show = String::from_utf8_lossy(h);
+    let addr = socket_addr(resolver)?;
+    let mut conn = Connection::open(Protocol::Tcp, addr, timeout, false).await.map_err(|e| format!("{addr}: {e}"))?;
+    let options = ResolveOptions { indexes, ..ResolveOptions::default() };
+    let response = conn.resolve(h, &options).await.map_err(|e| format!("resolving {show} at {addr}: {e}"))?;
+    Ok(resolved_values(&response).ok_or_else(|| format!("resolving {show} at {addr}: {:?}", response.code()))?.to_vec())
+}
+
+/// The values of `h` in our own store (None: not there).
+pub(crate) async fn local_values(
+    state: &ServerState,
+    h: &[u8],
+) -> Result<Option<Vec<handled_proto::value::HandleValue>>, String> {
+    let key = handle::normalize(&handle::canonical(h), state.config.case_sensitive);
+    Ok(state.store.get(&key).await.map_err(|e| e.to_string())?.map(|r| r.values))
+}
+
 /// The HS_SITE value `index:handle`, resolved at `replication_resolver` or in
 /// our own store.
 async fn site_value(settings: &MirrorSettings, state: &ServerState, index: i32, h: &[u8]) -> Result<SiteInfo, String> {
     let show = format!("{index}:{}", String::from_utf8_lossy(h));
     let values = match &settings.resolver {
-        Some(text) => {
-            let addr = socket_addr(text)?;
-            let mut conn = Connection::open(Protocol::Tcp, addr, settings.timeout, false)
-                .await
-                .map_err(|e| format!("{addr}: {e}"))?;
-            let options = ResolveOptions { indexes: vec![index], ..ResolveOptions::default() };
-            let response = conn.resolve(h, &options).await.map_err(|e| format!("resolving {show}: {e}"))?;
-            resolved_values(&response).ok_or_else(|| format!("resolving {show}: {:?}", response.code()))?.to_vec()
-        }
-        None => {
-            let key = handle::normalize(&handle::canonical(h), state.config.case_sensitive);
-            let record = state.store.get(&key).await.map_err(|e| e.to_string())?;
-            record.ok_or_else(|| format!("{show}: not in our store (set replication_resolver)"))?.values
-        }
+        Some(text) => remote_values(text, settings.timeout, h, vec![index]).await?,
+        None => local_values(state, h)
+            .await?
+            .ok_or_else(|| format!("{show}: not in our store (set replication_resolver)"))?,
     };
     let value = values
         .iter()

@@ -1,0 +1,206 @@
+//! Three `handled` primaries in one multi-primary group (issue 27 item 2,
+//! Handle.Net's Technical Manual §7.3; docs/multi-primary.md), process
+//! against process on loopback: creates on each reach all; the same handle
+//! changed on two primaries that could not see each other's change settles
+//! everywhere on the later one; a delete wins over an older modify, even when
+//! the modify arrives after it. Members that cannot reach a peer are made by
+//! stopping it, so no outcome depends on when a pull happens to run.
+
+mod spawn;
+
+use handled_client::{AdminSession, ConnectParams, Connection, Credentials, KeyChoice, Protocol, ResolveOptions};
+use handled_proto::header::ResponseCode;
+use handled_proto::response::ResponseBody;
+use handled_proto::value::HandleValue;
+use spawn::Server;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const SITES: &str = "TEST/SITES";
+
+/// A native port free for both TCP and UDP, and an HTTP port.
+fn free_ports() -> (u16, u16) {
+    loop {
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            let http = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            return (port, http);
+        }
+    }
+}
+
+/// Member `name` on `ports`, with its data in `dir/name`; `in_group`: with
+/// the multi-primary keys (finding the group at `resolver` until it holds
+/// the sites handle), else a plain primary.
+fn start(dir: &Path, name: &str, ports: (u16, u16), in_group: bool, resolver: u16) -> Server {
+    let data = dir.join(name);
+    std::fs::create_dir_all(&data).unwrap();
+    let mut text =
+        "server_admins = [\"300:TEST/ADMIN\"]\nreplication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]\n"
+            .to_string();
+    if in_group {
+        text.push_str(&format!(
+            "replication_sites_handle = \"{SITES}\"\nmulti_primary = true\nreplication_resolver = \"127.0.0.1:{resolver}\"\n\
+             replication_credentials = \"{}\"\nreplication_credentials_key = \"public_key\"\n\
+             replication_interval_ms = 200\nreplication_timeout_ms = 5000\n",
+            dir.join("creds.json").display()
+        ));
+    }
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(&config, text).unwrap();
+    let (port, http) = (ports.0.to_string(), ports.1.to_string());
+    let args = ["--config", config.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
+    let args = [&args[..], &["--listen", "127.0.0.1", "--port", &port, "--http-port", &http]].concat();
+    let mut server = spawn::serve(dir, &args);
+    server.drain_stderr();
+    server
+}
+
+fn addr(port: &str) -> SocketAddr {
+    format!("127.0.0.1:{port}").parse().unwrap()
+}
+
+fn block<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+}
+
+async fn admin(dir: &Path, server: &Server) -> AdminSession {
+    let creds = Credentials::load(&dir.join("creds.json"), KeyChoice::Secret).unwrap();
+    AdminSession::open(ConnectParams::new(Protocol::Tcp, addr(&server.tcp_port)), creds).await.unwrap()
+}
+
+/// The answer for `h` on `server`: its code and values (timestamps included).
+fn record(server: &Server, h: &str) -> (ResponseCode, Option<Vec<HandleValue>>) {
+    block(async {
+        let mut c =
+            Connection::open(Protocol::Tcp, addr(&server.tcp_port), Duration::from_secs(10), false).await.unwrap();
+        let r = c.resolve(h.as_bytes(), &ResolveOptions::default()).await.unwrap();
+        (r.code(), handled_client::resolved_values(&r).map(<[HandleValue]>::to_vec))
+    })
+}
+
+/// The URL of `h` on `server` (None: not found).
+fn url(server: &Server, h: &str) -> Option<String> {
+    let (_, values) = record(server, h);
+    values?.iter().find(|v| v.index == 1).map(|v| String::from_utf8_lossy(&v.data).into_owned())
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every member gives the same answer for every handle of `handles`.
+fn all_equal(members: &[&Server], handles: &[&str]) {
+    for h in handles {
+        let first = record(members[0], h);
+        for m in &members[1..] {
+            assert_eq!(record(m, h), first, "{h} differs between members");
+        }
+    }
+}
+
+/// A metric's value (the first series whose name and labels start with `series`).
+fn metric(server: &Server, series: &str) -> Option<f64> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr(&server.http_port)).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.lines().find(|l| l.starts_with(series)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+fn site_record(server: &Server) -> Vec<u8> {
+    block(async {
+        let mut c =
+            Connection::open(Protocol::Tcp, addr(&server.tcp_port), Duration::from_secs(10), false).await.unwrap();
+        match c.site_info().await.unwrap().body {
+            ResponseBody::SiteInfo(bytes) => bytes.to_vec(),
+            other => panic!("site info: {other:?}"),
+        }
+    })
+}
+
+fn set_url(dir: &Path, server: &Server, h: &str, url: &str) {
+    block(async { admin(dir, server).await.modify_values(h.as_bytes(), &[HandleValue::new(1, "URL", url)]).await })
+        .unwrap();
+}
+
+#[test]
+fn three_primaries_settle_on_the_same_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ports = [free_ports(), free_ports(), free_ports()];
+    // A begins as a plain primary: it makes TEST, TEST/ADMIN and the credentials.
+    let a = start(d, "a", ports[0], false, 0);
+    let mut b = Some(start(d, "b", ports[1], true, ports[0].0));
+    let c = start(d, "c", ports[2], true, ports[0].0);
+    // The sites handle holds the three site records (priorities 1, 2, 3).
+    let sites: Vec<HandleValue> = [&a, b.as_ref().unwrap(), &c]
+        .iter()
+        .enumerate()
+        .map(|(i, s)| HandleValue::new(i as i32 + 1, "HS_SITE", site_record(s)))
+        .collect();
+    block(async {
+        let mut on_a = admin(d, &a).await;
+        on_a.create(SITES.as_bytes(), &sites).await.unwrap();
+        for h in ["TEST/x", "TEST/y"] {
+            on_a.create(h.as_bytes(), &[HandleValue::new(1, "URL", "https://first")]).await.unwrap();
+        }
+    });
+    drop(a);
+    let a = start(d, "a", ports[0], true, ports[0].0);
+    wait_for("B and C to hold A's handles", || {
+        [b.as_ref().unwrap(), &c]
+            .iter()
+            .all(|m| url(m, "TEST/y").is_some() && record(m, "TEST/ADMIN").0 == ResponseCode::SUCCESS)
+    });
+
+    // Creates on different primaries reach all.
+    for (tag, m) in [("a", &a), ("b", b.as_ref().unwrap()), ("c", &c)] {
+        let h = format!("TEST/on-{tag}");
+        block(async { admin(d, m).await.create(h.as_bytes(), &[HandleValue::new(1, "URL", tag)]).await }).unwrap();
+    }
+    wait_for("every create on every member", || {
+        [&a, b.as_ref().unwrap(), &c]
+            .iter()
+            .all(|m| ["a", "b", "c"].iter().all(|t| url(m, &format!("TEST/on-{t}")).is_some()))
+    });
+
+    // x and y changed on A while B is down, then on B while A is down: B's
+    // changes are the later ones.
+    drop(b.take());
+    set_url(d, &a, "TEST/x", "https://from-a");
+    set_url(d, &a, "TEST/y", "https://from-a");
+    wait_for("C to take A's changes", || url(&c, "TEST/y").as_deref() == Some("https://from-a"));
+    drop(a);
+    let b = start(d, "b", ports[1], true, ports[0].0);
+    set_url(d, &b, "TEST/x", "https://from-b");
+    block(async { admin(d, &b).await.delete(b"TEST/y").await }).unwrap();
+    // A back as a plain primary: it serves its log (its older changes, with
+    // its values) but takes nothing from B yet. B pulls all of it and keeps
+    // its own later modify and delete: the delete's date is kept.
+    let a = start(d, "a", ports[0], false, 0);
+    let a_last = metric(&a, "handled_txn_log_last_id").unwrap();
+    wait_for("B to pull all of A's log", || {
+        metric(&b, "handled_replication_last_txn_id{source=\"0:1:TEST/SITES\"}").is_some_and(|v| v >= a_last)
+    });
+    assert_eq!(url(&b, "TEST/x").as_deref(), Some("https://from-b"), "an older modify won");
+    assert_eq!(record(&b, "TEST/y").0, ResponseCode::HANDLE_NOT_FOUND, "an older modify resurrected a deleted handle");
+    drop(a);
+    let a = start(d, "a", ports[0], true, ports[0].0);
+
+    let members = [&a, &b, &c];
+    wait_for("the later modify everywhere", || {
+        members.iter().all(|m| url(m, "TEST/x").as_deref() == Some("https://from-b"))
+    });
+    wait_for("the later delete everywhere", || {
+        members.iter().all(|m| record(m, "TEST/y").0 == ResponseCode::HANDLE_NOT_FOUND)
+    });
+    all_equal(&members, &["TEST/x", "TEST/y", "TEST/on-a", "TEST/on-b", "TEST/on-c", SITES, "TEST/ADMIN", "0.NA/TEST"]);
+}
