@@ -5,8 +5,9 @@
 //! delete by that program is seen at once, and a restart on the same database
 //! keeps the site serial; with `read_only` nothing is written at all.
 
-#[path = "../../store/tests/pg_server/mod.rs"]
-mod pg_server;
+#[path = "../../store/tests/db_server/mod.rs"]
+mod db_server;
+use db_server::postgres as pg_server;
 
 use handled_client::{
     resolved_values, AdminSession, ConnectParams, Connection, Credentials, KeyChoice, Protocol, ResolveOptions,

@@ -1,19 +1,12 @@
-//! A throwaway PostgreSQL for tests: `initdb` in a temporary directory, the
-//! server on a free loopback port (and a socket in that directory), one
-//! database per test. Started once per test binary; a watchdog process stops
-//! it and removes the directory when the binary exits (test binaries run no
-//! destructors of statics).
-//!
-//! The binaries are looked for in `$HANDLED_PG_BIN`, else the newest
-//! `/usr/lib/postgresql/*/bin` (Debian's `postgresql` package). Without them,
-//! [`database`] says why and returns `None`, and the test is skipped. As root,
-//! the server runs as the `postgres` user (PostgreSQL refuses root).
-#![allow(dead_code)] // each test binary uses part of it
+//! PostgreSQL (`initdb`, `pg_ctl`). The binaries are looked for in
+//! `$HANDLED_PG_BIN`, else the newest `/usr/lib/postgresql/*/bin` (Debian's
+//! `postgresql` package).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
+
+use super::{database_name, free_port, run_as, server_dir, watchdog};
 
 pub struct PgServer {
     pub port: u16,
@@ -36,48 +29,14 @@ fn bin_dir() -> Result<PathBuf, String> {
     found.pop().map(|(_, b)| b).ok_or_else(|| "no /usr/lib/postgresql/*/bin/initdb".to_string())
 }
 
-fn is_root() -> bool {
-    // /proc/self belongs to the process's effective user (no libc needed, so
-    // other crates' tests can include this file).
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
-}
-
 /// `program args…`, as the `postgres` user when we are root.
 fn run(bin: &Path, program: &str, args: &[&str]) -> Result<(), String> {
-    let exe = bin.join(program);
-    let mut cmd = if is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(&exe);
-        c
-    } else {
-        Command::new(&exe)
-    };
-    let out = cmd.args(args).stdin(Stdio::null()).output().map_err(|e| format!("{program}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{program} failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(55432)
+    run_as("postgres", &bin.join(program), args).map(drop)
 }
 
 fn start() -> Result<PgServer, String> {
     let bin = bin_dir()?;
-    let dir = std::env::temp_dir().join(format!("handled-pg-{}-{}", std::process::id(), free_port()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    if is_root() {
-        let ok = Command::new("chown").arg("postgres:").arg(&dir).status().map(|s| s.success()).unwrap_or(false);
-        if !ok {
-            return Err("running as root and cannot hand the data directory to a `postgres` user".into());
-        }
-    }
+    let dir = server_dir("pg", "postgres")?;
     let data = dir.join("data");
     let (data_s, dir_s) = (data.to_string_lossy().into_owned(), dir.to_string_lossy().into_owned());
     run(&bin, "initdb", &["-D", &data_s, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "-N"])?;
@@ -90,18 +49,7 @@ fn start() -> Result<PgServer, String> {
     let log = dir.join("server.log").to_string_lossy().into_owned();
     run(&bin, "pg_ctl", &["-D", &data_s, "-l", &log, "-w", "-t", "60", "-o", &opts, "start"])?;
     // Stop it (immediate shutdown) and clean up once this test binary is gone.
-    let watchdog = format!(
-        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; kill -QUIT $(head -1 {data_s}/postmaster.pid); \
-         sleep 2; rm -rf {dir_s}",
-        pid = std::process::id()
-    );
-    Command::new("sh")
-        .args(["-c", &watchdog])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("watchdog: {e}"))?;
+    watchdog(&format!("kill -QUIT $(head -1 {data_s}/postmaster.pid)"), &dir)?;
     Ok(PgServer { port, dir })
 }
 
@@ -120,9 +68,7 @@ pub async fn database(name: &str) -> Option<String> {
             return None;
         }
     };
-    static N: AtomicU32 = AtomicU32::new(0);
-    let short: String = name.chars().filter(|c| c.is_ascii_alphanumeric()).take(40).collect();
-    let db = format!("t{}_{}", N.fetch_add(1, Ordering::Relaxed), short.to_ascii_lowercase());
+    let db = database_name(name);
     psql(server, "postgres", &format!("create database {db}")).expect("create database");
     Some(format!("postgres://postgres@127.0.0.1:{}/{db}", server.port))
 }

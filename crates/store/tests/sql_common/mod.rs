@@ -1,0 +1,77 @@
+//! What the SQL store's tests run on every database (included by
+//! `sql_postgres.rs` and `sql_mariadb.rs`, whose crate roots provide `store`
+//! and `options` for a fresh database): the store conformance suite, and the
+//! operations in [`operations`].
+
+pub mod operations;
+
+/// One test per conformance test named, on a fresh database each.
+macro_rules! suite {
+    ($names:ident, $($name:ident),* $(,)?) => {
+        pub const $names: &[&str] = &[$(stringify!($name)),*];
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let Some(s) = crate::store(stringify!($name)).await else { return };
+                handled_store::conformance::$name(s).await;
+            }
+        )*
+    };
+}
+#[allow(unused_imports)] // used by the databases with tests of their own
+pub(crate) use suite;
+
+suite!(
+    EVERYWHERE,
+    get_absent,
+    swap_any,
+    delete,
+    invalid_record_rejected,
+    scan_keys_paging,
+    put_many,
+    meta_ops,
+    homing,
+    concurrent_distinct_keys,
+    concurrent_same_key,
+    same_key_racing_creates,
+    stats_count_writes,
+    closed_store_refuses,
+    capabilities_are_kept,
+);
+
+/// Suite tests that run on no SQL database, and why. The first three have
+/// variants (in `operations` or the database's own tests) that check what
+/// the schema can hold instead.
+const NOWHERE: &[(&str, &str)] = &[
+    ("create_absent", "a handle without values has no row in `handles` (operations::create_and_empty_records)"),
+    ("swap_present", "values are rows keyed by index: no order to compare (operations::present_compares_by_index)"),
+    (
+        "values_round_trip",
+        "a 300 kB value exceeds Handle.Net's dataindex (PostgreSQL) and blob (MariaDB); order is the index's \
+         (values_round_trip_in_index_order)",
+    ),
+    ("doc_swap_basics", "no documents in Handle.Net's schema (operations::documents_and_txn_log_are_declined)"),
+    ("doc_index_maintenance", "no documents in Handle.Net's schema"),
+    ("doc_lookup_prefix_order_paging", "no documents in Handle.Net's schema"),
+    ("doc_scan_collection", "no documents in Handle.Net's schema"),
+    ("doc_concurrent_cas", "no documents in Handle.Net's schema"),
+    ("doc_closed_refuses", "no documents in Handle.Net's schema"),
+    ("swap_with_docs_follows_the_handle", "no documents in Handle.Net's schema"),
+    ("swap_with_docs_concurrent", "no documents in Handle.Net's schema"),
+];
+
+/// Every suite test runs on this database or is listed, with a reason, as
+/// not running: `here` the database's own runs, `not_here` its own reasons.
+pub fn every_suite_test_runs_or_says_why_not(here: &[&str], not_here: &[(&str, &str)]) {
+    let mut covered: Vec<&str> = EVERYWHERE.iter().chain(here).copied().collect();
+    covered.extend(NOWHERE.iter().chain(not_here).map(|(n, _)| *n));
+    covered.sort();
+    use handled_store::conformance;
+    let seams = [conformance::RECORDS, conformance::ADMIN, conformance::DOCUMENTS];
+    let mut all: Vec<&str> = seams.iter().flat_map(|s| s.iter().map(|(n, _)| *n)).collect();
+    all.sort();
+    assert_eq!(covered, all, "a suite test is neither run on SQL nor listed as not running, with a reason");
+    // The whole transaction-log suite is declined: no log in the schema
+    // (operations::documents_and_txn_log_are_declined checks the refusal).
+    assert!(!conformance::TXN_LOG.is_empty());
+}
