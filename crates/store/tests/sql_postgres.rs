@@ -13,8 +13,15 @@ mod sql_common;
 use db_server::postgres as pg_server;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use handled_store::{SqlOptions, SqlStore, Store};
+use sqlx::{Connection, Executor};
+
+/// The URL scheme of this database.
+pub const SCHEME: &str = "postgres";
+/// A statement timeout short enough for a test to wait out.
+pub const SHORT_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// Options for a fresh database with the tables created.
 pub async fn options(name: &str) -> Option<SqlOptions> {
@@ -25,6 +32,40 @@ pub async fn options(name: &str) -> Option<SqlOptions> {
 pub async fn store(name: &str) -> Option<Arc<dyn Store>> {
     let o = options(name).await?;
     Some(Arc::new(SqlStore::connect(&o).await.expect("open the sql store")))
+}
+
+/// Another program holding a handle's rows (`for update`, in an open transaction).
+pub struct RowLock(sqlx::PgConnection);
+
+pub async fn lock_rows(url: &str, handle: &str) -> RowLock {
+    let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+    c.execute("begin").await.unwrap();
+    sqlx::query("select * from handles where handle = $1 for update")
+        .bind(handle.as_bytes())
+        .execute(&mut c)
+        .await
+        .unwrap();
+    RowLock(c)
+}
+
+impl RowLock {
+    pub async fn release(mut self) {
+        self.0.execute("rollback").await.unwrap();
+    }
+}
+
+/// Cut every other connection to the database, as a restart or an idle cut
+/// would: how many there were.
+pub async fn cut_connections(url: &str) -> usize {
+    let mut admin = sqlx::PgConnection::connect(url).await.unwrap();
+    let cut: Vec<(bool,)> = sqlx::query_as(
+        "select pg_terminate_backend(pid) from pg_stat_activity \
+         where datname = current_database() and pid <> pg_backend_pid()",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    cut.len()
 }
 
 // Conformance tests that run here only: keys that are not UTF-8 (MariaDB's

@@ -12,7 +12,13 @@
 
 use sqlx::{MySql, MySqlPool, PgPool, Postgres, Transaction};
 
-use super::options::Dialect;
+/// Which database the URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+    /// MariaDB, or MySQL (one wire protocol, one driver).
+    MySql,
+}
 
 #[derive(Clone)]
 pub(crate) enum Pool {

@@ -48,7 +48,8 @@ mod refs;
 pub mod schema;
 mod values;
 
-pub use options::{Dialect, SqlOptions};
+pub use db::Dialect;
+pub use options::SqlOptions;
 
 /// Handle storage in Handle.Net's SQL tables (PostgreSQL, MariaDB/MySQL).
 pub struct SqlStore {

@@ -8,7 +8,7 @@ use sqlx::pool::PoolOptions;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use sqlx::Executor;
 
-use super::db::Pool;
+use super::db::{Dialect, Pool};
 use crate::StoreError;
 
 /// Options of a [`super::SqlStore`].
@@ -57,14 +57,6 @@ impl Default for SqlOptions {
             meta_table: true,
         }
     }
-}
-
-/// Which database the URL names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    Postgres,
-    /// MariaDB, or MySQL (one wire protocol, one driver).
-    MySql,
 }
 
 impl SqlOptions {

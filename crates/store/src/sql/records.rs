@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use sqlx::Row;
 
+use super::db::Dialect;
 use super::db::{bind_key, on_pool, on_tx, Sql, Tx};
 use super::error::{backend, is_connection_lost, is_retryable_write, is_unique_violation};
-use super::options::Dialect;
 use super::values::{canonical, rows_of, NullableRow, ValueRow};
 use super::{mysql, postgres, SqlStore};
 use crate::{Expect, HandleRecord, InvalidRecord, StoreError, SwapOutcome};

@@ -6,9 +6,9 @@
 //! statements bind); missing ones are created only with `create_schema`,
 //! otherwise the error shows the statements to run.
 
+use super::db::Dialect;
 use super::db::{on_pool, Pool, Sql};
 use super::error::backend;
-use super::options::Dialect;
 use crate::StoreError;
 
 /// Handle.Net's PostgreSQL tables and indexes, §8.2, statement by statement.

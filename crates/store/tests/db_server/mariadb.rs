@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::{database_name, free_port, is_root, run_as, server_dir, watchdog};
+use super::{client, free_port, fresh_database, is_root, run_as, server_dir, watchdog};
 
 pub struct MariaDbServer {
     pub port: u16,
@@ -86,15 +86,7 @@ pub fn server() -> Result<&'static MariaDbServer, String> {
 /// A fresh, empty database: its URL (`mariadb://root@127.0.0.1:PORT/NAME`),
 /// or `None` after printing why the test is skipped.
 pub async fn database(name: &str) -> Option<String> {
-    let server = match server() {
-        Ok(s) => s,
-        Err(why) => {
-            eprintln!("skipped: no MariaDB for this test: {why}");
-            return None;
-        }
-    };
-    let db = database_name(name);
-    sql(server, "", &format!("create database {db}")).expect("create database");
+    let (server, db) = fresh_database("MariaDB", server(), name, |s, db| sql(s, "", &format!("create database {db}")))?;
     Some(format!("mariadb://root@127.0.0.1:{}/{db}", server.port))
 }
 
@@ -102,15 +94,9 @@ pub async fn database(name: &str) -> Option<String> {
 /// none), as a program other than `handled` would: its output (tab-separated,
 /// no column names), or the error.
 pub fn sql(server: &MariaDbServer, db: &str, statements: &str) -> Result<String, String> {
-    let out = Command::new(program("mariadb")?)
-        .args(["--no-defaults", "--batch", "--skip-column-names", "--protocol=tcp", "-h", "127.0.0.1", "-u", "root"])
+    let mut cmd = Command::new(program("mariadb")?);
+    cmd.args(["--no-defaults", "--batch", "--skip-column-names", "--protocol=tcp", "-h", "127.0.0.1", "-u", "root"])
         .args(["-P", &server.port.to_string(), "-e", statements])
-        .args((!db.is_empty()).then_some(db))
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("mariadb: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("mariadb: {}", String::from_utf8_lossy(&out.stderr)));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+        .args((!db.is_empty()).then_some(db));
+    client(cmd, "mariadb")
 }

@@ -84,3 +84,33 @@ pub(crate) fn database_name(test: &str) -> String {
     let short: String = test.chars().filter(|c| c.is_ascii_alphanumeric()).take(40).collect();
     format!("t{}_{}", N.fetch_add(1, Ordering::Relaxed), short.to_ascii_lowercase())
 }
+
+/// A fresh database named after the test on the shared server of one kind,
+/// made by `create(server, name)`: the server and the name, or `None` after
+/// printing why the test is skipped.
+pub(crate) fn fresh_database<S>(
+    kind: &str,
+    server: Result<&'static S, String>,
+    test: &str,
+    create: impl FnOnce(&S, &str) -> Result<String, String>,
+) -> Option<(&'static S, String)> {
+    let server = match server {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("skipped: no {kind} for this test: {why}");
+            return None;
+        }
+    };
+    let db = database_name(test);
+    create(server, &db).expect("create database");
+    Some((server, db))
+}
+
+/// A database client run as another program would: its output, or the error.
+pub(crate) fn client(mut cmd: Command, name: &str) -> Result<String, String> {
+    let out = cmd.stdin(Stdio::null()).output().map_err(|e| format!("{name}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{name}: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+}

@@ -3,10 +3,10 @@
 //! `postgresql` package).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 
-use super::{database_name, free_port, run_as, server_dir, watchdog};
+use super::{client, free_port, fresh_database, run_as, server_dir, watchdog};
 
 pub struct PgServer {
     pub port: u16,
@@ -61,30 +61,22 @@ pub fn server() -> Result<&'static PgServer, String> {
 /// A fresh, empty database: its URL (`postgres://postgres@127.0.0.1:PORT/NAME`),
 /// or `None` after printing why the test is skipped.
 pub async fn database(name: &str) -> Option<String> {
-    let server = match server() {
-        Ok(s) => s,
-        Err(why) => {
-            eprintln!("skipped: no PostgreSQL for this test: {why}");
-            return None;
-        }
-    };
-    let db = database_name(name);
-    psql(server, "postgres", &format!("create database {db}")).expect("create database");
+    let (server, db) =
+        fresh_database("PostgreSQL", server(), name, |s, db| psql(s, "postgres", &format!("create database {db}")))?;
     Some(format!("postgres://postgres@127.0.0.1:{}/{db}", server.port))
 }
 
 /// Run `sql` with `psql` on database `db`, as a program other than `handled`
 /// would: its output (tuples only, unaligned), or the error.
 pub fn psql(server: &PgServer, db: &str, sql: &str) -> Result<String, String> {
-    let bin = bin_dir()?;
-    let out = Command::new(bin.join("psql"))
-        .args(["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-U", "postgres"])
-        .args(["-p", &server.port.to_string(), "-d", db, "-c", sql])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("psql: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("psql: {}", String::from_utf8_lossy(&out.stderr)));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+    let mut cmd = Command::new(bin_dir()?.join("psql"));
+    cmd.args(["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-U", "postgres"]).args([
+        "-p",
+        &server.port.to_string(),
+        "-d",
+        db,
+        "-c",
+        sql,
+    ]);
+    client(cmd, "psql")
 }

@@ -5,6 +5,26 @@
 
 pub mod operations;
 
+use handled_proto::{HandleValue, TtlType, ValuePermissions, ValueReference};
+use handled_store::HandleRecord;
+
+/// A record that sets every column of Handle.Net's row to something other
+/// than its default (`TEST/1`'s rows in each database's `handle_net` tests):
+/// index 1 a plain URL, index 100 with permissions, an absolute TTL, a
+/// timestamp and two references (one with a tab in its handle).
+pub fn every_column_record() -> HandleRecord {
+    let mut admin = HandleValue::new(100, "HS_ADMIN", vec![0x0f, 0xf2]);
+    admin.permissions = ValuePermissions(ValuePermissions::ADMIN_READ | ValuePermissions::PUBLIC_WRITE);
+    admin.ttl_type = TtlType::Absolute;
+    admin.ttl = 1_900_000_000;
+    admin.timestamp = 1_700_000_000;
+    admin.references = vec![
+        ValueReference { handle: b"0.NA/TEST".to_vec(), index: 200 },
+        ValueReference { handle: b"TEST/tab\there".to_vec(), index: -1 },
+    ];
+    HandleRecord::new(vec![admin, HandleValue::new(1, "URL", "https://example.org/")])
+}
+
 /// One test per conformance test named, on a fresh database each.
 macro_rules! suite {
     ($names:ident, $($name:ident),* $(,)?) => {

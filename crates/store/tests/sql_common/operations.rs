@@ -1,8 +1,11 @@
 //! What the SQL store does where the shared suite expects what its schema
 //! cannot hold, and the operations around it, on every database: several
-//! nodes on one database, read-only, what it declines.
+//! nodes on one database, read-only, statement timeouts, reconnects, what it
+//! declines. What only another program can do to the database (hold rows,
+//! cut connections) is the crate root's (`lock_rows`, `cut_connections`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use handled_proto::HandleValue;
 use handled_store::conformance::url_record;
@@ -151,4 +154,48 @@ async fn documents_and_txn_log_are_declined() {
     says(s.txn_log_reset(5).await.unwrap_err(), "no transaction log");
     s.checkpoint().await.unwrap();
     assert!(s.export().is_err(), "backups are the database's own (pg_dump)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_held_row_lock_times_out_instead_of_hanging() {
+    let Some(o) = options("held_row_lock").await else { return };
+    let fast = SqlOptions { statement_timeout: crate::SHORT_TIMEOUT, ..o.clone() };
+    let s = SqlStore::connect(&fast).await.unwrap();
+    s.swap(b"T/locked", Expect::Absent, Some(url_record("x"))).await.unwrap();
+    // Another program holds the handle's rows.
+    let other = crate::lock_rows(&o.url, "T/locked").await;
+    let started = std::time::Instant::now();
+    let e = s.swap(b"T/locked", Expect::Any, Some(url_record("y"))).await.unwrap_err();
+    assert!(e.to_string().contains("timed out"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    other.release().await;
+    assert!(s.swap(b"T/locked", Expect::Any, Some(url_record("y"))).await.unwrap().is_done());
+    assert_eq!(s.stats().failed_ops, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connections_the_database_cut_are_replaced() {
+    let Some(o) = options("connections_cut").await else { return };
+    let s = SqlStore::connect(&o).await.unwrap();
+    s.swap(b"T/1", Expect::Absent, Some(url_record("x"))).await.unwrap();
+    for _ in 0..3 {
+        assert_eq!(s.get(b"T/1").await.unwrap(), Some(url_record("x")));
+    }
+    // As a database restart or an idle cut would.
+    assert!(crate::cut_connections(&o.url).await > 0, "the store had connections open");
+    assert_eq!(s.get(b"T/1").await.unwrap(), Some(url_record("x")));
+    assert!(s.swap(b"T/2", Expect::Absent, Some(url_record("y"))).await.unwrap().is_done());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unreachable_database_is_a_clear_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let o = SqlOptions {
+        url: format!("{}://u:secret@127.0.0.1:{port}/none", crate::SCHEME),
+        connect_timeout: Duration::from_millis(500),
+        ..SqlOptions::default()
+    };
+    let e = SqlStore::connect(&o).await.err().expect("nothing listens there").to_string();
+    assert!(e.contains("connect_timeout_ms") || e.contains("refused"), "{e}");
+    assert!(!e.contains("secret"), "{e}");
 }

@@ -3,8 +3,8 @@
 //! blob), and rows another program inserts or changes with the `mariadb`
 //! client are read at once.
 
-use handled_proto::{HandleValue, TtlType, ValuePermissions, ValueReference};
-use handled_store::{Expect, HandleRecord, RecordStore, SqlStore};
+use handled_proto::{ValuePermissions, ValueReference};
+use handled_store::{Expect, RecordStore, SqlStore};
 
 use crate::{mariadb, options};
 
@@ -40,16 +40,7 @@ async fn the_schema_is_handle_nets() {
 async fn rows_are_written_as_handle_net_writes_them() {
     let Some(o) = options("rows_as_handle_net").await else { return };
     let s = SqlStore::connect(&o).await.unwrap();
-    let mut admin = HandleValue::new(100, "HS_ADMIN", vec![0x0f, 0xf2]);
-    admin.permissions = ValuePermissions(ValuePermissions::ADMIN_READ | ValuePermissions::PUBLIC_WRITE);
-    admin.ttl_type = TtlType::Absolute;
-    admin.ttl = 1_900_000_000;
-    admin.timestamp = 1_700_000_000;
-    admin.references = vec![
-        ValueReference { handle: b"0.NA/TEST".to_vec(), index: 200 },
-        ValueReference { handle: b"TEST/tab\there".to_vec(), index: -1 },
-    ];
-    let rec = HandleRecord::new(vec![admin, HandleValue::new(1, "URL", "https://example.org/")]);
+    let rec = crate::sql_common::every_column_record();
     s.swap(b"TEST/1", Expect::Absent, Some(rec)).await.unwrap();
     let rows = mariadb(
         &o.url,

@@ -1,13 +1,9 @@
 //! MariaDB's own: handles as UTF-8 text matched by their bytes whatever the
-//! table's collation, its limits (`blob`), statement timeouts, reconnects
-//! after the database cut connections, the statements a missing table needs.
-
-use std::time::Duration;
+//! table's collation, its limits (`blob`), the statements a missing table needs.
 
 use handled_proto::HandleValue;
 use handled_store::conformance::{rich_record, url_record};
-use handled_store::{Expect, HandleRecord, RecordStore, SqlOptions, SqlStore, StoreAdmin, StoreError, SwapOutcome};
-use sqlx::{Connection, Executor};
+use handled_store::{Expect, HandleRecord, RecordStore, SqlOptions, SqlStore, StoreError, SwapOutcome};
 
 use crate::{mariadb, options, store};
 
@@ -101,44 +97,4 @@ async fn missing_tables_are_named_with_their_statements() {
     let e = SqlStore::connect(&SqlOptions { create_schema: false, ..o }).await.err().unwrap().to_string();
     assert!(e.contains("nas, handles, handled_meta"), "{e}");
     assert!(e.contains("create table handles (handle varchar(255) not null"), "{e}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_held_row_lock_times_out_instead_of_hanging() {
-    let Some(o) = options("held_row_lock").await else { return };
-    // innodb_lock_wait_timeout counts whole seconds: one at least.
-    let fast = SqlOptions { statement_timeout: Duration::from_millis(1000), ..o.clone() };
-    let s = SqlStore::connect(&fast).await.unwrap();
-    s.swap(b"T/locked", Expect::Absent, Some(url_record("x"))).await.unwrap();
-    // Another program holds the handle's rows.
-    let mut other = sqlx::MySqlConnection::connect(&o.url.replace("mariadb://", "mysql://")).await.unwrap();
-    other.execute("begin").await.unwrap();
-    other.execute("select * from handles where handle = 'T/locked' for update").await.unwrap();
-    let started = std::time::Instant::now();
-    let e = s.swap(b"T/locked", Expect::Any, Some(url_record("y"))).await.unwrap_err();
-    assert!(e.to_string().contains("timed out"), "{e}");
-    assert!(started.elapsed() < Duration::from_secs(5));
-    other.execute("rollback").await.unwrap();
-    assert!(s.swap(b"T/locked", Expect::Any, Some(url_record("y"))).await.unwrap().is_done());
-    assert_eq!(s.stats().failed_ops, 1);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn connections_the_database_cut_are_replaced() {
-    let Some(o) = options("connections_cut").await else { return };
-    let s = SqlStore::connect(&o).await.unwrap();
-    s.swap(b"T/1", Expect::Absent, Some(url_record("x"))).await.unwrap();
-    for _ in 0..3 {
-        assert_eq!(s.get(b"T/1").await.unwrap(), Some(url_record("x")));
-    }
-    // As a database restart or an idle cut would.
-    let ids = mariadb(
-        &o.url,
-        "select id from information_schema.processlist where db = database() and id <> connection_id()",
-    );
-    assert!(!ids.is_empty(), "the store had connections open");
-    let kills: Vec<String> = ids.lines().map(|id| format!("kill {id};")).collect();
-    mariadb(&o.url, &kills.join(" "));
-    assert_eq!(s.get(b"T/1").await.unwrap(), Some(url_record("x")));
-    assert!(s.swap(b"T/2", Expect::Absent, Some(url_record("y"))).await.unwrap().is_done());
 }
