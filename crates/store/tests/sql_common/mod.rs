@@ -25,6 +25,24 @@ pub fn every_column_record() -> HandleRecord {
     HandleRecord::new(vec![admin, HandleValue::new(1, "URL", "https://example.org/")])
 }
 
+/// `APP/43` as the `handle_net` tests deposit it with plain SQL: references as
+/// Handle.Net 9.0.0 writes them (`%XXXX`) and as §8.1.4 describes them (raw tabs).
+pub fn deposited_references_read(got: &HandleRecord) {
+    let refs: Vec<Vec<ValueReference>> = got.values.iter().map(|v| v.references.clone()).collect();
+    let r = |index, handle: &str| ValueReference { handle: handle.as_bytes().to_vec(), index };
+    assert_eq!(refs, vec![vec![r(1, "TEST/ADMIN"), r(300, "TEST/R\u{e9}%")], vec![r(1, "A"), r(2, "B\tC")]]);
+}
+
+/// `APP/42` as the `handle_net` tests deposit it: one full row, one of NULLs.
+pub fn deposited_values_read(got: &HandleRecord) {
+    assert_eq!(got.values.len(), 2);
+    assert_eq!(got.values[0].data, b"https://example.org/42");
+    assert_eq!(got.values[0].permissions, ValuePermissions(0x0e));
+    assert_eq!((got.values[0].ttl, got.values[0].timestamp), (86400, 1_700_000_000));
+    assert_eq!(got.values[1].value_type, b"EMAIL");
+    assert_eq!(got.values[1].permissions, ValuePermissions(0), "NULL booleans read as false");
+}
+
 /// One test per conformance test named, on a fresh database each.
 macro_rules! suite {
     ($names:ident, $($name:ident),* $(,)?) => {

@@ -3,7 +3,6 @@
 //! blob), and rows another program inserts or changes with the `mariadb`
 //! client are read at once.
 
-use handled_proto::{ValuePermissions, ValueReference};
 use handled_store::{Expect, RecordStore, SqlStore};
 
 use crate::{mariadb, options};
@@ -72,16 +71,8 @@ async fn rows_another_program_writes_are_read_at_once() {
          '1:TEST/ADMIN%0009300:TEST/R%00E9%0025', true, true, true, false), \
          ('APP/43', 2, 'URL', 'x', 0, 86400, 1700000000, '1:A\\t2:B\\\\tC', true, true, true, false)",
     );
-    let refs = s.get(b"APP/43").await.unwrap().unwrap().values.into_iter().map(|v| v.references).collect::<Vec<_>>();
-    let r = |index, handle: &str| ValueReference { handle: handle.as_bytes().to_vec(), index };
-    assert_eq!(refs, vec![vec![r(1, "TEST/ADMIN"), r(300, "TEST/R\u{e9}%")], vec![r(1, "A"), r(2, "B\tC")]]);
-    let got = s.get(b"APP/42").await.unwrap().unwrap();
-    assert_eq!(got.values.len(), 2);
-    assert_eq!(got.values[0].data, b"https://example.org/42");
-    assert_eq!(got.values[0].permissions, ValuePermissions(0x0e));
-    assert_eq!((got.values[0].ttl, got.values[0].timestamp), (86400, 1_700_000_000));
-    assert_eq!(got.values[1].value_type, b"EMAIL");
-    assert_eq!(got.values[1].permissions, ValuePermissions(0), "NULL booleans read as false");
+    crate::sql_common::deposited_references_read(&s.get(b"APP/43").await.unwrap().unwrap());
+    crate::sql_common::deposited_values_read(&s.get(b"APP/42").await.unwrap().unwrap());
     // A change by the other program shows on the next read: nothing is cached.
     mariadb(&o.url, "update handles set data = 'https://example.org/moved' where handle = 'APP/42' and idx = 1");
     assert_eq!(s.get(b"APP/42").await.unwrap().unwrap().values[0].data, b"https://example.org/moved");

@@ -2,7 +2,6 @@
 //! rows are written as Handle.Net writes them (§8.1.4), and rows another
 //! program inserts or changes with plain SQL are read at once.
 
-use handled_proto::{ValuePermissions, ValueReference};
 use handled_store::{Expect, RecordStore, SqlStore};
 use sqlx::{Connection, Executor, Row};
 
@@ -98,17 +97,9 @@ async fn rows_another_program_writes_are_read_at_once() {
     )
     .await
     .unwrap();
-    let refs = s.get(b"APP/43").await.unwrap().unwrap().values.into_iter().map(|v| v.references).collect::<Vec<_>>();
-    let r = |index, handle: &str| ValueReference { handle: handle.as_bytes().to_vec(), index };
-    assert_eq!(refs, vec![vec![r(1, "TEST/ADMIN"), r(300, "TEST/R\u{e9}%")], vec![r(1, "A"), r(2, "B\tC")]]);
+    crate::sql_common::deposited_references_read(&s.get(b"APP/43").await.unwrap().unwrap());
     c.execute("delete from handles where handle = 'APP/43'::bytea").await.unwrap();
-    let got = s.get(b"APP/42").await.unwrap().unwrap();
-    assert_eq!(got.values.len(), 2);
-    assert_eq!(got.values[0].data, b"https://example.org/42");
-    assert_eq!(got.values[0].permissions, ValuePermissions(0x0e));
-    assert_eq!((got.values[0].ttl, got.values[0].timestamp), (86400, 1_700_000_000));
-    assert_eq!(got.values[1].value_type, b"EMAIL");
-    assert_eq!(got.values[1].permissions, ValuePermissions(0), "NULL booleans read as false");
+    crate::sql_common::deposited_values_read(&s.get(b"APP/42").await.unwrap().unwrap());
     // A change by the other program shows on the next read: nothing is cached.
     c.execute(
         "update handles set data = 'https://example.org/moved'::bytea where handle = 'APP/42'::bytea and idx = 1",
