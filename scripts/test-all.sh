@@ -96,6 +96,8 @@ suite templates "template handles beside the original Handle.Net 9.0.0 (tests/te
   tests/templates/compare.sh "$BIN"
 suite sql-handle-net "Handle.Net 9.0.0 (storage_type sql) and handled (store sql) on one PostgreSQL (tests/sql-handle-net)" \
   tests/sql-handle-net/run.sh "$BIN"
+suite sql-handle-net-mariadb "Handle.Net 9.0.0 (storage_type sql) and handled (store sql) on one MariaDB (tests/sql-handle-net)" \
+  tests/sql-handle-net/run.sh "$BIN" mariadb
 suite global-resolution "the global resolver against the Java client's own global resolution, in a loopback-only namespace (tests/global-resolution)" \
   tests/global-resolution/run.sh "$BIN"
 suite hostile "every attack of tests/hostile against one server, ordinary clients probing throughout" \

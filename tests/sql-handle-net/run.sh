@@ -1,29 +1,38 @@
 #!/usr/bin/env bash
-# Handle.Net 9.0.0 on SQL storage and `handled` with `store = "sql"` on ONE PostgreSQL
-# database, judged value by value (issue 26, "Judged by the original"):
+# Handle.Net 9.0.0 on SQL storage and `handled` with `store = "sql"` on ONE PostgreSQL or
+# MariaDB database, judged value by value (issue 26, "Judged by the original"):
 #
-#   sudo tests/sql-handle-net/run.sh path/to/release/handled
+#   sudo tests/sql-handle-net/run.sh path/to/release/handled [postgres|mariadb]
 #
 # 1. a loopback-only network namespace (hssqlhn) holds everything: a throwaway PostgreSQL
-#    (initdb in the work dir, 127.0.0.1:5432 inside the namespace), Handle.Net 9.0.0 (the
+#    (initdb in the work dir, 127.0.0.1:5432 inside the namespace) or MariaDB
+#    (mariadb-install-db, 127.0.0.1:3306), Handle.Net 9.0.0 (the
 #    shared harness, a copy of its distribution with the JDBC driver in lib/, config.dct set
 #    to storage_type = "sql" as the Technical Manual §8.2 shows) and handled (store = "sql");
-# 2. the tables are §8.2's, made with psql; Handle.Net's own code (the harness's
+# 2. the tables are §8.2's (PostgreSQL) or §8.1.2's (MySQL), made with the database's client; Handle.Net's own code (the harness's
 #    BootstrapAdmin) homes 0.NA/TEST and writes TEST/ADMIN into them; handled starts second;
 # 3. handles are created through Handle.Net (native TCP, JSON API), through handled (native
-#    TCP, JSON API) and by a third program (psql INSERTs), then every one is resolved through
+#    TCP, JSON API) and by a third program (psql/mariadb INSERTs), then every one is resolved through
 #    both servers (authenticated, restricted values included) and compared index by index:
 #    type, data, TTL type and TTL, permissions, references, timestamp (compare.py of
 #    tests/replication);
-# 4. deletes through each server (native and JSON) and a row deleted with psql: gone from both.
+# 4. deletes through each server (native and JSON) and a row deleted by the third program:
+#    gone from both.
 #
-# Skips (exit 77, tests/skip.sh) without the harness, root, Java, PostgreSQL's binaries or
-# the JDBC driver (org.postgresql:postgresql, from ~/.m2 or fetched with Maven).
+# Skips (exit 77, tests/skip.sh) without the harness, root, Java, the database's binaries or
+# the JDBC driver (org.postgresql:postgresql or org.mariadb.jdbc:mariadb-java-client, from
+# ~/.m2 or fetched with Maven). The database-specific parts are in db-postgres.sh and
+# db-mariadb.sh.
 # KEEP_WORK=1 keeps the work directory.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-SUITE=sql-handle-net
+DB=${2:-postgres}
+case "$DB" in
+  postgres) SUITE=sql-handle-net ;;
+  mariadb) SUITE=sql-handle-net-mariadb ;;
+  *) echo "usage: $0 path/to/handled [postgres|mariadb]" >&2; exit 2 ;;
+esac
 . "$REPO/tests/handle-net-peer.sh"
 require_handle_net_peer "$SUITE" java javac python3 curl runuser
 . "$REPO/tests/skip.sh"
@@ -32,23 +41,20 @@ require_handle_net_peer "$SUITE" java javac python3 curl runuser
 BIN=$(realpath "$1")
 [ -x "$BIN" ] || { echo "no handled binary at $1" >&2; exit 2; }
 
-PG_BIN=${HANDLED_PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
-[ -x "$PG_BIN/initdb" ] || skip_suite "$SUITE" "no PostgreSQL binaries (apt-get install postgresql, or set HANDLED_PG_BIN)"
-id postgres >/dev/null 2>&1 || skip_suite "$SUITE" "no postgres user to run PostgreSQL as"
-
-JDBC_VERSION=${JDBC_VERSION:-42.7.14}
-JDBC_JAR=${JDBC_JAR:-$HOME/.m2/repository/org/postgresql/postgresql/$JDBC_VERSION/postgresql-$JDBC_VERSION.jar}
+# db_check, db_start, db_stop, sql_as, db_tables, JDBC_*, HANDLED_URL and the spellings
+# key/blob/hexblob/esc/text_of: one file per database.
+. "$HERE/db-$DB.sh"
+db_check
 if [ ! -f "$JDBC_JAR" ] && command -v mvn >/dev/null; then
-  timeout 300 mvn -q dependency:get -Dartifact="org.postgresql:postgresql:$JDBC_VERSION" -Dtransitive=false >/dev/null 2>&1 || true
+  timeout 300 mvn -q dependency:get -Dartifact="$JDBC_ARTIFACT" -Dtransitive=false >/dev/null 2>&1 || true
 fi
-[ -f "$JDBC_JAR" ] || skip_suite "$SUITE" "no PostgreSQL JDBC driver (org.postgresql:postgresql:$JDBC_VERSION from Maven Central; set JDBC_JAR)"
+[ -f "$JDBC_JAR" ] || skip_suite "$SUITE" "no JDBC driver ($JDBC_ARTIFACT from Maven Central; set JDBC_JAR)"
 
 export HS_NETNS=${HS_NETNS:-hssqlhn}
 export HS_HEAP=${HS_HEAP:--Xms128m -Xmx384m}
 export HS_PORT=2641 HS_HTTP_PORT=8000
 HANDLED_PORT=2651
 HANDLED_HTTP=8001
-PG_PORT=5432
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/handled-sqlhn-XXXXXX")
 chmod 755 "$WORK"
 export HS_PEER="$WORK/hn"
@@ -56,9 +62,7 @@ handled_pid=""
 cleanup() {
   [ -n "$handled_pid" ] && kill "$handled_pid" 2>/dev/null || true
   "$PEER/stop.sh" >/dev/null 2>&1 || true
-  if [ -f "$WORK/pg/data/postmaster.pid" ]; then
-    ip netns exec "$HS_NETNS" runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$WORK/pg/data" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
-  fi
+  db_stop
   [ "$HS_NETNS" = hssqlhn ] && ip netns del hssqlhn 2>/dev/null || true
   if [ "${KEEP_WORK:-0}" = 1 ]; then echo "work dir kept: $WORK"; else rm -rf "$WORK"; fi
 }
@@ -73,26 +77,8 @@ ip netns list | grep -qw "$HS_NETNS" || ip netns add "$HS_NETNS"
 ip -n "$HS_NETNS" link set lo up
 if ip -n "$HS_NETNS" -o link show | grep -v ': lo:' | grep -q .; then die "netns $HS_NETNS has non-loopback interfaces"; fi
 
-log "PostgreSQL ($PG_BIN) on 127.0.0.1:$PG_PORT inside the namespace"
-mkdir -p "$WORK/pg"; chown postgres: "$WORK/pg"
-runuser -u postgres -- "$PG_BIN/initdb" -D "$WORK/pg/data" -U postgres --auth=trust -E UTF8 --locale=C -N >"$WORK/initdb.log" 2>&1 \
-  || { cat "$WORK/initdb.log"; die initdb; }
-in_ns runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/server.log" -w -t 60 \
-  -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $WORK/pg -c fsync=off -c shared_buffers=32MB" start >/dev/null \
-  || { cat "$WORK/pg/server.log"; die "PostgreSQL did not start"; }
-# psql USER SQL: a third program on the database (tuples only, unaligned).
-psql_as() {
-  in_ns "$PG_BIN/psql" -X -q -t -A -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U "$1" -d "${PSQL_DB:-handlesystem}" -c "$2"
-}
-PSQL_DB=postgres psql_as postgres "create role handleserver login password 'hspass'"
-PSQL_DB=postgres psql_as postgres "create database handlesystem owner handleserver encoding 'UTF8'"
-# The tables exactly as the Technical Manual's §8.2 creates them.
-psql_as handleserver "create table nas (na bytea not null, primary key(na));
-create table handles (handle bytea not null, idx int4 not null, type bytea, data bytea, ttl_type int2, ttl int4,
-  timestamp int4, refs text, admin_read bool, admin_write bool, pub_read bool, pub_write bool, primary key(handle, idx));
-create index dataindex on handles ( data );
-create index handleindex on handles ( handle );
-grant select on nas,handles to public;"
+db_start
+db_tables
 
 log "Handle.Net 9.0.0: a copy of the distribution with the JDBC driver in lib/, storage_type = sql"
 cp -r "$PEER/hsj-9.0.0" "$WORK/hsj"
@@ -100,14 +86,14 @@ cp "$JDBC_JAR" "$WORK/hsj/lib/"
 export HSJ_HOME="$WORK/hsj"
 "$PEER/setup.sh" --force >"$WORK/setup.log" 2>&1 || { cat "$WORK/setup.log"; die "harness setup"; }
 SVR="$HS_PEER/svr"
-python3 - "$SVR/config.dct" "$PG_PORT" <<'PY'
+python3 - "$SVR/config.dct" "$JDBC_URL" "$JDBC_DRIVER" <<'PY'
 import re, sys
-p, port = sys.argv[1], sys.argv[2]
+p, url, driver = sys.argv[1], sys.argv[2], sys.argv[3]
 t = open(p).read()
 block = f'''    "storage_type" = "sql"
     "sql_settings" = {{
-      "sql_url" = "jdbc:postgresql://127.0.0.1:{port}/handlesystem"
-      "sql_driver" = "org.postgresql.Driver"
+      "sql_url" = "{url}"
+      "sql_driver" = "{driver}"
       "sql_login" = "handleserver"
       "sql_passwd" = "hspass"
       "sql_read_only" = "no"
@@ -126,9 +112,9 @@ CP=$(hsj_classpath)
 in_ns java -cp "$CP" "$PEER/bootstrap/BootstrapAdmin.java" "$SVR" TEST TEST/ADMIN 301 benchsecret 300 \
   >"$WORK/bootstrap-sql.log" 2>&1 || grep -q "Checkpoint not supported" "$WORK/bootstrap-sql.log" \
   || { cat "$WORK/bootstrap-sql.log"; die "BootstrapAdmin on SQL"; }
-[ "$(psql_as handleserver "select count(*) from handles where handle = 'TEST/ADMIN'::bytea")" = 3 ] \
-  && [ "$(psql_as handleserver "select count(*) from nas where na = '0.NA/TEST'::bytea")" = 1 ] \
-  || die "BootstrapAdmin did not write 0.NA/TEST and TEST/ADMIN into PostgreSQL: $(cat "$WORK/bootstrap-sql.log")"
+[ "$(sql_as handleserver "select count(*) from handles where handle = $(key TEST/ADMIN)")" = 3 ] \
+  && [ "$(sql_as handleserver "select count(*) from nas where na = $(key 0.NA/TEST)")" = 1 ] \
+  || die "BootstrapAdmin did not write 0.NA/TEST and TEST/ADMIN into $DB: $(cat "$WORK/bootstrap-sql.log")"
 "$PEER/start.sh" >"$WORK/start.log" 2>&1 || { cat "$WORK/start.log"; tail -30 "$SVR/error.log" 2>/dev/null; die "Handle.Net start"; }
 grep -q '"startup_ms"' "$WORK/start.log" && sed 's/^/   /' "$WORK/start.log"
 
@@ -137,7 +123,7 @@ cat >"$WORK/handled.toml" <<TOML
 server_admins = ["300:TEST/ADMIN", "301:TEST/ADMIN"]
 store = "sql"
 [sql]
-url = "postgres://handleserver@127.0.0.1:$PG_PORT/handlesystem"
+url = "$HANDLED_URL"
 # handled_meta (the site serial) is the one table of ours; Handle.Net's tables exist already.
 create_schema = true
 TOML
@@ -211,17 +197,18 @@ json_ok PUT "$HS_HTTP_PORT" TEST/HN-JSON-DEL "$(json_body hnj2)"
 json_ok PUT "$HANDLED_HTTP" TEST/HD-JSON-1 "$(json_body hdj1)"
 json_ok PUT "$HANDLED_HTTP" TEST/HD-JSON-DEL "$(json_body hdj2)"
 
-log "rows inserted by a third program (psql)"
+log "rows inserted by a third program ($DB's client)"
 # HS_ADMIN for 300:TEST/ADMIN with all twelve permissions (Encoder.encodeAdminRecord's bytes).
 admin_hex=$(python3 -c 'import struct; h=b"TEST/ADMIN"; print((struct.pack(">H", 0x0fff) + struct.pack(">I", len(h)) + h + struct.pack(">I", 300)).hex())')
-psql_as handleserver "insert into handles values
- ('TEST/SQL-1'::bytea, 100, 'HS_ADMIN'::bytea, '\\x$admin_hex'::bytea, 0, 86400, 1700000000, '', true, true, true, false),
- ('TEST/SQL-1'::bytea, 1, 'URL'::bytea, 'http://example.org/sql1'::bytea, 0, 3600, 1700000001, '', true, true, true, false),
- ('TEST/SQL-1'::bytea, 2, 'DESC'::bytea, '\\x00ff10'::bytea, 1, 2000000000, 1700000002, '', true, true, true, true),
- ('TEST/SQL-1'::bytea, 3, 'NOTE'::bytea, 'hidden'::bytea, 0, 60, 1700000003, '', true, false, false, false),
- ('TEST/SQL-1'::bytea, 4, 'URL'::bytea, 'http://example.org/refs'::bytea, 0, 86400, 1700000004, E'1:TEST/ADMIN\t300:TEST/A\\\\tB', true, true, true, false),
- ('TEST/SQL-DEL'::bytea, 100, 'HS_ADMIN'::bytea, '\\x$admin_hex'::bytea, 0, 86400, 1700000000, '', true, true, true, false),
- ('TEST/SQL-DEL'::bytea, 1, 'URL'::bytea, 'http://example.org/sqldel'::bytea, 0, 86400, 1700000000, '', true, true, true, false);"
+S1=$(key TEST/SQL-1) SD=$(key TEST/SQL-DEL) ADMIN_T=$(blob HS_ADMIN) URL_T=$(blob URL) ADMIN_D=$(hexblob "$admin_hex")
+sql_as handleserver "insert into handles values
+ ($S1, 100, $ADMIN_T, $ADMIN_D, 0, 86400, 1700000000, '', true, true, true, false),
+ ($S1, 1, $URL_T, $(blob http://example.org/sql1), 0, 3600, 1700000001, '', true, true, true, false),
+ ($S1, 2, $(blob DESC), $(hexblob 00ff10), 1, 2000000000, 1700000002, '', true, true, true, true),
+ ($S1, 3, $(blob NOTE), $(blob hidden), 0, 60, 1700000003, '', true, false, false, false),
+ ($S1, 4, $URL_T, $(blob http://example.org/refs), 0, 86400, 1700000004, $(esc)'1:TEST/ADMIN\t300:TEST/A\\\\tB', true, true, true, false),
+ ($SD, 100, $ADMIN_T, $ADMIN_D, 0, 86400, 1700000000, '', true, true, true, false),
+ ($SD, 1, $URL_T, $(blob http://example.org/sqldel), 0, 86400, 1700000000, '', true, true, true, false);"
 
 ALL="TEST/ADMIN TEST/HN-NATIVE-1 TEST/HN-MIXED-CASE TEST/HN-DEL-1 TEST/HD-NATIVE-1 TEST/HD-MIXED-CASE TEST/HD-DEL-1 \
 TEST/HN-JSON-1 TEST/HN-JSON-DEL TEST/HD-JSON-1 TEST/HD-JSON-DEL TEST/SQL-1 TEST/SQL-DEL"
@@ -244,8 +231,8 @@ compare created
 # The rows themselves: what handled wrote must be what Handle.Net writes for the same values,
 # column by column (data and timestamp apart, which differ by design between the pairs).
 rows() {
-  psql_as handleserver "select idx, encode(type, 'escape'), ttl_type, ttl, refs, admin_read, admin_write, pub_read, pub_write
-    from handles where handle = 'TEST/$1'::bytea order by idx" >"$WORK/rows-$1" || die "reading the rows of $1"
+  sql_as handleserver "select idx, $(text_of type), ttl_type, ttl, refs, admin_read, admin_write, pub_read, pub_write
+    from handles where handle = $(key "TEST/$1") order by idx" >"$WORK/rows-$1" || die "reading the rows of $1"
 }
 for pair in "HN-NATIVE-1 HD-NATIVE-1" "HN-MIXED-CASE HD-MIXED-CASE" "HN-JSON-1 HD-JSON-1"; do
   set -- $pair
@@ -258,12 +245,12 @@ for pair in "HN-NATIVE-1 HD-NATIVE-1" "HN-MIXED-CASE HD-MIXED-CASE" "HN-JSON-1 H
   fi
 done
 
-log "deletes: native through each, JSON through each, a row set deleted with psql"
+log "deletes: native through each, JSON through each, a row set deleted by $DB's client"
 hs "$HD" "delete TEST/HN-DEL-1"
 hs "$HN" "delete TEST/HD-DEL-1"
 json_ok DELETE "$HANDLED_HTTP" TEST/HN-JSON-DEL
 json_ok DELETE "$HS_HTTP_PORT" TEST/HD-JSON-DEL
-psql_as handleserver "delete from handles where handle = 'TEST/SQL-DEL'::bytea"
+sql_as handleserver "delete from handles where handle = $SD"
 # 5 handles gone, on each of the two servers
 compare deleted 10
 for h in TEST/HN-DEL-1 TEST/HD-DEL-1 TEST/HN-JSON-DEL TEST/HD-JSON-DEL TEST/SQL-DEL; do
@@ -271,11 +258,11 @@ for h in TEST/HN-DEL-1 TEST/HD-DEL-1 TEST/HN-JSON-DEL TEST/HD-JSON-DEL TEST/SQL-
     grep -q "\"handle\":\"$h\",\"error\"" "$WORK/$s-deleted.jsonl" || { echo "   $h still resolves through $s"; fails=$((fails + 1)); }
   done
 done
-left=$(psql_as handleserver "select count(*) from handles where handle in ('TEST/HN-DEL-1','TEST/HD-DEL-1','TEST/HN-JSON-DEL','TEST/HD-JSON-DEL')")
+left=$(sql_as handleserver "select count(*) from handles where handle in ($(key TEST/HN-DEL-1), $(key TEST/HD-DEL-1), $(key TEST/HN-JSON-DEL), $(key TEST/HD-JSON-DEL))")
 [ "$left" = 0 ] || { echo "   $left row(s) of deleted handles still in the table"; fails=$((fails + 1)); }
 
 if [ "$fails" -ne 0 ]; then
   KEEP_WORK=${KEEP_WORK:-0}
   die "$fails check(s) failed (KEEP_WORK=1 keeps $WORK)"
 fi
-log "PASS: Handle.Net 9.0.0 and handled on one PostgreSQL database answer alike"
+log "PASS: Handle.Net 9.0.0 and handled on one $DB database answer alike"

@@ -14,7 +14,7 @@
 //! * `CassandraStore` (feature `cassandra`, on by default): Apache Cassandra, for
 //!   several stateless nodes sharing one registry;
 //! * `SqlStore` (feature `sql`, on by default): Handle.Net's own SQL tables on
-//!   PostgreSQL (`sql/`), declining documents and the transaction log.
+//!   PostgreSQL or MariaDB/MySQL (`sql/`), declining documents and the transaction log.
 //!
 //! The seams are shaped so a distributed backend (Apache Cassandra) can implement
 //! them too: everything is async, atomicity is per handle only (compare-and-set

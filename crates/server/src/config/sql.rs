@@ -1,5 +1,5 @@
 //! The `[sql]` table (`store = "sql"`): Handle.Net's SQL storage (Technical
-//! Manual §8) on PostgreSQL, through `handled_store::SqlStore`. Kept apart from
+//! Manual §8) on PostgreSQL or MariaDB/MySQL, through `handled_store::SqlStore`. Kept apart from
 //! `config.rs`, which only holds the table and calls [`SqlConfig::options`].
 
 use serde::{Deserialize, Serialize};
@@ -12,8 +12,9 @@ pub const PASSWORD_ENV: &str = "HANDLED_SQL_PASSWORD";
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SqlConfig {
-    /// `postgres://user@host:port/database` (Handle.Net's `sql_url`, without
-    /// `jdbc:`); `?sslmode=…` and the other libpq URL parameters work.
+    /// `postgres://user@host:port/database` or `mariadb://user@host:port/database`
+    /// (`mysql://` too; Handle.Net's `sql_url` without `jdbc:`); the drivers'
+    /// URL parameters work (`?sslmode=…` for PostgreSQL, `?ssl-mode=…` for MariaDB).
     pub url: String,
     /// A file holding the password (Handle.Net's `sql_passwd`), trailing newline
     /// ignored; `HANDLED_SQL_PASSWORD` wins over it.
@@ -120,8 +121,8 @@ mod tests {
         assert!(o.meta_table && !o.read_only && !o.create_schema);
         let bad = SqlConfig { url: "jdbc:postgresql://h/db".into(), ..SqlConfig::default() };
         assert!(bad.options().unwrap_err().contains("postgres://"));
-        let mysql = SqlConfig { url: "mysql://h/db".into(), ..SqlConfig::default() };
-        assert!(mysql.options().unwrap_err().contains("not supported yet"));
+        let mariadb = SqlConfig { url: "mariadb://h/db".into(), ..SqlConfig::default() };
+        assert_eq!(mariadb.options().unwrap().dialect().unwrap(), handled_store::sql::Dialect::MySql);
         let both = SqlConfig { read_only: true, create_schema: true, ..SqlConfig::default() };
         assert!(both.options().is_err());
         let missing = SqlConfig { password_file: Some("/nonexistent/pw".into()), ..SqlConfig::default() };

@@ -4,10 +4,32 @@
 
 use std::time::Instant;
 
+use super::db::{bind_key, on_pool, Sql};
 use super::error::backend;
 use super::records::prefix_end;
 use super::SqlStore;
 use crate::{StoreError, HOMED_META_PREFIX};
+
+/// Handle.Net's `have_na_stmt`, exact bytes (db.rs, `key_binds`).
+const HAVE_NA: Sql = Sql {
+    pg: "select count(*) from nas where na = $1",
+    my: "select count(*) from nas where na = ? and cast(na as binary) = ?",
+};
+/// `add_na_stmt`, once: homing an already homed prefix is a no-op.
+const ADD_NA: Sql = Sql {
+    pg: "insert into nas (na) values ($1) on conflict do nothing",
+    my: "insert into nas (na) values (?) on duplicate key update na = na",
+};
+/// `del_na_stmt`.
+const DEL_NA: Sql =
+    Sql { pg: "delete from nas where na = $1", my: "delete from nas where na = ? and cast(na as binary) = ?" };
+const GET_META: Sql =
+    Sql { pg: "select v from handled_meta where k = $1", my: "select v from handled_meta where k = ?" };
+const PUT_META: Sql = Sql {
+    pg: "insert into handled_meta (k, v) values ($1, $2) on conflict (k) do update set v = $2",
+    my: "insert into handled_meta (k, v) values (?, ?) on duplicate key update v = values(v)",
+};
+const DEL_META: Sql = Sql { pg: "delete from handled_meta where k = $1", my: "delete from handled_meta where k = ?" };
 
 /// Where a meta key lives.
 enum Place<'a> {
@@ -39,48 +61,50 @@ impl SqlStore {
         self.check_open()?;
         match place(key) {
             Place::Nas(na) => {
-                // Handle.Net's have_na_stmt.
-                let n: i64 = sqlx::query_scalar("select count(*) from nas where na = $1")
-                    .bind(na)
-                    .fetch_one(&self.pool)
-                    .await
+                let d = self.pool.dialect();
+                let sql = d.sql(&HAVE_NA);
+                let n: i64 = on_pool!(&self.pool, p => bind_key!(sqlx::query_scalar(sql), d, na).fetch_one(p).await)
                     .map_err(backend)?;
                 Ok((n > 0).then(Vec::new))
             }
             Place::Meta if !self.options.meta_table => Ok(None),
-            Place::Meta => sqlx::query_scalar("select v from handled_meta where k = $1")
-                .bind(key.as_bytes())
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(backend),
+            Place::Meta => {
+                let sql = self.pool.dialect().sql(&GET_META);
+                on_pool!(&self.pool, p => sqlx::query_scalar(sql).bind(key.as_bytes()).fetch_optional(p).await)
+                    .map_err(backend)
+            }
         }
     }
 
     pub(super) async fn meta_write(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
         self.check_writable()?;
         let started = Instant::now();
-        let q = match (place(key), &value) {
+        let d = self.pool.dialect();
+        // The statement and what it binds, in order.
+        let (sql, binds): (&str, Vec<&[u8]>) = match (place(key), &value) {
             (Place::Nas(_), Some(v)) if !v.is_empty() => {
                 return Err(StoreError::Backend(format!("sql: {key:?}: nas rows carry no value")));
             }
-            (Place::Nas(na), Some(_)) => {
-                // add_na_stmt, once: homing an already homed prefix is a no-op.
-                sqlx::query("insert into nas (na) values ($1) on conflict do nothing").bind(na)
-            }
-            (Place::Nas(na), None) => sqlx::query("delete from nas where na = $1").bind(na),
+            (Place::Nas(na), Some(_)) => (d.sql(&ADD_NA), vec![na]),
+            (Place::Nas(na), None) => (d.sql(&DEL_NA), vec![na; d.key_binds()]),
             (Place::Meta, Some(v)) => {
                 self.meta_table_or_refuse(key)?;
-                sqlx::query("insert into handled_meta (k, v) values ($1, $2) on conflict (k) do update set v = $2")
-                    .bind(key.as_bytes())
-                    .bind(v.as_slice())
+                (d.sql(&PUT_META), vec![key.as_bytes(), v.as_slice()])
             }
             (Place::Meta, None) => {
                 self.meta_table_or_refuse(key)?;
-                sqlx::query("delete from handled_meta where k = $1").bind(key.as_bytes())
+                (d.sql(&DEL_META), vec![key.as_bytes()])
             }
         };
-        match q.execute(&self.pool).await {
-            Ok(_) => {
+        let done = on_pool!(&self.pool, p => {
+            let mut q = sqlx::query(sql);
+            for b in &binds {
+                q = q.bind(*b);
+            }
+            q.execute(p).await.map(drop)
+        });
+        match done {
+            Ok(()) => {
                 self.stats.committed(1, 0, true, started.elapsed().as_micros() as u64);
                 Ok(())
             }
@@ -115,26 +139,26 @@ impl SqlStore {
 
     /// Rows of a two-column table whose key starts with `prefix`, in key order.
     async fn range(&self, t: &Table, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
-        let (key, value, table) = (t.key, t.value, t.name);
-        let rows: Vec<(Vec<u8>, Vec<u8>)> = match prefix_end(prefix) {
-            Some(end) => {
-                sqlx::query_as(&format!(
-                    "select {key}, {value} from {table} where {key} >= $1 and {key} < $2 order by {key}"
-                ))
-                .bind(prefix)
-                .bind(end)
-                .fetch_all(&self.pool)
-                .await
-            }
-            None => {
-                sqlx::query_as(&format!("select {key}, {value} from {table} where {key} >= $1 order by {key}"))
-                    .bind(prefix)
-                    .fetch_all(&self.pool)
-                    .await
-            }
+        let d = self.pool.dialect();
+        let key = d.bytes_of(t.key);
+        let value = match d {
+            super::Dialect::Postgres => t.pg_value,
+            super::Dialect::MySql => t.my_value,
+        };
+        let end = prefix_end(prefix);
+        let mut sql = format!("select {key} as k, {value} as v from {} where {key} >= {}", t.name, d.param(1));
+        if end.is_some() {
+            sql.push_str(&format!(" and {key} < {}", d.param(2)));
         }
-        .map_err(backend)?;
-        Ok(rows)
+        sql.push_str(" order by k");
+        on_pool!(&self.pool, p => {
+            let mut q = sqlx::query_as(&sql).bind(prefix);
+            if let Some(end) = &end {
+                q = q.bind(end.as_slice());
+            }
+            q.fetch_all(p).await
+        })
+        .map_err(backend)
     }
 }
 
@@ -143,8 +167,9 @@ impl SqlStore {
 struct Table {
     name: &'static str,
     key: &'static str,
-    value: &'static str,
+    pg_value: &'static str,
+    my_value: &'static str,
 }
 
-const NAS: Table = Table { name: "nas", key: "na", value: "''::bytea" };
-const META: Table = Table { name: "handled_meta", key: "k", value: "v" };
+const NAS: Table = Table { name: "nas", key: "na", pg_value: "''::bytea", my_value: "cast('' as binary)" };
+const META: Table = Table { name: "handled_meta", key: "k", pg_value: "v", my_value: "v" };

@@ -12,7 +12,14 @@
 //! pools to keep in step for the same statements. sqlx 0.8 rather than 0.9:
 //! 0.9 needs a newer Rust than the workspace's `rust-version`.
 //!
-//! Only PostgreSQL is written so far; a `mysql://` URL is refused at open.
+//! **Two databases, one store.** PostgreSQL (`postgres://`) and MariaDB or
+//! MySQL (`mariadb://`, `mysql://`) run the same code: [`db`] expands one body
+//! per driver and holds each statement's two spellings side by side; what has
+//! no common SQL is in [`postgres`] (advisory locks, array binds) and
+//! [`mysql`] (parameter lists; why InnoDB's next-key locks serialise writers).
+//! On MariaDB the handle and prefix columns are `varchar` as in the manual's
+//! MySQL tables: handles are UTF-8 there, and matched by their bytes whatever
+//! the table's collation.
 //!
 //! The four concerns of a store, one file each:
 //! * handles: [`records`] (rows of `handles`; [`values`] encodes them);
@@ -23,27 +30,30 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use sqlx::PgPool;
 
 use crate::{
     Backup, Capabilities, DocWrite, DocumentStore, Expect, HandleRecord, RecordStore, StatCounters, StoreAdmin,
     StoreError, StoreStats, SwapOutcome, TxnLogStore,
 };
 
+mod db;
 mod declined;
 mod error;
 mod meta;
+mod mysql;
 mod options;
+mod postgres;
 mod records;
 mod refs;
 pub mod schema;
 mod values;
 
-pub use options::{Dialect, SqlOptions};
+pub use db::Dialect;
+pub use options::SqlOptions;
 
-/// Handle storage in Handle.Net's SQL tables (PostgreSQL).
+/// Handle storage in Handle.Net's SQL tables (PostgreSQL, MariaDB/MySQL).
 pub struct SqlStore {
-    pool: PgPool,
+    pool: db::Pool,
     options: SqlOptions,
     closed: AtomicBool,
     stats: StatCounters,
@@ -52,7 +62,7 @@ pub struct SqlStore {
 impl SqlStore {
     /// Connect, then check (or, with `create_schema`, create) the tables.
     pub async fn connect(options: &SqlOptions) -> Result<SqlStore, StoreError> {
-        let pool = options.pg_pool()?;
+        let pool = options.pool()?;
         if options.create_schema && options.read_only {
             return Err(StoreError::Backend("sql: create_schema and read_only together: choose one".into()));
         }
@@ -156,8 +166,8 @@ impl StoreAdmin for SqlStore {
             txn_log: false,
             backup: Backup::Refused(
                 "this server's store is a SQL database (Handle.Net's tables): back it up with the database's own \
-                 tools (`pg_dump DATABASE -F t | gzip -c > handles.tgz`, Technical Manual §8.2) and keep the data \
-                 directory (server key)",
+                 tools (`pg_dump DATABASE -F t | gzip -c > handles.tgz`, Technical Manual §8.2; \
+                 `mariadb-dump --single-transaction DATABASE`) and keep the data directory (server key)",
             ),
             read_only: self.options.read_only,
         }

@@ -3,15 +3,20 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgSslMode};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlSslMode};
+use sqlx::pool::PoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
+use sqlx::Executor;
 
+use super::db::{Dialect, Pool};
 use crate::StoreError;
 
 /// Options of a [`super::SqlStore`].
 #[derive(Debug, Clone)]
 pub struct SqlOptions {
-    /// `postgres://user@host:port/database` (or `postgresql://`); the password
-    /// is better given in [`SqlOptions::password`] than in the URL.
+    /// `postgres://user@host:port/database` (or `postgresql://`), or
+    /// `mariadb://…`/`mysql://…`; the password is better given in
+    /// [`SqlOptions::password`] than in the URL.
     pub url: String,
     /// Overrides a password in the URL.
     pub password: Option<String>,
@@ -54,23 +59,14 @@ impl Default for SqlOptions {
     }
 }
 
-/// Which database the URL names. PostgreSQL only for now; MariaDB/MySQL is
-/// refused with a clear message until its dialect is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    Postgres,
-}
-
 impl SqlOptions {
     pub fn dialect(&self) -> Result<Dialect, StoreError> {
         let scheme = self.url.split_once("://").map(|(s, _)| s.to_ascii_lowercase()).unwrap_or_default();
         match scheme.as_str() {
             "postgres" | "postgresql" => Ok(Dialect::Postgres),
-            "mysql" | "mariadb" => {
-                Err(StoreError::Backend("sql: MariaDB/MySQL is not supported yet (PostgreSQL only)".into()))
-            }
+            "mysql" | "mariadb" => Ok(Dialect::MySql),
             _ => Err(StoreError::Backend(format!(
-                "sql: url must start with postgres:// (or postgresql://), got {:?}",
+                "sql: url must start with postgres:// (or postgresql://), mariadb:// or mysql://, got {:?}",
                 redact(&self.url)
             ))),
         }
@@ -78,32 +74,94 @@ impl SqlOptions {
 
     /// The pool, connected lazily: the first connection is made (and the
     /// schema checked) by [`super::SqlStore::connect`].
-    pub(crate) fn pg_pool(&self) -> Result<PgPool, StoreError> {
-        self.dialect()?;
-        let mut connect: PgConnectOptions =
-            self.url.parse().map_err(|e| StoreError::Backend(format!("sql: bad url {:?}: {e}", redact(&self.url))))?;
-        if let Some(p) = &self.password {
-            connect = connect.password(p);
-        }
-        if let Some(ca) = &self.tls_ca_file {
-            connect = connect.ssl_mode(PgSslMode::VerifyFull).ssl_root_cert(ca);
-        }
-        // A startup parameter, so every pooled connection (reconnects too) has it.
-        let ms = self.statement_timeout.as_millis().max(1).to_string();
-        connect = connect.options([("statement_timeout", ms.as_str())]).application_name("handled");
+    pub(crate) fn pool(&self) -> Result<Pool, StoreError> {
         if self.max_connections == 0 {
             return Err(StoreError::Backend("sql: max_connections must be at least 1".into()));
         }
-        Ok(PgPoolOptions::new()
-            .max_connections(self.max_connections)
+        let bad_url = |e: sqlx::Error| StoreError::Backend(format!("sql: bad url {:?}: {e}", redact(&self.url)));
+        match self.dialect()? {
+            Dialect::Postgres => {
+                let mut connect: PgConnectOptions = self.url.parse().map_err(bad_url)?;
+                if let Some(p) = &self.password {
+                    connect = connect.password(p);
+                }
+                if let Some(ca) = &self.tls_ca_file {
+                    connect = connect.ssl_mode(PgSslMode::VerifyFull).ssl_root_cert(ca);
+                }
+                // A startup parameter, so every pooled connection (reconnects too) has it.
+                let ms = self.statement_timeout.as_millis().max(1).to_string();
+                connect = connect.options([("statement_timeout", ms.as_str())]).application_name("handled");
+                Ok(Pool::Postgres(self.pool_options(PgPoolOptions::new()).connect_lazy_with(connect)))
+            }
+            Dialect::MySql => {
+                // sqlx parses `mysql://`; `mariadb://` is the same protocol.
+                let url = match self.url.split_once("://") {
+                    Some((_, rest)) => format!("mysql://{rest}"),
+                    None => self.url.clone(),
+                };
+                let mut connect: MySqlConnectOptions = url.parse().map_err(bad_url)?;
+                if let Some(p) = &self.password {
+                    connect = connect.password(p);
+                }
+                if let Some(ca) = &self.tls_ca_file {
+                    connect = connect.ssl_mode(MySqlSslMode::VerifyIdentity).ssl_ca(ca);
+                }
+                // Handles and prefixes are UTF-8 text in `varchar` columns.
+                connect = connect.charset("utf8mb4");
+                let session = mysql_session(self.statement_timeout);
+                let options = self.pool_options(MySqlPoolOptions::new()).after_connect(move |conn, _| {
+                    let session = session.clone();
+                    Box::pin(async move {
+                        for stmt in &session.always {
+                            conn.execute(stmt.as_str()).await?;
+                        }
+                        // MariaDB's statement timeout, else MySQL's (SELECT only there).
+                        if conn.execute(session.mariadb_timeout.as_str()).await.is_err() {
+                            conn.execute(session.mysql_timeout.as_str()).await?;
+                        }
+                        Ok(())
+                    })
+                });
+                Ok(Pool::MySql(options.connect_lazy_with(connect)))
+            }
+        }
+    }
+
+    fn pool_options<DB: sqlx::Database>(&self, o: PoolOptions<DB>) -> PoolOptions<DB> {
+        o.max_connections(self.max_connections)
             .acquire_timeout(self.connect_timeout)
             // A connection the database dropped (restart, failover, idle cut)
             // is noticed by the ping and replaced, not handed to a request.
             .test_before_acquire(true)
             .idle_timeout(Some(Duration::from_secs(300)))
             .max_lifetime(Some(Duration::from_secs(1800)))
-            .connect_lazy_with(connect))
     }
+}
+
+/// Session settings of every MariaDB/MySQL connection (reconnects too).
+#[derive(Clone)]
+struct MySqlSession {
+    always: Vec<String>,
+    mariadb_timeout: String,
+    mysql_timeout: String,
+}
+
+fn mysql_session(timeout: Duration) -> std::sync::Arc<MySqlSession> {
+    let secs = timeout.as_secs_f64().max(0.001);
+    std::sync::Arc::new(MySqlSession {
+        always: vec![
+            // The locking reads that serialise writers of one handle take
+            // next-key locks only under REPEATABLE READ (records.rs), whatever
+            // the server's default.
+            "set session transaction isolation level repeatable read".into(),
+            // Lock waits end too (whole seconds, at least one).
+            format!("set session innodb_lock_wait_timeout = {}", secs.ceil() as u64),
+            // Values are bytes in `blob` columns: refuse, never truncate.
+            "set session sql_mode = concat_ws(',', nullif(@@sql_mode, ''), 'STRICT_ALL_TABLES')".into(),
+        ],
+        mariadb_timeout: format!("set session max_statement_time = {secs:.3}"),
+        mysql_timeout: format!("set session max_execution_time = {}", timeout.as_millis().max(1)),
+    })
 }
 
 /// The URL without its password, for messages.
@@ -129,7 +187,8 @@ mod tests {
         let o = |url: &str| SqlOptions { url: url.into(), ..SqlOptions::default() };
         assert_eq!(o("postgres://u@h/db").dialect().unwrap(), Dialect::Postgres);
         assert_eq!(o("PostgreSQL://u@h/db").dialect().unwrap(), Dialect::Postgres);
-        assert!(o("mysql://u@h/db").dialect().unwrap_err().to_string().contains("not supported yet"));
+        assert_eq!(o("mysql://u@h/db").dialect().unwrap(), Dialect::MySql);
+        assert_eq!(o("MariaDB://u@h/db").dialect().unwrap(), Dialect::MySql);
         let e = o("jdbc:postgresql://h/db").dialect().unwrap_err().to_string();
         assert!(e.contains("postgres://"), "{e}");
     }
@@ -137,9 +196,11 @@ mod tests {
     #[test]
     fn bad_options_are_errors() {
         let o = SqlOptions { url: "postgres://u@h:notaport/db".into(), ..SqlOptions::default() };
-        assert!(o.pg_pool().is_err());
+        assert!(o.pool().is_err());
+        let o = SqlOptions { url: "mariadb://u@h:notaport/db".into(), ..SqlOptions::default() };
+        assert!(o.pool().is_err());
         let o = SqlOptions { max_connections: 0, ..SqlOptions::default() };
-        assert!(o.pg_pool().unwrap_err().to_string().contains("max_connections"));
+        assert!(o.pool().err().unwrap().to_string().contains("max_connections"));
     }
 
     #[test]

@@ -1,97 +1,130 @@
 //! Handles: point reads, compare-and-set writes, listing and bulk loads on
-//! Handle.Net's `handles` table (one row per value).
+//! Handle.Net's `handles` table (one row per value), on either database.
 //!
-//! A write is one transaction: it takes a transaction-scoped advisory lock on
-//! the handle (so that `handled` nodes sharing the database serialise their
-//! writes of one handle, creates of an absent handle included, which row
-//! locks alone cannot do: there is no row yet), then locks the handle's rows
-//! (`for update`, so a concurrent `update` by another program waits or is
-//! waited for), compares, deletes the old rows and inserts the new ones.
-//! No lost update, and a reader sees the old values or the new, never a mix.
+//! A write is one transaction: it serialises with other writers of the
+//! handle (PostgreSQL: a transaction-scoped advisory lock, postgres.rs;
+//! MariaDB: InnoDB's next-key locks, mysql.rs), so that `handled` nodes
+//! sharing the database cannot both create an absent handle, then locks the
+//! handle's rows (`for update`, so a concurrent `update` by another program
+//! waits or is waited for), compares, deletes the old rows and inserts the
+//! new ones. No lost update, and a reader sees the old values or the new,
+//! never a mix.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
-use sqlx::postgres::PgRow;
-use sqlx::{PgConnection, Row};
+use sqlx::Row;
 
-use super::error::{backend, is_connection_lost, is_unique_violation};
+use super::db::Dialect;
+use super::db::{bind_key, on_pool, on_tx, Sql, Tx};
+use super::error::{backend, is_connection_lost, is_retryable_write, is_unique_violation};
 use super::values::{canonical, rows_of, NullableRow, ValueRow};
-use super::SqlStore;
-use crate::{Expect, HandleRecord, StoreError, SwapOutcome};
+use super::{mysql, postgres, SqlStore};
+use crate::{Expect, HandleRecord, InvalidRecord, StoreError, SwapOutcome};
 
-/// First key of our advisory locks (`pg_advisory_xact_lock(class, hash)`):
-/// "hdld", so that they stay apart from other applications' locks.
-const LOCK_CLASS: i32 = 0x6864_6c64;
-/// Keys per transaction of a bulk load: bounds the advisory locks one holds
-/// (they share the lock table with everything else in the database).
+/// Keys per transaction of a bulk load: bounds the locks one holds.
 const PUT_CHUNK: usize = 500;
-/// Tries of a write that lost an insert race to a writer that takes no
-/// advisory lock (Handle.Net, an application's own `insert`).
-const WRITE_TRIES: usize = 3;
+/// Tries of a write that lost a race: an insert beaten by a writer that takes
+/// no lock of ours (Handle.Net, an application's own `insert`), or, on
+/// MariaDB, the deadlock by which InnoDB picks one of two racing creators
+/// (mysql.rs). Each lost try means another writer committed, so this bounds
+/// the writers racing for one handle, not the time.
+const WRITE_TRIES: usize = 32;
 
-const SELECT_VALUES: &str = "select idx, type, data, ttl_type, ttl, timestamp, refs, admin_read, admin_write, \
-                             pub_read, pub_write from handles where handle = $1 order by idx";
+/// Handle.Net's `get_handle_stmt`, in index order, with the exact-bytes
+/// match of [`Dialect::key_binds`].
+const SELECT_VALUES: Sql = Sql {
+    pg: "select idx, type, data, ttl_type, ttl, timestamp, refs, admin_read, admin_write, pub_read, pub_write \
+         from handles where handle = $1 order by idx",
+    my: "select idx, type, data, ttl_type, ttl, timestamp, refs, admin_read, admin_write, pub_read, pub_write \
+         from handles where handle = ? and cast(handle as binary) = ? order by idx",
+};
+const SELECT_VALUES_FOR_UPDATE: Sql = Sql {
+    pg: "select idx, type, data, ttl_type, ttl, timestamp, refs, admin_read, admin_write, pub_read, pub_write \
+         from handles where handle = $1 order by idx for update",
+    my: "select idx, type, data, ttl_type, ttl, timestamp, refs, admin_read, admin_write, pub_read, pub_write \
+         from handles where handle = ? and cast(handle as binary) = ? order by idx for update",
+};
+const COUNT_HANDLES: Sql = Sql {
+    pg: "select count(distinct handle) from handles",
+    my: "select count(distinct cast(handle as binary)) from handles",
+};
 
-const INSERT_VALUES: &str = "insert into handles (handle, idx, type, data, ttl_type, ttl, timestamp, refs, \
-     admin_read, admin_write, pub_read, pub_write) select * from unnest($1::bytea[], $2::int4[], $3::bytea[], \
-     $4::bytea[], $5::int2[], $6::int4[], $7::int4[], $8::text[], $9::bool[], $10::bool[], $11::bool[], $12::bool[])";
-
-fn lock_hash(key: &[u8]) -> i32 {
-    let d = Sha256::digest(key);
-    i32::from_be_bytes([d[0], d[1], d[2], d[3]])
+/// A row of [`SELECT_VALUES`] as a value. `refs` is `text` on PostgreSQL and
+/// a `blob` on MariaDB (Handle.Net's schemas): read as text, else as bytes.
+macro_rules! value_of {
+    ($row:expr) => {{
+        let row = $row;
+        let refs: Option<String> = match row.try_get::<Option<String>, _>(6) {
+            Ok(text) => text,
+            Err(_) => row.try_get::<Option<Vec<u8>>, _>(6)?.map(|b| String::from_utf8_lossy(&b).into_owned()),
+        };
+        Ok::<_, sqlx::Error>(
+            NullableRow {
+                idx: row.try_get(0)?,
+                value_type: row.try_get(1)?,
+                data: row.try_get(2)?,
+                ttl_type: row.try_get(3)?,
+                ttl: row.try_get(4)?,
+                timestamp: row.try_get(5)?,
+                refs,
+                admin_read: row.try_get(7)?,
+                admin_write: row.try_get(8)?,
+                pub_read: row.try_get(9)?,
+                pub_write: row.try_get(10)?,
+            }
+            .into_value(),
+        )
+    }};
 }
 
-fn value_of(row: &PgRow) -> Result<handled_proto::HandleValue, sqlx::Error> {
-    Ok(NullableRow {
-        idx: row.try_get(0)?,
-        value_type: row.try_get(1)?,
-        data: row.try_get(2)?,
-        ttl_type: row.try_get(3)?,
-        ttl: row.try_get(4)?,
-        timestamp: row.try_get(5)?,
-        refs: row.try_get(6)?,
-        admin_read: row.try_get(7)?,
-        admin_write: row.try_get(8)?,
-        pub_read: row.try_get(9)?,
-        pub_write: row.try_get(10)?,
-    }
-    .into_value())
+fn record_of(values: Vec<handled_proto::HandleValue>) -> Option<HandleRecord> {
+    (!values.is_empty()).then(|| HandleRecord::new(values))
 }
 
-async fn read(conn: &mut PgConnection, key: &[u8], lock: bool) -> Result<Option<HandleRecord>, sqlx::Error> {
-    let sql = if lock { format!("{SELECT_VALUES} for update") } else { SELECT_VALUES.to_owned() };
-    let rows = sqlx::query(&sql).bind(key).fetch_all(conn).await?;
-    if rows.is_empty() {
-        return Ok(None);
+impl Tx {
+    fn dialect(&self) -> Dialect {
+        match self {
+            Tx::Postgres(_) => Dialect::Postgres,
+            Tx::MySql(_) => Dialect::MySql,
+        }
     }
-    let values = rows.iter().map(value_of).collect::<Result<Vec<_>, _>>()?;
-    Ok(Some(HandleRecord::new(values)))
-}
 
-/// Insert `rows` of each key (keys and rows side by side).
-async fn insert(conn: &mut PgConnection, rows: &[(&[u8], &ValueRow)]) -> Result<(), sqlx::Error> {
-    if rows.is_empty() {
-        return Ok(());
+    /// The handle's values, its rows locked for the rest of the transaction.
+    async fn read_for_update(&mut self, key: &[u8]) -> Result<Option<HandleRecord>, sqlx::Error> {
+        let d = self.dialect();
+        let sql = d.sql(&SELECT_VALUES_FOR_UPDATE);
+        let values = on_tx!(self, c => {
+            let rows = bind_key!(sqlx::query(sql), d, key).fetch_all(c).await?;
+            rows.iter().map(|r| value_of!(r)).collect::<Result<Vec<_>, _>>()?
+        });
+        Ok(record_of(values))
     }
-    let col = |f: &dyn Fn(&ValueRow) -> Vec<u8>| rows.iter().map(|(_, r)| f(r)).collect::<Vec<_>>();
-    let bools = |f: &dyn Fn(&ValueRow) -> bool| rows.iter().map(|(_, r)| f(r)).collect::<Vec<_>>();
-    sqlx::query(INSERT_VALUES)
-        .bind(rows.iter().map(|(k, _)| k.to_vec()).collect::<Vec<_>>())
-        .bind(rows.iter().map(|(_, r)| r.idx).collect::<Vec<_>>())
-        .bind(col(&|r| r.value_type.clone()))
-        .bind(col(&|r| r.data.clone()))
-        .bind(rows.iter().map(|(_, r)| r.ttl_type).collect::<Vec<_>>())
-        .bind(rows.iter().map(|(_, r)| r.ttl).collect::<Vec<_>>())
-        .bind(rows.iter().map(|(_, r)| r.timestamp).collect::<Vec<_>>())
-        .bind(rows.iter().map(|(_, r)| r.refs.clone()).collect::<Vec<_>>())
-        .bind(bools(&|r| r.admin_read))
-        .bind(bools(&|r| r.admin_write))
-        .bind(bools(&|r| r.pub_read))
-        .bind(bools(&|r| r.pub_write))
-        .execute(conn)
-        .await?;
-    Ok(())
+
+    /// Serialise with other writers of these keys (postgres.rs, mysql.rs).
+    async fn lock_keys(&mut self, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
+        match self {
+            Tx::Postgres(t) => postgres::lock_keys(t, keys).await,
+            // The locking reads and deletes take InnoDB's next-key locks.
+            Tx::MySql(_) => Ok(()),
+        }
+    }
+
+    async fn delete_keys(&mut self, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
+        match self {
+            Tx::Postgres(t) => postgres::delete_keys(t, keys).await,
+            Tx::MySql(t) => mysql::delete_keys(t, keys).await,
+        }
+    }
+
+    async fn insert(&mut self, rows: &[(&[u8], &ValueRow)]) -> Result<(), sqlx::Error> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        match self {
+            Tx::Postgres(t) => postgres::insert(t, rows).await,
+            Tx::MySql(t) => mysql::insert(t, rows).await,
+        }
+    }
 }
 
 fn holds(expect: &Expect, current: Option<&HandleRecord>) -> bool {
@@ -107,13 +140,20 @@ fn holds(expect: &Expect, current: Option<&HandleRecord>) -> bool {
 impl SqlStore {
     pub(super) async fn get_record(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
         self.check_open()?;
+        let d = self.pool.dialect();
+        if !self.storable_key(key) {
+            return Ok(None); // no such row can exist
+        }
+        let sql = d.sql(&SELECT_VALUES);
         let mut tries = 0;
         loop {
             let attempt = async {
-                let mut conn = self.pool.acquire().await?;
-                read(&mut conn, key, false).await
+                on_pool!(&self.pool, p => {
+                    let rows = bind_key!(sqlx::query(sql), d, key).fetch_all(p).await?;
+                    rows.iter().map(|r| value_of!(r)).collect::<Result<Vec<_>, _>>()
+                })
             };
-            match attempt.await {
+            match attempt.await.map(record_of) {
                 Ok(r) => return Ok(r),
                 // Once: the pool then opens a fresh connection.
                 Err(e) if is_connection_lost(&e) && tries == 0 => tries += 1,
@@ -129,13 +169,17 @@ impl SqlStore {
         new: Option<HandleRecord>,
     ) -> Result<SwapOutcome, StoreError> {
         self.check_writable()?;
+        self.check_key(key)?;
         let rows = new.as_ref().map(rows_of).transpose()?;
         let started = Instant::now();
         let mut tries = 0;
         let result = loop {
             match self.swap_once(key, &expect, rows.as_deref()).await {
-                Err(e) if is_unique_violation(&e) && tries + 1 < WRITE_TRIES => tries += 1,
-                other => break other.map_err(backend),
+                Err(e) if is_retryable_write(&e) && tries + 1 < WRITE_TRIES => {
+                    tries += 1;
+                    backoff(tries).await;
+                }
+                other => break other.map_err(|e| self.write_error(e)),
             }
         };
         match &result {
@@ -152,12 +196,8 @@ impl SqlStore {
         rows: Option<&[ValueRow]>,
     ) -> Result<SwapOutcome, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("select pg_advisory_xact_lock($1, $2)")
-            .bind(LOCK_CLASS)
-            .bind(lock_hash(key))
-            .execute(&mut *tx)
-            .await?;
-        let current = read(&mut tx, key, true).await?;
+        tx.lock_keys(&[key]).await?;
+        let current = tx.read_for_update(key).await?;
         if !holds(expect, current.as_ref()) {
             tx.rollback().await?;
             return Ok(SwapOutcome::Conflict { current });
@@ -167,11 +207,11 @@ impl SqlStore {
             return Ok(SwapOutcome::Done { previous: None });
         }
         if current.is_some() {
-            sqlx::query("delete from handles where handle = $1").bind(key).execute(&mut *tx).await?;
+            tx.delete_keys(&[key]).await?;
         }
         if let Some(rows) = rows {
             let pairs: Vec<(&[u8], &ValueRow)> = rows.iter().map(|r| (key, r)).collect();
-            insert(&mut tx, &pairs).await?;
+            tx.insert(&pairs).await?;
         }
         tx.commit().await?;
         Ok(SwapOutcome::Done { previous: current })
@@ -187,36 +227,40 @@ impl SqlStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        // A range on the primary key (bytea sorts bytewise), not `like`, which
-        // would need escaping and could not use the index for binary keys.
+        // A range on the key's bytes, not `like`, which would need escaping
+        // and could not use PostgreSQL's index for binary keys.
+        let d = self.pool.dialect();
+        let col = d.bytes_of("handle");
         let end = prefix_end(prefix);
-        let mut sql = String::from("select handle from handles where handle >= $1");
+        let mut sql = format!("select {col} as h from handles where {col} >= {}", d.param(1));
         let mut n = 1;
         if end.is_some() {
             n += 1;
-            sql.push_str(&format!(" and handle < ${n}"));
+            sql.push_str(&format!(" and {col} < {}", d.param(n)));
         }
         if start_after.is_some() {
             n += 1;
-            sql.push_str(&format!(" and handle > ${n}"));
+            sql.push_str(&format!(" and {col} > {}", d.param(n)));
         }
-        sql.push_str(&format!(" group by handle order by handle limit ${}", n + 1));
-        let mut q = sqlx::query_scalar::<_, Vec<u8>>(&sql).bind(prefix);
-        if let Some(end) = &end {
-            q = q.bind(end.as_slice());
-        }
-        if let Some(after) = start_after {
-            q = q.bind(after);
-        }
-        q.bind(i64::try_from(limit).unwrap_or(i64::MAX)).fetch_all(&self.pool).await.map_err(backend)
+        sql.push_str(&format!(" group by h order by h limit {}", d.param(n + 1)));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        on_pool!(&self.pool, p => {
+            let mut q = sqlx::query_scalar::<_, Vec<u8>>(&sql).bind(prefix);
+            if let Some(end) = &end {
+                q = q.bind(end.as_slice());
+            }
+            if let Some(after) = start_after {
+                q = q.bind(after);
+            }
+            q.bind(limit).fetch_all(p).await
+        })
+        .map_err(backend)
     }
 
     pub(super) async fn count_handles(&self) -> Result<u64, StoreError> {
         self.check_open()?;
-        let n: i64 = sqlx::query_scalar("select count(distinct handle) from handles")
-            .fetch_one(&self.pool)
-            .await
-            .map_err(backend)?;
+        let sql = self.pool.dialect().sql(&COUNT_HANDLES);
+        let n: i64 = on_pool!(&self.pool, p => sqlx::query_scalar(sql).fetch_one(p).await).map_err(backend)?;
         Ok(n.max(0) as u64)
     }
 
@@ -226,15 +270,26 @@ impl SqlStore {
         let latest: std::collections::BTreeMap<Vec<u8>, HandleRecord> = records.into_iter().collect();
         let mut rows = Vec::with_capacity(latest.len());
         for (key, record) in latest {
+            self.check_key(&key)?;
             rows.push((key, rows_of(&record)?));
         }
         for chunk in rows.chunks(PUT_CHUNK) {
             let started = Instant::now();
-            match self.put_chunk(chunk).await {
+            let mut tries = 0;
+            let result = loop {
+                match self.put_chunk(chunk).await {
+                    Err(e) if is_retryable_write(&e) && tries + 1 < WRITE_TRIES => {
+                        tries += 1;
+                        backoff(tries).await;
+                    }
+                    other => break other,
+                }
+            };
+            match result {
                 Ok(()) => self.stats.committed(0, chunk.len() as u64, true, started.elapsed().as_micros() as u64),
                 Err(e) => {
                     self.stats.failed(0);
-                    return Err(backend(e));
+                    return Err(self.write_error(e));
                 }
             }
         }
@@ -242,23 +297,51 @@ impl SqlStore {
     }
 
     async fn put_chunk(&self, chunk: &[(Vec<u8>, Vec<ValueRow>)]) -> Result<(), sqlx::Error> {
-        let mut hashes: Vec<i32> = chunk.iter().map(|(k, _)| lock_hash(k)).collect();
-        // One order for every writer, so that two bulk loads cannot deadlock.
-        hashes.sort_unstable();
-        hashes.dedup();
+        let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| k.as_slice()).collect();
         let mut tx = self.pool.begin().await?;
-        sqlx::query("select pg_advisory_xact_lock($1, h) from unnest($2::int4[]) as h")
-            .bind(LOCK_CLASS)
-            .bind(&hashes)
-            .execute(&mut *tx)
-            .await?;
-        let keys: Vec<Vec<u8>> = chunk.iter().map(|(k, _)| k.clone()).collect();
-        sqlx::query("delete from handles where handle = any($1::bytea[])").bind(&keys).execute(&mut *tx).await?;
+        tx.lock_keys(&keys).await?;
+        tx.delete_keys(&keys).await?;
         let pairs: Vec<(&[u8], &ValueRow)> =
             chunk.iter().flat_map(|(k, rows)| rows.iter().map(move |r| (k.as_slice(), r))).collect();
-        insert(&mut tx, &pairs).await?;
+        tx.insert(&pairs).await?;
         tx.commit().await
     }
+
+    /// Whether the key can be a row of this database: MariaDB's `handle` is
+    /// a `varchar`, text (UTF-8); PostgreSQL's a `bytea`.
+    fn storable_key(&self, key: &[u8]) -> bool {
+        self.pool.dialect() == Dialect::Postgres || std::str::from_utf8(key).is_ok()
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<(), StoreError> {
+        if self.storable_key(key) {
+            return Ok(());
+        }
+        Err(StoreError::Invalid(InvalidRecord(format!(
+            "handle {:?} is not UTF-8: MariaDB/MySQL keeps handles in a varchar column",
+            String::from_utf8_lossy(key)
+        ))))
+    }
+
+    /// A write's error; a key that clashes only by the table's collation
+    /// (another case, trailing spaces) said as such.
+    fn write_error(&self, e: sqlx::Error) -> StoreError {
+        if is_unique_violation(&e) && self.pool.dialect() == Dialect::MySql {
+            return StoreError::Backend(format!(
+                "sql: {e}: the handles table's collation takes this handle for another one (letter case or \
+                 trailing spaces); Handle.Net's case-insensitive servers store handles upper case (§8.1.3)"
+            ));
+        }
+        backend(e)
+    }
+}
+
+/// A short, growing, jittered pause before a write is tried again, so that
+/// racing writers do not meet again in step.
+async fn backoff(tries: usize) {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos();
+    let jitter = u64::from(nanos) % 5;
+    tokio::time::sleep(Duration::from_millis((tries as u64).min(20) + jitter)).await;
 }
 
 /// The smallest key above every key that starts with `prefix`; `None` when

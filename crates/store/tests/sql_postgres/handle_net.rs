@@ -2,8 +2,7 @@
 //! rows are written as Handle.Net writes them (§8.1.4), and rows another
 //! program inserts or changes with plain SQL are read at once.
 
-use handled_proto::{HandleValue, TtlType, ValuePermissions, ValueReference};
-use handled_store::{Expect, HandleRecord, RecordStore, SqlStore};
+use handled_store::{Expect, RecordStore, SqlStore};
 use sqlx::{Connection, Executor, Row};
 
 use super::options;
@@ -54,16 +53,7 @@ async fn the_schema_is_handle_nets() {
 async fn rows_are_written_as_handle_net_writes_them() {
     let Some(o) = options("rows_as_handle_net").await else { return };
     let s = SqlStore::connect(&o).await.unwrap();
-    let mut admin = HandleValue::new(100, "HS_ADMIN", vec![0x0f, 0xf2]);
-    admin.permissions = ValuePermissions(ValuePermissions::ADMIN_READ | ValuePermissions::PUBLIC_WRITE);
-    admin.ttl_type = TtlType::Absolute;
-    admin.ttl = 1_900_000_000;
-    admin.timestamp = 1_700_000_000;
-    admin.references = vec![
-        ValueReference { handle: b"0.NA/TEST".to_vec(), index: 200 },
-        ValueReference { handle: b"TEST/tab\there".to_vec(), index: -1 },
-    ];
-    let rec = HandleRecord::new(vec![admin, HandleValue::new(1, "URL", "https://example.org/")]);
+    let rec = crate::sql_common::every_column_record();
     s.swap(b"TEST/1", Expect::Absent, Some(rec)).await.unwrap();
     let mut c = sqlx::PgConnection::connect(&o.url).await.unwrap();
     let rows = sqlx::query(
@@ -107,17 +97,9 @@ async fn rows_another_program_writes_are_read_at_once() {
     )
     .await
     .unwrap();
-    let refs = s.get(b"APP/43").await.unwrap().unwrap().values.into_iter().map(|v| v.references).collect::<Vec<_>>();
-    let r = |index, handle: &str| ValueReference { handle: handle.as_bytes().to_vec(), index };
-    assert_eq!(refs, vec![vec![r(1, "TEST/ADMIN"), r(300, "TEST/R\u{e9}%")], vec![r(1, "A"), r(2, "B\tC")]]);
+    crate::sql_common::deposited_references_read(&s.get(b"APP/43").await.unwrap().unwrap());
     c.execute("delete from handles where handle = 'APP/43'::bytea").await.unwrap();
-    let got = s.get(b"APP/42").await.unwrap().unwrap();
-    assert_eq!(got.values.len(), 2);
-    assert_eq!(got.values[0].data, b"https://example.org/42");
-    assert_eq!(got.values[0].permissions, ValuePermissions(0x0e));
-    assert_eq!((got.values[0].ttl, got.values[0].timestamp), (86400, 1_700_000_000));
-    assert_eq!(got.values[1].value_type, b"EMAIL");
-    assert_eq!(got.values[1].permissions, ValuePermissions(0), "NULL booleans read as false");
+    crate::sql_common::deposited_values_read(&s.get(b"APP/42").await.unwrap().unwrap());
     // A change by the other program shows on the next read: nothing is cached.
     c.execute(
         "update handles set data = 'https://example.org/moved'::bytea where handle = 'APP/42'::bytea and idx = 1",

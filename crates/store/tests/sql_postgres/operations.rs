@@ -1,65 +1,10 @@
-//! What the SQL store does where the shared suite expects what its schema
-//! cannot hold, and the operations around it: several nodes on one database,
-//! read-only, statement timeouts, reconnects, what it declines.
-
-use std::sync::Arc;
-use std::time::Duration;
+//! PostgreSQL's own: its limits (dataindex), the statements a missing table needs.
 
 use handled_proto::HandleValue;
 use handled_store::conformance::{rich_record, url_record};
-use handled_store::{
-    DocExpect, Expect, HandleRecord, RecordStore, SqlOptions, SqlStore, Store, StoreAdmin, StoreError, SwapOutcome,
-};
-use sqlx::{Connection, Executor};
+use handled_store::{Expect, HandleRecord, SqlOptions, SqlStore};
 
-use super::{options, store};
-
-fn sorted(mut r: HandleRecord) -> HandleRecord {
-    r.values.sort_by_key(|v| v.index);
-    r.name = None;
-    r
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn create_and_empty_records() {
-    let Some(s) = store("create_and_empty_records").await else { return };
-    let r1 = url_record("a");
-    assert_eq!(
-        s.swap(b"20.5000/a", Expect::Absent, Some(r1.clone())).await.unwrap(),
-        SwapOutcome::Done { previous: None }
-    );
-    let out = s.swap(b"20.5000/a", Expect::Absent, Some(url_record("b"))).await.unwrap();
-    assert_eq!(out, SwapOutcome::Conflict { current: Some(r1.clone()) });
-    assert_eq!(s.get(b"20.5000/A").await.unwrap(), None, "keys are exact bytes");
-    // No values, no row: refused before anything is written.
-    let e = s.swap(b"20.5000/empty", Expect::Absent, Some(HandleRecord::default())).await.unwrap_err();
-    assert!(matches!(&e, StoreError::Invalid(m) if m.0.contains("without values")), "{e:?}");
-    let twice = HandleRecord::new(vec![HandleValue::new(1, "URL", "x"), HandleValue::new(1, "EMAIL", "y")]);
-    assert!(matches!(s.swap(b"20.5000/t", Expect::Any, Some(twice)).await, Err(StoreError::Invalid(_))));
-    assert_eq!(s.count().await.unwrap(), 1);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn present_compares_by_index() {
-    let Some(s) = store("present_compares_by_index").await else { return };
-    let k = b"20.5000/p";
-    let two = HandleRecord::new(vec![HandleValue::new(2, "EMAIL", "y"), HandleValue::new(1, "URL", "x")]);
-    s.swap(k, Expect::Absent, Some(two.clone())).await.unwrap();
-    assert_eq!(s.get(k).await.unwrap(), Some(sorted(two.clone())), "read back in index order");
-    // The same values in another order, or under a spelling, are the same record here.
-    let mut named = HandleRecord::named(two.values.clone(), b"20.5000/P", k);
-    named.values.reverse();
-    let out = s.swap(k, Expect::Present(named), Some(url_record("3"))).await.unwrap();
-    assert_eq!(out, SwapOutcome::Done { previous: Some(sorted(two.clone())) });
-    // One field off is not.
-    let mut off = url_record("3");
-    off.values[0].ttl += 1;
-    assert_eq!(
-        s.swap(k, Expect::Present(off), None).await.unwrap(),
-        SwapOutcome::Conflict { current: Some(url_record("3")) }
-    );
-    assert!(!s.swap(k, Expect::Present(two), None).await.unwrap().is_done());
-}
+use crate::{options, store};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn values_round_trip_in_index_order() {
@@ -99,82 +44,6 @@ async fn values_round_trip_in_index_order() {
     assert_eq!(s.count().await.unwrap(), 25);
 }
 
-/// Three stores on one database (three `handled` nodes): writers on all of
-/// them race to create the same names with different value indexes (which row
-/// locks alone would let through, merging two records) and increment one
-/// counter by compare-and-set. Each name is created once; no increment is lost.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn several_nodes_share_one_database() {
-    let Some(o) = options("several_nodes_share_one_database").await else { return };
-    let mut nodes: Vec<Arc<dyn Store>> = Vec::new();
-    for _ in 0..3 {
-        nodes.push(Arc::new(SqlStore::connect(&o).await.unwrap()));
-    }
-    let counter: &[u8] = b"T/counter";
-    nodes[0].swap(counter, Expect::Absent, Some(url_record("0"))).await.unwrap();
-    let mut tasks = Vec::new();
-    for (n, node) in nodes.iter().enumerate() {
-        for w in 0..4i32 {
-            let node = node.clone();
-            tasks.push(tokio::spawn(async move {
-                let me = n as i32 * 10 + w;
-                let mut won = Vec::new();
-                for i in 0..40 {
-                    let key = format!("T/{i}").into_bytes();
-                    let rec = HandleRecord::new(vec![HandleValue::new(me + 1, "URL", me.to_string())]);
-                    match node.swap(&key, Expect::Absent, Some(rec)).await.unwrap() {
-                        SwapOutcome::Done { previous: None } => won.push((i, me)),
-                        SwapOutcome::Done { previous } => panic!("create replaced {previous:?}"),
-                        SwapOutcome::Conflict { current } => assert_eq!(current.unwrap().values.len(), 1),
-                    }
-                }
-                for _ in 0..10 {
-                    let mut seen = node.get(counter).await.unwrap().unwrap();
-                    loop {
-                        let next: u64 = std::str::from_utf8(&seen.values[0].data).unwrap().parse::<u64>().unwrap() + 1;
-                        match node.swap(counter, Expect::Present(seen), Some(url_record(&next.to_string()))).await {
-                            Ok(SwapOutcome::Done { .. }) => break,
-                            Ok(SwapOutcome::Conflict { current }) => seen = current.unwrap(),
-                            Err(e) => panic!("{e}"),
-                        }
-                    }
-                }
-                won
-            }));
-        }
-    }
-    let mut winners = std::collections::BTreeMap::new();
-    for t in tasks {
-        for (i, me) in t.await.unwrap() {
-            assert!(winners.insert(i, me).is_none(), "T/{i} created twice");
-        }
-    }
-    assert_eq!(winners.len(), 40);
-    for (i, me) in winners {
-        let got = nodes[2].get(format!("T/{i}").as_bytes()).await.unwrap().unwrap();
-        assert_eq!(got.values.len(), 1, "T/{i} has one creator's values only");
-        assert_eq!(got.values[0].index, me + 1);
-    }
-    assert_eq!(nodes[1].get(counter).await.unwrap(), Some(url_record("120")));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn read_only_never_writes() {
-    let Some(o) = options("read_only_never_writes").await else { return };
-    let rw = SqlStore::connect(&o).await.unwrap();
-    rw.swap(b"T/1", Expect::Absent, Some(url_record("x"))).await.unwrap();
-    let ro = SqlStore::connect(&SqlOptions { read_only: true, create_schema: false, ..o.clone() }).await.unwrap();
-    assert!(ro.writable().unwrap_err().to_string().contains("read_only"));
-    assert_eq!(ro.get(b"T/1").await.unwrap(), Some(url_record("x")));
-    let refused = |r: Result<(), StoreError>| assert!(r.unwrap_err().to_string().contains("read_only"));
-    refused(ro.swap(b"T/2", Expect::Absent, Some(url_record("y"))).await.map(|_| ()));
-    refused(ro.put_many(vec![(b"T/3".to_vec(), url_record("z"))]).await);
-    refused(ro.meta_put("homed/0.NA/T", Some(Vec::new())).await);
-    assert_eq!(rw.count().await.unwrap(), 1);
-    let both = SqlOptions { read_only: true, ..o };
-    assert!(SqlStore::connect(&both).await.is_err(), "read_only with create_schema is refused");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn missing_tables_are_named_with_their_statements() {
     let Some(o) = options("missing_tables").await else { return };
@@ -182,76 +51,4 @@ async fn missing_tables_are_named_with_their_statements() {
     assert!(e.contains("nas, handles, handled_meta"), "{e}");
     assert!(e.contains("create table handles (handle bytea not null"), "{e}");
     assert!(!e.contains("password"), "{e}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_held_row_lock_times_out_instead_of_hanging() {
-    let Some(o) = options("held_row_lock").await else { return };
-    let fast = SqlOptions { statement_timeout: Duration::from_millis(300), ..o.clone() };
-    let s = SqlStore::connect(&fast).await.unwrap();
-    s.swap(b"T/locked", Expect::Absent, Some(url_record("x"))).await.unwrap();
-    // Another program holds the handle's rows.
-    let mut other = sqlx::PgConnection::connect(&o.url).await.unwrap();
-    other.execute("begin").await.unwrap();
-    other.execute("select * from handles where handle = 'T/locked'::bytea for update").await.unwrap();
-    let started = std::time::Instant::now();
-    let e = s.swap(b"T/locked", Expect::Any, Some(url_record("y"))).await.unwrap_err();
-    assert!(e.to_string().contains("timed out"), "{e}");
-    assert!(started.elapsed() < Duration::from_secs(5));
-    other.execute("rollback").await.unwrap();
-    assert!(s.swap(b"T/locked", Expect::Any, Some(url_record("y"))).await.unwrap().is_done());
-    assert_eq!(s.stats().failed_ops, 1);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn connections_the_database_cut_are_replaced() {
-    let Some(o) = options("connections_cut").await else { return };
-    let s = SqlStore::connect(&o).await.unwrap();
-    s.swap(b"T/1", Expect::Absent, Some(url_record("x"))).await.unwrap();
-    for _ in 0..3 {
-        assert_eq!(s.get(b"T/1").await.unwrap(), Some(url_record("x")));
-    }
-    // As a database restart or an idle cut would.
-    let mut admin = sqlx::PgConnection::connect(&o.url).await.unwrap();
-    let cut: Vec<(bool,)> = sqlx::query_as(
-        "select pg_terminate_backend(pid) from pg_stat_activity \
-         where datname = current_database() and pid <> pg_backend_pid()",
-    )
-    .fetch_all(&mut admin)
-    .await
-    .unwrap();
-    assert!(!cut.is_empty(), "the store had connections open");
-    assert_eq!(s.get(b"T/1").await.unwrap(), Some(url_record("x")));
-    assert!(s.swap(b"T/2", Expect::Absent, Some(url_record("y"))).await.unwrap().is_done());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn unreachable_database_is_a_clear_error() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let o = SqlOptions {
-        url: format!("postgres://u:secret@127.0.0.1:{port}/none"),
-        connect_timeout: Duration::from_millis(500),
-        ..SqlOptions::default()
-    };
-    let e = SqlStore::connect(&o).await.err().expect("nothing listens there").to_string();
-    assert!(e.contains("connect_timeout_ms") || e.contains("refused"), "{e}");
-    assert!(!e.contains("secret"), "{e}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn documents_and_txn_log_are_declined() {
-    let Some(s) = store("declined").await else { return };
-    let says = |e: StoreError, what: &str| assert!(e.to_string().contains(what), "{e}");
-    says(s.doc_get("hrls", b"x").await.unwrap_err(), "no documents");
-    says(s.doc_swap("site", b"k", DocExpect::Absent, None).await.unwrap_err(), "no documents");
-    says(s.doc_scan("lease", b"", None, 10).await.unwrap_err(), "no documents");
-    let doc = handled_store::DocWrite { collection: "hrls".into(), id: b"T/1".to_vec(), doc: None };
-    says(s.swap_with_docs(b"T/1", Expect::Any, Some(url_record("x")), vec![doc]).await.unwrap_err(), "no documents");
-    assert_eq!(s.get(b"T/1").await.unwrap(), None, "declined before writing the handle");
-    says(s.txn_log_read(0, 10).await.unwrap_err(), "no transaction log");
-    says(s.txn_log_bounds().await.unwrap_err(), "no transaction log");
-    says(s.apply_replicated(Vec::new(), Vec::new()).await.unwrap_err(), "no transaction log");
-    says(s.txn_log_reset(5).await.unwrap_err(), "no transaction log");
-    s.checkpoint().await.unwrap();
-    assert!(s.export().is_err(), "backups are the database's own (pg_dump)");
 }

@@ -1,0 +1,64 @@
+//! What only PostgreSQL can say: the advisory lock a write takes, and bulk
+//! inserts and deletes with arrays (one statement whatever the number of rows).
+
+use sha2::{Digest, Sha256};
+use sqlx::PgConnection;
+
+use super::values::ValueRow;
+
+/// First key of our advisory locks (`pg_advisory_xact_lock(class, hash)`):
+/// "hdld", so that they stay apart from other applications' locks.
+const LOCK_CLASS: i32 = 0x6864_6c64;
+
+const INSERT_VALUES: &str = "insert into handles (handle, idx, type, data, ttl_type, ttl, timestamp, refs, \
+     admin_read, admin_write, pub_read, pub_write) select * from unnest($1::bytea[], $2::int4[], $3::bytea[], \
+     $4::bytea[], $5::int2[], $6::int4[], $7::int4[], $8::text[], $9::bool[], $10::bool[], $11::bool[], $12::bool[])";
+
+fn lock_hash(key: &[u8]) -> i32 {
+    let d = Sha256::digest(key);
+    i32::from_be_bytes([d[0], d[1], d[2], d[3]])
+}
+
+/// A transaction-scoped advisory lock on each key, so that `handled` nodes
+/// sharing the database serialise their writes of one handle, creates of an
+/// absent handle included, which row locks alone cannot do: there is no row
+/// yet. Taken in one order by every writer, so two bulk loads cannot deadlock.
+pub(crate) async fn lock_keys(conn: &mut PgConnection, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
+    let mut hashes: Vec<i32> = keys.iter().map(|k| lock_hash(k)).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    sqlx::query("select pg_advisory_xact_lock($1, h) from unnest($2::int4[]) as h")
+        .bind(LOCK_CLASS)
+        .bind(&hashes)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+pub(crate) async fn delete_keys(conn: &mut PgConnection, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
+    let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+    sqlx::query("delete from handles where handle = any($1::bytea[])").bind(&keys).execute(conn).await?;
+    Ok(())
+}
+
+/// Insert `rows` of each key (keys and rows side by side).
+pub(crate) async fn insert(conn: &mut PgConnection, rows: &[(&[u8], &ValueRow)]) -> Result<(), sqlx::Error> {
+    let col = |f: &dyn Fn(&ValueRow) -> Vec<u8>| rows.iter().map(|(_, r)| f(r)).collect::<Vec<_>>();
+    let bools = |f: &dyn Fn(&ValueRow) -> bool| rows.iter().map(|(_, r)| f(r)).collect::<Vec<_>>();
+    sqlx::query(INSERT_VALUES)
+        .bind(rows.iter().map(|(k, _)| k.to_vec()).collect::<Vec<_>>())
+        .bind(rows.iter().map(|(_, r)| r.idx).collect::<Vec<_>>())
+        .bind(col(&|r| r.value_type.clone()))
+        .bind(col(&|r| r.data.clone()))
+        .bind(rows.iter().map(|(_, r)| r.ttl_type).collect::<Vec<_>>())
+        .bind(rows.iter().map(|(_, r)| r.ttl).collect::<Vec<_>>())
+        .bind(rows.iter().map(|(_, r)| r.timestamp).collect::<Vec<_>>())
+        .bind(rows.iter().map(|(_, r)| r.refs.clone()).collect::<Vec<_>>())
+        .bind(bools(&|r| r.admin_read))
+        .bind(bools(&|r| r.admin_write))
+        .bind(bools(&|r| r.pub_read))
+        .bind(bools(&|r| r.pub_write))
+        .execute(conn)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! What the SQL store's tests run on every database (included by
+//! `sql_postgres.rs` and `sql_mariadb.rs`, whose crate roots provide `store`
+//! and `options` for a fresh database): the store conformance suite, and the
+//! operations in [`operations`].
+
+pub mod operations;
+
+use handled_proto::{HandleValue, TtlType, ValuePermissions, ValueReference};
+use handled_store::HandleRecord;
+
+/// A record that sets every column of Handle.Net's row to something other
+/// than its default (`TEST/1`'s rows in each database's `handle_net` tests):
+/// index 1 a plain URL, index 100 with permissions, an absolute TTL, a
+/// timestamp and two references (one with a tab in its handle).
+pub fn every_column_record() -> HandleRecord {
+    let mut admin = HandleValue::new(100, "HS_ADMIN", vec![0x0f, 0xf2]);
+    admin.permissions = ValuePermissions(ValuePermissions::ADMIN_READ | ValuePermissions::PUBLIC_WRITE);
+    admin.ttl_type = TtlType::Absolute;
+    admin.ttl = 1_900_000_000;
+    admin.timestamp = 1_700_000_000;
+    admin.references = vec![
+        ValueReference { handle: b"0.NA/TEST".to_vec(), index: 200 },
+        ValueReference { handle: b"TEST/tab\there".to_vec(), index: -1 },
+    ];
+    HandleRecord::new(vec![admin, HandleValue::new(1, "URL", "https://example.org/")])
+}
+
+/// `APP/43` as the `handle_net` tests deposit it with plain SQL: references as
+/// Handle.Net 9.0.0 writes them (`%XXXX`) and as §8.1.4 describes them (raw tabs).
+pub fn deposited_references_read(got: &HandleRecord) {
+    let refs: Vec<Vec<ValueReference>> = got.values.iter().map(|v| v.references.clone()).collect();
+    let r = |index, handle: &str| ValueReference { handle: handle.as_bytes().to_vec(), index };
+    assert_eq!(refs, vec![vec![r(1, "TEST/ADMIN"), r(300, "TEST/R\u{e9}%")], vec![r(1, "A"), r(2, "B\tC")]]);
+}
+
+/// `APP/42` as the `handle_net` tests deposit it: one full row, one of NULLs.
+pub fn deposited_values_read(got: &HandleRecord) {
+    assert_eq!(got.values.len(), 2);
+    assert_eq!(got.values[0].data, b"https://example.org/42");
+    assert_eq!(got.values[0].permissions, ValuePermissions(0x0e));
+    assert_eq!((got.values[0].ttl, got.values[0].timestamp), (86400, 1_700_000_000));
+    assert_eq!(got.values[1].value_type, b"EMAIL");
+    assert_eq!(got.values[1].permissions, ValuePermissions(0), "NULL booleans read as false");
+}
+
+/// One test per conformance test named, on a fresh database each.
+macro_rules! suite {
+    ($names:ident, $($name:ident),* $(,)?) => {
+        pub const $names: &[&str] = &[$(stringify!($name)),*];
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let Some(s) = crate::store(stringify!($name)).await else { return };
+                handled_store::conformance::$name(s).await;
+            }
+        )*
+    };
+}
+#[allow(unused_imports)] // used by the databases with tests of their own
+pub(crate) use suite;
+
+suite!(
+    EVERYWHERE,
+    get_absent,
+    swap_any,
+    delete,
+    invalid_record_rejected,
+    scan_keys_paging,
+    put_many,
+    meta_ops,
+    homing,
+    concurrent_distinct_keys,
+    concurrent_same_key,
+    same_key_racing_creates,
+    stats_count_writes,
+    closed_store_refuses,
+    capabilities_are_kept,
+);
+
+/// Suite tests that run on no SQL database, and why. The first three have
+/// variants (in `operations` or the database's own tests) that check what
+/// the schema can hold instead.
+const NOWHERE: &[(&str, &str)] = &[
+    ("create_absent", "a handle without values has no row in `handles` (operations::create_and_empty_records)"),
+    ("swap_present", "values are rows keyed by index: no order to compare (operations::present_compares_by_index)"),
+    (
+        "values_round_trip",
+        "a 300 kB value exceeds Handle.Net's dataindex (PostgreSQL) and blob (MariaDB); order is the index's \
+         (values_round_trip_in_index_order)",
+    ),
+    ("doc_swap_basics", "no documents in Handle.Net's schema (operations::documents_and_txn_log_are_declined)"),
+    ("doc_index_maintenance", "no documents in Handle.Net's schema"),
+    ("doc_lookup_prefix_order_paging", "no documents in Handle.Net's schema"),
+    ("doc_scan_collection", "no documents in Handle.Net's schema"),
+    ("doc_concurrent_cas", "no documents in Handle.Net's schema"),
+    ("doc_closed_refuses", "no documents in Handle.Net's schema"),
+    ("swap_with_docs_follows_the_handle", "no documents in Handle.Net's schema"),
+    ("swap_with_docs_concurrent", "no documents in Handle.Net's schema"),
+];
+
+/// Every suite test runs on this database or is listed, with a reason, as
+/// not running: `here` the database's own runs, `not_here` its own reasons.
+pub fn every_suite_test_runs_or_says_why_not(here: &[&str], not_here: &[(&str, &str)]) {
+    let mut covered: Vec<&str> = EVERYWHERE.iter().chain(here).copied().collect();
+    covered.extend(NOWHERE.iter().chain(not_here).map(|(n, _)| *n));
+    covered.sort();
+    use handled_store::conformance;
+    let seams = [conformance::RECORDS, conformance::ADMIN, conformance::DOCUMENTS];
+    let mut all: Vec<&str> = seams.iter().flat_map(|s| s.iter().map(|(n, _)| *n)).collect();
+    all.sort();
+    assert_eq!(covered, all, "a suite test is neither run on SQL nor listed as not running, with a reason");
+    // The whole transaction-log suite is declined: no log in the schema
+    // (operations::documents_and_txn_log_are_declined checks the refusal).
+    assert!(!conformance::TXN_LOG.is_empty());
+}

@@ -1,0 +1,84 @@
+//! `store = "sql"` on a real MariaDB (started by `db_server`): the store
+//! conformance suite and the operations every SQL database runs
+//! (`sql_common`), Handle.Net's MySQL schema and row format, rows other
+//! programs write with the `mariadb` client, handles matched by their bytes
+//! in a case-insensitive table, statement timeouts and reconnects. Skipped,
+//! saying why, without MariaDB.
+#![cfg(feature = "sql")]
+
+mod db_server;
+#[path = "sql_mariadb/handle_net.rs"]
+mod handle_net;
+#[path = "sql_mariadb/operations.rs"]
+mod operations;
+mod sql_common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use handled_store::{SqlOptions, SqlStore, Store};
+use sqlx::{Connection, Executor};
+
+/// The URL scheme of this database.
+pub const SCHEME: &str = "mariadb";
+/// A statement timeout short enough for a test to wait out (innodb_lock_wait_timeout
+/// counts whole seconds: one at least).
+pub const SHORT_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// Options for a fresh database with the tables created.
+pub async fn options(name: &str) -> Option<SqlOptions> {
+    let url = db_server::mariadb::database(name).await?;
+    Some(SqlOptions { url, create_schema: true, max_connections: 8, ..SqlOptions::default() })
+}
+
+pub async fn store(name: &str) -> Option<Arc<dyn Store>> {
+    let o = options(name).await?;
+    Some(Arc::new(SqlStore::connect(&o).await.expect("open the sql store")))
+}
+
+/// `statements` through the `mariadb` client on the database of `url`.
+pub fn mariadb(url: &str, statements: &str) -> String {
+    let server = db_server::mariadb::server().expect("the server of a database we have");
+    let db = url.rsplit('/').next().unwrap();
+    db_server::mariadb::sql(server, db, statements).unwrap()
+}
+
+/// Another program holding a handle's rows (`for update`, in an open transaction).
+pub struct RowLock(sqlx::MySqlConnection);
+
+pub async fn lock_rows(url: &str, handle: &str) -> RowLock {
+    let mut c = sqlx::MySqlConnection::connect(&url.replace("mariadb://", "mysql://")).await.unwrap();
+    c.execute("begin").await.unwrap();
+    sqlx::query("select * from handles where handle = ? for update").bind(handle).execute(&mut c).await.unwrap();
+    RowLock(c)
+}
+
+impl RowLock {
+    pub async fn release(mut self) {
+        self.0.execute("rollback").await.unwrap();
+    }
+}
+
+/// Cut every other connection to the database, as a restart or an idle cut
+/// would: how many there were.
+pub async fn cut_connections(url: &str) -> usize {
+    let ids =
+        mariadb(url, "select id from information_schema.processlist where db = database() and id <> connection_id()");
+    let kills: Vec<String> = ids.lines().map(|id| format!("kill {id};")).collect();
+    if !kills.is_empty() {
+        mariadb(url, &kills.join(" "));
+    }
+    kills.len()
+}
+
+#[test]
+fn every_suite_test_runs_or_says_why_not() {
+    sql_common::every_suite_test_runs_or_says_why_not(
+        &[],
+        &[(
+            "scan_keys_order_prefix_limit",
+            "keys that are not UTF-8 cannot be rows of a varchar column \
+             (operations::handles_are_utf8_text_in_byte_order)",
+        )],
+    );
+}
