@@ -2,7 +2,8 @@
 //! stopped server (offline: the store file directly, for bootstrapping), or with
 //! `--online` through a running one (`import_online`). Offline, the file is read
 //! twice: a check that writes nothing (bad lines, existing handles, prefixes not
-//! homed here), then the load, with a percentage and ETA.
+//! homed here), then the load, with a percentage and ETA (more than one sort
+//! group is first sorted through runs in the data directory: `import::runs`).
 
 use crate::bar::style;
 use anyhow::Context;

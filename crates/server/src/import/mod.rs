@@ -197,8 +197,8 @@ pub enum Progress {
 /// Load every line of `input` ([`check`] it first); `progress` is called as
 /// records are sorted and stored. Returns the number of records loaded. With
 /// `spill_dir`, an input of more than [`SORT_GROUP`] records is sorted through
-/// runs written there (as much space as the records take in the store, freed
-/// as they are stored); without it, each group is stored as it fills.
+/// runs written there (about the records' encoded size, ~160 bytes for a
+/// two-value handle, held until the import ends); without it, each group is stored as it fills.
 /// A bad line stops the import before its chunk is written, naming the line.
 pub async fn import(
     store: &dyn Store,
