@@ -36,9 +36,12 @@ pub async fn run(
     let replicate = |op| async move {
         let Origin { transport, peer } = origin;
         let over_tcp = transport == Transport::Tcp;
-        let answered = source::answer(state, op, caller, over_tcp, peer, ctx.response_version()).await?;
+        let answered = Box::pin(source::answer(state, op, caller, over_tcp, peer, ctx.response_version())).await?;
         Ok::<_, OpError>(Answer { units: one(answered.body, reply), stream: answered.stream })
     };
+    // Every operation but resolution is boxed: a future holds the state of
+    // every path it may take, and create's alone is 6 KiB, which each
+    // resolution's future would carry (and the UDP thread move) otherwise.
     Ok(Answer::units(match request {
         RequestBody::Resolution(r) => {
             let req = ops::Resolve {
@@ -69,37 +72,42 @@ pub async fn run(
                 overwrite: flags.contains(OpFlags::OW),
                 mint: flags.contains(OpFlags::MINT),
             };
-            let created = ops::create_handle(state, caller, req).await?;
+            let created = Box::pin(ops::create_handle(state, caller, req)).await?;
             let reply = Reply { extra_flags: if created.overwritten { OpFlags::OW } else { OpFlags::NONE }, ..reply };
             one(ResponseBody::Created { handle: Some(created.handle) }, reply)
         }
         RequestBody::DeleteHandle { handle } => {
-            ops::delete_handle(state, caller, handle).await?;
+            Box::pin(ops::delete_handle(state, caller, handle)).await?;
             one(ResponseBody::Empty, reply)
         }
         RequestBody::AddValue { handle, values } => {
-            let replaced = ops::add_values(state, caller, handle, values, flags.contains(OpFlags::OW)).await?;
+            let replaced =
+                Box::pin(ops::add_values(state, caller, handle, values, flags.contains(OpFlags::OW))).await?;
             let reply = Reply { extra_flags: if replaced { OpFlags::OW } else { OpFlags::NONE }, ..reply };
             one(ResponseBody::Empty, reply)
         }
         RequestBody::RemoveValue { handle, indexes } => {
-            ops::remove_values(state, caller, handle, indexes).await?;
+            Box::pin(ops::remove_values(state, caller, handle, indexes)).await?;
             one(ResponseBody::Empty, reply)
         }
         RequestBody::ModifyValue { handle, values } => {
-            ops::modify_values(state, caller, handle, values).await?;
+            Box::pin(ops::modify_values(state, caller, handle, values)).await?;
             one(ResponseBody::Empty, reply)
         }
-        RequestBody::ListHandles { prefix } => list(state, ctx, ops::list_handles(state, caller, prefix).await?, reply),
+        RequestBody::ListHandles { prefix } => {
+            list(state, ctx, Box::pin(ops::list_handles(state, caller, prefix)).await?, reply)
+        }
         RequestBody::HomeNa { prefix } => {
-            ops::home_prefix(state, caller, prefix).await?;
+            Box::pin(ops::home_prefix(state, caller, prefix)).await?;
             one(ResponseBody::Empty, reply)
         }
         RequestBody::UnhomeNa { prefix } => {
-            ops::unhome_prefix(state, caller, prefix).await?;
+            Box::pin(ops::unhome_prefix(state, caller, prefix)).await?;
             one(ResponseBody::Empty, reply)
         }
-        RequestBody::ListHomedNas { .. } => list(state, ctx, ops::list_homed_prefixes(state, caller).await?, reply),
+        RequestBody::ListHomedNas { .. } => {
+            list(state, ctx, Box::pin(ops::list_homed_prefixes(state, caller)).await?, reply)
+        }
         RequestBody::GetNextTxnId { .. } => return replicate(source::SourceOp::NextTxnId).await,
         RequestBody::RetrieveTxnLog(r) => return replicate(source::SourceOp::RetrieveTxnLog(r)).await,
         RequestBody::DumpHandles(r) => return replicate(source::SourceOp::DumpHandles(r)).await,

@@ -156,8 +156,11 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport,
             )]);
         }
         // Answers carry the challenge id (not necessarily a session) in the envelope.
-        RequestBody::ChallengeAnswer(a) => return auth::answer(state, &ctx, a, transport, peer).await,
-        RequestBody::VerifyChallenge(v) => return Answer::units(vec![auth::verify_challenge(state, &ctx, v).await]),
+        // Boxed: authentication's futures are KBs that resolution would carry too.
+        RequestBody::ChallengeAnswer(a) => return Box::pin(auth::answer(state, &ctx, a, transport, peer)).await,
+        RequestBody::VerifyChallenge(v) => {
+            return Answer::units(vec![Box::pin(auth::verify_challenge(state, &ctx, v)).await]);
+        }
         RequestBody::SessionSetup(s) => return Answer::units(vec![session::setup(state, &ctx, s, peer.ip()).await]),
         _ => {}
     }
