@@ -26,7 +26,7 @@ db_start() {
   runuser -u postgres -- "$PG_BIN/initdb" -D "$WORK/pg/data" -U postgres --auth=trust -E UTF8 --locale=C -N >"$WORK/initdb.log" 2>&1 \
     || { cat "$WORK/initdb.log"; die initdb; }
   in_ns runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $WORK/pg -c fsync=off -c shared_buffers=32MB" start >/dev/null \
+    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $WORK/pg ${PG_SETTINGS:--c fsync=off -c shared_buffers=32MB}" start >/dev/null \
     || { cat "$WORK/pg/server.log"; die "PostgreSQL did not start"; }
 }
 

@@ -44,6 +44,8 @@ BIN=$(realpath "$1")
 # db_check, db_start, db_stop, sql_as, db_tables, JDBC_*, HANDLED_URL and the spellings
 # key/blob/hexblob/esc/text_of: one file per database.
 . "$HERE/db-$DB.sh"
+. "$HERE/handle-net-on-sql.sh"
+. "$HERE/client-cert.sh"
 db_check
 if [ ! -f "$JDBC_JAR" ] && command -v mvn >/dev/null; then
   timeout 300 mvn -q dependency:get -Dartifact="$JDBC_ARTIFACT" -Dtransitive=false >/dev/null 2>&1 || true
@@ -80,47 +82,15 @@ if ip -n "$HS_NETNS" -o link show | grep -v ': lo:' | grep -q .; then die "netns
 db_start
 db_tables
 
-log "Handle.Net 9.0.0: a copy of the distribution with the JDBC driver in lib/, storage_type = sql"
-cp -r "$PEER/hsj-9.0.0" "$WORK/hsj"
-cp "$JDBC_JAR" "$WORK/hsj/lib/"
-export HSJ_HOME="$WORK/hsj"
-"$PEER/setup.sh" --force >"$WORK/setup.log" 2>&1 || { cat "$WORK/setup.log"; die "harness setup"; }
-SVR="$HS_PEER/svr"
-python3 - "$SVR/config.dct" "$JDBC_URL" "$JDBC_DRIVER" <<'PY'
-import re, sys
-p, url, driver = sys.argv[1], sys.argv[2], sys.argv[3]
-t = open(p).read()
-block = f'''    "storage_type" = "sql"
-    "sql_settings" = {{
-      "sql_url" = "{url}"
-      "sql_driver" = "{driver}"
-      "sql_login" = "handleserver"
-      "sql_passwd" = "hspass"
-      "sql_read_only" = "no"
-    }}
-'''
-new, n = re.subn(r'^(    "case_sensitive" = "no"\n)', lambda m: m.group(1) + block, t, count=1, flags=re.M)
-if n != 1:
-    sys.exit("config.dct: no case_sensitive line in server_config")
-open(p, "w").write(new)
-PY
-. "$PEER/env.sh"
-CP=$(hsj_classpath)
-# Handle.Net's own storage code homes the prefix and writes TEST/ADMIN into the SQL tables.
-# Its last step, checkpointDatabase(), throws on SQL storage ("Checkpoint not supported in
-# this storage type") after the rows are written: the rows are what is checked.
-in_ns java -cp "$CP" "$PEER/bootstrap/BootstrapAdmin.java" "$SVR" TEST TEST/ADMIN 301 benchsecret 300 \
-  >"$WORK/bootstrap-sql.log" 2>&1 || grep -q "Checkpoint not supported" "$WORK/bootstrap-sql.log" \
-  || { cat "$WORK/bootstrap-sql.log"; die "BootstrapAdmin on SQL"; }
-[ "$(sql_as handleserver "select count(*) from handles where handle = $(key TEST/ADMIN)")" = 3 ] \
-  && [ "$(sql_as handleserver "select count(*) from nas where na = $(key 0.NA/TEST)")" = 1 ] \
-  || die "BootstrapAdmin did not write 0.NA/TEST and TEST/ADMIN into $DB: $(cat "$WORK/bootstrap-sql.log")"
+handle_net_on_sql
 "$PEER/start.sh" >"$WORK/start.log" 2>&1 || { cat "$WORK/start.log"; tail -30 "$SVR/error.log" 2>/dev/null; die "Handle.Net start"; }
 grep -q '"startup_ms"' "$WORK/start.log" && sed 's/^/   /' "$WORK/start.log"
 
 log "handled: store = sql on the same database, ports $HANDLED_PORT / $HANDLED_HTTP"
 cat >"$WORK/handled.toml" <<TOML
 server_admins = ["300:TEST/ADMIN", "301:TEST/ADMIN"]
+# Client certificates (Manual §14.6.2): client-cert.sh.
+https_client_certificates = true
 store = "sql"
 [sql]
 url = "$HANDLED_URL"
@@ -210,11 +180,13 @@ sql_as handleserver "insert into handles values
  ($SD, 100, $ADMIN_T, $ADMIN_D, 0, 86400, 1700000000, '', true, true, true, false),
  ($SD, 1, $URL_T, $(blob http://example.org/sqldel), 0, 86400, 1700000000, '', true, true, true, false);"
 
-ALL="TEST/ADMIN TEST/HN-NATIVE-1 TEST/HN-MIXED-CASE TEST/HN-DEL-1 TEST/HD-NATIVE-1 TEST/HD-MIXED-CASE TEST/HD-DEL-1 \
+fails=0
+client_cert_checks
+
+ALL="$CERT_HANDLES TEST/ADMIN TEST/HN-NATIVE-1 TEST/HN-MIXED-CASE TEST/HN-DEL-1 TEST/HD-NATIVE-1 TEST/HD-MIXED-CASE TEST/HD-DEL-1 \
 TEST/HN-JSON-1 TEST/HN-JSON-DEL TEST/HD-JSON-1 TEST/HD-JSON-DEL TEST/SQL-1 TEST/SQL-DEL"
 # snap NAME SERVER: every handle of $ALL resolved (authenticated, restricted values included).
 snap() { hs "$2" "resolve $ALL" >"$WORK/$1.jsonl" || die "resolving through $1"; }
-fails=0
 compare() {
   log "compare: $1 (Handle.Net vs handled)"
   snap "hn-$1" "$HN"; snap "hd-$1" "$HD"

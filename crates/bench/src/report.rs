@@ -109,6 +109,9 @@ pub fn table(runs: &[Stats]) -> String {
         if let (Some(cpu), Some(per)) = (s.server_cpu_s, s.per_server_core_second()) {
             notes.push(format!("server cpu {cpu:.2} s → {per:.0} requests per server core-second"));
         }
+        if let (Some(cpu), Some(per)) = (s.db_cpu_s, s.per_server_and_db_core_second()) {
+            notes.push(format!("database cpu {cpu:.2} s → {per:.0} requests per server-and-database core-second"));
+        }
         if let (Some(cpu), Some(per)) = (s.client_cpu_s, s.per_client_core_second()) {
             notes.push(format!("bench cpu {cpu:.2} s → {per:.0} requests per client core-second"));
         }
@@ -190,6 +193,8 @@ pub fn json_line(s: &Stats) -> serde_json::Value {
         "sessions": s.sessions,
         "server_cpu_s": s.server_cpu_s,
         "per_server_core_second": s.per_server_core_second(),
+        "db_cpu_s": s.db_cpu_s,
+        "per_server_and_db_core_second": s.per_server_and_db_core_second(),
         "client_cpu_s": s.client_cpu_s,
         "per_client_core_second": s.per_client_core_second(),
         "first_error_s": s.first_error_s,

@@ -4,7 +4,7 @@
 //! due, not when it went out (coordinated omission corrected, as wrk2 does).
 
 use crate::batched_udp::{BatchedRun, ClosedLoop};
-use crate::cpu::{own_cpu_time, process_cpu_time};
+use crate::cpu::{own_cpu_time, process_cpu_time, process_tree_cpu_time};
 use crate::recorder::{Recorder, SocketGauge};
 use crate::stats::{Stats, BUCKET};
 use crate::target::{Conn, Target};
@@ -24,6 +24,9 @@ pub struct Plan {
     /// A request not answered within this is an error.
     pub timeout: Duration,
     pub server_pid: Option<u32>,
+    /// A database the server uses: the CPU time of this process and its
+    /// descendants is counted too (requests per server-and-database core-second).
+    pub db_pid: Option<u32>,
     /// Print a live progress line on stderr.
     pub progress: bool,
     /// Run this shell command this long after measurement starts (induced failure).
@@ -42,6 +45,7 @@ impl Plan {
             workload,
             timeout: Duration::from_secs(5),
             server_pid: None,
+            db_pid: None,
             progress: false,
             induce: None,
             fsync_probe: None,
@@ -169,6 +173,7 @@ pub(crate) struct Harness {
     stop: Arc<AtomicU64>,
     sampler: tokio::task::JoinHandle<()>,
     cpu_before: Option<tokio::task::JoinHandle<Option<Duration>>>,
+    db_cpu_before: Option<tokio::task::JoinHandle<Option<Duration>>>,
     own_cpu_before: tokio::task::JoinHandle<Option<Duration>>,
     time_wait_before: Option<u64>,
 }
@@ -188,6 +193,12 @@ impl Harness {
                 process_cpu_time(pid).ok()
             })
         });
+        let db_cpu_before = plan.db_pid.map(|pid| {
+            tokio::spawn(async move {
+                tokio::time::sleep_until(start.into()).await;
+                process_tree_cpu_time(pid).ok()
+            })
+        });
         let own_cpu_before = tokio::spawn(async move {
             tokio::time::sleep_until(start.into()).await;
             own_cpu_time().ok()
@@ -202,7 +213,7 @@ impl Harness {
             });
         }
         let time_wait_before = time_wait_count(plan.target.first_addr().port());
-        Harness { recorder, stop, sampler, cpu_before, own_cpu_before, time_wait_before }
+        Harness { recorder, stop, sampler, cpu_before, db_cpu_before, own_cpu_before, time_wait_before }
     }
 
     pub async fn finish(self, plan: &Plan, clients: usize) -> Stats {
@@ -218,6 +229,11 @@ impl Harness {
             let before = before.await.ok().flatten();
             let after = process_cpu_time(pid).ok();
             stats.server_cpu_s = before.zip(after).map(|(a, b)| b.saturating_sub(a).as_secs_f64());
+        }
+        if let (Some(pid), Some(before)) = (plan.db_pid, self.db_cpu_before) {
+            let before = before.await.ok().flatten();
+            let after = process_tree_cpu_time(pid).ok();
+            stats.db_cpu_s = before.zip(after).map(|(a, b)| b.saturating_sub(a).as_secs_f64());
         }
         let after = time_wait_count(plan.target.first_addr().port());
         stats.time_wait_after = after.zip(self.time_wait_before).map(|(a, b)| a.saturating_sub(b));

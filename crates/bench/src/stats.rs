@@ -54,6 +54,10 @@ pub struct Stats {
     /// Seconds from the start of measurement to the first failure.
     pub first_error_s: Option<f64>,
     pub server_cpu_s: Option<f64>,
+    /// CPU time of the database behind the server (`--db-pid`), its
+    /// per-connection processes included.
+    #[serde(default)]
+    pub db_cpu_s: Option<f64>,
     /// CPU time of the bench process itself over the measured time.
     #[serde(default)]
     pub client_cpu_s: Option<f64>,
@@ -122,6 +126,7 @@ impl Stats {
             series: Vec::new(),
             first_error_s: None,
             server_cpu_s: None,
+            db_cpu_s: None,
             client_cpu_s: None,
             solicited_rate: None,
             clients: 0,
@@ -151,6 +156,13 @@ impl Stats {
 
     pub fn per_server_core_second(&self) -> Option<f64> {
         self.server_cpu_s.filter(|c| *c > 0.0).map(|c| self.total() as f64 / c)
+    }
+
+    /// Requests per core-second of the server and its database together:
+    /// what a database-backed server costs, set against one with its store inside.
+    pub fn per_server_and_db_core_second(&self) -> Option<f64> {
+        let cpu = self.server_cpu_s? + self.db_cpu_s?;
+        (cpu > 0.0).then(|| self.total() as f64 / cpu)
     }
 
     /// Requests per core-second of the bench's own CPU: to set beside the

@@ -173,6 +173,10 @@ struct RunArgs {
     /// Measure this server process's CPU time (requests per server core-second).
     #[arg(long)]
     server_pid: Option<u32>,
+    /// The database the server uses (e.g. PostgreSQL's postmaster): its CPU time and its
+    /// descendants' is added (requests per server-and-database core-second).
+    #[arg(long, requires = "server_pid")]
+    db_pid: Option<u32>,
     /// Induce a failure: run this shell command --induce-at seconds into the run.
     #[arg(long, requires = "induce_at")]
     induce: Option<String>,
@@ -358,6 +362,7 @@ async fn run_load(a: RunArgs) -> anyhow::Result<ExitCode> {
     plan.fsync_probe = a.fsync_probe.clone();
     plan.timeout = secs(a.timeout).max(Duration::from_millis(1));
     plan.server_pid = a.server_pid;
+    plan.db_pid = a.db_pid;
     plan.batched_udp = !a.async_udp;
     plan.progress = !a.quiet && !a.json;
     plan.induce = a.induce.clone().zip(a.induce_at).map(|(cmd, at)| (secs(at), cmd));

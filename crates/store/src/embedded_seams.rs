@@ -235,6 +235,7 @@ impl StoreAdmin for EmbeddedStore {
             txn_log: true,
             backup: Backup::Export,
             read_only: false,
+            remote: false,
         }
     }
 

@@ -482,6 +482,7 @@ impl StoreAdmin for MemoryStore {
                  run it on the embedded store (the default) to keep data",
             ),
             read_only: false,
+            remote: false,
         }
     }
 

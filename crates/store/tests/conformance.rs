@@ -42,6 +42,7 @@ impl StoreAdmin for RecordsOnly {
             txn_log: false,
             backup: Backup::Refused("records only: nothing to back up"),
             read_only: false,
+            remote: false,
         }
     }
     fn stats(&self) -> StoreStats {

@@ -281,13 +281,13 @@ fn fit_for_udp(
 
 /// Site info, or a resolution the chain answers locally, without a signature:
 /// microseconds of work, run inline on the receive thread. A source that may
-/// wait on the network (a resolver) sends resolutions to the workers.
+/// wait on the network (a resolver, a database server's store) sends
+/// resolutions to the workers.
 fn is_cheap(state: &ServerState, unit: &[u8]) -> bool {
     let Some(header) = unit.get(ENVELOPE_LEN..ENVELOPE_LEN + 12) else { return false };
     let op = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
     let flags = OpFlags(u32::from_be_bytes([header[8], header[9], header[10], header[11]]));
-    // Without REC a resolution is never recursed, so never waits on the network.
-    let local = || !flags.contains(OpFlags::REC) || crate::ops::resolve::CHAIN.answers_locally(state);
+    let local = || crate::ops::resolve::CHAIN.answers_locally(state, flags.contains(OpFlags::REC));
     !flags.contains(OpFlags::CT) && (op == OpCode::GET_SITE_INFO.0 || (op == OpCode::RESOLUTION.0 && local()))
 }
 

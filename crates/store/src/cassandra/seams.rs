@@ -198,6 +198,7 @@ impl StoreAdmin for CassandraStore {
                  the site key is kept in the store",
             ),
             read_only: false,
+            remote: true,
         }
     }
 

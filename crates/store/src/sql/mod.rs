@@ -170,6 +170,7 @@ impl StoreAdmin for SqlStore {
                  `mariadb-dump --single-transaction DATABASE`) and keep the data directory (server key)",
             ),
             read_only: self.options.read_only,
+            remote: true,
         }
     }
 

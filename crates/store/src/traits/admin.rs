@@ -25,6 +25,9 @@ pub struct Capabilities {
     /// Every write is refused (Handle.Net's `sql_read_only`): a server on it
     /// writes nothing at start and answers administration like a mirror.
     pub read_only: bool,
+    /// Reads wait on a network round trip (a database server): work that must
+    /// not stall, such as the UDP receive thread, hands them to workers.
+    pub remote: bool,
 }
 
 /// Online backups ([`crate::backup`]) of a store.

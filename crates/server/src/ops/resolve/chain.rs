@@ -36,9 +36,10 @@ pub enum Lookup {
 /// One place handles can come from.
 #[async_trait]
 pub trait ResolutionSource: Send + Sync {
-    /// Answers from this process only (memory, the local store) on `state`:
-    /// no network round trip, so the UDP receive thread may run it inline.
-    fn answers_locally(&self, _state: &ServerState) -> bool {
+    /// Answers from this process only (memory, the local store) on `state`,
+    /// for a request that asks for recursion or not: no network round trip, so
+    /// the UDP receive thread may run it inline.
+    fn answers_locally(&self, _state: &ServerState, _recursion_asked: bool) -> bool {
         true
     }
 
@@ -72,8 +73,8 @@ impl ResolutionChain {
     }
 
     /// Every source answers locally on `state`: resolution never waits on the network.
-    pub fn answers_locally(&self, state: &ServerState) -> bool {
-        self.sources.iter().all(|s| s.answers_locally(state))
+    pub fn answers_locally(&self, state: &ServerState, recursion_asked: bool) -> bool {
+        self.sources.iter().all(|s| s.answers_locally(state, recursion_asked))
     }
 
     /// Ask each source in turn. No answer: 100 (handle not found) when some

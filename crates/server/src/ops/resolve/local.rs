@@ -9,6 +9,12 @@ pub struct LocalStore;
 
 #[async_trait]
 impl ResolutionSource for LocalStore {
+    /// A database server's store answers after a round trip: on the UDP
+    /// receive thread, one at a time, its reads would queue behind each other.
+    fn answers_locally(&self, state: &ServerState, _recursion_asked: bool) -> bool {
+        !state.store.capabilities().remote
+    }
+
     async fn lookup(&self, state: &ServerState, query: &Query<'_>, _not_found: bool) -> Result<Lookup, OpError> {
         if !state.is_homed(query.canonical).await {
             return Ok(Lookup::Pass);

@@ -17,9 +17,10 @@ pub struct Recursive;
 
 #[async_trait]
 impl ResolutionSource for Recursive {
-    /// With native recursion on, a REC resolution may wait on the network.
-    fn answers_locally(&self, state: &ServerState) -> bool {
-        !state.recursion.as_ref().is_some_and(|r| r.native)
+    /// With native recursion on, a REC resolution may wait on the network;
+    /// without REC this source never recurses.
+    fn answers_locally(&self, state: &ServerState, recursion_asked: bool) -> bool {
+        !recursion_asked || !state.recursion.as_ref().is_some_and(|r| r.native)
     }
 
     async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {

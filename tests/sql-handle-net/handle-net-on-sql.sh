@@ -1,0 +1,44 @@
+# Handle.Net 9.0.0 on SQL storage (sourced by run.sh and scripts/bench-sql-vs-handle-net.sh):
+# a copy of the harness's distribution with the JDBC driver in lib/ (Manual §8.1.1), the
+# harness's server directory with config.dct's storage_type = "sql" and the sql_settings of
+# §8.2, and TEST/ADMIN written into the tables by Handle.Net's own storage code. Needs $WORK,
+# $PEER, $HS_PEER, $JDBC_JAR/$JDBC_URL/$JDBC_DRIVER, $DB, and log, die, key, sql_as.
+# Sets HSJ_HOME, SVR and CP (the server's classpath); the server is then started with
+# "$PEER/start.sh".
+handle_net_on_sql() {
+  log "Handle.Net 9.0.0: a copy of the distribution with the JDBC driver in lib/, storage_type = sql"
+  cp -r "$PEER/hsj-9.0.0" "$WORK/hsj"
+  cp "$JDBC_JAR" "$WORK/hsj/lib/"
+  export HSJ_HOME="$WORK/hsj"
+  "$PEER/setup.sh" --force >"$WORK/setup.log" 2>&1 || { cat "$WORK/setup.log"; die "harness setup"; }
+  SVR="$HS_PEER/svr"
+  python3 - "$SVR/config.dct" "$JDBC_URL" "$JDBC_DRIVER" <<'PY'
+import re, sys
+p, url, driver = sys.argv[1], sys.argv[2], sys.argv[3]
+t = open(p).read()
+block = f'''    "storage_type" = "sql"
+    "sql_settings" = {{
+      "sql_url" = "{url}"
+      "sql_driver" = "{driver}"
+      "sql_login" = "handleserver"
+      "sql_passwd" = "hspass"
+      "sql_read_only" = "no"
+    }}
+'''
+new, n = re.subn(r'^(    "case_sensitive" = "no"\n)', lambda m: m.group(1) + block, t, count=1, flags=re.M)
+if n != 1:
+    sys.exit("config.dct: no case_sensitive line in server_config")
+open(p, "w").write(new)
+PY
+  . "$PEER/env.sh"
+  CP=$(hsj_classpath)
+  # Handle.Net's own storage code homes the prefix and writes TEST/ADMIN into the SQL tables.
+  # Its last step, checkpointDatabase(), throws on SQL storage ("Checkpoint not supported in
+  # this storage type") after the rows are written: the rows are what is checked.
+  in_ns java -cp "$CP" "$PEER/bootstrap/BootstrapAdmin.java" "$SVR" TEST TEST/ADMIN 301 benchsecret 300 \
+    >"$WORK/bootstrap-sql.log" 2>&1 || grep -q "Checkpoint not supported" "$WORK/bootstrap-sql.log" \
+    || { cat "$WORK/bootstrap-sql.log"; die "BootstrapAdmin on SQL"; }
+  [ "$(sql_as handleserver "select count(*) from handles where handle = $(key TEST/ADMIN)")" = 3 ] \
+    && [ "$(sql_as handleserver "select count(*) from nas where na = $(key 0.NA/TEST)")" = 1 ] \
+    || die "BootstrapAdmin did not write 0.NA/TEST and TEST/ADMIN into $DB: $(cat "$WORK/bootstrap-sql.log")"
+}
