@@ -7,7 +7,10 @@ The system: a root homing 0.NA; A homing P1, P3, 21.T1; a site of two servers
 (B1, B2) for P2, each handle only on the server the site's hash picks; D
 homing 21 (the derived prefixes' handles 0.NA/21.*, and the service handle
 21/SERVICE); the root's 0.NA/P3 names that service handle (HS_SERV), its
-0.NA/21 delegates 21.* to D (HS_SITE.PREFIX).
+0.NA/21 delegates 21.* to D (HS_SITE.PREFIX). With the Handle.Net harness
+(HANDLE_NET_PEER, found by run.sh), the original Handle.Net 9.0.0 homes HN too
+(handle_net.py), and its own proxy, HDLProxy, resolves the whole set through the
+same root, compared with the handled resolver value by value.
 
 usage: world.py HANDLED_BINARY JAVA_CLASSPATH WORKDIR
 """
@@ -21,11 +24,17 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from handle_net import HandleNet, proxy_redirect
+
 HANDLED, CLASSPATH, WORK = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 HERE = Path(__file__).resolve().parent
 # Handles of P1 resolved once each for the cold-miss figure.
 COLD = 40
+# Handle.Net's JSON API's responseCode for a handle it cannot find, whether the handle or its
+# prefix is missing (handle not found); anything else (an error) is a difference.
+NOT_FOUND = {100}
 procs = []
+hn = None  # the Handle.Net server, with the harness
 
 
 def start(name, port, prefixes, records=None, config=None):
@@ -82,6 +91,16 @@ def server_index(handle, servers):
 
 
 def main():
+    global hn
+    hn_site = None
+    if os.environ.get("HANDLE_NET_PEER"):
+        # Set up first: its site record goes into the root's 0.NA/HN; it starts once the
+        # root exists (its resolver's bootstrap names the root).
+        hn = HandleNet(os.environ["HANDLE_NET_PEER"], WORK, 26480)
+        hn_site = hn.setup()
+    else:
+        print(f"global-resolution: the Handle.Net part (a prefix server and HDLProxy) skipped: "
+              f"{os.environ.get('HANDLE_NET_WHY', 'no harness')}; the handled-only part runs")
     a = start("a", 26410, ["P1", "P3", "21.T1"], [
         ("P1/doc", [url(1, "https://example.org/p1"), value(2, "EMAIL", {"format": "string", "value": "p1@example.org"})]),
         ("P3/doc", [url(1, "https://example.org/p3")]),
@@ -110,7 +129,7 @@ def main():
         ("0.NA/P3", [value(1, "HS_SERV", {"format": "string", "value": "21/SERVICE"})]),
         # 21's own handles (the service handle) at D, and its derived prefixes delegated to D.
         ("0.NA/21", [value(1, "HS_SITE", site_d), value(2, "HS_SITE.PREFIX", site_d)]),
-    ])
+    ] + ([("0.NA/HN", [value(1, "HS_SITE", {"format": "site", "value": hn_site})])] if hn else []))
     root_site = site_of(root, "0.NA")
     (WORK / "root_info.json").write_text(json.dumps(root_site["value"]))
     resolver = start("resolver", 26470, ["LOCAL"], [("LOCAL/doc", [url(1, "https://example.org/local")])], config=(
@@ -130,6 +149,14 @@ def main():
     (config / "config.dct").write_text('{\n  "auto_update_root_info" = "no"\n}\n')
 
     handles = ["P1/doc", "P3/doc", "21.T1/doc", p2[0], p2[1], "P1/missing", "NOWHERE/x"]
+    expected_found = 5
+    if hn:
+        started = hn.start(bootstrap)
+        print(f"Handle.Net 9.0.0 homing HN on 127.0.0.1:{hn.port}, started in {started['startup_ms']} ms")
+        hn.put("HN/doc", [url(1, "https://example.org/hn"),
+                          value(2, "EMAIL", {"format": "string", "value": "hn@example.org"})])
+        handles += ["HN/doc", "HN/missing"]
+        expected_found += 1
     java = subprocess.run(
         ["java", f"-Dnet.handle.configDir={config}", "-cp", CLASSPATH, str(HERE / "GlobalResolve.java"), *handles],
         capture_output=True, text=True, timeout=120)
@@ -146,25 +173,50 @@ def main():
             failed_java.add(f[1])
 
     failures = 0
+    by_handled = {}
     for h in handles:
         try:
             ours = {(v["index"], v["type"], v["data"]["value"]) for v in get(resolver, f"/api/handles/{h}")["values"]}
         except urllib.error.HTTPError:
             ours = set()  # not found, or no service: as the Java client's failures
+        by_handled[h] = ours
         java_side = "not found" if h in failed_java else sorted(by_java[h])
         ours_side = "not found" if not ours else sorted(ours)
         same = java_side == ours_side
         failures += not same
         print(f"{'same' if same else 'DIFFERENT'}\t{h}\tjava: {java_side}\thandled: {ours_side}")
-    expected_found = 5
     found = sum(1 for h in handles if by_java[h])
     if found != expected_found:
         print(f"the Java client found {found} of {expected_found} handles (see {WORK}/java.out)")
         failures += 1
     print(f"global-resolution: {len(handles) - failures} same, {failures} different")
+    if hn:
+        failures += compare_hdlproxy(handles, by_handled, resolver)
     if os.environ.get("GLOBAL_RESOLUTION_BENCH"):
         bench(a, resolver)
     return 1 if failures else 0
+
+
+def compare_hdlproxy(handles, by_handled, resolver):
+    """HDLProxy (allow_recursion) resolving every handle through the same root, against the
+    handled resolver: the values of its JSON API (a not-found must be Handle.Net's
+    responseCode 100, not an error), and what its proxy URL answers a browser (status and
+    Location of GET /<handle>) against handled's web proxy. Returns the differences."""
+    different = 0
+    for h in handles:
+        theirs = hn.resolve(h)
+        ours = sorted(by_handled[h]) if by_handled[h] else "not found"
+        if isinstance(theirs, set):
+            hdl = sorted(theirs)
+        else:
+            hdl = f"{'not found' if theirs[1] in NOT_FOUND else 'error'} (HTTP {theirs[0]}, responseCode {theirs[1]})"
+        same = hdl == ours or (ours == "not found" and hdl.startswith("not found"))
+        proxied = hn.redirect(h), proxy_redirect(resolver + 1, h)
+        same = same and proxied[0] == proxied[1]
+        different += not same
+        print(f"{'same' if same else 'DIFFERENT'}\t{h}\tHDLProxy: {hdl} {proxied[0]}\thandled: {ours} {proxied[1]}")
+    print(f"global-resolution, HDLProxy: {len(handles) - different} same, {different} different")
+    return different
 
 
 def bench(a, resolver):
@@ -195,6 +247,8 @@ if __name__ == "__main__":
     try:
         code = main()
     finally:
+        if hn:
+            hn.stop()
         for p in procs:
             p.terminate()
         for p in procs:
