@@ -7,10 +7,12 @@ The system: a root homing 0.NA; A homing P1, P3, 21.T1; a site of two servers
 (B1, B2) for P2, each handle only on the server the site's hash picks; D
 homing 21 (the derived prefixes' handles 0.NA/21.*, and the service handle
 21/SERVICE); the root's 0.NA/P3 names that service handle (HS_SERV), its
-0.NA/21 delegates 21.* to D (HS_SITE.PREFIX). With the Handle.Net harness
-(HANDLE_NET_PEER, found by run.sh), the original Handle.Net 9.0.0 homes HN too
-(handle_net.py), and its own proxy, HDLProxy, resolves the whole set through the
-same root, compared with the handled resolver value by value.
+0.NA/21 delegates 21.* to D (HS_SITE.PREFIX); M, a handled mirror of A, is
+P1's second site (the last comparison stops A: P1 then comes from M alone).
+With the Handle.Net harness (HANDLE_NET_PEER, found by run.sh), the original
+Handle.Net 9.0.0 homes HN too (handle_net.py), and its own proxy, HDLProxy,
+resolves the whole set through the same root, compared with the handled
+resolver value by value.
 
 usage: world.py HANDLED_BINARY JAVA_CLASSPATH WORKDIR
 """
@@ -33,7 +35,11 @@ COLD = 40
 # Handle.Net's JSON API's responseCode for a handle it cannot find, whether the handle or its
 # prefix is missing (handle not found); anything else (an error) is a difference.
 NOT_FOUND = {100}
+# The Java client's HandleException codes for the same: HANDLE_DOES_NOT_EXIST, and
+# SERVICE_NOT_FOUND when the root has no prefix handle.
+JAVA_NOT_FOUND = {9, 2}
 procs = []
+by_port = {}
 hn = None  # the Handle.Net server, with the harness
 
 
@@ -54,6 +60,7 @@ def start(name, port, prefixes, records=None, config=None):
     log = open(WORK / f"{name}.log", "w")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
     procs.append(proc)
+    by_port[port] = proc
     deadline = time.time() + 30
     while time.time() < deadline:
         line = proc.stdout.readline()
@@ -73,6 +80,28 @@ def site_of(port, prefix):
     """The HS_SITE value (site format) of a server's own prefix handle."""
     values = get(port, f"/api/handles/0.NA/{prefix}")["values"]
     return next(v["data"] for v in values if v["type"] == "HS_SITE")
+
+
+def mirror(a, site_a):
+    """M, a handled mirror of A (everything A homes, pulled from its dump and log, with
+    P1/ADMIN's secret key): P1's second site. Returns its HS_SITE value once it holds the
+    handles of A the comparison asks for (polled, at most 60 s)."""
+    (WORK / "siteinfo-a.json").write_text(json.dumps(site_a["value"]))
+    m = start("m", 26490, [], config=(
+        f"replication_source = \"{WORK / 'siteinfo-a.json'}\"\n"
+        f"replication_credentials = \"{WORK / 'admin-a-P1.json'}\"\n"
+        "replication_credentials_key = \"secret\"\nreplication_interval_ms = 500\n"))
+    deadline = time.time() + 60
+    for h in ["P1/doc", "P3/doc", "21.T1/doc", "P1/mirrored"]:
+        while True:
+            try:
+                get(m, f"/api/handles/{h}")
+                break
+            except (urllib.error.URLError, OSError):
+                if time.time() > deadline:
+                    sys.exit(f"the mirror did not get {h} from A in 60 s (see {WORK}/m.log)")
+                time.sleep(0.2)
+    return {"format": "site", "value": get(m, "/api/site")["site"]}
 
 
 def value(index, type_, data):
@@ -105,8 +134,11 @@ def main():
         ("P1/doc", [url(1, "https://example.org/p1"), value(2, "EMAIL", {"format": "string", "value": "p1@example.org"})]),
         ("P3/doc", [url(1, "https://example.org/p3")]),
         ("21.T1/doc", [url(1, "https://example.org/derived")]),
-    ] + [(f"P1/cold{i}", [url(1, f"https://example.org/cold{i}")]) for i in range(COLD)])
+        ("P1/mirrored", [url(1, "https://example.org/mirrored")]),
+    ] + [(f"P1/cold{i}", [url(1, f"https://example.org/cold{i}")]) for i in range(COLD)],
+        config='replication_admins = ["300:P1/ADMIN"]  # the mirror M pulls as P1/ADMIN\n')
     site_a = site_of(a, "P1")
+    site_m = mirror(a, site_a)
     p2 = {}
     n = 0
     while len(p2) < 2:
@@ -124,7 +156,7 @@ def main():
     ])
     site_d = site_of(d, "21")
     root = start("root", 26460, ["0.NA"], [
-        ("0.NA/P1", [value(1, "HS_SITE", site_a)]),
+        ("0.NA/P1", [value(1, "HS_SITE", site_a), value(2, "HS_SITE", site_m)]),
         ("0.NA/P2", [value(1, "HS_SITE", two)]),
         ("0.NA/P3", [value(1, "HS_SERV", {"format": "string", "value": "21/SERVICE"})]),
         # 21's own handles (the service handle) at D, and its derived prefixes delegated to D.
@@ -157,47 +189,73 @@ def main():
                           value(2, "EMAIL", {"format": "string", "value": "hn@example.org"})])
         handles += ["HN/doc", "HN/missing"]
         expected_found += 1
+    same, different = compare("Java client", handles, expected_found, config, resolver)
+    if os.environ.get("GLOBAL_RESOLUTION_BENCH"):
+        bench(a, resolver)
+    # P1's primary site down: handles no one asked yet must come from its mirror, through
+    # every resolver (each tries the next HS_SITE of 0.NA/P1).
+    by_port[a].terminate()
+    by_port[a].wait(timeout=10)
+    s, d = compare("Java client, P1's primary down", ["P1/mirrored", "P1/missing2"], 1, config, resolver)
+    same, different = same + s, different + d
+    print(f"global-resolution: {same} same, {different} different")
+    return 1 if different else 0
+
+
+def java_resolve(handles, config, name):
+    """The Java client's own global resolution of `handles`: {handle: values}, and
+    {handle: HandleException code} of those it could not resolve."""
     java = subprocess.run(
         ["java", f"-Dnet.handle.configDir={config}", "-cp", CLASSPATH, str(HERE / "GlobalResolve.java"), *handles],
-        capture_output=True, text=True, timeout=120)
-    (WORK / "java.out").write_text(java.stdout + java.stderr)
+        capture_output=True, text=True, timeout=180)
+    (WORK / f"java-{name}.out").write_text(java.stdout + java.stderr)
     if "DONE" not in java.stdout:
-        sys.exit(f"the Java client did not finish (see {WORK}/java.out)")
+        sys.exit(f"the Java client did not finish (see {WORK}/java-{name}.out)")
     by_java = {h: set() for h in handles}
-    failed_java = set()
+    failed_java = {}
     for line in java.stdout.splitlines():
         f = line.split("\t")
         if f[0] == "VALUE":
             by_java[f[1]].add((int(f[2]), f[3], bytes.fromhex(f[4]).decode("utf-8", "replace")))
         elif f[0] == "FAIL":
-            failed_java.add(f[1])
+            failed_java[f[1]] = int(f[2])
+    return by_java, failed_java
 
+
+def compare(what, handles, expected_found, config, resolver):
+    """`handles` through the Java client and the handled resolver, then (with the harness)
+    HDLProxy; prints a line a handle and one a comparison; returns (same, different)."""
+    by_java, failed_java = java_resolve(handles, config, "down" if "down" in what else "all")
     failures = 0
     by_handled = {}
     for h in handles:
         try:
-            ours = {(v["index"], v["type"], v["data"]["value"]) for v in get(resolver, f"/api/handles/{h}")["values"]}
-        except urllib.error.HTTPError:
-            ours = set()  # not found, or no service: as the Java client's failures
+            ours = sorted({(v["index"], v["type"], v["data"]["value"])
+                           for v in get(resolver, f"/api/handles/{h}")["values"]})
+        except urllib.error.HTTPError as e:
+            # 404: the handle or its prefix not found; anything else is an error.
+            ours = "not found" if e.code == 404 else f"error (HTTP {e.code})"
         by_handled[h] = ours
-        java_side = "not found" if h in failed_java else sorted(by_java[h])
-        ours_side = "not found" if not ours else sorted(ours)
-        same = java_side == ours_side
+        java_side = sorted(by_java[h])
+        if h in failed_java:
+            code = failed_java[h]
+            java_side = "not found" if code in JAVA_NOT_FOUND else f"error (HandleException code {code})"
+        same = java_side == ours  # an error on either side never matches
         failures += not same
-        print(f"{'same' if same else 'DIFFERENT'}\t{h}\tjava: {java_side}\thandled: {ours_side}")
+        print(f"{'same' if same else 'DIFFERENT'}\t{h}\tjava: {java_side}\thandled: {ours}")
+    same, different = len(handles) - failures, failures
     found = sum(1 for h in handles if by_java[h])
     if found != expected_found:
-        print(f"the Java client found {found} of {expected_found} handles (see {WORK}/java.out)")
-        failures += 1
-    print(f"global-resolution: {len(handles) - failures} same, {failures} different")
+        print(f"the Java client found {found} of {expected_found} handles (see {WORK})")
+        different += 1
+    print(f"global-resolution, {what}: {same} same, {different} different")
     if hn:
-        failures += compare_hdlproxy(handles, by_handled, resolver)
-    if os.environ.get("GLOBAL_RESOLUTION_BENCH"):
-        bench(a, resolver)
-    return 1 if failures else 0
+        d = compare_hdlproxy(what.replace("Java client", "HDLProxy"), handles, by_handled, resolver)
+        same, different = same + len(handles) - d, different + d
+    return same, different
 
 
-def compare_hdlproxy(handles, by_handled, resolver):
+def compare_hdlproxy(what, handles, by_handled, resolver):
     """HDLProxy (allow_recursion) resolving every handle through the same root, against the
     handled resolver: the values of its JSON API (a not-found must be Handle.Net's
     responseCode 100, not an error), and what its proxy URL answers a browser (status and
@@ -205,7 +263,7 @@ def compare_hdlproxy(handles, by_handled, resolver):
     different = 0
     for h in handles:
         theirs = hn.resolve(h)
-        ours = sorted(by_handled[h]) if by_handled[h] else "not found"
+        ours = by_handled[h]
         if isinstance(theirs, set):
             hdl = sorted(theirs)
         else:
@@ -215,7 +273,7 @@ def compare_hdlproxy(handles, by_handled, resolver):
         same = same and proxied[0] == proxied[1]
         different += not same
         print(f"{'same' if same else 'DIFFERENT'}\t{h}\tHDLProxy: {hdl} {proxied[0]}\thandled: {ours} {proxied[1]}")
-    print(f"global-resolution, HDLProxy: {len(handles) - different} same, {different} different")
+    print(f"global-resolution, {what}: {len(handles) - different} same, {different} different")
     return different
 
 
