@@ -19,6 +19,7 @@ usage: world.py HANDLED_BINARY JAVA_CLASSPATH WORKDIR
 import hashlib
 import os
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -302,6 +303,8 @@ def bench(a, resolver):
 
 
 if __name__ == "__main__":
+    # Terminated (a timeout): still stop every server, Handle.Net's JVM included.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         code = main()
     finally:
