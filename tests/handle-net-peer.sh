@@ -1,8 +1,9 @@
 # Finding the original Handle.Net 9.0.0 harness, or skipping: sourced by every suite that
-# uses it (tests/proxy-compare, tests/remote-admin, tests/replication).
+# uses it (tests/proxy-compare, tests/remote-admin, tests/replication, tests/global-resolution).
 #
 #   . tests/handle-net-peer.sh
 #   require_handle_net_peer "suite name" java python3 ...   # sets PEER, or skips (exit 77)
+#   find_handle_net_peer java ...   # sets PEER, or HANDLE_NET_WHY and returns 1
 #
 # The harness is not part of this repository: it sits beside it, at ../shared/peers/handle-net
 # (one level deeper from a git worktree), or wherever HANDLE_NET_PEER points. It is CNRI's
@@ -16,25 +17,36 @@ require_handle_net_peer() {
   local suite=$1; shift
   local repo
   repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  if find_handle_net_peer "$@" && [ "$(id -u)" != 0 ]; then
+    HANDLE_NET_WHY="needs root for the network namespace"
+  fi
+  if [ -n "$HANDLE_NET_WHY" ]; then
+    . "$repo/tests/skip.sh"
+    skip_suite "$suite" "$HANDLE_NET_WHY"
+  fi
+}
+
+# find_handle_net_peer [command ...]: sets and exports PEER, or sets HANDLE_NET_WHY and
+# returns 1 (for a suite that runs without the harness, only a part of it skipped). Root
+# is not checked: a caller that makes its own namespace (unshare -rn) needs none.
+find_handle_net_peer() {
+  local repo
+  repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   PEER=${HANDLE_NET_PEER:-}
   if [ -z "$PEER" ]; then
     for PEER in "$repo/../shared/peers/handle-net" "$repo/../../shared/peers/handle-net"; do
       [ -d "$PEER" ] && break
     done
   fi
-  local why=
+  HANDLE_NET_WHY=
   if [ ! -x "$PEER/setup.sh" ]; then
-    why="no Handle.Net harness at ${HANDLE_NET_PEER:-../shared/peers/handle-net beside the repository} (set HANDLE_NET_PEER)"
-  elif [ "$(id -u)" != 0 ]; then why="needs root for the network namespace"
+    HANDLE_NET_WHY="no Handle.Net harness at ${HANDLE_NET_PEER:-../shared/peers/handle-net beside the repository} (set HANDLE_NET_PEER)"
   else
     local cmd
     for cmd in "$@"; do
-      command -v "$cmd" >/dev/null || { why="$cmd not found"; break; }
+      command -v "$cmd" >/dev/null || { HANDLE_NET_WHY="$cmd not found"; break; }
     done
   fi
-  if [ -n "$why" ]; then
-    . "$repo/tests/skip.sh"
-    skip_suite "$suite" "$why"
-  fi
+  [ -z "$HANDLE_NET_WHY" ] || return 1
   export PEER
 }

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # The global resolver against the official Java client's own global resolution
 # (issue 31): a Handle System of handled servers on loopback, inside a network
 # namespace with only a loopback interface, so that no packet can leave the
@@ -9,6 +9,8 @@
 #
 # Skips (exit 77) without java, the client jars in the local Maven repository
 # (tests/interop-java fetches them), python3, or unprivileged network namespaces.
+# With the Handle.Net harness (tests/handle-net-peer.sh) the original server homes a
+# prefix and its proxy resolves the same set; without it only that part is skipped.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -25,6 +27,10 @@ for jar in net/handle/handle-client/9.3.1/handle-client-9.3.1.jar com/google/cod
   [ -f "$m2/$jar" ] || skip_suite global-resolution "no $m2/$jar (run tests/interop-java once, online)"
   cp="$cp${cp:+:}$m2/$jar"
 done
+# The harness's scripts run inside our namespace (world.py, handle_net.py): they need
+# java and, for start.sh's readiness checks, ss, curl and bc.
+. "$repo/tests/handle-net-peer.sh"
+if find_handle_net_peer java ss curl bc; then export HANDLE_NET_PEER=$PEER; else export HANDLE_NET_WHY; unset HANDLE_NET_PEER; fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/global-resolution.XXXXXX")
 echo "global-resolution: logs in $work"
 if [ -z "${HANDLED_IN_NETNS:-}" ]; then
