@@ -11,6 +11,7 @@
 //! one type, where the store must tell a deadlock from a timeout.
 
 use sqlx::{MySql, MySqlPool, PgPool, Postgres, Transaction};
+use super::error::is_connection_lost;
 
 /// Which database the URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,11 +123,27 @@ impl Pool {
         }
     }
 
+    /// A transaction on a live connection. A pooled connection is pinged
+    /// only after a second idle (options.rs), so one the database cut within
+    /// that second may be handed out: its `begin` fails before anything was
+    /// done, it is dropped, and the next one is tried.
     pub(crate) async fn begin(&self) -> Result<Tx, sqlx::Error> {
-        Ok(match self {
-            Pool::Postgres(p) => Tx::Postgres(p.begin().await?),
-            Pool::MySql(p) => Tx::MySql(p.begin().await?),
-        })
+        let mut tries = 0;
+        loop {
+            let tx = match self {
+                Pool::Postgres(p) => p.begin().await.map(Tx::Postgres),
+                Pool::MySql(p) => p.begin().await.map(Tx::MySql),
+            };
+            match tx {
+                Err(e) if is_connection_lost(&e) && tries < self.pooled() => tries += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// Connections the pool may hold: how many dead ones a request may meet.
+    pub(crate) fn pooled(&self) -> usize {
+        on_pool!(self, p => p.options().get_max_connections() as usize)
     }
 
     pub(crate) async fn close(&self) {

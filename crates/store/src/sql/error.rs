@@ -14,6 +14,8 @@ enum Kind {
     TooLarge,
     Unique,
     Deadlock,
+    /// The server ended the session (restart, `pg_terminate_backend`, `KILL`).
+    Lost,
     Other,
 }
 
@@ -26,6 +28,8 @@ fn kind(db: &dyn DatabaseError) -> Kind {
             1406 => Kind::TooLarge,
             1062 => Kind::Unique,
             1213 => Kind::Deadlock,
+            // Connection killed; server shutdown in progress.
+            1927 | 1053 => Kind::Lost,
             _ => Kind::Other,
         };
     }
@@ -36,6 +40,9 @@ fn kind(db: &dyn DatabaseError) -> Kind {
         Some("54000") => Kind::TooLarge,
         Some("23505") => Kind::Unique,
         Some("40P01") => Kind::Deadlock,
+        // admin_shutdown, crash_shutdown, cannot_connect_now; class 08, connection exceptions.
+        Some("57P01" | "57P02" | "57P03") => Kind::Lost,
+        Some(code) if code.starts_with("08") => Kind::Lost,
         _ => Kind::Other,
     }
 }
@@ -65,7 +72,11 @@ pub(crate) fn backend(e: sqlx::Error) -> StoreError {
 /// Whether a failed read may be tried again on another connection: the
 /// connection broke (database restarted, connection cut), not the statement.
 pub(crate) fn is_connection_lost(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_))
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(db) => kind(db.as_ref()) == Kind::Lost,
+        _ => false,
+    }
 }
 
 /// A unique-key violation: another writer inserted the same row first

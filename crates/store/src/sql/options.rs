@@ -11,6 +11,9 @@ use sqlx::Executor;
 use super::db::{Dialect, Pool};
 use crate::StoreError;
 
+/// A pooled connection idle this long is pinged before a request gets it.
+const IDLE_PING: Duration = Duration::from_secs(1);
+
 /// Options of a [`super::SqlStore`].
 #[derive(Debug, Clone)]
 pub struct SqlOptions {
@@ -131,8 +134,20 @@ impl SqlOptions {
         o.max_connections(self.max_connections)
             .acquire_timeout(self.connect_timeout)
             // A connection the database dropped (restart, failover, idle cut)
-            // is noticed by the ping and replaced, not handed to a request.
-            .test_before_acquire(true)
+            // is noticed by a ping and replaced, not handed to a request. sqlx
+            // pings every connection it takes back, so one idle for less than
+            // IDLE_PING answered a moment ago; pinging it again on every
+            // acquire would be a third round trip per read (measured: the
+            // database's CPU per resolution, BENCHMARKS.md "SQL storage").
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= IDLE_PING {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .idle_timeout(Some(Duration::from_secs(300)))
             .max_lifetime(Some(Duration::from_secs(1800)))
     }

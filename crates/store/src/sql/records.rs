@@ -155,8 +155,8 @@ impl SqlStore {
             };
             match attempt.await.map(record_of) {
                 Ok(r) => return Ok(r),
-                // Once: the pool then opens a fresh connection.
-                Err(e) if is_connection_lost(&e) && tries == 0 => tries += 1,
+                // Each dead connection is dropped; at worst every pooled one is (db.rs, `begin`).
+                Err(e) if is_connection_lost(&e) && tries < self.pool.pooled() => tries += 1,
                 Err(e) => return Err(backend(e)),
             }
         }
