@@ -209,6 +209,18 @@ mod tests {
     }
 
     #[test]
+    fn custom_statements_are_read_under_handle_net_names() {
+        let c: SqlConfig = toml::from_str(
+            "read_only = true\nget_handle_stmt = \"select 1\"\nscan_nas_stmt = \"select na from prefixes\"",
+        )
+        .unwrap();
+        let statements = c.options().unwrap().statements;
+        let keys: Vec<&str> = statements.keys().map(|s| s.key()).collect();
+        assert_eq!(keys, ["get_handle_stmt", "scan_nas_stmt"]);
+        assert!(toml::from_str::<SqlConfig>("get_handle = \"select 1\"").is_err(), "a misspelt key is refused");
+    }
+
+    #[test]
     fn what_the_schema_cannot_hold_is_refused() {
         assert!(check_compatible(0, false, false).is_ok());
         assert!(check_compatible(8, false, false).unwrap_err().contains("cache_mb"));
