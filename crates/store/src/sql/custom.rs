@@ -267,9 +267,11 @@ fn fits(kind: Kind, ty: &str) -> bool {
 }
 
 /// JDBC's `?` as the database wants it: `$1`, `$2`… on PostgreSQL (outside
-/// quoted text, quoted names and comments), unchanged on MariaDB/MySQL.
+/// quoted text, quoted names and comments) unless the statement numbers its
+/// parameters itself, unchanged on MariaDB/MySQL.
 pub(crate) fn placeholders(d: Dialect, sql: &str) -> String {
-    if d == Dialect::MySql {
+    // Numbered already: its `?` are PostgreSQL's operators (jsonb's `?`, `?|`).
+    if d == Dialect::MySql || sql.contains("$1") {
         return sql.to_owned();
     }
     let mut out = String::with_capacity(sql.len() + 8);
@@ -331,6 +333,7 @@ mod tests {
         );
         assert_eq!(pg("select 'it''s ?' /* ? */ from t where h = ?"), "select 'it''s ?' /* ? */ from t where h = $1");
         assert_eq!(pg("select a from t where h = $1"), "select a from t where h = $1");
+        assert_eq!(pg("select a from t where h = $1 and j ? 'k'"), "select a from t where h = $1 and j ? 'k'");
         assert_eq!(placeholders(Dialect::MySql, "select ? from t"), "select ? from t");
     }
 
