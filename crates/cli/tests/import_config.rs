@@ -223,3 +223,60 @@ fn status_handle_keys_carry_over() {
     assert_eq!(parsed["enable_monitor_daemon"].as_bool(), Some(true));
     assert_eq!(parsed["status_handle_admins"].as_array().unwrap()[0].as_str(), Some("300:TEST/WATCHER"));
 }
+
+/// Handle.Net on SQL (`storage_type = "sql"`, §8.1.1): the same database in
+/// `[sql]`, the JDBC URL as the driver's, the password in an owner-only file
+/// and never in handled.toml, custom statements under their names, and a
+/// line for each setting not carried.
+#[test]
+fn sql_settings_become_the_sql_table() {
+    let dir = fixture_copy();
+    let path = dir.path().join("config.dct");
+    let get = "select 1, 'URL', concat('https://repo.example.org/handle/', handle), 0, 86400, 0, '', true, false, \
+               true, false from handle where handle = ?";
+    let dct = std::fs::read_to_string(&path).unwrap().replacen(
+        "\"server_config\" = {",
+        &format!(
+            "\"server_config\" = {{\n    \"storage_type\" = \"sql\"\n    \"sql_settings\" = {{\n      \
+             \"sql_url\" = \"jdbc:mariadb://db.example:3306/handlesystem?useSSL=true\"\n      \
+             \"sql_driver\" = \"org.mariadb.jdbc.Driver\"\n      \"sql_login\" = \"handleserver\"\n      \
+             \"sql_passwd\" = \"pg secret\"\n      \"sql_read_only\" = \"yes\"\n      \
+             \"get_handle_stmt\" = \"{get}\"\n      \"trace_sql\" = \"yes\"\n      \
+             \"store_handle_as_string\" = \"yes\"\n    }}"
+        ),
+        1,
+    );
+    std::fs::write(&path, dct).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = import(dir.path(), out.path(), Some(SERVER_PASSPHRASE));
+    let stdout = text(&run.stdout);
+    assert!(run.status.success(), "{stdout}{}", text(&run.stderr));
+    let toml = std::fs::read_to_string(out.path().join("handled.toml")).unwrap();
+    for line in [
+        "store = \"sql\"",
+        "sql.url = \"mariadb://handleserver@db.example:3306/handlesystem\"",
+        "sql.read_only = true",
+        &format!("sql.get_handle_stmt = \"{get}\""),
+    ] {
+        assert!(toml.lines().any(|l| l.starts_with(line)), "{line} missing in\n{toml}");
+    }
+    assert!(!toml.contains("pg secret") && !stdout.contains("pg secret"), "the password written out:\n{toml}");
+    let password = out.path().join("sql-password");
+    assert_eq!(std::fs::read_to_string(&password).unwrap(), "pg secret");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&password).unwrap().permissions().mode() & 0o077, 0, "owner-only");
+    assert!(toml.contains(&format!("sql.password_file = \"{}\"", password.display())), "{toml}");
+    for (key, why) in [
+        ("sql_driver", "implied"),
+        ("trace_sql", "HANDLED_LOG"),
+        ("store_handle_as_string", "bytes columns"),
+        ("sql_url", "useSSL"),
+    ] {
+        assert!(stdout.lines().any(|l| l.contains(key) && l.contains(why)), "{key} not explained in\n{stdout}");
+    }
+    // The server reads what was written, as it would start from it.
+    let config = handled_server::config::Config::load(Some(&out.path().join("handled.toml"))).unwrap();
+    let options = config.storage.sql.options().unwrap();
+    assert_eq!(options.password.as_deref(), Some("pg secret"));
+    assert_eq!(options.statements.len(), 1);
+}

@@ -3,10 +3,13 @@
 //! (the prefix homed in `nas`, the admin handle in `handles`), rows another
 //! program inserts with plain SQL resolve at once over UDP, TCP and HTTP, a
 //! delete by that program is seen at once, and a restart on the same database
-//! keeps the site serial; with `read_only` nothing is written at all.
+//! keeps the site serial; with `read_only` nothing is written at all. And a
+//! server that is a view over another application's table through a custom
+//! `get_handle_stmt` (docs/sql-dspace-example.toml, DSpace's `handle` table).
 
 #[path = "../../store/tests/db_server/mod.rs"]
 mod db_server;
+mod global_common;
 
 /// A database as another program reaches it (`psql`, `mariadb`), and the
 /// few spellings in which the two differ.
@@ -172,4 +175,94 @@ async fn what_the_schema_cannot_hold_is_refused_at_start() {
     c.storage.record_cache_mb = 0;
     c.registry.port = Some(0);
     assert!(c.validate().unwrap_err().to_string().contains("documents"));
+}
+
+/// An example configuration of docs/ as the server loads it: what a reader copies is what is tested.
+fn example(file: &str) -> handled_server::config::Config {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs").join(file);
+    handled_server::config::Config::load(Some(&path)).unwrap_or_else(|e| panic!("docs/{file}: {e}"))
+}
+
+/// DSpace's `handle` table, as DSpace creates it (its own columns, no Handle.Net table).
+const DSPACE_TABLE: &str = "create table handle (handle_id integer primary key, handle varchar(256) unique, \
+     resource_type_id integer, resource_id integer)";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dspace_handle_table_on_postgres_served_through_a_custom_statement() {
+    let Some(db) = postgres("dspace_view").await else { return };
+    dspace_view(db, "sql-dspace-example.toml").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dspace_handle_table_on_mariadb_served_through_a_custom_statement() {
+    let Some(db) = mariadb("dspace_view").await else { return };
+    dspace_view(db, "sql-dspace-example-mariadb.toml").await;
+}
+
+/// A read-only server answering `123456789/<n>` from DSpace's table: the URL
+/// built in the SELECT, "handle not found" for an absent row, a row inserted
+/// after start seen at once, over the native protocol (TCP) and the JSON API.
+async fn dspace_view(db: Db, example_file: &str) {
+    let psql = |sql: &str| (db.run)(sql);
+    psql(DSPACE_TABLE);
+    psql("insert into handle values (1, '123456789/5', 2, 17), (2, '123456789/6', 3, 4)");
+    let example = example(example_file).storage.sql;
+    let get = example.get_handle_stmt.clone().expect("the example's get_handle_stmt");
+    let dir = tempfile::tempdir().unwrap();
+    let url = db.url.clone();
+    let tweak = |c: &mut handled_server::config::Config| {
+        c.ephemeral = false;
+        c.data_dir = dir.path().to_owned();
+        c.prefixes = vec!["123456789".into()];
+        c.storage.store = handled_server::config::StoreKind::Sql;
+        c.storage.sql.url = url.clone();
+        c.storage.sql.read_only = example.read_only;
+        c.storage.sql.get_handle_stmt = Some(get.clone());
+        c.storage.sql.scan_handles_stmt = example.scan_handles_stmt.clone();
+        c.storage.sql.scan_by_prefix_stmt = example.scan_by_prefix_stmt.clone();
+    };
+
+    // Refused at start, naming the key: writable, or a statement of the wrong shape.
+    let mut writable = handled_testkit::config();
+    tweak(&mut writable);
+    writable.storage.sql.read_only = false;
+    let e = handled_server::bootstrap::open_store(&writable).await.err().expect("refused").to_string();
+    assert!(e.contains("get_handle_stmt") && e.contains("read_only"), "{e}");
+    let mut short = handled_testkit::config();
+    tweak(&mut short);
+    short.storage.sql.get_handle_stmt = Some("select 1, handle from handle where handle = ?".into());
+    let e = handled_server::bootstrap::open_store(&short).await.err().expect("refused").to_string();
+    assert!(e.contains("get_handle_stmt") && e.contains("11"), "{e}");
+    let mut broken = handled_testkit::config();
+    tweak(&mut broken);
+    broken.storage.sql.get_handle_stmt = Some(get.replace("from handle", "from no_such_table"));
+    let e = handled_server::bootstrap::open_store(&broken).await.err().expect("refused").to_string();
+    assert!(e.contains("get_handle_stmt") && e.contains("prepare"), "{e}");
+
+    let mut s = handled_testkit::start(tweak).await;
+    let mut tcp = Connection::open(Protocol::Tcp, s.addrs.tcp, TIMEOUT, false).await.unwrap();
+    let opts = ResolveOptions::default();
+    let r = tcp.resolve(b"123456789/5", &opts).await.unwrap();
+    let values = resolved_values(&r).unwrap_or_else(|| panic!("{:?}", r.code()));
+    assert_eq!(values.len(), 1);
+    assert_eq!((values[0].index, values[0].value_type.as_slice()), (1, &b"URL"[..]));
+    assert_eq!(values[0].data, b"https://repo.example.org/handle/123456789/5");
+    assert_eq!(tcp.resolve(b"123456789/7", &opts).await.unwrap().code(), ResponseCode::HANDLE_NOT_FOUND);
+
+    // DSpace deposits an item: resolvable on the next request, both ways.
+    psql("insert into handle values (3, '123456789/7', 2, 18)");
+    let r = tcp.resolve(b"123456789/7", &opts).await.unwrap();
+    assert_eq!(resolved_values(&r).unwrap()[0].data, b"https://repo.example.org/handle/123456789/7");
+    let (head, body) = global_common::http_get(s.addrs.http, "/api/handles/123456789/6").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
+    assert!(
+        body.contains("\"responseCode\":1") && body.contains("https://repo.example.org/handle/123456789/6"),
+        "{body}"
+    );
+    let (head, body) = global_common::http_get(s.addrs.http, "/api/handles/123456789/8").await;
+    assert!(head.starts_with("HTTP/1.1 404") && body.contains("\"responseCode\":100"), "{head}\n{body}");
+    // Ready, though it neither writes nor counts.
+    let (head, body) = global_common::http_get(s.addrs.http, "/readyz").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
+    s.shutdown(Duration::from_secs(2)).await;
 }

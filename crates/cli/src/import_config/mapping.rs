@@ -89,7 +89,7 @@ impl Mapped {
     }
 }
 
-fn yes(v: &str) -> bool {
+pub fn yes(v: &str) -> bool {
     matches!(v.trim().to_ascii_lowercase().as_str(), "yes" | "true" | "y" | "1")
 }
 
@@ -255,6 +255,8 @@ pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
                 _ => m.skip(&origin, "not a { } dictionary; ignored"),
             },
             "this_server_id" if text.trim() == "1" => {}
+            // The store: sql.rs, which sees both keys together.
+            "storage_type" | "sql_settings" => {}
             other => {
                 let why = skip_reason(other);
                 m.skip(&origin, &why);
@@ -271,7 +273,7 @@ fn skip_reason(key: &str) -> String {
         "allow_na_admins" => {
             "no such switch in handled: who administers what comes from HS_ADMIN values and `server_admins`"
         }
-        "storage_type" | "storage_class" | "db_directory" | "sql_settings" => {
+        "storage_class" | "db_directory" => {
             "handled keeps handles in its own store (`store`); the handles come over by replication (README: Migrating)"
         }
         k if k.starts_with("bdbje_") || k.starts_with("jdb_") => {
@@ -392,7 +394,6 @@ mod tests {
             "hdl_udp_config.bind_port: 2642",
             "hdl_tcp_config.num_threads",
             "interfaces: hdl_http is not listed",
-            "server_config.storage_type",
             "server_config.this_server_id",
             "log_save_config",
             "auto_update_root_info",

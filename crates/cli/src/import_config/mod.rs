@@ -7,6 +7,7 @@
 mod mapping;
 mod replication;
 mod source;
+mod sql;
 mod streamtable;
 
 use anyhow::{bail, Context};
@@ -70,6 +71,7 @@ fn import(args: &ImportConfigArgs) -> anyhow::Result<()> {
     o.m.comment(&format!("Made by `handled import-config` from {}", std::path::absolute(&src.dir)?.display()));
     o.m.set("data_dir", Toml::Str(o.dir.join("data").display().to_string()), "new: handled's store");
     mapping::map_top(&mut o.m, &src.dct);
+    sql::map(src.server_config(), &mut o)?;
     let this_server_id = src.server_setting("this_server_id").and_then(|v| v.trim().parse().ok()).unwrap_or(1);
     let site = src.site()?;
     match &site {

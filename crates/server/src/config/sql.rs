@@ -34,6 +34,24 @@ pub struct SqlConfig {
     pub create_schema: bool,
     /// Keep this server's own metadata (site serial) in table `handled_meta`.
     pub meta_table: bool,
+    // Handle.Net's custom statements (Technical Manual §8.1.4), under its
+    // names: SQL with JDBC's `?` parameters, run in place of the built-in
+    // statement (handled_store's sql/custom.rs; they need `read_only`).
+    pub get_handle_stmt: Option<String>,
+    pub have_na_stmt: Option<String>,
+    pub del_na_stmt: Option<String>,
+    pub add_na_stmt: Option<String>,
+    pub scan_handles_stmt: Option<String>,
+    pub scan_handles_from_stmt: Option<String>,
+    pub scan_by_prefix_stmt: Option<String>,
+    pub scan_nas_stmt: Option<String>,
+    pub scan_nas_from_stmt: Option<String>,
+    pub delete_all_handles_stmt: Option<String>,
+    pub delete_all_nas_stmt: Option<String>,
+    pub create_handle_stmt: Option<String>,
+    pub handle_exists_stmt: Option<String>,
+    pub delete_handle_stmt: Option<String>,
+    pub modify_value_stmt: Option<String>,
 }
 
 impl Default for SqlConfig {
@@ -49,6 +67,21 @@ impl Default for SqlConfig {
             read_only: o.read_only,
             create_schema: o.create_schema,
             meta_table: o.meta_table,
+            get_handle_stmt: None,
+            have_na_stmt: None,
+            del_na_stmt: None,
+            add_na_stmt: None,
+            scan_handles_stmt: None,
+            scan_handles_from_stmt: None,
+            scan_by_prefix_stmt: None,
+            scan_nas_stmt: None,
+            scan_nas_from_stmt: None,
+            delete_all_handles_stmt: None,
+            delete_all_nas_stmt: None,
+            create_handle_stmt: None,
+            handle_exists_stmt: None,
+            delete_handle_stmt: None,
+            modify_value_stmt: None,
         }
     }
 }
@@ -76,6 +109,7 @@ impl SqlConfig {
             read_only: self.read_only,
             create_schema: self.create_schema,
             meta_table: self.meta_table,
+            statements: self.statements()?,
         };
         options.dialect().map_err(|e| e.to_string())?;
         if self.max_connections == 0 {
@@ -85,6 +119,37 @@ impl SqlConfig {
             return Err("sql: read_only and create_schema together: choose one".into());
         }
         Ok(options)
+    }
+}
+
+impl SqlConfig {
+    /// The custom statements given, by Handle.Net's setting name.
+    fn statements(&self) -> Result<handled_store::sql::SqlStatements, String> {
+        let given = [
+            ("get_handle_stmt", &self.get_handle_stmt),
+            ("have_na_stmt", &self.have_na_stmt),
+            ("del_na_stmt", &self.del_na_stmt),
+            ("add_na_stmt", &self.add_na_stmt),
+            ("scan_handles_stmt", &self.scan_handles_stmt),
+            ("scan_handles_from_stmt", &self.scan_handles_from_stmt),
+            ("scan_by_prefix_stmt", &self.scan_by_prefix_stmt),
+            ("scan_nas_stmt", &self.scan_nas_stmt),
+            ("scan_nas_from_stmt", &self.scan_nas_from_stmt),
+            ("delete_all_handles_stmt", &self.delete_all_handles_stmt),
+            ("delete_all_nas_stmt", &self.delete_all_nas_stmt),
+            ("create_handle_stmt", &self.create_handle_stmt),
+            ("handle_exists_stmt", &self.handle_exists_stmt),
+            ("delete_handle_stmt", &self.delete_handle_stmt),
+            ("modify_value_stmt", &self.modify_value_stmt),
+        ];
+        let mut out = handled_store::sql::SqlStatements::new();
+        for (key, text) in given {
+            if let Some(text) = text {
+                let stmt = handled_store::sql::SqlStmt::from_key(key).ok_or_else(|| format!("sql: {key}: unknown"))?;
+                out.insert(stmt, text.clone());
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -141,6 +206,18 @@ mod tests {
         std::fs::write(&path, "s3cret\n").unwrap();
         let c = SqlConfig { password_file: Some(path), ..SqlConfig::default() };
         assert_eq!(c.options().unwrap().password.as_deref(), Some("s3cret"));
+    }
+
+    #[test]
+    fn custom_statements_are_read_under_handle_net_names() {
+        let c: SqlConfig = toml::from_str(
+            "read_only = true\nget_handle_stmt = \"select 1\"\nscan_nas_stmt = \"select na from prefixes\"",
+        )
+        .unwrap();
+        let statements = c.options().unwrap().statements;
+        let keys: Vec<&str> = statements.keys().map(|s| s.key()).collect();
+        assert_eq!(keys, ["get_handle_stmt", "scan_nas_stmt"]);
+        assert!(toml::from_str::<SqlConfig>("get_handle = \"select 1\"").is_err(), "a misspelt key is refused");
     }
 
     #[test]

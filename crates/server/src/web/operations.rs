@@ -30,7 +30,15 @@ async fn metrics_text(state: &ServerState) -> String {
 async fn readiness(state: &ServerState) -> Response<Full<Bytes>> {
     // A store that cannot take writes (disk full) is not ready: the balancer
     // sends writes elsewhere until it is.
-    let store = state.store.count().await.and_then(|_| state.store.writable());
+    // A store that cannot count (a SQL view without a scan statement) still
+    // answered; one read-only by configuration (sql_read_only) takes no writes
+    // by design, which is no reason to send its reads elsewhere.
+    let counted = match state.store.count().await {
+        Err(handled_store::StoreError::Unsupported(_)) => Ok(0),
+        other => other,
+    };
+    let read_only = state.store.capabilities().read_only;
+    let store = counted.and_then(|_| if read_only { Ok(()) } else { state.store.writable() });
     let listening = state.is_ready();
     let ok = store.is_ok() && listening;
     let body = serde_json::json!({

@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use super::custom::Stmt;
 use super::db::{bind_key, on_pool, Sql};
 use super::error::backend;
 use super::records::prefix_end;
@@ -60,6 +61,13 @@ impl SqlStore {
     pub(super) async fn meta_read(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         self.check_open()?;
         match place(key) {
+            Place::Nas(na) if self.custom.get(Stmt::HaveNa).is_some() || self.custom.is_view() => {
+                let homed = match self.custom.get(Stmt::HaveNa) {
+                    Some(p) => self.custom_have_na(p, na).await?,
+                    None => false, // a view homes no prefix: read_only serves the configured ones
+                };
+                Ok(homed.then(Vec::new))
+            }
             Place::Nas(na) => {
                 let d = self.pool.dialect();
                 let sql = d.sql(&HAVE_NA);
@@ -121,8 +129,13 @@ impl SqlStore {
         // Homed prefixes, when the scanned prefix can cover `homed/…`.
         if prefix.starts_with(HOMED_META_PREFIX) || HOMED_META_PREFIX.starts_with(prefix) {
             let na_prefix = prefix.strip_prefix(HOMED_META_PREFIX).unwrap_or("").as_bytes();
-            for na in self.range(&NAS, na_prefix).await? {
-                out.push((format!("{HOMED_META_PREFIX}{}", String::from_utf8_lossy(&na.0)), Vec::new()));
+            let nas = match self.custom_keys(Stmt::ScanNas, na_prefix).await? {
+                Some(nas) => nas,
+                None if self.custom.is_view() => Vec::new(),
+                None => self.range(&NAS, na_prefix).await?.into_iter().map(|(na, _)| na).collect(),
+            };
+            for na in nas {
+                out.push((format!("{HOMED_META_PREFIX}{}", String::from_utf8_lossy(&na)), Vec::new()));
             }
         }
         if self.options.meta_table {

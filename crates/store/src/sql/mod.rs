@@ -25,7 +25,9 @@
 //! * handles: [`records`] (rows of `handles`; [`values`] encodes them);
 //! * metadata and homing: [`meta`] (`nas`, and our optional `handled_meta`);
 //! * documents and the transaction log: [`declined`] (no place in the schema);
-//! * administration: [`schema`] (the tables), [`options`] (pool, timeouts, TLS).
+//! * administration: [`schema`] (the tables), [`options`] (pool, timeouts, TLS);
+//! * Handle.Net's custom statements (`get_handle_stmt` …): [`custom`] checks
+//!   them at start, [`custom_ops`] reads through them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -36,6 +38,8 @@ use crate::{
     StoreError, StoreStats, SwapOutcome, TxnLogStore,
 };
 
+mod custom;
+mod custom_ops;
 mod db;
 mod declined;
 mod error;
@@ -48,6 +52,7 @@ mod refs;
 pub mod schema;
 mod values;
 
+pub use custom::{Statements as SqlStatements, Stmt as SqlStmt};
 pub use db::Dialect;
 pub use options::SqlOptions;
 
@@ -55,6 +60,7 @@ pub use options::SqlOptions;
 pub struct SqlStore {
     pool: db::Pool,
     options: SqlOptions,
+    custom: custom::Custom,
     closed: AtomicBool,
     stats: StatCounters,
 }
@@ -66,14 +72,23 @@ impl SqlStore {
         if options.create_schema && options.read_only {
             return Err(StoreError::Backend("sql: create_schema and read_only together: choose one".into()));
         }
-        schema::ensure(&pool, options.create_schema, options.meta_table).await.map_err(|e| {
+        let in_database = |e| {
             let url = options::redact(&options.url);
             match e {
                 StoreError::Backend(m) => StoreError::Backend(format!("{m} (database {url})")),
                 other => other,
             }
-        })?;
-        Ok(SqlStore { pool, options: options.clone(), closed: AtomicBool::new(false), stats: StatCounters::default() })
+        };
+        let custom =
+            custom::Custom::prepare(&pool, &options.statements, options.read_only).await.map_err(in_database)?;
+        let mut options = options.clone();
+        if custom.is_view() {
+            // A view reads the operator's tables only: none of ours is required.
+            options.meta_table = false;
+        } else {
+            schema::ensure(&pool, options.create_schema, options.meta_table).await.map_err(in_database)?;
+        }
+        Ok(SqlStore { pool, options, custom, closed: AtomicBool::new(false), stats: StatCounters::default() })
     }
 
     fn check_open(&self) -> Result<(), StoreError> {

@@ -44,6 +44,8 @@ pub struct SqlOptions {
     /// the table `handled_meta`, which Handle.Net ignores. Without it, only
     /// homed prefixes (in `nas`) can be stored as metadata.
     pub meta_table: bool,
+    /// Handle.Net's custom statements (§8.1.4), by setting (custom.rs).
+    pub statements: super::custom::Statements,
 }
 
 impl Default for SqlOptions {
@@ -58,6 +60,7 @@ impl Default for SqlOptions {
             read_only: false,
             create_schema: false,
             meta_table: true,
+            statements: Default::default(),
         }
     }
 }

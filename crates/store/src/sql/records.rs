@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::Row;
 
+use super::custom::Stmt;
 use super::db::Dialect;
 use super::db::{bind_key, on_pool, on_tx, Sql, Tx};
 use super::error::{backend, is_connection_lost, is_retryable_write, is_unique_violation};
@@ -140,6 +141,9 @@ fn holds(expect: &Expect, current: Option<&HandleRecord>) -> bool {
 impl SqlStore {
     pub(super) async fn get_record(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
         self.check_open()?;
+        if let Some(p) = self.custom.get(Stmt::GetHandle) {
+            return self.custom_get(p, key).await;
+        }
         let d = self.pool.dialect();
         if !self.storable_key(key) {
             return Ok(None); // no such row can exist
@@ -227,6 +231,11 @@ impl SqlStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
+        if self.custom.is_view()
+            || [Stmt::ScanHandles, Stmt::ScanByPrefix].iter().any(|s| self.custom.get(*s).is_some())
+        {
+            return self.custom_scan(prefix, start_after, limit).await;
+        }
         // A range on the key's bytes, not `like`, which would need escaping
         // and could not use PostgreSQL's index for binary keys.
         let d = self.pool.dialect();
@@ -259,6 +268,9 @@ impl SqlStore {
 
     pub(super) async fn count_handles(&self) -> Result<u64, StoreError> {
         self.check_open()?;
+        if self.custom.is_view() || self.custom.get(Stmt::ScanHandles).is_some() {
+            return self.custom_count().await;
+        }
         let sql = self.pool.dialect().sql(&COUNT_HANDLES);
         let n: i64 = on_pool!(&self.pool, p => sqlx::query_scalar(sql).fetch_one(p).await).map_err(backend)?;
         Ok(n.max(0) as u64)

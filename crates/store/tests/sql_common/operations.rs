@@ -199,3 +199,67 @@ async fn unreachable_database_is_a_clear_error() {
     assert!(e.contains("connect_timeout_ms") || e.contains("refused"), "{e}");
     assert!(!e.contains("secret"), "{e}");
 }
+
+/// Handle.Net's custom statements (§8.1.4) run in place of the built-in ones,
+/// each of them visibly different from the default here so that a built-in
+/// answer fails the test; and a statement of the wrong shape stops the start,
+/// naming its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn custom_statements_read_in_place_of_the_built_in_ones() {
+    use handled_store::sql::{SqlStatements, SqlStmt};
+    let Some(o) = options("custom_statements").await else { return };
+    let rw = SqlStore::connect(&o).await.unwrap();
+    let two = HandleRecord::new(vec![HandleValue::new(1, "URL", "https://a"), HandleValue::new(2, "EMAIL", "a@b")]);
+    for (k, r) in [(&b"20.5000/a"[..], two), (b"20.5000/b", url_record("b")), (b"20.6000/c", url_record("c"))] {
+        rw.swap(k, Expect::Absent, Some(r)).await.unwrap();
+    }
+    rw.meta_put("homed/0.NA/20.5000", Some(Vec::new())).await.unwrap();
+    let statements =
+        |list: &[(SqlStmt, &str)]| -> SqlStatements { list.iter().map(|(s, t)| (*s, t.to_string())).collect() };
+    let columns = "idx, type, data, ttl_type, ttl, timestamp, refs, admin_read, admin_write, pub_read, pub_write";
+    let custom = statements(&[
+        // Index 1 only.
+        (SqlStmt::GetHandle, &format!("select {columns} from handles where handle = ? and idx = 1")),
+        // Every prefix but the one in `nas` is homed.
+        (SqlStmt::HaveNa, "select count(*) from nas where na <> ?"),
+        (SqlStmt::ScanNas, "select distinct na from nas"),
+        // Handles with an index 2 only.
+        (SqlStmt::ScanHandles, "select distinct handle from handles where idx = 2"),
+        (SqlStmt::ScanByPrefix, "select distinct handle from handles where handle like ?"),
+        (SqlStmt::DeleteHandle, "delete from handles where handle = ?"),
+    ]);
+    let view = SqlOptions { read_only: true, create_schema: false, statements: custom.clone(), ..o.clone() };
+    let s = SqlStore::connect(&view).await.unwrap();
+    let got = s.get(b"20.5000/a").await.unwrap().unwrap();
+    assert_eq!(got.values.iter().map(|v| v.index).collect::<Vec<_>>(), [1], "get_handle_stmt not used");
+    assert_eq!(got.values[0].data, b"https://a");
+    assert_eq!(s.get(b"20.5000/none").await.unwrap(), None);
+    assert_eq!(s.meta_get("homed/0.NA/20.7000").await.unwrap(), Some(Vec::new()), "have_na_stmt not used");
+    assert_eq!(s.meta_get("homed/0.NA/20.5000").await.unwrap(), None);
+    let homed: Vec<String> = s.meta_scan("homed/").await.unwrap().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(homed, ["homed/0.NA/20.5000"]);
+    let listed = s.scan_keys(b"20.5000/", None, 10).await.unwrap();
+    assert_eq!(listed, [b"20.5000/a".to_vec(), b"20.5000/b".to_vec()]);
+    assert_eq!(s.scan_keys(b"20.5000/", Some(b"20.5000/a"), 10).await.unwrap(), [b"20.5000/b".to_vec()]);
+    assert_eq!(s.scan_keys(b"", None, 10).await.unwrap(), [b"20.5000/a".to_vec()], "scan_handles_stmt not used");
+    assert_eq!(s.count().await.unwrap(), 1);
+
+    // Refused at start, the key named.
+    let refused = |list: &[(SqlStmt, &str)], read_only: bool| {
+        let o = SqlOptions { read_only, create_schema: false, statements: statements(list), ..o.clone() };
+        async move { SqlStore::connect(&o).await.err().expect("refused").to_string() }
+    };
+    let e = refused(&[(SqlStmt::GetHandle, custom[&SqlStmt::GetHandle].as_str())], false).await;
+    assert!(e.contains("get_handle_stmt") && e.contains("read_only = true"), "{e}");
+    let e = refused(&[(SqlStmt::HaveNa, "select count(*) from nas where na = ? or na = ?")], true).await;
+    assert!(e.contains("have_na_stmt") && e.contains("2 parameter"), "{e}");
+    let e = refused(&[(SqlStmt::GetHandle, &format!("select {columns} from handles"))], true).await;
+    assert!(e.contains("get_handle_stmt") && e.contains("0 parameter"), "{e}");
+    let wrong = format!("select {} from handles where handle = ?", columns.replace("data", "1.5"));
+    let e = refused(&[(SqlStmt::GetHandle, &wrong)], true).await;
+    assert!(e.contains("get_handle_stmt") && e.contains("column 3 (data"), "{e}");
+    let e = refused(&[(SqlStmt::ScanNas, "select na, na from nas")], true).await;
+    assert!(e.contains("scan_nas_stmt") && e.contains("2 column"), "{e}");
+    let e = refused(&[(SqlStmt::CreateHandle, "insert into no_such_table values (?)")], true).await;
+    assert!(e.contains("create_handle_stmt") && e.contains("prepare"), "{e}");
+}
