@@ -3,8 +3,18 @@
 # harness's server directory with config.dct's storage_type = "sql" and the sql_settings of
 # §8.2, and TEST/ADMIN written into the tables by Handle.Net's own storage code. Needs $WORK,
 # $PEER, $HS_PEER, $JDBC_JAR/$JDBC_URL/$JDBC_DRIVER, $DB, and log, die, key, sql_as.
-# Sets HSJ_HOME, SVR and CP (the server's classpath); the server is then started with
+# handle_net_on_sql sets HSJ_HOME, SVR and CP (the server's classpath); the server is then started with
 # "$PEER/start.sh".
+# The database's binaries (db_check) and the JDBC driver, fetched with Maven when missing;
+# skips $SUITE, saying which is missing.
+require_database_and_driver() {
+  db_check
+  if [ ! -f "$JDBC_JAR" ] && command -v mvn >/dev/null; then
+    timeout 300 mvn -q dependency:get -Dartifact="$JDBC_ARTIFACT" -Dtransitive=false >/dev/null 2>&1 || true
+  fi
+  [ -f "$JDBC_JAR" ] || skip_suite "$SUITE" "no JDBC driver ($JDBC_ARTIFACT from Maven Central; set JDBC_JAR)"
+}
+
 handle_net_on_sql() {
   log "Handle.Net 9.0.0: a copy of the distribution with the JDBC driver in lib/, storage_type = sql"
   cp -r "$PEER/hsj-9.0.0" "$WORK/hsj"

@@ -46,11 +46,7 @@ BIN=$(realpath "$1")
 . "$HERE/db-$DB.sh"
 . "$HERE/handle-net-on-sql.sh"
 . "$HERE/client-cert.sh"
-db_check
-if [ ! -f "$JDBC_JAR" ] && command -v mvn >/dev/null; then
-  timeout 300 mvn -q dependency:get -Dartifact="$JDBC_ARTIFACT" -Dtransitive=false >/dev/null 2>&1 || true
-fi
-[ -f "$JDBC_JAR" ] || skip_suite "$SUITE" "no JDBC driver ($JDBC_ARTIFACT from Maven Central; set JDBC_JAR)"
+require_database_and_driver
 
 export HS_NETNS=${HS_NETNS:-hssqlhn}
 export HS_HEAP=${HS_HEAP:--Xms128m -Xmx384m}

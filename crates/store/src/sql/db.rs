@@ -10,8 +10,8 @@
 //! by its own narrower rules, and hides each database's error numbers behind
 //! one type, where the store must tell a deadlock from a timeout.
 
-use sqlx::{MySql, MySqlPool, PgPool, Postgres, Transaction};
 use super::error::is_connection_lost;
+use sqlx::{MySql, MySqlPool, PgPool, Postgres, Transaction};
 
 /// Which database the URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
