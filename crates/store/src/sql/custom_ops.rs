@@ -121,10 +121,16 @@ impl SqlStore {
     /// `get_handle_stmt`: the handle's values, in index order (the statement's
     /// order is kept for equal indexes).
     pub(super) async fn custom_get(&self, p: &Prepared, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
-        let mut values = run_with_key!(&self.pool, p, key, |q, c| {
-            let rows = q.fetch_all(c).await.map_err(backend)?;
-            rows.iter().map(value_of).collect::<Result<Vec<_>, _>>().map_err(backend)?
-        });
+        let mut values = self
+            .pool
+            .retrying_lost(|| async {
+                Ok(run_with_key!(&self.pool, p, key, |q, c| {
+                    let rows = q.fetch_all(c).await?;
+                    rows.iter().map(value_of).collect::<Result<Vec<_>, _>>()?
+                }))
+            })
+            .await
+            .map_err(backend)?;
         values.sort_by_key(|v| v.index);
         Ok((!values.is_empty()).then(|| HandleRecord::new(values)))
     }

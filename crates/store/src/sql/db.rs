@@ -123,27 +123,36 @@ impl Pool {
         }
     }
 
-    /// A transaction on a live connection. A pooled connection is pinged
-    /// only after a second idle (options.rs), so one the database cut within
-    /// that second may be handed out: its `begin` fails before anything was
-    /// done, it is dropped, and the next one is tried.
+    /// A transaction on a live connection: its `begin` fails before anything
+    /// was done, so it is safe to try again ([`Pool::retrying_lost`]).
     pub(crate) async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        self.retrying_lost(|| async {
+            Ok(match self {
+                Pool::Postgres(p) => Tx::Postgres(p.begin().await?),
+                Pool::MySql(p) => Tx::MySql(p.begin().await?),
+            })
+        })
+        .await
+    }
+
+    /// Run `op`, which must be safe to repeat (a read, a `begin`), again while
+    /// it fails on a connection the database ended. A pooled connection is
+    /// pinged only after a second idle (options.rs), so one cut within that
+    /// second may be handed out; it is dropped, and the next one tried: at
+    /// most as many times as the pool holds connections.
+    pub(crate) async fn retrying_lost<T, F, Fut>(&self, mut op: F) -> Result<T, sqlx::Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+    {
+        let most = on_pool!(self, p => p.options().get_max_connections() as usize);
         let mut tries = 0;
         loop {
-            let tx = match self {
-                Pool::Postgres(p) => p.begin().await.map(Tx::Postgres),
-                Pool::MySql(p) => p.begin().await.map(Tx::MySql),
-            };
-            match tx {
-                Err(e) if is_connection_lost(&e) && tries < self.pooled() => tries += 1,
+            match op().await {
+                Err(e) if is_connection_lost(&e) && tries < most => tries += 1,
                 other => return other,
             }
         }
-    }
-
-    /// Connections the pool may hold: how many dead ones a request may meet.
-    pub(crate) fn pooled(&self) -> usize {
-        on_pool!(self, p => p.options().get_max_connections() as usize)
     }
 
     pub(crate) async fn close(&self) {

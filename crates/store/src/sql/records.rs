@@ -17,7 +17,7 @@ use sqlx::Row;
 use super::custom::Stmt;
 use super::db::Dialect;
 use super::db::{bind_key, on_pool, on_tx, Sql, Tx};
-use super::error::{backend, is_connection_lost, is_retryable_write, is_unique_violation};
+use super::error::{backend, is_retryable_write, is_unique_violation};
 use super::values::{canonical, rows_of, NullableRow, ValueRow};
 use super::{mysql, postgres, SqlStore};
 use crate::{Expect, HandleRecord, InvalidRecord, StoreError, SwapOutcome};
@@ -149,21 +149,16 @@ impl SqlStore {
             return Ok(None); // no such row can exist
         }
         let sql = d.sql(&SELECT_VALUES);
-        let mut tries = 0;
-        loop {
-            let attempt = async {
+        let values = self
+            .pool
+            .retrying_lost(|| async {
                 on_pool!(&self.pool, p => {
                     let rows = bind_key!(sqlx::query(sql), d, key).fetch_all(p).await?;
                     rows.iter().map(|r| value_of!(r)).collect::<Result<Vec<_>, _>>()
                 })
-            };
-            match attempt.await.map(record_of) {
-                Ok(r) => return Ok(r),
-                // Each dead connection is dropped; at worst every pooled one is (db.rs, `begin`).
-                Err(e) if is_connection_lost(&e) && tries < self.pool.pooled() => tries += 1,
-                Err(e) => return Err(backend(e)),
-            }
-        }
+            })
+            .await;
+        values.map(record_of).map_err(backend)
     }
 
     pub(super) async fn swap_record(
