@@ -25,7 +25,8 @@ pub fn process_tree_cpu_time(pid: u32) -> std::io::Result<Duration> {
             stats.push((p, stat));
         }
     }
-    let parent = |stat: &str| -> Option<u32> { stat[stat.rfind(')')? + 2..].split_ascii_whitespace().nth(1)?.parse().ok() };
+    let parent =
+        |stat: &str| -> Option<u32> { stat[stat.rfind(')')? + 2..].split_ascii_whitespace().nth(1)?.parse().ok() };
     let mut tree = vec![pid];
     let mut total = Duration::ZERO;
     let mut found = false;
@@ -89,7 +90,8 @@ fn parse_stat_cpu(stat: &str, ticks: u64) -> Option<Duration> {
 /// children it waited for.
 fn parse_stat_cpu_with_children(stat: &str, ticks: u64) -> Option<Duration> {
     let after = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<u64> = after.split_ascii_whitespace().skip(11).take(4).map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    let fields: Vec<u64> =
+        after.split_ascii_whitespace().skip(11).take(4).map(|f| f.parse().ok()).collect::<Option<_>>()?;
     (fields.len() == 4).then(|| Duration::from_micros(fields.iter().sum::<u64>() * 1_000_000 / ticks))
 }
 

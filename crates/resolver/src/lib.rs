@@ -33,7 +33,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// What a resolver may hold and how long it waits.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// Bytes of cached answers.
     pub cache_bytes: u64,
@@ -85,6 +85,9 @@ pub enum ResolveError {
     /// Too many handles are being asked upstream at once.
     #[error("too many queries under way")]
     Busy,
+    /// The asker may not start another upstream query now (its rate limit).
+    #[error("too many upstream queries for this client")]
+    RateLimited,
 }
 
 /// An answer and where it came from.
@@ -139,6 +142,15 @@ impl Resolver {
 
     /// All public values of `h`.
     pub async fn resolve(&self, h: &[u8]) -> Result<Answer, ResolveError> {
+        self.resolve_admitted(h, || true).await
+    }
+
+    /// As [`resolve`](Self::resolve), asking `admit` first whenever the
+    /// answer needs an upstream query (a miss, joining one under way
+    /// included): false refuses with [`ResolveError::RateLimited`]. Answers
+    /// from the cache (fresh, or stale while upstream is known to fail) are
+    /// never refused.
+    pub async fn resolve_admitted(&self, h: &[u8], admit: impl FnOnce() -> bool) -> Result<Answer, ResolveError> {
         let canonical = handle::canonical(h);
         // Prefixes are case-insensitive; suffixes may not be on the server asked.
         let key = handle::normalize(&canonical, true);
@@ -153,6 +165,9 @@ impl Resolver {
                 add(&self.counters.stale_served);
                 return answer(&entry.found, Origin::Stale, &self.counters);
             }
+        }
+        if !admit() {
+            return Err(ResolveError::RateLimited);
         }
         add(&self.counters.misses);
         let flight = self.flights.run(key.clone(), || self.fetch(&canonical, key.clone())).await;

@@ -147,3 +147,67 @@ async fn no_recursion_without_rec_without_allow_recursion_or_outside_the_allow_l
     assert!(http_get(addrs.http, "/api/handles/P1/doc").await.0.starts_with("HTTP/1.1 200"));
     assert_eq!(web.upstream_queries(), 1);
 }
+
+/// Lookups that need an upstream query are limited per client (a burst of
+/// 2, then one per 1000 s: no refill within any test run); answers from the
+/// cache are not.
+#[tokio::test]
+async fn a_client_over_its_rate_is_refused_upstream_lookups_not_cached_answers() {
+    let w = World::start(|c| {
+        c.resolver.client_rate = 0.001;
+        c.resolver.client_burst = 2;
+    })
+    .await;
+    let addrs = w.resolver.addrs;
+    assert_eq!(native(Protocol::Tcp, addrs.tcp, "P1/doc").await.0, ResponseCode::SUCCESS);
+    assert_eq!(native(Protocol::Tcp, addrs.tcp, "P3/doc").await.0, ResponseCode::SUCCESS);
+    let (code, data) = native(Protocol::Tcp, addrs.tcp, "21.T1/doc").await;
+    assert_eq!((code, data.len()), (ResponseCode::SERVER_TOO_BUSY, 0), "the third miss");
+    let (head, body) = http_get(addrs.http, "/api/handles/21.T1/doc").await;
+    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(json["responseCode"], 3, "{body}");
+    assert!(json["message"].as_str().is_some_and(|m| m.contains("upstream")), "{body}");
+    // Cached: answered whatever the rate.
+    for h in ["P1/doc", "P3/doc"] {
+        assert_eq!(native(Protocol::Tcp, addrs.tcp, h).await.0, ResponseCode::SUCCESS, "{h}");
+    }
+    assert_eq!(w.upstream_queries(), 2);
+    let (_, metrics) = http_get(addrs.http, "/metrics").await;
+    assert!(metrics.contains("handled_resolver_rate_limited_total 2"), "{metrics}");
+}
+
+/// SIGHUP re-reads `[resolver]`: a new allow-list applies at once with the
+/// cache kept; another trust policy renews the resolver (an empty cache); a
+/// bad table changes nothing.
+#[tokio::test]
+async fn sighup_reloads_the_resolver_table() {
+    use handled_server::recursion::Renewal;
+    use handled_server::reload::reload;
+    let w = World::start(|c| c.resolver.allow = vec!["10.0.0.0/8".parse().unwrap()]).await;
+    let tcp = w.resolver.addrs.tcp;
+    assert_eq!(native(Protocol::Tcp, tcp, "P1/doc").await.0, ResponseCode::SERVER_NOT_RESP);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("handled.toml");
+    let write = |extra: &str| {
+        let table = format!(
+            "[resolver]\nenabled = true\nallow_recursion = true\nroot_info = {:?}\n{extra}\n",
+            w.root_info.display().to_string()
+        );
+        std::fs::write(&file, table).unwrap();
+    };
+    write("allow = [\"127.0.0.0/8\"]");
+    assert_eq!(reload(&w.resolver.state, Some(&file)).unwrap().resolver, Renewal::Kept);
+    assert_eq!(native(Protocol::Tcp, tcp, "P1/doc").await.1[0], "https://example.org/p1", "now allowed");
+    assert_eq!(native(Protocol::Tcp, tcp, "P4/doc").await.0, ResponseCode::ERROR, "its signature fails");
+
+    write("allow = [\"127.0.0.0/8\"]\ntrust = \"maybe\"");
+    let refused = reload(&w.resolver.state, Some(&file)).unwrap_err().to_string();
+    assert!(refused.contains("trust"), "{refused}");
+    assert_eq!(w.upstream_queries(), 2, "the running resolver is still there");
+
+    write("allow = [\"127.0.0.0/8\"]\ntrust = \"off\"");
+    assert_eq!(reload(&w.resolver.state, Some(&file)).unwrap().resolver, Renewal::Renewed);
+    assert_eq!(w.upstream_queries(), 0, "a new resolver");
+    assert_eq!(native(Protocol::Tcp, tcp, "P4/doc").await.1, ["https://example.org/p4"], "unchecked now");
+}

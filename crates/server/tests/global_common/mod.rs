@@ -32,6 +32,8 @@ pub struct World {
     pub resolver: TestServer,
     /// P2 handles that the site's hash puts on b[0] and on b[1].
     pub p2: [String; 2],
+    /// The resolver's root_info file.
+    pub root_info: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -108,19 +110,19 @@ impl World {
             c.prefixes = vec!["LOCAL".into()];
             c.resolver.enabled = true;
             c.resolver.allow_recursion = true;
-            c.resolver.root_info = Some(root_info);
+            c.resolver.root_info = Some(root_info.clone());
             tweak(c);
         })
         .await;
-        World { root, a, b, d, resolver, p2, _dir: dir }
+        World { root, a, b, d, resolver, p2, root_info, _dir: dir }
     }
 
     pub fn upstream_queries(&self) -> u64 {
-        self.resolver.state.recursion.as_ref().expect("recursion on").resolver.snapshot().upstream_queries
+        self.snapshot().upstream_queries
     }
 
     pub fn snapshot(&self) -> handled_resolver::metrics::Snapshot {
-        self.resolver.state.recursion.as_ref().expect("recursion on").resolver.snapshot()
+        self.resolver.state.recursion.current().expect("recursion on").resolver.snapshot()
     }
 }
 
