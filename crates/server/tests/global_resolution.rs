@@ -7,9 +7,9 @@
 
 mod global_common;
 
-use global_common::{http_get, native, put, url, without_rec, World};
+use global_common::{flagged, http_get, native, put, site_of, url, without_rec, World};
 use handled_client::Protocol;
-use handled_proto::header::ResponseCode;
+use handled_proto::header::{OpFlags, ResponseCode};
 use std::time::Duration;
 
 #[tokio::test]
@@ -53,6 +53,16 @@ async fn every_kind_of_prefix_through_native_requests_the_json_api_and_the_proxy
     let resolver_lines: Vec<&str> = metrics.lines().filter(|l| l.starts_with("handled_resolver")).collect();
     assert!(metrics.contains("handled_resolver_upstream_queries_total 6"), "{resolver_lines:#?}");
     assert!(metrics.contains("handled_resolver_hits_total"), "{metrics}");
+    // Exchanges by server asked: the root, A, both of P2's site, and D (for 21.T1).
+    let by_server: Vec<&str> =
+        resolver_lines.iter().copied().filter(|l| l.starts_with("handled_resolver_server_exchanges_total{")).collect();
+    assert_eq!(by_server.len(), 5, "{resolver_lines:#?}");
+    let a = site_of(&w.a).servers[0].interfaces.iter().map(|i| i.port).collect::<Vec<_>>();
+    assert!(
+        by_server.iter().any(|l| a.iter().any(|p| l.contains(&format!("server=\"127.0.0.1:{p}\"")))),
+        "{by_server:#?}"
+    );
+    assert!(metrics.contains("handled_resolver_server_seconds_total{server="), "{resolver_lines:#?}");
 }
 
 #[tokio::test]
@@ -210,4 +220,30 @@ async fn sighup_reloads_the_resolver_table() {
     assert_eq!(reload(&w.resolver.state, Some(&file)).unwrap().resolver, Renewal::Renewed);
     assert_eq!(w.upstream_queries(), 0, "a new resolver");
     assert_eq!(native(Protocol::Tcp, tcp, "P4/doc").await.1, ["https://example.org/p4"], "unchecked now");
+}
+
+/// DNR ("do not refer"): a root answers with what it holds instead of a
+/// prefix referral, and the resolver passes a client's DNR on to the server
+/// answering it, keeping that answer apart from the referral-following one.
+#[tokio::test]
+async fn dnr_is_honoured_by_the_root_and_passed_on_by_the_resolver() {
+    let w = World::start(|_| {}).await;
+    let plain = OpFlags::CA | OpFlags::PO;
+    // `0.NA/21.T1` is delegated by `0.NA/21`'s HS_SITE.PREFIX: a referral, unless DNR.
+    let root = w.root.addrs.tcp;
+    assert_eq!(flagged(root, "0.NA/21.T1", plain).await.code(), ResponseCode::PREFIX_REFERRAL);
+    assert_eq!(flagged(root, "0.NA/21.T1", plain | OpFlags::DNR).await.code(), ResponseCode::HANDLE_NOT_FOUND);
+
+    let tcp = w.resolver.addrs.tcp;
+    let rec = plain | OpFlags::REC;
+    let dnr = rec | OpFlags::DNR;
+    assert_eq!(flagged(tcp, "0.NA/21.T1", rec).await.code(), ResponseCode::SUCCESS, "the referral followed");
+    assert_eq!(flagged(tcp, "0.NA/21.T1", dnr).await.code(), ResponseCode::HANDLE_NOT_FOUND, "the root's own answer");
+    // Each kept apart: asked again, both from the cache, neither mixed up.
+    assert_eq!(flagged(tcp, "0.NA/21.T1", rec).await.code(), ResponseCode::SUCCESS);
+    assert_eq!(flagged(tcp, "0.NA/21.T1", dnr).await.code(), ResponseCode::HANDLE_NOT_FOUND);
+    let (head, _) = http_get(w.resolver.addrs.http, "/api/handles/0.NA/21.T1?doNotRefer=true").await;
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    assert!(http_get(w.resolver.addrs.http, "/api/handles/0.NA/21.T1").await.0.starts_with("HTTP/1.1 200"));
+    assert_eq!(w.upstream_queries(), 2, "one per flag");
 }

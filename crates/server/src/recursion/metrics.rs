@@ -5,8 +5,16 @@
 use super::Recursion;
 use crate::metrics::{counter, cumulative, gauge};
 use handled_resolver::metrics::LATENCY_BUCKETS;
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+
+/// The upstream server an exchange went to (address:port; "other" past the bound).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerLabel {
+    server: String,
+}
 
 pub(super) fn register(r: &mut Registry, recursion: &Recursion) {
     let Some(offer) = recursion.current() else {
@@ -53,4 +61,17 @@ pub(super) fn register(r: &mut Registry, recursion: &Recursion) {
         c.inc_by(s.latency_sum.as_secs_f64());
         c
     });
+    // By server: the mean latency is seconds over exchanges.
+    let exchanges: Family<ServerLabel, Counter> = Family::default();
+    let failures: Family<ServerLabel, Counter> = Family::default();
+    let seconds: Family<ServerLabel, Counter<f64>> = Family::default();
+    for (server, stat) in s.servers {
+        let label = ServerLabel { server };
+        exchanges.get_or_create(&label).inc_by(stat.queries);
+        failures.get_or_create(&label).inc_by(stat.failures);
+        seconds.get_or_create(&label).inc_by(stat.total.as_secs_f64());
+    }
+    r.register("resolver_server_exchanges", "Exchanges with each upstream server (address:port)", exchanges);
+    r.register("resolver_server_failures", "Exchanges with each upstream server that gave no usable answer", failures);
+    r.register("resolver_server_seconds", "Time spent in exchanges with each upstream server", seconds);
 }

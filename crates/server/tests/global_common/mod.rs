@@ -136,11 +136,16 @@ pub async fn native(protocol: Protocol, addr: SocketAddr, h: &str) -> (ResponseC
 
 /// A resolution without REC, its code and message.
 pub async fn without_rec(addr: SocketAddr, h: &str) -> (ResponseCode, String) {
+    let r = flagged(addr, h, OpFlags::CA | OpFlags::PO).await;
+    (r.code(), r.message().unwrap_or_default())
+}
+
+/// A resolution over TCP with exactly `flags`.
+pub async fn flagged(addr: SocketAddr, h: &str, flags: OpFlags) -> handled_client::Response {
     let mut c = Connection::open(Protocol::Tcp, addr, Duration::from_secs(10), false).await.expect("connect");
     let body =
         RequestBody::Resolution(ResolutionRequest { handle: h.as_bytes().to_vec(), indexes: vec![], types: vec![] });
-    let r = c.request(&body, OpFlags::CA | OpFlags::PO).await.expect("answer").remove(0);
-    (r.code(), r.message().unwrap_or_default())
+    c.request(&body, flags).await.expect("answer").remove(0)
 }
 
 fn data(r: &handled_client::Response) -> Vec<String> {

@@ -10,7 +10,7 @@ use crate::ops::OpError;
 use crate::state::ServerState;
 use async_trait::async_trait;
 use handled_proto::header::ResponseCode;
-use handled_resolver::ResolveError;
+use handled_resolver::{Referrals, ResolveError};
 use handled_store::HandleRecord;
 
 pub struct Recursive;
@@ -38,7 +38,8 @@ impl ResolutionSource for Recursive {
             return Err(OpError::new(ResponseCode::SERVER_TOO_BUSY, "Too many recursive requests under way"));
         };
         let admit = || state.recursion.admit(asker.client);
-        match offer.resolver.resolve_admitted(query.canonical, admit).await {
+        let referrals = if query.request.do_not_refer { Referrals::DoNotRefer } else { Referrals::Follow };
+        match offer.resolver.resolve_admitted(query.canonical, referrals, admit).await {
             Ok(answer) => Ok(Lookup::Record(HandleRecord { values: answer.values.to_vec(), name: None })),
             Err(ResolveError::NotFound) => Ok(Lookup::NotFound),
             // The code, not the other side's text.
