@@ -24,7 +24,7 @@ use handled_client::resolved_values;
 use handled_client::sites::{self, LookupError, SiteOptions, Sites};
 use handled_proto::data::site::SiteInfo;
 use handled_proto::handle;
-use handled_proto::header::ResponseCode;
+use handled_proto::header::{OpFlags, ResponseCode};
 use handled_proto::value::HandleValue;
 use inflight::InFlight;
 use metrics::{add, Counters, Snapshot};
@@ -33,7 +33,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// What a resolver may hold and how long it waits.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// Bytes of cached answers.
     pub cache_bytes: u64,
@@ -85,6 +85,17 @@ pub enum ResolveError {
     /// Too many handles are being asked upstream at once.
     #[error("too many queries under way")]
     Busy,
+    /// The asker may not start another upstream query now (its rate limit).
+    #[error("too many upstream queries for this client")]
+    RateLimited,
+}
+
+/// A client's DNR flag (Handle.Net's "do not refer"): the server answering
+/// its request must not answer with a prefix referral, but with what it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Referrals {
+    Follow = 0,
+    DoNotRefer = 1,
 }
 
 /// An answer and where it came from.
@@ -133,15 +144,34 @@ impl Resolver {
             bytes,
             pending: self.flights.len(),
             verification_failures: self.sites.verification_failures(),
+            servers: self.sites.server_latencies(),
             ..self.counters.snapshot()
         }
     }
 
     /// All public values of `h`.
     pub async fn resolve(&self, h: &[u8]) -> Result<Answer, ResolveError> {
+        self.resolve_admitted(h, Referrals::Follow, || true).await
+    }
+
+    /// As [`resolve`](Self::resolve), asking `admit` first whenever the
+    /// answer needs an upstream query (a miss, joining one under way
+    /// included): false refuses with [`ResolveError::RateLimited`]. Answers
+    /// from the cache (fresh, or stale while upstream is known to fail) are
+    /// never refused. `referrals`: what the client's DNR flag asks.
+    pub async fn resolve_admitted(
+        &self,
+        h: &[u8],
+        referrals: Referrals,
+        admit: impl FnOnce() -> bool,
+    ) -> Result<Answer, ResolveError> {
         let canonical = handle::canonical(h);
-        // Prefixes are case-insensitive; suffixes may not be on the server asked.
-        let key = handle::normalize(&canonical, true);
+        // Prefixes are case-insensitive; suffixes may not be on the server
+        // asked. A DNR answer may differ from the other (a root's own record
+        // instead of the referral's): each has its entry, told apart by a
+        // leading tag byte.
+        let mut key = vec![referrals as u8];
+        key.extend_from_slice(&handle::normalize(&canonical, true));
         let cached = self.cache.get(&key);
         let now = Instant::now();
         if let Some(entry) = &cached {
@@ -154,8 +184,11 @@ impl Resolver {
                 return answer(&entry.found, Origin::Stale, &self.counters);
             }
         }
+        if !admit() {
+            return Err(ResolveError::RateLimited);
+        }
         add(&self.counters.misses);
-        let flight = self.flights.run(key.clone(), || self.fetch(&canonical, key.clone())).await;
+        let flight = self.flights.run(key.clone(), || self.fetch(&canonical, key.clone(), referrals)).await;
         let fetched = match flight {
             Ok((fetched, joined)) => {
                 if joined {
@@ -182,11 +215,11 @@ impl Resolver {
     }
 
     /// Ask upstream (the one query for `key` under way) and keep the answer.
-    async fn fetch(&self, canonical: &[u8], key: Vec<u8>) -> Result<Found, ResolveError> {
+    async fn fetch(&self, canonical: &[u8], key: Vec<u8>, referrals: Referrals) -> Result<Found, ResolveError> {
         add(&self.counters.upstream_queries);
         let started = Instant::now();
         let deadline = started + self.options.timeout;
-        let result = tokio::time::timeout_at(deadline, self.walk(canonical, deadline))
+        let result = tokio::time::timeout_at(deadline, self.walk(canonical, referrals, deadline))
             .await
             .unwrap_or_else(|_| Err(LookupError::Unreachable(format!("no answer within {:?}", self.options.timeout))));
         self.counters.upstream_took(started.elapsed());
@@ -203,11 +236,19 @@ impl Resolver {
         Ok(found)
     }
 
-    /// The responsible sites, then the handle's values there.
-    async fn walk(&self, canonical: &[u8], deadline: Instant) -> Result<Found, LookupError> {
+    /// The responsible sites, then the handle's values there. The sites are
+    /// found following referrals whatever the client asked: DNR is about the
+    /// answer to its own request, which goes upstream with DNR and is taken
+    /// as it comes (a referral is then not an answer: refused with its code).
+    async fn walk(&self, canonical: &[u8], referrals: Referrals, deadline: Instant) -> Result<Found, LookupError> {
         let sites = self.sites.for_handle(canonical, deadline).await?;
         let body = sites::resolution(canonical, &[], &[]);
-        let response = self.sites.resolve_following(&sites, canonical, &body, 0, deadline).await?;
+        let response = match referrals {
+            Referrals::Follow => self.sites.resolve_following(&sites, canonical, &body, 0, deadline).await?,
+            Referrals::DoNotRefer => {
+                self.sites.first_answer_flagged(&sites, canonical, &body, OpFlags::DNR, deadline).await?
+            }
+        };
         match (response.code(), resolved_values(&response)) {
             (ResponseCode::SUCCESS, Some(values)) => Ok(Found::Values(values.to_vec().into())),
             (ResponseCode::HANDLE_NOT_FOUND, _) => Ok(Found::NotFound),

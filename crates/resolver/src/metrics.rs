@@ -39,6 +39,9 @@ pub struct Snapshot {
     pub latency_buckets: Vec<u64>,
     pub latency_count: u64,
     pub latency_sum: Duration,
+    /// Exchanges with each server asked (its address and port), at most
+    /// `handled_client::sites::MAX_SERVERS` of them and "other".
+    pub servers: Vec<(String, handled_client::sites::ServerLatency)>,
     /// Cached answers and their bytes; queries under way.
     pub entries: usize,
     pub bytes: u64,

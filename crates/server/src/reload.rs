@@ -1,9 +1,12 @@
 //! What SIGHUP changes in a running server: the HTTPS certificate (its files
-//! read again) and the keys of [`Live`](crate::live::Live), from the configuration file. Every
-//! other key (ports, prefixes, store, limits) needs a restart.
+//! read again), the keys of [`Live`](crate::live::Live) and the `[resolver]`
+//! table (see [`Recursion::prepare`](crate::recursion::Recursion::prepare)),
+//! from the configuration file. Every other key (ports, prefixes, store,
+//! limits) needs a restart.
 
 use crate::config::{Config, ConfigError};
 use crate::live::Live;
+use crate::recursion::Renewal;
 use crate::state::ServerState;
 use std::path::{Path, PathBuf};
 
@@ -15,6 +18,9 @@ pub enum ReloadError {
     Tls(#[from] crate::tls::TlsError),
     #[error("{0}")]
     RootInfo(String),
+    /// The `[resolver]` table could not be applied (its message names the key).
+    #[error("{0}")]
+    Resolver(String),
 }
 
 /// What one reload did, for its log line: only what was read again.
@@ -28,6 +34,8 @@ pub struct Reloaded {
     pub certificate: Option<PathBuf>,
     /// The root site record read again (`root_info`), if one is set.
     pub root_info: Option<PathBuf>,
+    /// The `[resolver]` table applied: its resolver (and cache) kept or renewed.
+    pub resolver: Renewal,
 }
 
 impl std::fmt::Display for Reloaded {
@@ -43,7 +51,11 @@ impl std::fmt::Display for Reloaded {
         if let Some(root) = &self.root_info {
             write!(f, "; root_info read again from {} (its site lookups forgotten)", root.display())?;
         }
-        Ok(())
+        match self.resolver {
+            Renewal::Off => Ok(()),
+            Renewal::Kept => write!(f, "; [resolver] applied, its cache kept"),
+            Renewal::Renewed => write!(f, "; [resolver] applied with a new, empty cache"),
+        }
     }
 }
 
@@ -64,6 +76,7 @@ pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<Reloaded, Relo
             merged.root_info = file.root_info;
             merged.auth.remote_auth_timeout_ms = file.auth.remote_auth_timeout_ms;
             merged.auth.remote_auth_concurrent = file.auth.remote_auth_concurrent;
+            merged.resolver = file.resolver;
             merged.default_server_admins();
             merged
         }
@@ -72,6 +85,8 @@ pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<Reloaded, Relo
     crate::config::parse_admin_list(&merged.access.status_handle_admins)?;
     // Read again even if the path is the same: the root sites may have moved.
     let remote = crate::state::remote_auth_of(&merged).map_err(ReloadError::RootInfo)?;
+    let recursion = state.recursion.prepare(&merged).map_err(ReloadError::Resolver)?;
+    let renewal = recursion.renewal;
     if let Some(tls) = &state.tls {
         tls.reload(&merged, &state.key)?;
     }
@@ -79,10 +94,12 @@ pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<Reloaded, Relo
     let changed = live.changed_keys(&state.live());
     state.set_live(live);
     state.set_remote_auth(remote);
+    state.recursion.apply(recursion);
     Ok(Reloaded {
         file: path.map(Path::to_path_buf),
         changed,
         certificate: merged.transport.tls_cert.filter(|_| state.tls.is_some()),
         root_info: merged.root_info,
+        resolver: renewal,
     })
 }

@@ -43,7 +43,7 @@ pub struct ServerState {
     /// Set once every listener serves (`/readyz`).
     ready: std::sync::atomic::AtomicBool,
     /// Resolving handles homed elsewhere (`[resolver]`), when on.
-    pub recursion: Option<crate::recursion::Recursion>,
+    pub recursion: Arc<crate::recursion::Recursion>,
 }
 
 impl ServerState {
@@ -103,10 +103,11 @@ impl ServerState {
             None => store,
         };
         let metrics = Metrics::default();
-        let recursion = crate::recursion::Recursion::of(&config, &metrics).unwrap_or_else(|e| {
-            tracing::error!("handles homed elsewhere are not resolved: {e}");
-            None
-        });
+        let recursion = crate::recursion::Recursion::new(&metrics);
+        match recursion.prepare(&config) {
+            Ok(prepared) => recursion.apply(prepared),
+            Err(e) => tracing::error!("handles homed elsewhere are not resolved: {e}"),
+        }
         ServerState {
             admission,
             metrics,

@@ -7,9 +7,9 @@
 
 mod global_common;
 
-use global_common::{http_get, native, put, url, without_rec, World};
+use global_common::{flagged, http_get, native, put, site_of, url, without_rec, World};
 use handled_client::Protocol;
-use handled_proto::header::ResponseCode;
+use handled_proto::header::{OpFlags, ResponseCode};
 use std::time::Duration;
 
 #[tokio::test]
@@ -53,6 +53,16 @@ async fn every_kind_of_prefix_through_native_requests_the_json_api_and_the_proxy
     let resolver_lines: Vec<&str> = metrics.lines().filter(|l| l.starts_with("handled_resolver")).collect();
     assert!(metrics.contains("handled_resolver_upstream_queries_total 6"), "{resolver_lines:#?}");
     assert!(metrics.contains("handled_resolver_hits_total"), "{metrics}");
+    // Exchanges by server asked: the root, A, both of P2's site, and D (for 21.T1).
+    let by_server: Vec<&str> =
+        resolver_lines.iter().copied().filter(|l| l.starts_with("handled_resolver_server_exchanges_total{")).collect();
+    assert_eq!(by_server.len(), 5, "{resolver_lines:#?}");
+    let a = site_of(&w.a).servers[0].interfaces.iter().map(|i| i.port).collect::<Vec<_>>();
+    assert!(
+        by_server.iter().any(|l| a.iter().any(|p| l.contains(&format!("server=\"127.0.0.1:{p}\"")))),
+        "{by_server:#?}"
+    );
+    assert!(metrics.contains("handled_resolver_server_seconds_total{server="), "{resolver_lines:#?}");
 }
 
 #[tokio::test]
@@ -146,4 +156,94 @@ async fn no_recursion_without_rec_without_allow_recursion_or_outside_the_allow_l
     assert_eq!(native(Protocol::Tcp, addrs.tcp, "P1/doc").await.0, ResponseCode::SERVER_NOT_RESP);
     assert!(http_get(addrs.http, "/api/handles/P1/doc").await.0.starts_with("HTTP/1.1 200"));
     assert_eq!(web.upstream_queries(), 1);
+}
+
+/// Lookups that need an upstream query are limited per client (a burst of
+/// 2, then one per 1000 s: no refill within any test run); answers from the
+/// cache are not.
+#[tokio::test]
+async fn a_client_over_its_rate_is_refused_upstream_lookups_not_cached_answers() {
+    let w = World::start(|c| {
+        c.resolver.client_rate = 0.001;
+        c.resolver.client_burst = 2;
+    })
+    .await;
+    let addrs = w.resolver.addrs;
+    assert_eq!(native(Protocol::Tcp, addrs.tcp, "P1/doc").await.0, ResponseCode::SUCCESS);
+    assert_eq!(native(Protocol::Tcp, addrs.tcp, "P3/doc").await.0, ResponseCode::SUCCESS);
+    let (code, data) = native(Protocol::Tcp, addrs.tcp, "21.T1/doc").await;
+    assert_eq!((code, data.len()), (ResponseCode::SERVER_TOO_BUSY, 0), "the third miss");
+    let (head, body) = http_get(addrs.http, "/api/handles/21.T1/doc").await;
+    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(json["responseCode"], 3, "{body}");
+    assert!(json["message"].as_str().is_some_and(|m| m.contains("upstream")), "{body}");
+    // Cached: answered whatever the rate.
+    for h in ["P1/doc", "P3/doc"] {
+        assert_eq!(native(Protocol::Tcp, addrs.tcp, h).await.0, ResponseCode::SUCCESS, "{h}");
+    }
+    assert_eq!(w.upstream_queries(), 2);
+    let (_, metrics) = http_get(addrs.http, "/metrics").await;
+    assert!(metrics.contains("handled_resolver_rate_limited_total 2"), "{metrics}");
+}
+
+/// SIGHUP re-reads `[resolver]`: a new allow-list applies at once with the
+/// cache kept; another trust policy renews the resolver (an empty cache); a
+/// bad table changes nothing.
+#[tokio::test]
+async fn sighup_reloads_the_resolver_table() {
+    use handled_server::recursion::Renewal;
+    use handled_server::reload::reload;
+    let w = World::start(|c| c.resolver.allow = vec!["10.0.0.0/8".parse().unwrap()]).await;
+    let tcp = w.resolver.addrs.tcp;
+    assert_eq!(native(Protocol::Tcp, tcp, "P1/doc").await.0, ResponseCode::SERVER_NOT_RESP);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("handled.toml");
+    let write = |extra: &str| {
+        let table = format!(
+            "[resolver]\nenabled = true\nallow_recursion = true\nroot_info = {:?}\n{extra}\n",
+            w.root_info.display().to_string()
+        );
+        std::fs::write(&file, table).unwrap();
+    };
+    write("allow = [\"127.0.0.0/8\"]");
+    assert_eq!(reload(&w.resolver.state, Some(&file)).unwrap().resolver, Renewal::Kept);
+    assert_eq!(native(Protocol::Tcp, tcp, "P1/doc").await.1[0], "https://example.org/p1", "now allowed");
+    assert_eq!(native(Protocol::Tcp, tcp, "P4/doc").await.0, ResponseCode::ERROR, "its signature fails");
+
+    write("allow = [\"127.0.0.0/8\"]\ntrust = \"maybe\"");
+    let refused = reload(&w.resolver.state, Some(&file)).unwrap_err().to_string();
+    assert!(refused.contains("trust"), "{refused}");
+    assert_eq!(w.upstream_queries(), 2, "the running resolver is still there");
+
+    write("allow = [\"127.0.0.0/8\"]\ntrust = \"off\"");
+    assert_eq!(reload(&w.resolver.state, Some(&file)).unwrap().resolver, Renewal::Renewed);
+    assert_eq!(w.upstream_queries(), 0, "a new resolver");
+    assert_eq!(native(Protocol::Tcp, tcp, "P4/doc").await.1, ["https://example.org/p4"], "unchecked now");
+}
+
+/// DNR ("do not refer"): a root answers with what it holds instead of a
+/// prefix referral, and the resolver passes a client's DNR on to the server
+/// answering it, keeping that answer apart from the referral-following one.
+#[tokio::test]
+async fn dnr_is_honoured_by_the_root_and_passed_on_by_the_resolver() {
+    let w = World::start(|_| {}).await;
+    let plain = OpFlags::CA | OpFlags::PO;
+    // `0.NA/21.T1` is delegated by `0.NA/21`'s HS_SITE.PREFIX: a referral, unless DNR.
+    let root = w.root.addrs.tcp;
+    assert_eq!(flagged(root, "0.NA/21.T1", plain).await.code(), ResponseCode::PREFIX_REFERRAL);
+    assert_eq!(flagged(root, "0.NA/21.T1", plain | OpFlags::DNR).await.code(), ResponseCode::HANDLE_NOT_FOUND);
+
+    let tcp = w.resolver.addrs.tcp;
+    let rec = plain | OpFlags::REC;
+    let dnr = rec | OpFlags::DNR;
+    assert_eq!(flagged(tcp, "0.NA/21.T1", rec).await.code(), ResponseCode::SUCCESS, "the referral followed");
+    assert_eq!(flagged(tcp, "0.NA/21.T1", dnr).await.code(), ResponseCode::HANDLE_NOT_FOUND, "the root's own answer");
+    // Each kept apart: asked again, both from the cache, neither mixed up.
+    assert_eq!(flagged(tcp, "0.NA/21.T1", rec).await.code(), ResponseCode::SUCCESS);
+    assert_eq!(flagged(tcp, "0.NA/21.T1", dnr).await.code(), ResponseCode::HANDLE_NOT_FOUND);
+    let (head, _) = http_get(w.resolver.addrs.http, "/api/handles/0.NA/21.T1?doNotRefer=true").await;
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    assert!(http_get(w.resolver.addrs.http, "/api/handles/0.NA/21.T1").await.0.starts_with("HTTP/1.1 200"));
+    assert_eq!(w.upstream_queries(), 2, "one per flag");
 }

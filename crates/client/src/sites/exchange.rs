@@ -39,6 +39,8 @@ pub(super) struct Asking<'a> {
     pub trust: Trust,
     pub check: SignatureCheck,
     pub udp: bool,
+    /// Flags asked for besides ours (DNR, passed on for a client).
+    pub extra: OpFlags,
     /// Replies whose signature did not verify, counted (a metric).
     pub unverified: &'a AtomicU64,
 }
@@ -92,7 +94,7 @@ pub(super) async fn ask(
 }
 
 /// The server's query interfaces in the order tried, with usable ports.
-fn protocols(server: &ServerInfo, udp: bool) -> Vec<(Protocol, u16)> {
+pub(super) fn protocols(server: &ServerInfo, udp: bool) -> Vec<(Protocol, u16)> {
     let order = [(Protocol::Udp, TransportProtocol::Udp), (Protocol::Tcp, TransportProtocol::Tcp)];
     order
         .into_iter()
@@ -128,7 +130,7 @@ async fn once(
     let request_id = rand::random::<i32>() & 0x7fff_ffff | 1;
     // No REC: the servers asked are authoritative, and a resolver upstream
     // must not recurse on our behalf (no loops between resolvers).
-    let mut flags = OpFlags::CA | OpFlags::PO;
+    let mut flags = OpFlags::CA | OpFlags::PO | how.extra;
     if how.trust != Trust::Off {
         flags = flags | OpFlags::CT | OpFlags::RD;
     }

@@ -16,6 +16,7 @@
 //! streams.
 
 mod exchange;
+mod latency;
 mod root_info;
 
 pub use exchange::Trust;
@@ -27,10 +28,12 @@ use exchange::{ask, Asking};
 use handled_proto::codec::Codec;
 use handled_proto::data::site::SiteInfo;
 use handled_proto::handle;
-use handled_proto::header::ResponseCode;
+use handled_proto::header::{OpFlags, ResponseCode};
 use handled_proto::request::{RequestBody, ResolutionRequest};
 use handled_proto::response::ResponseBody;
 use handled_proto::value::{types, HandleValue, TtlType};
+use latency::Latencies;
+pub use latency::{ServerLatency, MAX_SERVERS};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -94,6 +97,7 @@ pub struct Sites {
     check: SignatureCheck,
     options: SiteOptions,
     unverified: AtomicU64,
+    latencies: Latencies,
 }
 
 #[derive(Default)]
@@ -116,7 +120,14 @@ impl Sites {
     }
 
     pub fn with_options(root: Vec<SiteInfo>, check: SignatureCheck, options: SiteOptions) -> Self {
-        Sites { root: Arc::new(root), cache: Mutex::default(), check, options, unverified: AtomicU64::new(0) }
+        Sites {
+            root: Arc::new(root),
+            cache: Mutex::default(),
+            check,
+            options,
+            unverified: AtomicU64::new(0),
+            latencies: Latencies::default(),
+        }
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
@@ -127,6 +138,11 @@ impl Sites {
     pub fn cached(&self) -> (usize, usize) {
         let c = self.cache();
         (c.entries.len(), c.bytes)
+    }
+
+    /// Exchanges with each server asked so far (at most [`MAX_SERVERS`] and "other").
+    pub fn server_latencies(&self) -> Vec<(String, ServerLatency)> {
+        self.latencies.snapshot()
     }
 
     /// Replies whose signature did not verify so far.
@@ -279,10 +295,24 @@ impl Sites {
         body: &RequestBody,
         deadline: Instant,
     ) -> Result<crate::Response, LookupError> {
+        self.first_answer_flagged(sites, h, body, OpFlags::NONE, deadline).await
+    }
+
+    /// [`first_answer`](Self::first_answer) with `extra` flags in the
+    /// request (a resolver passing a client's DNR on).
+    pub async fn first_answer_flagged(
+        &self,
+        sites: &[SiteInfo],
+        h: &[u8],
+        body: &RequestBody,
+        extra: OpFlags,
+        deadline: Instant,
+    ) -> Result<crate::Response, LookupError> {
         let how = Asking {
             trust: self.options.trust,
             check: self.check,
             udp: self.options.udp,
+            extra,
             unverified: &self.unverified,
         };
         let mut last = LookupError::Unreachable(format!("no sites for {}", show(h)));
@@ -298,7 +328,10 @@ impl Sites {
                 if Instant::now() >= deadline {
                     return Err(last);
                 }
-                match ask(site, h, body, deadline, how).await {
+                let started = Instant::now();
+                let asked = ask(site, h, body, deadline, how).await;
+                self.latencies.record(latency::label(site, h), started.elapsed(), asked.is_err());
+                match asked {
                     Ok(r) => return Ok(r),
                     Err(e) => {
                         tracing::debug!("site lookup: {e}");

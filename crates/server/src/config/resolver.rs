@@ -32,6 +32,14 @@ pub struct ResolverConfig {
     pub max_pending: usize,
     /// Recursive requests of one client address under way at once; beyond, "too busy".
     pub per_client: usize,
+    /// Lookups needing an upstream query (cache misses) one client may start
+    /// per second on average (0: no limit); beyond, "too busy" / HTTP 429.
+    pub client_rate: f64,
+    /// ... and at once, after a pause.
+    pub client_burst: u32,
+    /// IPv6 clients share a rate limit per network of this many bits (a host
+    /// has a whole /64 to pick addresses from).
+    pub client_ipv6_prefix: u8,
     /// "require": every upstream answer signed by the key its site record
     /// publishes; "prefer": signatures checked when present; "off".
     pub trust: String,
@@ -51,6 +59,9 @@ impl Default for ResolverConfig {
             timeout_ms: 5000,
             max_pending: 1024,
             per_client: 32,
+            client_rate: 20.0,
+            client_burst: 100,
+            client_ipv6_prefix: 64,
             trust: "require".into(),
         }
     }
@@ -74,6 +85,18 @@ impl ResolverConfig {
     /// Refused at start rather than at the first request.
     pub fn validate(&self, server_root_info: Option<&std::path::Path>) -> Result<(), String> {
         self.trust()?;
+        if !(self.client_rate.is_finite() && self.client_rate >= 0.0) {
+            return Err(format!(
+                "[resolver] client_rate {}: a number of lookups per second, 0 or more",
+                self.client_rate
+            ));
+        }
+        if self.client_rate > 0.0 && self.client_burst == 0 {
+            return Err("[resolver] client_burst must be at least 1 when client_rate is set".into());
+        }
+        if self.client_ipv6_prefix > 128 {
+            return Err(format!("[resolver] client_ipv6_prefix {}: at most 128", self.client_ipv6_prefix));
+        }
         if !self.enabled && !self.allow_recursion {
             return Ok(());
         }

@@ -49,6 +49,7 @@ pub async fn run(
                 indexes: r.indexes.clone(),
                 types: r.types.clone(),
                 public_only: flags.contains(OpFlags::PO),
+                do_not_refer: flags.contains(OpFlags::DNR),
                 recurse: flags
                     .contains(OpFlags::REC)
                     .then_some(ops::Recurse { client: origin.peer.ip(), native: true }),

@@ -35,11 +35,18 @@ pub struct OpError {
     pub message: String,
     /// With 303 (a derived prefix delegated elsewhere): the values naming where.
     pub referral: Vec<HandleValue>,
+    /// Refused by a per-client rate limit (native: 3 as any "too busy"; HTTP: 429, not 503).
+    pub rate_limited: bool,
 }
 
 impl OpError {
     pub fn new(code: ResponseCode, message: impl Into<String>) -> Self {
-        OpError { code, message: message.into(), referral: Vec::new() }
+        OpError { code, message: message.into(), referral: Vec::new(), rate_limited: false }
+    }
+
+    /// 3, "too busy" for this client alone: it asked too often.
+    pub fn rate_limited(message: impl Into<String>) -> Self {
+        OpError { rate_limited: true, ..OpError::new(ResponseCode::SERVER_TOO_BUSY, message) }
     }
 
     /// 303 to the sites `values` name (§3.6).

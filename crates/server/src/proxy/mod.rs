@@ -15,7 +15,7 @@ mod response;
 use crate::auth::Caller;
 use crate::ops::{self, OpError, Resolve};
 use crate::rest::params::Params;
-use crate::rest::{error_json, fastjson, status_of, Conn, OpKind};
+use crate::rest::{error_json, error_status, fastjson, Conn, OpKind};
 use crate::state::ServerState;
 use bytes::Bytes;
 use handled_proto::header::ResponseCode;
@@ -263,7 +263,7 @@ fn api(handle: &str, values: &[HandleValue], req: &ProxyRequest) -> Answer {
 }
 
 fn api_error(e: &OpError, handle: &str) -> Answer {
-    let status = status_of(e.code, OpKind::Resolution, false);
+    let status = error_status(e, OpKind::Resolution, false);
     let body = error_json(e, Some(handle.as_bytes()), OpKind::Resolution).to_string();
     Answer { status, content_type: JSON, body: Bytes::from(body), headers: Vec::new(), expires: None }
 }
@@ -274,7 +274,7 @@ fn failure(e: &OpError, handle: &str) -> Answer {
         return Answer::page(StatusCode::OK, pages::no_values_page(handle));
     }
     let title = if e.code == ResponseCode::HANDLE_NOT_FOUND { "Not Found" } else { "Resolution Error" };
-    Answer::page(status_of(e.code, OpKind::Resolution, false), pages::error_page(title, handle))
+    Answer::page(error_status(e, OpKind::Resolution, false), pages::error_page(title, handle))
 }
 
 #[cfg(test)]

@@ -78,6 +78,7 @@ async fn get(rest: &Rest, req: &Req, params: &Params, handle: &[u8], bare: bool)
         indexes,
         types: params.all("type").map(|t| t.as_bytes().to_vec()).collect(),
         public_only,
+        do_not_refer: params.flag("doNotRefer"),
         recurse: Some(ops::Recurse { client: req.conn.peer.ip(), native: false }),
     };
     match ops::resolve(&rest.state, &caller, &resolve).await {

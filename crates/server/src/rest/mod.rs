@@ -177,6 +177,17 @@ pub(crate) fn status_of(code: ResponseCode, kind: OpKind, credentials_count: boo
     }
 }
 
+/// HTTP status for a failed operation: as its code says ([`status_of`]),
+/// but 429 when the client's rate limit refused it (503 would say the server
+/// is overloaded, for everyone).
+pub(crate) fn error_status(e: &OpError, kind: OpKind, credentials_count: bool) -> StatusCode {
+    if e.rate_limited {
+        StatusCode::TOO_MANY_REQUESTS
+    } else {
+        status_of(e.code, kind, credentials_count)
+    }
+}
+
 /// The JSONP `callback=` of a request that carries no credentials. With
 /// credentials the answer may hold what only they may read, and JSONP is read
 /// by any site that includes it as a script (with the browser's cached Basic
@@ -315,7 +326,7 @@ impl Rest {
     /// (unless empty; Java sends none with 100), `handle`; 401s get challenges.
     pub(crate) fn op_error(&self, req: &Req, e: &OpError, handle: Option<&[u8]>, kind: OpKind) -> Reply {
         let credentials_count = self.credentials_count(req);
-        let status = status_of(e.code, kind, credentials_count);
+        let status = error_status(e, kind, credentials_count);
         let mut body = error_json(e, handle, kind);
         if e.code == ResponseCode::AUTHENTICATION_NEEDED && !credentials_count && !e.message.is_empty() {
             body["message"] = format!("{}: {PLAIN_HTTP_HINT}", e.message).into();

@@ -32,6 +32,8 @@ pub struct World {
     pub resolver: TestServer,
     /// P2 handles that the site's hash puts on b[0] and on b[1].
     pub p2: [String; 2],
+    /// The resolver's root_info file.
+    pub root_info: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -108,19 +110,19 @@ impl World {
             c.prefixes = vec!["LOCAL".into()];
             c.resolver.enabled = true;
             c.resolver.allow_recursion = true;
-            c.resolver.root_info = Some(root_info);
+            c.resolver.root_info = Some(root_info.clone());
             tweak(c);
         })
         .await;
-        World { root, a, b, d, resolver, p2, _dir: dir }
+        World { root, a, b, d, resolver, p2, root_info, _dir: dir }
     }
 
     pub fn upstream_queries(&self) -> u64 {
-        self.resolver.state.recursion.as_ref().expect("recursion on").resolver.snapshot().upstream_queries
+        self.snapshot().upstream_queries
     }
 
     pub fn snapshot(&self) -> handled_resolver::metrics::Snapshot {
-        self.resolver.state.recursion.as_ref().expect("recursion on").resolver.snapshot()
+        self.resolver.state.recursion.current().expect("recursion on").resolver.snapshot()
     }
 }
 
@@ -134,11 +136,16 @@ pub async fn native(protocol: Protocol, addr: SocketAddr, h: &str) -> (ResponseC
 
 /// A resolution without REC, its code and message.
 pub async fn without_rec(addr: SocketAddr, h: &str) -> (ResponseCode, String) {
+    let r = flagged(addr, h, OpFlags::CA | OpFlags::PO).await;
+    (r.code(), r.message().unwrap_or_default())
+}
+
+/// A resolution over TCP with exactly `flags`.
+pub async fn flagged(addr: SocketAddr, h: &str, flags: OpFlags) -> handled_client::Response {
     let mut c = Connection::open(Protocol::Tcp, addr, Duration::from_secs(10), false).await.expect("connect");
     let body =
         RequestBody::Resolution(ResolutionRequest { handle: h.as_bytes().to_vec(), indexes: vec![], types: vec![] });
-    let r = c.request(&body, OpFlags::CA | OpFlags::PO).await.expect("answer").remove(0);
-    (r.code(), r.message().unwrap_or_default())
+    c.request(&body, flags).await.expect("answer").remove(0)
 }
 
 fn data(r: &handled_client::Response) -> Vec<String> {

@@ -32,6 +32,8 @@ pub struct Resolve {
     pub types: Vec<Vec<u8>>,
     /// PO: only publicly readable values, never a challenge.
     pub public_only: bool,
+    /// DNR: never answer with a prefix referral (nor take one from upstream).
+    pub do_not_refer: bool,
     /// Who asks that a handle homed elsewhere be resolved (None: not asked).
     pub recurse: Option<Recurse>,
 }

@@ -10,7 +10,7 @@ use crate::ops::OpError;
 use crate::state::ServerState;
 use async_trait::async_trait;
 use handled_proto::header::ResponseCode;
-use handled_resolver::ResolveError;
+use handled_resolver::{Referrals, ResolveError};
 use handled_store::HandleRecord;
 
 pub struct Recursive;
@@ -20,30 +20,35 @@ impl ResolutionSource for Recursive {
     /// With native recursion on, a REC resolution may wait on the network;
     /// without REC this source never recurses.
     fn answers_locally(&self, state: &ServerState, recursion_asked: bool) -> bool {
-        !recursion_asked || !state.recursion.as_ref().is_some_and(|r| r.native)
+        !recursion_asked || !state.recursion.native()
     }
 
     async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
-        let (Some(recursion), Some(asker)) = (&state.recursion, query.request.recurse) else {
+        let (Some(offer), Some(asker)) = (state.recursion.current(), query.request.recurse) else {
             return Ok(Lookup::Pass);
         };
         // A source before is responsible for the handle: its answer stands.
-        if not_found || (asker.native && !recursion.native) {
+        if not_found || (asker.native && !offer.native) {
             return Ok(Lookup::Pass);
         }
-        if !recursion.allows(asker.client) {
+        if !offer.allows(asker.client) {
             return Err(OpError::new(ResponseCode::SERVER_NOT_RESP, "Recursion is not offered to this client"));
         }
-        let Some(_turn) = recursion.turn(asker.client) else {
+        let Some(_turn) = state.recursion.turn(&offer, asker.client) else {
             return Err(OpError::new(ResponseCode::SERVER_TOO_BUSY, "Too many recursive requests under way"));
         };
-        match recursion.resolver.resolve(query.canonical).await {
+        let admit = || state.recursion.admit(asker.client);
+        let referrals = if query.request.do_not_refer { Referrals::DoNotRefer } else { Referrals::Follow };
+        match offer.resolver.resolve_admitted(query.canonical, referrals, admit).await {
             Ok(answer) => Ok(Lookup::Record(HandleRecord { values: answer.values.to_vec(), name: None })),
             Err(ResolveError::NotFound) => Ok(Lookup::NotFound),
             // The code, not the other side's text.
             Err(ResolveError::Refused { code, .. }) => {
                 Err(OpError::new(code, format!("The handle's server answered {}", code.name())))
             }
+            Err(ResolveError::RateLimited) => Err(OpError::rate_limited(
+                "Too many lookups needing an upstream query from this client; try again later",
+            )),
             Err(ResolveError::Busy) => {
                 Err(OpError::new(ResponseCode::SERVER_TOO_BUSY, "Too many handles being resolved at once"))
             }

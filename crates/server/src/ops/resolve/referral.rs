@@ -2,7 +2,10 @@
 //! root: a prefix handle `0.NA/a.b` this server is responsible for but does
 //! not hold, under an ancestor `0.NA/a` whose HS_SITE.PREFIX (HS_NA_DELEGATE,
 //! HS_SERV.PREFIX) values delegate the prefixes derived from it elsewhere, is
-//! answered 303 with those public values and an empty referral handle.
+//! answered 303 with those public values and an empty referral handle;
+//! unless the request has DNR ("do not refer"), as in Java's
+//! `getPrefixReferralResponseIfAppropriate`: then what is held here stands
+//! (the prefix handle is not found).
 
 use super::chain::{Lookup, Query, ResolutionSource};
 use crate::ops::OpError;
@@ -20,7 +23,7 @@ pub struct DerivedPrefixReferral;
 #[async_trait]
 impl ResolutionSource for DerivedPrefixReferral {
     async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
-        if !not_found || !handle::is_prefix_handle(query.canonical) {
+        if !not_found || query.request.do_not_refer || !handle::is_prefix_handle(query.canonical) {
             return Ok(Lookup::Pass);
         }
         let own = handle::normalize(query.canonical, false);
