@@ -192,7 +192,8 @@ def main():
         expected_found += 1
     same, different = compare("Java client", handles, expected_found, config, resolver)
     if os.environ.get("GLOBAL_RESOLUTION_BENCH"):
-        bench(a, resolver)
+        from bench import bench
+        bench(HANDLED, WORK, get, COLD, a, resolver, by_port[resolver].pid, hn)
     # P1's primary site down: handles no one asked yet must come from its mirror, through
     # every resolver (each tries the next HS_SITE of 0.NA/P1).
     by_port[a].terminate()
@@ -276,30 +277,6 @@ def compare_hdlproxy(what, handles, by_handled, resolver):
         print(f"{'same' if same else 'DIFFERENT'}\t{h}\tHDLProxy: {hdl} {proxied[0]}\thandled: {ours} {proxied[1]}")
     print(f"global-resolution, {what}: {len(handles) - different} same, {different} different")
     return different
-
-
-def bench(a, resolver):
-    """Indicative figures (GLOBAL_RESOLUTION_BENCH=1): a cold miss against asking the
-    prefix server directly, and cached remote against local resolution under load."""
-    def took(port, path):
-        t = time.perf_counter()
-        get(port, path)
-        return (time.perf_counter() - t) * 1000
-    direct = sorted(took(a, f"/api/handles/P1/cold{i}") for i in range(COLD))
-    cold = sorted(took(resolver, f"/api/handles/P1/cold{i}") for i in range(COLD))
-    warm = sorted(took(resolver, f"/api/handles/P1/cold{i}") for i in range(COLD))
-    print(f"bench: JSON API median ms: prefix server direct {direct[COLD // 2]:.2f}, "
-          f"resolver cold miss {cold[COLD // 2]:.2f}, resolver cached {warm[COLD // 2]:.2f}")
-    runs = [("local", "LOCAL/doc", resolver), ("cached remote", "P1/doc", resolver),
-            ("no resolver: on its prefix server", "P1/doc", a)]
-    for name, handle, port in runs:
-        for transport in ["udp", "tcp"]:
-            out = subprocess.run([HANDLED, "bench", "--host", "127.0.0.1", "--port", str(port),
-                                  "--transport", transport, "--handle", handle, "-c", "16", "-d", "5"],
-                                 capture_output=True, text=True, timeout=120)
-            (WORK / f"bench-{transport}-{port}-{handle.replace('/', '_')}.out").write_text(out.stdout + out.stderr)
-            print(f"bench: {name} {handle} over {transport}:")
-            print("\n".join("    " + l for l in out.stdout.splitlines()[-8:]))
 
 
 if __name__ == "__main__":
