@@ -2,12 +2,16 @@
 //! (quick_cache evicts by weight). An entry is fresh for its TTL (the record's
 //! shortest value TTL, relative or absolute `ttl_type`, at most `max_ttl`; a
 //! negative answer for `negative_ttl`) and may then serve stale for
-//! `serve_stale` more while upstream fails (RFC 8767's idea).
+//! `serve_stale` more while upstream fails (RFC 8767's idea). A positive
+//! entry asked for in the last tenth of a long enough TTL is due for a
+//! prefetch: refreshed in the background while it is still served, so a
+//! popular handle never goes cold (BIND's and Unbound's `prefetch`).
 
 use handled_client::sites::ttl;
 use handled_proto::value::HandleValue;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -29,8 +33,16 @@ pub struct Entry {
     /// While upstream failed lately, stale answers go out without asking
     /// again before this (each asking would cost clients the full timeout).
     pub retry_after: Instant,
+    /// From this moment a request for the entry refreshes it in the background.
+    prefetch_at: Option<Instant>,
+    /// A refresh was started for this entry (one at most: the next comes with its successor).
+    prefetch_started: AtomicBool,
     bytes: u64,
 }
+
+/// TTLs shorter than this are not prefetched: refreshing a handle every few
+/// seconds would cost upstream more than the misses it saves.
+pub const PREFETCH_MIN_TTL: Duration = Duration::from_secs(10);
 
 impl Entry {
     pub fn is_fresh(&self, now: Instant) -> bool {
@@ -39,6 +51,14 @@ impl Entry {
 
     pub fn may_serve_stale(&self, now: Instant) -> bool {
         now < self.stale_until
+    }
+
+    /// True once per entry: it is fresh, in the last tenth of its TTL, and no
+    /// refresh has been started for it yet.
+    pub fn take_prefetch(&self, now: Instant) -> bool {
+        self.is_fresh(now)
+            && self.prefetch_at.is_some_and(|at| now >= at)
+            && !self.prefetch_started.swap(true, Ordering::Relaxed)
     }
 }
 
@@ -102,13 +122,29 @@ impl AnswerCache {
             return;
         }
         let fresh_until = now + ttl;
-        let entry = Entry { found, fresh_until, stale_until: fresh_until + self.serve_stale, retry_after: now, bytes };
+        let prefetch_at =
+            (matches!(found, Found::Values(_)) && ttl >= PREFETCH_MIN_TTL).then(|| fresh_until - ttl / 10);
+        let entry = Entry {
+            found,
+            fresh_until,
+            stale_until: fresh_until + self.serve_stale,
+            retry_after: now,
+            prefetch_at,
+            prefetch_started: AtomicBool::new(false),
+            bytes,
+        };
         self.entries.insert(key, Arc::new(entry));
     }
 
     /// Upstream failed: serve `entry` stale without asking until `retry_after`.
     pub fn hold_stale(&self, key: &[u8], entry: &Entry, retry_after: Instant) {
-        let held = Entry { found: entry.found.clone(), retry_after, ..*entry };
+        let held = Entry {
+            found: entry.found.clone(),
+            retry_after,
+            prefetch_at: None,
+            prefetch_started: AtomicBool::new(true),
+            ..*entry
+        };
         self.entries.insert(key.to_vec(), Arc::new(held));
     }
 
@@ -163,5 +199,27 @@ mod tests {
         assert!(cache.get(b"P/a").is_none(), "past the stale window");
         assert!(cache.get(b"P/missing").is_none());
         assert_eq!(cache.usage().0, 0, "entries past their stale window go when read");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn prefetch_due_once_in_the_last_tenth() {
+        let cache =
+            AnswerCache::new(1 << 20, Duration::from_secs(600), Duration::from_secs(5), Duration::from_secs(30));
+        let now = Instant::now();
+        cache.put(b"P/long".to_vec(), values(100, 10), now);
+        cache.put(b"P/short".to_vec(), values(5, 10), now);
+        cache.put(b"P/missing".to_vec(), Found::NotFound, now);
+        tokio::time::advance(Duration::from_secs(89)).await;
+        assert!(!cache.get(b"P/long").unwrap().take_prefetch(Instant::now()), "not before the last tenth");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let long = cache.get(b"P/long").unwrap();
+        assert!(long.take_prefetch(Instant::now()), "due at 91 s of 100");
+        assert!(!long.take_prefetch(Instant::now()), "one refresh per entry");
+        let (short, missing) = (cache.get(b"P/short"), cache.get(b"P/missing"));
+        assert!(short.is_none() || !short.unwrap().take_prefetch(Instant::now()), "TTLs under 10 s are not prefetched");
+        assert!(missing.is_none() || !missing.unwrap().take_prefetch(Instant::now()), "nor negative answers");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let expired = cache.get(b"P/long").unwrap();
+        assert!(!expired.take_prefetch(Instant::now()), "a stale entry is fetched by the miss path, not prefetched");
     }
 }

@@ -52,6 +52,9 @@ pub struct Options {
     pub trust: Trust,
     /// Rounds over a service's sites, with backoff between them.
     pub rounds: u32,
+    /// Refresh an answer asked for in the last tenth of its TTL (at least
+    /// 10 s) in the background, serving the cached one meanwhile.
+    pub prefetch: bool,
 }
 
 impl Default for Options {
@@ -66,6 +69,7 @@ impl Default for Options {
             max_pending: 1024,
             trust: Trust::Require,
             rounds: 2,
+            prefetch: true,
         }
     }
 }
@@ -150,7 +154,7 @@ impl Resolver {
     }
 
     /// All public values of `h`.
-    pub async fn resolve(&self, h: &[u8]) -> Result<Answer, ResolveError> {
+    pub async fn resolve(self: &Arc<Self>, h: &[u8]) -> Result<Answer, ResolveError> {
         self.resolve_admitted(h, Referrals::Follow, || true).await
     }
 
@@ -160,7 +164,7 @@ impl Resolver {
     /// from the cache (fresh, or stale while upstream is known to fail) are
     /// never refused. `referrals`: what the client's DNR flag asks.
     pub async fn resolve_admitted(
-        &self,
+        self: &Arc<Self>,
         h: &[u8],
         referrals: Referrals,
         admit: impl FnOnce() -> bool,
@@ -177,6 +181,9 @@ impl Resolver {
         if let Some(entry) = &cached {
             if entry.is_fresh(now) {
                 add(&self.counters.hits);
+                if self.options.prefetch && entry.take_prefetch(now) {
+                    self.prefetch(canonical.into_owned(), key, referrals);
+                }
                 return answer(&entry.found, Origin::Cache, &self.counters);
             }
             if now < entry.retry_after {
@@ -212,6 +219,18 @@ impl Resolver {
             }
             (Err(e), _) => Err(e),
         }
+    }
+
+    /// Refresh `key` in the background: the one query for it (joined by any
+    /// miss meanwhile), within `max_pending` (when that is full the entry
+    /// expires as without prefetching). Not rate-limited: at most one per
+    /// entry per TTL, started by a request the cache answered.
+    fn prefetch(self: &Arc<Self>, canonical: Vec<u8>, key: Vec<u8>, referrals: Referrals) {
+        add(&self.counters.prefetches);
+        let this = self.clone();
+        tokio::spawn(async move {
+            let _ = this.flights.run(key.clone(), || this.fetch(&canonical, key, referrals)).await;
+        });
     }
 
     /// Ask upstream (the one query for `key` under way) and keep the answer.

@@ -16,6 +16,8 @@ pub struct Counters {
     pub upstream_queries: AtomicU64,
     pub upstream_failures: AtomicU64,
     pub busy: AtomicU64,
+    /// Background refreshes of entries near the end of their TTL.
+    pub prefetches: AtomicU64,
     /// One per bound, and one for slower.
     latency_buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
     latency_micros: AtomicU64,
@@ -33,6 +35,7 @@ pub struct Snapshot {
     pub upstream_queries: u64,
     pub upstream_failures: u64,
     pub busy: u64,
+    pub prefetches: u64,
     pub verification_failures: u64,
     /// Upstream query latencies: per bucket of [`LATENCY_BUCKETS`] and one
     /// for slower (not cumulative), their count and sum.
@@ -72,6 +75,7 @@ impl Counters {
             upstream_queries: get(&self.upstream_queries),
             upstream_failures: get(&self.upstream_failures),
             busy: get(&self.busy),
+            prefetches: get(&self.prefetches),
             latency_buckets: self.latency_buckets.iter().map(get).collect(),
             latency_count: get(&self.latency_count),
             latency_sum: Duration::from_micros(get(&self.latency_micros)),

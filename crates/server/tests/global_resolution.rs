@@ -1,7 +1,8 @@
 //! The global resolver (`[resolver]`) on a Handle System built on loopback
 //! of `handled` servers only (`global_common`): every kind of prefix resolved
 //! through native REC requests (TCP and UDP), the JSON API and the web proxy;
-//! negative answers cached; one upstream query however many ask; stale
+//! negative answers cached; one upstream query however many ask; popular
+//! answers refreshed before they expire; stale
 //! answers while a prefix server is down; never for requests without REC or
 //! for clients outside the allow-list.
 
@@ -91,6 +92,34 @@ async fn not_found_is_cached_for_its_time_and_one_query_serves_many_askers() {
     let s = w.snapshot();
     assert_eq!(s.upstream_queries - before, 1, "{s:?}");
     assert!(s.coalesced + s.hits >= 39, "the others joined it or found its answer: {s:?}");
+}
+
+/// A handle asked for in the last tenth of its TTL is refreshed in the
+/// background: its clients keep getting cached answers, and it is fresh
+/// again before it would have expired, with what its server holds now.
+#[tokio::test]
+async fn popular_answers_are_prefetched_before_they_expire() {
+    let w = World::start(|_| {}).await;
+    let tcp = w.resolver.addrs.tcp;
+    put(&w.a, "P1/popular", vec![url(1, "https://example.org/v1", 10)]).await;
+    assert_eq!(native(Protocol::Tcp, tcp, "P1/popular").await.1, ["https://example.org/v1"]);
+    let cached = tokio::time::Instant::now();
+    put(&w.a, "P1/popular", vec![url(1, "https://example.org/v2", 10)]).await;
+    tokio::time::sleep_until(cached + Duration::from_millis(9300)).await;
+    // In the last second of ten: answered from the cache, refreshed behind it.
+    assert_eq!(native(Protocol::Tcp, tcp, "P1/popular").await.1, ["https://example.org/v1"]);
+    let refreshed = async {
+        while w.upstream_queries() < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), refreshed).await.expect("one background refresh");
+    let misses = w.snapshot().misses;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Past the first answer's TTL: the refreshed one, from the cache, no miss.
+    assert_eq!(native(Protocol::Tcp, tcp, "P1/popular").await.1, ["https://example.org/v2"]);
+    let s = w.snapshot();
+    assert_eq!((s.prefetches, s.upstream_queries, s.misses), (1, 2, misses), "{s:?}");
 }
 
 #[tokio::test]

@@ -40,6 +40,9 @@ pub struct ResolverConfig {
     /// IPv6 clients share a rate limit per network of this many bits (a host
     /// has a whole /64 to pick addresses from).
     pub client_ipv6_prefix: u8,
+    /// Refresh an answer asked for in the last tenth of its TTL (TTLs of
+    /// 10 s or more) in the background, so popular handles never go cold.
+    pub prefetch: bool,
     /// "require": every upstream answer signed by the key its site record
     /// publishes; "prefer": signatures checked when present; "off".
     pub trust: String,
@@ -62,6 +65,7 @@ impl Default for ResolverConfig {
             client_rate: 20.0,
             client_burst: 100,
             client_ipv6_prefix: 64,
+            prefetch: true,
             trust: "require".into(),
         }
     }
@@ -120,6 +124,7 @@ impl ResolverConfig {
             timeout: std::time::Duration::from_millis(self.timeout_ms),
             max_pending: self.max_pending,
             trust: self.trust()?,
+            prefetch: self.prefetch,
             ..Default::default()
         })
     }
