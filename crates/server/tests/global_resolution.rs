@@ -3,14 +3,18 @@
 //! through native REC requests (TCP and UDP), the JSON API and the web proxy;
 //! negative answers cached; one upstream query however many ask; popular
 //! answers refreshed before they expire; stale
-//! answers while a prefix server is down; never for requests without REC or
+//! answers while a prefix server is down; servers named by `domain` and
+//! `alt_addr`; never for requests without REC or
 //! for clients outside the allow-list.
 
 mod global_common;
 
 use global_common::{flagged, http_get, native, put, site_of, url, without_rec, World};
 use handled_client::Protocol;
+use handled_proto::codec::Codec;
+use handled_proto::data::site::{ServerInfo, SiteAttribute, SiteInfo};
 use handled_proto::header::{OpFlags, ResponseCode};
+use handled_proto::value::HandleValue;
 use std::time::Duration;
 
 #[tokio::test]
@@ -120,6 +124,30 @@ async fn popular_answers_are_prefetched_before_they_expire() {
     assert_eq!(native(Protocol::Tcp, tcp, "P1/popular").await.1, ["https://example.org/v2"]);
     let s = w.snapshot();
     assert_eq!((s.prefetches, s.upstream_queries, s.misses), (1, 2, misses), "{s:?}");
+}
+
+/// Site attributes that say where a server is besides its address: `domain`
+/// (a server whose address is all zeros, looked up in DNS) and `alt_addr.<id>`
+/// (a second address, tried as a site of its own after the first).
+#[tokio::test]
+async fn domain_and_alt_addr_lead_to_the_server() {
+    let w = World::start(|_| {}).await;
+    let site = |s: &SiteInfo| HandleValue::new(1, "HS_SITE", s.to_bytes());
+    let attribute = |name: &str, value: &str| SiteAttribute { name: name.into(), value: value.into() };
+    let mut by_name = site_of(&w.a);
+    by_name.servers[0].address = [0; 16];
+    by_name.attributes.push(attribute("domain", "localhost"));
+    put(&w.root, "0.NA/P3", vec![site(&by_name)]).await;
+    // A's address given as 127.0.0.2, where nothing listens; its alternate is right.
+    let mut elsewhere = site_of(&w.a);
+    elsewhere.servers[0].address = ServerInfo::ipv4([127, 0, 0, 2]);
+    let id = elsewhere.servers[0].server_id;
+    elsewhere.attributes.push(attribute(&format!("alt_addr.{id}"), "127.0.0.1"));
+    put(&w.root, "0.NA/P4", vec![site(&elsewhere)]).await;
+    let tcp = w.resolver.addrs.tcp;
+    assert_eq!(native(Protocol::Tcp, tcp, "P3/doc").await.1, ["https://example.org/p3"], "by domain");
+    assert_eq!(native(Protocol::Tcp, tcp, "P4/doc").await.1, ["https://example.org/p4"], "by alt_addr");
+    assert_eq!(w.snapshot().verification_failures, 0, "the same server, the same key");
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 //! (CT, RD), which must carry our request's digest and verify with the public
 //! key the server publishes in its site record (§1.5), else it is not believed.
 
-use super::LookupError;
+use super::{addresses, LookupError};
 use crate::replication::SignatureCheck;
 use crate::session::{encode_unit_with, UnitOptions};
 use crate::{decode_response, Connection, Protocol, Response};
@@ -59,10 +59,9 @@ pub(super) async fn ask(
     deadline: Instant,
     how: Asking<'_>,
 ) -> Result<Response, LookupError> {
-    let server = site
-        .servers
-        .get(site.server_index(handle))
-        .ok_or_else(|| LookupError::Unreachable("a site record without servers".into()))?;
+    let position = site.server_index(handle);
+    let server =
+        site.servers.get(position).ok_or_else(|| LookupError::Unreachable("a site record without servers".into()))?;
     let key = match how.trust {
         Trust::Off => None,
         _ => Some(PublicKey::decode_data(&server.public_key).map_err(|e| {
@@ -70,24 +69,24 @@ pub(super) async fn ask(
         })?),
     };
     let ip = server.ip_addr();
-    if ip.is_unspecified() {
-        // The `domain` attribute would need a DNS lookup: not followed.
-        return Err(LookupError::Unreachable(format!("server {} is named by domain only", server.server_id)));
-    }
+    // All zeros: the server is named by the site's `domain` attribute.
+    let ips = if ip.is_unspecified() { addresses::by_domain(site, position, deadline).await? } else { vec![ip] };
     let mut last = LookupError::Unreachable(format!("server {} has no UDP, TCP or HTTP interface", server.server_id));
-    for (protocol, port) in protocols(server, how.udp) {
-        let addr = SocketAddr::new(ip, port);
-        let until = match protocol {
-            Protocol::Udp => deadline.min(Instant::now() + UDP_SHARE),
-            _ => deadline,
-        };
-        match once(protocol, addr, body, until, how, key.as_ref()).await {
-            Ok(r) if protocol != Protocol::Udp || is_final(r.code()) => return Ok(r),
-            Ok(r) => last = LookupError::Unreachable(format!("{addr} over UDP: {}", r.code().name())),
-            Err(e) => last = e,
-        }
-        if Instant::now() >= deadline {
-            break;
+    for ip in ips {
+        for (protocol, port) in protocols(server, how.udp) {
+            let addr = SocketAddr::new(ip, port);
+            let until = match protocol {
+                Protocol::Udp => deadline.min(Instant::now() + UDP_SHARE),
+                _ => deadline,
+            };
+            match once(protocol, addr, body, until, how, key.as_ref()).await {
+                Ok(r) if protocol != Protocol::Udp || is_final(r.code()) => return Ok(r),
+                Ok(r) => last = LookupError::Unreachable(format!("{addr} over UDP: {}", r.code().name())),
+                Err(e) => last = e,
+            }
+            if Instant::now() >= deadline {
+                return Err(last);
+            }
         }
     }
     Err(last)

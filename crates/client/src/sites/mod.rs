@@ -15,6 +15,7 @@
 //! the function the caller passes (the server's crypto), as for replication
 //! streams.
 
+mod addresses;
 mod exchange;
 mod latency;
 mod root_info;
@@ -220,7 +221,8 @@ impl Sites {
             .take(MAX_SITES)
             .collect();
         if !sites.is_empty() {
-            return Ok(Arc::new(sites));
+            // An alternate address is another site to try, as for the Java client.
+            return Ok(Arc::new(addresses::with_alt_sites(sites, 2 * MAX_SITES)));
         }
         let service = values.iter().find(|v| SERVICE_TYPES.iter().any(|t| v.value_type.eq_ignore_ascii_case(t)));
         match service {
