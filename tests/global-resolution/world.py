@@ -3,10 +3,11 @@
 namespace by run.sh), resolved through a `handled` resolver and through the
 official Java client's own global resolution; every value compared.
 
-The system: a root homing 0.NA; A homing P1, P3, 21.T1; a site of two servers
+The system: a root homing 0.NA; A homing P1, P3, 21.T1, P5, P6; a site of two servers
 (B1, B2) for P2, each handle only on the server the site's hash picks; D
 homing 21 (the derived prefixes' handles 0.NA/21.*, and the service handle
 21/SERVICE); the root's 0.NA/P3 names that service handle (HS_SERV), its
+0.NA/P5 and 0.NA/P6 name A by the site attributes alt_addr.<id> and domain, its
 0.NA/21 delegates 21.* to D (HS_SITE.PREFIX); M, a handled mirror of A, is
 P1's second site (the last comparison stops A: P1 then comes from M alone).
 With the Handle.Net harness (HANDLE_NET_PEER, found by run.sh), the original
@@ -113,6 +114,18 @@ def url(index, text):
     return value(index, "URL", {"format": "string", "value": text})
 
 
+def elsewhere(site, how):
+    """`site` (one server) moved: to 127.0.0.2, where nothing listens, with its real address as
+    `alt_addr.<id>` ("alt_addr"), or to the all-zero address with `domain` = localhost ("domain")."""
+    moved = json.loads(json.dumps(site))
+    server = moved["value"]["servers"][0]
+    real, server["address"] = server["address"], "127.0.0.2" if how == "alt_addr" else "0.0.0.0"
+    extra = {"name": f"alt_addr.{server['serverId']}", "value": real} if how == "alt_addr" \
+        else {"name": "domain", "value": "localhost"}
+    moved["value"]["attributes"] = moved["value"].get("attributes", []) + [extra]
+    return moved
+
+
 def server_index(handle, servers):
     """§2.7: MD5 of the upper-cased whole handle, last 4 bytes as a signed int, Java's abs, modulo."""
     n = int.from_bytes(hashlib.md5(handle.upper().encode()).digest()[-4:], "big", signed=True)
@@ -131,11 +144,13 @@ def main():
     else:
         print(f"global-resolution: the Handle.Net part (a prefix server and HDLProxy) skipped: "
               f"{os.environ.get('HANDLE_NET_WHY', 'no harness')}; the handled-only part runs")
-    a = start("a", 26410, ["P1", "P3", "21.T1"], [
+    a = start("a", 26410, ["P1", "P3", "21.T1", "P5", "P6"], [
         ("P1/doc", [url(1, "https://example.org/p1"), value(2, "EMAIL", {"format": "string", "value": "p1@example.org"})]),
         ("P3/doc", [url(1, "https://example.org/p3")]),
         ("21.T1/doc", [url(1, "https://example.org/derived")]),
         ("P1/mirrored", [url(1, "https://example.org/mirrored")]),
+        ("P5/doc", [url(1, "https://example.org/p5")]),
+        ("P6/doc", [url(1, "https://example.org/p6")]),
     ] + [(f"P1/cold{i}", [url(1, f"https://example.org/cold{i}")]) for i in range(COLD)],
         config='replication_admins = ["300:P1/ADMIN"]  # the mirror M pulls as P1/ADMIN\n')
     site_a = site_of(a, "P1")
@@ -160,6 +175,10 @@ def main():
         ("0.NA/P1", [value(1, "HS_SITE", site_a), value(2, "HS_SITE", site_m)]),
         ("0.NA/P2", [value(1, "HS_SITE", two)]),
         ("0.NA/P3", [value(1, "HS_SERV", {"format": "string", "value": "21/SERVICE"})]),
+        # A's site at an address where nothing listens, with the right one as alt_addr.<id>;
+        # and A named by the domain attribute only (address all zeros).
+        ("0.NA/P5", [value(1, "HS_SITE", elsewhere(site_a, "alt_addr"))]),
+        ("0.NA/P6", [value(1, "HS_SITE", elsewhere(site_a, "domain"))]),
         # 21's own handles (the service handle) at D, and its derived prefixes delegated to D.
         ("0.NA/21", [value(1, "HS_SITE", site_d), value(2, "HS_SITE.PREFIX", site_d)]),
     ] + ([("0.NA/HN", [value(1, "HS_SITE", {"format": "site", "value": hn_site})])] if hn else []))
@@ -181,8 +200,8 @@ def main():
     (config / "bootstrap_handles").write_text(json.dumps(bootstrap))
     (config / "config.dct").write_text('{\n  "auto_update_root_info" = "no"\n}\n')
 
-    handles = ["P1/doc", "P3/doc", "21.T1/doc", p2[0], p2[1], "P1/missing", "NOWHERE/x"]
-    expected_found = 5
+    handles = ["P1/doc", "P3/doc", "21.T1/doc", p2[0], p2[1], "P1/missing", "NOWHERE/x", "P5/doc", "P6/doc"]
+    expected_found = 7
     if hn:
         started = hn.start(bootstrap)
         print(f"Handle.Net 9.0.0 homing HN on 127.0.0.1:{hn.port}, started in {started['startup_ms']} ms")

@@ -129,6 +129,16 @@ impl Directory {
         self.is_homed_here(h)
     }
 
+    /// Is `h`'s prefix homed here, known without waiting: false when the
+    /// homed set of a shared store is due for a re-read.
+    pub fn is_homed_now(&self, h: &[u8]) -> bool {
+        let fresh = match &self.homed_reloaded {
+            None => true,
+            Some(reloaded) => reloaded.lock().unwrap_or_else(|e| e.into_inner()).elapsed() < HOMED_RELOAD,
+        };
+        fresh && self.is_homed_here(h)
+    }
+
     /// Re-read the homed prefixes from the shared store (nothing on a single node).
     pub async fn reload_homed(&self) {
         let Some(reloaded) = &self.homed_reloaded else { return };

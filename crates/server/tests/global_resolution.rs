@@ -52,6 +52,8 @@ async fn every_kind_of_prefix_through_native_requests_the_json_api_and_the_proxy
     assert_eq!(native(Protocol::Tcp, addrs.tcp, "P1/doc").await.1, ["https://example.org/p1", "p1@example.org"]);
     // Handles homed here stay local; a prefix the root does not know is not found.
     assert_eq!(native(Protocol::Tcp, addrs.tcp, "LOCAL/none").await.0, ResponseCode::HANDLE_NOT_FOUND);
+    // Over UDP too, answered on the receive thread (homed here: the resolver is not asked).
+    assert_eq!(native(Protocol::Udp, addrs.udp, "LOCAL/none").await.0, ResponseCode::HANDLE_NOT_FOUND);
     assert_eq!(native(Protocol::Tcp, addrs.tcp, "NOWHERE/x").await.0, ResponseCode::HANDLE_NOT_FOUND);
     // The figures are in /metrics: the five, and NOWHERE/x.
     let (_, metrics) = http_get(addrs.http, "/metrics").await;

@@ -12,9 +12,10 @@ use super::{refuse, serve_admitted};
 use crate::admission::Turn;
 use crate::lifecycle::Stop;
 use crate::native::{read_envelope, Transport};
+use crate::ops::resolve::Asked;
 use crate::state::ServerState;
 use handled_proto::envelope::ENVELOPE_LEN;
-use handled_proto::header::{OpCode, OpFlags};
+use handled_proto::header::{OpCode, OpFlags, HEADER_LEN as MESSAGE_HEADER_LEN};
 use handled_proto::udp::{split_datagrams, MAX_DATAGRAM};
 use nix::errno::Errno;
 use nix::sys::socket::{
@@ -287,8 +288,19 @@ fn is_cheap(state: &ServerState, unit: &[u8]) -> bool {
     let Some(header) = unit.get(ENVELOPE_LEN..ENVELOPE_LEN + 12) else { return false };
     let op = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
     let flags = OpFlags(u32::from_be_bytes([header[8], header[9], header[10], header[11]]));
-    let local = || crate::ops::resolve::CHAIN.answers_locally(state, flags.contains(OpFlags::REC));
+    let local = || {
+        let asked = Asked { recursion: flags.contains(OpFlags::REC), handle: resolution_handle(unit) };
+        crate::ops::resolve::CHAIN.answers_locally(state, &asked)
+    };
     !flags.contains(OpFlags::CT) && (op == OpCode::GET_SITE_INFO.0 || (op == OpCode::RESOLUTION.0 && local()))
+}
+
+/// The handle a resolution request's body starts with (a length-prefixed
+/// string after the 24-byte message header), if it is all there.
+fn resolution_handle(unit: &[u8]) -> Option<&[u8]> {
+    let body = unit.get(ENVELOPE_LEN + MESSAGE_HEADER_LEN..)?;
+    let len = u32::from_be_bytes(body.get(..4)?.try_into().ok()?) as usize;
+    body.get(4..4usize.checked_add(len)?)
 }
 
 /// Batch receiving state for one socket.
@@ -399,6 +411,26 @@ pub fn send_batch(socket: &UdpSocket, replies: &[(SocketAddr, Vec<u8>)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_handle_is_read_from_a_resolution_unit_or_not_at_all() {
+        use handled_proto::envelope::{Envelope, Version};
+        use handled_proto::header::Header;
+        use handled_proto::message::{encode_message, encode_unit};
+        use handled_proto::request::{RequestBody, ResolutionRequest};
+        let request = ResolutionRequest { handle: b"P1/doc".to_vec(), indexes: vec![1], types: vec![] };
+        let mut body = Vec::new();
+        RequestBody::Resolution(request).encode(&mut body);
+        let mut message = Vec::new();
+        encode_message(&Header::request(OpCode::RESOLUTION, OpFlags::REC), &body, None, &mut message);
+        let unit = encode_unit(&Envelope::new(Version::V2_10, Version::V2_10, 7), &message);
+        assert_eq!(resolution_handle(&unit), Some(&b"P1/doc"[..]));
+        let header_end = ENVELOPE_LEN + MESSAGE_HEADER_LEN;
+        assert_eq!(resolution_handle(&unit[..header_end + 6]), None, "cut short");
+        let mut huge = unit[..header_end].to_vec();
+        huge.extend_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(resolution_handle(&huge), None, "a length past the end");
+    }
 
     #[test]
     fn arrival_is_the_kernel_stamp_not_the_read() {

@@ -33,13 +33,21 @@ pub enum Lookup {
     Pass,
 }
 
+/// What the UDP receive thread knows of a resolution before running it.
+pub struct Asked<'a> {
+    /// The REC flag.
+    pub recursion: bool,
+    /// The handle, when it could be read from the request.
+    pub handle: Option<&'a [u8]>,
+}
+
 /// One place handles can come from.
 #[async_trait]
 pub trait ResolutionSource: Send + Sync {
     /// Answers from this process only (memory, the local store) on `state`,
-    /// for a request that asks for recursion or not: no network round trip, so
-    /// the UDP receive thread may run it inline.
-    fn answers_locally(&self, _state: &ServerState, _recursion_asked: bool) -> bool {
+    /// for the request `asked` describes: no network round trip, so the UDP
+    /// receive thread may run it inline.
+    fn answers_locally(&self, _state: &ServerState, _asked: &Asked<'_>) -> bool {
         true
     }
 
@@ -73,8 +81,8 @@ impl ResolutionChain {
     }
 
     /// Every source answers locally on `state`: resolution never waits on the network.
-    pub fn answers_locally(&self, state: &ServerState, recursion_asked: bool) -> bool {
-        self.sources.iter().all(|s| s.answers_locally(state, recursion_asked))
+    pub fn answers_locally(&self, state: &ServerState, asked: &Asked<'_>) -> bool {
+        self.sources.iter().all(|s| s.answers_locally(state, asked))
     }
 
     /// Ask each source in turn. No answer: 100 (handle not found) when some

@@ -1,6 +1,6 @@
 //! The local store as a resolution source: handles of the prefixes homed here.
 
-use super::chain::{Lookup, Query, ResolutionSource};
+use super::chain::{Asked, Lookup, Query, ResolutionSource};
 use crate::ops::OpError;
 use crate::state::ServerState;
 use async_trait::async_trait;
@@ -11,7 +11,7 @@ pub struct LocalStore;
 impl ResolutionSource for LocalStore {
     /// A database server's store answers after a round trip: on the UDP
     /// receive thread, one at a time, its reads would queue behind each other.
-    fn answers_locally(&self, state: &ServerState, _recursion_asked: bool) -> bool {
+    fn answers_locally(&self, state: &ServerState, _asked: &Asked<'_>) -> bool {
         !state.store.capabilities().remote
     }
 

@@ -2,6 +2,7 @@
 //! access to non-public values for authenticated admins with READ_VALUE.
 
 pub mod chain;
+pub use chain::Asked;
 mod local;
 mod recursive;
 mod referral;

@@ -5,10 +5,11 @@
 //! without REC: Handle.Net's semantics). Clients outside the allow-list get
 //! 301 as from a server without recursion, with a message saying why.
 
-use super::chain::{Lookup, Query, ResolutionSource};
+use super::chain::{Asked, Lookup, Query, ResolutionSource};
 use crate::ops::OpError;
 use crate::state::ServerState;
 use async_trait::async_trait;
+use handled_proto::handle;
 use handled_proto::header::ResponseCode;
 use handled_resolver::{Referrals, ResolveError};
 use handled_store::HandleRecord;
@@ -18,9 +19,12 @@ pub struct Recursive;
 #[async_trait]
 impl ResolutionSource for Recursive {
     /// With native recursion on, a REC resolution may wait on the network;
-    /// without REC this source never recurses.
-    fn answers_locally(&self, state: &ServerState, recursion_asked: bool) -> bool {
-        !recursion_asked || !state.recursion.native()
+    /// without REC this source never recurses, nor for a handle homed here
+    /// (the local store is responsible for it, found or not).
+    fn answers_locally(&self, state: &ServerState, asked: &Asked<'_>) -> bool {
+        !asked.recursion
+            || !state.recursion.native()
+            || asked.handle.is_some_and(|h| state.directory.is_homed_now(&handle::canonical(h)))
     }
 
     async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
