@@ -6,8 +6,9 @@ in the world world.py builds, beside Handle.Net 9.0.0's HDLProxy when the harnes
 - JSON API resolution of a cached remote handle under load (`handled bench`, 16 clients),
   req/s, p99 and requests per server core-second, through the handled resolver and through
   HDLProxy, and the resolver's local handle for reference;
-- UDP and TCP through the resolver (REC is not set by the bench: the cached remote handle is
-  asked of the resolver's JSON API and native ports as a local one is).
+- UDP (the bench sets REC, as the Java client does) for the cached remote handle, through the
+  handled resolver and through the Handle.Net server itself (allow_recursion), and the
+  resolver's local handle for reference.
 
 A benchmark, not a test: it prints a markdown table and asserts nothing.
 """
@@ -46,7 +47,7 @@ def bench(handled, work, get, cold, a, resolver, resolver_pid, hn):
         out = subprocess.run([handled, "bench", "--host", "127.0.0.1", "--port", str(port), "--transport", transport,
                               "--handle", handle, "-c", "16", "-d", "5", "--warmup", "2", "--server-pid", str(pid),
                               "--json", "--quiet"], capture_output=True, text=True, timeout=120)
-        (work / f"bench-{label}-{transport}.out").write_text(out.stdout + out.stderr)
+        (work / f"bench-{label}-{transport}-{handle.replace('/', '_')}.out").write_text(out.stdout + out.stderr)
         lines = out.stdout.strip().splitlines()
         if out.returncode != 0 or not lines:
             return None
@@ -58,13 +59,15 @@ def bench(handled, work, get, cold, a, resolver, resolver_pid, hn):
         return f"{r['throughput']:,.0f}", f"{r['latency_ms']['p99']:.2f}", f"{r.get('per_server_core_second') or 0:,.0f}"
 
     hn_pid = int((work / "hn" / "run" / "server.pid").read_text()) if hn else None
+    # Over UDP the Handle.Net server itself (allow_recursion) answers the REC requests.
     loads = [("cached remote P1/doc, JSON API", "json-api", "P1/doc", True),
              ("local LOCAL/doc, JSON API", "json-api", "LOCAL/doc", False),
+             ("cached remote P1/doc, UDP (REC)", "udp", "P1/doc", True),
              ("local LOCAL/doc, UDP", "udp", "LOCAL/doc", False)]
     for name, transport, handle, both in loads:
-        port = resolver + 1 if transport.startswith("json") else resolver
-        ours = cells(run("resolver", port, transport, handle, resolver_pid))
-        theirs = cells(run("hdlproxy", hn.port + 1, transport, handle, hn_pid)) if (hn and both) else ("-",) * 3
+        http = transport.startswith("json")
+        ours = cells(run("resolver", resolver + http, transport, handle, resolver_pid))
+        theirs = cells(run("hdlproxy", hn.port + http, transport, handle, hn_pid)) if (hn and both) else ("-",) * 3
         for i, what in enumerate(["req/s", "p99 ms", "req per server core-s"]):
             rows.append((f"{name}: {what}", ours[i], theirs[i]))
 

@@ -170,21 +170,12 @@ impl Resolver {
         admit: impl FnOnce() -> bool,
     ) -> Result<Answer, ResolveError> {
         let canonical = handle::canonical(h);
-        // Prefixes are case-insensitive; suffixes may not be on the server
-        // asked. A DNR answer may differ from the other (a root's own record
-        // instead of the referral's): each has its entry, told apart by a
-        // leading tag byte.
-        let mut key = vec![referrals as u8];
-        key.extend_from_slice(&handle::normalize(&canonical, true));
+        let key = cache_key(&canonical, referrals);
         let cached = self.cache.get(&key);
         let now = Instant::now();
         if let Some(entry) = &cached {
             if entry.is_fresh(now) {
-                add(&self.counters.hits);
-                if self.options.prefetch && entry.take_prefetch(now) {
-                    self.prefetch(canonical.into_owned(), key, referrals);
-                }
-                return answer(&entry.found, Origin::Cache, &self.counters);
+                return self.hit(entry, canonical.into_owned(), key, referrals, now);
             }
             if now < entry.retry_after {
                 add(&self.counters.stale_served);
@@ -219,6 +210,54 @@ impl Resolver {
             }
             (Err(e), _) => Err(e),
         }
+    }
+
+    /// Is a fresh answer for `h` in the cache now? A look only: nothing
+    /// counted, nothing started.
+    pub fn has_fresh(&self, h: &[u8], referrals: Referrals) -> bool {
+        let key = cache_key(&handle::canonical(h), referrals);
+        self.cache.get(&key).is_some_and(|entry| entry.is_fresh(Instant::now()))
+    }
+
+    /// The answer for `h` from the cache alone, never waiting on upstream:
+    /// fresh, else one still within its stale window (then refreshed in the
+    /// background, as a prefetch). None when the cache has nothing to give
+    /// (a refresh is started all the same, within `max_pending`, so that the
+    /// asker's next try finds it). For callers that must not wait: the UDP
+    /// receive thread, after [`has_fresh`](Self::has_fresh) said yes an
+    /// instant before.
+    pub fn cached(self: &Arc<Self>, h: &[u8], referrals: Referrals) -> Option<Result<Answer, ResolveError>> {
+        let canonical = handle::canonical(h);
+        let key = cache_key(&canonical, referrals);
+        let now = Instant::now();
+        match self.cache.get(&key) {
+            Some(entry) if entry.is_fresh(now) => Some(self.hit(&entry, canonical.into_owned(), key, referrals, now)),
+            Some(entry) => {
+                add(&self.counters.stale_served);
+                self.prefetch(canonical.into_owned(), key, referrals);
+                Some(answer(&entry.found, Origin::Stale, &self.counters))
+            }
+            None => {
+                self.prefetch(canonical.into_owned(), key, referrals);
+                None
+            }
+        }
+    }
+
+    /// A fresh entry's answer, its prefetch started when due.
+    fn hit(
+        self: &Arc<Self>,
+        entry: &cache::Entry,
+        canonical: Vec<u8>,
+        key: Vec<u8>,
+        referrals: Referrals,
+        now: Instant,
+    ) -> Result<Answer, ResolveError> {
+        add(&self.counters.hits);
+        if self.options.prefetch && entry.take_prefetch(now) {
+            self.prefetch(canonical, key, referrals);
+        }
+        answer(&entry.found, Origin::Cache, &self.counters)
     }
 
     /// Refresh `key` in the background: the one query for it (joined by any
@@ -274,6 +313,15 @@ impl Resolver {
             (code, _) => Err(LookupError::Refused { code, message: response.message().unwrap_or_default() }),
         }
     }
+}
+
+/// Prefixes are case-insensitive; suffixes may not be on the server asked. A
+/// DNR answer may differ from the other (a root's own record instead of the
+/// referral's): each has its entry, told apart by a leading tag byte.
+fn cache_key(canonical: &[u8], referrals: Referrals) -> Vec<u8> {
+    let mut key = vec![referrals as u8];
+    key.extend_from_slice(&handle::normalize(canonical, true));
+    key
 }
 
 fn answer(found: &Found, origin: Origin, counters: &Counters) -> Result<Answer, ResolveError> {

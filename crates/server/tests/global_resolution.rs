@@ -15,6 +15,7 @@ use handled_proto::codec::Codec;
 use handled_proto::data::site::{ServerInfo, SiteAttribute, SiteInfo};
 use handled_proto::header::{OpFlags, ResponseCode};
 use handled_proto::value::HandleValue;
+use handled_resolver::Referrals;
 use std::time::Duration;
 
 #[tokio::test]
@@ -126,6 +127,34 @@ async fn popular_answers_are_prefetched_before_they_expire() {
     assert_eq!(native(Protocol::Tcp, tcp, "P1/popular").await.1, ["https://example.org/v2"]);
     let s = w.snapshot();
     assert_eq!((s.prefetches, s.upstream_queries, s.misses), (1, 2, misses), "{s:?}");
+}
+
+/// Over UDP a REC request for a remote handle the cache holds is answered on
+/// the receive thread from the cache alone; when the cache has nothing after
+/// all (the race with expiry), nothing waits: the answer is "too busy" and a
+/// refresh starts, which the client's next try finds.
+#[tokio::test]
+async fn the_cache_alone_never_waits_on_upstream() {
+    let w = World::start(|_| {}).await;
+    let resolver = w.resolver.state.recursion.current().expect("recursion on").resolver.clone();
+    assert!(!resolver.has_fresh(b"P1/doc", Referrals::Follow));
+    assert!(resolver.cached(b"P1/doc", Referrals::Follow).is_none(), "nothing cached, nothing waited for");
+    let refreshed = async {
+        while !resolver.has_fresh(b"P1/doc", Referrals::Follow) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), refreshed).await.expect("the refresh it started");
+    assert!(!resolver.has_fresh(b"P1/doc", Referrals::DoNotRefer), "DNR answers are kept apart");
+    let answer = resolver.cached(b"P1/doc", Referrals::Follow).expect("cached").expect("found");
+    assert_eq!(answer.values.len(), 2);
+    let before = w.snapshot();
+    let udp = w.resolver.addrs.udp;
+    for _ in 0..20 {
+        assert_eq!(native(Protocol::Udp, udp, "P1/doc").await.1[0], "https://example.org/p1");
+    }
+    let s = w.snapshot();
+    assert_eq!((s.upstream_queries, s.hits - before.hits), (before.upstream_queries, 20), "{s:?}");
 }
 
 /// Site attributes that say where a server is besides its address: `domain`

@@ -30,7 +30,7 @@ pub(super) fn register(r: &mut Registry, recursion: &Recursion) {
         ("resolver_upstream_queries", "Handles asked upstream", s.upstream_queries),
         ("resolver_upstream_failures", "Upstream queries no site answered (in time, verifiably)", s.upstream_failures),
         ("resolver_busy", "Lookups refused: too many queries under way", s.busy),
-        ("resolver_prefetches", "Cached answers refreshed in the background near the end of their TTL", s.prefetches),
+        ("resolver_prefetches", "Cached answers refreshed in the background (prefetch near the end of their TTL; cache-only UDP answers past it)", s.prefetches),
         (
             "resolver_rate_limited",
             "Lookups needing an upstream query refused by the client's rate limit",

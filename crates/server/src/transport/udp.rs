@@ -191,15 +191,20 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
             // Boxed: the future holds serve_admitted's whole state machine, and
             // block_on moves its argument; under light load (a request or two per
             // batch) copying it was a third of the server's instructions (callgrind).
-            let replies = runtime.block_on(Box::pin(async {
-                let mut replies = Vec::with_capacity(cheap.len());
-                for (peer, unit, permit) in cheap.drain(..) {
-                    let answer = serve_admitted(state, &unit, Transport::Udp, peer).await.units;
-                    replies.extend(fit_for_udp(state, &answers, peer, &unit, answer).into_iter().map(|r| (peer, r)));
-                    drop(permit);
-                }
-                replies
-            }));
+            // Cache only: a REC resolution is here because the resolver's
+            // cache held its answer; this thread never waits on upstream.
+            let replies = crate::recursion::cache_only(|| {
+                runtime.block_on(Box::pin(async {
+                    let mut replies = Vec::with_capacity(cheap.len());
+                    for (peer, unit, permit) in cheap.drain(..) {
+                        let answer = serve_admitted(state, &unit, Transport::Udp, peer).await.units;
+                        replies
+                            .extend(fit_for_udp(state, &answers, peer, &unit, answer).into_iter().map(|r| (peer, r)));
+                        drop(permit);
+                    }
+                    replies
+                }))
+            });
             send_batch(socket, &replies);
         }
         if pause_after_batch(refusing || refused_some, receiver.filled(), &mut batches_without_pause) {
@@ -289,7 +294,11 @@ fn is_cheap(state: &ServerState, unit: &[u8]) -> bool {
     let op = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
     let flags = OpFlags(u32::from_be_bytes([header[8], header[9], header[10], header[11]]));
     let local = || {
-        let asked = Asked { recursion: flags.contains(OpFlags::REC), handle: resolution_handle(unit) };
+        let asked = Asked {
+            recursion: flags.contains(OpFlags::REC),
+            do_not_refer: flags.contains(OpFlags::DNR),
+            handle: resolution_handle(unit),
+        };
         crate::ops::resolve::CHAIN.answers_locally(state, &asked)
     };
     !flags.contains(OpFlags::CT) && (op == OpCode::GET_SITE_INFO.0 || (op == OpCode::RESOLUTION.0 && local()))

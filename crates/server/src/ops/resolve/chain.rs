@@ -37,6 +37,8 @@ pub enum Lookup {
 pub struct Asked<'a> {
     /// The REC flag.
     pub recursion: bool,
+    /// The DNR flag.
+    pub do_not_refer: bool,
     /// The handle, when it could be read from the request.
     pub handle: Option<&'a [u8]>,
 }

@@ -7,6 +7,7 @@
 
 use super::chain::{Asked, Lookup, Query, ResolutionSource};
 use crate::ops::OpError;
+use crate::recursion;
 use crate::state::ServerState;
 use async_trait::async_trait;
 use handled_proto::handle;
@@ -21,10 +22,15 @@ impl ResolutionSource for Recursive {
     /// With native recursion on, a REC resolution may wait on the network;
     /// without REC this source never recurses, nor for a handle homed here
     /// (the local store is responsible for it, found or not).
+    /// Nor for a handle whose answer the resolver's cache holds: then, run
+    /// inside `recursion::cache_only`, the answer comes from the cache alone.
     fn answers_locally(&self, state: &ServerState, asked: &Asked<'_>) -> bool {
-        !asked.recursion
-            || !state.recursion.native()
-            || asked.handle.is_some_and(|h| state.directory.is_homed_now(&handle::canonical(h)))
+        if !asked.recursion || !state.recursion.native() {
+            return true;
+        }
+        let Some(h) = asked.handle else { return false };
+        state.directory.is_homed_now(&handle::canonical(h))
+            || state.recursion.current().is_some_and(|offer| offer.resolver.has_fresh(h, referrals(asked.do_not_refer)))
     }
 
     async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
@@ -42,8 +48,16 @@ impl ResolutionSource for Recursive {
             return Err(OpError::new(ResponseCode::SERVER_TOO_BUSY, "Too many recursive requests under way"));
         };
         let admit = || state.recursion.admit(asker.client);
-        let referrals = if query.request.do_not_refer { Referrals::DoNotRefer } else { Referrals::Follow };
-        match offer.resolver.resolve_admitted(query.canonical, referrals, admit).await {
+        let referrals = referrals(query.request.do_not_refer);
+        let resolved = if recursion::is_cache_only() {
+            // Answered from the cache an instant ago; gone since (evicted, or
+            // expired with no stale window): this thread must not wait, the
+            // client asks again and finds the refresh this started.
+            offer.resolver.cached(query.canonical, referrals).unwrap_or(Err(ResolveError::Busy))
+        } else {
+            offer.resolver.resolve_admitted(query.canonical, referrals, admit).await
+        };
+        match resolved {
             Ok(answer) => Ok(Lookup::Record(HandleRecord { values: answer.values.to_vec(), name: None })),
             Err(ResolveError::NotFound) => Ok(Lookup::NotFound),
             // The code, not the other side's text.
@@ -66,5 +80,13 @@ impl ResolutionSource for Recursive {
                 ))
             }
         }
+    }
+}
+
+fn referrals(do_not_refer: bool) -> Referrals {
+    if do_not_refer {
+        Referrals::DoNotRefer
+    } else {
+        Referrals::Follow
     }
 }
