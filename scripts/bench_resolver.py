@@ -5,7 +5,8 @@ a root homing 0.NA, a prefix server A homing P1 with N handles, and a resolver
 LOCAL/0..999. A benchmark, not a test: it prints a markdown table and JSON lines.
 
   python3 scripts/bench_resolver.py target/release/handled [--handles 1000000]
-      [--cache-mb 16] [--seconds 10] [--zipf 1.0] [--askers 1000]
+      [--cache-mb 16] [--seconds 10] [--fill-seconds S] [--zipf 1.0] [--askers 1000]
+      [--trust require|prefer|off]
 
 Measured, each with `handled bench` (16 clients) against the resolver:
 - cached: P1/0..999 after a warm-up that caches them, against LOCAL/0..999 homed on
@@ -39,6 +40,8 @@ def main():
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--zipf", type=float, default=1.0)
     p.add_argument("--askers", type=int, default=1000)
+    p.add_argument("--fill-seconds", type=float, default=None, help="the Zipf run that fills the cache (default: --seconds)")
+    p.add_argument("--trust", default="require", help="the resolver's trust policy: require (A signs every answer), off")
     a = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-resolver."))
     print(f"bench-resolver: logs in {work}", file=sys.stderr)
@@ -185,7 +188,7 @@ def run(a, w):
                        config=("[resolver]\nenabled = true\nallow_recursion = true\n"
                                f"root_info = \"{w.work / 'root_info.json'}\"\n"
                                f"cache_mb = {a.cache_mb}\nper_client = {max(a.askers, 32) * 2}\n"
-                               "client_rate = 0\n"))
+                               f"client_rate = 0\ntrust = \"{a.trust}\"\n"))
     pid = resolver.pid
     rss_start = rss_mb(pid)
     rows = []
@@ -199,14 +202,15 @@ def run(a, w):
         rows.append((f"{transport}: P1/0..999 from the resolver's cache", *cell(cached), f"{ratio:.2f} of local"))
     # A first run fills the cache (not reported); the second is measured with no warm-up,
     # so the counters' differences cover exactly its requests.
-    bench(w, port, pid, "udp", "P1", a.seconds, "zipf-fill", zipf=a.zipf, count=a.handles)
+    bench(w, port, pid, "udp", "P1", a.fill_seconds or a.seconds, "zipf-fill", zipf=a.zipf, count=a.handles)
     before = metrics(port)
     zipf = bench(w, port, pid, "udp", "P1", a.seconds, "zipf", zipf=a.zipf, count=a.handles, warmup=0)
     after = metrics(port)
     d = lambda name: after.get(f"handled_resolver_{name}", 0) - before.get(f"handled_resolver_{name}", 0)
     hits, misses = d("hits_total"), d("misses_total")
     seconds = zipf.get("elapsed_s") or a.seconds
-    rows.append((f"udp: Zipf({a.zipf}) over {a.handles:,} P1 handles, cache {a.cache_mb} MiB", *cell(zipf),
+    rows.append((f"udp: Zipf({a.zipf}) over {a.handles:,} P1 handles, cache {a.cache_mb} MiB, trust {a.trust}",
+                 *cell(zipf),
                  f"hit ratio {hits / max(hits + misses, 1):.3f}"))
     # Coalescing: one cold handle, all askers at once.
     queries = metrics(port).get("handled_resolver_upstream_queries_total", 0)
