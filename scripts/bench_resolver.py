@@ -11,6 +11,8 @@ LOCAL/0..999. A benchmark, not a test: it prints a markdown table and JSON lines
 Measured, each with `handled bench` (16 clients) against the resolver:
 - cached: P1/0..999 after a warm-up that caches them, against LOCAL/0..999 homed on
   the resolver itself (UDP, and the JSON API), req/s, p99, req per server core-second;
+  the web proxy's 302 for P1/0 against LOCAL/0 (with wrk, when installed); p99 of the
+  cached UDP answers in an open loop at half the closed loop's rate;
 - Zipf(S) over all N handles of P1 with the cache of --cache-mb, after one run of the
   same that fills it: hit ratio, upstream queries per second, cache entries and bytes,
   the resolver's RSS;
@@ -19,7 +21,9 @@ Measured, each with `handled bench` (16 clients) against the resolver:
 """
 import argparse
 import json
+import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -126,18 +130,43 @@ def rss_mb(pid):
     return 0.0
 
 
-def bench(w, port, pid, transport, keys, seconds, label, zipf=None, count=LOCAL_KEYS, warmup=2):
+def bench(w, port, pid, transport, keys, seconds, label, zipf=None, count=LOCAL_KEYS, warmup=2, rate=None):
     cmd = [w.handled, "bench", "--host", "127.0.0.1", "--port", str(port if transport == "udp" else port + 1),
            "--transport", transport, "--key-prefix", keys, "--keys", str(count), "-c", "16",
            "-d", str(seconds), "--warmup", str(warmup), "--server-pid", str(pid), "--json", "--quiet"]
     if zipf:
         cmd += ["--zipf", str(zipf)]
+    if rate:
+        cmd += ["--rate", str(int(rate))]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120)
     (w.work / f"bench-{label}.out").write_text(out.stdout + out.stderr)
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
         sys.exit(f"bench {label} failed (see {w.work}/bench-{label}.out)")
     return json.loads(lines[-1])
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proxy(w, port, pid, path, seconds, label):
+    """wrk (16 keep-alive connections) on the web proxy's `path`: req/s, p99 ms, req per
+    resolver core-second and the count of answers other than 2xx/3xx."""
+    before = cpu_seconds(pid)
+    out = subprocess.run(["wrk", "-t1", "-c16", f"-d{int(seconds)}s", "--latency",
+                          f"http://127.0.0.1:{port + 1}{path}"], capture_output=True, text=True, timeout=seconds + 60)
+    cpu = cpu_seconds(pid) - before
+    (w.work / f"wrk-{label}.out").write_text(out.stdout + out.stderr)
+    rps = float(re.search(r"Requests/sec:\s+([0-9.]+)", out.stdout).group(1))
+    total = int(re.search(r"(\d+) requests in", out.stdout).group(1))
+    m = re.search(r"^\s+99%\s+([0-9.]+)(us|ms|s)$", out.stdout, re.M)
+    p99 = float(m.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[m.group(2)]
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out.stdout)
+    return {"throughput": rps, "latency_ms": {"p99": p99}, "per_server_core_second": total / cpu if cpu else 0,
+            "errors": int(bad.group(1)) if bad else 0}
 
 
 def ask_together(port, path, askers):
@@ -192,14 +221,32 @@ def run(a, w):
     pid = resolver.pid
     rss_start = rss_mb(pid)
     rows = []
-    cell = lambda r: (f"{r['throughput']:,.0f}", f"{r['latency_ms']['p99']:.2f}",
-                      f"{r.get('per_server_core_second') or 0:,.0f}", str(r.get("errors", 0)))
+    def cell(r):
+        errors = r.get("errors") or 0
+        errors = sum(errors.values()) if isinstance(errors, dict) else errors
+        return (f"{r['throughput']:,.0f}", f"{r['latency_ms']['p99']:.2f}",
+                f"{r.get('per_server_core_second') or 0:,.0f}", str(errors))
     for transport in ["udp", "json-api"]:
         local = bench(w, port, pid, transport, "LOCAL", a.seconds, f"local-{transport}")
         cached = bench(w, port, pid, transport, "P1", a.seconds, f"cached-{transport}")
         rows.append((f"{transport}: LOCAL/0..999, homed on the resolver", *cell(local), "-"))
         ratio = cached["throughput"] / local["throughput"]
         rows.append((f"{transport}: P1/0..999 from the resolver's cache", *cell(cached), f"{ratio:.2f} of local"))
+    if shutil.which("wrk"):
+        local = proxy(w, port, pid, "/LOCAL/0", a.seconds, "local")
+        cached = proxy(w, port, pid, "/P1/0", a.seconds, "cached")
+        rows.append(("web proxy (wrk, GET /LOCAL/0, 302)", *cell(local), "-"))
+        rows.append(("web proxy (wrk, GET /P1/0 from the cache, 302)", *cell(cached),
+                     f"{cached['throughput'] / local['throughput']:.2f} of local"))
+    else:
+        print("bench-resolver: no wrk, the web proxy rows skipped", file=sys.stderr)
+    # p99 below saturation: an open loop at half the closed loop's rate.
+    peak = next(float(r[1].replace(",", "")) for r in rows if r[0].startswith("udp: P1/0..999"))
+    # The local handle at the same rate: what the box and the bench's open loop allow.
+    for keys, what in [("LOCAL", "LOCAL/0..999"), ("P1", "P1/0..999 from the cache")]:
+        half = bench(w, port, pid, "udp", keys, a.seconds, f"half-{keys}", rate=peak / 2)
+        rows.append((f"udp: {what}, open loop at {peak / 2:,.0f}/s (half the cached peak)", *cell(half),
+                     f"p99 of service {half['service_ms']['p99']:.2f} ms"))
     # A first run fills the cache (not reported); the second is measured with no warm-up,
     # so the counters' differences cover exactly its requests.
     bench(w, port, pid, "udp", "P1", a.fill_seconds or a.seconds, "zipf-fill", zipf=a.zipf, count=a.handles)

@@ -39,7 +39,15 @@ def bench(handled, work, get, cold, a, resolver, resolver_pid, hn):
         cold_h = median([took(hn.port, p) for p in paths])
         warm_h = median([took(hn.port, p) for p in paths])
     fmt = lambda v: "-" if v is None else f"{v:.2f}"
+    # What the resolver's upstream exchange costs by itself: one certified UDP request at a
+    # time to P1's server (signed there), as the bench measures it (p50 of 200).
+    signed = subprocess.run([handled, "bench", "--host", "127.0.0.1", "--port", str(a), "--transport", "udp",
+                             "--handle", "P1/doc", "--ops", "resolve-certified", "-c", "1", "--requests", "200",
+                             "--warmup", "0", "--json", "--quiet"], capture_output=True, text=True, timeout=120)
+    lines = signed.stdout.strip().splitlines()
+    signed_p50 = json.loads(lines[-1])["latency_ms"]["p50"] if signed.returncode == 0 and lines else None
     rows.append(("one request, P1 handle asked of its own server, ms (median)", fmt(direct), "-"))
+    rows.append(("one certified UDP request to P1's server (signed there), ms (p50)", fmt(signed_p50), "-"))
     rows.append(("cold miss through the JSON API, ms (median)", fmt(cold_r), fmt(cold_h)))
     rows.append(("the same handles again (cached), ms (median)", fmt(warm_r), fmt(warm_h)))
 
