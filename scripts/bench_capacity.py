@@ -99,10 +99,12 @@ def disk(data, n):
 
 
 class Server:
-    def __init__(self, bin_, data, creds):
+    def __init__(self, bin_, data, creds, config=None):
+        """`handled serve` on `data`; `config`: a handled.toml file to start with."""
         self.started = time.monotonic()
+        extra = ["--config", str(config)] if config else []
         self.proc = subprocess.Popen([bin_, "serve", "--data-dir", str(data), "--listen", "127.0.0.1", "--prefix", "TEST", "--port", str(PORT), "--http-port",
-                                      str(HTTP), "--admin-credentials", str(creds)],
+                                      str(HTTP), "--admin-credentials", str(creds)] + extra,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         said = []
         for line in self.proc.stdout:
