@@ -12,8 +12,10 @@
 //! and a bytea column no text, so a table made for the other layout fails
 //! every statement, Handle.Net's as ours. The store checks the column types
 //! at start instead (schema.rs) and names the option to set. Its statements
-//! keep binding bytes and convert in SQL (`convert_from($1, 'UTF8')`, which
-//! the index on the column still serves); ranges and order are on the column
+//! bind a name as text ([`Name`]: the same UTF-8 bytes, typed `text`), so
+//! that the comparison is in the column's own collation and its index
+//! serves it (`convert_from($1, 'UTF8')` would not: its result takes the `C`
+//! collation of the encoding's `name`); ranges and order are on the column
 //! in the `C` collation (byte order of UTF-8), which `create_schema` gives
 //! the text columns so that their index serves listing (and Handle.Net's
 //! `like 'PREFIX/%'`).
@@ -23,6 +25,11 @@
 //! `blob` columns with the options. The options there choose what
 //! `create_schema` makes (`varchar(255)` for `type`) and require names to be
 //! UTF-8; text or bytes columns are read either way.
+
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo};
+use sqlx::{Encode, MySql, Postgres, Type};
 
 use super::db::Dialect;
 
@@ -96,12 +103,9 @@ impl Layout {
         format!("{} {:?} is not {what} ({why})", col.name(), String::from_utf8_lossy(bytes))
     }
 
-    /// Parameter `n`, bound as bytes, as the column takes it.
-    pub(crate) fn param(self, d: Dialect, col: Col, n: usize) -> String {
-        match d {
-            Dialect::Postgres if self.text(col) => format!("convert_from(${n}, 'UTF8')"),
-            _ => d.param(n),
-        }
+    /// A name of `col` to bind: text where the column is PostgreSQL text.
+    pub(crate) fn name(self, d: Dialect, col: Col, bytes: &[u8]) -> Name<'_> {
+        Name { bytes, text: d == Dialect::Postgres && self.text(col) }
     }
 
     /// The column's value as bytes.
@@ -137,7 +141,7 @@ impl Layout {
     pub(crate) fn matches(self, d: Dialect, col: Col) -> String {
         let c = col.name();
         match d {
-            Dialect::Postgres => format!("{c} = {}", self.param(d, col, 1)),
+            Dialect::Postgres => format!("{c} = $1"),
             // The index finds the candidates by collation, the bytes decide (db.rs).
             Dialect::MySql => format!("{c} = ? and cast({c} as binary) = ?"),
         }
@@ -154,18 +158,17 @@ impl Layout {
         } else {
             (self.bytes(d, col), super::records::prefix_end(from))
         };
-        let param = |n| if text { self.param(d, col, n) } else { d.param(n) };
-        let mut sql = format!("{expr} >= {}", param(1));
+        let mut sql = format!("{expr} >= {}", d.param(1));
         let mut n = 1;
         if to.is_some() {
             n += 1;
-            sql.push_str(&format!(" and {expr} < {}", param(n)));
+            sql.push_str(&format!(" and {expr} < {}", d.param(n)));
         }
         if after.is_some() {
             n += 1;
-            sql.push_str(&format!(" and {expr} > {}", param(n)));
+            sql.push_str(&format!(" and {expr} > {}", d.param(n)));
         }
-        Range { condition: sql, to, next_param: n + 1 }
+        Range { condition: sql, to, next_param: n + 1, text }
     }
 
     /// `select` of the distinct names of `table` in a [`Layout::range`]:
@@ -192,9 +195,12 @@ pub(crate) struct Queries {
     pub have_na: String,
     pub add_na: String,
     pub del_na: String,
-    /// PostgreSQL's bulk insert and delete (arrays of bytes; postgres.rs).
+    /// PostgreSQL's bulk insert (arrays of bytes, names converted) and
+    /// delete (keys as bytes, or text in the text layout; postgres.rs).
     pub pg_insert: String,
     pub pg_delete: String,
+    /// Whether `pg_delete` takes the keys as text.
+    pub pg_delete_text: bool,
 }
 
 const VALUE_COLUMNS: &str = "ttl_type, ttl, timestamp, refs, admin_read, admin_write, pub_read, pub_write";
@@ -210,10 +216,9 @@ impl Queries {
             true => format!("convert_from({v}, 'UTF8')"),
             false => v.to_owned(),
         };
+        // Text keys bound as text, so that the column's index serves (postgres.rs).
         let pg_delete = match l.text(Col::Handle) {
-            true => "delete from handles where handle = any(array(select convert_from(k, 'UTF8') \
-                     from unnest($1::bytea[]) as k))"
-                .to_owned(),
+            true => "delete from handles where handle = any($1::text[])".to_owned(),
             false => "delete from handles where handle = any($1::bytea[])".to_owned(),
         };
         Queries {
@@ -221,9 +226,7 @@ impl Queries {
             select_values,
             have_na: format!("select count(*) from nas where {}", l.matches(d, Col::Na)),
             add_na: match d {
-                Dialect::Postgres => {
-                    format!("insert into nas (na) values ({}) on conflict do nothing", l.param(d, Col::Na, 1))
-                }
+                Dialect::Postgres => "insert into nas (na) values ($1) on conflict do nothing".into(),
                 Dialect::MySql => "insert into nas (na) values (?) on duplicate key update na = na".into(),
             },
             del_na: format!("delete from nas where {}", l.matches(d, Col::Na)),
@@ -236,6 +239,7 @@ impl Queries {
                 text(Col::Type, "ty")
             ),
             pg_delete,
+            pg_delete_text: l.text(Col::Handle),
         }
     }
 }
@@ -246,6 +250,67 @@ pub(crate) struct Range {
     pub condition: String,
     pub to: Option<Vec<u8>>,
     pub next_param: usize,
+    /// Bind the bounds as text ([`Range::bound`]).
+    text: bool,
+}
+
+impl Range {
+    /// A bound of the range, to bind.
+    pub(crate) fn bound<'a>(&self, bytes: &'a [u8]) -> Name<'a> {
+        Name { bytes, text: self.text }
+    }
+}
+
+/// A name bound as a parameter: its bytes, typed `text` for PostgreSQL's text
+/// columns (whose binary wire form is those UTF-8 bytes, as `bytea`'s is the
+/// bytes), else `bytea`; MariaDB takes bytes for either (layout.rs).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Name<'a> {
+    bytes: &'a [u8],
+    text: bool,
+}
+
+impl<'a> Name<'a> {
+    /// Bytes, whatever the layout (`handled_meta`'s keys and values).
+    pub(crate) fn bytes(bytes: &'a [u8]) -> Name<'a> {
+        Name { bytes, text: false }
+    }
+}
+
+impl Type<Postgres> for Name<'_> {
+    fn type_info() -> PgTypeInfo {
+        <&[u8] as Type<Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &PgTypeInfo) -> bool {
+        <&[u8] as Type<Postgres>>::compatible(ty) || <&str as Type<Postgres>>::compatible(ty)
+    }
+}
+
+impl Encode<'_, Postgres> for Name<'_> {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        <&[u8] as Encode<Postgres>>::encode_by_ref(&self.bytes, buf)
+    }
+
+    fn produces(&self) -> Option<PgTypeInfo> {
+        Some(if self.text { <&str as Type<Postgres>>::type_info() } else { <Self as Type<Postgres>>::type_info() })
+    }
+}
+
+impl Type<MySql> for Name<'_> {
+    fn type_info() -> sqlx::mysql::MySqlTypeInfo {
+        <&[u8] as Type<MySql>>::type_info()
+    }
+
+    fn compatible(ty: &sqlx::mysql::MySqlTypeInfo) -> bool {
+        <&[u8] as Type<MySql>>::compatible(ty)
+    }
+}
+
+impl Encode<'_, MySql> for Name<'_> {
+    fn encode_by_ref(&self, buf: &mut Vec<u8>) -> Result<IsNull, BoxDynError> {
+        <&[u8] as Encode<MySql>>::encode_by_ref(&self.bytes, buf)
+    }
 }
 
 fn is_text(d: Dialect, b: &[u8]) -> bool {
@@ -288,19 +353,19 @@ mod tests {
     #[test]
     fn postgres_text_binds_bytes_and_converts() {
         let d = Dialect::Postgres;
-        assert_eq!(TEXT.matches(d, Col::Handle), "handle = convert_from($1, 'UTF8')");
+        assert_eq!(TEXT.matches(d, Col::Handle), "handle = $1");
         assert_eq!(Layout::default().matches(d, Col::Handle), "handle = $1");
         let r = TEXT.range(d, Col::Handle, b"TEST/", Some(b"TEST/a"));
         assert_eq!(
             r.condition,
-            "handle collate \"C\" >= convert_from($1, 'UTF8') and handle collate \"C\" < convert_from($2, 'UTF8') \
-             and handle collate \"C\" > convert_from($3, 'UTF8')"
+            "handle collate \"C\" >= $1 and handle collate \"C\" < $2 and handle collate \"C\" > $3"
         );
+        assert!(r.text);
         assert_eq!((r.to.as_deref(), r.next_param), (Some(&b"TEST0"[..]), 4));
         // A bound that is not text compares bytes.
         let r = TEXT.range(d, Col::Handle, b"\xff", None);
         assert_eq!(r.condition, "convert_to(handle, 'UTF8') >= $1");
-        assert!(r.to.is_none());
+        assert!(r.to.is_none() && !r.text);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::custom::Stmt;
 use super::db::{bind_key, on_pool, Sql};
 use super::error::backend;
-use super::layout::Col;
+use super::layout::{Col, Name};
 use super::SqlStore;
 use crate::{StoreError, HOMED_META_PREFIX};
 
@@ -58,6 +58,7 @@ impl SqlStore {
             Place::Nas(na) => {
                 let d = self.pool.dialect();
                 let sql = self.queries.have_na.as_str();
+                let na = self.options.layout.name(d, Col::Na, na);
                 let n: i64 = on_pool!(&self.pool, p => bind_key!(sqlx::query_scalar(sql), d, na).fetch_one(p).await)
                     .map_err(backend)?;
                 Ok((n > 0).then(Vec::new))
@@ -74,21 +75,21 @@ impl SqlStore {
     pub(super) async fn meta_write(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
         self.check_writable()?;
         let started = Instant::now();
-        let d = self.pool.dialect();
+        let (d, l) = (self.pool.dialect(), self.options.layout);
         // The statement and what it binds, in order.
-        let (sql, binds): (&str, Vec<&[u8]>) = match (place(key), &value) {
+        let (sql, binds): (&str, Vec<Name>) = match (place(key), &value) {
             (Place::Nas(_), Some(v)) if !v.is_empty() => {
                 return Err(StoreError::Backend(format!("sql: {key:?}: nas rows carry no value")));
             }
-            (Place::Nas(na), Some(_)) => (self.queries.add_na.as_str(), vec![na]),
-            (Place::Nas(na), None) => (self.queries.del_na.as_str(), vec![na; d.key_binds()]),
+            (Place::Nas(na), Some(_)) => (self.queries.add_na.as_str(), vec![l.name(d, Col::Na, na)]),
+            (Place::Nas(na), None) => (self.queries.del_na.as_str(), vec![l.name(d, Col::Na, na); d.key_binds()]),
             (Place::Meta, Some(v)) => {
                 self.meta_table_or_refuse(key)?;
-                (d.sql(&PUT_META), vec![key.as_bytes(), v.as_slice()])
+                (d.sql(&PUT_META), vec![Name::bytes(key.as_bytes()), Name::bytes(v.as_slice())])
             }
             (Place::Meta, None) => {
                 self.meta_table_or_refuse(key)?;
-                (d.sql(&DEL_META), vec![key.as_bytes()])
+                (d.sql(&DEL_META), vec![Name::bytes(key.as_bytes())])
             }
         };
         let done = on_pool!(&self.pool, p => {
@@ -143,9 +144,9 @@ impl SqlStore {
         let range = l.range(d, Col::Na, prefix, None);
         let sql = l.scan(d, "nas", Col::Na, &range);
         on_pool!(&self.pool, p => {
-            let mut q = sqlx::query_scalar(&sql).bind(prefix);
+            let mut q = sqlx::query_scalar(&sql).bind(range.bound(prefix));
             if let Some(to) = &range.to {
-                q = q.bind(to.as_slice());
+                q = q.bind(range.bound(to));
             }
             q.bind(i64::MAX).fetch_all(p).await
         })

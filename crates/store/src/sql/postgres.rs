@@ -4,6 +4,7 @@
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 
+use super::layout::Queries;
 use super::values::ValueRow;
 
 /// First key of our advisory locks (`pg_advisory_xact_lock(class, hash)`):
@@ -31,10 +32,16 @@ pub(crate) async fn lock_keys(conn: &mut PgConnection, keys: &[&[u8]]) -> Result
     Ok(())
 }
 
-/// Delete the rows of `keys` with `sql` (layout.rs, `Queries::pg_delete`: one array of bytes).
-pub(crate) async fn delete_keys(conn: &mut PgConnection, sql: &str, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
-    let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
-    sqlx::query(sql).bind(&keys).execute(conn).await?;
+/// Delete the rows of `keys` (layout.rs, `Queries::pg_delete`: one array, of
+/// text in the text layout, where the keys were checked to be UTF-8).
+pub(crate) async fn delete_keys(conn: &mut PgConnection, q: &Queries, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
+    let query = sqlx::query(&q.pg_delete);
+    let query = if q.pg_delete_text {
+        query.bind(keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect::<Vec<_>>())
+    } else {
+        query.bind(keys.iter().map(|k| k.to_vec()).collect::<Vec<_>>())
+    };
+    query.execute(conn).await?;
     Ok(())
 }
 

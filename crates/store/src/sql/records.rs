@@ -18,7 +18,7 @@ use super::custom::Stmt;
 use super::db::Dialect;
 use super::db::{bind_key, on_pool, on_tx, Sql, Tx};
 use super::error::{backend, is_retryable_write, is_unique_violation};
-use super::layout::{Col, Queries};
+use super::layout::{Col, Name, Queries};
 use super::values::{canonical, rows_of, NullableRow, ValueRow};
 use super::{mysql, postgres, SqlStore};
 use crate::{Expect, HandleRecord, InvalidRecord, StoreError, SwapOutcome};
@@ -78,7 +78,7 @@ impl Tx {
     }
 
     /// The handle's values, its rows locked for the rest of the transaction.
-    async fn read_for_update(&mut self, q: &Queries, key: &[u8]) -> Result<Option<HandleRecord>, sqlx::Error> {
+    async fn read_for_update(&mut self, q: &Queries, key: Name<'_>) -> Result<Option<HandleRecord>, sqlx::Error> {
         let d = self.dialect();
         let sql = q.select_values_for_update.as_str();
         let values = on_tx!(self, c => {
@@ -99,7 +99,7 @@ impl Tx {
 
     async fn delete_keys(&mut self, q: &Queries, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
         match self {
-            Tx::Postgres(t) => postgres::delete_keys(t, &q.pg_delete, keys).await,
+            Tx::Postgres(t) => postgres::delete_keys(t, q, keys).await,
             Tx::MySql(t) => mysql::delete_keys(t, keys).await,
         }
     }
@@ -136,11 +136,12 @@ impl SqlStore {
             return Ok(None); // no such row can exist
         }
         let sql = self.queries.select_values.as_str();
+        let name = self.options.layout.name(d, Col::Handle, key);
         let values = self
             .pool
             .retrying_lost(|| async {
                 on_pool!(&self.pool, p => {
-                    let rows = bind_key!(sqlx::query(sql), d, key).fetch_all(p).await?;
+                    let rows = bind_key!(sqlx::query(sql), d, name).fetch_all(p).await?;
                     rows.iter().map(|r| value_of!(r)).collect::<Result<Vec<_>, _>>()
                 })
             })
@@ -183,7 +184,8 @@ impl SqlStore {
     ) -> Result<SwapOutcome, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         tx.lock_keys(&[key]).await?;
-        let current = tx.read_for_update(&self.queries, key).await?;
+        let name = self.options.layout.name(self.pool.dialect(), Col::Handle, key);
+        let current = tx.read_for_update(&self.queries, name).await?;
         if !holds(expect, current.as_ref()) {
             tx.rollback().await?;
             return Ok(SwapOutcome::Conflict { current });
@@ -226,12 +228,12 @@ impl SqlStore {
         let sql = l.scan(d, "handles", Col::Handle, &range);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         on_pool!(&self.pool, p => {
-            let mut q = sqlx::query_scalar::<_, Vec<u8>>(&sql).bind(prefix);
+            let mut q = sqlx::query_scalar::<_, Vec<u8>>(&sql).bind(range.bound(prefix));
             if let Some(to) = &range.to {
-                q = q.bind(to.as_slice());
+                q = q.bind(range.bound(to));
             }
             if let Some(after) = start_after {
-                q = q.bind(after);
+                q = q.bind(range.bound(after));
             }
             q.bind(limit).fetch_all(p).await
         })

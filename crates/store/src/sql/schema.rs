@@ -113,7 +113,7 @@ fn fits(d: Dialect, layout: Layout, col: Option<Col>, ty: &str) -> Result<(), St
         Dialect::Postgres => match (layout.text(col), ty == "bytea", PG_TEXT.contains(&ty)) {
             (false, true, _) | (true, _, true) => Ok(()),
             (false, _, true) => Err(format!(
-                "text, Handle.Net's {opt} layout: set {opt} = true (as in its sql_settings)",
+                "{ty} (text), Handle.Net's {opt} layout: set {opt} = true (as in its sql_settings)",
                 opt = col.option()
             )),
             (true, true, _) => Err(format!(

@@ -191,7 +191,7 @@ async fn the_text_layout_is_handle_nets_store_as_string() {
 
     // The other layout on each database: refused at start, naming the option.
     let e = SqlStore::connect(&SqlOptions { create_schema: false, ..o.clone() }).await.err().unwrap().to_string();
-    assert!(e.contains("nas.na is text") && e.contains("set store_na_as_string = true"), "{e}");
+    assert!(e.contains("nas.na is text (text)") && e.contains("set store_na_as_string = true"), "{e}");
     let Some(bytes) = options("bytes_layout").await else { return };
     SqlStore::connect(&bytes).await.unwrap();
     let e = SqlStore::connect(&SqlOptions { layout: TEXT_LAYOUT, create_schema: false, ..bytes }).await.err().unwrap();
