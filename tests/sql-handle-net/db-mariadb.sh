@@ -11,6 +11,7 @@ JDBC_DRIVER=org.mariadb.jdbc.Driver
 HANDLED_URL="mariadb://handleserver@127.0.0.1:$MARIADB_PORT/handlesystem"
 
 key() { printf "'%s'" "$1"; }
+vtype() { key "$1"; }
 blob() { printf "'%s'" "$1"; }
 hexblob() { printf "X'%s'" "$1"; }
 esc() { :; }
@@ -68,7 +69,10 @@ db_tables() {
   SQL_DB= sql_as root "create database handlesystem character set utf8mb4;
 create user handleserver@'127.0.0.1' identified by 'hspass';
 grant all on handlesystem.* to handleserver@'127.0.0.1';"
-  # The tables exactly as the Technical Manual's §8.1.2 creates them on MySQL.
+  # The tables exactly as the Technical Manual's §8.1.2 creates them on MySQL; in the text
+  # layout with a varchar type, as its §8.1.1 suggests for store_*_as_string.
+  local type_column=blob
+  [ "${LAYOUT:-bytes}" = text ] && type_column="varchar(255)"
   sql_as handleserver "create table nas (
 na varchar(255) not null,
 PRIMARY KEY(na)
@@ -76,7 +80,7 @@ PRIMARY KEY(na)
 create table handles (
 handle varchar(255) not null,
 idx int4 not null,
-type blob,
+type $type_column,
 data blob,
 ttl_type int2,
 ttl int4,

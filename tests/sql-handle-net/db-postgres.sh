@@ -9,11 +9,15 @@ JDBC_URL="jdbc:postgresql://127.0.0.1:$PG_PORT/handlesystem"
 JDBC_DRIVER=org.postgresql.Driver
 HANDLED_URL="postgres://handleserver@127.0.0.1:$PG_PORT/handlesystem"
 
-key() { printf "'%s'::bytea" "$1"; }
+# Names (handles, prefixes) and value types: bytea, or text in the text layout.
+NAME_TYPE=bytea
+[ "${LAYOUT:-bytes}" = text ] && NAME_TYPE=varchar
+key() { printf "'%s'::$NAME_TYPE" "$1"; }
+vtype() { key "$1"; }
 blob() { printf "'%s'::bytea" "$1"; }
 hexblob() { printf "'\\\\x%s'::bytea" "$1"; }
 esc() { printf E; }
-text_of() { printf "encode(%s, 'escape')" "$1"; }
+text_of() { if [ "$NAME_TYPE" = bytea ]; then printf "encode(%s, 'escape')" "$1"; else printf %s "$1"; fi; }
 
 db_check() {
   [ -x "$PG_BIN/initdb" ] || skip_suite "$SUITE" "no PostgreSQL binaries (apt-get install postgresql, or set HANDLED_PG_BIN)"
@@ -44,9 +48,10 @@ sql_as() {
 db_tables() {
   SQL_DB=postgres sql_as postgres "create role handleserver login password 'hspass'"
   SQL_DB=postgres sql_as postgres "create database handlesystem owner handleserver encoding 'UTF8'"
-  # The tables exactly as the Technical Manual's §8.2 creates them.
-  sql_as handleserver "create table nas (na bytea not null, primary key(na));
-create table handles (handle bytea not null, idx int4 not null, type bytea, data bytea, ttl_type int2, ttl int4,
+  # The tables exactly as the Technical Manual's §8.2 creates them; in the text layout with
+  # varchar names and types, as its §8.1.1 suggests for store_*_as_string.
+  sql_as handleserver "create table nas (na $NAME_TYPE not null, primary key(na));
+create table handles (handle $NAME_TYPE not null, idx int4 not null, type $NAME_TYPE, data bytea, ttl_type int2, ttl int4,
   timestamp int4, refs text, admin_read bool, admin_write bool, pub_read bool, pub_write bool, primary key(handle, idx));
 create index dataindex on handles ( data );
 create index handleindex on handles ( handle );

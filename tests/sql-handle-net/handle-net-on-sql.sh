@@ -1,8 +1,9 @@
 # Handle.Net 9.0.0 on SQL storage (sourced by run.sh and scripts/bench-sql-vs-handle-net.sh):
 # a copy of the harness's distribution with the JDBC driver in lib/ (Manual §8.1.1), the
 # harness's server directory with config.dct's storage_type = "sql" and the sql_settings of
-# §8.2, and TEST/ADMIN written into the tables by Handle.Net's own storage code. Needs $WORK,
-# $PEER, $HS_PEER, $JDBC_JAR/$JDBC_URL/$JDBC_DRIVER, $DB, and log, die, key, sql_as.
+# §8.2 (with the three store_*_as_string options when $LAYOUT is text), and TEST/ADMIN
+# written into the tables by Handle.Net's own storage code. Needs $WORK, $PEER, $HS_PEER,
+# $JDBC_JAR/$JDBC_URL/$JDBC_DRIVER, $DB, and log, die, key, sql_as.
 # handle_net_on_sql sets HSJ_HOME, SVR and CP (the server's classpath); the server is then started with
 # "$PEER/start.sh".
 # The database's binaries (db_check) and the JDBC driver, fetched with Maven when missing;
@@ -22,10 +23,13 @@ handle_net_on_sql() {
   export HSJ_HOME="$WORK/hsj"
   "$PEER/setup.sh" --force >"$WORK/setup.log" 2>&1 || { cat "$WORK/setup.log"; die "harness setup"; }
   SVR="$HS_PEER/svr"
-  python3 - "$SVR/config.dct" "$JDBC_URL" "$JDBC_DRIVER" <<'PY'
+  python3 - "$SVR/config.dct" "$JDBC_URL" "$JDBC_DRIVER" "${LAYOUT:-bytes}" <<'PY'
 import re, sys
-p, url, driver = sys.argv[1], sys.argv[2], sys.argv[3]
+p, url, driver, layout = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 t = open(p).read()
+# The text layout: Handle.Net's three store_*_as_string options (Technical Manual §8.1.1).
+as_string = "".join(f'      "{k}" = "yes"\n' for k in ("store_handle_as_string", "store_na_as_string",
+    "store_handle_value_type_as_string")) if layout == "text" else ""
 block = f'''    "storage_type" = "sql"
     "sql_settings" = {{
       "sql_url" = "{url}"
@@ -33,7 +37,7 @@ block = f'''    "storage_type" = "sql"
       "sql_login" = "handleserver"
       "sql_passwd" = "hspass"
       "sql_read_only" = "no"
-    }}
+{as_string}    }}
 '''
 new, n = re.subn(r'^(    "case_sensitive" = "no"\n)', lambda m: m.group(1) + block, t, count=1, flags=re.M)
 if n != 1:

@@ -2,7 +2,12 @@
 # Handle.Net 9.0.0 on SQL storage and `handled` with `store = "sql"` on ONE PostgreSQL or
 # MariaDB database, judged value by value (issue 26, "Judged by the original"):
 #
-#   sudo tests/sql-handle-net/run.sh path/to/release/handled [postgres|mariadb]
+#   sudo tests/sql-handle-net/run.sh path/to/release/handled [postgres|mariadb] [bytes|text]
+#
+# The third argument picks the tables' layout: `bytes` (the manual's tables, the default) or
+# `text`: handles, prefixes and value types in varchar columns, Handle.Net with
+# store_handle_as_string, store_na_as_string and store_handle_value_type_as_string = "yes",
+# handled with the same three [sql] keys.
 #
 # 1. a loopback-only network namespace (hssqlhn) holds everything: a throwaway PostgreSQL
 #    (initdb in the work dir, 127.0.0.1:5432 inside the namespace) or MariaDB
@@ -28,10 +33,16 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 DB=${2:-postgres}
+LAYOUT=${3:-bytes}
 case "$DB" in
   postgres) SUITE=sql-handle-net ;;
   mariadb) SUITE=sql-handle-net-mariadb ;;
-  *) echo "usage: $0 path/to/handled [postgres|mariadb]" >&2; exit 2 ;;
+  *) echo "usage: $0 path/to/handled [postgres|mariadb] [bytes|text]" >&2; exit 2 ;;
+esac
+case "$LAYOUT" in
+  bytes) ;;
+  text) SUITE=$SUITE-text ;;
+  *) echo "usage: $0 path/to/handled [postgres|mariadb] [bytes|text]" >&2; exit 2 ;;
 esac
 . "$REPO/tests/handle-net-peer.sh"
 require_handle_net_peer "$SUITE" java javac python3 curl runuser
@@ -42,7 +53,7 @@ BIN=$(realpath "$1")
 [ -x "$BIN" ] || { echo "no handled binary at $1" >&2; exit 2; }
 
 # db_check, db_start, db_stop, sql_as, db_tables, JDBC_*, HANDLED_URL and the spellings
-# key/blob/hexblob/esc/text_of: one file per database.
+# key/vtype/blob/hexblob/esc/text_of (names and types by $LAYOUT): one file per database.
 . "$HERE/db-$DB.sh"
 . "$HERE/handle-net-on-sql.sh"
 . "$HERE/client-cert.sh"
@@ -93,6 +104,9 @@ url = "$HANDLED_URL"
 # handled_meta (the site serial) is the one table of ours; Handle.Net's tables exist already.
 create_schema = true
 TOML
+if [ "$LAYOUT" = text ]; then
+  printf '%s = true\n' store_handle_as_string store_na_as_string store_handle_value_type_as_string >>"$WORK/handled.toml"
+fi
 mkdir -p "$WORK/handled-data"
 # Started directly (not through a function) so that $! is handled itself.
 HANDLED_SQL_PASSWORD=hspass ip netns exec "$HS_NETNS" "$BIN" serve --config "$WORK/handled.toml" --data-dir "$WORK/handled-data" \
@@ -166,12 +180,12 @@ json_ok PUT "$HANDLED_HTTP" TEST/HD-JSON-DEL "$(json_body hdj2)"
 log "rows inserted by a third program ($DB's client)"
 # HS_ADMIN for 300:TEST/ADMIN with all twelve permissions (Encoder.encodeAdminRecord's bytes).
 admin_hex=$(python3 -c 'import struct; h=b"TEST/ADMIN"; print((struct.pack(">H", 0x0fff) + struct.pack(">I", len(h)) + h + struct.pack(">I", 300)).hex())')
-S1=$(key TEST/SQL-1) SD=$(key TEST/SQL-DEL) ADMIN_T=$(blob HS_ADMIN) URL_T=$(blob URL) ADMIN_D=$(hexblob "$admin_hex")
+S1=$(key TEST/SQL-1) SD=$(key TEST/SQL-DEL) ADMIN_T=$(vtype HS_ADMIN) URL_T=$(vtype URL) ADMIN_D=$(hexblob "$admin_hex")
 sql_as handleserver "insert into handles values
  ($S1, 100, $ADMIN_T, $ADMIN_D, 0, 86400, 1700000000, '', true, true, true, false),
  ($S1, 1, $URL_T, $(blob http://example.org/sql1), 0, 3600, 1700000001, '', true, true, true, false),
- ($S1, 2, $(blob DESC), $(hexblob 00ff10), 1, 2000000000, 1700000002, '', true, true, true, true),
- ($S1, 3, $(blob NOTE), $(blob hidden), 0, 60, 1700000003, '', true, false, false, false),
+ ($S1, 2, $(vtype DESC), $(hexblob 00ff10), 1, 2000000000, 1700000002, '', true, true, true, true),
+ ($S1, 3, $(vtype NOTE), $(blob hidden), 0, 60, 1700000003, '', true, false, false, false),
  ($S1, 4, $URL_T, $(blob http://example.org/refs), 0, 86400, 1700000004, $(esc)'1:TEST/ADMIN\t300:TEST/A\\\\tB', true, true, true, false),
  ($SD, 100, $ADMIN_T, $ADMIN_D, 0, 86400, 1700000000, '', true, true, true, false),
  ($SD, 1, $URL_T, $(blob http://example.org/sqldel), 0, 86400, 1700000000, '', true, true, true, false);"
@@ -233,4 +247,4 @@ if [ "$fails" -ne 0 ]; then
   KEEP_WORK=${KEEP_WORK:-0}
   die "$fails check(s) failed (KEEP_WORK=1 keeps $WORK)"
 fi
-log "PASS: Handle.Net 9.0.0 and handled on one $DB database answer alike"
+log "PASS: Handle.Net 9.0.0 and handled on one $DB database ($LAYOUT layout) answer alike"

@@ -242,7 +242,8 @@ fn sql_settings_become_the_sql_table() {
              \"sql_driver\" = \"org.mariadb.jdbc.Driver\"\n      \"sql_login\" = \"handleserver\"\n      \
              \"sql_passwd\" = \"pg secret\"\n      \"sql_read_only\" = \"yes\"\n      \
              \"get_handle_stmt\" = \"{get}\"\n      \"trace_sql\" = \"yes\"\n      \
-             \"store_handle_as_string\" = \"yes\"\n    }}"
+             \"store_handle_as_string\" = \"yes\"\n      \"store_na_as_string\" = \"no\"\n      \
+             \"store_handle_value_type_as_string\" = \"yes\"\n    }}"
         ),
         1,
     );
@@ -257,6 +258,9 @@ fn sql_settings_become_the_sql_table() {
         "sql.url = \"mariadb://handleserver@db.example:3306/handlesystem\"",
         "sql.read_only = true",
         &format!("sql.get_handle_stmt = \"{get}\""),
+        "sql.store_handle_as_string = true",
+        "sql.store_na_as_string = false",
+        "sql.store_handle_value_type_as_string = true",
     ] {
         assert!(toml.lines().any(|l| l.starts_with(line)), "{line} missing in\n{toml}");
     }
@@ -266,12 +270,7 @@ fn sql_settings_become_the_sql_table() {
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&password).unwrap().permissions().mode() & 0o077, 0, "owner-only");
     assert!(toml.contains(&format!("sql.password_file = \"{}\"", password.display())), "{toml}");
-    for (key, why) in [
-        ("sql_driver", "implied"),
-        ("trace_sql", "HANDLED_LOG"),
-        ("store_handle_as_string", "bytes columns"),
-        ("sql_url", "useSSL"),
-    ] {
+    for (key, why) in [("sql_driver", "implied"), ("trace_sql", "HANDLED_LOG"), ("sql_url", "useSSL")] {
         assert!(stdout.lines().any(|l| l.contains(key) && l.contains(why)), "{key} not explained in\n{stdout}");
     }
     // The server reads what was written, as it would start from it.
@@ -279,4 +278,6 @@ fn sql_settings_become_the_sql_table() {
     let options = config.storage.sql.options().unwrap();
     assert_eq!(options.password.as_deref(), Some("pg secret"));
     assert_eq!(options.statements.len(), 1);
+    let layout = options.layout;
+    assert!(layout.store_handle_as_string && !layout.store_na_as_string && layout.store_handle_value_type_as_string);
 }

@@ -76,11 +76,10 @@ fn map_settings(d: &Dict, o: &mut Output) -> anyhow::Result<()> {
                 o.m.set(&format!("sql.{k}"), Toml::Str(text.to_string()), &origin);
                 custom.push(k.to_string());
             }
-            "store_handle_as_string" | "store_na_as_string" | "store_handle_value_type_as_string" if !yes(text) => {}
-            "store_handle_as_string" | "store_na_as_string" | "store_handle_value_type_as_string" => o.m.skip(
-                &origin,
-                "handled reads Handle.Net's default layout (bytes columns) only, not this text layout yet",
-            ),
+            // The same layout of the same tables (text columns), under the same names.
+            "store_handle_as_string" | "store_na_as_string" | "store_handle_value_type_as_string" => {
+                o.m.set(&format!("sql.{key}"), Toml::Bool(yes(text)), &origin)
+            }
             "trace_sql" => o.m.skip(&origin, "no such switch: HANDLED_LOG=sqlx::query=debug logs every statement"),
             "compensate_for_oracle_jdbc_bug" => o.m.skip(&origin, "Oracle is not served (PostgreSQL, MariaDB/MySQL)"),
             _ => o.m.skip(&origin, "no equivalent in handled's [sql]"),

@@ -34,6 +34,12 @@ pub struct SqlConfig {
     pub create_schema: bool,
     /// Keep this server's own metadata (site serial) in table `handled_meta`.
     pub meta_table: bool,
+    /// Handle.Net's layout options, under its names: handles (`handles.handle`),
+    /// prefixes (`nas.na`) and value types (`handles.type`) in text columns
+    /// rather than bytes (handled_store's sql/layout.rs).
+    pub store_handle_as_string: bool,
+    pub store_na_as_string: bool,
+    pub store_handle_value_type_as_string: bool,
     // Handle.Net's custom statements (Technical Manual §8.1.4), under its
     // names: SQL with JDBC's `?` parameters, run in place of the built-in
     // statement (handled_store's sql/custom.rs; they need `read_only`).
@@ -67,6 +73,9 @@ impl Default for SqlConfig {
             read_only: o.read_only,
             create_schema: o.create_schema,
             meta_table: o.meta_table,
+            store_handle_as_string: o.layout.store_handle_as_string,
+            store_na_as_string: o.layout.store_na_as_string,
+            store_handle_value_type_as_string: o.layout.store_handle_value_type_as_string,
             get_handle_stmt: None,
             have_na_stmt: None,
             del_na_stmt: None,
@@ -109,6 +118,11 @@ impl SqlConfig {
             read_only: self.read_only,
             create_schema: self.create_schema,
             meta_table: self.meta_table,
+            layout: handled_store::sql::SqlLayout {
+                store_handle_as_string: self.store_handle_as_string,
+                store_na_as_string: self.store_na_as_string,
+                store_handle_value_type_as_string: self.store_handle_value_type_as_string,
+            },
             statements: self.statements()?,
         };
         options.dialect().map_err(|e| e.to_string())?;
@@ -218,6 +232,16 @@ mod tests {
         let keys: Vec<&str> = statements.keys().map(|s| s.key()).collect();
         assert_eq!(keys, ["get_handle_stmt", "scan_nas_stmt"]);
         assert!(toml::from_str::<SqlConfig>("get_handle = \"select 1\"").is_err(), "a misspelt key is refused");
+    }
+
+    #[test]
+    fn the_text_layout_is_read_under_handle_net_names() {
+        let c: SqlConfig =
+            toml::from_str("store_handle_as_string = true\nstore_handle_value_type_as_string = true").unwrap();
+        let layout = c.options().unwrap().layout;
+        assert!(layout.store_handle_as_string && layout.store_handle_value_type_as_string);
+        assert!(!layout.store_na_as_string);
+        assert_eq!(SqlConfig::default().options().unwrap().layout, handled_store::sql::SqlLayout::default());
     }
 
     #[test]

@@ -7,23 +7,10 @@ use std::time::Instant;
 use super::custom::Stmt;
 use super::db::{bind_key, on_pool, Sql};
 use super::error::backend;
-use super::records::prefix_end;
+use super::layout::{Col, Name};
 use super::SqlStore;
 use crate::{StoreError, HOMED_META_PREFIX};
 
-/// Handle.Net's `have_na_stmt`, exact bytes (db.rs, `key_binds`).
-const HAVE_NA: Sql = Sql {
-    pg: "select count(*) from nas where na = $1",
-    my: "select count(*) from nas where na = ? and cast(na as binary) = ?",
-};
-/// `add_na_stmt`, once: homing an already homed prefix is a no-op.
-const ADD_NA: Sql = Sql {
-    pg: "insert into nas (na) values ($1) on conflict do nothing",
-    my: "insert into nas (na) values (?) on duplicate key update na = na",
-};
-/// `del_na_stmt`.
-const DEL_NA: Sql =
-    Sql { pg: "delete from nas where na = $1", my: "delete from nas where na = ? and cast(na as binary) = ?" };
 const GET_META: Sql =
     Sql { pg: "select v from handled_meta where k = $1", my: "select v from handled_meta where k = ?" };
 const PUT_META: Sql = Sql {
@@ -70,7 +57,8 @@ impl SqlStore {
             }
             Place::Nas(na) => {
                 let d = self.pool.dialect();
-                let sql = d.sql(&HAVE_NA);
+                let sql = self.queries.have_na.as_str();
+                let na = self.options.layout.name(d, Col::Na, na);
                 let n: i64 = on_pool!(&self.pool, p => bind_key!(sqlx::query_scalar(sql), d, na).fetch_one(p).await)
                     .map_err(backend)?;
                 Ok((n > 0).then(Vec::new))
@@ -87,21 +75,21 @@ impl SqlStore {
     pub(super) async fn meta_write(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
         self.check_writable()?;
         let started = Instant::now();
-        let d = self.pool.dialect();
+        let (d, l) = (self.pool.dialect(), self.options.layout);
         // The statement and what it binds, in order.
-        let (sql, binds): (&str, Vec<&[u8]>) = match (place(key), &value) {
+        let (sql, binds): (&str, Vec<Name>) = match (place(key), &value) {
             (Place::Nas(_), Some(v)) if !v.is_empty() => {
                 return Err(StoreError::Backend(format!("sql: {key:?}: nas rows carry no value")));
             }
-            (Place::Nas(na), Some(_)) => (d.sql(&ADD_NA), vec![na]),
-            (Place::Nas(na), None) => (d.sql(&DEL_NA), vec![na; d.key_binds()]),
+            (Place::Nas(na), Some(_)) => (self.queries.add_na.as_str(), vec![l.name(d, Col::Na, na)]),
+            (Place::Nas(na), None) => (self.queries.del_na.as_str(), vec![l.name(d, Col::Na, na); d.key_binds()]),
             (Place::Meta, Some(v)) => {
                 self.meta_table_or_refuse(key)?;
-                (d.sql(&PUT_META), vec![key.as_bytes(), v.as_slice()])
+                (d.sql(&PUT_META), vec![Name::bytes(key.as_bytes()), Name::bytes(v.as_slice())])
             }
             (Place::Meta, None) => {
                 self.meta_table_or_refuse(key)?;
-                (d.sql(&DEL_META), vec![key.as_bytes()])
+                (d.sql(&DEL_META), vec![Name::bytes(key.as_bytes())])
             }
         };
         let done = on_pool!(&self.pool, p => {
@@ -132,14 +120,14 @@ impl SqlStore {
             let nas = match self.custom_keys(Stmt::ScanNas, na_prefix).await? {
                 Some(nas) => nas,
                 None if self.custom.is_view() => Vec::new(),
-                None => self.range(&NAS, na_prefix).await?.into_iter().map(|(na, _)| na).collect(),
+                None => self.nas_range(na_prefix).await?,
             };
             for na in nas {
                 out.push((format!("{HOMED_META_PREFIX}{}", String::from_utf8_lossy(&na)), Vec::new()));
             }
         }
         if self.options.meta_table {
-            for (k, v) in self.range(&META, prefix.as_bytes()).await? {
+            for (k, v) in self.meta_range(prefix.as_bytes()).await? {
                 // Keys were written from `&str`; anything else was not ours.
                 if let Ok(k) = String::from_utf8(k) {
                     out.push((k, v));
@@ -150,16 +138,27 @@ impl SqlStore {
         Ok(out)
     }
 
-    /// Rows of a two-column table whose key starts with `prefix`, in key order.
-    async fn range(&self, t: &Table, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    /// Homed prefixes (rows of `nas`) that start with `prefix`, in byte order.
+    async fn nas_range(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
+        let (d, l) = (self.pool.dialect(), self.options.layout);
+        let range = l.range(d, Col::Na, prefix, None);
+        let sql = l.scan(d, "nas", Col::Na, &range);
+        on_pool!(&self.pool, p => {
+            let mut q = sqlx::query_scalar(&sql).bind(range.bound(prefix));
+            if let Some(to) = &range.to {
+                q = q.bind(range.bound(to));
+            }
+            q.bind(i64::MAX).fetch_all(p).await
+        })
+        .map_err(backend)
+    }
+
+    /// Rows of `handled_meta` whose key starts with `prefix`, in key order.
+    async fn meta_range(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
         let d = self.pool.dialect();
-        let key = d.bytes_of(t.key);
-        let value = match d {
-            super::Dialect::Postgres => t.pg_value,
-            super::Dialect::MySql => t.my_value,
-        };
-        let end = prefix_end(prefix);
-        let mut sql = format!("select {key} as k, {value} as v from {} where {key} >= {}", t.name, d.param(1));
+        let key = d.bytes_of("k");
+        let end = super::records::prefix_end(prefix);
+        let mut sql = format!("select {key} as k, v from handled_meta where {key} >= {}", d.param(1));
         if end.is_some() {
             sql.push_str(&format!(" and {key} < {}", d.param(2)));
         }
@@ -174,15 +173,3 @@ impl SqlStore {
         .map_err(backend)
     }
 }
-
-/// A table read by [`SqlStore::range`]: `nas` has no value column, so it reads
-/// an empty one.
-struct Table {
-    name: &'static str,
-    key: &'static str,
-    pg_value: &'static str,
-    my_value: &'static str,
-}
-
-const NAS: Table = Table { name: "nas", key: "na", pg_value: "''::bytea", my_value: "cast('' as binary)" };
-const META: Table = Table { name: "handled_meta", key: "k", pg_value: "v", my_value: "v" };

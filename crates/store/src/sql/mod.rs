@@ -25,7 +25,8 @@
 //! * handles: [`records`] (rows of `handles`; [`values`] encodes them);
 //! * metadata and homing: [`meta`] (`nas`, and our optional `handled_meta`);
 //! * documents and the transaction log: [`declined`] (no place in the schema);
-//! * administration: [`schema`] (the tables), [`options`] (pool, timeouts, TLS);
+//! * administration: [`schema`] (the tables), [`options`] (pool, timeouts, TLS),
+//!   [`layout`] (Handle.Net's `store_*_as_string`: text or bytes names);
 //! * Handle.Net's custom statements (`get_handle_stmt` …): [`custom`] checks
 //!   them at start, [`custom_ops`] reads through them.
 
@@ -43,6 +44,7 @@ mod custom_ops;
 mod db;
 mod declined;
 mod error;
+mod layout;
 mod meta;
 mod mysql;
 mod options;
@@ -54,6 +56,7 @@ mod values;
 
 pub use custom::{Statements as SqlStatements, Stmt as SqlStmt};
 pub use db::Dialect;
+pub use layout::Layout as SqlLayout;
 pub use options::SqlOptions;
 
 /// Handle storage in Handle.Net's SQL tables (PostgreSQL, MariaDB/MySQL).
@@ -61,6 +64,8 @@ pub struct SqlStore {
     pool: db::Pool,
     options: SqlOptions,
     custom: custom::Custom,
+    /// The built-in statements of this database and layout.
+    queries: layout::Queries,
     closed: AtomicBool,
     stats: StatCounters,
 }
@@ -86,9 +91,12 @@ impl SqlStore {
             // A view reads the operator's tables only: none of ours is required.
             options.meta_table = false;
         } else {
-            schema::ensure(&pool, options.create_schema, options.meta_table).await.map_err(in_database)?;
+            schema::ensure(&pool, options.create_schema, options.meta_table, options.layout)
+                .await
+                .map_err(in_database)?;
         }
-        Ok(SqlStore { pool, options, custom, closed: AtomicBool::new(false), stats: StatCounters::default() })
+        let queries = layout::Queries::new(pool.dialect(), options.layout);
+        Ok(SqlStore { pool, options, custom, queries, closed: AtomicBool::new(false), stats: StatCounters::default() })
     }
 
     fn check_open(&self) -> Result<(), StoreError> {

@@ -44,6 +44,9 @@ pub struct SqlOptions {
     /// the table `handled_meta`, which Handle.Net ignores. Without it, only
     /// homed prefixes (in `nas`) can be stored as metadata.
     pub meta_table: bool,
+    /// Handle.Net's `store_handle_as_string`, `store_na_as_string` and
+    /// `store_handle_value_type_as_string`: which name columns are text (layout.rs).
+    pub layout: super::layout::Layout,
     /// Handle.Net's custom statements (§8.1.4), by setting (custom.rs).
     pub statements: super::custom::Statements,
 }
@@ -60,6 +63,7 @@ impl Default for SqlOptions {
             read_only: false,
             create_schema: false,
             meta_table: true,
+            layout: Default::default(),
             statements: Default::default(),
         }
     }

@@ -4,15 +4,12 @@
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 
+use super::layout::Queries;
 use super::values::ValueRow;
 
 /// First key of our advisory locks (`pg_advisory_xact_lock(class, hash)`):
 /// "hdld", so that they stay apart from other applications' locks.
 const LOCK_CLASS: i32 = 0x6864_6c64;
-
-const INSERT_VALUES: &str = "insert into handles (handle, idx, type, data, ttl_type, ttl, timestamp, refs, \
-     admin_read, admin_write, pub_read, pub_write) select * from unnest($1::bytea[], $2::int4[], $3::bytea[], \
-     $4::bytea[], $5::int2[], $6::int4[], $7::int4[], $8::text[], $9::bool[], $10::bool[], $11::bool[], $12::bool[])";
 
 fn lock_hash(key: &[u8]) -> i32 {
     let d = Sha256::digest(key);
@@ -35,17 +32,25 @@ pub(crate) async fn lock_keys(conn: &mut PgConnection, keys: &[&[u8]]) -> Result
     Ok(())
 }
 
-pub(crate) async fn delete_keys(conn: &mut PgConnection, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
-    let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
-    sqlx::query("delete from handles where handle = any($1::bytea[])").bind(&keys).execute(conn).await?;
+/// Delete the rows of `keys` (layout.rs, `Queries::pg_delete`: one array, of
+/// text in the text layout, where the keys were checked to be UTF-8).
+pub(crate) async fn delete_keys(conn: &mut PgConnection, q: &Queries, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
+    let query = sqlx::query(&q.pg_delete);
+    let query = if q.pg_delete_text {
+        query.bind(keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect::<Vec<_>>())
+    } else {
+        query.bind(keys.iter().map(|k| k.to_vec()).collect::<Vec<_>>())
+    };
+    query.execute(conn).await?;
     Ok(())
 }
 
-/// Insert `rows` of each key (keys and rows side by side).
-pub(crate) async fn insert(conn: &mut PgConnection, rows: &[(&[u8], &ValueRow)]) -> Result<(), sqlx::Error> {
+/// Insert `rows` of each key (keys and rows side by side) with `sql`
+/// (layout.rs, `Queries::pg_insert`: one array per column, names as bytes).
+pub(crate) async fn insert(conn: &mut PgConnection, sql: &str, rows: &[(&[u8], &ValueRow)]) -> Result<(), sqlx::Error> {
     let col = |f: &dyn Fn(&ValueRow) -> Vec<u8>| rows.iter().map(|(_, r)| f(r)).collect::<Vec<_>>();
     let bools = |f: &dyn Fn(&ValueRow) -> bool| rows.iter().map(|(_, r)| f(r)).collect::<Vec<_>>();
-    sqlx::query(INSERT_VALUES)
+    sqlx::query(sql)
         .bind(rows.iter().map(|(k, _)| k.to_vec()).collect::<Vec<_>>())
         .bind(rows.iter().map(|(_, r)| r.idx).collect::<Vec<_>>())
         .bind(col(&|r| r.value_type.clone()))

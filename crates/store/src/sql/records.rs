@@ -18,6 +18,7 @@ use super::custom::Stmt;
 use super::db::Dialect;
 use super::db::{bind_key, on_pool, on_tx, Sql, Tx};
 use super::error::{backend, is_retryable_write, is_unique_violation};
+use super::layout::{Col, Name, Queries};
 use super::values::{canonical, rows_of, NullableRow, ValueRow};
 use super::{mysql, postgres, SqlStore};
 use crate::{Expect, HandleRecord, InvalidRecord, StoreError, SwapOutcome};
@@ -31,26 +32,12 @@ const PUT_CHUNK: usize = 500;
 /// the writers racing for one handle, not the time.
 const WRITE_TRIES: usize = 32;
 
-/// Handle.Net's `get_handle_stmt`, in index order, with the exact-bytes
-/// match of [`Dialect::key_binds`].
-const SELECT_VALUES: Sql = Sql {
-    pg: "select idx, type, data, ttl_type, ttl, timestamp, refs, admin_read, admin_write, pub_read, pub_write \
-         from handles where handle = $1 order by idx",
-    my: "select idx, type, data, ttl_type, ttl, timestamp, refs, admin_read, admin_write, pub_read, pub_write \
-         from handles where handle = ? and cast(handle as binary) = ? order by idx",
-};
-const SELECT_VALUES_FOR_UPDATE: Sql = Sql {
-    pg: "select idx, type, data, ttl_type, ttl, timestamp, refs, admin_read, admin_write, pub_read, pub_write \
-         from handles where handle = $1 order by idx for update",
-    my: "select idx, type, data, ttl_type, ttl, timestamp, refs, admin_read, admin_write, pub_read, pub_write \
-         from handles where handle = ? and cast(handle as binary) = ? order by idx for update",
-};
 const COUNT_HANDLES: Sql = Sql {
     pg: "select count(distinct handle) from handles",
     my: "select count(distinct cast(handle as binary)) from handles",
 };
 
-/// A row of [`SELECT_VALUES`] as a value. `refs` is `text` on PostgreSQL and
+/// A row of [`Queries::select_values`] as a value. `refs` is `text` on PostgreSQL and
 /// a `blob` on MariaDB (Handle.Net's schemas): read as text, else as bytes.
 macro_rules! value_of {
     ($row:expr) => {{
@@ -91,9 +78,9 @@ impl Tx {
     }
 
     /// The handle's values, its rows locked for the rest of the transaction.
-    async fn read_for_update(&mut self, key: &[u8]) -> Result<Option<HandleRecord>, sqlx::Error> {
+    async fn read_for_update(&mut self, q: &Queries, key: Name<'_>) -> Result<Option<HandleRecord>, sqlx::Error> {
         let d = self.dialect();
-        let sql = d.sql(&SELECT_VALUES_FOR_UPDATE);
+        let sql = q.select_values_for_update.as_str();
         let values = on_tx!(self, c => {
             let rows = bind_key!(sqlx::query(sql), d, key).fetch_all(c).await?;
             rows.iter().map(|r| value_of!(r)).collect::<Result<Vec<_>, _>>()?
@@ -110,19 +97,19 @@ impl Tx {
         }
     }
 
-    async fn delete_keys(&mut self, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
+    async fn delete_keys(&mut self, q: &Queries, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
         match self {
-            Tx::Postgres(t) => postgres::delete_keys(t, keys).await,
+            Tx::Postgres(t) => postgres::delete_keys(t, q, keys).await,
             Tx::MySql(t) => mysql::delete_keys(t, keys).await,
         }
     }
 
-    async fn insert(&mut self, rows: &[(&[u8], &ValueRow)]) -> Result<(), sqlx::Error> {
+    async fn insert(&mut self, q: &Queries, rows: &[(&[u8], &ValueRow)]) -> Result<(), sqlx::Error> {
         if rows.is_empty() {
             return Ok(());
         }
         match self {
-            Tx::Postgres(t) => postgres::insert(t, rows).await,
+            Tx::Postgres(t) => postgres::insert(t, &q.pg_insert, rows).await,
             Tx::MySql(t) => mysql::insert(t, rows).await,
         }
     }
@@ -148,12 +135,13 @@ impl SqlStore {
         if !self.storable_key(key) {
             return Ok(None); // no such row can exist
         }
-        let sql = d.sql(&SELECT_VALUES);
+        let sql = self.queries.select_values.as_str();
+        let name = self.options.layout.name(d, Col::Handle, key);
         let values = self
             .pool
             .retrying_lost(|| async {
                 on_pool!(&self.pool, p => {
-                    let rows = bind_key!(sqlx::query(sql), d, key).fetch_all(p).await?;
+                    let rows = bind_key!(sqlx::query(sql), d, name).fetch_all(p).await?;
                     rows.iter().map(|r| value_of!(r)).collect::<Result<Vec<_>, _>>()
                 })
             })
@@ -169,7 +157,7 @@ impl SqlStore {
     ) -> Result<SwapOutcome, StoreError> {
         self.check_writable()?;
         self.check_key(key)?;
-        let rows = new.as_ref().map(rows_of).transpose()?;
+        let rows = new.as_ref().map(|r| self.rows_of(r)).transpose()?;
         let started = Instant::now();
         let mut tries = 0;
         let result = loop {
@@ -196,7 +184,8 @@ impl SqlStore {
     ) -> Result<SwapOutcome, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         tx.lock_keys(&[key]).await?;
-        let current = tx.read_for_update(key).await?;
+        let name = self.options.layout.name(self.pool.dialect(), Col::Handle, key);
+        let current = tx.read_for_update(&self.queries, name).await?;
         if !holds(expect, current.as_ref()) {
             tx.rollback().await?;
             return Ok(SwapOutcome::Conflict { current });
@@ -206,11 +195,11 @@ impl SqlStore {
             return Ok(SwapOutcome::Done { previous: None });
         }
         if current.is_some() {
-            tx.delete_keys(&[key]).await?;
+            tx.delete_keys(&self.queries, &[key]).await?;
         }
         if let Some(rows) = rows {
             let pairs: Vec<(&[u8], &ValueRow)> = rows.iter().map(|r| (key, r)).collect();
-            tx.insert(&pairs).await?;
+            tx.insert(&self.queries, &pairs).await?;
         }
         tx.commit().await?;
         Ok(SwapOutcome::Done { previous: current })
@@ -231,30 +220,20 @@ impl SqlStore {
         {
             return self.custom_scan(prefix, start_after, limit).await;
         }
-        // A range on the key's bytes, not `like`, which would need escaping
-        // and could not use PostgreSQL's index for binary keys.
-        let d = self.pool.dialect();
-        let col = d.bytes_of("handle");
-        let end = prefix_end(prefix);
-        let mut sql = format!("select {col} as h from handles where {col} >= {}", d.param(1));
-        let mut n = 1;
-        if end.is_some() {
-            n += 1;
-            sql.push_str(&format!(" and {col} < {}", d.param(n)));
-        }
-        if start_after.is_some() {
-            n += 1;
-            sql.push_str(&format!(" and {col} > {}", d.param(n)));
-        }
-        sql.push_str(&format!(" group by h order by h limit {}", d.param(n + 1)));
+        // A range on the key's bytes (or text in byte order: layout.rs), not
+        // `like`, which would need escaping and could not use PostgreSQL's
+        // index for binary keys.
+        let (d, l) = (self.pool.dialect(), self.options.layout);
+        let range = l.range(d, Col::Handle, prefix, start_after);
+        let sql = l.scan(d, "handles", Col::Handle, &range);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         on_pool!(&self.pool, p => {
-            let mut q = sqlx::query_scalar::<_, Vec<u8>>(&sql).bind(prefix);
-            if let Some(end) = &end {
-                q = q.bind(end.as_slice());
+            let mut q = sqlx::query_scalar::<_, Vec<u8>>(&sql).bind(range.bound(prefix));
+            if let Some(to) = &range.to {
+                q = q.bind(range.bound(to));
             }
             if let Some(after) = start_after {
-                q = q.bind(after);
+                q = q.bind(range.bound(after));
             }
             q.bind(limit).fetch_all(p).await
         })
@@ -278,7 +257,7 @@ impl SqlStore {
         let mut rows = Vec::with_capacity(latest.len());
         for (key, record) in latest {
             self.check_key(&key)?;
-            rows.push((key, rows_of(&record)?));
+            rows.push((key, self.rows_of(&record)?));
         }
         for chunk in rows.chunks(PUT_CHUNK) {
             let started = Instant::now();
@@ -307,27 +286,34 @@ impl SqlStore {
         let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| k.as_slice()).collect();
         let mut tx = self.pool.begin().await?;
         tx.lock_keys(&keys).await?;
-        tx.delete_keys(&keys).await?;
+        tx.delete_keys(&self.queries, &keys).await?;
         let pairs: Vec<(&[u8], &ValueRow)> =
             chunk.iter().flat_map(|(k, rows)| rows.iter().map(move |r| (k.as_slice(), r))).collect();
-        tx.insert(&pairs).await?;
+        tx.insert(&self.queries, &pairs).await?;
         tx.commit().await
     }
 
-    /// Whether the key can be a row of this database: MariaDB's `handle` is
-    /// a `varchar`, text (UTF-8); PostgreSQL's a `bytea`.
+    /// Whether the key can be a row of this database: text columns hold
+    /// UTF-8 (MariaDB's `varchar` handles, the text layout: layout.rs).
     fn storable_key(&self, key: &[u8]) -> bool {
-        self.pool.dialect() == Dialect::Postgres || std::str::from_utf8(key).is_ok()
+        self.options.layout.holds(self.pool.dialect(), Col::Handle, key)
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), StoreError> {
         if self.storable_key(key) {
             return Ok(());
         }
-        Err(StoreError::Invalid(InvalidRecord(format!(
-            "handle {:?} is not UTF-8: MariaDB/MySQL keeps handles in a varchar column",
-            String::from_utf8_lossy(key)
-        ))))
+        Err(StoreError::Invalid(InvalidRecord(self.options.layout.refusal(self.pool.dialect(), Col::Handle, key))))
+    }
+
+    /// The rows of a record, each type one the `type` column can hold.
+    fn rows_of(&self, record: &HandleRecord) -> Result<Vec<ValueRow>, InvalidRecord> {
+        let (d, l) = (self.pool.dialect(), self.options.layout);
+        let rows = rows_of(record)?;
+        match rows.iter().find(|r| !l.holds(d, Col::Type, &r.value_type)) {
+            Some(r) => Err(InvalidRecord(l.refusal(d, Col::Type, &r.value_type))),
+            None => Ok(rows),
+        }
     }
 
     /// A write's error; a key that clashes only by the table's collation

@@ -4,11 +4,15 @@
 //!
 //! At open the tables are checked (present, columns of the types the
 //! statements bind); missing ones are created only with `create_schema`,
-//! otherwise the error shows the statements to run.
+//! otherwise the error shows the statements to run. With Handle.Net's
+//! `store_*_as_string` options (layout.rs) the name columns are text:
+//! PostgreSQL `text` in the `C` collation (byte order, so that the index
+//! serves ranges and `like 'PREFIX/%'`), MariaDB `varchar(255)` for `type`.
 
 use super::db::Dialect;
 use super::db::{on_pool, Pool, Sql};
 use super::error::backend;
+use super::layout::{Col, Layout};
 use crate::StoreError;
 
 /// Handle.Net's PostgreSQL tables and indexes, §8.2, statement by statement.
@@ -46,9 +50,40 @@ pub const HANDLED_META_POSTGRES: &str =
 pub const HANDLED_META_MYSQL: &str =
     "create table handled_meta (k varbinary(512) not null, v longblob not null, primary key(k))";
 
-/// Columns whose type the store relies on (its statements bind bytes there).
-const BYTES_COLUMNS: &[(&str, &str)] =
-    &[("nas", "na"), ("handles", "handle"), ("handles", "type"), ("handles", "data")];
+/// The column of each table a name option concerns, in Handle.Net's DDL,
+/// and how the text layout spells it.
+const TEXT_COLUMNS: &[(Col, Dialect, &str, &str)] = &[
+    (Col::Na, Dialect::Postgres, "na bytea", "na text collate \"C\""),
+    (Col::Handle, Dialect::Postgres, "handle bytea", "handle text collate \"C\""),
+    (Col::Type, Dialect::Postgres, "type bytea", "type text"),
+    (Col::Type, Dialect::MySql, "type blob", "type varchar(255)"),
+];
+
+/// Handle.Net's tables (`nas`, then `handles` and its indexes) in this layout.
+pub fn handle_net_tables(d: Dialect, layout: Layout) -> Vec<String> {
+    let manual = match d {
+        Dialect::Postgres => HANDLE_NET_POSTGRES,
+        Dialect::MySql => HANDLE_NET_MYSQL,
+    };
+    let mut ddl: Vec<String> = manual.iter().map(|s| s.to_string()).collect();
+    for (col, dialect, bytes, text) in TEXT_COLUMNS {
+        if *dialect == d && layout.text(*col) {
+            for stmt in &mut ddl {
+                *stmt = stmt.replacen(bytes, text, 1);
+            }
+        }
+    }
+    ddl
+}
+
+/// Columns whose type the store relies on: the names, bytes or text
+/// (layout.rs), and `data`, bytes in every layout.
+const CHECKED_COLUMNS: &[(&str, &str, Option<Col>)] = &[
+    ("nas", "na", Some(Col::Na)),
+    ("handles", "handle", Some(Col::Handle)),
+    ("handles", "type", Some(Col::Type)),
+    ("handles", "data", None),
+];
 
 const COLUMN_TYPE: Sql = Sql {
     pg: "select data_type::text from information_schema.columns \
@@ -57,29 +92,54 @@ const COLUMN_TYPE: Sql = Sql {
          where table_schema = database() and table_name = ? and column_name = ?",
 };
 
-/// Column types that hold what the statements bind: bytes on PostgreSQL; on
-/// MariaDB text (handles and prefixes, as the manual's `varchar`) or bytes.
-fn fits(d: Dialect, column: &str, ty: &str) -> bool {
+const PG_TEXT: &[&str] = &["text", "character varying", "character"];
+const MY_BYTES: &[&str] = &["blob", "tinyblob", "mediumblob", "longblob", "varbinary", "binary"];
+const MY_TEXT: &[&str] = &["varchar", "char", "text", "tinytext", "mediumtext", "longtext"];
+
+/// Whether a column of SQL type `ty` holds what the statements bind, or why
+/// not. PostgreSQL takes no text for bytes nor bytes for text (Handle.Net
+/// fails every statement on a table of the other layout): the option must
+/// match the table. MariaDB converts: text or bytes either way, as for
+/// Handle.Net's driver (layout.rs).
+fn fits(d: Dialect, layout: Layout, col: Option<Col>, ty: &str) -> Result<(), String> {
+    let Some(col) = col else {
+        let bytes = match d {
+            Dialect::Postgres => ty == "bytea",
+            Dialect::MySql => MY_BYTES.contains(&ty),
+        };
+        return if bytes { Ok(()) } else { Err(format!("{ty}: not bytes (bytea, blob)")) };
+    };
     match d {
-        Dialect::Postgres => ty == "bytea",
-        Dialect::MySql => {
-            let bytes = ["blob", "tinyblob", "mediumblob", "longblob", "varbinary", "binary"].contains(&ty);
-            bytes || (["na", "handle"].contains(&column) && ["varchar", "char"].contains(&ty))
-        }
+        Dialect::Postgres => match (layout.text(col), ty == "bytea", PG_TEXT.contains(&ty)) {
+            (false, true, _) | (true, _, true) => Ok(()),
+            (false, _, true) => Err(format!(
+                "{ty} (text), Handle.Net's {opt} layout: set {opt} = true (as in its sql_settings)",
+                opt = col.option()
+            )),
+            (true, true, _) => Err(format!(
+                "bytea, Handle.Net's default layout: {opt} = true wants text or varchar (set {opt} = false, \
+                 as in its sql_settings)",
+                opt = col.option()
+            )),
+            _ => Err(format!("{ty}: neither bytea nor text")),
+        },
+        Dialect::MySql if MY_BYTES.contains(&ty) || MY_TEXT.contains(&ty) => Ok(()),
+        Dialect::MySql => Err(format!("{ty}: neither text (varchar) nor bytes (blob)")),
     }
 }
 
 /// Check the tables, creating missing ones when `create` is set.
-pub(crate) async fn ensure(pool: &Pool, create: bool, meta_table: bool) -> Result<(), StoreError> {
+pub(crate) async fn ensure(pool: &Pool, create: bool, meta_table: bool, layout: Layout) -> Result<(), StoreError> {
     let d = pool.dialect();
-    let (handle_net, meta) = match d {
-        Dialect::Postgres => (HANDLE_NET_POSTGRES, HANDLED_META_POSTGRES),
-        Dialect::MySql => (HANDLE_NET_MYSQL, HANDLED_META_MYSQL),
+    let meta = match d {
+        Dialect::Postgres => HANDLED_META_POSTGRES,
+        Dialect::MySql => HANDLED_META_MYSQL,
     };
-    let mut wanted: Vec<(&str, Vec<&str>)> =
+    let handle_net = handle_net_tables(d, layout);
+    let mut wanted: Vec<(&str, Vec<String>)> =
         vec![("nas", handle_net[..1].to_vec()), ("handles", handle_net[1..].to_vec())];
     if meta_table {
-        wanted.push(("handled_meta", vec![meta]));
+        wanted.push(("handled_meta", vec![meta.to_string()]));
     }
     let mut missing = Vec::new();
     for (table, ddl) in &wanted {
@@ -109,19 +169,14 @@ pub(crate) async fn ensure(pool: &Pool, create: bool, meta_table: bool) -> Resul
         tx.commit().await.map_err(backend)?;
     }
     let sql = d.sql(&COLUMN_TYPE);
-    for (table, column) in BYTES_COLUMNS {
+    for (table, column, col) in CHECKED_COLUMNS {
         let ty: Option<String> = on_pool!(pool, p => {
             sqlx::query_scalar(sql).bind(table).bind(column).fetch_optional(p).await
         })
         .map_err(backend)?;
         match ty.as_deref() {
-            Some(t) if fits(d, column, t) => {}
-            Some(other) => {
-                return Err(StoreError::Backend(format!(
-                    "sql: column {table}.{column} is {other}, which the store cannot use (Handle.Net's \
-                     store_*_as_string layouts are not supported yet)"
-                )))
-            }
+            Some(t) => fits(d, layout, *col, t)
+                .map_err(|why| StoreError::Backend(format!("sql: column {table}.{column} is {why}")))?,
             None => return Err(StoreError::Backend(format!("sql: table {table} has no column {column}"))),
         }
     }

@@ -43,8 +43,38 @@ pub fn deposited_values_read(got: &HandleRecord) {
     assert_eq!(got.values[1].permissions, ValuePermissions(0), "NULL booleans read as false");
 }
 
-/// One test per conformance test named, on a fresh database each.
+/// Handle.Net's three `store_*_as_string` options on: handles, prefixes and
+/// types in text columns.
+pub const TEXT_LAYOUT: handled_store::sql::SqlLayout = handled_store::sql::SqlLayout {
+    store_handle_as_string: true,
+    store_na_as_string: true,
+    store_handle_value_type_as_string: true,
+};
+
+/// A store on a fresh database whose tables are in [`TEXT_LAYOUT`].
+pub async fn text_layout_store(name: &str) -> Option<std::sync::Arc<dyn handled_store::Store>> {
+    let o = crate::options(&format!("text_{name}")).await?;
+    let o = handled_store::SqlOptions { layout: TEXT_LAYOUT, ..o };
+    Some(std::sync::Arc::new(handled_store::SqlStore::connect(&o).await.expect("open the sql store (text layout)")))
+}
+
+/// One test per conformance test named, on a fresh database each; with
+/// `+ text_layout`, each again in module `text_layout` on tables in
+/// [`TEXT_LAYOUT`].
 macro_rules! suite {
+    ($names:ident + text_layout, $($name:ident),* $(,)?) => {
+        suite!($names, $($name),*);
+        /// The same conformance tests with Handle.Net's `store_*_as_string` options on.
+        mod text_layout {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let Some(s) = crate::sql_common::text_layout_store(stringify!($name)).await else { return };
+                    handled_store::conformance::$name(s).await;
+                }
+            )*
+        }
+    };
     ($names:ident, $($name:ident),* $(,)?) => {
         pub const $names: &[&str] = &[$(stringify!($name)),*];
         $(
@@ -60,7 +90,7 @@ macro_rules! suite {
 pub(crate) use suite;
 
 suite!(
-    EVERYWHERE,
+    EVERYWHERE + text_layout,
     get_absent,
     swap_any,
     delete,

@@ -101,3 +101,40 @@ async fn homing_is_the_nas_table() {
     assert_eq!(mariadb(&o.url, "select count(*) from nas"), "1");
     assert_eq!(mariadb(&o.url, "select hex(v) from handled_meta where k = 'site/serial'"), "0001");
 }
+
+/// Handle.Net's `store_*_as_string` options on MariaDB: `create_schema` makes
+/// `type` a `varchar(255)` (the names are the manual's `varchar` already);
+/// rows read as the text they are; and, as for Handle.Net's driver, which
+/// converts, a table of either layout is served with the options on or off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_text_layout_is_handle_nets_store_as_string() {
+    use crate::sql_common::TEXT_LAYOUT;
+    use handled_store::SqlOptions;
+    let Some(o) = options("text_layout").await else { return };
+    let s = SqlStore::connect(&SqlOptions { layout: TEXT_LAYOUT, ..o.clone() }).await.unwrap();
+    let got = mariadb(
+        &o.url,
+        "select table_name, column_name, column_type from information_schema.columns where table_schema = database() \
+         and column_name in ('na', 'handle', 'type', 'data') order by table_name, ordinal_position",
+    );
+    let want = [
+        "handles\thandle\tvarchar(255)",
+        "handles\ttype\tvarchar(255)",
+        "handles\tdata\tblob",
+        "nas\tna\tvarchar(255)",
+    ];
+    assert_eq!(got.lines().collect::<Vec<_>>(), want);
+    s.swap("TEST/é1".as_bytes(), Expect::Absent, Some(crate::sql_common::every_column_record())).await.unwrap();
+    assert_eq!(mariadb(&o.url, "select type from handles where handle = 'TEST/é1' order by idx"), "URL\nHS_ADMIN");
+    let bad_type = handled_store::HandleRecord::new(vec![handled_proto::HandleValue::new(1, &b"T\xff"[..], "x")]);
+    let e = s.swap(b"TEST/t", Expect::Absent, Some(bad_type)).await.unwrap_err();
+    assert!(e.to_string().contains("store_handle_value_type_as_string"), "{e}");
+    // The default layout on the text table, and the text layout on the manual's tables.
+    let bytes = SqlStore::connect(&SqlOptions { create_schema: false, ..o.clone() }).await.unwrap();
+    assert_eq!(bytes.get("TEST/é1".as_bytes()).await.unwrap(), s.get("TEST/é1".as_bytes()).await.unwrap());
+    let Some(manual) = options("manual_tables").await else { return };
+    SqlStore::connect(&manual).await.unwrap();
+    let text = SqlStore::connect(&SqlOptions { layout: TEXT_LAYOUT, create_schema: false, ..manual }).await.unwrap();
+    text.swap(b"TEST/2", Expect::Absent, Some(crate::sql_common::every_column_record())).await.unwrap();
+    assert_eq!(text.get(b"TEST/2").await.unwrap().unwrap().values.len(), 2);
+}

@@ -2,7 +2,8 @@
 //! rows are written as Handle.Net writes them (§8.1.4), and rows another
 //! program inserts or changes with plain SQL are read at once.
 
-use handled_store::{Expect, RecordStore, SqlStore};
+use handled_proto::HandleValue;
+use handled_store::{Expect, HandleRecord, RecordStore, SqlOptions, SqlStore};
 use sqlx::{Connection, Executor, Row};
 
 use super::options;
@@ -136,4 +137,63 @@ async fn homing_is_the_nas_table() {
     assert_eq!(in_nas, 1);
     assert_eq!(s.count().await.unwrap(), 0);
     assert_eq!(s.get(b"TEST/x").await.unwrap(), None);
+}
+
+/// Handle.Net's `store_*_as_string` options: text columns for the names,
+/// rows written and read as Handle.Net 9.0.0 binds them (`setString` of the
+/// UTF-8 name), deposits by plain SQL with text literals read at once, and a
+/// table of the other layout refused at start, naming the option.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_text_layout_is_handle_nets_store_as_string() {
+    use crate::sql_common::TEXT_LAYOUT;
+    let Some(o) = options("text_layout").await else { return };
+    let text = SqlOptions { layout: TEXT_LAYOUT, ..o.clone() };
+    let s = SqlStore::connect(&text).await.unwrap();
+    let mut c = sqlx::PgConnection::connect(&o.url).await.unwrap();
+    let cols: Vec<(String, String, Option<String>)> = sqlx::query_as(
+        "select table_name || '.' || column_name, data_type::text, collation_name::text \
+         from information_schema.columns where (table_name, column_name) in \
+         (('nas', 'na'), ('handles', 'handle'), ('handles', 'type'), ('handles', 'data')) order by 1",
+    )
+    .fetch_all(&mut c)
+    .await
+    .unwrap();
+    let got: Vec<String> = cols.iter().map(|(n, t, co)| format!("{n} {t} {}", co.as_deref().unwrap_or("-"))).collect();
+    assert_eq!(got, ["handles.data bytea -", "handles.handle text C", "handles.type text -", "nas.na text C"]);
+
+    s.swap("TEST/é1".as_bytes(), Expect::Absent, Some(crate::sql_common::every_column_record())).await.unwrap();
+    let types: Vec<(String, String)> =
+        sqlx::query_as("select handle, type from handles where handle = 'TEST/é1' order by idx")
+            .fetch_all(&mut c)
+            .await
+            .unwrap();
+    assert_eq!(types, [("TEST/é1".into(), "URL".into()), ("TEST/é1".into(), "HS_ADMIN".into())]);
+    c.execute(
+        "insert into handles values ('APP/42', 1, 'URL', 'https://example.org/42'::bytea, 0, 86400, 1700000000, '', \
+         true, true, true, false), ('APP/42', 2, 'EMAIL', 'a@example.org'::bytea, null, null, null, null, null, null, \
+         null, null); insert into nas values ('0.NA/APP')",
+    )
+    .await
+    .unwrap();
+    crate::sql_common::deposited_values_read(&s.get(b"APP/42").await.unwrap().unwrap());
+    assert_eq!(s.meta_scan("homed/").await.unwrap(), vec![("homed/0.NA/APP".to_string(), vec![])]);
+    assert_eq!(s.scan_keys(b"TEST/", None, 10).await.unwrap(), vec!["TEST/é1".as_bytes().to_vec()]);
+    assert_eq!(s.scan_keys(b"TEST/\xc3", None, 10).await.unwrap().len(), 1, "a byte prefix that is not text");
+    // Names that text cannot hold are refused before anything is written.
+    for bad in [&b"TEST/\xff"[..], b"TEST/a\0b"] {
+        let e = s.swap(bad, Expect::Absent, Some(crate::sql_common::every_column_record())).await.unwrap_err();
+        assert!(e.to_string().contains("store_handle_as_string"), "{e}");
+        assert_eq!(s.get(bad).await.unwrap(), None);
+    }
+    let bad_type = HandleRecord::new(vec![HandleValue::new(1, &b"T\xff"[..], "x")]);
+    let e = s.swap(b"TEST/t", Expect::Absent, Some(bad_type)).await.unwrap_err();
+    assert!(e.to_string().contains("store_handle_value_type_as_string"), "{e}");
+
+    // The other layout on each database: refused at start, naming the option.
+    let e = SqlStore::connect(&SqlOptions { create_schema: false, ..o.clone() }).await.err().unwrap().to_string();
+    assert!(e.contains("nas.na is text (text)") && e.contains("set store_na_as_string = true"), "{e}");
+    let Some(bytes) = options("bytes_layout").await else { return };
+    SqlStore::connect(&bytes).await.unwrap();
+    let e = SqlStore::connect(&SqlOptions { layout: TEXT_LAYOUT, create_schema: false, ..bytes }).await.err().unwrap();
+    assert!(e.to_string().contains("nas.na is bytea"), "{e}");
 }
