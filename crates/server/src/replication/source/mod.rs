@@ -11,6 +11,7 @@
 //! read one at a time; long polls capped at [`MAX_WAIT`] and counted per peer.
 
 pub mod admins;
+mod all_queues;
 mod dump;
 mod layout;
 pub mod prune;
