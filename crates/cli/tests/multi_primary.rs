@@ -35,8 +35,6 @@ fn free_ports() -> (u16, u16) {
 /// the multi-primary keys (finding the group at `resolver` until it holds
 /// the sites handle), else a plain primary.
 fn start(dir: &Path, name: &str, ports: (u16, u16), in_group: bool, resolver: u16) -> Server {
-    let data = dir.join(name);
-    std::fs::create_dir_all(&data).unwrap();
     let mut text =
         "server_admins = [\"300:TEST/ADMIN\"]\nreplication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]\n"
             .to_string();
@@ -48,6 +46,13 @@ fn start(dir: &Path, name: &str, ports: (u16, u16), in_group: bool, resolver: u1
             dir.join("creds.json").display()
         ));
     }
+    serve(dir, name, &text, ports)
+}
+
+/// `handled serve` as `name` with the configuration `text`, its data in `dir/name`.
+fn serve(dir: &Path, name: &str, text: &str, ports: (u16, u16)) -> Server {
+    let data = dir.join(name);
+    std::fs::create_dir_all(&data).unwrap();
     let config = dir.join(format!("{name}.toml"));
     std::fs::write(&config, text).unwrap();
     let (port, http) = (ports.0.to_string(), ports.1.to_string());
@@ -223,22 +228,13 @@ fn three_primaries_settle_on_the_same_records() {
 /// A proxied mirror (`replication_pull_other_transactions`, Handle.Net's
 /// proxied mirroring) of member `source` (`index:handle` of its HS_SITE value).
 fn start_proxied_mirror(dir: &Path, ports: (u16, u16), source: &str, resolver: u16) -> Server {
-    let data = dir.join("m");
-    std::fs::create_dir_all(&data).unwrap();
     let text = format!(
         "replication_source = \"{source}\"\nreplication_pull_other_transactions = true\n\
          replication_resolver = \"127.0.0.1:{resolver}\"\nreplication_credentials = \"{}\"\n\
          replication_credentials_key = \"public_key\"\nreplication_interval_ms = 200\nreplication_timeout_ms = 5000\n",
         dir.join("creds.json").display()
     );
-    let config = dir.join("m.toml");
-    std::fs::write(&config, text).unwrap();
-    let (port, http) = (ports.0.to_string(), ports.1.to_string());
-    let args = ["--config", config.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
-    let args = [&args[..], &["--listen", "127.0.0.1", "--port", &port, "--http-port", &http]].concat();
-    let mut server = spawn::serve(dir, &args);
-    server.drain_stderr();
-    server
+    serve(dir, "m", &text, ports)
 }
 
 #[test]

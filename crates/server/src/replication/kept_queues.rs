@@ -13,7 +13,7 @@
 //! [`MAX_NAME_LEN`] bytes, and entries pruned with `txnlog_num_days_to_keep`.
 
 use handled_proto::replication::TxnRecord;
-use handled_store::{DocWrite, Document, Store, StoreError, TxnAction, TxnEntry};
+use handled_store::{DocWrite, Document, Store, StoreError, TxnEntry};
 
 const COLLECTION: &str = "replication-other-queues";
 /// Most queues kept (and listed in an all-queues answer).
@@ -56,7 +56,7 @@ pub fn keep(queue: &str, record: &TxnRecord) -> Option<DocWrite> {
     Some(DocWrite { collection: COLLECTION.into(), id: id(queue, record.txn_id), doc: Some(doc) })
 }
 
-/// A kept entry: `TxnEntry` with the action's wire code (unknown codes kept raw).
+/// A kept entry: a log entry with the action's wire code (unknown codes kept raw).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeptEntry {
     pub id: u64,
@@ -65,11 +65,10 @@ pub struct KeptEntry {
     pub handle: Vec<u8>,
 }
 
-impl KeptEntry {
-    /// As a log entry, when the action is one our log knows.
-    pub fn as_logged(&self) -> Option<TxnEntry> {
-        let action = TxnAction::from_code(self.action)?;
-        Some(TxnEntry { id: self.id, date_ms: self.date_ms, action, handle: self.handle.clone() })
+impl From<TxnEntry> for KeptEntry {
+    /// An entry of our own log, in the same form.
+    fn from(e: TxnEntry) -> Self {
+        KeptEntry { id: e.id, action: e.action.code(), date_ms: e.date_ms, handle: e.handle }
     }
 }
 

@@ -15,7 +15,6 @@
 //!   kept queue the rule is Handle.Net's, by dates ([`needs_redump_by_date`]);
 //!   for our own queue it is ours, by ids ([`super::txn::needs_redump`]).
 
-use super::layout;
 use super::sink::Sink;
 use super::txn::{self, needs_redump};
 use crate::replication::kept_queues::{self, KeptEntry};
@@ -23,7 +22,7 @@ use crate::replication::mirror::progress::{decode, PullProgress, QUEUES_PREFIX};
 use crate::replication::multi_primary::PULL_PREFIX;
 use crate::state::ServerState;
 use handled_proto::replication::txn_stream::{FORMAT_ALL_QUEUES, STATUS_NEED_TO_REDUMP, STATUS_SENDING};
-use handled_proto::replication::{MirrorLayout, ReplicationStateInfo, TxnAction, TxnRecord, TxnStreamItem};
+use handled_proto::replication::{MirrorLayout, ReplicationStateInfo, TxnStreamItem};
 use handled_store::txn_log::now_ms;
 use std::io;
 
@@ -122,58 +121,16 @@ pub async fn send(
     }
     sink.send(&TxnStreamItem::Header { format: FORMAT_ALL_QUEUES, status: STATUS_SENDING }).await?;
     sink.send(&TxnStreamItem::QueueName(own.into_bytes())).await?;
-    txn::forward(state, layout, own_last, bounds.last, sink).await?;
+    txn::forward(state, layout, None, (own_last, bounds.last), sink).await?;
     sink.send(&TxnStreamItem::QueueEnd { date_ms: now_ms() }).await?;
     for q in &names {
         let Some(p) = ours(q).filter(|p| p.last_query_date_ms > 0) else { continue };
         sink.send(&TxnStreamItem::QueueName(q.clone().into_bytes())).await?;
         let after = info.get(q).last_txn_id.max(0) as u64;
-        forward_kept(state, layout, q, after, p.last_txn_id, sink).await?;
+        txn::forward(state, layout, Some(q), (after, p.last_txn_id), sink).await?;
         sink.send(&TxnStreamItem::QueueEnd { date_ms: p.last_query_date_ms }).await?;
     }
     sink.send(&TxnStreamItem::End { date_ms: None }).await
-}
-
-/// Send the kept entries of `queue` in `(after, upto]` the layout wants.
-async fn forward_kept(
-    state: &ServerState,
-    layout: &MirrorLayout,
-    queue: &str,
-    after: u64,
-    upto: u64,
-    sink: &mut Sink<'_>,
-) -> io::Result<()> {
-    let mut next = after;
-    while next < upto {
-        let page = kept_queues::read(&*state.store, queue, next, kept_queues::PAGE).await.map_err(io::Error::other)?;
-        let Some(last) = page.last() else { break };
-        next = last.id;
-        let mut sent = 0;
-        for entry in page.into_iter().take_while(|e| e.id <= upto) {
-            if let Some(record) = kept_record(state, layout, entry).await? {
-                sink.send(&TxnStreamItem::Record(record)).await?;
-                sent += 1;
-            }
-        }
-        state.metrics.replication.entries_sent.inc_by(sent);
-    }
-    Ok(())
-}
-
-/// The record for a kept entry, with the handle's values current here.
-async fn kept_record(state: &ServerState, layout: &MirrorLayout, e: KeptEntry) -> io::Result<Option<TxnRecord>> {
-    let action = TxnAction(e.action);
-    let homing = action == TxnAction::HOME_NA || action == TxnAction::UNHOME_NA;
-    if !homing && !layout::wants(layout, &e.handle) {
-        return Ok(None);
-    }
-    let values = if action.carries_values() {
-        let current = state.store.get(&state.storage_key(&e.handle)).await.map_err(io::Error::other)?;
-        Some(current.map(|r| r.values).unwrap_or_default())
-    } else {
-        None
-    };
-    Ok(Some(TxnRecord { txn_id: e.id, handle: e.handle, action, date_ms: e.date_ms, values }))
 }
 
 #[cfg(test)]

@@ -15,13 +15,14 @@
 
 use super::layout;
 use super::sink::Sink;
+use crate::replication::kept_queues::{self, KeptEntry};
 use crate::site::SITE_INDEX;
 use crate::state::ServerState;
 use handled_proto::replication::txn_stream::{FORMAT_ONE_QUEUE, STATUS_NEED_TO_REDUMP, STATUS_SENDING};
 use handled_proto::replication::{MirrorLayout, RetrieveTxnRequest, TxnAction, TxnQuery, TxnRecord, TxnStreamItem};
 use handled_store::change_dates::{decode_priority, LOCAL_PRIORITY_META_KEY};
 use handled_store::txn_log::now_ms;
-use handled_store::{TxnEntry, TxnLogBounds};
+use handled_store::TxnLogBounds;
 use std::io;
 use std::time::Duration;
 
@@ -87,24 +88,29 @@ pub async fn send(state: &ServerState, req: &RetrieveTxnRequest, sink: &mut Sink
     let status = if redump { STATUS_NEED_TO_REDUMP } else { STATUS_SENDING };
     sink.send(&TxnStreamItem::Header { format: FORMAT_ONE_QUEUE, status }).await?;
     if !redump {
-        forward(state, &req.layout, mirror_last, bounds.last, sink).await?;
+        forward(state, &req.layout, None, (mirror_last, bounds.last), sink).await?;
     }
     // The mirror's next lastQueryDate: unchanged while it must be dumped.
     let date = if redump { last_query_date_ms } else { now_ms() };
     sink.send(&TxnStreamItem::End { date_ms: Some(date) }).await
 }
 
-/// Send the entries in `(after, upto]` the mirror's layout wants, page by page.
+/// Send the entries in `(after, upto]` the mirror's layout wants, page by
+/// page: of our own log (`kept` None), or of another primary's queue we keep.
 pub(super) async fn forward(
     state: &ServerState,
     layout: &MirrorLayout,
-    after: u64,
-    upto: u64,
+    kept: Option<&str>,
+    (after, upto): (u64, u64),
     sink: &mut Sink<'_>,
 ) -> io::Result<()> {
     let mut next = after;
     while next < upto {
-        let page = state.store.txn_log_read(next, PAGE).await.map_err(io::Error::other)?;
+        let page = match kept {
+            None => state.store.txn_log_read(next, PAGE).await.map(|p| p.into_iter().map(KeptEntry::from).collect()),
+            Some(queue) => kept_queues::read(&*state.store, queue, next, PAGE).await,
+        };
+        let page: Vec<KeptEntry> = page.map_err(io::Error::other)?;
         let Some(last) = page.last() else { break };
         next = last.id;
         let mut sent = 0;
@@ -119,21 +125,21 @@ pub(super) async fn forward(
     Ok(())
 }
 
-/// The record to send for `entry`, None when the mirror's layout leaves the
-/// handle to another of its servers.
-async fn record_of(state: &ServerState, layout: &MirrorLayout, entry: TxnEntry) -> io::Result<Option<TxnRecord>> {
-    use handled_store::TxnAction as Logged;
-    let action = TxnAction(entry.action.code());
-    let values = match entry.action {
-        Logged::HomeNa | Logged::UnhomeNa => None,
-        _ if !layout::wants(layout, &entry.handle) => return Ok(None),
-        Logged::Delete => None,
-        Logged::Create | Logged::Update => {
-            let current = state.store.get(&entry.handle).await.map_err(io::Error::other)?;
-            Some(current.map(|r| r.values).unwrap_or_default())
-        }
+/// The record to send for `entry`, with the handle's values current here;
+/// None when the mirror's layout leaves the handle to another of its servers.
+async fn record_of(state: &ServerState, layout: &MirrorLayout, e: KeptEntry) -> io::Result<Option<TxnRecord>> {
+    let action = TxnAction(e.action);
+    let homing = action == TxnAction::HOME_NA || action == TxnAction::UNHOME_NA;
+    if !homing && !layout::wants(layout, &e.handle) {
+        return Ok(None);
+    }
+    let values = if action.carries_values() {
+        let current = state.store.get(&state.storage_key(&e.handle)).await.map_err(io::Error::other)?;
+        Some(current.map(|r| r.values).unwrap_or_default())
+    } else {
+        None
     };
-    Ok(Some(TxnRecord { txn_id: entry.id, handle: entry.handle, action, date_ms: entry.date_ms, values }))
+    Ok(Some(TxnRecord { txn_id: e.id, handle: e.handle, action, date_ms: e.date_ms, values }))
 }
 
 #[cfg(test)]
