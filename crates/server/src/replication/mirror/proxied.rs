@@ -117,6 +117,13 @@ pub async fn run(
                     .ok()
                     .filter(|n| kept_queues::is_keepable(n) && queues_seen <= kept_queues::MAX_QUEUES)
                     .ok_or_else(|| MirrorError::Source("the source sent a malformed or one queue too many".into()))?;
+                // Each queue's position is kept: a source naming new queues at will is refused.
+                if name != own && !known.iter().any(|(n, _)| *n == name) && known.len() >= kept_queues::MAX_QUEUES {
+                    return Err(MirrorError::Source(format!(
+                        "the source relays more than {} queues; {name:?} refused",
+                        kept_queues::MAX_QUEUES
+                    )));
+                }
                 let (key, progress) = if name == own {
                     (PULL_KEY.to_string(), own_p.clone())
                 } else {
