@@ -18,21 +18,8 @@ HD=127.0.0.1:2651
 HM=127.0.0.1:2671
 
 log "Handle.Net primary ($HN), handled primary ($HD), Handle.Net proxied mirror ($HM) in netns $HS_NETNS"
-hn_setup_mirror hn 2641 8000 TEST/REPL-HN
+hn_group_member
 SVR=$(hn_svr hn)
-python3 - "$SVR/siteinfo.json" "$SVR/client-config/local_info.json" <<'PY'
-import json, sys
-site = json.load(open(sys.argv[1])); site["multiPrimary"] = True
-json.dump(site, open(sys.argv[1], "w"), indent=2)
-json.dump([{"nas": ["0.NA/TEST"], "site": site}], open(sys.argv[2], "w"))
-PY
-hn_config hn replication_admins '( "300:TEST/ADMIN" "301:TEST/ADMIN" "300:TEST/REPL-HANDLED" )'
-hn_config hn replication_sites_handle '"TEST/SITES"'
-hn_config hn replication_authentication '"privatekey:300:TEST/REPL-HN"'
-hn_config hn replication_interval '"1000"'
-hn_config hn do_replication '"yes"'
-"$HSJ_HOME/bin/hdl-convert-siteinfo" < "$SVR/siteinfo.json" > "$WORK/hn-site.bin"
-hn_start hn
 hn_setup_mirror hnm 2671 8071 TEST/REPL-HNM
 ADMIN="pubkey:300:TEST/ADMIN:$SVR/admpriv.bin"
 on() { local s=$1; shift; { echo "server $s"; echo "auth $ADMIN"; printf '%s\n' "$@"; } | hs_tool > /dev/null; }
