@@ -94,6 +94,27 @@ hn_setup_mirror() {
   echo n | java -cp "$CP" net.handle.apps.tools.KeyGenerator -alg RSA -keysize 2048 \
     "$svr/replpriv.bin" "$svr/replpub.bin" > "$WORK/$1.keygen.log" 2>&1 || { cat "$WORK/$1.keygen.log" >&2; die keygen; }
 }
+# hn_group_member: Handle.Net "hn" on :2641 as a member of the multi-primary group TEST/SITES
+# (multiPrimary, do_replication; pulls as TEST/REPL-HN, lets TEST/REPL-HANDLED pull), its site
+# record in $WORK/hn-site.bin; started.
+hn_group_member() {
+  hn_setup_mirror hn 2641 8000 TEST/REPL-HN
+  local svr; svr=$(hn_svr hn)
+  python3 - "$svr/siteinfo.json" "$svr/client-config/local_info.json" <<'PY'
+import json, sys
+site = json.load(open(sys.argv[1])); site["multiPrimary"] = True
+json.dump(site, open(sys.argv[1], "w"), indent=2)
+# The server resolves TEST/SITES at itself (the namespace has no way to the global registry).
+json.dump([{"nas": ["0.NA/TEST"], "site": site}], open(sys.argv[2], "w"))
+PY
+  hn_config hn replication_admins '( "300:TEST/ADMIN" "301:TEST/ADMIN" "300:TEST/REPL-HANDLED" )'
+  hn_config hn replication_sites_handle '"TEST/SITES"'
+  hn_config hn replication_authentication '"privatekey:300:TEST/REPL-HN"'
+  hn_config hn replication_interval '"1000"'
+  hn_config hn do_replication '"yes"'
+  "$HSJ_HOME/bin/hdl-convert-siteinfo" < "$svr/siteinfo.json" > "$WORK/hn-site.bin"
+  hn_start hn
+}
 # hn_identity_command NAME ADMIN_REF: the HsTool line that creates mirror NAME's identity
 # handle on its source (HS_PUBKEY@300 = replpub.bin).
 hn_identity_command() {

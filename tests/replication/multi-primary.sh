@@ -22,22 +22,8 @@ HN=127.0.0.1:2641
 HD=127.0.0.1:2651
 
 log "Handle.Net primary ($HN) and handled primary ($HD) in netns $HS_NETNS, work dir $WORK"
-hn_setup_mirror hn 2641 8000 TEST/REPL-HN
+hn_group_member
 SVR=$(hn_svr hn)
-python3 - "$SVR/siteinfo.json" "$SVR/client-config/local_info.json" <<'PY'
-import json, sys
-site = json.load(open(sys.argv[1])); site["multiPrimary"] = True
-json.dump(site, open(sys.argv[1], "w"), indent=2)
-# The server resolves TEST/SITES at itself (the namespace has no way to the global registry).
-json.dump([{"nas": ["0.NA/TEST"], "site": site}], open(sys.argv[2], "w"))
-PY
-hn_config hn replication_admins '( "300:TEST/ADMIN" "301:TEST/ADMIN" "300:TEST/REPL-HANDLED" )'
-hn_config hn replication_sites_handle '"TEST/SITES"'
-hn_config hn replication_authentication '"privatekey:300:TEST/REPL-HN"'
-hn_config hn replication_interval '"1000"'
-hn_config hn do_replication '"yes"'
-"$HSJ_HOME/bin/hdl-convert-siteinfo" < "$SVR/siteinfo.json" > "$WORK/hn-site.bin"
-hn_start hn
 ADMIN="pubkey:300:TEST/ADMIN:$SVR/admpriv.bin"
 
 # handled_member [IDENTITY_INDEX]: handled as a member; another index than 300 is an identity

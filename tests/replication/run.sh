@@ -5,6 +5,7 @@
 #   (b)        Handle.Net -> handled mirror      (hn-to-handled.sh)
 #   (c)        migration: handled mirror promoted, Handle.Net mirror re-pointed, interop suite
 #   (d)        multi-primary: a Handle.Net and a handled primary in one group (multi-primary.sh)
+#   (e)        proxied mirroring: a Handle.Net mirror pulls every queue from the handled member (proxied.sh)
 #
 #   sudo tests/replication/run.sh path/to/handled
 #
@@ -32,6 +33,7 @@ scenario "(a) handled -> Handle.Net mirror" "$REPL_DIR/handled-to-hn.sh" "$HANDL
 scenario "(b) Handle.Net -> handled mirror" "$REPL_DIR/hn-to-handled.sh" "$HANDLED"
 scenario "(c) migration via a promoted handled mirror" "$REPL_DIR/migration.sh" "$HANDLED"
 scenario "(d) multi-primary: Handle.Net + handled" "$REPL_DIR/multi-primary.sh" "$HANDLED"
+scenario "(e) proxied mirroring: Handle.Net mirror of a handled member" "$REPL_DIR/proxied.sh" "$HANDLED"
 
 echo; echo "######## replication summary"
 printf '%s\n' "${results[@]}"

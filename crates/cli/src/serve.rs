@@ -179,6 +179,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mirror =
         MirrorSettings::from_config(&config.replication).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let group = GroupSettings::from_config(&config).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    if config.replication.pull_other_transactions
+        && !matches!(
+            config.store_kind(),
+            handled_server::config::StoreKind::Embedded | handled_server::config::StoreKind::Memory
+        )
+    {
+        anyhow::bail!(
+            "invalid configuration: replication_pull_other_transactions needs the embedded (or memory) store: the \
+             queues' changes are applied by date, as in a multi-primary group (docs/multi-primary.md)"
+        );
+    }
     let bound = Server::bind(config).context("cannot listen")?;
     let config = &bound.config;
     let store = open_store(config).await?;

@@ -35,8 +35,6 @@ fn free_ports() -> (u16, u16) {
 /// the multi-primary keys (finding the group at `resolver` until it holds
 /// the sites handle), else a plain primary.
 fn start(dir: &Path, name: &str, ports: (u16, u16), in_group: bool, resolver: u16) -> Server {
-    let data = dir.join(name);
-    std::fs::create_dir_all(&data).unwrap();
     let mut text =
         "server_admins = [\"300:TEST/ADMIN\"]\nreplication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]\n"
             .to_string();
@@ -48,6 +46,13 @@ fn start(dir: &Path, name: &str, ports: (u16, u16), in_group: bool, resolver: u1
             dir.join("creds.json").display()
         ));
     }
+    serve(dir, name, &text, ports)
+}
+
+/// `handled serve` as `name` with the configuration `text`, its data in `dir/name`.
+fn serve(dir: &Path, name: &str, text: &str, ports: (u16, u16)) -> Server {
+    let data = dir.join(name);
+    std::fs::create_dir_all(&data).unwrap();
     let config = dir.join(format!("{name}.toml"));
     std::fs::write(&config, text).unwrap();
     let (port, http) = (ports.0.to_string(), ports.1.to_string());
@@ -218,4 +223,56 @@ fn three_primaries_settle_on_the_same_records() {
         std::thread::sleep(Duration::from_millis(50));
     }
     all_equal(&members, &all);
+}
+
+/// A proxied mirror (`replication_pull_other_transactions`, Handle.Net's
+/// proxied mirroring) of member `source` (`index:handle` of its HS_SITE value).
+fn start_proxied_mirror(dir: &Path, ports: (u16, u16), source: &str, resolver: u16) -> Server {
+    let text = format!(
+        "replication_source = \"{source}\"\nreplication_pull_other_transactions = true\n\
+         replication_resolver = \"127.0.0.1:{resolver}\"\nreplication_credentials = \"{}\"\n\
+         replication_credentials_key = \"public_key\"\nreplication_interval_ms = 200\nreplication_timeout_ms = 5000\n",
+        dir.join("creds.json").display()
+    );
+    serve(dir, "m", &text, ports)
+}
+
+#[test]
+fn a_proxied_mirror_pulls_every_queue_from_one_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ports = [free_ports(), free_ports(), free_ports()];
+    let a = start(d, "a", ports[0], false, 0);
+    let b = start(d, "b", ports[1], true, ports[0].0);
+    let sites: Vec<HandleValue> =
+        [&a, &b].iter().enumerate().map(|(i, s)| HandleValue::new(i as i32 + 1, "HS_SITE", site_record(s))).collect();
+    block(async { admin(d, &a).await.create(SITES.as_bytes(), &sites).await }).unwrap();
+    drop(a);
+    let a = start(d, "a", ports[0], true, ports[0].0);
+    wait_for("B to hold A's handles", || record(&b, SITES).0 == ResponseCode::SUCCESS);
+    // M pulls from B only: A's changes reach it through the queue B keeps of A.
+    let m = start_proxied_mirror(d, ports[2], &format!("2:{SITES}"), ports[0].0);
+    for (tag, member) in [("a", &a), ("b", &b)] {
+        let h = format!("TEST/on-{tag}");
+        block(async { admin(d, member).await.create(h.as_bytes(), &[HandleValue::new(1, "URL", tag)]).await }).unwrap();
+    }
+    wait_for("the proxied mirror to hold the creates of both members", || {
+        url(&m, "TEST/on-a").as_deref() == Some("a") && url(&m, "TEST/on-b").as_deref() == Some("b")
+    });
+    // Later changes on A, only ever pulled from B.
+    set_url(d, &a, "TEST/on-a", "https://later-on-a");
+    block(async { admin(d, &a).await.delete(b"TEST/on-b").await }).unwrap();
+    wait_for("A's later changes on the proxied mirror", || {
+        url(&m, "TEST/on-a").as_deref() == Some("https://later-on-a")
+            && record(&m, "TEST/on-b").0 == ResponseCode::HANDLE_NOT_FOUND
+    });
+    let members = [&a, &b, &m];
+    let all = ["TEST/on-a", "TEST/on-b", SITES, "TEST/ADMIN"];
+    let settled = Instant::now();
+    while !agree(&members, &all) && settled.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    all_equal(&members, &all);
+    // Its position in B's own queue and in the queue B relays for A.
+    assert!(metric(&m, "handled_replication_last_txn_id").is_some_and(|v| v > 0.0));
 }

@@ -250,6 +250,10 @@ pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
             // Multi-primary (docs/multi-primary.md): the same keys.
             "replication_sites_handle" => m.set(key, Toml::Str(text.to_string()), &origin),
             "do_replication" => m.set(key, Toml::Bool(yes(text)), &origin),
+            // Proxied mirroring and the other primaries' queues kept for it: the same keys.
+            "replication_pull_other_transactions" | "replication_keep_other_transactions" => {
+                m.set(key, Toml::Bool(yes(text)), &origin)
+            }
             "http_config" => match value {
                 Value::Dict(d) => map_http_config(m, d),
                 _ => m.skip(&origin, "not a { } dictionary; ignored"),
@@ -279,10 +283,8 @@ fn skip_reason(key: &str) -> String {
         k if k.starts_with("bdbje_") || k.starts_with("jdb_") => {
             "a setting of Handle.Net's storage; handled has its own store"
         }
-        "replication_pull_other_transactions"
-        | "replication_keep_other_transactions"
-        | "replication_copy_transactions" => {
-            "handled mirrors one source's transaction queue and continues its numbering (no multi-queue relaying)"
+        "replication_copy_transactions" => {
+            "handled does not log pulled changes again (Handle.Net's default); proxied mirrors pull the kept queues instead"
         }
         "replication_accept_prefixes" => "handled mirrors everything the source sends (no prefix filter)",
         "replication_start_time" => {

@@ -91,6 +91,16 @@ pub struct ReplicationConfig {
     /// Publish the multi-primary flag in this server's site record (Handle.Net's
     /// `"multiPrimary": true` in siteinfo.json); also turns `do_replication` on.
     pub multi_primary: bool,
+    /// Proxied mirroring (Handle.Net's key): pull every queue (the source's own
+    /// and the other primaries' queues it keeps) from `replication_source`, which
+    /// must then be `index:handle` of the source's HS_SITE value (Handle.Net's
+    /// `replication_site_handle_value`); embedded or memory store.
+    #[serde(rename = "replication_pull_other_transactions")]
+    pub pull_other_transactions: bool,
+    /// Keep the transactions pulled from other primaries, per queue, so that
+    /// proxied mirrors can pull them from us (Handle.Net's key and default: on).
+    #[serde(rename = "replication_keep_other_transactions")]
+    pub keep_other_transactions: bool,
 }
 
 impl ReplicationConfig {
@@ -122,6 +132,8 @@ impl Default for ReplicationConfig {
             sites_handle: None,
             do_replication: None,
             multi_primary: false,
+            pull_other_transactions: false,
+            keep_other_transactions: true,
         }
     }
 }

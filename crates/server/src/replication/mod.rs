@@ -3,6 +3,7 @@
 //! pulls from a Handle.Net (or `handled`) primary ([`mirror`]), and as one of
 //! several primaries that pull from each other ([`multi_primary`]).
 
+pub mod kept_queues;
 pub mod mirror;
 pub mod multi_primary;
 pub mod source;

@@ -156,7 +156,7 @@ impl Layout {
             let from = std::str::from_utf8(from).unwrap_or_default();
             (self.ordered(d, col), text_prefix_end(from).map(String::into_bytes))
         } else {
-            (self.bytes(d, col), super::records::prefix_end(from))
+            (self.bytes(d, col), prefix_end(from))
         };
         let mut sql = format!("{expr} >= {}", d.param(1));
         let mut n = 1;
@@ -317,6 +317,19 @@ fn is_text(d: Dialect, b: &[u8]) -> bool {
     std::str::from_utf8(b).is_ok() && (d == Dialect::MySql || !b.contains(&0))
 }
 
+/// The smallest key above every key that starts with `prefix`; `None` when
+/// there is none (the prefix is empty or all 0xff).
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
 /// The smallest text above every text that starts with `prefix`, in code
 /// point order; `None` when there is none.
 fn text_prefix_end(prefix: &str) -> Option<String> {
@@ -340,6 +353,14 @@ mod tests {
 
     const TEXT: Layout =
         Layout { store_handle_as_string: true, store_na_as_string: true, store_handle_value_type_as_string: true };
+
+    #[test]
+    fn prefix_end_bounds_the_range() {
+        assert_eq!(prefix_end(b"20.5000/"), Some(b"20.50000".to_vec()));
+        assert_eq!(prefix_end(b"a\xff\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_end(b"\xff\xff"), None);
+        assert_eq!(prefix_end(b""), None);
+    }
 
     #[test]
     fn text_prefix_end_is_the_next_code_point() {

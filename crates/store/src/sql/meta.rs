@@ -157,7 +157,7 @@ impl SqlStore {
     async fn meta_range(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
         let d = self.pool.dialect();
         let key = d.bytes_of("k");
-        let end = super::records::prefix_end(prefix);
+        let end = super::layout::prefix_end(prefix);
         let mut sql = format!("select {key} as k, v from handled_meta where {key} >= {}", d.param(1));
         if end.is_some() {
             sql.push_str(&format!(" and {key} < {}", d.param(2)));

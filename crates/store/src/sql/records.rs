@@ -337,30 +337,9 @@ async fn backoff(tries: usize) {
     tokio::time::sleep(Duration::from_millis((tries as u64).min(20) + jitter)).await;
 }
 
-/// The smallest key above every key that starts with `prefix`; `None` when
-/// there is none (the prefix is empty or all 0xff).
-pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return Some(end);
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn prefix_end_bounds_the_range() {
-        assert_eq!(prefix_end(b"20.5000/"), Some(b"20.50000".to_vec()));
-        assert_eq!(prefix_end(b"a\xff\xff"), Some(b"b".to_vec()));
-        assert_eq!(prefix_end(b"\xff\xff"), None);
-        assert_eq!(prefix_end(b""), None);
-    }
 
     #[test]
     fn present_compares_what_the_table_holds() {

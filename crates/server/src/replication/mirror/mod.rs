@@ -9,6 +9,7 @@ pub(crate) mod apply;
 mod dump;
 mod marks;
 pub mod progress;
+mod proxied;
 pub(crate) mod pull;
 pub mod settings;
 pub(crate) mod source;
@@ -131,6 +132,8 @@ async fn run(state: Arc<ServerState>, settings: MirrorSettings, status: Arc<Mirr
                 failures = 0;
                 settings.interval
             }
+            // A proxied mirror does not redump by itself (the operator does): ask again later.
+            Ok(Some(PullOutcome::Redump)) if settings.all_queues.is_some() => settings.interval,
             Ok(_) => {
                 failures = 0;
                 Duration::ZERO
@@ -192,5 +195,8 @@ async fn cycle(
             s.phase = Phase::Pulling;
         }
     });
+    if let Some(own) = &settings.all_queues {
+        return Ok(Some(proxied::run(state, &source, creds, status, (own, p)).await?));
+    }
     Ok(Some(pull::run(state, &source, creds, status, (&pull::Queue::mirror(), p), wait).await?))
 }

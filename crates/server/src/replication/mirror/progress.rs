@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 /// Where pulling resumes: the source's last transaction applied and the END
 /// date of the last pull (the source's redump check compares it with its log).
 pub const PULL_KEY: &str = "replication/mirror/pull";
+/// Meta-key prefix of a proxied mirror's position in each queue its source
+/// relays (then the queue's name); the source's own queue stays in [`PULL_KEY`].
+pub const QUEUES_PREFIX: &str = "replication/mirror/queues/";
 /// A dump in progress (first copy, or a redump the source asked for).
 pub const DUMP_KEY: &str = "replication/mirror/dump";
 /// The source's key as first seen, for a source named by `host:port`.

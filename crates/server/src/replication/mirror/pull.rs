@@ -6,6 +6,7 @@
 use super::apply::{pulled, Batch, Pulled};
 use super::progress::{entry, DumpProgress, PullProgress, DUMP_KEY, PULL_KEY};
 use super::MirrorError;
+use crate::replication::kept_queues;
 use crate::replication_status::mirror::{now_ms, MirrorStatus, Phase};
 use crate::state::ServerState;
 use handled_client::credentials::Credentials;
@@ -23,12 +24,15 @@ pub struct Queue {
     /// HS_SITE value): its changes are applied only when newer, and a redump
     /// is left to the operator. `None`: this mirror's one source.
     pub priority: Option<i32>,
+    /// Keep what is pulled as this queue of [`crate::replication::kept_queues`]
+    /// (`replication_keep_other_transactions`), for proxied mirrors.
+    pub keep_as: Option<String>,
 }
 
 impl Queue {
     /// The mirror's one source.
     pub fn mirror() -> Queue {
-        Queue { key: PULL_KEY.to_string(), priority: None }
+        Queue { key: PULL_KEY.to_string(), priority: None, keep_as: None }
     }
 }
 
@@ -75,6 +79,9 @@ pub async fn run(
                     );
                     redump = true;
                     break;
+                }
+                if let Some(kept) = queue.keep_as.as_deref().and_then(|q| kept_queues::keep(q, &r)) {
+                    batch.mark(kept);
                 }
                 match pulled(state, r) {
                     Pulled::Change(mut c) => {

@@ -56,6 +56,9 @@ pub struct MirrorSettings {
     pub interval: Duration,
     pub timeout: Duration,
     pub low_latency: bool,
+    /// Proxied mirroring (`replication_pull_other_transactions`): the source's
+    /// own queue name, `0:<index>:<handle>` of `replication_source`.
+    pub all_queues: Option<String>,
 }
 
 impl MirrorSettings {
@@ -66,14 +69,27 @@ impl MirrorSettings {
         if matches!(source, SourceSpec::SiteValue { .. }) && c.resolver.is_none() {
             tracing::info!("replication_source {text}: resolved in our own store (no replication_resolver)");
         }
+        let all_queues = match (&source, c.pull_other_transactions) {
+            (_, false) => None,
+            (SourceSpec::SiteValue { index, handle }, true) => {
+                Some(format!("0:{index}:{}", String::from_utf8_lossy(handle)))
+            }
+            (_, true) => {
+                return Err("replication_pull_other_transactions needs replication_source = INDEX:HANDLE of the \
+                            source's HS_SITE value (Handle.Net's replication_site_handle_value)"
+                    .into())
+            }
+        };
         Ok(Some(MirrorSettings {
+            all_queues,
             source,
             source_text: text.trim().to_string(),
             resolver: c.resolver.clone(),
             credentials: identity(c)?,
             interval: Duration::from_millis(c.interval_ms.max(1)),
             timeout: Duration::from_millis(c.timeout_ms.max(100)),
-            low_latency: c.low_latency,
+            // The long poll is of one queue: not with all queues.
+            low_latency: c.low_latency && !c.pull_other_transactions,
         }))
     }
 }
@@ -163,5 +179,13 @@ mod tests {
         c.authentication = Some("privatekey:300:TEST/ADMIN".into());
         assert!(MirrorSettings::from_config(&c).err().unwrap().contains("replication_private_key"));
         assert!(MirrorSettings::from_config(&ReplicationConfig::default()).unwrap().is_none(), "no source: a primary");
+        c.authentication = Some("secretkey:301:TEST/ADMIN".into());
+        c.pull_other_transactions = true;
+        assert!(
+            MirrorSettings::from_config(&c).err().unwrap().contains("INDEX:HANDLE"),
+            "all queues need a site value"
+        );
+        c.source = Some("2:TEST/SITES".into());
+        assert_eq!(MirrorSettings::from_config(&c).unwrap().unwrap().all_queues.as_deref(), Some("0:2:TEST/SITES"));
     }
 }

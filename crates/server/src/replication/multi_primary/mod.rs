@@ -186,7 +186,8 @@ async fn pull_peer(
             s.phase = Phase::Pulling;
         }
     });
-    let queue = Queue { key, priority: Some(peer.priority) };
+    let keep_as = state.config.replication.keep_other_transactions.then(|| peer.queue.clone());
+    let queue = Queue { key, priority: Some(peer.priority), keep_as };
     pull::run(state, &peer.server, &settings.credentials, status, (&queue, progress), None).await?;
     status.update(|s| s.last_pull_ms = crate::replication_status::mirror::now_ms());
     Ok(())

@@ -11,6 +11,7 @@
 //! read one at a time; long polls capped at [`MAX_WAIT`] and counted per peer.
 
 pub mod admins;
+mod all_queues;
 mod dump;
 mod layout;
 pub mod prune;
@@ -24,7 +25,7 @@ use crate::state::ServerState;
 use admins::AdminList;
 use handled_proto::envelope::Version;
 use handled_proto::header::ResponseCode;
-use handled_proto::replication::{DumpHandlesRequest, RetrieveTxnRequest};
+use handled_proto::replication::{DumpHandlesRequest, RetrieveTxnRequest, TxnQuery};
 use handled_proto::response::ResponseBody;
 use sink::Sink;
 use std::net::SocketAddr;
@@ -172,7 +173,13 @@ impl Stream {
             Sink::signed(tcp, &state.key, write_timeout).await?
         };
         match &self.work {
-            Work::Txn(r) => txn::send(state, r, &mut sink).await?,
+            // The all-queues request (proxied mirroring) has its own module over txn's pieces.
+            Work::Txn(r) => match &r.query {
+                TxnQuery::AllQueues(info) => all_queues::send(state, &r.layout, info, &mut sink).await?,
+                TxnQuery::Since { last_txn_id, last_query_date_ms } => {
+                    txn::send(state, &r.layout, (*last_txn_id, *last_query_date_ms), &mut sink).await?
+                }
+            },
             Work::Dump(r, position) => dump::send(state, r, *position, &mut sink).await?,
         }
         sink.finish().await

@@ -1,6 +1,7 @@
 //! `txnlog_num_days_to_keep`: once a day (first at start) the log loses the
 //! entries older than that many days; a mirror that had not pulled them must
-//! then be dumped again (see [`super::txn::needs_redump`]).
+//! then be dumped again (see [`super::txn::needs_redump`]). The other
+//! primaries' queues kept for proxied mirrors are pruned by the same rule.
 
 use crate::state::ServerState;
 use handled_store::txn_log::now_ms;
@@ -20,10 +21,19 @@ pub async fn prune_daily(state: Arc<ServerState>) {
     let mut every = tokio::time::interval(Duration::from_millis(DAY_MS));
     loop {
         every.tick().await;
-        match state.store.txn_log_prune(cutoff(now_ms(), days)).await {
+        let before = cutoff(now_ms(), days);
+        match state.store.txn_log_prune(before).await {
             Ok(0) => {}
             Ok(n) => tracing::info!("replication: pruned {n} transaction log entries older than {days} days"),
             Err(e) => tracing::warn!("replication: transaction log not pruned: {e}"),
+        }
+        // Other primaries' queues kept for proxied mirrors, as Handle.Net prunes them.
+        match crate::replication::kept_queues::prune(&*state.store, before).await {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::info!("replication: pruned {n} kept transactions of other primaries older than {days} days")
+            }
+            Err(e) => tracing::warn!("replication: other primaries' queues not pruned: {e}"),
         }
     }
 }

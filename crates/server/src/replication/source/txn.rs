@@ -15,33 +15,42 @@
 
 use super::layout;
 use super::sink::Sink;
+use crate::replication::kept_queues::{self, KeptEntry};
 use crate::site::SITE_INDEX;
 use crate::state::ServerState;
-use handled_proto::replication::txn_stream::{
-    FORMAT_ALL_QUEUES, FORMAT_ONE_QUEUE, STATUS_NEED_TO_REDUMP, STATUS_SENDING,
-};
+use handled_proto::replication::txn_stream::{FORMAT_ONE_QUEUE, STATUS_NEED_TO_REDUMP, STATUS_SENDING};
 use handled_proto::replication::{MirrorLayout, RetrieveTxnRequest, TxnAction, TxnQuery, TxnRecord, TxnStreamItem};
+use handled_store::change_dates::{decode_priority, LOCAL_PRIORITY_META_KEY};
 use handled_store::txn_log::now_ms;
-use handled_store::{TxnEntry, TxnLogBounds};
+use handled_store::TxnLogBounds;
 use std::io;
 use std::time::Duration;
 
 /// Log entries read at once (each is then sent before the next page is read).
 const PAGE: usize = 256;
 
-/// Our one queue's name as Handle.Net names queues, `<serverNum>:<siteName>`
-/// with the site named `<index>:<handle>` of its HS_SITE value: server 0 of the
-/// HS_SITE at index 1 of our first prefix's handle, e.g. `0:1:0.NA/TEST`.
-pub fn queue_name(state: &ServerState) -> String {
+/// Our own queue's name as Handle.Net names queues, `<serverNum>:<siteName>`
+/// with the site named `<index>:<handle>` of its HS_SITE value. In a
+/// multi-primary group, our value in the sites handle (`0:2:TEST/SITES`);
+/// otherwise server 0 of the HS_SITE at index 1 of our first prefix's handle,
+/// e.g. `0:1:0.NA/TEST`.
+pub async fn own_queue_name(state: &ServerState) -> String {
+    let r = &state.config.replication;
+    if let (Some(sites), true) = (&r.sites_handle, r.pulls_from_group()) {
+        let stored = state.store.meta_get(LOCAL_PRIORITY_META_KEY).await.ok().flatten();
+        if let Some(Ok(priority)) = stored.as_deref().map(decode_priority) {
+            return format!("0:{priority}:{}", sites.trim());
+        }
+    }
     let prefix = state.config.prefixes.first().map_or(String::new(), |p| p.to_ascii_uppercase());
     format!("0:{SITE_INDEX}:0.NA/{prefix}")
 }
 
 /// The last id of our queue the mirror says it has.
-pub fn last_txn_id_of(state: &ServerState, query: &TxnQuery) -> u64 {
+pub async fn last_txn_id_of(state: &ServerState, query: &TxnQuery) -> u64 {
     match query {
         TxnQuery::Since { last_txn_id, .. } => *last_txn_id,
-        TxnQuery::AllQueues(info) => info.get(&queue_name(state)).last_txn_id.max(0) as u64,
+        TxnQuery::AllQueues(info) => info.get(&own_queue_name(state).await).last_txn_id.max(0) as u64,
     }
 }
 
@@ -56,15 +65,20 @@ pub fn needs_redump(bounds: &TxnLogBounds, mirror_last: u64) -> bool {
 /// Hold a long-polling pull until the log has an entry after the mirror's
 /// last id, or `wait` has passed.
 pub async fn wait_for_newer(state: &ServerState, req: &RetrieveTxnRequest, wait: Duration) {
-    let mirror_last = last_txn_id_of(state, &req.query);
+    let mirror_last = last_txn_id_of(state, &req.query).await;
     let mut committed = state.store.txn_log_subscribe();
     let _ = tokio::time::timeout(wait, committed.wait_for(|&last| last != mirror_last)).await;
 }
 
-/// Send the stream answering `req`.
-pub async fn send(state: &ServerState, req: &RetrieveTxnRequest, sink: &mut Sink<'_>) -> io::Result<()> {
+/// Send the stream answering a one-queue request from a mirror (of `layout`)
+/// that has everything up to `mirror_last`.
+pub async fn send(
+    state: &ServerState,
+    layout: &MirrorLayout,
+    (mirror_last, last_query_date_ms): (u64, u64),
+    sink: &mut Sink<'_>,
+) -> io::Result<()> {
     let bounds = state.store.txn_log_bounds().await.map_err(io::Error::other)?;
-    let mirror_last = last_txn_id_of(state, &req.query);
     let redump = needs_redump(&bounds, mirror_last);
     if redump {
         tracing::warn!(
@@ -74,39 +88,31 @@ pub async fn send(state: &ServerState, req: &RetrieveTxnRequest, sink: &mut Sink
         );
     }
     let status = if redump { STATUS_NEED_TO_REDUMP } else { STATUS_SENDING };
-    match &req.query {
-        TxnQuery::Since { last_query_date_ms, .. } => {
-            sink.send(&TxnStreamItem::Header { format: FORMAT_ONE_QUEUE, status }).await?;
-            if !redump {
-                forward(state, &req.layout, mirror_last, bounds.last, sink).await?;
-            }
-            // The mirror's next lastQueryDate: unchanged while it must be dumped.
-            let date = if redump { *last_query_date_ms } else { now_ms() };
-            sink.send(&TxnStreamItem::End { date_ms: Some(date) }).await
-        }
-        TxnQuery::AllQueues(_) => {
-            sink.send(&TxnStreamItem::Header { format: FORMAT_ALL_QUEUES, status }).await?;
-            if !redump {
-                sink.send(&TxnStreamItem::QueueName(queue_name(state).into_bytes())).await?;
-                forward(state, &req.layout, mirror_last, bounds.last, sink).await?;
-                sink.send(&TxnStreamItem::QueueEnd { date_ms: now_ms() }).await?;
-            }
-            sink.send(&TxnStreamItem::End { date_ms: None }).await
-        }
+    sink.send(&TxnStreamItem::Header { format: FORMAT_ONE_QUEUE, status }).await?;
+    if !redump {
+        forward(state, layout, None, (mirror_last, bounds.last), sink).await?;
     }
+    // The mirror's next lastQueryDate: unchanged while it must be dumped.
+    let date = if redump { last_query_date_ms } else { now_ms() };
+    sink.send(&TxnStreamItem::End { date_ms: Some(date) }).await
 }
 
-/// Send the entries in `(after, upto]` the mirror's layout wants, page by page.
-async fn forward(
+/// Send the entries in `(after, upto]` the mirror's layout wants, page by
+/// page: of our own log (`kept` None), or of another primary's queue we keep.
+pub(super) async fn forward(
     state: &ServerState,
     layout: &MirrorLayout,
-    after: u64,
-    upto: u64,
+    kept: Option<&str>,
+    (after, upto): (u64, u64),
     sink: &mut Sink<'_>,
 ) -> io::Result<()> {
     let mut next = after;
     while next < upto {
-        let page = state.store.txn_log_read(next, PAGE).await.map_err(io::Error::other)?;
+        let page = match kept {
+            None => state.store.txn_log_read(next, PAGE).await.map(|p| p.into_iter().map(KeptEntry::from).collect()),
+            Some(queue) => kept_queues::read(&*state.store, queue, next, PAGE).await,
+        };
+        let page: Vec<KeptEntry> = page.map_err(io::Error::other)?;
         let Some(last) = page.last() else { break };
         next = last.id;
         let mut sent = 0;
@@ -121,21 +127,21 @@ async fn forward(
     Ok(())
 }
 
-/// The record to send for `entry`, None when the mirror's layout leaves the
-/// handle to another of its servers.
-async fn record_of(state: &ServerState, layout: &MirrorLayout, entry: TxnEntry) -> io::Result<Option<TxnRecord>> {
-    use handled_store::TxnAction as Logged;
-    let action = TxnAction(entry.action.code());
-    let values = match entry.action {
-        Logged::HomeNa | Logged::UnhomeNa => None,
-        _ if !layout::wants(layout, &entry.handle) => return Ok(None),
-        Logged::Delete => None,
-        Logged::Create | Logged::Update => {
-            let current = state.store.get(&entry.handle).await.map_err(io::Error::other)?;
-            Some(current.map(|r| r.values).unwrap_or_default())
-        }
+/// The record to send for `entry`, with the handle's values current here;
+/// None when the mirror's layout leaves the handle to another of its servers.
+async fn record_of(state: &ServerState, layout: &MirrorLayout, e: KeptEntry) -> io::Result<Option<TxnRecord>> {
+    let action = TxnAction(e.action);
+    let homing = action == TxnAction::HOME_NA || action == TxnAction::UNHOME_NA;
+    if !homing && !layout::wants(layout, &e.handle) {
+        return Ok(None);
+    }
+    let values = if action.carries_values() {
+        let current = state.store.get(&state.storage_key(&e.handle)).await.map_err(io::Error::other)?;
+        Some(current.map(|r| r.values).unwrap_or_default())
+    } else {
+        None
     };
-    Ok(Some(TxnRecord { txn_id: entry.id, handle: entry.handle, action, date_ms: entry.date_ms, values }))
+    Ok(Some(TxnRecord { txn_id: e.id, handle: e.handle, action, date_ms: e.date_ms, values }))
 }
 
 #[cfg(test)]
