@@ -6,13 +6,13 @@ LOCAL/0..999. A benchmark, not a test: it prints a markdown table and JSON lines
 
   python3 scripts/bench_resolver.py target/release/handled [--handles 1000000]
       [--cache-mb 16] [--seconds 10] [--fill-seconds S] [--zipf 1.0] [--askers 1000]
-      [--trust require|prefer|off]
+      [--trust require|prefer|off] [--server-cpus 0 --bench-cpus 1] [--open-loop 0.25,0.5]
 
 Measured, each with `handled bench` (16 clients) against the resolver:
 - cached: P1/0..999 after a warm-up that caches them, against LOCAL/0..999 homed on
   the resolver itself (UDP, and the JSON API), req/s, p99, req per server core-second;
   the web proxy's 302 for P1/0 against LOCAL/0 (with wrk, when installed); p99 of the
-  cached UDP answers in an open loop at half the closed loop's rate;
+  cached UDP answers in open loops at fractions of the closed loop's rate (--open-loop);
 - Zipf(S) over all N handles of P1 with the cache of --cache-mb, after one run of the
   same that fills it: hit ratio, upstream queries per second, cache entries and bytes,
   the resolver's RSS;
@@ -34,6 +34,7 @@ import urllib.request
 from pathlib import Path
 
 LOCAL_KEYS = 1000
+ECHO_PORT = 26640
 
 
 def main():
@@ -46,19 +47,30 @@ def main():
     p.add_argument("--askers", type=int, default=1000)
     p.add_argument("--fill-seconds", type=float, default=None, help="the Zipf run that fills the cache (default: --seconds)")
     p.add_argument("--trust", default="require", help="the resolver's trust policy: require (A signs every answer), off")
+    p.add_argument("--server-cpus", help="pin the servers to these CPUs (taskset -c), so the bench cannot preempt them")
+    p.add_argument("--bench-cpus", help="pin the bench (and wrk) to these CPUs")
+    p.add_argument("--open-loop", default="0.5", help="fractions of the cached closed-loop peak for the open-loop rows")
+    p.add_argument("--echo", help="the echo_reference example (cargo build --release -p handled-server --examples): "
+                   "open-looped at the same rates, --raw, as what the box itself allows")
     a = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-resolver."))
     print(f"bench-resolver: logs in {work}", file=sys.stderr)
-    w = World(a.handled, work)
+    w = World(a.handled, work, pin(a.server_cpus), pin(a.bench_cpus))
     try:
         run(a, w)
     finally:
         w.stop()
 
 
+def pin(cpus):
+    """The command prefix that runs a program on `cpus` (none: anywhere)."""
+    return ["taskset", "-c", cpus] if cpus else []
+
+
 class World:
-    def __init__(self, handled, work):
+    def __init__(self, handled, work, server_pin, bench_pin):
         self.handled, self.work, self.procs = handled, work, []
+        self.server_pin, self.bench_pin = server_pin, bench_pin
 
     def start(self, name, port, prefixes, records=None, config=None, records_file=None):
         """`handled serve` on 127.0.0.1:port (native) and port+1 (HTTP)."""
@@ -78,7 +90,7 @@ class World:
             path.write_text(config)
             cmd += ["--config", str(path)]
         log = open(self.work / f"{name}.log", "w")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+        proc = subprocess.Popen(self.server_pin + cmd, stdout=subprocess.PIPE, stderr=log, text=True)
         self.procs.append(proc)
         deadline = time.time() + 900
         while time.time() < deadline:
@@ -130,14 +142,15 @@ def rss_mb(pid):
     return 0.0
 
 
-def bench(w, port, pid, transport, keys, seconds, label, zipf=None, count=LOCAL_KEYS, warmup=2, rate=None):
-    cmd = [w.handled, "bench", "--host", "127.0.0.1", "--port", str(port if transport == "udp" else port + 1),
+def bench(w, port, pid, transport, keys, seconds, label, zipf=None, count=LOCAL_KEYS, warmup=2, rate=None, extra=()):
+    cmd = w.bench_pin + [w.handled, "bench", "--host", "127.0.0.1", "--port", str(port if transport == "udp" else port + 1),
            "--transport", transport, "--key-prefix", keys, "--keys", str(count), "-c", "16",
            "-d", str(seconds), "--warmup", str(warmup), "--server-pid", str(pid), "--json", "--quiet"]
     if zipf:
         cmd += ["--zipf", str(zipf)]
     if rate:
         cmd += ["--rate", str(int(rate))]
+    cmd += list(extra)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120)
     (w.work / f"bench-{label}.out").write_text(out.stdout + out.stderr)
     lines = out.stdout.strip().splitlines()
@@ -156,7 +169,7 @@ def proxy(w, port, pid, path, seconds, label):
     """wrk (16 keep-alive connections) on the web proxy's `path`: req/s, p99 ms, req per
     resolver core-second and the count of answers other than 2xx/3xx."""
     before = cpu_seconds(pid)
-    out = subprocess.run(["wrk", "-t1", "-c16", f"-d{int(seconds)}s", "--latency",
+    out = subprocess.run(w.bench_pin + ["wrk", "-t1", "-c16", f"-d{int(seconds)}s", "--latency",
                           f"http://127.0.0.1:{port + 1}{path}"], capture_output=True, text=True, timeout=seconds + 60)
     cpu = cpu_seconds(pid) - before
     (w.work / f"wrk-{label}.out").write_text(out.stdout + out.stderr)
@@ -240,13 +253,24 @@ def run(a, w):
                      f"{cached['throughput'] / local['throughput']:.2f} of local"))
     else:
         print("bench-resolver: no wrk, the web proxy rows skipped", file=sys.stderr)
-    # p99 below saturation: an open loop at half the closed loop's rate.
+    # p99 below saturation: open loops at fractions of the closed loop's rate, the local
+    # handle at the same rates beside (what the box and the bench's open loop allow).
     peak = next(float(r[1].replace(",", "")) for r in rows if r[0].startswith("udp: P1/0..999"))
-    # The local handle at the same rate: what the box and the bench's open loop allow.
-    for keys, what in [("LOCAL", "LOCAL/0..999"), ("P1", "P1/0..999 from the cache")]:
-        half = bench(w, port, pid, "udp", keys, a.seconds, f"half-{keys}", rate=peak / 2)
-        rows.append((f"udp: {what}, open loop at {peak / 2:,.0f}/s (half the cached peak)", *cell(half),
-                     f"p99 of service {half['service_ms']['p99']:.2f} ms"))
+    echo = None
+    if a.echo:
+        echo = subprocess.Popen(w.server_pin + [a.echo, "127.0.0.1", str(ECHO_PORT), str(ECHO_PORT + 1)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        w.procs.append(echo)
+        time.sleep(0.5)
+    for fraction in [float(f) for f in a.open_loop.split(",")]:
+        rate = peak * fraction
+        targets = [("LOCAL", "LOCAL/0..999", port, pid, []), ("P1", "P1/0..999 from the cache", port, pid, [])]
+        if echo:
+            targets.append(("LOCAL", "the echo reference (no protocol work)", ECHO_PORT, echo.pid, ["--raw"]))
+        for keys, what, at, who, extra in targets:
+            r = bench(w, at, who, "udp", keys, a.seconds, f"open-{fraction}-{at}-{keys}", rate=rate, extra=extra)
+            rows.append((f"udp: {what}, open loop at {rate:,.0f}/s ({fraction:g} of the cached peak)", *cell(r),
+                         f"p99 of service {r['service_ms']['p99']:.2f} ms"))
     # A first run fills the cache (not reported); the second is measured with no warm-up,
     # so the counters' differences cover exactly its requests.
     bench(w, port, pid, "udp", "P1", a.fill_seconds or a.seconds, "zipf-fill", zipf=a.zipf, count=a.handles)
