@@ -3,7 +3,8 @@
 //! (the prefix homed in `nas`, the admin handle in `handles`), rows another
 //! program inserts with plain SQL resolve at once over UDP, TCP and HTTP, a
 //! delete by that program is seen at once, and a restart on the same database
-//! keeps the site serial; with `read_only` nothing is written at all. And a
+//! keeps the site serial; `/hrls` finds it by its URL from the rows
+//! themselves; with `read_only` nothing is written at all. And a
 //! server that is a view over another application's table through a custom
 //! `get_handle_stmt` (docs/sql-dspace-example.toml, DSpace's `handle` table).
 
@@ -86,6 +87,8 @@ async fn served_by_handled(db: Db) {
         c.data_dir = dir.path().to_owned();
         c.storage.sql.url = url.clone();
         c.storage.sql.create_schema = true;
+        // An index on data for /hrls: PostgreSQL's dataindex is there; MariaDB's made.
+        c.storage.sql.value_index = true;
     };
     let mut s = handled_testkit::start(tweak).await;
 
@@ -116,6 +119,20 @@ async fn served_by_handled(db: Db) {
         assert_eq!(values.len(), 1, "{p:?}");
         assert_eq!(values[0].data, b"https://example.org/d", "{p:?}");
     }
+    // Found by its URL through the rows themselves (the database's index on
+    // data), exactly as stored; other spellings and prefixes as /hrls says.
+    let search = |addr, query: &'static str| async move {
+        let (head, body) = global_common::http_get(addr, &format!("/hrls/handles{query}")).await;
+        (head[9..12].parse::<u16>().unwrap(), body)
+    };
+    let found = (200, r#"["TEST/DEPOSIT"]"#.to_owned());
+    assert_eq!(search(s.addrs.http, "?URL=https://example.org/d").await, found);
+    assert_eq!(search(s.addrs.http, "/TEST?URL=https://example.org/d").await, found);
+    assert_eq!(search(s.addrs.http, "/OTHER?URL=https://example.org/d").await, (200, "[]".to_owned()));
+    assert_eq!(search(s.addrs.http, "?URL=https://EXAMPLE.org/d").await, (200, "[]".to_owned()), "bytes as stored");
+    assert_eq!(search(s.addrs.http, "?EMAIL=https://example.org/d").await, (200, "[]".to_owned()));
+    assert_eq!(search(s.addrs.http, "?URL=https://example.org/*").await, found, "a prefix: a range on the index");
+    assert_eq!(search(s.addrs.http, "?URL=*/d").await, found, "a pattern: the type's rows in data order");
     // Changed and deleted by the other program: seen on the next request.
     psql(&format!("update handles set data = {} where handle = {}", b("https://example.org/moved"), k("TEST/DEPOSIT")));
     let mut tcp = Connection::open(Protocol::Tcp, s.addrs.tcp, TIMEOUT, false).await.unwrap();
@@ -125,6 +142,7 @@ async fn served_by_handled(db: Db) {
     let mut tcp = Connection::open(Protocol::Tcp, s.addrs.tcp, TIMEOUT, false).await.unwrap();
     let r = tcp.resolve(b"TEST/DEPOSIT", &ResolveOptions::default()).await.unwrap();
     assert_eq!(r.code(), ResponseCode::HANDLE_NOT_FOUND);
+    assert_eq!(search(s.addrs.http, "?URL=https://example.org/*").await, (200, "[]".to_owned()));
 
     // Our metadata stays out of Handle.Net's tables; a restart carries the
     // site serial on (its ports are new, so the site record changed: 1 → 2).
@@ -151,6 +169,7 @@ async fn served_by_handled(db: Db) {
     let mut ro = handled_testkit::start(|c| {
         tweak(c);
         c.storage.sql.create_schema = false;
+        c.storage.sql.value_index = false;
         c.storage.sql.read_only = true;
     })
     .await;
@@ -261,6 +280,9 @@ async fn dspace_view(db: Db, example_file: &str) {
     );
     let (head, body) = global_common::http_get(s.addrs.http, "/api/handles/123456789/8").await;
     assert!(head.starts_with("HTTP/1.1 404") && body.contains("\"responseCode\":100"), "{head}\n{body}");
+    // No handles table to search by value.
+    let (head, body) = global_common::http_get(s.addrs.http, "/hrls/handles?URL=x").await;
+    assert!(head.starts_with("HTTP/1.1 501") && body.contains("custom statements"), "{head}\n{body}");
     // Ready, though it neither writes nor counts.
     let (head, body) = global_common::http_get(s.addrs.http, "/readyz").await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");

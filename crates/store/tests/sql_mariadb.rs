@@ -43,6 +43,14 @@ pub fn mariadb(url: &str, statements: &str) -> String {
     db_server::mariadb::sql(server, db, statements).unwrap()
 }
 
+/// Drops every index on `handles.data` there is (the manual's MySQL tables have none).
+pub const DROP_DATA_INDEX: &str = "drop index if exists handled_dataindex on handles";
+
+/// `sql` as another program runs it on the database of `url`.
+pub async fn run_sql(url: &str, sql: &str) {
+    mariadb(url, sql);
+}
+
 /// Another program holding a handle's rows (`for update`, in an open transaction).
 pub struct RowLock(sqlx::MySqlConnection);
 

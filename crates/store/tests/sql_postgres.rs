@@ -34,6 +34,15 @@ pub async fn store(name: &str) -> Option<Arc<dyn Store>> {
     Some(Arc::new(SqlStore::connect(&o).await.expect("open the sql store")))
 }
 
+/// Drops every index on `handles.data` there is (§8.2's).
+pub const DROP_DATA_INDEX: &str = "drop index if exists dataindex";
+
+/// `sql` as another program runs it on the database of `url`.
+pub async fn run_sql(url: &str, sql: &str) {
+    let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+    c.execute(sql).await.unwrap();
+}
+
 /// Another program holding a handle's rows (`for update`, in an open transaction).
 pub struct RowLock(sqlx::PgConnection);
 

@@ -246,6 +246,16 @@ impl RecordStore for CachingStore {
         self.inner.scan_keys(prefix, start_after, limit).await
     }
 
+    async fn find_by_value(
+        &self,
+        value_type: &[u8],
+        data: IndexMatch<'_>,
+        start_after: Option<&IndexHit>,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        self.inner.find_by_value(value_type, data, start_after, limit).await
+    }
+
     async fn put_many_with_docs(
         &self,
         records: Vec<(Vec<u8>, HandleRecord)>,

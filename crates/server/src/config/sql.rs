@@ -32,6 +32,9 @@ pub struct SqlConfig {
     /// Create missing tables at start (Handle.Net's `nas` and `handles`, and
     /// `handled_meta` with `meta_table`).
     pub create_schema: bool,
+    /// Create an index on `handles.data` at start when there is none (MariaDB:
+    /// `handled_dataindex` on its first 255 bytes), so that `/hrls` can search.
+    pub value_index: bool,
     /// Keep this server's own metadata (site serial) in table `handled_meta`.
     pub meta_table: bool,
     /// Handle.Net's layout options, under its names: handles (`handles.handle`),
@@ -72,6 +75,7 @@ impl Default for SqlConfig {
             tls_ca: None,
             read_only: o.read_only,
             create_schema: o.create_schema,
+            value_index: o.value_index,
             meta_table: o.meta_table,
             store_handle_as_string: o.layout.store_handle_as_string,
             store_na_as_string: o.layout.store_na_as_string,
@@ -117,6 +121,7 @@ impl SqlConfig {
             tls_ca_file: self.tls_ca.clone(),
             read_only: self.read_only,
             create_schema: self.create_schema,
+            value_index: self.value_index,
             meta_table: self.meta_table,
             layout: handled_store::sql::SqlLayout {
                 store_handle_as_string: self.store_handle_as_string,
@@ -131,6 +136,9 @@ impl SqlConfig {
         }
         if self.read_only && self.create_schema {
             return Err("sql: read_only and create_schema together: choose one".into());
+        }
+        if self.read_only && self.value_index {
+            return Err("sql: read_only and value_index together: choose one".into());
         }
         Ok(options)
     }

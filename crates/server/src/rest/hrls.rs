@@ -21,7 +21,7 @@ use crate::config::ReverseLookupConfig;
 use handled_proto::handle;
 use handled_proto::header::ResponseCode;
 use handled_proto::json::value_to_json;
-use handled_store::{HandleRecord, IndexHit, IndexMatch};
+use handled_store::{HandleRecord, IndexHit, IndexMatch, StoreError};
 use hyper::header::HeaderValue;
 use hyper::{Method, StatusCode};
 use serde_json::{Map, Value};
@@ -110,13 +110,15 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
     if !matches!(req.method, Method::GET | Method::HEAD) {
         return Reply::method_not_allowed(req, "GET, HEAD, OPTIONS");
     }
-    let terms: Vec<(String, Vec<u8>)> = req
+    let asked: Vec<(&String, &String)> = req
         .params
         .0
         .iter()
         .filter(|(k, _)| !CONTROL.iter().any(|c| c.eq_ignore_ascii_case(k)))
-        .map(|(k, v)| (k.to_ascii_uppercase(), v.as_bytes().to_ascii_lowercase()))
+        .map(|(k, v)| (k, v))
         .collect();
+    let terms: Vec<(String, Vec<u8>)> =
+        asked.iter().map(|(k, v)| (k.to_ascii_uppercase(), v.as_bytes().to_ascii_lowercase())).collect();
     if terms.is_empty() {
         return Reply::bad_request("No search terms given: use TYPE=pattern, e.g. URL=*example.org*");
     }
@@ -145,9 +147,15 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
         [handle::normalize(&p, false), b"/".to_vec()].concat()
     });
 
-    let (driver_type, driver) =
-        terms.iter().max_by_key(|(_, p)| literal_start(p).len()).cloned().expect("terms not empty");
-    let start = literal_start(&driver).to_vec();
+    let driver_at = (0..terms.len()).max_by_key(|&i| literal_start(&terms[i].1).len()).expect("terms not empty");
+    let (driver_type, driver) = terms[driver_at].clone();
+    // A store that searches its own rows by value (SQL) compares the bytes
+    // as they are: it gets the term as asked; our own index is lower case.
+    let by_value = !rest.state.store.capabilities().documents;
+    let start = match by_value {
+        true => literal_start(asked[driver_at].1.as_bytes()).to_vec(),
+        false => literal_start(&driver).to_vec(),
+    };
     let exact = start.len() == driver.len();
     let key = if exact { IndexMatch::Exact(&start) } else { IndexMatch::Prefix(&start) };
     if !exact && limits.patterns_need_auth {
@@ -186,8 +194,15 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
         }
         // A batch from a store that answers at once must not hold the thread.
         tokio::task::yield_now().await;
-        let hits = match store.doc_lookup(COLLECTION, &driver_type, key, after.as_ref(), BATCH).await {
+        let hits = match by_value {
+            true => store.find_by_value(driver_type.as_bytes(), key, after.as_ref(), BATCH).await,
+            false => store.doc_lookup(COLLECTION, &driver_type, key, after.as_ref(), BATCH).await,
+        };
+        let hits = match hits {
             Ok(h) => h,
+            Err(StoreError::Unsupported(why)) => {
+                return Reply::error(StatusCode::NOT_IMPLEMENTED, ResponseCode::OPERATION_NOT_SUPPORTED, why)
+            }
             Err(e) => {
                 return Reply::error(
                     StatusCode::INTERNAL_SERVER_ERROR,
@@ -199,10 +214,11 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
         let done = hits.len() < BATCH;
         examined += hits.len();
         for hit in &hits {
-            if !glob(&driver, &hit.key)
-                || id_prefix.as_ref().is_some_and(|p| !hit.id.starts_with(p))
-                || seen.contains(&hit.id)
-            {
+            let searched = match by_value {
+                true => glob(&driver, &hit.key.to_ascii_lowercase()),
+                false => glob(&driver, &hit.key),
+            };
+            if !searched || id_prefix.as_ref().is_some_and(|p| !hit.id.starts_with(p)) || seen.contains(&hit.id) {
                 continue;
             }
             let record = match store.get(&hit.id).await {

@@ -10,8 +10,8 @@
 
 use handled_proto::value::{is_secret_type, HandleValue};
 use handled_store::{
-    DocWrite, Document, Expect, HandleRecord, IndexEntry, RecordStore, ReplicatedChange, ReplicatedWrite, Store,
-    StoreError, SwapOutcome, TxnEntry, TxnLogBounds, TxnLogStore,
+    DocWrite, Document, Expect, HandleRecord, IndexEntry, IndexHit, IndexMatch, RecordStore, ReplicatedChange,
+    ReplicatedWrite, Store, StoreError, SwapOutcome, TxnEntry, TxnLogBounds, TxnLogStore,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -88,6 +88,16 @@ impl RecordStore for IndexedStore {
         limit: usize,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
         self.inner.scan_keys(prefix, start_after, limit).await
+    }
+
+    async fn find_by_value(
+        &self,
+        value_type: &[u8],
+        data: IndexMatch<'_>,
+        start_after: Option<&IndexHit>,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        self.inner.find_by_value(value_type, data, start_after, limit).await
     }
 
     async fn put_many_with_docs(

@@ -1,5 +1,5 @@
 //! What Handle.Net's schema has no place for: documents (the domain registry,
-//! the reverse-lookup index, shared site keys), declined with an error that
+//! shared sessions and site keys), declined with an error that
 //! says so rather than kept in tables an operator did not ask for. (The
 //! transaction log is declined by the seam's defaults.)
 
@@ -7,7 +7,7 @@ use crate::StoreError;
 
 pub(crate) fn no_documents() -> StoreError {
     StoreError::Unsupported(
-        "sql: Handle.Net's schema keeps no documents (domain registry, /hrls reverse lookup, shared site key): \
+        "sql: Handle.Net's schema keeps no documents (domain registry, shared sessions and site key): \
          not available with store = \"sql\""
             .into(),
     )

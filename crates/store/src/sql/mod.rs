@@ -28,15 +28,16 @@
 //! * administration: [`schema`] (the tables), [`options`] (pool, timeouts, TLS),
 //!   [`layout`] (Handle.Net's `store_*_as_string`: text or bytes names);
 //! * Handle.Net's custom statements (`get_handle_stmt` …): [`custom`] checks
-//!   them at start, [`custom_ops`] reads through them.
+//!   them at start, [`custom_ops`] reads through them;
+//! * the reverse lookup by a value's data (`/hrls`): [`search`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 
 use crate::{
-    Backup, Capabilities, DocWrite, DocumentStore, Expect, HandleRecord, RecordStore, StatCounters, StoreAdmin,
-    StoreError, StoreStats, SwapOutcome, TxnLogStore,
+    Backup, Capabilities, DocWrite, DocumentStore, Expect, HandleRecord, IndexHit, IndexMatch, RecordStore,
+    StatCounters, StoreAdmin, StoreError, StoreStats, SwapOutcome, TxnLogStore,
 };
 
 mod custom;
@@ -52,6 +53,7 @@ mod postgres;
 mod records;
 mod refs;
 pub mod schema;
+mod search;
 mod values;
 
 pub use custom::{Statements as SqlStatements, Stmt as SqlStmt};
@@ -66,6 +68,7 @@ pub struct SqlStore {
     custom: custom::Custom,
     /// The built-in statements of this database and layout.
     queries: layout::Queries,
+    value_search: search::ValueSearch,
     closed: AtomicBool,
     stats: StatCounters,
 }
@@ -76,6 +79,9 @@ impl SqlStore {
         let pool = options.pool()?;
         if options.create_schema && options.read_only {
             return Err(StoreError::Backend("sql: create_schema and read_only together: choose one".into()));
+        }
+        if options.value_index && options.read_only {
+            return Err(StoreError::Backend("sql: value_index and read_only together: choose one".into()));
         }
         let in_database = |e| {
             let url = options::redact(&options.url);
@@ -95,8 +101,18 @@ impl SqlStore {
                 .await
                 .map_err(in_database)?;
         }
+        let value_search =
+            search::ValueSearch::prepare(&pool, options.value_index, custom.is_view()).await.map_err(in_database)?;
         let queries = layout::Queries::new(pool.dialect(), options.layout);
-        Ok(SqlStore { pool, options, custom, queries, closed: AtomicBool::new(false), stats: StatCounters::default() })
+        Ok(SqlStore {
+            pool,
+            options,
+            custom,
+            queries,
+            value_search,
+            closed: AtomicBool::new(false),
+            stats: StatCounters::default(),
+        })
     }
 
     fn check_open(&self) -> Result<(), StoreError> {
@@ -142,6 +158,16 @@ impl RecordStore for SqlStore {
         limit: usize,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
         self.scan(prefix, start_after, limit).await
+    }
+
+    async fn find_by_value(
+        &self,
+        value_type: &[u8],
+        data: IndexMatch<'_>,
+        start_after: Option<&IndexHit>,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        self.find_values(value_type, data, start_after, limit).await
     }
 
     async fn put_many_with_docs(

@@ -40,6 +40,11 @@ pub struct SqlOptions {
     /// a Handle.Net database is the DBA's; a missing table is then an error
     /// that shows the statement to run.
     pub create_schema: bool,
+    /// Create an index on `handles.data` at open when there is none, for the
+    /// reverse lookup (`/hrls`, search.rs): PostgreSQL has §8.2's `dataindex`
+    /// already; the manual's MySQL tables have none. Off by default: an index
+    /// on a Handle.Net database is the DBA's to add.
+    pub value_index: bool,
     /// Keep `handled`'s own metadata (site serial, replication progress) in
     /// the table `handled_meta`, which Handle.Net ignores. Without it, only
     /// homed prefixes (in `nas`) can be stored as metadata.
@@ -62,6 +67,7 @@ impl Default for SqlOptions {
             tls_ca_file: None,
             read_only: false,
             create_schema: false,
+            value_index: false,
             meta_table: true,
             layout: Default::default(),
             statements: Default::default(),

@@ -33,6 +33,16 @@ macro_rules! forward_store {
                 use $crate::RecordStore as _;
                 self.$field.scan_keys(prefix, start_after, limit).await
             }
+            async fn find_by_value(
+                &self,
+                value_type: &[u8],
+                data: $crate::IndexMatch<'_>,
+                start_after: Option<&$crate::IndexHit>,
+                limit: usize,
+            ) -> Result<Vec<$crate::IndexHit>, $crate::StoreError> {
+                use $crate::RecordStore as _;
+                self.$field.find_by_value(value_type, data, start_after, limit).await
+            }
             async fn put_many_with_docs(
                 &self,
                 records: Vec<(Vec<u8>, $crate::HandleRecord)>,

@@ -1,7 +1,7 @@
 //! [`RecordStore`]: handles and small server metadata, the part every backend has.
 
 use crate::txn_log::{homed_meta_key, HOMED_META_PREFIX};
-use crate::{DocWrite, Expect, HandleRecord, StoreError, SwapOutcome};
+use crate::{DocWrite, Expect, HandleRecord, IndexHit, IndexMatch, StoreError, SwapOutcome};
 
 /// Handle records by storage key, and server metadata. Keys are opaque bytes
 /// (the server passes normalized handles) and sort bytewise.
@@ -47,6 +47,24 @@ pub trait RecordStore: Send + Sync + 'static {
         start_after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<Vec<u8>>, StoreError>;
+
+    /// Handles having a value of type `value_type` whose data matches `data`
+    /// (exactly, or starting with a prefix), as hits of (data, key) in that
+    /// order, strictly after `start_after`, at most `limit`: the reverse lookup
+    /// (`/hrls`) of a backend that searches its own rows through an index of
+    /// its own (Handle.Net's SQL tables and their `dataindex`). Compared as the
+    /// backend compares bytes: exactly, case included. The others keep this
+    /// default, which refuses: the server keeps its own index in documents.
+    async fn find_by_value(
+        &self,
+        value_type: &[u8],
+        data: IndexMatch<'_>,
+        start_after: Option<&IndexHit>,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>, StoreError> {
+        let _ = (value_type, data, start_after, limit);
+        Err(StoreError::Unsupported("this store backend has no search by value of its own".into()))
+    }
 
     /// Bulk load (import): overwrite these records, no CAS; durable on return. If a
     /// key appears twice the later record wins. Callers should pass sorted chunks of

@@ -1,9 +1,10 @@
 //! What the SQL store's tests run on every database (included by
 //! `sql_postgres.rs` and `sql_mariadb.rs`, whose crate roots provide `store`
-//! and `options` for a fresh database): the store conformance suite, and the
-//! operations in [`operations`].
+//! and `options` for a fresh database, and `run_sql`): the store conformance
+//! suite, the operations in [`operations`], searches by value in [`search`].
 
 pub mod operations;
+pub mod search;
 
 use handled_proto::{HandleValue, TtlType, ValuePermissions, ValueReference};
 use handled_store::HandleRecord;
