@@ -6,13 +6,16 @@
 //! term with the longest literal start drives an exact or prefix lookup;
 //! each hit is checked against the current record (the index may hold
 //! entries of values just removed). A pattern starting with `*` reads that
-//! type's whole index (never the handles table).
+//! type's whole index (never the handles table). A store without documents
+//! (SQL) searches its own rows instead (`RecordStore::find_by_value`, the
+//! term's literal start as asked: the database compares bytes).
 //!
 //! What a search may cost is bounded ([`SearchLimits`], F8 of the security
 //! trial: `URL=*&page=100` over 200k handles cost 0.7 s of CPU per anonymous
 //! request and 8 clients slowed everyone down 200-fold): how deep it may page,
 //! how many index entries it may read, how long it may run, and how many
-//! searches past their first batch of entries may run at once.
+//! searches past their first batch of entries (on SQL, every pattern search)
+//! may run at once.
 
 use super::revindex::{self, COLLECTION};
 use super::{Reply, Req, Rest};
@@ -179,7 +182,10 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
     let started = Instant::now();
     let mut scan_permit = None;
     'outer: loop {
-        if examined >= BATCH && scan_permit.is_none() {
+        // A pattern searched in the store's own rows may cost a scan from its
+        // first batch (MariaDB sorts every match before the first page).
+        let scan = examined >= BATCH || (by_value && !exact);
+        if scan && scan_permit.is_none() {
             // Past its first batch a search is a scan: a few at a time.
             match limits.scans.clone().try_acquire_owned() {
                 Ok(permit) => scan_permit = Some(permit),
