@@ -8,7 +8,7 @@
 #   tests/global-resolution/run.sh [handled-binary]
 #
 # Skips (exit 77) without java, the client jars in the local Maven repository
-# (tests/interop-java fetches them), python3, or unprivileged network namespaces.
+# (fetched with Maven when missing), python3, or unprivileged network namespaces.
 # With the Handle.Net harness (tests/handle-net-peer.sh) the original server homes a
 # prefix and its proxy resolves the same set; without it only that part is skipped.
 set -eu
@@ -21,10 +21,15 @@ command -v java >/dev/null || skip_suite global-resolution "no java"
 command -v python3 >/dev/null || skip_suite global-resolution "no python3"
 m2=${MAVEN_REPO:-$HOME/.m2/repository}
 cp=""
-# The client's dependencies that Maven resolves for tests/interop-java (BouncyCastle is optional there).
+# The client and its dependencies, as Maven resolves them for tests/interop-java
+# (BouncyCastle is optional there); fetched from Maven Central when missing.
+if [ ! -f "$m2/net/handle/handle-client/9.3.1/handle-client-9.3.1.jar" ] && command -v mvn >/dev/null; then
+  timeout 300 mvn -q -B dependency:get -Dartifact=net.handle:handle-client:9.3.1 -Dmaven.repo.local="$m2" \
+    >/dev/null 2>&1 || true
+fi
 for jar in net/handle/handle-client/9.3.1/handle-client-9.3.1.jar com/google/code/gson/gson/2.10/gson-2.10.jar \
     net/cnri/cnriutil/2.0/cnriutil-2.0.jar commons-codec/commons-codec/1.13/commons-codec-1.13.jar; do
-  [ -f "$m2/$jar" ] || skip_suite global-resolution "no $m2/$jar (run tests/interop-java once, online)"
+  [ -f "$m2/$jar" ] || skip_suite global-resolution "no $m2/$jar (from Maven Central: mvn dependency:get -Dartifact=net.handle:handle-client:9.3.1)"
   cp="$cp${cp:+:}$m2/$jar"
 done
 # The harness's scripts run inside our namespace (world.py, handle_net.py): they need
