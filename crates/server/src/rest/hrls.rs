@@ -113,13 +113,10 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
     if !matches!(req.method, Method::GET | Method::HEAD) {
         return Reply::method_not_allowed(req, "GET, HEAD, OPTIONS");
     }
-    let asked: Vec<(&String, &String)> = req
-        .params
-        .0
-        .iter()
-        .filter(|(k, _)| !CONTROL.iter().any(|c| c.eq_ignore_ascii_case(k)))
-        .map(|(k, v)| (k, v))
-        .collect();
+    // As asked (a store searching its own rows compares these bytes), and
+    // normalised for our own index and for matching.
+    let asked: Vec<&(String, String)> =
+        req.params.0.iter().filter(|(k, _)| !CONTROL.iter().any(|c| c.eq_ignore_ascii_case(k))).collect();
     let terms: Vec<(String, Vec<u8>)> =
         asked.iter().map(|(k, v)| (k.to_ascii_uppercase(), v.as_bytes().to_ascii_lowercase())).collect();
     if terms.is_empty() {

@@ -17,8 +17,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 pub const COLLECTION: &str = "hrls";
-/// Longer values are not searchable (keeps index keys small).
-pub const MAX_INDEXED_LEN: usize = 2048;
+/// Longer values are not searchable (keeps index keys small); the same
+/// bound as a store's own search by value.
+const MAX_INDEXED_LEN: usize = handled_store::MAX_SEARCHED_LEN;
 
 /// Is `v` searchable: publicly readable, not a secret (even a publicly
 /// readable one, F12), not too long?

@@ -11,13 +11,13 @@ use super::db::{on_pool, Dialect, Pool, Sql};
 use super::error::backend;
 use super::layout::{prefix_end, Col, Layout};
 use super::SqlStore;
-use crate::{IndexHit, IndexMatch, StoreError};
+use crate::{IndexHit, IndexMatch, StoreError, MAX_SEARCHED_LEN};
 
 /// The index `value_index` creates where there is none.
 const INDEX_NAME: &str = "handled_dataindex";
 
 /// Whether searches by value can run here, decided at open.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) enum ValueSearch {
     Indexed,
     /// Why not (shown to whoever searched).
@@ -47,7 +47,7 @@ impl ValueSearch {
         if !create {
             return Ok(ValueSearch::Declined(format!(
                 "sql: searching by value (/hrls) needs an index on handles.data, and this database has none: \
-                 set value_index = true in [sql], or run `{statement}`"
+                 set value_index = true in [sql] (not with read_only), or have `{statement}` run"
             )));
         }
         on_pool!(pool, p => sqlx::query(&statement).execute(p).await.map(drop)).map_err(backend)?;
@@ -86,8 +86,12 @@ fn statement(
         d.param(binds.len())
     };
     let handle = l.bytes(d, Col::Handle);
-    let mut sql =
-        format!("select data, {handle} as h from handles where {} = {}", l.bytes(d, Col::Type), param(value_type));
+    // Longer values are never found (nor held in a batch): a constant, not a bind.
+    let mut sql = format!(
+        "select data, {handle} as h from handles where {} = {} and length(data) <= {MAX_SEARCHED_LEN}",
+        l.bytes(d, Col::Type),
+        param(value_type)
+    );
     match data {
         IndexMatch::Exact(v) => sql.push_str(&format!(" and data = {}", param(v))),
         IndexMatch::Prefix(p) => {
@@ -148,16 +152,16 @@ mod tests {
             statement(Dialect::Postgres, Layout::default(), b"URL", IndexMatch::Prefix(b"https://x/"), Some(&after));
         assert_eq!(
             sql,
-            "select data, handle as h from handles where type = $1 and data >= $2 and data < $3 \
-             and data >= $4 and (data > $5 or (data = $6 and handle > $7)) order by data, handle limit $8"
+            "select data, handle as h from handles where type = $1 and length(data) <= 2048 and data >= $2 \
+             and data < $3 and data >= $4 and (data > $5 or (data = $6 and handle > $7)) order by data, handle limit $8"
         );
         assert_eq!(binds.len(), 7);
         assert_eq!(binds[2], b"https://x0");
         let (sql, binds) = statement(Dialect::MySql, Layout::default(), b"URL", IndexMatch::Exact(b"a"), None);
         assert_eq!(
             sql,
-            "select data, cast(handle as binary) as h from handles where cast(type as binary) = ? and data = ? \
-             order by data, cast(handle as binary) limit ?"
+            "select data, cast(handle as binary) as h from handles where cast(type as binary) = ? \
+             and length(data) <= 2048 and data = ? order by data, cast(handle as binary) limit ?"
         );
         assert_eq!(binds, vec![b"URL".to_vec(), b"a".to_vec()]);
     }

@@ -3,6 +3,10 @@
 use crate::txn_log::{homed_meta_key, HOMED_META_PREFIX};
 use crate::{DocWrite, Expect, HandleRecord, IndexHit, IndexMatch, StoreError, SwapOutcome};
 
+/// Longest value data (and type) a search by value finds: longer values are
+/// not searchable, whichever way the search runs.
+pub const MAX_SEARCHED_LEN: usize = 2048;
+
 /// Handle records by storage key, and server metadata. Keys are opaque bytes
 /// (the server passes normalized handles) and sort bytewise.
 ///
@@ -53,8 +57,11 @@ pub trait RecordStore: Send + Sync + 'static {
     /// order, strictly after `start_after`, at most `limit`: the reverse lookup
     /// (`/hrls`) of a backend that searches its own rows through an index of
     /// its own (Handle.Net's SQL tables and their `dataindex`). Compared as the
-    /// backend compares bytes: exactly, case included. The others keep this
-    /// default, which refuses: the server keeps its own index in documents.
+    /// backend compares bytes: exactly, case included. Data longer than
+    /// [`MAX_SEARCHED_LEN`] is never found (nor indexed by the server: one
+    /// bound for both ways of searching, and for what a batch may hold). The
+    /// others keep this default, which refuses: the server keeps its own index
+    /// in documents.
     async fn find_by_value(
         &self,
         value_type: &[u8],

@@ -5,7 +5,9 @@
 
 use handled_proto::HandleValue;
 use handled_store::sql::SqlLayout;
-use handled_store::{HandleRecord, IndexHit, IndexMatch, RecordStore, SqlOptions, SqlStore, StoreError};
+use handled_store::{
+    HandleRecord, IndexHit, IndexMatch, RecordStore, SqlOptions, SqlStore, StoreError, MAX_SEARCHED_LEN,
+};
 
 use crate::{options, run_sql, DROP_DATA_INDEX};
 
@@ -33,6 +35,9 @@ async fn found_by_value(name: &str, layout: SqlLayout) {
         .collect();
     records.push((b"T/Q".to_vec(), HandleRecord::new(vec![HandleValue::new(1, "EMAIL", url(7))])));
     records.push((b"T/C".to_vec(), HandleRecord::new(vec![HandleValue::new(1, "URL", "HTTPS://EXAMPLE.ORG/07")])));
+    // Longer than any search finds (MAX_SEARCHED_LEN), under the prefix below.
+    let long = format!("https://example.org/{}", "l".repeat(MAX_SEARCHED_LEN));
+    records.push((b"T/L".to_vec(), HandleRecord::new(vec![HandleValue::new(1, "URL", long.clone())])));
     s.put_many(records).await.unwrap();
 
     let u07 = url(7);
@@ -58,7 +63,8 @@ async fn found_by_value(name: &str, layout: SqlLayout) {
     }
     let mut expected: Vec<IndexHit> = (0..25).map(|i| hit(&url(i), &format!("T/{i}"))).collect();
     expected.sort();
-    assert_eq!(all, expected);
+    assert_eq!(all, expected, "every URL under the prefix once, in order; the long one never");
+    assert!(s.find_by_value(b"URL", IndexMatch::Exact(long.as_bytes()), None, 10).await.unwrap().is_empty());
     let none = s.find_by_value(b"URL", IndexMatch::Prefix(b"https://example.net/"), None, 10).await.unwrap();
     assert!(none.is_empty());
     // An empty prefix: every value of the type, capitals first in byte order.
