@@ -11,6 +11,10 @@ For 10k handles and then each size (ascending), in one run on this box:
   growing store: the rate per slice is the curve of incremental loads): wall
   time, handles/s, peak RSS;
 * disk: bytes per handle (the store file, its log, the whole directory);
+* the store alone: point reads of uniform keys on one thread with the
+  server's default 64 MiB page cache (`store_bench --reads-on`, when the
+  example is built: `cargo build --release --examples`), the store's share of
+  a lookup without the network and the protocol;
 * `serve`: time to its "ready" line, RSS at rest, RSS after the load;
 * resolution: UDP and the JSON API, keys uniform over all handles and Zipf
   (s = 1.0), req/s and req per server core-second (the ratio to the 10k figure
@@ -19,7 +23,13 @@ For 10k handles and then each size (ascending), in one run on this box:
 * `/hrls` exact-URL lookups (indexed reverse lookup): p50/p99;
 * durable creates (tcp-persistent, admin session), against the same into the
   10k store;
-* `handled backup` (unthrottled) and `handled restore`: time and MB/s.
+* `handled backup` (unthrottled) and `handled restore`: time and MB/s;
+* churn (--churn F, default 0.1): a fraction F of the handles deleted through
+  the JSON API, then re-added the same way (PUT, the same two values), rates
+  and bytes per handle on disk after;
+* a mirror (--mirror): a second `handled` with `replication_source` set to the
+  first, its initial dump timed from start to the `pulling` phase, handles/s,
+  the mirror's peak RSS, its bytes per handle.
 Prints a markdown table per size and one JSON line per size to --json-out.
 A benchmark, not a test: nothing here asserts a figure.
 """
@@ -31,11 +41,16 @@ import re
 import shutil
 import subprocess
 import sys
+import base64
+import http.client
 import threading
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 PORT, HTTP = 26641, 26800
+MIRROR_PORT, MIRROR_HTTP = 26642, 26801
 MULTIPLIER = 2654435761  # odd, so a bijection of 0..n-1 once coprime with n
 
 
@@ -46,14 +61,18 @@ def permutation(n):
     return lambda i: (a * i + 7919) % n
 
 
+def values_json(k):
+    """The two values of TEST/k, as the import and the JSON API take them."""
+    return ('[{"index":1,"type":"URL","data":{"format":"string","value":"https://example.org/objects/%d"}},'
+            '{"index":2,"type":"EMAIL","data":{"format":"string","value":"owner%d@example.org"}}]' % (k, k % 977))
+
+
 def write_slice(path, n, lo, hi):
     perm = permutation(n)
     with open(path, "w") as f:
         for i in range(lo, hi):
             k = perm(i)
-            f.write('{"handle":"TEST/%d","values":[{"index":1,"type":"URL","data":{"format":"string",'
-                    '"value":"https://example.org/objects/%d"}},{"index":2,"type":"EMAIL","data":'
-                    '{"format":"string","value":"owner%d@example.org"}}]}\n' % (k, k, k % 977))
+            f.write('{"handle":"TEST/%d","values":%s}\n' % (k, values_json(k)))
 
 
 def run_child(args):
@@ -88,6 +107,20 @@ def import_store(bin_, work, data, n, slices):
     return {"import_s": round(total, 1), "import_rates": rates, "import_peak_rss_mb": round(peak)}
 
 
+def store_reads(bin_, data, n, seconds):
+    """The store's own lookup cost (store_bench --reads-on), if the example is built."""
+    exe = Path(bin_).parent / "examples" / "store_bench"
+    if not exe.exists():
+        print(f"# {exe} not built: no store-only reads", file=sys.stderr)
+        return {}
+    out = subprocess.run([str(exe), "--reads-on", str(data / "handles.redb"), str(n), "--cache-mb", "64",
+                          "--secs", str(seconds)], capture_output=True, text=True)
+    if out.returncode != 0:
+        return {"store_reads_error": out.stderr.strip()[-300:]}
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"store_get_us": r["mean_us"], "store_get_p99_us": r["p99_us"], "store_gets_per_s": r["gets_per_s"]}
+
+
 def disk(data, n):
     """Bytes per handle actually allocated (redb grows its file sparsely, so
     the apparent size says more than the disk holds)."""
@@ -99,12 +132,15 @@ def disk(data, n):
 
 
 class Server:
-    def __init__(self, bin_, data, creds, config=None):
-        """`handled serve` on `data`; `config`: a handled.toml file to start with."""
+    def __init__(self, bin_, data, creds, config=None, ports=(PORT, HTTP)):
+        """`handled serve` on `data`; `config`: a handled.toml file to start with;
+        `creds`: where its admin credentials go (None: a mirror, which makes no admin)."""
         self.started = time.monotonic()
         extra = ["--config", str(config)] if config else []
-        self.proc = subprocess.Popen([bin_, "serve", "--data-dir", str(data), "--listen", "127.0.0.1", "--prefix", "TEST", "--port", str(PORT), "--http-port",
-                                      str(HTTP), "--admin-credentials", str(creds)] + extra,
+        if creds:
+            extra += ["--prefix", "TEST", "--admin-credentials", str(creds)]
+        self.proc = subprocess.Popen([bin_, "serve", "--data-dir", str(data), "--listen", "127.0.0.1", "--port", str(ports[0]),
+                                      "--http-port", str(ports[1])] + extra,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         said = []
         for line in self.proc.stdout:
@@ -117,9 +153,10 @@ class Server:
         # Keep draining its output so that logging never blocks the server.
         threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
 
-    def rss_mb(self):
+    def rss_mb(self, field="VmRSS"):
+        """Resident memory now (VmRSS) or at its peak so far (VmHWM), MB."""
         for line in open(f"/proc/{self.proc.pid}/status"):
-            if line.startswith("VmRSS"):
+            if line.startswith(field):
                 return round(int(line.split()[1]) / 1024, 1)
 
     def stop(self):
@@ -137,13 +174,104 @@ def bench(bin_, pid, extra, seconds, clients=16):
             "p99_ms": r["latency_ms"]["p99"], "errors": sum(r["errors"].values())}
 
 
-def measure(bin_, work, data, n, seconds):
+def churn_keys(n, fraction):
+    """Every (1/fraction)-th key: spread over the whole tree, as TEST/<k> sort."""
+    step = max(1, round(1 / fraction))
+    return range(3 % step, n, step)
+
+
+def json_api_each(creds, method, keys, threads=8):
+    """`method` /api/handles/TEST/<k> for every k, `threads` keep-alive
+    connections with Basic authentication: (seconds, requests that failed)."""
+    c = json.load(open(creds))
+    user = urllib.parse.quote(f"{c['secret_key']['index']}:{c['handle']}", safe="")
+    auth = "Basic " + base64.b64encode(f"{user}:{c['secret_key']['secret']}".encode()).decode()
+    failed = [0] * threads
+    said = []
+
+    def run(t):
+        conn = http.client.HTTPConnection("127.0.0.1", HTTP, timeout=30)
+        for k in keys[t::threads]:
+            body = '{"values":%s}' % values_json(k) if method == "PUT" else None
+            conn.request(method, f"/api/handles/TEST/{k}", body=body,
+                         headers={"Authorization": auth, "Content-Type": "application/json"})
+            r = conn.getresponse()
+            answer = r.read()
+            if r.status not in (200, 201):
+                failed[t] += 1
+                said[:1] = [f"{r.status} {answer[:200]!r}"]
+        conn.close()
+
+    started = time.monotonic()
+    workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    if said:
+        print(f"# {method}: {sum(failed)} failed, e.g. {said[0]}", file=sys.stderr)
+    return time.monotonic() - started, sum(failed)
+
+
+def churn(creds, data, n, fraction):
+    """Delete a fraction of the handles and add them again (JSON API, durable
+    one by one), then the bytes per handle on disk."""
+    keys = churn_keys(n, fraction)
+    res = {"churn_handles": len(keys), "churn_before_store_bytes_per_handle": disk(data, n)["store_bytes_per_handle"]}
+    secs, failed = json_api_each(creds, "DELETE", keys)
+    res["churn_delete_per_s"], res["churn_delete_failed"] = round(len(keys) / secs), failed
+    secs, failed = json_api_each(creds, "PUT", keys)
+    res["churn_readd_per_s"], res["churn_readd_failed"] = round(len(keys) / secs), failed
+    after = disk(data, n)
+    res["churn_store_bytes_per_handle"], res["churn_dir_bytes_per_handle"] = (
+        after["store_bytes_per_handle"], after["dir_bytes_per_handle"])
+    return res
+
+
+def mirror_dump(bin_, work, creds, n):
+    """A second `handled` mirroring this one: its initial dump, start to the
+    `pulling` phase: seconds, handles/s, peak RSS, bytes per handle."""
+    data = work / "mirror"
+    shutil.rmtree(data, ignore_errors=True)
+    config = work / "mirror.toml"
+    config.write_text(f'replication_source = "127.0.0.1:{PORT}"\nreplication_credentials = "{creds}"\n'
+                      'replication_credentials_key = "public_key"\nreplication_interval_ms = 1000\n')
+    mirror = Server(bin_, data, None, config, ports=(MIRROR_PORT, MIRROR_HTTP))
+    started = time.monotonic()
+    pulling = f'handled_replication_phase{{source="127.0.0.1:{PORT}",phase="pulling"}} 1'
+    while True:
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{MIRROR_HTTP}/metrics", timeout=10).read().decode()
+        if pulling in metrics:
+            break
+        if mirror.proc.poll() is not None:
+            sys.exit("the mirror stopped during its dump")
+        time.sleep(0.2)
+    secs = time.monotonic() - started
+    res = {"mirror_dump_s": round(secs, 1), "mirror_dump_per_s": round(n / secs),
+           "mirror_peak_rss_mb": mirror.rss_mb("VmHWM")}
+    mirror.stop()
+    res["mirror_store_bytes_per_handle"] = disk(data, n)["store_bytes_per_handle"]
+    shutil.rmtree(data)
+    return res
+
+
+def primary_config(work, creds):
+    """The admin `serve` wrote may pull dumps (a mirror authenticates as it),
+    and may administer over plain HTTP (loopback: no TLS cost in the churn)."""
+    c = json.load(open(creds))
+    ids = sorted({f"{c[k]['index']}:{c['handle']}" for k in ("secret_key", "public_key")})
+    config = work / "primary.toml"
+    config.write_text("replication_admins = [%s]\nallow_plain_http_admin = true\n" % ", ".join(f'"{i}"' for i in ids))
+    return config
+
+
+def measure(bin_, work, data, n, seconds, churn_fraction=0.0, with_mirror=False):
     creds = work / f"admin-{n}.json"
     creds.unlink(missing_ok=True)
     # The first start bootstraps the imported store (server key, admin
     # handle); the second is the one timed, as an operator's restart.
     Server(bin_, data, creds).stop()
-    srv = Server(bin_, data, work / "unused.json")
+    srv = Server(bin_, data, work / "unused.json", primary_config(work, creds))
     pid = srv.proc.pid
     res = {"ready_ms": round(srv.ready_ms), "rss_rest_mb": srv.rss_mb()}
     keys = ["--key-prefix", "TEST", "--keys", str(n)]
@@ -164,6 +292,10 @@ def measure(bin_, work, data, n, seconds):
     backup = work / "backup.hdb"
     secs, _ = run_child([bin_, "backup", str(backup), "--http-port", str(HTTP), "--credentials", str(creds),
                          "--insecure", "--max-rate-mib", "0", "--force"])
+    if churn_fraction > 0:
+        res.update(churn(creds, data, n, churn_fraction))
+    if with_mirror:
+        res.update(mirror_dump(bin_, work, creds, n))
     srv.stop()
     size = backup.stat().st_size / 2**20
     res["backup_s"], res["backup_mb"] = round(secs, 1), round(size)
@@ -193,6 +325,25 @@ def table(rows):
               f"| {rel('json_zipf')} | {r.get('udp_half_peak_p99_ms', '?')} ms | {r['hrls'].get('p99_ms', '?')} ms "
               f"| {rel('create')} | {r['backup_s']} s ({r['backup_mb']} MB), {r['restore_s']} s |")
 
+    if any("store_get_us" in r for r in rows):
+        print()
+        print("| handles | store alone: get µs mean (p99), gets/s on one thread | server: µs per UDP request (1/per core-s) |")
+        print("|---|---|---|")
+        for r in rows:
+            per = r["udp"].get("per_core")
+            print(f"| {r['handles']:,} | {r.get('store_get_us', '–')} ({r.get('store_get_p99_us', '–')}), "
+                  f"{r.get('store_gets_per_s', 0):,} | {1e6 / per:.2f} |" if per else "| ? |")
+    if any("churn_handles" in r or "mirror_dump_s" in r for r in rows):
+        print()
+        print("| handles | deleted and re-added | delete /s | re-add /s | bytes/handle before → after (store; before: after the creates) "
+              "| mirror dump | mirror peak RSS | mirror bytes/handle |")
+        print("|" + "---|" * 8)
+        for r in rows:
+            g = lambda k: f"{r[k]:,}" if k in r else "–"
+            print(f"| {r['handles']:,} | {g('churn_handles')} | {g('churn_delete_per_s')} | {g('churn_readd_per_s')} "
+                  f"| {g('churn_before_store_bytes_per_handle')} → {g('churn_store_bytes_per_handle')} "
+                  f"| {r.get('mirror_dump_s', '–')} s ({g('mirror_dump_per_s')}/s) | {r.get('mirror_peak_rss_mb', '–')} MB "
+                  f"| {g('mirror_store_bytes_per_handle')} |")
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -203,6 +354,8 @@ def main():
     ap.add_argument("--bin", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "release/handled"))
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--keep", action="store_true", help="keep each size's data directory")
+    ap.add_argument("--churn", type=float, default=0.1, help="fraction deleted and re-added (0: none)")
+    ap.add_argument("--mirror", action="store_true", help="time a mirror's initial dump of each size")
     a = ap.parse_args()
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -216,7 +369,8 @@ def main():
         row = {"handles": n}
         row.update(import_store(a.bin, work, data, n, a.slices if n > 10_000 else 1))
         row.update(disk(data, n))
-        row.update(measure(a.bin, work, data, n, a.seconds))
+        row.update(store_reads(a.bin, data, n, a.seconds))
+        row.update(measure(a.bin, work, data, n, a.seconds, a.churn, a.mirror))
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
         if a.json_out:

@@ -7,6 +7,8 @@
   charts.py concurrency TITLE OUT.svg LABEL=RUNS.jsonl...
                                         throughput and latency vs clients
   charts.py rss RSS.csv TITLE OUT.svg   resident memory over time (soak.sh)
+  charts.py capacity TITLE OUT.svg RUNS.jsonl...
+                                        bench_capacity.py: resolution against store size
 
 `render` (surge) draws admitted, queued and refused requests per second (100 ms
 slices) and the queue depth over time, and prints the admitted rate during the
@@ -180,6 +182,82 @@ def render(csv, start, hold_from, hold_to, peak_before, peak_after, title, svg):
     open(svg, "w").write("\n".join(parts) + "\n")
 
 
+def xy_panel(parts, geometry, x0, xs, xlabel, xfmt, label, values, fmt):
+    """One chart of `values` [(name, [(x, y, (color, dash))])] against xs on a log
+    scale, at x0 in an SVG of geometry (height, panel width, top, bottom margins)."""
+    h, pw, top, bottom = geometry
+    ymax = max(v for _, series in values for _, v, _ in series) * 1.1 or 1
+    lo, hi = math.log(xs[0]), math.log(xs[-1])
+    x = lambda c: x0 + (math.log(c) - lo) / max(1e-9, hi - lo) * pw
+    y = lambda v: h - bottom - v / ymax * (h - top - bottom)
+    for i in range(6):
+        v = ymax * i / 5
+        parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>' % (x0, x0 + pw, y(v), y(v)))
+        parts.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>' % (x0 - 5, y(v) + 4, fmt(v)))
+    for c in xs:
+        parts.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (x(c), h - bottom + 15, xfmt(c)))
+    parts.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % (x0 + pw / 2, h - bottom + 32, xlabel))
+    parts.append('<text x="%d" y="%d" text-anchor="middle" font-size="12">%s</text>' % (x0 + pw / 2, top - 12, label))
+    for name, series in values:
+        color, dash = series[0][2]
+        parts.append(polyline([(x(c), y(v)) for c, v, _ in series], color, 2, dash))
+        for c, v, _ in series:
+            parts.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>' % (x(c), y(v), color))
+
+
+def svg_start(w, h, title):
+    return ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">' % (w, h, w, h),
+            '<rect width="100%" height="100%" fill="white"/>',
+            '<text x="%d" y="20" text-anchor="middle" font-size="14">%s</text>' % (w / 2, title)]
+
+
+def legend(parts, h, left, entries, step=200):
+    for i, (label, color, dash) in enumerate(entries):
+        x = left + i * step
+        extra = ' stroke-dasharray="%s"' % dash if dash else ""
+        parts.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"%s/><text x="%d" y="%d">%s</text>'
+                     % (x, x + 14, h - 6, h - 6, color, extra, x + 18, h - 2, label))
+
+
+def handles_label(n):
+    return f"{n / 1e6:g}M" if n >= 1e6 else f"{n / 1e3:g}k"
+
+
+def capacity(title, svg, paths):
+    """`scripts/bench_capacity.py --json-out` lines (the first size is the
+    reference): resolution per server core-second relative to it, and where
+    a UDP request's time goes (the store's lookup alone against the whole)."""
+    rows = sorted({r["handles"]: r for p in paths for r in map(json.loads, open(p)) if "udp" in r}.values(),
+                  key=lambda r: r["handles"])
+    base = rows[0]
+    sizes = [r["handles"] for r in rows]
+    colors = {"udp": "#06c", "udp_zipf": "#06c", "json": "#d33", "json_zipf": "#d33"}
+    rel = []
+    for k, name in [("udp", "UDP uniform"), ("udp_zipf", "UDP Zipf 1.0"), ("json", "JSON uniform"), ("json_zipf", "JSON Zipf 1.0")]:
+        pts = [(r["handles"], r[k]["per_core"] / base[k]["per_core"], (colors[k], "5,3" if "zipf" in k else None))
+               for r in rows if r[k].get("per_core")]
+        rel.append((name, pts))
+    cost = [("server, µs per UDP request", [(r["handles"], 1e6 / r["udp"]["per_core"], ("#06c", None)) for r in rows]),
+            ("store alone, µs per get", [(r["handles"], r["store_get_us"], ("#2a7", None)) for r in rows if "store_get_us" in r])]
+    print("| handles | " + " | ".join(n for n, _ in rel) + " | server µs/UDP request | store µs/get |")
+    print("|---|" + "---:|" * (len(rel) + 2))
+    for r in rows:
+        cells = [f"{r[k]['per_core'] / base[k]['per_core']:.2f}" for k in ("udp", "udp_zipf", "json", "json_zipf")]
+        print(f"| {r['handles']:,} | " + " | ".join(cells) + f" | {1e6 / r['udp']['per_core']:.2f} | {r.get('store_get_us', '-')} |")
+    w, h, pw, top, bottom, left = 950, 400, 360, 50, 70, 70
+    parts = svg_start(w, h, title)
+    geometry = (h, pw, top, bottom)
+    xl = "handles in the store (log scale)"
+    xy_panel(parts, geometry, left, sizes, xl, handles_label, "req per server core-second, relative to %s" % handles_label(sizes[0]),
+             rel, lambda v: "%.2f" % v)
+    xy_panel(parts, geometry, left + pw + 110, sizes, xl, handles_label, "µs of one lookup: the server's against the store's",
+             cost, lambda v: "%.1f" % v)
+    legend(parts, h, left, [("UDP", "#06c", None), ("JSON API", "#d33", None), ("Zipf keys: dashed", "#777", "5,3"),
+                            ("store alone (right)", "#2a7", None)], step=170)
+    parts.append("</svg>")
+    open(svg, "w").write("\n".join(parts) + "\n")
+
+
 def concurrency(title, svg, runs):
     """runs: [(label, path)]; each path holds one JSON line per sweep step."""
     data = []
@@ -194,27 +272,11 @@ def concurrency(title, svg, runs):
             print("| %s | %d | %s | %.3f | %.3f | %s |" % (label, c, f"{t:,.0f}", p50, p99, f"{per:,.0f}" if per else "-"))
     colors = ["#06c", "#d33", "#2a7", "#e90"]
     w, h, pw, top, bottom, left = 950, 400, 360, 50, 70, 70
-    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">' % (w, h, w, h),
-             '<rect width="100%" height="100%" fill="white"/>',
-             '<text x="%d" y="20" text-anchor="middle" font-size="14">%s</text>' % (w / 2, title)]
+    parts = svg_start(w, h, title)
     clients = sorted({c for _, steps in data for c, *_ in steps})
+    geometry = (h, pw, top, bottom)
     def panel(x0, label, values, fmt):
-        ymax = max(v for _, series in values for _, v, _ in series) * 1.1 or 1
-        x = lambda c: x0 + math.log2(c) / max(1, math.log2(clients[-1])) * pw
-        y = lambda v: h - bottom - v / ymax * (h - top - bottom)
-        for i in range(6):
-            v = ymax * i / 5
-            parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>' % (x0, x0 + pw, y(v), y(v)))
-            parts.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>' % (x0 - 5, y(v) + 4, fmt(v)))
-        for c in clients:
-            parts.append('<text x="%.1f" y="%d" text-anchor="middle">%d</text>' % (x(c), h - bottom + 15, c))
-        parts.append('<text x="%d" y="%d" text-anchor="middle">clients (log scale)</text>' % (x0 + pw / 2, h - bottom + 32))
-        parts.append('<text x="%d" y="%d" text-anchor="middle" font-size="12">%s</text>' % (x0 + pw / 2, top - 12, label))
-        for name, series in values:
-            color, dash = series[0][2]
-            parts.append(polyline([(x(c), y(v)) for c, v, _ in series], color, 2, dash))
-            for c, v, _ in series:
-                parts.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>' % (x(c), y(v), color))
+        xy_panel(parts, geometry, x0, clients, "clients (log scale)", str, label, values, fmt)
     thr = [(label, [(c, t, (colors[i], None)) for c, t, *_ in steps]) for i, (label, steps) in enumerate(data)]
     lat = []
     for i, (label, steps) in enumerate(data):
@@ -222,8 +284,7 @@ def concurrency(title, svg, runs):
         lat.append((label + " p99", [(c, p99, (colors[i], "5,3")) for c, _, _, p99, _ in steps]))
     panel(left, "throughput (requests/s)", thr, lambda v: f"{v:,.0f}")
     panel(left + pw + 110, "latency (ms): p50 solid, p99 dashed", lat, lambda v: "%.2f" % v)
-    for i, (label, _) in enumerate(data):
-        parts.append('<rect x="%d" y="%d" width="12" height="3" fill="%s"/><text x="%d" y="%d">%s</text>' % (left + i * 200, h - 8, colors[i], left + 16 + i * 200, h - 4, label))
+    legend(parts, h, left, [(label, colors[i], None) for i, (label, _) in enumerate(data)])
     parts.append("</svg>")
     open(svg, "w").write("\n".join(parts) + "\n")
 
@@ -245,9 +306,7 @@ def rss(csv, title, svg):
     ymax = max(mb for _, mb in rows) * 1.2
     x = lambda t: left + t / tmax * (w - left - right)
     y = lambda v: h - bottom - v / ymax * (h - top - bottom)
-    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">' % (w, h, w, h),
-             '<rect width="100%" height="100%" fill="white"/>',
-             '<text x="%d" y="20" text-anchor="middle" font-size="14">%s</text>' % (w / 2, title)]
+    parts = svg_start(w, h, title)
     for i in range(6):
         v = ymax * i / 5
         parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>' % (left, w - right, y(v), y(v)))
@@ -265,6 +324,8 @@ if __name__ == "__main__":
         scrape(sys.argv[2], sys.argv[3])
     elif len(sys.argv) >= 5 and sys.argv[1] == "concurrency":
         concurrency(sys.argv[2], sys.argv[3], [tuple(a.rsplit("=", 1)) for a in sys.argv[4:]])
+    elif len(sys.argv) >= 5 and sys.argv[1] == "capacity":
+        capacity(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif len(sys.argv) == 5 and sys.argv[1] == "rss":
         rss(sys.argv[2], sys.argv[3], sys.argv[4])
     elif len(sys.argv) == 3 and sys.argv[1] == "refusals":

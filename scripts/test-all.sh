@@ -100,6 +100,10 @@ suite sql-handle-net-mariadb "Handle.Net 9.0.0 (storage_type sql) and handled (s
   tests/sql-handle-net/run.sh "$BIN" mariadb
 suite sql-handle-net-text "Handle.Net 9.0.0 and handled on one PostgreSQL, names and types in text columns (store_*_as_string; tests/sql-handle-net)" \
   tests/sql-handle-net/run.sh "$BIN" postgres text
+suite sql-handle-net-custom "Handle.Net 9.0.0 and handled on one PostgreSQL, both through the same custom statements on tables of other names (tests/sql-handle-net)" \
+  tests/sql-handle-net/run.sh "$BIN" postgres custom
+suite sql-handle-net-mariadb-custom "Handle.Net 9.0.0 and handled on one MariaDB, both through the same custom statements on tables of other names (tests/sql-handle-net)" \
+  tests/sql-handle-net/run.sh "$BIN" mariadb custom
 suite global-resolution "the global resolver against the Java client's own global resolution, in a loopback-only namespace (tests/global-resolution)" \
   tests/global-resolution/run.sh "$BIN"
 suite hostile "every attack of tests/hostile against one server, ordinary clients probing throughout" \

@@ -23,13 +23,17 @@ handle_net_on_sql() {
   export HSJ_HOME="$WORK/hsj"
   "$PEER/setup.sh" --force >"$WORK/setup.log" 2>&1 || { cat "$WORK/setup.log"; die "harness setup"; }
   SVR="$HS_PEER/svr"
-  python3 - "$SVR/config.dct" "$JDBC_URL" "$JDBC_DRIVER" "${LAYOUT:-bytes}" <<'PY'
+  local statements=""
+  [ "${LAYOUT:-bytes}" = custom ] && statements=$(custom_statements)
+  python3 - "$SVR/config.dct" "$JDBC_URL" "$JDBC_DRIVER" "${LAYOUT:-bytes}" "$statements" <<'PY'
 import re, sys
-p, url, driver, layout = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+p, url, driver, layout, statements = sys.argv[1:6]
 t = open(p).read()
-# The text layout: Handle.Net's three store_*_as_string options (Technical Manual §8.1.1).
+# The text layout: Handle.Net's three store_*_as_string options (Technical Manual §8.1.1);
+# the custom one: its custom statements (§8.1.4), KEY=SQL lines.
 as_string = "".join(f'      "{k}" = "yes"\n' for k in ("store_handle_as_string", "store_na_as_string",
     "store_handle_value_type_as_string")) if layout == "text" else ""
+as_string += "".join(f'      "{k}" = "{v}"\n' for k, v in (l.split("=", 1) for l in statements.splitlines() if l))
 block = f'''    "storage_type" = "sql"
     "sql_settings" = {{
       "sql_url" = "{url}"
@@ -52,7 +56,7 @@ PY
   in_ns java -cp "$CP" "$PEER/bootstrap/BootstrapAdmin.java" "$SVR" TEST TEST/ADMIN 301 benchsecret 300 \
     >"$WORK/bootstrap-sql.log" 2>&1 || grep -q "Checkpoint not supported" "$WORK/bootstrap-sql.log" \
     || { cat "$WORK/bootstrap-sql.log"; die "BootstrapAdmin on SQL"; }
-  [ "$(sql_as handleserver "select count(*) from handles where handle = $(key TEST/ADMIN)")" = 3 ] \
-    && [ "$(sql_as handleserver "select count(*) from nas where na = $(key 0.NA/TEST)")" = 1 ] \
+  [ "$(sql_as handleserver "select count(*) from ${T_HANDLES:-handles} where ${C_HANDLE:-handle} = $(key TEST/ADMIN)")" = 3 ] \
+    && [ "$(sql_as handleserver "select count(*) from ${T_NAS:-nas} where ${C_NA:-na} = $(key 0.NA/TEST)")" = 1 ] \
     || die "BootstrapAdmin did not write 0.NA/TEST and TEST/ADMIN into $DB: $(cat "$WORK/bootstrap-sql.log")"
 }

@@ -2,12 +2,14 @@
 # Handle.Net 9.0.0 on SQL storage and `handled` with `store = "sql"` on ONE PostgreSQL or
 # MariaDB database, judged value by value (issue 26, "Judged by the original"):
 #
-#   sudo tests/sql-handle-net/run.sh path/to/release/handled [postgres|mariadb] [bytes|text]
+#   sudo tests/sql-handle-net/run.sh path/to/release/handled [postgres|mariadb] [bytes|text|custom]
 #
-# The third argument picks the tables' layout: `bytes` (the manual's tables, the default) or
+# The third argument picks the tables' layout: `bytes` (the manual's tables, the default),
 # `text`: handles, prefixes and value types in varchar columns, Handle.Net with
 # store_handle_as_string, store_na_as_string and store_handle_value_type_as_string = "yes",
-# handled with the same three [sql] keys.
+# handled with the same three [sql] keys; or `custom`: the manual's tables under other
+# table and column names (an application's own), read and written by both servers through
+# the same fifteen custom statements (§8.1.4, custom-statements.sh).
 #
 # 1. a loopback-only network namespace (hssqlhn) holds everything: a throwaway PostgreSQL
 #    (initdb in the work dir, 127.0.0.1:5432 inside the namespace) or MariaDB
@@ -42,7 +44,8 @@ esac
 case "$LAYOUT" in
   bytes) ;;
   text) SUITE=$SUITE-text ;;
-  *) echo "usage: $0 path/to/handled [postgres|mariadb] [bytes|text]" >&2; exit 2 ;;
+  custom) SUITE=$SUITE-custom ;;
+  *) echo "usage: $0 path/to/handled [postgres|mariadb] [bytes|text|custom]" >&2; exit 2 ;;
 esac
 . "$REPO/tests/handle-net-peer.sh"
 require_handle_net_peer "$SUITE" java javac python3 curl runuser
@@ -55,6 +58,8 @@ BIN=$(realpath "$1")
 # db_check, db_start, db_stop, sql_as, db_tables, JDBC_*, HANDLED_URL and the spellings
 # key/vtype/blob/hexblob/esc/text_of (names and types by $LAYOUT): one file per database.
 . "$HERE/db-$DB.sh"
+# T_HANDLES/T_NAS and the C_* column names; custom_statements, custom_tables.
+. "$HERE/custom-statements.sh"
 . "$HERE/handle-net-on-sql.sh"
 . "$HERE/client-cert.sh"
 require_database_and_driver
@@ -88,6 +93,7 @@ if ip -n "$HS_NETNS" -o link show | grep -v ': lo:' | grep -q .; then die "netns
 
 db_start
 db_tables
+[ "$LAYOUT" = custom ] && custom_tables
 
 handle_net_on_sql
 "$PEER/start.sh" >"$WORK/start.log" 2>&1 || { cat "$WORK/start.log"; tail -30 "$SVR/error.log" 2>/dev/null; die "Handle.Net start"; }
@@ -106,6 +112,9 @@ create_schema = true
 TOML
 if [ "$LAYOUT" = text ]; then
   printf '%s = true\n' store_handle_as_string store_na_as_string store_handle_value_type_as_string >>"$WORK/handled.toml"
+fi
+if [ "$LAYOUT" = custom ]; then
+  custom_statements | while IFS='=' read -r k v; do printf '%s = "%s"\n' "$k" "$v"; done >>"$WORK/handled.toml"
 fi
 mkdir -p "$WORK/handled-data"
 # Started directly (not through a function) so that $! is handled itself.
@@ -181,7 +190,7 @@ log "rows inserted by a third program ($DB's client)"
 # HS_ADMIN for 300:TEST/ADMIN with all twelve permissions (Encoder.encodeAdminRecord's bytes).
 admin_hex=$(python3 -c 'import struct; h=b"TEST/ADMIN"; print((struct.pack(">H", 0x0fff) + struct.pack(">I", len(h)) + h + struct.pack(">I", 300)).hex())')
 S1=$(key TEST/SQL-1) SD=$(key TEST/SQL-DEL) ADMIN_T=$(vtype HS_ADMIN) URL_T=$(vtype URL) ADMIN_D=$(hexblob "$admin_hex")
-sql_as handleserver "insert into handles values
+sql_as handleserver "insert into $T_HANDLES values
  ($S1, 100, $ADMIN_T, $ADMIN_D, 0, 86400, 1700000000, '', true, true, true, false),
  ($S1, 1, $URL_T, $(blob http://example.org/sql1), 0, 3600, 1700000001, '', true, true, true, false),
  ($S1, 2, $(vtype DESC), $(hexblob 00ff10), 1, 2000000000, 1700000002, '', true, true, true, true),
@@ -213,8 +222,8 @@ compare created
 # The rows themselves: what handled wrote must be what Handle.Net writes for the same values,
 # column by column (data and timestamp apart, which differ by design between the pairs).
 rows() {
-  sql_as handleserver "select idx, $(text_of type), ttl_type, ttl, refs, admin_read, admin_write, pub_read, pub_write
-    from handles where handle = $(key "TEST/$1") order by idx" >"$WORK/rows-$1" || die "reading the rows of $1"
+  sql_as handleserver "select $C_IDX, $(text_of "$C_TYPE"), $C_TTL_TYPE, $C_TTL, $C_REFS, $C_PERMS
+    from $T_HANDLES where $C_HANDLE = $(key "TEST/$1") order by $C_IDX" >"$WORK/rows-$1" || die "reading the rows of $1"
 }
 for pair in "HN-NATIVE-1 HD-NATIVE-1" "HN-MIXED-CASE HD-MIXED-CASE" "HN-JSON-1 HD-JSON-1"; do
   set -- $pair
@@ -232,7 +241,7 @@ hs "$HD" "delete TEST/HN-DEL-1"
 hs "$HN" "delete TEST/HD-DEL-1"
 json_ok DELETE "$HANDLED_HTTP" TEST/HN-JSON-DEL
 json_ok DELETE "$HS_HTTP_PORT" TEST/HD-JSON-DEL
-sql_as handleserver "delete from handles where handle = $SD"
+sql_as handleserver "delete from $T_HANDLES where $C_HANDLE = $SD"
 # 5 handles gone, on each of the two servers
 compare deleted 10
 for h in TEST/HN-DEL-1 TEST/HD-DEL-1 TEST/HN-JSON-DEL TEST/HD-JSON-DEL TEST/SQL-DEL; do
@@ -240,7 +249,7 @@ for h in TEST/HN-DEL-1 TEST/HD-DEL-1 TEST/HN-JSON-DEL TEST/HD-JSON-DEL TEST/SQL-
     grep -q "\"handle\":\"$h\",\"error\"" "$WORK/$s-deleted.jsonl" || { echo "   $h still resolves through $s"; fails=$((fails + 1)); }
   done
 done
-left=$(sql_as handleserver "select count(*) from handles where handle in ($(key TEST/HN-DEL-1), $(key TEST/HD-DEL-1), $(key TEST/HN-JSON-DEL), $(key TEST/HD-JSON-DEL))")
+left=$(sql_as handleserver "select count(*) from $T_HANDLES where $C_HANDLE in ($(key TEST/HN-DEL-1), $(key TEST/HD-DEL-1), $(key TEST/HN-JSON-DEL), $(key TEST/HD-JSON-DEL))")
 [ "$left" = 0 ] || { echo "   $left row(s) of deleted handles still in the table"; fails=$((fails + 1)); }
 
 if [ "$fails" -ne 0 ]; then

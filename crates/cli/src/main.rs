@@ -4,6 +4,7 @@ mod admin;
 mod backup;
 mod bar;
 mod bench;
+mod compact;
 mod handle_syntax;
 mod import;
 mod import_config;
@@ -14,6 +15,7 @@ mod resolve;
 mod restore;
 mod serve;
 mod status;
+mod stopped;
 mod target;
 
 use clap::{Parser, Subcommand};
@@ -77,6 +79,8 @@ enum Command {
     Keygen(admin::KeygenArgs),
     /// Turn a stopped replication mirror into a primary (running: SIGHUP without replication_source).
     Promote(promote::PromoteArgs),
+    /// Give a stopped embedded store's free pages back to the file system.
+    Compact(compact::CompactArgs),
 }
 
 impl Command {
@@ -120,6 +124,7 @@ fn main() -> ExitCode {
             Command::Admin(command) => admin::run(command).await,
             Command::Keygen(args) => admin::keygen(args),
             Command::Promote(args) => promote::run(args).await,
+            Command::Compact(args) => compact::run(args).await,
         }
     });
     match result {

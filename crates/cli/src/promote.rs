@@ -3,29 +3,21 @@
 //! restart by removing `replication_source` from its configuration and sending
 //! SIGHUP; this command is for a stopped one (it opens the data directory).
 
+use crate::stopped::StoppedServer;
 use anyhow::Context;
 use clap::Args;
 use handled_server::bootstrap::open_store;
-use handled_server::config::Config;
 use handled_server::replication::mirror::progress;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct PromoteArgs {
-    /// TOML configuration file (the server's: data directory, store).
-    #[arg(long, short, env = "HANDLED_CONFIG")]
-    config: Option<PathBuf>,
-    /// Data directory of the mirror (default `data`, relative to the working directory).
-    #[arg(long, env = "HANDLED_DATA_DIR")]
-    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    server: StoppedServer,
 }
 
 pub async fn run(args: PromoteArgs) -> anyhow::Result<ExitCode> {
-    let mut config = Config::load(args.config.as_deref())?;
-    if let Some(d) = args.data_dir {
-        config.data_dir = d;
-    }
+    let config = args.server.config()?;
     let store = open_store(&config).await.with_context(|| {
         format!(
             "cannot open the store in {} (a running server holds it: if it is a mirror, remove \

@@ -11,6 +11,12 @@
 //! 6. reopen time after a crash (a child process aborts with the store open).
 //!
 //! Every loop is bounded in time.
+//!
+//! `store_bench --reads-on FILE N [--cache-mb M] [--secs S]` instead times point
+//! reads alone on an existing store (`TEST/<k>`, k uniform in 0..N, as
+//! `scripts/bench_capacity.py` imports them) with an M MiB page cache (the
+//! server's `store_cache_mb`, 64 by default): the store's share of a lookup,
+//! without the network or the protocol.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -62,6 +68,11 @@ fn args() -> Args {
                 }
                 std::process::exit(0);
             }
+            "--reads-on" => {
+                let file = PathBuf::from(it.next().unwrap());
+                let keys: u64 = it.next().unwrap().parse().unwrap();
+                reads_on(&file, keys, std::env::args().skip(1).collect());
+            }
             "--crash-child" => {
                 crash_child(Path::new(&it.next().unwrap()), a.quick_repair);
             }
@@ -69,6 +80,52 @@ fn args() -> Args {
         }
     }
     a
+}
+
+/// Point reads alone on an existing store (see the module's comment); exits.
+fn reads_on(file: &Path, keys: u64, argv: Vec<String>) -> ! {
+    let flag = |name: &str| argv.iter().position(|x| x == name).and_then(|i| argv.get(i + 1)?.parse::<f64>().ok());
+    let cache_mb = flag("--cache-mb").unwrap_or(64.0) as usize;
+    let secs = flag("--secs").unwrap_or(4.0);
+    let opts = EmbeddedOptions { cache_bytes: Some(cache_mb << 20), ..Default::default() };
+    let store = Arc::new(EmbeddedStore::open(file, opts).unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let key = |k: u64| format!("TEST/{k}").into_bytes();
+    let (mean, _, n) = point_reads(&rt, &store, keys, secs / 4.0, key);
+    eprintln!("warm-up: {n} gets, mean {mean:.2} µs");
+    let (mean, p99, n) = point_reads(&rt, &store, keys, secs, key);
+    println!(
+        "{{\"keys\": {keys}, \"cache_mb\": {cache_mb}, \"gets\": {n}, \"mean_us\": {mean:.3}, \"p99_us\": {p99:.3}, \"gets_per_s\": {:.0}}}",
+        1e6 / mean
+    );
+    std::process::exit(0)
+}
+
+/// Uniformly random gets on one task for `secs`: (mean µs, p99 µs, gets).
+fn point_reads(
+    rt: &tokio::runtime::Runtime,
+    store: &Arc<EmbeddedStore>,
+    keys: u64,
+    secs: f64,
+    key: impl Fn(u64) -> Vec<u8>,
+) -> (f64, f64, usize) {
+    let mut lat = rt.block_on(async {
+        let mut rng = rand::rng();
+        let mut lat = Vec::with_capacity(1 << 20);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs_f64(secs) && lat.len() < 5_000_000 {
+            let k = key(rng.random_range(0..keys));
+            let t = Instant::now();
+            let r = store.get(&k).await.unwrap();
+            lat.push(t.elapsed().as_nanos() as u64);
+            assert!(r.is_some(), "{} is missing", String::from_utf8_lossy(&k));
+        }
+        lat
+    });
+    lat.sort_unstable();
+    let n = lat.len();
+    let mean = lat.iter().sum::<u64>() as f64 / n as f64 / 1e3;
+    (mean, lat[n * 99 / 100] as f64 / 1e3, n)
 }
 
 fn key(i: u64) -> Vec<u8> {
@@ -161,34 +218,11 @@ fn main() {
 
     // 4. Point reads.
     {
-        let st = Arc::clone(&s);
         let keys = a.keys;
         let secs = a.secs;
         // Single task: latency per get.
-        let (n, hist) = rt.block_on(async move {
-            let mut rng = rand::rng();
-            let mut lat = Vec::with_capacity(1 << 20);
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs_f64(secs) && lat.len() < 5_000_000 {
-                let k = key(rng.random_range(0..keys));
-                let t = Instant::now();
-                let r = st.get(&k).await.unwrap();
-                lat.push(t.elapsed().as_nanos() as u64);
-                assert!(r.is_some());
-            }
-            (lat.len(), lat)
-        });
-        let mut h = hist;
-        h.sort_unstable();
-        let mean = h.iter().sum::<u64>() as f64 / n as f64;
-        println!(
-            "point read, 1 task: {n} gets, mean {:.2} µs, p50 {:.2} µs, p99 {:.2} µs, p99.9 {:.2} µs → {:.0} gets/s",
-            mean / 1e3,
-            h[n / 2] as f64 / 1e3,
-            h[n * 99 / 100] as f64 / 1e3,
-            h[n * 999 / 1000] as f64 / 1e3,
-            1e9 / mean
-        );
+        let (mean, p99, n) = point_reads(&rt, &s, keys, secs, key);
+        println!("point read, 1 task: {n} gets, mean {mean:.2} µs, p99 {p99:.2} µs → {:.0} gets/s", 1e6 / mean);
         // Two tasks on the two workers: throughput.
         let done = Arc::new(AtomicU64::new(0));
         let start = Instant::now();

@@ -88,15 +88,21 @@ fn map_settings(d: &Dict, o: &mut Output) -> anyhow::Result<()> {
     if d.get("sql_url").is_none() {
         o.m.skip("server_config.sql_settings", "no sql_url: set `url` in [sql] by hand");
     }
-    if !custom.is_empty() && !get("sql_read_only").is_some_and(|v| yes(&v)) {
-        o.m.skip(
-            "server_config.sql_settings",
-            &format!(
-                "custom statements ({}) without sql_read_only: handled serves custom statements read-only and will \
-                 not start until `read_only = true` is set in [sql]",
-                custom.join(", ")
-            ),
-        );
+    let read_only = get("sql_read_only").is_some_and(|v| yes(&v));
+    if custom.iter().any(|k| k == "get_handle_stmt") && !read_only {
+        let given = custom.iter().filter_map(|k| handled_store::sql::SqlStmt::from_key(k));
+        let lacking = handled_store::sql::writable_view_lacks(given);
+        if !lacking.is_empty() {
+            o.m.skip(
+                "server_config.sql_settings",
+                &format!(
+                    "a custom get_handle_stmt without sql_read_only: handled writes such a view only through its own \
+                     statements (Handle.Net would write its default tables, which the view does not read), and will \
+                     not start until [sql] has {} too, or `read_only = true`",
+                    lacking.join(", ")
+                ),
+            );
+        }
     }
     Ok(())
 }

@@ -14,12 +14,14 @@
 //! `refs`, any integer for the numbers, a boolean, an integer or
 //! `true`/`false` text for the permissions.
 //!
-//! **Writes.** Custom statements are served read-only (`read_only = true`,
-//! Handle.Net's `sql_read_only`): `handled` writes a handle as one
-//! transaction under its own lock (records.rs), which statements written for
-//! Handle.Net's value-by-value writes do not give. Write statements are
-//! still checked, so that a configuration carried over from Handle.Net
-//! fails at start rather than on the day it is made writable.
+//! **Writes** go through `delete_handle_stmt` and `create_handle_stmt` as
+//! Handle.Net's make them, inside `handled`'s own locked transaction
+//! (custom_writes.rs), and prefixes through `add_na_stmt`/`del_na_stmt`. A
+//! writable view (a custom `get_handle_stmt`) must give all of those, so that
+//! nothing it writes lands in tables it does not read. `modify_value_stmt`,
+//! `handle_exists_stmt` and the two `delete_all_*` are checked but never run,
+//! as in Handle.Net 9 (which replaces a changed handle's rows, and deletes
+//! everything only as a mirror, which a SQL store is not).
 
 use std::collections::BTreeMap;
 
@@ -48,9 +50,10 @@ pub enum Stmt {
     ModifyValue,
 }
 
-/// What a column must hold, as the lenient readers (`custom_ops.rs`) take it.
+/// What a column must hold, as the lenient readers (`custom_ops.rs`) take
+/// it; for a parameter, what Handle.Net sets there (custom_writes.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Int,
     /// Bytes or text.
     Bytes,
@@ -59,7 +62,7 @@ enum Kind {
 }
 
 /// `get_handle_stmt`'s columns, in Handle.Net's order.
-const VALUE_COLUMNS: &[(&str, Kind)] = &[
+pub(crate) const VALUE_COLUMNS: &[(&str, Kind)] = &[
     ("idx", Kind::Int),
     ("type", Kind::Bytes),
     ("data", Kind::Bytes),
@@ -155,6 +158,20 @@ pub(crate) enum KeyBind {
 pub(crate) struct Prepared {
     pub sql: String,
     pub key: KeyBind,
+    /// Parameter types as PostgreSQL infers them (sqlx's names); none on
+    /// MariaDB/MySQL, whose parameters are untyped.
+    pub params: Vec<String>,
+}
+
+/// What a writable view must give besides `get_handle_stmt`: its handles'
+/// writes, and its homed prefixes (read at every start, and written).
+const VIEW_WRITES: [Stmt; 6] =
+    [Stmt::CreateHandle, Stmt::DeleteHandle, Stmt::HaveNa, Stmt::ScanNas, Stmt::AddNa, Stmt::DelNa];
+
+/// What a writable view given `given` lacks ([`VIEW_WRITES`]), by key.
+pub fn writable_view_lacks(given: impl IntoIterator<Item = Stmt>) -> Vec<&'static str> {
+    let given: Vec<Stmt> = given.into_iter().collect();
+    VIEW_WRITES.iter().filter(|s| !given.contains(s)).map(|s| s.key()).collect()
 }
 
 /// The custom statements in use.
@@ -176,19 +193,28 @@ impl Custom {
         self.prepared.contains_key(&Stmt::GetHandle)
     }
 
+    /// Whether writes run through custom statements whose reads lock nothing
+    /// (a writable view): MariaDB's connections then run SERIALIZABLE (options.rs).
+    pub fn writes_through_view(statements: &Statements, read_only: bool) -> bool {
+        !read_only && statements.contains_key(&Stmt::GetHandle)
+    }
+
     /// Check every statement: it must prepare, take Handle.Net's parameters
     /// and return its columns. The first problem stops the start, naming the key.
     pub(crate) async fn prepare(pool: &Pool, statements: &Statements, read_only: bool) -> Result<Custom, StoreError> {
         if statements.is_empty() {
             return Ok(Custom::default());
         }
-        if !read_only {
-            let keys: Vec<&str> = statements.keys().map(|s| s.key()).collect();
-            return Err(StoreError::Backend(format!(
-                "sql: custom statements ({}) need read_only = true: handled serves them read-only, and writes \
-                 handles only to Handle.Net's own tables with its built-in statements",
-                keys.join(", ")
-            )));
+        if Custom::writes_through_view(statements, read_only) {
+            let missing = writable_view_lacks(statements.keys().copied());
+            if !missing.is_empty() {
+                return Err(StoreError::Backend(format!(
+                    "sql: a custom get_handle_stmt makes this server a view over your tables; to write to them \
+                     (read_only = false) give also {}, so that what it writes is what it reads (or set \
+                     read_only = true)",
+                    missing.join(", ")
+                )));
+            }
         }
         let d = pool.dialect();
         let mut prepared = BTreeMap::new();
@@ -249,7 +275,7 @@ async fn check(pool: &Pool, d: Dialect, s: Stmt, text: &str) -> Result<Prepared,
         Some(t) if t != "BYTEA" => KeyBind::Text,
         _ => KeyBind::Bytes,
     };
-    Ok(Prepared { sql, key })
+    Ok(Prepared { sql, key, params })
 }
 
 /// Whether a column of database type `ty` (sqlx's name for it) can be read as `kind`.

@@ -66,7 +66,7 @@ lenient_cols!(PgRow);
 lenient_cols!(MySqlRow);
 
 /// A row of `get_handle_stmt` (Handle.Net's eleven columns, in order) as a value.
-fn value_of(row: &impl Cols) -> Result<HandleValue, sqlx::Error> {
+pub(super) fn value_of(row: &impl Cols) -> Result<HandleValue, sqlx::Error> {
     let int32 = |i| row.int(i).map(|n| n.map(|n| n.clamp(i32::MIN as i64, i32::MAX as i64) as i32));
     Ok(NullableRow {
         idx: int32(0)?.unwrap_or(0),
@@ -85,14 +85,14 @@ fn value_of(row: &impl Cols) -> Result<HandleValue, sqlx::Error> {
 }
 
 /// The handle or prefix as the statement's first parameter takes it.
-enum Param {
+pub(super) enum Param {
     Bytes(Vec<u8>),
     Text(String),
     /// Not text where the parameter is: NULL, which matches no row (none can exist).
     Null,
 }
 
-fn key_param(p: &Prepared, key: &[u8]) -> Param {
+pub(super) fn key_param(p: &Prepared, key: &[u8]) -> Param {
     match (p.key, std::str::from_utf8(key)) {
         (KeyBind::Bytes, _) => Param::Bytes(key.to_vec()),
         (KeyBind::Text, Ok(s)) => Param::Text(s.to_owned()),
@@ -101,11 +101,12 @@ fn key_param(p: &Prepared, key: &[u8]) -> Param {
 }
 
 /// Run `$p` (a [`Prepared`]) with `$key` bound as [`key_param`] says, then
-/// `$fetch` on the query and the pool of either database.
+/// `$fetch` on the query and the connection `$via` (`on_pool` or `on_tx`)
+/// gives of `$on`, on either database.
 macro_rules! run_with_key {
-    ($pool:expr, $p:expr, $key:expr, |$q:ident, $c:ident| $fetch:expr) => {{
+    ($via:ident, $on:expr, $p:expr, $key:expr, |$q:ident, $c:ident| $fetch:expr) => {{
         let param = key_param($p, $key);
-        on_pool!($pool, $c => {
+        $via!($on, $c => {
             let $q = sqlx::query(&$p.sql);
             let $q = match param {
                 Param::Bytes(bytes) => $q.bind(bytes),
@@ -116,28 +117,35 @@ macro_rules! run_with_key {
         })
     }};
 }
+pub(super) use run_with_key;
+
+/// A handle's values in index order (a statement's order kept for equal
+/// indexes); none: no handle.
+pub(super) fn record_of_values(mut values: Vec<HandleValue>) -> Option<HandleRecord> {
+    values.sort_by_key(|v| v.index);
+    (!values.is_empty()).then(|| HandleRecord::new(values))
+}
 
 impl SqlStore {
     /// `get_handle_stmt`: the handle's values, in index order (the statement's
     /// order is kept for equal indexes).
     pub(super) async fn custom_get(&self, p: &Prepared, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
-        let mut values = self
+        let values = self
             .pool
             .retrying_lost(|| async {
-                Ok(run_with_key!(&self.pool, p, key, |q, c| {
+                Ok(run_with_key!(on_pool, &self.pool, p, key, |q, c| {
                     let rows = q.fetch_all(c).await?;
                     rows.iter().map(value_of).collect::<Result<Vec<_>, _>>()?
                 }))
             })
             .await
             .map_err(backend)?;
-        values.sort_by_key(|v| v.index);
-        Ok((!values.is_empty()).then(|| HandleRecord::new(values)))
+        Ok(record_of_values(values))
     }
 
     /// `have_na_stmt`: one row, one number, > 0 when the prefix is homed here.
     pub(super) async fn custom_have_na(&self, p: &Prepared, na: &[u8]) -> Result<bool, StoreError> {
-        let n = run_with_key!(&self.pool, p, na, |q, c| {
+        let n = run_with_key!(on_pool, &self.pool, p, na, |q, c| {
             let row = q.fetch_optional(c).await.map_err(backend)?;
             match row {
                 Some(r) => r.int(0).map_err(backend)?.unwrap_or(0),
@@ -156,7 +164,7 @@ impl SqlStore {
         let mut keys: Vec<Vec<u8>> = if s == Stmt::ScanByPrefix {
             let mut pattern = prefix.to_vec();
             pattern.push(b'%');
-            run_with_key!(&self.pool, p, &pattern, |q, c| {
+            run_with_key!(on_pool, &self.pool, p, &pattern, |q, c| {
                 let rows = q.fetch_all(c).await.map_err(backend)?;
                 rows.iter().map(|r| r.bytes(0)).collect::<Result<Vec<_>, _>>().map_err(backend)?
             })

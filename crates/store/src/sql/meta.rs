@@ -74,6 +74,15 @@ impl SqlStore {
 
     pub(super) async fn meta_write(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
         self.check_writable()?;
+        if let Place::Nas(na) = place(key) {
+            let stmt = if value.is_some() { Stmt::AddNa } else { Stmt::DelNa };
+            if let Some(p) = self.custom.get(stmt) {
+                if value.as_ref().is_some_and(|v| !v.is_empty()) {
+                    return Err(StoreError::Backend(format!("sql: {key:?}: nas rows carry no value")));
+                }
+                return self.custom_home(p, key, na, value.is_some()).await;
+            }
+        }
         let started = Instant::now();
         let (d, l) = (self.pool.dialect(), self.options.layout);
         // The statement and what it binds, in order.
@@ -99,6 +108,11 @@ impl SqlStore {
             }
             q.execute(p).await.map(drop)
         });
+        self.counted_write(started, done)
+    }
+
+    /// One write's outcome, counted in the store's statistics.
+    pub(super) fn counted_write(&self, started: Instant, done: Result<(), sqlx::Error>) -> Result<(), StoreError> {
         match done {
             Ok(()) => {
                 self.stats.committed(1, 0, true, started.elapsed().as_micros() as u64);

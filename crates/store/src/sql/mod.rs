@@ -42,6 +42,7 @@ use crate::{
 
 mod custom;
 mod custom_ops;
+mod custom_writes;
 mod db;
 mod declined;
 mod error;
@@ -56,7 +57,7 @@ pub mod schema;
 mod search;
 mod values;
 
-pub use custom::{Statements as SqlStatements, Stmt as SqlStmt};
+pub use custom::{writable_view_lacks, Statements as SqlStatements, Stmt as SqlStmt};
 pub use db::Dialect;
 pub use layout::Layout as SqlLayout;
 pub use options::SqlOptions;
@@ -92,15 +93,16 @@ impl SqlStore {
         };
         let custom =
             custom::Custom::prepare(&pool, &options.statements, options.read_only).await.map_err(in_database)?;
+        custom_writes::check_create(&custom).map_err(in_database)?;
         let mut options = options.clone();
-        if custom.is_view() {
-            // A view reads the operator's tables only: none of ours is required.
+        // A view reads the operator's tables only: Handle.Net's are not
+        // required, and ours (handled_meta) only if it writes.
+        if custom.is_view() && options.read_only {
             options.meta_table = false;
-        } else {
-            schema::ensure(&pool, options.create_schema, options.meta_table, options.layout)
-                .await
-                .map_err(in_database)?;
         }
+        schema::ensure(&pool, options.create_schema, !custom.is_view(), options.meta_table, options.layout)
+            .await
+            .map_err(in_database)?;
         let value_search =
             search::ValueSearch::prepare(&pool, options.value_index, custom.is_view()).await.map_err(in_database)?;
         let queries = layout::Queries::new(pool.dialect(), options.layout);

@@ -124,7 +124,8 @@ impl SqlOptions {
                 }
                 // Handles and prefixes are UTF-8 text in `varchar` columns.
                 connect = connect.charset("utf8mb4");
-                let session = mysql_session(self.statement_timeout);
+                let serializable = super::custom::Custom::writes_through_view(&self.statements, self.read_only);
+                let session = mysql_session(self.statement_timeout, serializable);
                 let options = self.pool_options(MySqlPoolOptions::new()).after_connect(move |conn, _| {
                     let session = session.clone();
                     Box::pin(async move {
@@ -174,14 +175,20 @@ struct MySqlSession {
     mysql_timeout: String,
 }
 
-fn mysql_session(timeout: Duration) -> std::sync::Arc<MySqlSession> {
+/// `serializable`: writes read through a custom `get_handle_stmt`, which
+/// locks nothing by itself (custom_writes.rs).
+fn mysql_session(timeout: Duration, serializable: bool) -> std::sync::Arc<MySqlSession> {
     let secs = timeout.as_secs_f64().max(0.001);
     std::sync::Arc::new(MySqlSession {
         always: vec![
             // The locking reads that serialise writers of one handle take
             // next-key locks only under REPEATABLE READ (records.rs), whatever
-            // the server's default.
-            "set session transaction isolation level repeatable read".into(),
+            // the server's default; a view's plain reads, only under
+            // SERIALIZABLE (inside a transaction: reads alone stay unlocked).
+            format!(
+                "set session transaction isolation level {}",
+                if serializable { "serializable" } else { "repeatable read" }
+            ),
             // Lock waits end too (whole seconds, at least one).
             format!("set session innodb_lock_wait_timeout = {}", secs.ceil() as u64),
             // Values are bytes in `blob` columns: refuse, never truncate.

@@ -157,7 +157,7 @@ impl SqlStore {
     ) -> Result<SwapOutcome, StoreError> {
         self.check_writable()?;
         self.check_key(key)?;
-        let rows = new.as_ref().map(|r| self.rows_of(r)).transpose()?;
+        let rows = new.as_ref().map(|r| self.rows_of(key, r)).transpose()?;
         let started = Instant::now();
         let mut tries = 0;
         let result = loop {
@@ -184,8 +184,13 @@ impl SqlStore {
     ) -> Result<SwapOutcome, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         tx.lock_keys(&[key]).await?;
-        let name = self.options.layout.name(self.pool.dialect(), Col::Handle, key);
-        let current = tx.read_for_update(&self.queries, name).await?;
+        let current = match self.custom.get(Stmt::GetHandle) {
+            Some(p) => tx.custom_read(p, key).await?,
+            None => {
+                let name = self.options.layout.name(self.pool.dialect(), Col::Handle, key);
+                tx.read_for_update(&self.queries, name).await?
+            }
+        };
         if !holds(expect, current.as_ref()) {
             tx.rollback().await?;
             return Ok(SwapOutcome::Conflict { current });
@@ -195,14 +200,30 @@ impl SqlStore {
             return Ok(SwapOutcome::Done { previous: None });
         }
         if current.is_some() {
-            tx.delete_keys(&self.queries, &[key]).await?;
+            self.delete_in(&mut tx, &[key]).await?;
         }
         if let Some(rows) = rows {
             let pairs: Vec<(&[u8], &ValueRow)> = rows.iter().map(|r| (key, r)).collect();
-            tx.insert(&self.queries, &pairs).await?;
+            self.insert_in(&mut tx, &pairs).await?;
         }
         tx.commit().await?;
         Ok(SwapOutcome::Done { previous: current })
+    }
+
+    /// The keys' rows deleted, by `delete_handle_stmt` where it is custom.
+    async fn delete_in(&self, tx: &mut Tx, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
+        match self.custom.get(Stmt::DeleteHandle) {
+            Some(p) => tx.custom_delete(p, keys).await,
+            None => tx.delete_keys(&self.queries, keys).await,
+        }
+    }
+
+    /// The rows inserted, by `create_handle_stmt` where it is custom.
+    async fn insert_in(&self, tx: &mut Tx, rows: &[(&[u8], &ValueRow)]) -> Result<(), sqlx::Error> {
+        match self.custom.get(Stmt::CreateHandle) {
+            Some(p) => tx.custom_create(p, rows).await,
+            None => tx.insert(&self.queries, rows).await,
+        }
     }
 
     pub(super) async fn scan(
@@ -257,7 +278,8 @@ impl SqlStore {
         let mut rows = Vec::with_capacity(latest.len());
         for (key, record) in latest {
             self.check_key(&key)?;
-            rows.push((key, self.rows_of(&record)?));
+            let r = self.rows_of(&key, &record)?;
+            rows.push((key, r));
         }
         for chunk in rows.chunks(PUT_CHUNK) {
             let started = Instant::now();
@@ -286,10 +308,10 @@ impl SqlStore {
         let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| k.as_slice()).collect();
         let mut tx = self.pool.begin().await?;
         tx.lock_keys(&keys).await?;
-        tx.delete_keys(&self.queries, &keys).await?;
+        self.delete_in(&mut tx, &keys).await?;
         let pairs: Vec<(&[u8], &ValueRow)> =
             chunk.iter().flat_map(|(k, rows)| rows.iter().map(move |r| (k.as_slice(), r))).collect();
-        tx.insert(&self.queries, &pairs).await?;
+        self.insert_in(&mut tx, &pairs).await?;
         tx.commit().await
     }
 
@@ -306,10 +328,17 @@ impl SqlStore {
         Err(StoreError::Invalid(InvalidRecord(self.options.layout.refusal(self.pool.dialect(), Col::Handle, key))))
     }
 
-    /// The rows of a record, each type one the `type` column can hold.
-    fn rows_of(&self, record: &HandleRecord) -> Result<Vec<ValueRow>, InvalidRecord> {
+    /// The rows of `key`'s record, each one the columns (or the custom
+    /// `create_handle_stmt`'s parameters) can hold.
+    fn rows_of(&self, key: &[u8], record: &HandleRecord) -> Result<Vec<ValueRow>, InvalidRecord> {
         let (d, l) = (self.pool.dialect(), self.options.layout);
         let rows = rows_of(record)?;
+        if let Some(p) = self.custom.get(Stmt::CreateHandle) {
+            for r in &rows {
+                super::custom_writes::check_create_row(p, key, r)?;
+            }
+            return Ok(rows);
+        }
         match rows.iter().find(|r| !l.holds(d, Col::Type, &r.value_type)) {
             Some(r) => Err(InvalidRecord(l.refusal(d, Col::Type, &r.value_type))),
             None => Ok(rows),

@@ -129,15 +129,25 @@ fn fits(d: Dialect, layout: Layout, col: Option<Col>, ty: &str) -> Result<(), St
 }
 
 /// Check the tables, creating missing ones when `create` is set.
-pub(crate) async fn ensure(pool: &Pool, create: bool, meta_table: bool, layout: Layout) -> Result<(), StoreError> {
+/// `handle_net`: Handle.Net's two tables are wanted (not by a view, which
+/// reads and writes the operator's own through custom statements).
+pub(crate) async fn ensure(
+    pool: &Pool,
+    create: bool,
+    handle_net: bool,
+    meta_table: bool,
+    layout: Layout,
+) -> Result<(), StoreError> {
     let d = pool.dialect();
     let meta = match d {
         Dialect::Postgres => HANDLED_META_POSTGRES,
         Dialect::MySql => HANDLED_META_MYSQL,
     };
-    let handle_net = handle_net_tables(d, layout);
-    let mut wanted: Vec<(&str, Vec<String>)> =
-        vec![("nas", handle_net[..1].to_vec()), ("handles", handle_net[1..].to_vec())];
+    let tables = handle_net_tables(d, layout);
+    let mut wanted: Vec<(&str, Vec<String>)> = Vec::new();
+    if handle_net {
+        wanted = vec![("nas", tables[..1].to_vec()), ("handles", tables[1..].to_vec())];
+    }
     if meta_table {
         wanted.push(("handled_meta", vec![meta.to_string()]));
     }
@@ -167,6 +177,9 @@ pub(crate) async fn ensure(pool: &Pool, create: bool, meta_table: bool, layout: 
             }
         }
         tx.commit().await.map_err(backend)?;
+    }
+    if !handle_net {
+        return Ok(());
     }
     let sql = d.sql(&COLUMN_TYPE);
     for (table, column, col) in CHECKED_COLUMNS {

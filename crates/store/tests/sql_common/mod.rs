@@ -59,12 +59,85 @@ pub async fn text_layout_store(name: &str) -> Option<std::sync::Arc<dyn handled_
     Some(std::sync::Arc::new(handled_store::SqlStore::connect(&o).await.expect("open the sql store (text layout)")))
 }
 
+/// The tables of [`custom_writes_store`]: not Handle.Net's names, columns
+/// or key types (an application's own), per database.
+pub fn custom_tables() -> [&'static str; 2] {
+    if crate::SCHEME == "postgres" {
+        [
+            "create table pids (pid text not null, vidx int4 not null, vtype text, vdata bytea, ttl_type int2, \
+             ttl int8, ts int4, refs text, ar bool, aw int2, pr bool, pw bool, primary key (pid, vidx))",
+            "create table pid_prefixes (prefix text primary key)",
+        ]
+    } else {
+        [
+            "create table pids (pid varbinary(255) not null, vidx int not null, vtype varbinary(255), vdata blob, \
+             ttl_type smallint, ttl bigint, ts int, refs text, ar tinyint(1), aw smallint, pr tinyint(1), \
+             pw tinyint(1), primary key (pid, vidx)) engine=InnoDB",
+            "create table pid_prefixes (prefix varbinary(255) primary key) engine=InnoDB",
+        ]
+    }
+}
+
+/// Handle.Net's custom statements (§8.1.4) for every read and write, on
+/// [`custom_tables`]: the server is a writable view over them.
+pub fn custom_statements() -> handled_store::sql::SqlStatements {
+    use handled_store::sql::SqlStmt as S;
+    let cols = "pid, vidx, vtype, vdata, ttl_type, ttl, ts, refs, ar, aw, pr, pw";
+    [
+        (
+            S::GetHandle,
+            "select vidx, vtype, vdata, ttl_type, ttl, ts, refs, ar, aw, pr, pw from pids where pid = ?".into(),
+        ),
+        (S::CreateHandle, format!("insert into pids ({cols}) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")),
+        (S::DeleteHandle, "delete from pids where pid = ?".into()),
+        (S::HandleExists, "select count(*) from pids where pid = ?".into()),
+        (
+            S::ModifyValue,
+            "update pids set vtype = ?, vdata = ?, ttl_type = ?, ttl = ?, ts = ?, refs = ?, ar = ?, \
+                          aw = ?, pr = ?, pw = ? where pid = ? and vidx = ?"
+                .into(),
+        ),
+        (S::ScanHandles, "select distinct pid from pids".into()),
+        (S::ScanByPrefix, "select distinct pid from pids where pid like ?".into()),
+        (S::HaveNa, "select count(*) from pid_prefixes where prefix = ?".into()),
+        (S::AddNa, "insert into pid_prefixes (prefix) values (?)".into()),
+        (S::DelNa, "delete from pid_prefixes where prefix = ?".into()),
+        (S::ScanNas, "select prefix from pid_prefixes".into()),
+    ]
+    .into_iter()
+    .collect()
+}
+
+/// A store on a fresh database that reads and writes [`custom_tables`]
+/// through [`custom_statements`] only (and `handled_meta`, ours).
+pub async fn custom_writes_store(name: &str) -> Option<std::sync::Arc<dyn handled_store::Store>> {
+    let o = crate::options(&format!("custom_{name}")).await?;
+    for ddl in custom_tables() {
+        crate::run_sql(&o.url, ddl).await;
+    }
+    let o = handled_store::SqlOptions { statements: custom_statements(), ..o };
+    Some(std::sync::Arc::new(
+        handled_store::SqlStore::connect(&o).await.expect("open the sql store (custom statements)"),
+    ))
+}
+
 /// One test per conformance test named, on a fresh database each; with
 /// `+ text_layout`, each again in module `text_layout` on tables in
-/// [`TEXT_LAYOUT`].
+/// [`TEXT_LAYOUT`], and in module `custom_writes` through
+/// [`custom_statements`].
 macro_rules! suite {
     ($names:ident + text_layout, $($name:ident),* $(,)?) => {
         suite!($names, $($name),*);
+        /// The same conformance tests through custom statements alone.
+        mod custom_writes {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let Some(s) = crate::sql_common::custom_writes_store(stringify!($name)).await else { return };
+                    handled_store::conformance::$name(s).await;
+                }
+            )*
+        }
         /// The same conformance tests with Handle.Net's `store_*_as_string` options on.
         mod text_layout {
             $(

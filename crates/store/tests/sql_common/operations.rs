@@ -263,3 +263,45 @@ async fn custom_statements_read_in_place_of_the_built_in_ones() {
     let e = refused(&[(SqlStmt::CreateHandle, "insert into no_such_table values (?)")], true).await;
     assert!(e.contains("create_handle_stmt") && e.contains("prepare"), "{e}");
 }
+
+/// Writes through custom statements land in the operator's tables (no
+/// Handle.Net table exists here), every column kept; a row another program
+/// inserts there is read at once; a writable view lacking a statement it
+/// would need is refused at start, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn custom_statements_write_the_operators_tables() {
+    use crate::sql_common::{custom_statements, custom_tables, every_column_record};
+    let Some(o) = options("custom_write_tables").await else { return };
+    for ddl in custom_tables() {
+        crate::run_sql(&o.url, ddl).await;
+    }
+    let view = SqlOptions { statements: custom_statements(), ..o.clone() };
+    let s = SqlStore::connect(&view).await.unwrap();
+    s.swap(b"20.5000/every", Expect::Absent, Some(every_column_record())).await.unwrap();
+    assert_eq!(s.get(b"20.5000/every").await.unwrap(), Some(sorted(every_column_record())));
+    // Changed: Handle.Net's delete_handle_stmt, then create_handle_stmt per value.
+    let one = url_record("changed");
+    s.swap(b"20.5000/every", Expect::Present(every_column_record()), Some(one.clone())).await.unwrap();
+    assert_eq!(s.get(b"20.5000/every").await.unwrap(), Some(one));
+
+    crate::run_sql(
+        &o.url,
+        "insert into pids (pid, vidx, vtype, vdata, ttl_type, ttl, ts, refs, ar, aw, pr, pw) \
+         values ('20.5000/sql', 1, 'URL', 'https://sql.example', 0, 86400, 0, '', true, 1, true, false)",
+    )
+    .await;
+    let got = s.get(b"20.5000/sql").await.unwrap().expect("a row inserted by plain SQL");
+    assert_eq!(got.values[0].data, b"https://sql.example");
+    s.meta_put("homed/0.NA/20.5000", Some(Vec::new())).await.unwrap();
+    s.meta_put("homed/0.NA/20.5000", Some(Vec::new())).await.unwrap();
+    let homed: Vec<String> = s.meta_scan("homed/").await.unwrap().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(homed, ["homed/0.NA/20.5000"], "homed twice, one row (have_na_stmt first)");
+    s.swap(b"20.5000/sql", Expect::Any, None).await.unwrap();
+    assert_eq!(s.get(b"20.5000/sql").await.unwrap(), None);
+
+    let mut lacking = custom_statements();
+    lacking.remove(&handled_store::sql::SqlStmt::AddNa);
+    let o = SqlOptions { statements: lacking, ..o };
+    let e = SqlStore::connect(&o).await.err().expect("refused").to_string();
+    assert!(e.contains("add_na_stmt") && !e.contains("create_handle_stmt"), "{e}");
+}
