@@ -224,25 +224,31 @@ def handles_label(n):
 
 
 def capacity(title, svg, paths):
-    """`scripts/bench_capacity.py --json-out` lines (the first size is the
-    reference): resolution per server core-second relative to it, and where
-    a UDP request's time goes (the store's lookup alone against the whole)."""
-    rows = sorted({r["handles"]: r for p in paths for r in map(json.loads, open(p)) if "udp" in r}.values(),
-                  key=lambda r: r["handles"])
-    base = rows[0]
+    """`scripts/bench_capacity.py --json-out` files, one per run (each run's
+    first size is its reference): resolution per server core-second relative
+    to it, and where a UDP request's time goes (the store's lookup alone
+    against the whole). A size in several files: the last file's."""
+    kinds = ("udp", "udp_zipf", "json", "json_zipf")
+    by_size = {}
+    for p in paths:
+        # Each run's ratios against its own first (smallest) size.
+        run = sorted((r for r in map(json.loads, open(p)) if "udp" in r), key=lambda r: r["handles"])
+        for r in run:
+            r["rel"] = {k: r[k]["per_core"] / run[0][k]["per_core"] for k in kinds if r[k].get("per_core")}
+            by_size[r["handles"]] = r
+    rows = [by_size[n] for n in sorted(by_size)]
     sizes = [r["handles"] for r in rows]
     colors = {"udp": "#06c", "udp_zipf": "#06c", "json": "#d33", "json_zipf": "#d33"}
     rel = []
-    for k, name in [("udp", "UDP uniform"), ("udp_zipf", "UDP Zipf 1.0"), ("json", "JSON uniform"), ("json_zipf", "JSON Zipf 1.0")]:
-        pts = [(r["handles"], r[k]["per_core"] / base[k]["per_core"], (colors[k], "5,3" if "zipf" in k else None))
-               for r in rows if r[k].get("per_core")]
+    for k, name in zip(kinds, ["UDP uniform", "UDP Zipf 1.0", "JSON uniform", "JSON Zipf 1.0"]):
+        pts = [(r["handles"], r["rel"][k], (colors[k], "5,3" if "zipf" in k else None)) for r in rows if k in r["rel"]]
         rel.append((name, pts))
     cost = [("server, µs per UDP request", [(r["handles"], 1e6 / r["udp"]["per_core"], ("#06c", None)) for r in rows]),
             ("store alone, µs per get", [(r["handles"], r["store_get_us"], ("#2a7", None)) for r in rows if "store_get_us" in r])]
     print("| handles | " + " | ".join(n for n, _ in rel) + " | server µs/UDP request | store µs/get |")
     print("|---|" + "---:|" * (len(rel) + 2))
     for r in rows:
-        cells = [f"{r[k]['per_core'] / base[k]['per_core']:.2f}" for k in ("udp", "udp_zipf", "json", "json_zipf")]
+        cells = [f"{r['rel'].get(k, float('nan')):.2f}" for k in kinds]
         print(f"| {r['handles']:,} | " + " | ".join(cells) + f" | {1e6 / r['udp']['per_core']:.2f} | {r.get('store_get_us', '-')} |")
     w, h, pw, top, bottom, left = 950, 400, 360, 50, 70, 70
     parts = svg_start(w, h, title)

@@ -147,10 +147,10 @@ fn check_create_params(params: &[String]) -> Result<(), String> {
 
 /// At start, after the statements were prepared: a custom
 /// `create_handle_stmt` can take Handle.Net's parameters (the key named).
-pub(crate) fn check_create(custom: &Custom) -> Result<(), crate::StoreError> {
+pub(crate) fn check_create(custom: &Custom) -> Result<(), StoreError> {
     match custom.get(Stmt::CreateHandle) {
         Some(p) => check_create_params(&p.params)
-            .map_err(|m| crate::StoreError::Backend(format!("sql: {}: {m}", Stmt::CreateHandle.key()))),
+            .map_err(|m| StoreError::Backend(format!("sql: {}: {m}", Stmt::CreateHandle.key()))),
         None => Ok(()),
     }
 }

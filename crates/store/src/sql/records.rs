@@ -8,7 +8,8 @@
 //! handle's rows (`for update`, so a concurrent `update` by another program
 //! waits or is waited for), compares, deletes the old rows and inserts the
 //! new ones. No lost update, and a reader sees the old values or the new,
-//! never a mix.
+//! never a mix. Where custom statements are given, the read, the delete and
+//! the inserts are theirs, in the same transaction (custom_writes.rs).
 
 use std::time::{Duration, Instant};
 
