@@ -77,6 +77,8 @@ on $HM "await TEST/on-hn 1 on-hn 60000" \
 on $HN "modify TEST/x 1:URL:from-hn" "delete TEST/on-hd" "create TEST/S1 1:URL:s1" || die "changes on Handle.Net"
 on $HD "modify TEST/y 1:URL:from-hd" || die "changes on handled"
 on $HD "await TEST/S1 1 s1 60000" || die "Handle.Net's changes did not reach handled"
+# Handle.Net pulls handled's queue on its own interval: the compare below needs this too.
+on $HN "await TEST/y 1 from-hd 60000" || die "handled's change did not reach Handle.Net"
 on $HM "await TEST/S1 1 s1 60000" "await TEST/x 1 from-hn 60000" "await TEST/y 1 from-hd 60000" \
   || { hm_log; die "the later changes did not reach the mirror"; }
 on $HM "await TEST/on-hd 1 - 60000" || die "the delete on Handle.Net did not reach the mirror"
