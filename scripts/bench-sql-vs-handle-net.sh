@@ -11,6 +11,8 @@
 # - durable creates (16 admin sessions over the HTTP tunnel, PostgreSQL with fsync and
 #   synchronous_commit on, as installed).
 # ROUNDS alternating rounds (default 2); a markdown table on stdout (BENCHMARKS.md).
+# SERVERS chooses among "handle-net handled-sql handled-embedded" (default: all three);
+# SQL_SETTINGS adds lines to handled's [sql] table (e.g. "read_statements = 16").
 #
 #   sudo scripts/bench-sql-vs-handle-net.sh [path/to/handled]   (default $CARGO_TARGET_DIR/release/handled)
 #
@@ -78,6 +80,7 @@ store = "sql"
 [sql]
 url = "$HANDLED_URL"
 create_schema = true
+${SQL_SETTINGS:-}
 TOML
 mkdir -p "$WORK/sql-data" "$WORK/embedded"
 "$REPO/scripts/seed-data.sh" "$BIN" "$WORK/embedded" "$KEYS" 2>/dev/null
@@ -123,21 +126,29 @@ start_handled() {
 }
 stop_handled() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=; }
 
+SERVERS=${SERVERS:-handle-net handled-sql handled-embedded}
+runs() { [[ " $SERVERS " == *" $1 "* ]]; }
 for round in $(seq "$ROUNDS"); do
-  log "round $round: Handle.Net 9.0.0 on PostgreSQL"
-  "$PEER/start.sh" >"$WORK/start.log" 2>&1 || { cat "$WORK/start.log" >&2; die "Handle.Net start"; }
-  measure handle-net "$round" "$(cat "$RUN_DIR/server.pid")" "$WORK/sql-admin.json"
-  "$PEER/stop.sh" >/dev/null
+  if runs handle-net; then
+    log "round $round: Handle.Net 9.0.0 on PostgreSQL"
+    "$PEER/start.sh" >"$WORK/start.log" 2>&1 || { cat "$WORK/start.log" >&2; die "Handle.Net start"; }
+    measure handle-net "$round" "$(cat "$RUN_DIR/server.pid")" "$WORK/sql-admin.json"
+    "$PEER/stop.sh" >/dev/null
+  fi
 
-  log "round $round: handled on PostgreSQL"
-  start_handled "$WORK/handled-sql.out" --config "$WORK/handled-sql.toml" --data-dir "$WORK/sql-data"
-  measure handled-sql "$round" "$server_pid" "$WORK/sql-admin.json"
-  stop_handled
+  if runs handled-sql; then
+    log "round $round: handled on PostgreSQL"
+    start_handled "$WORK/handled-sql.out" --config "$WORK/handled-sql.toml" --data-dir "$WORK/sql-data"
+    measure handled-sql "$round" "$server_pid" "$WORK/sql-admin.json"
+    stop_handled
+  fi
 
-  log "round $round: handled on its embedded store"
-  start_handled "$WORK/handled-embedded.out" --data-dir "$WORK/embedded"
-  measure handled-embedded "$round" "$server_pid" "$WORK/embedded/admin-TEST.json"
-  stop_handled
+  if runs handled-embedded; then
+    log "round $round: handled on its embedded store"
+    start_handled "$WORK/handled-embedded.out" --data-dir "$WORK/embedded"
+    measure handled-embedded "$round" "$server_pid" "$WORK/embedded/admin-TEST.json"
+    stop_handled
+  fi
 done
 
 python3 "$REPO/scripts/bench_sql_table.py" "$results"

@@ -18,6 +18,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Tries of opening an admin session that the server answers "too busy" (its
+/// bound on proofs checked at once), backing off 50 ms doubling to 1 s.
+const PREPARE_BUSY_TRIES: usize = 12;
+
 pub enum Target {
     Native {
         protocol: Protocol,
@@ -133,13 +137,30 @@ impl Target {
     pub async fn prepare(&self, conn: &mut Conn, recorder: &Recorder, timeout: Duration) -> Result<(), String> {
         match (self, conn) {
             (Target::Admin(a), Conn::Admin(c)) => {
-                match tokio::time::timeout(timeout, a.open(c, recorder, timeout)).await {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err((kind, _))) => Err(format!("cannot open an admin session ({}): {kind}", a.describe())),
-                    Err(_) => {
-                        Err(format!("cannot open an admin session ({}): no answer within {timeout:?}", a.describe()))
+                // A server checks a bounded number of proofs at once and says
+                // "too busy" beyond: sessions opened together take turns, as
+                // a client that backs off would.
+                let mut pause = Duration::from_millis(50);
+                for _ in 0..PREPARE_BUSY_TRIES {
+                    match tokio::time::timeout(timeout, a.open(c, recorder, timeout)).await {
+                        Ok(Ok(())) => return Ok(()),
+                        Ok(Err((kind, _))) if kind.starts_with("SERVER_TOO_BUSY") => {
+                            a.drop_session(c, recorder);
+                            tokio::time::sleep(pause).await;
+                            pause = (pause * 2).min(Duration::from_secs(1));
+                        }
+                        Ok(Err((kind, _))) => {
+                            return Err(format!("cannot open an admin session ({}): {kind}", a.describe()))
+                        }
+                        Err(_) => {
+                            return Err(format!(
+                                "cannot open an admin session ({}): no answer within {timeout:?}",
+                                a.describe()
+                            ))
+                        }
                     }
                 }
+                Err(format!("cannot open an admin session ({}): the server stayed too busy", a.describe()))
             }
             _ => Ok(()),
         }

@@ -21,6 +21,10 @@ pub struct SqlConfig {
     pub password_file: Option<PathBuf>,
     /// Most connections this server opens.
     pub max_connections: u32,
+    /// Most handle lookups (point-read statements) in flight at once: more
+    /// lookups than this wait and go together, one statement for many handles.
+    /// Unset: half this machine's CPUs, at least one.
+    pub read_statements: Option<u32>,
     /// Longest wait for a connection.
     pub connect_timeout_ms: u64,
     /// The database cancels a statement (lock waits included) after this.
@@ -70,6 +74,7 @@ impl Default for SqlConfig {
             url: o.url,
             password_file: None,
             max_connections: o.max_connections,
+            read_statements: o.read_statements,
             connect_timeout_ms: o.connect_timeout.as_millis() as u64,
             statement_timeout_ms: o.statement_timeout.as_millis() as u64,
             tls_ca: None,
@@ -116,6 +121,7 @@ impl SqlConfig {
             url: self.url.clone(),
             password,
             max_connections: self.max_connections,
+            read_statements: self.read_statements,
             connect_timeout: Duration::from_millis(self.connect_timeout_ms.max(1)),
             statement_timeout: Duration::from_millis(self.statement_timeout_ms.max(1)),
             tls_ca_file: self.tls_ca.clone(),
@@ -133,6 +139,9 @@ impl SqlConfig {
         options.dialect().map_err(|e| e.to_string())?;
         if self.max_connections == 0 {
             return Err("sql: max_connections must be at least 1".into());
+        }
+        if self.read_statements == Some(0) {
+            return Err("sql: read_statements must be at least 1".into());
         }
         if self.read_only && self.create_schema {
             return Err("sql: read_only and create_schema together: choose one".into());

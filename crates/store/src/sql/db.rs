@@ -126,9 +126,18 @@ impl Pool {
     /// A transaction on a live connection: its `begin` fails before anything
     /// was done, so it is safe to try again ([`Pool::retrying_lost`]).
     pub(crate) async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        self.begin_with(None).await
+    }
+
+    /// [`Pool::begin`], on PostgreSQL with `pg_opening` as the opening
+    /// statements (`begin; …`, one round trip: a write's lock, records.rs).
+    pub(crate) async fn begin_with(&self, pg_opening: Option<String>) -> Result<Tx, sqlx::Error> {
         self.retrying_lost(|| async {
             Ok(match self {
-                Pool::Postgres(p) => Tx::Postgres(p.begin().await?),
+                Pool::Postgres(p) => match pg_opening.clone() {
+                    Some(opening) => Tx::Postgres(p.begin_with(opening).await?),
+                    None => Tx::Postgres(p.begin().await?),
+                },
                 Pool::MySql(p) => Tx::MySql(p.begin().await?),
             })
         })

@@ -187,9 +187,10 @@ impl Layout {
 
 /// The built-in statements whose text depends on the layout, made once at start.
 pub(crate) struct Queries {
-    /// Handle.Net's `get_handle_stmt`, in index order, exact names.
-    pub select_values: String,
-    /// The same, locking the rows (records.rs).
+    /// The columns of a value, as records.rs's `value_of!` reads them.
+    pub value_columns: String,
+    /// Handle.Net's `get_handle_stmt` (index order, exact names), locking
+    /// the rows (records.rs); lookups: read_batch.rs.
     pub select_values_for_update: String,
     /// `have_na_stmt`, `add_na_stmt` (once: homing twice is a no-op), `del_na_stmt`.
     pub have_na: String,
@@ -207,11 +208,7 @@ const VALUE_COLUMNS: &str = "ttl_type, ttl, timestamp, refs, admin_read, admin_w
 
 impl Queries {
     pub(crate) fn new(d: Dialect, l: Layout) -> Queries {
-        let select_values = format!(
-            "select idx, {} as type, data, {VALUE_COLUMNS} from handles where {} order by idx",
-            l.bytes(d, Col::Type),
-            l.matches(d, Col::Handle)
-        );
+        let value_columns = format!("idx, {} as type, data, {VALUE_COLUMNS}", l.bytes(d, Col::Type));
         let text = |col: Col, v: &str| match l.text(col) {
             true => format!("convert_from({v}, 'UTF8')"),
             false => v.to_owned(),
@@ -222,8 +219,11 @@ impl Queries {
             false => "delete from handles where handle = any($1::bytea[])".to_owned(),
         };
         Queries {
-            select_values_for_update: format!("{select_values} for update"),
-            select_values,
+            select_values_for_update: format!(
+                "select {value_columns} from handles where {} order by idx for update",
+                l.matches(d, Col::Handle)
+            ),
+            value_columns,
             have_na: format!("select count(*) from nas where {}", l.matches(d, Col::Na)),
             add_na: match d {
                 Dialect::Postgres => "insert into nas (na) values ($1) on conflict do nothing".into(),

@@ -29,7 +29,8 @@
 //!   [`layout`] (Handle.Net's `store_*_as_string`: text or bytes names);
 //! * Handle.Net's custom statements (`get_handle_stmt` …): [`custom`] checks
 //!   them at start, [`custom_ops`] reads through them;
-//! * the reverse lookup by a value's data (`/hrls`): [`search`].
+//! * the reverse lookup by a value's data (`/hrls`): [`search`];
+//! * handle lookups, several a statement under load: [`read_batch`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -51,6 +52,7 @@ mod meta;
 mod mysql;
 mod options;
 mod postgres;
+mod read_batch;
 mod records;
 mod refs;
 pub mod schema;
@@ -61,6 +63,7 @@ pub use custom::{writable_view_lacks, Statements as SqlStatements, Stmt as SqlSt
 pub use db::Dialect;
 pub use layout::Layout as SqlLayout;
 pub use options::SqlOptions;
+pub use read_batch::LookupCounts;
 
 /// Handle storage in Handle.Net's SQL tables (PostgreSQL, MariaDB/MySQL).
 pub struct SqlStore {
@@ -69,6 +72,8 @@ pub struct SqlStore {
     custom: custom::Custom,
     /// The built-in statements of this database and layout.
     queries: layout::Queries,
+    /// Point reads, several lookups a statement under load (read_batch.rs).
+    reads: std::sync::Arc<read_batch::ReadBatches>,
     value_search: search::ValueSearch,
     closed: AtomicBool,
     stats: StatCounters,
@@ -106,7 +111,9 @@ impl SqlStore {
         let value_search =
             search::ValueSearch::prepare(&pool, options.value_index, custom.is_view()).await.map_err(in_database)?;
         let queries = layout::Queries::new(pool.dialect(), options.layout);
+        let reads = read_batch::ReadBatches::new(pool.clone(), &queries, options.layout, options.read_lanes());
         Ok(SqlStore {
+            reads,
             pool,
             options,
             custom,
@@ -115,6 +122,11 @@ impl SqlStore {
             closed: AtomicBool::new(false),
             stats: StatCounters::default(),
         })
+    }
+
+    /// Handle lookups so far, and the statements that answered them (read_batch.rs).
+    pub fn lookup_counts(&self) -> LookupCounts {
+        self.reads.counts()
     }
 
     fn check_open(&self) -> Result<(), StoreError> {

@@ -25,6 +25,10 @@ pub struct SqlOptions {
     pub password: Option<String>,
     /// Most connections the pool opens.
     pub max_connections: u32,
+    /// Most handle lookups (point-read statements) in flight at once; lookups
+    /// beyond wait and go together in the next statement (read_batch.rs).
+    /// `None`: half this machine's CPUs, at least one ([`SqlOptions::read_lanes`]).
+    pub read_statements: Option<u32>,
     /// Longest wait for a connection (new or from the pool).
     pub connect_timeout: Duration,
     /// The database cancels any statement running longer (lock waits included),
@@ -62,6 +66,7 @@ impl Default for SqlOptions {
             url: "postgres://handleserver@127.0.0.1:5432/handlesystem".into(),
             password: None,
             max_connections: 16,
+            read_statements: None,
             connect_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(5),
             tls_ca_file: None,
@@ -88,11 +93,25 @@ impl SqlOptions {
         }
     }
 
+    /// Read statements in flight at once. Fewer statements of more lookups
+    /// cost the database less per lookup; on 2 CPUs shared by `handled` and
+    /// PostgreSQL one statement at a time served the most (BENCHMARKS.md,
+    /// "Lookups together"), so the default grows with the CPUs, not the pool.
+    pub(crate) fn read_lanes(&self) -> usize {
+        match self.read_statements {
+            Some(n) => n as usize,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get() / 2).max(1),
+        }
+    }
+
     /// The pool, connected lazily: the first connection is made (and the
     /// schema checked) by [`super::SqlStore::connect`].
     pub(crate) fn pool(&self) -> Result<Pool, StoreError> {
         if self.max_connections == 0 {
             return Err(StoreError::Backend("sql: max_connections must be at least 1".into()));
+        }
+        if self.read_statements == Some(0) {
+            return Err(StoreError::Backend("sql: read_statements must be at least 1".into()));
         }
         let bad_url = |e: sqlx::Error| StoreError::Backend(format!("sql: bad url {:?}: {e}", redact(&self.url)));
         match self.dialect()? {

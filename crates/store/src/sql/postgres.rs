@@ -16,20 +16,18 @@ fn lock_hash(key: &[u8]) -> i32 {
     i32::from_be_bytes([d[0], d[1], d[2], d[3]])
 }
 
-/// A transaction-scoped advisory lock on each key, so that `handled` nodes
-/// sharing the database serialise their writes of one handle, creates of an
-/// absent handle included, which row locks alone cannot do: there is no row
-/// yet. Taken in one order by every writer, so two bulk loads cannot deadlock.
-pub(crate) async fn lock_keys(conn: &mut PgConnection, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
+/// A transaction's opening: `begin`, then a transaction-scoped advisory lock
+/// on each key, in one round trip (a simple query of two statements), so
+/// that `handled` nodes sharing the database serialise their writes of one
+/// handle, creates of an absent handle included, which row locks alone cannot
+/// do: there is no row yet. Taken in one order by every writer, so two bulk
+/// loads cannot deadlock. The text holds only numbers computed here.
+pub(crate) fn begin_locking(keys: &[&[u8]]) -> String {
     let mut hashes: Vec<i32> = keys.iter().map(|k| lock_hash(k)).collect();
     hashes.sort_unstable();
     hashes.dedup();
-    sqlx::query("select pg_advisory_xact_lock($1, h) from unnest($2::int4[]) as h")
-        .bind(LOCK_CLASS)
-        .bind(&hashes)
-        .execute(conn)
-        .await?;
-    Ok(())
+    let list: Vec<String> = hashes.iter().map(i32::to_string).collect();
+    format!("begin; select pg_advisory_xact_lock({LOCK_CLASS}, h) from unnest('{{{}}}'::int4[]) as h", list.join(","))
 }
 
 /// Delete the rows of `keys` (layout.rs, `Queries::pg_delete`: one array, of

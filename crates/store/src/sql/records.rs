@@ -38,7 +38,7 @@ const COUNT_HANDLES: Sql = Sql {
     my: "select count(distinct cast(handle as binary)) from handles",
 };
 
-/// A row of [`Queries::select_values`] as a value. `refs` is `text` on PostgreSQL and
+/// A row of [`Queries::value_columns`] as a value. `refs` is `text` on PostgreSQL and
 /// a `blob` on MariaDB (Handle.Net's schemas): read as text, else as bytes.
 macro_rules! value_of {
     ($row:expr) => {{
@@ -65,8 +65,9 @@ macro_rules! value_of {
         )
     }};
 }
+pub(super) use value_of;
 
-fn record_of(values: Vec<handled_proto::HandleValue>) -> Option<HandleRecord> {
+pub(super) fn record_of(values: Vec<handled_proto::HandleValue>) -> Option<HandleRecord> {
     (!values.is_empty()).then(|| HandleRecord::new(values))
 }
 
@@ -87,15 +88,6 @@ impl Tx {
             rows.iter().map(|r| value_of!(r)).collect::<Result<Vec<_>, _>>()?
         });
         Ok(record_of(values))
-    }
-
-    /// Serialise with other writers of these keys (postgres.rs, mysql.rs).
-    async fn lock_keys(&mut self, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
-        match self {
-            Tx::Postgres(t) => postgres::lock_keys(t, keys).await,
-            // The locking reads and deletes take InnoDB's next-key locks.
-            Tx::MySql(_) => Ok(()),
-        }
     }
 
     async fn delete_keys(&mut self, q: &Queries, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
@@ -132,22 +124,10 @@ impl SqlStore {
         if let Some(p) = self.custom.get(Stmt::GetHandle) {
             return self.custom_get(p, key).await;
         }
-        let d = self.pool.dialect();
         if !self.storable_key(key) {
             return Ok(None); // no such row can exist
         }
-        let sql = self.queries.select_values.as_str();
-        let name = self.options.layout.name(d, Col::Handle, key);
-        let values = self
-            .pool
-            .retrying_lost(|| async {
-                on_pool!(&self.pool, p => {
-                    let rows = bind_key!(sqlx::query(sql), d, name).fetch_all(p).await?;
-                    rows.iter().map(|r| value_of!(r)).collect::<Result<Vec<_>, _>>()
-                })
-            })
-            .await;
-        values.map(record_of).map_err(backend)
+        self.reads.get(key).await
     }
 
     pub(super) async fn swap_record(
@@ -183,8 +163,7 @@ impl SqlStore {
         expect: &Expect,
         rows: Option<&[ValueRow]>,
     ) -> Result<SwapOutcome, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
-        tx.lock_keys(&[key]).await?;
+        let mut tx = self.begin_write(&[key]).await?;
         let current = match self.custom.get(Stmt::GetHandle) {
             Some(p) => tx.custom_read(p, key).await?,
             None => {
@@ -307,13 +286,20 @@ impl SqlStore {
 
     async fn put_chunk(&self, chunk: &[(Vec<u8>, Vec<ValueRow>)]) -> Result<(), sqlx::Error> {
         let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| k.as_slice()).collect();
-        let mut tx = self.pool.begin().await?;
-        tx.lock_keys(&keys).await?;
+        let mut tx = self.begin_write(&keys).await?;
         self.delete_in(&mut tx, &keys).await?;
         let pairs: Vec<(&[u8], &ValueRow)> =
             chunk.iter().flat_map(|(k, rows)| rows.iter().map(move |r| (k.as_slice(), r))).collect();
         self.insert_in(&mut tx, &pairs).await?;
         tx.commit().await
+    }
+
+    /// A write's transaction, serialised with other writers of these keys:
+    /// PostgreSQL's advisory locks, taken as it begins (postgres.rs); on
+    /// MariaDB the locking reads and deletes take InnoDB's next-key locks (mysql.rs).
+    async fn begin_write(&self, keys: &[&[u8]]) -> Result<Tx, sqlx::Error> {
+        let opening = (self.pool.dialect() == Dialect::Postgres).then(|| postgres::begin_locking(keys));
+        self.pool.begin_with(opening).await
     }
 
     /// Whether the key can be a row of this database: text columns hold

@@ -173,6 +173,59 @@ async fn a_held_row_lock_times_out_instead_of_hanging() {
     assert_eq!(s.stats().failed_ops, 1);
 }
 
+/// Lookups that arrive while every read statement is out wait and go
+/// together: each still gets its own handle's values, exact bytes only (not
+/// a case variant MariaDB's collation also matches), one key asked twice gets
+/// them twice, absent keys get nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lookups_under_load_go_together_each_answered() {
+    let Some(o) = options("lookups_together").await else { return };
+    // One connection, one read statement at a time: a write waiting for
+    // another program's row lock holds the connection while lookups queue.
+    let o = SqlOptions { max_connections: 1, read_statements: Some(1), ..o };
+    let s = Arc::new(SqlStore::connect(&o).await.unwrap());
+    let records: Vec<(Vec<u8>, HandleRecord)> =
+        (0..40).map(|i| (format!("T/k{i}").into_bytes(), url_record(&format!("v{i}")))).collect();
+    s.put_many(records.clone()).await.unwrap();
+    s.swap(b"T/locked", Expect::Absent, Some(url_record("x"))).await.unwrap();
+    let other = crate::lock_rows(&o.url, "T/locked").await;
+    let writer = {
+        let s = s.clone();
+        tokio::spawn(async move { s.swap(b"T/locked", Expect::Any, Some(url_record("y"))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await; // the writer waits on the lock
+    let before = s.lookup_counts();
+    let mut asked: Vec<(Vec<u8>, Option<HandleRecord>)> = Vec::new();
+    for round in 0..3 {
+        for (k, r) in &records {
+            asked.push((k.clone(), Some(r.clone())));
+            if round == 0 {
+                asked.push((k.to_ascii_lowercase(), None)); // t/k1: another handle
+                asked.push((format!("T/absent{}", k.len()).into_bytes(), None));
+            }
+        }
+    }
+    let lookups: Vec<_> = asked
+        .iter()
+        .map(|(k, _)| {
+            let (s, k) = (s.clone(), k.clone());
+            tokio::spawn(async move { s.get(&k).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    other.release().await;
+    assert!(writer.await.unwrap().unwrap().is_done());
+    for ((key, want), got) in asked.iter().zip(lookups) {
+        let got = got.await.unwrap().unwrap().map(sorted);
+        assert_eq!(got, want.clone().map(sorted), "{}", String::from_utf8_lossy(key));
+    }
+    let counts = s.lookup_counts();
+    let (lookups, statements) = (counts.lookups - before.lookups, counts.statements - before.statements);
+    assert_eq!(lookups, asked.len() as u64);
+    assert!(statements * 8 <= lookups, "{lookups} lookups took {statements} statements: not batched");
+    assert_eq!(s.get(b"T/locked").await.unwrap(), Some(url_record("y")));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn connections_the_database_cut_are_replaced() {
     let Some(o) = options("connections_cut").await else { return };
