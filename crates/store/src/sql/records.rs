@@ -22,7 +22,7 @@ use super::error::{backend, is_retryable_write, is_unique_violation};
 use super::layout::{Col, Name, Queries};
 use super::values::{canonical, rows_of, NullableRow, ValueRow};
 use super::{mysql, postgres, SqlStore};
-use crate::{Expect, HandleRecord, InvalidRecord, StoreError, SwapOutcome};
+use crate::{Expect, HandleRecord, InvalidRecord, StoreError, SwapOutcome, TxnAction};
 
 /// Keys per transaction of a bulk load: bounds the locks one holds.
 const PUT_CHUNK: usize = 500;
@@ -31,7 +31,7 @@ const PUT_CHUNK: usize = 500;
 /// MariaDB, the deadlock by which InnoDB picks one of two racing creators
 /// (mysql.rs). Each lost try means another writer committed, so this bounds
 /// the writers racing for one handle, not the time.
-const WRITE_TRIES: usize = 32;
+pub(super) const WRITE_TRIES: usize = 32;
 
 const COUNT_HANDLES: Sql = Sql {
     pg: "select count(distinct handle) from handles",
@@ -90,7 +90,7 @@ impl Tx {
     }
 
     /// Serialise with other writers of these keys (postgres.rs, mysql.rs).
-    async fn lock_keys(&mut self, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
+    pub(super) async fn lock_keys(&mut self, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
         match self {
             Tx::Postgres(t) => postgres::lock_keys(t, keys).await,
             // The locking reads and deletes take InnoDB's next-key locks.
@@ -207,12 +207,16 @@ impl SqlStore {
             let pairs: Vec<(&[u8], &ValueRow)> = rows.iter().map(|r| (key, r)).collect();
             self.insert_in(&mut tx, &pairs).await?;
         }
+        // The log's lock last, right before the commit (txn_log.rs).
+        let action = TxnAction::of_handle_write(current.is_some(), rows.is_some());
+        let logged = self.log_in(&mut tx, action.map(|a| (a, key))).await?;
         tx.commit().await?;
+        self.published(logged);
         Ok(SwapOutcome::Done { previous: current })
     }
 
     /// The keys' rows deleted, by `delete_handle_stmt` where it is custom.
-    async fn delete_in(&self, tx: &mut Tx, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
+    pub(super) async fn delete_in(&self, tx: &mut Tx, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
         match self.custom.get(Stmt::DeleteHandle) {
             Some(p) => tx.custom_delete(p, keys).await,
             None => tx.delete_keys(&self.queries, keys).await,
@@ -220,7 +224,7 @@ impl SqlStore {
     }
 
     /// The rows inserted, by `create_handle_stmt` where it is custom.
-    async fn insert_in(&self, tx: &mut Tx, rows: &[(&[u8], &ValueRow)]) -> Result<(), sqlx::Error> {
+    pub(super) async fn insert_in(&self, tx: &mut Tx, rows: &[(&[u8], &ValueRow)]) -> Result<(), sqlx::Error> {
         match self.custom.get(Stmt::CreateHandle) {
             Some(p) => tx.custom_create(p, rows).await,
             None => tx.insert(&self.queries, rows).await,
@@ -309,11 +313,23 @@ impl SqlStore {
         let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| k.as_slice()).collect();
         let mut tx = self.pool.begin().await?;
         tx.lock_keys(&keys).await?;
+        // With the log, each handle is a Create or an Update (txn_apply.rs).
+        let existing = match self.txn {
+            Some(_) => self.existing_in(&mut tx, &keys).await?,
+            None => Default::default(),
+        };
         self.delete_in(&mut tx, &keys).await?;
         let pairs: Vec<(&[u8], &ValueRow)> =
             chunk.iter().flat_map(|(k, rows)| rows.iter().map(move |r| (k.as_slice(), r))).collect();
         self.insert_in(&mut tx, &pairs).await?;
-        tx.commit().await
+        let changes = chunk.iter().filter_map(|(k, rows)| {
+            let action = TxnAction::of_handle_write(existing.contains(k), !rows.is_empty());
+            action.map(|a| (a, k.as_slice()))
+        });
+        let logged = self.log_in(&mut tx, changes).await?;
+        tx.commit().await?;
+        self.published(logged);
+        Ok(())
     }
 
     /// Whether the key can be a row of this database: text columns hold
@@ -322,7 +338,7 @@ impl SqlStore {
         self.options.layout.holds(self.pool.dialect(), Col::Handle, key)
     }
 
-    fn check_key(&self, key: &[u8]) -> Result<(), StoreError> {
+    pub(super) fn check_key(&self, key: &[u8]) -> Result<(), StoreError> {
         if self.storable_key(key) {
             return Ok(());
         }
@@ -331,7 +347,7 @@ impl SqlStore {
 
     /// The rows of `key`'s record, each one the columns (or the custom
     /// `create_handle_stmt`'s parameters) can hold.
-    fn rows_of(&self, key: &[u8], record: &HandleRecord) -> Result<Vec<ValueRow>, InvalidRecord> {
+    pub(super) fn rows_of(&self, key: &[u8], record: &HandleRecord) -> Result<Vec<ValueRow>, InvalidRecord> {
         let (d, l) = (self.pool.dialect(), self.options.layout);
         let rows = rows_of(record)?;
         if let Some(p) = self.custom.get(Stmt::CreateHandle) {
@@ -361,7 +377,7 @@ impl SqlStore {
 
 /// A short, growing, jittered pause before a write is tried again, so that
 /// racing writers do not meet again in step.
-async fn backoff(tries: usize) {
+pub(super) async fn backoff(tries: usize) {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos();
     let jitter = u64::from(nanos) % 5;
     tokio::time::sleep(Duration::from_millis((tries as u64).min(20) + jitter)).await;
