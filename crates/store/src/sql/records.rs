@@ -9,7 +9,9 @@
 //! waits or is waited for), compares, deletes the old rows and inserts the
 //! new ones. No lost update, and a reader sees the old values or the new,
 //! never a mix. Where custom statements are given, the read, the delete and
-//! the inserts are theirs, in the same transaction (custom_writes.rs).
+//! the inserts are theirs, in the same transaction (custom_writes.rs). With
+//! `replication_log`, the write's log entry is its last statement before the
+//! commit (txn_log.rs).
 
 use std::time::{Duration, Instant};
 

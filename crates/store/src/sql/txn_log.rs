@@ -3,9 +3,10 @@
 //! `last`, `floor`, `last_date_ms`; schema.rs).
 //!
 //! Every logged write, in its own transaction and after its own locks (the
-//! handle's, records.rs), locks the state row (`select … for update`), takes
-//! `last + 1` and `max(now, last_date_ms)`, inserts the entry and updates the
-//! row, then commits. The row lock is held until that commit, so the logged
+//! handle's, records.rs), locks the state row, takes `last + 1` and
+//! `max(now, last_date_ms)`, inserts the entry and updates the row, then
+//! commits (PostgreSQL: one statement, [`PG_LOG`]; MariaDB: `select … for
+//! update`, the insert, the update). The row lock is held until that commit, so the logged
 //! writes of every `handled` sharing the database are serialised there: ids
 //! are handed out in commit order, with no gap (a write that rolls back gave
 //! its id back). Taking it last keeps the one lock order (handle, then log)
@@ -71,6 +72,15 @@ const PRUNE: Sql =
 const CLEAR: Sql = Sql { pg: "delete from handled_txnlog", my: "delete from handled_txnlog" };
 const PG_APPEND: &str = "insert into handled_txnlog (id, date_ms, action, handle) \
                          select * from unnest($1::int8[], $2::int8[], $3::int2[], $4::bytea[])";
+/// PostgreSQL logs local changes in one statement: the state row updated
+/// (locked) and the entries inserted, so that the row is held for one round
+/// trip and the commit. The entries' ids follow the row's `last` before it.
+const PG_LOG: &str = "with s as (update handled_txnlog_state set last = last + $1, \
+                      last_date_ms = greatest(last_date_ms, $2) where one = 1 returning last, last_date_ms), \
+                      i as (insert into handled_txnlog (id, date_ms, action, handle) \
+                      select s.last - $1 + u.n, s.last_date_ms, u.a, u.h from s, \
+                      unnest($3::int2[], $4::bytea[]) with ordinality as u(a, h, n)) \
+                      select last from s";
 
 fn int(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -215,6 +225,16 @@ impl SqlStore {
         let changes: Vec<_> = changes.into_iter().collect();
         if changes.is_empty() {
             return Ok(None);
+        }
+        if let Tx::Postgres(t) = tx {
+            let last: i64 = sqlx::query_scalar(PG_LOG)
+                .bind(changes.len() as i64)
+                .bind(int(crate::txn_log::now_ms()))
+                .bind(changes.iter().map(|(a, _)| i16::from(a.code())).collect::<Vec<_>>())
+                .bind(changes.iter().map(|(_, h)| h.to_vec()).collect::<Vec<_>>())
+                .fetch_one(&mut **t)
+                .await?;
+            return Ok(Some(last.max(0) as u64));
         }
         let mut state = tx.lock_log().await?;
         let entries: Vec<TxnEntry> = changes.into_iter().map(|(a, h)| state.next(a, h)).collect();

@@ -32,8 +32,15 @@ pub async fn custom_log_store(name: &str) -> Option<Arc<dyn Store>> {
     Some(Arc::new(SqlStore::connect(&o).await.expect("open the sql store (replication_log, custom statements)")))
 }
 
+/// The log on, tables in Handle.Net's text layout (`TEXT_LAYOUT`).
+pub async fn text_log_store(name: &str) -> Option<Arc<dyn Store>> {
+    let o = log_options(&format!("text_{name}")).await?;
+    let o = SqlOptions { layout: super::TEXT_LAYOUT, ..o };
+    Some(Arc::new(SqlStore::connect(&o).await.expect("open the sql store (replication_log, text layout)")))
+}
+
 /// One test per txn-log conformance test, on a fresh database each, in
-/// module `builtin` and again in `custom_writes`.
+/// module `builtin`, and again in `custom_writes` and `text_layout`.
 macro_rules! txn_suite {
     ($($name:ident),* $(,)?) => {
         mod builtin {
@@ -54,7 +61,16 @@ macro_rules! txn_suite {
                 }
             )*
         }
-        /// The txn-log suite tests run here (every one).
+        mod text_layout {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let Some(s) = super::text_log_store(stringify!($name)).await else { return };
+                    handled_store::conformance::$name(s).await;
+                }
+            )*
+        }
+        /// The txn-log suite tests run here.
         pub const TXN_LOG_RUN: &[&str] = &[$(stringify!($name)),*];
     };
 }
@@ -230,7 +246,8 @@ async fn txn_log_write_cost() {
     use futures_util::StreamExt;
     let creates: usize = std::env::var("HANDLED_BENCH_CREATES").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
     let writers: usize = std::env::var("HANDLED_BENCH_WRITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(16);
-    for round in 0..3 {
+    let rounds: usize = std::env::var("HANDLED_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    for round in 0..rounds {
         for logged in [false, true] {
             let name = format!("cost_{round}_{logged}");
             let Some(o) = crate::options(&name).await else { return };
