@@ -200,6 +200,8 @@ async fn what_the_schema_cannot_hold_is_refused_at_start() {
     assert!(c.validate().unwrap_err().to_string().contains("replication_log = true"));
     c.storage.sql.replication_log = true;
     assert!(c.validate().is_ok());
+    c.storage.sql.meta_table = false;
+    assert!(c.validate().unwrap_err().to_string().contains("meta_table"));
 }
 
 /// An example configuration of docs/ as the server loads it: what a reader copies is what is tested.

@@ -221,9 +221,20 @@ async fn the_log_asks_for_its_tables_and_refuses_what_it_cannot_keep() {
     let e = SqlStore::connect(&ro).await.err().expect("read_only with the log").to_string();
     assert!(e.contains("replication_log and read_only"), "{e}");
     // Created now; the handle written before is in no entry (not logged then).
+    let s_url = o.url.clone();
     let s = SqlStore::connect(&SqlOptions { txn_log: true, ..o }).await.unwrap();
     assert!(s.capabilities().txn_log);
     assert_eq!(s.txn_log_bounds().await.unwrap().last, 0);
+    // Rows another program inserts are served, and not logged (no triggers).
+    let insert = match crate::SCHEME {
+        "postgres" => {
+            "insert into handles (handle, idx, type, data) values ('T/sql'::bytea, 1, 'URL'::bytea, 'x'::bytea)"
+        }
+        _ => "insert into handles (handle, idx, type, data) values ('T/sql', 1, 'URL', 'x')",
+    };
+    crate::run_sql(&s_url, insert).await;
+    assert!(s.get(b"T/sql").await.unwrap().is_some());
+    assert_eq!(s.txn_log_bounds().await.unwrap().last, 0, "a row written by plain SQL is not logged");
     let doc = handled_store::DocWrite { collection: "hrls".into(), id: b"T/1".to_vec(), doc: None };
     let e = s.apply_replicated_with_docs(Vec::new(), Vec::new(), vec![doc]).await.unwrap_err();
     assert!(e.to_string().contains("no documents"), "{e}");
