@@ -194,6 +194,14 @@ async fn what_the_schema_cannot_hold_is_refused_at_start() {
     c.storage.record_cache_mb = 0;
     c.registry.port = Some(0);
     assert!(c.validate().unwrap_err().to_string().contains("documents"));
+    c.registry.port = None;
+    // A mirror keeps the transaction log: only with replication_log.
+    c.replication.source = Some("127.0.0.1:2641".into());
+    assert!(c.validate().unwrap_err().to_string().contains("replication_log = true"));
+    c.storage.sql.replication_log = true;
+    assert!(c.validate().is_ok());
+    c.storage.sql.meta_table = false;
+    assert!(c.validate().unwrap_err().to_string().contains("meta_table"));
 }
 
 /// An example configuration of docs/ as the server loads it: what a reader copies is what is tested.

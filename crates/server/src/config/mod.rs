@@ -208,7 +208,15 @@ impl Config {
         if self.store_kind() == StoreKind::Sql {
             self.storage.sql.options().map_err(ConfigError::Invalid)?;
             let (registry, mirror) = (self.registry.port.is_some(), self.replication.source.is_some());
-            sql::check_compatible(self.storage.record_cache_mb, registry, mirror).map_err(ConfigError::Invalid)?;
+            let log = self.storage.sql.replication_log;
+            sql::check_compatible(self.storage.record_cache_mb, registry, mirror, log).map_err(ConfigError::Invalid)?;
+            if mirror && !self.storage.sql.meta_table {
+                // The pull's progress is server metadata, kept in handled_meta.
+                return Err(ConfigError::Invalid(
+                    "replication_source with store = \"sql\" needs [sql] meta_table = true (the mirror's progress)"
+                        .into(),
+                ));
+            }
         }
         if self.store_kind() == StoreKind::Cassandra {
             self.storage.cassandra.options()?;

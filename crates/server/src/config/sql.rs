@@ -47,6 +47,11 @@ pub struct SqlConfig {
     pub store_handle_as_string: bool,
     pub store_na_as_string: bool,
     pub store_handle_value_type_as_string: bool,
+    /// Keep the transaction log Handle.Net mirrors pull, in tables of ours
+    /// (`handled_txnlog`, `handled_txnlog_state`): a replication source, or a
+    /// mirror. Off by default: one more row lock, insert and update per write,
+    /// serialising every logged write on the database (README, "SQL storage").
+    pub replication_log: bool,
     // Handle.Net's custom statements (Technical Manual §8.1.4), under its
     // names: SQL with JDBC's `?` parameters, run in place of the built-in
     // statement (handled_store's sql/custom.rs; they need `read_only`).
@@ -85,6 +90,7 @@ impl Default for SqlConfig {
             store_handle_as_string: o.layout.store_handle_as_string,
             store_na_as_string: o.layout.store_na_as_string,
             store_handle_value_type_as_string: o.layout.store_handle_value_type_as_string,
+            replication_log: o.txn_log,
             get_handle_stmt: None,
             have_na_stmt: None,
             del_na_stmt: None,
@@ -135,6 +141,8 @@ impl SqlConfig {
                 store_handle_value_type_as_string: self.store_handle_value_type_as_string,
             },
             statements: self.statements()?,
+            txn_log: self.replication_log,
+            ..handled_store::SqlOptions::default()
         };
         options.dialect().map_err(|e| e.to_string())?;
         if self.max_connections == 0 {
@@ -148,6 +156,11 @@ impl SqlConfig {
         }
         if self.read_only && self.value_index {
             return Err("sql: read_only and value_index together: choose one".into());
+        }
+        if self.read_only && self.replication_log {
+            return Err("sql: read_only and replication_log together: a read-only server keeps no transaction \
+                        log; choose one"
+                .into());
         }
         Ok(options)
     }
@@ -185,8 +198,9 @@ impl SqlConfig {
 }
 
 /// What cannot run on Handle.Net's schema, refused at start rather than
-/// failing on the first request that needs it.
-pub fn check_compatible(cache_mb: usize, registry: bool, mirror: bool) -> Result<(), String> {
+/// failing on the first request that needs it. `replication_log`: the
+/// transaction log is kept (in tables of ours), so this server can be a mirror.
+pub fn check_compatible(cache_mb: usize, registry: bool, mirror: bool, replication_log: bool) -> Result<(), String> {
     if cache_mb > 0 {
         return Err("cache_mb > 0 with store = \"sql\": rows other programs write would be answered from a stale \
                     cache; the database's own cache serves repeated reads"
@@ -197,9 +211,10 @@ pub fn check_compatible(cache_mb: usize, registry: bool, mirror: bool) -> Result
                     schema has no place for"
             .into());
     }
-    if mirror {
-        return Err("replication_source with store = \"sql\": mirroring needs the transaction log, which \
-                    Handle.Net's schema has no place for (replicate the database with its own tools)"
+    if mirror && !replication_log {
+        return Err("replication_source with store = \"sql\": a mirror keeps the transaction log: set \
+                    [sql] replication_log = true (tables handled_txnlog and handled_txnlog_state), or replicate \
+                    the database with its own tools"
             .into());
     }
     Ok(())
@@ -221,6 +236,11 @@ mod tests {
         assert_eq!(mariadb.options().unwrap().dialect().unwrap(), handled_store::sql::Dialect::MySql);
         let both = SqlConfig { read_only: true, create_schema: true, ..SqlConfig::default() };
         assert!(both.options().is_err());
+        assert!(!c.options().unwrap().txn_log, "the log is off by default");
+        let log: SqlConfig = toml::from_str("replication_log = true").unwrap();
+        assert!(log.options().unwrap().txn_log);
+        let ro_log = SqlConfig { read_only: true, replication_log: true, ..SqlConfig::default() };
+        assert!(ro_log.options().unwrap_err().contains("replication_log"));
         let missing = SqlConfig { password_file: Some("/nonexistent/pw".into()), ..SqlConfig::default() };
         if std::env::var(PASSWORD_ENV).is_err() {
             assert!(missing.options().unwrap_err().contains("password_file"));
@@ -263,9 +283,10 @@ mod tests {
 
     #[test]
     fn what_the_schema_cannot_hold_is_refused() {
-        assert!(check_compatible(0, false, false).is_ok());
-        assert!(check_compatible(8, false, false).unwrap_err().contains("cache_mb"));
-        assert!(check_compatible(0, true, false).unwrap_err().contains("registry_port"));
-        assert!(check_compatible(0, false, true).unwrap_err().contains("replication_source"));
+        assert!(check_compatible(0, false, false, false).is_ok());
+        assert!(check_compatible(8, false, false, false).unwrap_err().contains("cache_mb"));
+        assert!(check_compatible(0, true, false, false).unwrap_err().contains("registry_port"));
+        assert!(check_compatible(0, false, true, false).unwrap_err().contains("replication_log = true"));
+        assert!(check_compatible(0, false, true, true).is_ok(), "a mirror with the log");
     }
 }

@@ -171,9 +171,7 @@ impl TxnLogStore for CassandraStore {
         docs: Vec<DocWrite>,
     ) -> Result<(), StoreError> {
         if changes.iter().any(|c| c.priority.is_some()) {
-            return Err(StoreError::Unsupported(
-                "multi-primary replication needs the embedded or memory store (docs/multi-primary.md)".into(),
-            ));
+            return Err(crate::traits::no_multi_primary());
         }
         let txn = self.txn()?;
         self.apply_pulled(txn, changes, progress, docs).await

@@ -1,7 +1,7 @@
 //! What Handle.Net's schema has no place for: documents (the domain registry,
 //! shared sessions and site keys), declined with an error that
 //! says so rather than kept in tables an operator did not ask for. (The
-//! transaction log is declined by the seam's defaults.)
+//! transaction log is kept in tables of ours when asked for: txn_log.rs.)
 
 use crate::StoreError;
 

@@ -34,7 +34,7 @@ fn place(key: &str) -> Place<'_> {
 }
 
 impl SqlStore {
-    fn meta_table_or_refuse(&self, key: &str) -> Result<(), StoreError> {
+    pub(super) fn meta_table_or_refuse(&self, key: &str) -> Result<(), StoreError> {
         if self.options.meta_table {
             Ok(())
         } else {
@@ -75,6 +75,9 @@ impl SqlStore {
     pub(super) async fn meta_write(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
         self.check_writable()?;
         if let Place::Nas(na) = place(key) {
+            if self.txn.is_some() && value.as_ref().is_none_or(|v| v.is_empty()) {
+                return self.logged_home(key, na, value.is_some()).await; // txn_apply.rs
+            }
             let stmt = if value.is_some() { Stmt::AddNa } else { Stmt::DelNa };
             if let Some(p) = self.custom.get(stmt) {
                 if value.as_ref().is_some_and(|v| !v.is_empty()) {

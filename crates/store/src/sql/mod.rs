@@ -24,7 +24,9 @@
 //! The four concerns of a store, one file each:
 //! * handles: [`records`] (rows of `handles`; [`values`] encodes them);
 //! * metadata and homing: [`meta`] (`nas`, and our optional `handled_meta`);
-//! * documents and the transaction log: [`declined`] (no place in the schema);
+//! * documents: [`declined`] (no place in the schema);
+//! * the transaction log, optional, in tables of ours: [`txn_log`] (the log
+//!   itself), [`txn_apply`] (logged homing and bulk loads, a mirror's pulls);
 //! * administration: [`schema`] (the tables), [`options`] (pool, timeouts, TLS),
 //!   [`layout`] (Handle.Net's `store_*_as_string`: text or bytes names);
 //! * Handle.Net's custom statements (`get_handle_stmt` …): [`custom`] checks
@@ -38,7 +40,7 @@ use async_trait::async_trait;
 
 use crate::{
     Backup, Capabilities, DocWrite, DocumentStore, Expect, HandleRecord, IndexHit, IndexMatch, RecordStore,
-    StatCounters, StoreAdmin, StoreError, StoreStats, SwapOutcome, TxnLogStore,
+    StatCounters, StoreAdmin, StoreError, StoreStats, SwapOutcome,
 };
 
 mod custom;
@@ -57,6 +59,8 @@ mod records;
 mod refs;
 pub mod schema;
 mod search;
+mod txn_apply;
+mod txn_log;
 mod values;
 
 pub use custom::{writable_view_lacks, Statements as SqlStatements, Stmt as SqlStmt};
@@ -77,6 +81,8 @@ pub struct SqlStore {
     value_search: search::ValueSearch,
     closed: AtomicBool,
     stats: StatCounters,
+    /// The transaction log, with `replication_log` (txn_log.rs).
+    txn: Option<std::sync::Arc<txn_log::SqlTxnLog>>,
 }
 
 impl SqlStore {
@@ -88,6 +94,15 @@ impl SqlStore {
         }
         if options.value_index && options.read_only {
             return Err(StoreError::Backend("sql: value_index and read_only together: choose one".into()));
+        }
+        // A read-only server writes nothing, the log's entries included: its
+        // log would hold only what other nodes logged, and it could not be a mirror.
+        if options.txn_log && options.read_only {
+            return Err(StoreError::Backend(
+                "sql: replication_log and read_only together: a read-only server keeps no transaction log; \
+                 choose one"
+                    .into(),
+            ));
         }
         let in_database = |e| {
             let url = options::redact(&options.url);
@@ -105,13 +120,24 @@ impl SqlStore {
         if custom.is_view() && options.read_only {
             options.meta_table = false;
         }
-        schema::ensure(&pool, options.create_schema, !custom.is_view(), options.meta_table, options.layout)
-            .await
-            .map_err(in_database)?;
+        schema::ensure(
+            &pool,
+            options.create_schema,
+            !custom.is_view(),
+            options.meta_table,
+            options.txn_log,
+            options.layout,
+        )
+        .await
+        .map_err(in_database)?;
         let value_search =
             search::ValueSearch::prepare(&pool, options.value_index, custom.is_view()).await.map_err(in_database)?;
         let queries = layout::Queries::new(pool.dialect(), options.layout);
         let reads = read_batch::ReadBatches::new(pool.clone(), &queries, options.layout, options.read_lanes());
+        let txn = match options.txn_log {
+            true => Some(txn_log::SqlTxnLog::open(&pool, options.txn_poll_interval).await.map_err(in_database)?),
+            false => None,
+        };
         Ok(SqlStore {
             reads,
             pool,
@@ -121,6 +147,7 @@ impl SqlStore {
             value_search,
             closed: AtomicBool::new(false),
             stats: StatCounters::default(),
+            txn,
         })
     }
 
@@ -212,10 +239,10 @@ impl RecordStore for SqlStore {
     }
 }
 
-/// Handle.Net's schema has no place for documents or a transaction log: the
-/// seams' defaults decline them ([`declined`] says so for writes that carry documents).
+/// Handle.Net's schema has no place for documents: the seam's defaults
+/// decline them ([`declined`] says so for writes that carry documents). The
+/// transaction log is in tables of ours, when asked for (`txn_apply.rs`).
 impl DocumentStore for SqlStore {}
-impl TxnLogStore for SqlStore {}
 
 #[async_trait]
 impl StoreAdmin for SqlStore {
@@ -226,7 +253,7 @@ impl StoreAdmin for SqlStore {
             shared: false,
             durable: true,
             documents: false,
-            txn_log: false,
+            txn_log: self.txn.is_some(),
             backup: Backup::Refused(
                 "this server's store is a SQL database (Handle.Net's tables): back it up with the database's own \
                  tools (`pg_dump DATABASE -F t | gzip -c > handles.tgz`, Technical Manual §8.2; \

@@ -58,6 +58,13 @@ pub struct SqlOptions {
     pub layout: super::layout::Layout,
     /// Handle.Net's custom statements (§8.1.4), by setting (custom.rs).
     pub statements: super::custom::Statements,
+    /// Keep the transaction log Handle.Net mirrors pull (replication source,
+    /// and mirror) in our tables `handled_txnlog` and `handled_txnlog_state`
+    /// (txn_log.rs). Off by default: nothing of ours in the database then.
+    pub txn_log: bool,
+    /// How often the log's state row is read, so that subscribers wake for
+    /// changes other nodes on the same database logged.
+    pub txn_poll_interval: Duration,
 }
 
 impl Default for SqlOptions {
@@ -76,6 +83,8 @@ impl Default for SqlOptions {
             meta_table: true,
             layout: Default::default(),
             statements: Default::default(),
+            txn_log: false,
+            txn_poll_interval: Duration::from_secs(1),
         }
     }
 }

@@ -9,7 +9,9 @@
 //! waits or is waited for), compares, deletes the old rows and inserts the
 //! new ones. No lost update, and a reader sees the old values or the new,
 //! never a mix. Where custom statements are given, the read, the delete and
-//! the inserts are theirs, in the same transaction (custom_writes.rs).
+//! the inserts are theirs, in the same transaction (custom_writes.rs). With
+//! `replication_log`, the write's log entry is its last statement before the
+//! commit (txn_log.rs).
 
 use std::time::{Duration, Instant};
 
@@ -22,7 +24,7 @@ use super::error::{backend, is_retryable_write, is_unique_violation};
 use super::layout::{Col, Name, Queries};
 use super::values::{canonical, rows_of, NullableRow, ValueRow};
 use super::{mysql, postgres, SqlStore};
-use crate::{Expect, HandleRecord, InvalidRecord, StoreError, SwapOutcome};
+use crate::{Expect, HandleRecord, InvalidRecord, StoreError, SwapOutcome, TxnAction};
 
 /// Keys per transaction of a bulk load: bounds the locks one holds.
 const PUT_CHUNK: usize = 500;
@@ -31,7 +33,7 @@ const PUT_CHUNK: usize = 500;
 /// MariaDB, the deadlock by which InnoDB picks one of two racing creators
 /// (mysql.rs). Each lost try means another writer committed, so this bounds
 /// the writers racing for one handle, not the time.
-const WRITE_TRIES: usize = 32;
+pub(super) const WRITE_TRIES: usize = 32;
 
 const COUNT_HANDLES: Sql = Sql {
     pg: "select count(distinct handle) from handles",
@@ -186,12 +188,16 @@ impl SqlStore {
             let pairs: Vec<(&[u8], &ValueRow)> = rows.iter().map(|r| (key, r)).collect();
             self.insert_in(&mut tx, &pairs).await?;
         }
+        // The log's lock last, right before the commit (txn_log.rs).
+        let action = TxnAction::of_handle_write(current.is_some(), rows.is_some());
+        let logged = self.log_in(&mut tx, action.map(|a| (a, key))).await?;
         tx.commit().await?;
+        self.published(logged);
         Ok(SwapOutcome::Done { previous: current })
     }
 
     /// The keys' rows deleted, by `delete_handle_stmt` where it is custom.
-    async fn delete_in(&self, tx: &mut Tx, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
+    pub(super) async fn delete_in(&self, tx: &mut Tx, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
         match self.custom.get(Stmt::DeleteHandle) {
             Some(p) => tx.custom_delete(p, keys).await,
             None => tx.delete_keys(&self.queries, keys).await,
@@ -199,7 +205,7 @@ impl SqlStore {
     }
 
     /// The rows inserted, by `create_handle_stmt` where it is custom.
-    async fn insert_in(&self, tx: &mut Tx, rows: &[(&[u8], &ValueRow)]) -> Result<(), sqlx::Error> {
+    pub(super) async fn insert_in(&self, tx: &mut Tx, rows: &[(&[u8], &ValueRow)]) -> Result<(), sqlx::Error> {
         match self.custom.get(Stmt::CreateHandle) {
             Some(p) => tx.custom_create(p, rows).await,
             None => tx.insert(&self.queries, rows).await,
@@ -287,17 +293,29 @@ impl SqlStore {
     async fn put_chunk(&self, chunk: &[(Vec<u8>, Vec<ValueRow>)]) -> Result<(), sqlx::Error> {
         let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| k.as_slice()).collect();
         let mut tx = self.begin_write(&keys).await?;
+        // With the log, each handle is a Create or an Update (txn_apply.rs).
+        let existing = match self.txn {
+            Some(_) => self.existing_in(&mut tx, &keys).await?,
+            None => Default::default(),
+        };
         self.delete_in(&mut tx, &keys).await?;
         let pairs: Vec<(&[u8], &ValueRow)> =
             chunk.iter().flat_map(|(k, rows)| rows.iter().map(move |r| (k.as_slice(), r))).collect();
         self.insert_in(&mut tx, &pairs).await?;
-        tx.commit().await
+        let changes = chunk.iter().filter_map(|(k, rows)| {
+            let action = TxnAction::of_handle_write(existing.contains(k), !rows.is_empty());
+            action.map(|a| (a, k.as_slice()))
+        });
+        let logged = self.log_in(&mut tx, changes).await?;
+        tx.commit().await?;
+        self.published(logged);
+        Ok(())
     }
 
     /// A write's transaction, serialised with other writers of these keys:
     /// PostgreSQL's advisory locks, taken as it begins (postgres.rs); on
     /// MariaDB the locking reads and deletes take InnoDB's next-key locks (mysql.rs).
-    async fn begin_write(&self, keys: &[&[u8]]) -> Result<Tx, sqlx::Error> {
+    pub(super) async fn begin_write(&self, keys: &[&[u8]]) -> Result<Tx, sqlx::Error> {
         let opening = (self.pool.dialect() == Dialect::Postgres).then(|| postgres::begin_locking(keys));
         self.pool.begin_with(opening).await
     }
@@ -308,7 +326,7 @@ impl SqlStore {
         self.options.layout.holds(self.pool.dialect(), Col::Handle, key)
     }
 
-    fn check_key(&self, key: &[u8]) -> Result<(), StoreError> {
+    pub(super) fn check_key(&self, key: &[u8]) -> Result<(), StoreError> {
         if self.storable_key(key) {
             return Ok(());
         }
@@ -317,7 +335,7 @@ impl SqlStore {
 
     /// The rows of `key`'s record, each one the columns (or the custom
     /// `create_handle_stmt`'s parameters) can hold.
-    fn rows_of(&self, key: &[u8], record: &HandleRecord) -> Result<Vec<ValueRow>, InvalidRecord> {
+    pub(super) fn rows_of(&self, key: &[u8], record: &HandleRecord) -> Result<Vec<ValueRow>, InvalidRecord> {
         let (d, l) = (self.pool.dialect(), self.options.layout);
         let rows = rows_of(record)?;
         if let Some(p) = self.custom.get(Stmt::CreateHandle) {
@@ -347,7 +365,7 @@ impl SqlStore {
 
 /// A short, growing, jittered pause before a write is tried again, so that
 /// racing writers do not meet again in step.
-async fn backoff(tries: usize) {
+pub(super) async fn backoff(tries: usize) {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos();
     let jitter = u64::from(nanos) % 5;
     tokio::time::sleep(Duration::from_millis((tries as u64).min(20) + jitter)).await;

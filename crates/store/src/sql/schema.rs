@@ -50,6 +50,25 @@ pub const HANDLED_META_POSTGRES: &str =
 pub const HANDLED_META_MYSQL: &str =
     "create table handled_meta (k varbinary(512) not null, v longblob not null, primary key(k))";
 
+/// Ours, with `replication_log` only (txn_log.rs): the transaction log a
+/// replication source serves, and its one-row state (`last` id, `floor`
+/// pruned up to, date of the last entry), whose row lock orders every logged
+/// write of every `handled` sharing the database.
+pub const HANDLED_TXNLOG_POSTGRES: &[&str] = &[
+    "create table handled_txnlog (id int8 not null, date_ms int8 not null, action int2 not null, \
+     handle bytea not null, primary key(id))",
+    "create table handled_txnlog_state (one int4 not null, last int8 not null, floor int8 not null, \
+     last_date_ms int8 not null, primary key(one))",
+    "insert into handled_txnlog_state (one, last, floor, last_date_ms) values (1, 0, 0, 0)",
+];
+pub const HANDLED_TXNLOG_MYSQL: &[&str] = &[
+    "create table handled_txnlog (id bigint not null, date_ms bigint not null, action smallint not null, \
+     handle blob not null, primary key(id)) engine=InnoDB",
+    "create table handled_txnlog_state (one int not null, last bigint not null, floor bigint not null, \
+     last_date_ms bigint not null, primary key(one)) engine=InnoDB",
+    "insert into handled_txnlog_state (one, last, floor, last_date_ms) values (1, 0, 0, 0)",
+];
+
 /// The column of each table a name option concerns, in Handle.Net's DDL,
 /// and how the text layout spells it.
 const TEXT_COLUMNS: &[(Col, Dialect, &str, &str)] = &[
@@ -130,12 +149,14 @@ fn fits(d: Dialect, layout: Layout, col: Option<Col>, ty: &str) -> Result<(), St
 
 /// Check the tables, creating missing ones when `create` is set.
 /// `handle_net`: Handle.Net's two tables are wanted (not by a view, which
-/// reads and writes the operator's own through custom statements).
+/// reads and writes the operator's own through custom statements);
+/// `txn_log`: ours of the transaction log.
 pub(crate) async fn ensure(
     pool: &Pool,
     create: bool,
     handle_net: bool,
     meta_table: bool,
+    txn_log: bool,
     layout: Layout,
 ) -> Result<(), StoreError> {
     let d = pool.dialect();
@@ -150,6 +171,14 @@ pub(crate) async fn ensure(
     }
     if meta_table {
         wanted.push(("handled_meta", vec![meta.to_string()]));
+    }
+    if txn_log {
+        let ddl = match d {
+            Dialect::Postgres => HANDLED_TXNLOG_POSTGRES,
+            Dialect::MySql => HANDLED_TXNLOG_MYSQL,
+        };
+        wanted.push(("handled_txnlog", vec![ddl[0].to_string()]));
+        wanted.push(("handled_txnlog_state", ddl[1..].iter().map(|s| s.to_string()).collect()));
     }
     let mut missing = Vec::new();
     for (table, ddl) in &wanted {

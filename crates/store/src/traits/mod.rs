@@ -19,7 +19,7 @@ mod txn_log;
 pub use admin::{Backup, Capabilities, StoreAdmin};
 pub use documents::{no_documents, DocumentStore};
 pub use records::{RecordStore, MAX_SEARCHED_LEN};
-pub use txn_log::{never_moves, no_txn_log, TxnLogStore};
+pub use txn_log::{never_moves, no_multi_primary, no_txn_log, TxnLogStore};
 
 /// A whole store: every seam. Implemented for whatever implements them all.
 pub trait Store: RecordStore + DocumentStore + TxnLogStore + StoreAdmin {}

@@ -85,6 +85,14 @@ pub fn no_txn_log() -> StoreError {
     StoreError::Unsupported("this store backend keeps no transaction log (it cannot be a replication source)".into())
 }
 
+/// What a backend without multi-primary conflict dates answers a pulled
+/// change that carries a priority.
+pub fn no_multi_primary() -> StoreError {
+    StoreError::Unsupported(
+        "multi-primary replication needs the embedded or memory store (docs/multi-primary.md)".into(),
+    )
+}
+
 /// A subscription to a log that never moves: waiters wait (a closed channel
 /// would wake them at once, over and over).
 pub fn never_moves() -> tokio::sync::watch::Receiver<u64> {

@@ -138,6 +138,8 @@ async fn read_only_never_writes() {
     assert!(SqlStore::connect(&both).await.is_err(), "read_only with create_schema is refused");
 }
 
+/// Documents always; the transaction log with `replication_log` off (the
+/// default), where nothing of it is in the database (txn_log.rs runs it on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn documents_and_txn_log_are_declined() {
     let Some(s) = store("declined").await else { return };
@@ -152,6 +154,9 @@ async fn documents_and_txn_log_are_declined() {
     says(s.txn_log_bounds().await.unwrap_err(), "no transaction log");
     says(s.apply_replicated(Vec::new(), Vec::new()).await.unwrap_err(), "no transaction log");
     says(s.txn_log_reset(5).await.unwrap_err(), "no transaction log");
+    says(s.txn_log_prune(5).await.unwrap_err(), "no transaction log");
+    says(s.txn_log_read(0, 10).await.unwrap_err(), "replication_log = true");
+    assert!(!s.capabilities().txn_log);
     s.checkpoint().await.unwrap();
     assert!(s.export().is_err(), "backups are the database's own (pg_dump)");
 }
