@@ -356,6 +356,15 @@ impl Metrics {
         let batches = cumulative(&BOUNDS, &store.batch_sizes);
         r.register("store_group_commit_size", "Commits with at most `le` operations (cumulative)", batches);
         r.register("store_max_group_commit", "Largest number of operations committed together", gauge(store.max_batch));
+        if store.lookups > 0 {
+            // SQL only: how many lookups shared each statement (`read_statements`).
+            r.register("store_lookups", "Handle lookups sent to the database", counter(store.lookups));
+            r.register(
+                "store_lookup_statements",
+                "Statements that carried those lookups (fewer under load)",
+                counter(store.lookup_statements),
+            );
+        }
 
         for hook in self.scrape_hooks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             hook(&mut r);

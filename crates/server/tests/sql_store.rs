@@ -143,6 +143,15 @@ async fn served_by_handled(db: Db) {
     let r = tcp.resolve(b"TEST/DEPOSIT", &ResolveOptions::default()).await.unwrap();
     assert_eq!(r.code(), ResponseCode::HANDLE_NOT_FOUND);
     assert_eq!(search(s.addrs.http, "?URL=https://example.org/*").await, (200, "[]".to_owned()));
+    // How many lookups went in how many statements (read_statements), for operators.
+    let (_, metrics) = global_common::http_get(s.addrs.http, "/metrics").await;
+    let figure = |name: &str| -> u64 {
+        let line = metrics.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name}: {metrics}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let (lookups, statements) =
+        (figure("handled_store_lookups_total "), figure("handled_store_lookup_statements_total "));
+    assert!(lookups >= 6 && (1..=lookups).contains(&statements), "{lookups} lookups, {statements} statements");
 
     // Our metadata stays out of Handle.Net's tables; a restart carries the
     // site serial on (its ports are new, so the site record changed: 1 → 2).

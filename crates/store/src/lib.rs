@@ -164,6 +164,10 @@ pub struct StoreStats {
     pub imported: u64,
     /// Total time spent committing (including fsync), in microseconds.
     pub commit_micros: u64,
+    /// Handle lookups sent to a database server (SQL; 0 elsewhere) and the
+    /// statements that carried them: fewer statements than lookups under load.
+    pub lookups: u64,
+    pub lookup_statements: u64,
 }
 
 impl StoreStats {
@@ -226,6 +230,8 @@ impl StatCounters {
             batch_sizes: std::array::from_fn(|i| l(&self.batch_sizes[i])),
             imported: l(&self.imported),
             commit_micros: l(&self.commit_micros),
+            lookups: 0,
+            lookup_statements: 0,
         }
     }
 }

@@ -265,7 +265,8 @@ impl StoreAdmin for SqlStore {
     }
 
     fn stats(&self) -> StoreStats {
-        self.stats.snapshot()
+        let lookups = self.reads.counts();
+        StoreStats { lookups: lookups.lookups, lookup_statements: lookups.statements, ..self.stats.snapshot() }
     }
 
     fn writable(&self) -> Result<(), StoreError> {
