@@ -12,6 +12,11 @@
 //! is in its answer (deposits by other programs are seen at once, as
 //! without batching), and each handle's rows come from one statement's
 //! snapshot. Custom `get_handle_stmt`s (one parameter, any SQL) are not batched.
+//!
+//! Bounds: the lookups waiting are requests the server admitted (its
+//! admission control bounds them), a statement carries at most
+//! [`MOST_KEYS`], and a lookup waits at most for the statement in flight
+//! and its own, each cut by the database's statement timeout.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
