@@ -137,6 +137,15 @@ impl Layout {
         }
     }
 
+    /// PostgreSQL's `where` clause matching any handle of one array ([`PgKeys`]
+    /// of the same layout): text keys as text, so that the column's index serves.
+    pub(crate) fn pg_any_handle(self) -> &'static str {
+        match self.text(Col::Handle) {
+            true => "handle = any($1::text[])",
+            false => "handle = any($1::bytea[])",
+        }
+    }
+
     /// `where` clause matching one name exactly; binds it [`Dialect::key_binds`] times.
     pub(crate) fn matches(self, d: Dialect, col: Col) -> String {
         let c = col.name();
@@ -200,8 +209,8 @@ pub(crate) struct Queries {
     /// delete (keys as bytes, or text in the text layout; postgres.rs).
     pub pg_insert: String,
     pub pg_delete: String,
-    /// Whether `pg_delete` takes the keys as text.
-    pub pg_delete_text: bool,
+    /// Whether handles are bound as text ([`PgKeys`]).
+    pub handle_text: bool,
 }
 
 const VALUE_COLUMNS: &str = "ttl_type, ttl, timestamp, refs, admin_read, admin_write, pub_read, pub_write";
@@ -214,10 +223,7 @@ impl Queries {
             false => v.to_owned(),
         };
         // Text keys bound as text, so that the column's index serves (postgres.rs).
-        let pg_delete = match l.text(Col::Handle) {
-            true => "delete from handles where handle = any($1::text[])".to_owned(),
-            false => "delete from handles where handle = any($1::bytea[])".to_owned(),
-        };
+        let pg_delete = format!("delete from handles where {}", l.pg_any_handle());
         Queries {
             select_values_for_update: format!(
                 "select {value_columns} from handles where {} order by idx for update",
@@ -239,7 +245,7 @@ impl Queries {
                 text(Col::Type, "ty")
             ),
             pg_delete,
-            pg_delete_text: l.text(Col::Handle),
+            handle_text: l.text(Col::Handle),
         }
     }
 }
@@ -274,6 +280,48 @@ impl<'a> Name<'a> {
     /// Bytes, whatever the layout (`handled_meta`'s keys and values).
     pub(crate) fn bytes(bytes: &'a [u8]) -> Name<'a> {
         Name { bytes, text: false }
+    }
+}
+
+/// Handles bound as one PostgreSQL array ([`Layout::pg_any_handle`]): text
+/// in the text layout, where the keys were checked to be UTF-8.
+pub(crate) enum PgKeys {
+    Text(Vec<String>),
+    Bytes(Vec<Vec<u8>>),
+}
+
+impl PgKeys {
+    pub(crate) fn new(keys: &[&[u8]], text: bool) -> PgKeys {
+        match text {
+            true => PgKeys::Text(keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect()),
+            false => PgKeys::Bytes(keys.iter().map(|k| k.to_vec()).collect()),
+        }
+    }
+}
+
+impl Type<Postgres> for PgKeys {
+    fn type_info() -> PgTypeInfo {
+        <Vec<Vec<u8>> as Type<Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &PgTypeInfo) -> bool {
+        <Vec<Vec<u8>> as Type<Postgres>>::compatible(ty) || <Vec<String> as Type<Postgres>>::compatible(ty)
+    }
+}
+
+impl Encode<'_, Postgres> for PgKeys {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        match self {
+            PgKeys::Text(keys) => <Vec<String> as Encode<Postgres>>::encode_by_ref(keys, buf),
+            PgKeys::Bytes(keys) => <Vec<Vec<u8>> as Encode<Postgres>>::encode_by_ref(keys, buf),
+        }
+    }
+
+    fn produces(&self) -> Option<PgTypeInfo> {
+        Some(match self {
+            PgKeys::Text(_) => <Vec<String> as Type<Postgres>>::type_info(),
+            PgKeys::Bytes(_) => <Self as Type<Postgres>>::type_info(),
+        })
     }
 }
 

@@ -4,7 +4,7 @@
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 
-use super::layout::Queries;
+use super::layout::{PgKeys, Queries};
 use super::values::ValueRow;
 
 /// First key of our advisory locks (`pg_advisory_xact_lock(class, hash)`):
@@ -30,16 +30,9 @@ pub(crate) fn begin_locking(keys: &[&[u8]]) -> String {
     format!("begin; select pg_advisory_xact_lock({LOCK_CLASS}, h) from unnest('{{{}}}'::int4[]) as h", list.join(","))
 }
 
-/// Delete the rows of `keys` (layout.rs, `Queries::pg_delete`: one array, of
-/// text in the text layout, where the keys were checked to be UTF-8).
+/// Delete the rows of `keys` (layout.rs, `Queries::pg_delete`: one array).
 pub(crate) async fn delete_keys(conn: &mut PgConnection, q: &Queries, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
-    let query = sqlx::query(&q.pg_delete);
-    let query = if q.pg_delete_text {
-        query.bind(keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect::<Vec<_>>())
-    } else {
-        query.bind(keys.iter().map(|k| k.to_vec()).collect::<Vec<_>>())
-    };
-    query.execute(conn).await?;
+    sqlx::query(&q.pg_delete).bind(PgKeys::new(keys, q.handle_text)).execute(conn).await?;
     Ok(())
 }
 

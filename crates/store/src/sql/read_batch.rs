@@ -30,7 +30,7 @@ use handled_proto::HandleValue;
 
 use super::db::Pool;
 use super::error::backend;
-use super::layout::{Col, Layout, Queries};
+use super::layout::{Col, Layout, PgKeys, Queries};
 use super::records::{record_of, value_of};
 use super::values::NullableRow;
 use crate::{HandleRecord, StoreError};
@@ -84,10 +84,8 @@ impl ReadBatches {
         let select = format!("select {}, {handle} as h from handles where", queries.value_columns);
         let select = match &pool {
             Pool::Postgres(pool) => {
-                let text = layout.text(Col::Handle);
-                let array = if text { "text[]" } else { "bytea[]" };
-                let sql = format!("{select} handle = any($1::{array}) order by idx");
-                Select::Postgres { pool: pool.clone(), sql, text }
+                let sql = format!("{select} {} order by idx", layout.pg_any_handle());
+                Select::Postgres { pool: pool.clone(), sql, text: layout.text(Col::Handle) }
             }
             Pool::MySql(pool) => {
                 let sizes = std::iter::successors(Some(1usize), |n| (*n < MOST_KEYS).then_some(n * 2));
@@ -180,12 +178,7 @@ impl ReadBatches {
         };
         match &self.select {
             Select::Postgres { pool, sql, text } => {
-                let query = sqlx::query(sql);
-                let query = if *text {
-                    query.bind(keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect::<Vec<_>>())
-                } else {
-                    query.bind(keys.iter().map(|k| k.to_vec()).collect::<Vec<_>>())
-                };
+                let query = sqlx::query(sql).bind(PgKeys::new(keys, *text));
                 for r in query.fetch_all(pool).await? {
                     keep(r.try_get(11)?, value_of!(&r)?);
                 }

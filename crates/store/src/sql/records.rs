@@ -74,7 +74,7 @@ pub(super) fn record_of(values: Vec<handled_proto::HandleValue>) -> Option<Handl
 }
 
 impl Tx {
-    fn dialect(&self) -> Dialect {
+    pub(super) fn dialect(&self) -> Dialect {
         match self {
             Tx::Postgres(_) => Dialect::Postgres,
             Tx::MySql(_) => Dialect::MySql,
@@ -142,16 +142,8 @@ impl SqlStore {
         self.check_key(key)?;
         let rows = new.as_ref().map(|r| self.rows_of(key, r)).transpose()?;
         let started = Instant::now();
-        let mut tries = 0;
-        let result = loop {
-            match self.swap_once(key, &expect, rows.as_deref()).await {
-                Err(e) if is_retryable_write(&e) && tries + 1 < WRITE_TRIES => {
-                    tries += 1;
-                    backoff(tries).await;
-                }
-                other => break other.map_err(|e| self.write_error(e)),
-            }
-        };
+        let result = retrying_write(|| self.swap_once(key, &expect, rows.as_deref())).await;
+        let result = result.map_err(|e| self.write_error(e));
         match &result {
             Ok(_) => self.stats.committed(1, 0, true, started.elapsed().as_micros() as u64),
             Err(_) => self.stats.failed(1),
@@ -269,17 +261,7 @@ impl SqlStore {
         }
         for chunk in rows.chunks(PUT_CHUNK) {
             let started = Instant::now();
-            let mut tries = 0;
-            let result = loop {
-                match self.put_chunk(chunk).await {
-                    Err(e) if is_retryable_write(&e) && tries + 1 < WRITE_TRIES => {
-                        tries += 1;
-                        backoff(tries).await;
-                    }
-                    other => break other,
-                }
-            };
-            match result {
+            match retrying_write(|| self.put_chunk(chunk)).await {
                 Ok(()) => self.stats.committed(0, chunk.len() as u64, true, started.elapsed().as_micros() as u64),
                 Err(e) => {
                     self.stats.failed(0);
@@ -352,7 +334,7 @@ impl SqlStore {
 
     /// A write's error; a key that clashes only by the table's collation
     /// (another case, trailing spaces) said as such.
-    fn write_error(&self, e: sqlx::Error) -> StoreError {
+    pub(super) fn write_error(&self, e: sqlx::Error) -> StoreError {
         if is_unique_violation(&e) && self.pool.dialect() == Dialect::MySql {
             return StoreError::Backend(format!(
                 "sql: {e}: the handles table's collation takes this handle for another one (letter case or \
@@ -363,12 +345,30 @@ impl SqlStore {
     }
 }
 
-/// A short, growing, jittered pause before a write is tried again, so that
-/// racing writers do not meet again in step.
-pub(super) async fn backoff(tries: usize) {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos();
-    let jitter = u64::from(nanos) % 5;
-    tokio::time::sleep(Duration::from_millis((tries as u64).min(20) + jitter)).await;
+/// Run a write transaction, again after a lost race (a deadlock, a
+/// serialization failure, an insert beaten by another writer: [`WRITE_TRIES`])
+/// with a short, growing, jittered pause, so that racing writers do not meet
+/// again in step.
+pub(super) async fn retrying_write<T, F, Fut>(mut once: F) -> Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut tries = 0;
+    loop {
+        match once().await {
+            Err(e) if is_retryable_write(&e) && tries + 1 < WRITE_TRIES => {
+                tries += 1;
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .subsec_nanos();
+                let jitter = u64::from(nanos) % 5;
+                tokio::time::sleep(Duration::from_millis((tries as u64).min(20) + jitter)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 #[cfg(test)]

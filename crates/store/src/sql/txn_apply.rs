@@ -7,9 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::custom::Stmt;
 use super::custom_ops::{key_param, run_with_key, Cols, Param};
 use super::db::{bind_key, on_tx, Sql, Tx};
-use super::error::{backend, is_retryable_write};
-use super::layout::Col;
-use super::records::{backoff, WRITE_TRIES};
+use super::layout::{Col, PgKeys};
+use super::records::retrying_write;
 use super::values::ValueRow;
 use super::SqlStore;
 use crate::{
@@ -77,25 +76,16 @@ impl SqlStore {
     /// its entry in one commit.
     pub(super) async fn logged_home(&self, key: &str, na: &[u8], home: bool) -> Result<(), StoreError> {
         let started = std::time::Instant::now();
-        let mut tries = 0;
-        let done = loop {
-            let once = async {
-                let mut tx = self.pool.begin().await?;
-                let existed = self.home_in(&mut tx, na, home).await?;
-                let change = TxnAction::of_meta_write(key, existed, home);
-                let last = self.log_in(&mut tx, change.as_ref().map(|(a, h)| (*a, h.as_slice()))).await?;
-                tx.commit().await?;
-                self.published(last);
-                Ok(())
-            };
-            match once.await {
-                Err(e) if is_retryable_write(&e) && tries + 1 < WRITE_TRIES => {
-                    tries += 1;
-                    backoff(tries).await;
-                }
-                other => break other,
-            }
-        };
+        let done = retrying_write(|| async {
+            let mut tx = self.pool.begin().await?;
+            let existed = self.home_in(&mut tx, na, home).await?;
+            let change = TxnAction::of_meta_write(key, existed, home);
+            let last = self.log_in(&mut tx, change.as_ref().map(|(a, h)| (*a, h.as_slice()))).await?;
+            tx.commit().await?;
+            self.published(last);
+            Ok(())
+        })
+        .await;
         self.counted_write(started, done)
     }
 
@@ -114,14 +104,8 @@ impl SqlStore {
         let column = l.bytes(d, Col::Handle);
         match tx {
             Tx::Postgres(t) => {
-                let (array, text) = if l.text(Col::Handle) { ("text", true) } else { ("bytea", false) };
-                let sql = format!("select {column} from handles where handle = any($1::{array}[]) for update");
-                let q = sqlx::query_scalar::<_, Vec<u8>>(&sql);
-                let q = if text {
-                    q.bind(keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect::<Vec<_>>())
-                } else {
-                    q.bind(keys.iter().map(|k| k.to_vec()).collect::<Vec<_>>())
-                };
+                let sql = format!("select {column} from handles where {} for update", l.pg_any_handle());
+                let q = sqlx::query_scalar::<_, Vec<u8>>(&sql).bind(PgKeys::new(keys, l.text(Col::Handle)));
                 found.extend(q.fetch_all(&mut **t).await?);
             }
             Tx::MySql(t) => {
@@ -186,16 +170,7 @@ impl SqlStore {
             self.meta_table_or_refuse(k)?;
         }
         let started = std::time::Instant::now();
-        let mut tries = 0;
-        let done = loop {
-            match self.apply_once(&changes, &handles, &homes, &progress).await {
-                Err(e) if is_retryable_write(&e) && tries + 1 < WRITE_TRIES => {
-                    tries += 1;
-                    backoff(tries).await;
-                }
-                other => break other,
-            }
-        };
+        let done = retrying_write(|| self.apply_once(&changes, &handles, &homes, &progress)).await;
         let done = done.map(|last| self.published(last));
         match done {
             Ok(()) => {
@@ -205,7 +180,7 @@ impl SqlStore {
             }
             Err(e) => {
                 self.stats.failed(0);
-                Err(backend(e))
+                Err(self.write_error(e))
             }
         }
     }

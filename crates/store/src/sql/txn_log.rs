@@ -33,10 +33,13 @@ use crate::{StoreError, TxnAction, TxnEntry, TxnLogBounds, TXN_LOG_READ_MAX};
 /// Entries per `insert` on MariaDB (four parameters each).
 const INSERT_ENTRIES: usize = 1000;
 
-const LOCK_STATE: Sql = Sql {
-    pg: "select last, floor, last_date_ms from handled_txnlog_state where one = 1 for update",
-    my: "select last, floor, last_date_ms from handled_txnlog_state where one = 1 for update",
-};
+// Spelled alike on both databases.
+const LOCK_STATE: &str = "select last, floor, last_date_ms from handled_txnlog_state where one = 1 for update";
+const LAST: &str = "select last from handled_txnlog_state where one = 1";
+/// One statement, one snapshot: the counters and the oldest kept entry's date.
+const BOUNDS: &str = "select floor, last, (select date_ms from handled_txnlog where id = (select min(id) from \
+                      handled_txnlog)) from handled_txnlog_state where one = 1";
+const CLEAR: &str = "delete from handled_txnlog";
 const SAVE_STATE: Sql = Sql {
     pg: "update handled_txnlog_state set last = $1, floor = $2, last_date_ms = $3 where one = 1",
     my: "update handled_txnlog_state set last = ?, floor = ?, last_date_ms = ? where one = 1",
@@ -46,17 +49,6 @@ const STATE_ROW: Sql = Sql {
     pg: "insert into handled_txnlog_state (one, last, floor, last_date_ms) values (1, 0, 0, 0) \
          on conflict do nothing",
     my: "insert ignore into handled_txnlog_state (one, last, floor, last_date_ms) values (1, 0, 0, 0)",
-};
-const LAST: Sql = Sql {
-    pg: "select last from handled_txnlog_state where one = 1",
-    my: "select last from handled_txnlog_state where one = 1",
-};
-/// One statement, one snapshot: the counters and the oldest kept entry's date.
-const BOUNDS: Sql = Sql {
-    pg: "select floor, last, (select date_ms from handled_txnlog where id = (select min(id) from handled_txnlog)) \
-         from handled_txnlog_state where one = 1",
-    my: "select floor, last, (select date_ms from handled_txnlog where id = (select min(id) from handled_txnlog)) \
-         from handled_txnlog_state where one = 1",
 };
 const READ: Sql = Sql {
     pg: "select id, date_ms, action, handle from handled_txnlog where id > $1 order by id limit $2",
@@ -69,7 +61,6 @@ const PRUNABLE: Sql = Sql {
 };
 const PRUNE: Sql =
     Sql { pg: "delete from handled_txnlog where id <= $1", my: "delete from handled_txnlog where id <= ?" };
-const CLEAR: Sql = Sql { pg: "delete from handled_txnlog", my: "delete from handled_txnlog" };
 const PG_APPEND: &str = "insert into handled_txnlog (id, date_ms, action, handle) \
                          select * from unnest($1::int8[], $2::int8[], $3::int2[], $4::bytea[])";
 /// PostgreSQL logs local changes in one statement: the state row updated
@@ -123,8 +114,7 @@ impl SqlTxnLog {
 }
 
 async fn read_last(pool: &Pool) -> Result<u64, StoreError> {
-    let sql = pool.dialect().sql(&LAST);
-    let last: Option<i64> = on_pool!(pool, p => sqlx::query_scalar(sql).fetch_optional(p).await).map_err(backend)?;
+    let last: Option<i64> = on_pool!(pool, p => sqlx::query_scalar(LAST).fetch_optional(p).await).map_err(backend)?;
     last.map(|n| n.max(0) as u64).ok_or_else(|| corrupt("handled_txnlog_state has no row"))
 }
 
@@ -151,19 +141,12 @@ async fn poll_state(log: Weak<SqlTxnLog>, pool: Pool, every: Duration) {
 impl Tx {
     /// Lock the log's state row, the last lock of a logged write.
     pub(super) async fn lock_log(&mut self) -> Result<TxnLogState, sqlx::Error> {
-        let sql = match self {
-            Tx::Postgres(_) => LOCK_STATE.pg,
-            Tx::MySql(_) => LOCK_STATE.my,
-        };
-        let (last, floor, date): (i64, i64, i64) = on_tx!(self, c => sqlx::query_as(sql).fetch_one(c).await)?;
+        let (last, floor, date): (i64, i64, i64) = on_tx!(self, c => sqlx::query_as(LOCK_STATE).fetch_one(c).await)?;
         Ok(TxnLogState { last: last.max(0) as u64, floor: floor.max(0) as u64, last_date_ms: date.max(0) as u64 })
     }
 
     pub(super) async fn save_log(&mut self, s: &TxnLogState) -> Result<(), sqlx::Error> {
-        let sql = match self {
-            Tx::Postgres(_) => SAVE_STATE.pg,
-            Tx::MySql(_) => SAVE_STATE.my,
-        };
+        let sql = self.dialect().sql(&SAVE_STATE);
         let (last, floor, date) = (int(s.last), int(s.floor), int(s.last_date_ms));
         on_tx!(self, c => sqlx::query(sql).bind(last).bind(floor).bind(date).execute(c).await.map(drop))
     }
@@ -283,9 +266,8 @@ impl SqlStore {
     pub(super) async fn log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
         self.check_open()?;
         self.txn()?;
-        let sql = self.pool.dialect().sql(&BOUNDS);
         let row: Option<(i64, i64, Option<i64>)> =
-            on_pool!(&self.pool, p => sqlx::query_as(sql).fetch_optional(p).await).map_err(backend)?;
+            on_pool!(&self.pool, p => sqlx::query_as(BOUNDS).fetch_optional(p).await).map_err(backend)?;
         let (floor, last, first) = row.ok_or_else(|| corrupt("handled_txnlog_state has no row"))?;
         Ok(TxnLogBounds {
             floor: floor.max(0) as u64,
@@ -323,12 +305,10 @@ impl SqlStore {
     pub(super) async fn log_reset(&self, id: u64) -> Result<(), StoreError> {
         self.check_writable()?;
         let txn = self.txn()?;
-        let d = self.pool.dialect();
         let done = async {
             let mut tx = self.pool.begin().await?;
             let mut state = tx.lock_log().await?;
-            let sql = d.sql(&CLEAR);
-            on_tx!(&mut tx, c => sqlx::query(sql).execute(c).await.map(drop))?;
+            on_tx!(&mut tx, c => sqlx::query(CLEAR).execute(c).await.map(drop))?;
             state.reset(id);
             tx.save_log(&state).await?;
             tx.commit().await

@@ -75,63 +75,7 @@ macro_rules! txn_suite {
     };
 }
 
-// Every one but txn_log_local_writes, whose last write carries a document
-// (none on SQL): `local_writes_are_logged` below is it without.
-txn_suite!(
-    txn_log_no_ops_and_conflicts_log_nothing,
-    txn_log_put_many,
-    txn_log_read_paging,
-    txn_log_prune_raises_floor,
-    txn_log_reset,
-    txn_log_apply_replicated,
-    txn_log_apply_replicated_all_or_nothing,
-    txn_log_subscribe_wakes_on_commit,
-    txn_log_concurrent_ids_gap_free,
-    txn_log_checkpoint,
-);
-
-/// Suite tests of the log that do not run on SQL, and why.
-pub const TXN_LOG_NOT_RUN: &[(&str, &str)] = &[(
-    "txn_log_local_writes",
-    "its last write carries a document, which SQL declines (txn_log::local_writes_are_logged: the same without)",
-)];
-
-/// The suite's `txn_log_local_writes` without its document, built-in and custom.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn local_writes_are_logged() {
-    let Some(builtin) = log_store("local_writes").await else { return };
-    let Some(custom) = custom_log_store("local_writes").await else { return };
-    for s in [builtin, custom] {
-        let before = handled_store::txn_log::now_ms();
-        let k = b"20.5000/a";
-        s.swap(k, Expect::Absent, Some(url_record("1"))).await.unwrap();
-        s.swap(k, Expect::Present(url_record("1")), Some(url_record("2"))).await.unwrap();
-        s.swap(k, Expect::Any, Some(url_record("3"))).await.unwrap();
-        s.swap(k, Expect::Any, None).await.unwrap();
-        s.home(b"0.NA/20.5000", true).await.unwrap();
-        s.home(b"0.NA/20.5000", false).await.unwrap();
-        s.swap(b"20.5000/b", Expect::Absent, Some(url_record("b"))).await.unwrap();
-        let entries = read_whole_log(&*s).await;
-        use TxnAction::*;
-        let got: Vec<_> =
-            entries.iter().map(|e| (e.id, e.action, String::from_utf8_lossy(&e.handle).into_owned())).collect();
-        let want = [
-            (1, Create, "20.5000/a"),
-            (2, Update, "20.5000/a"),
-            (3, Update, "20.5000/a"),
-            (4, Delete, "20.5000/a"),
-            (5, HomeNa, "0.NA/20.5000"),
-            (6, UnhomeNa, "0.NA/20.5000"),
-            (7, Create, "20.5000/b"),
-        ];
-        assert_eq!(got, want.map(|(i, a, h)| (i, a, h.to_string())));
-        let after = handled_store::txn_log::now_ms();
-        assert!(entries.iter().all(|e| (before..=after).contains(&e.date_ms)), "{entries:?}");
-        assert!(entries.windows(2).all(|w| w[0].date_ms <= w[1].date_ms));
-        let b = s.txn_log_bounds().await.unwrap();
-        assert_eq!(b, handled_store::TxnLogBounds { floor: 0, last: 7, first_date_ms: Some(entries[0].date_ms) });
-    }
-}
+handled_store::conformance_txn_log!(txn_suite!());
 
 /// Two nodes (stores) on one database, writing at once: one log, its ids
 /// gap-free and in commit order (a write acknowledged before another began
