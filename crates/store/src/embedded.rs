@@ -337,7 +337,7 @@ fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Resul
 
     let (log, replayed) = Wal::open(&db, &path).map_err(|e| match e {
         StoreError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
-            let log_len: u64 = Wal::paths_for(&path).iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).sum();
+            let log_len = Wal::bytes_on_disk(&path);
             StoreError::Io(std::io::Error::new(
                 io.kind(),
                 format!(

@@ -79,14 +79,31 @@ pub(super) struct Committer {
     view: Option<Arc<View>>,
     running: Option<Running>,
     /// Set when the store file and the log may disagree, or redb latched an I/O
-    /// error: the file is reopened (its log replayed) before the next write.
+    /// error: the file is reopened (its log replayed) before the next write, or
+    /// by the idle writer once space is back.
     broken: Option<String>,
+    /// When the idle writer next tries to reopen a broken file, and how long it
+    /// waits after a reopen that failed.
+    reopen_at: Instant,
+    reopen_backoff: Duration,
 }
 
 impl Committer {
     pub(super) fn new(wal: Wal, opts: EmbeddedOptions, space: DiskSpace, shared: Arc<Shared>, path: PathBuf) -> Self {
         let view = shared.snapshot.load_full();
-        Committer { wal, opts, last_checkpoint: Instant::now(), space, shared, path, view, running: None, broken: None }
+        Committer {
+            wal,
+            opts,
+            last_checkpoint: Instant::now(),
+            space,
+            shared,
+            path,
+            view,
+            running: None,
+            broken: None,
+            reopen_at: Instant::now(),
+            reopen_backoff: REOPEN_POLL,
+        }
     }
 
     /// Apply and commit one batch; durable and visible when it returns `Ok`. The
@@ -104,7 +121,7 @@ impl Committer {
             // every later transaction fails until the file is reopened.
             if self.broken.is_none() && self.running.is_none() && db.begin_write().is_err() {
                 self.break_with(format!(
-                    "store unusable after an I/O error ({e}; {}); it is reopened at the next write",
+                    "store unusable after an I/O error ({e}; {}); it is reopened once space allows",
                     self.space.describe()
                 ));
             }
@@ -116,6 +133,28 @@ impl Committer {
         tracing::error!("{msg}");
         *self.shared.fatal.lock() = Some(msg.clone());
         self.broken = Some(msg);
+        self.reopen_at = Instant::now();
+        self.reopen_backoff = REOPEN_POLL;
+    }
+
+    /// Reopen a broken file without waiting for a write, so readiness comes back
+    /// with the space: tried once the filesystem has room for the replay (about
+    /// twice the log) and a margin, then less often while reopening fails.
+    fn reopen_when_space_returns(&mut self) {
+        let now = Instant::now();
+        if now < self.reopen_at {
+            return;
+        }
+        let replay = 2 * Wal::bytes_on_disk(&self.path);
+        if !self.space.has_room_for(replay.saturating_add(REOPEN_MARGIN)) {
+            self.reopen_at = now + REOPEN_POLL;
+            return;
+        }
+        if let Err(e) = self.reopen() {
+            self.reopen_backoff = (self.reopen_backoff * 2).min(MAX_REOPEN_BACKOFF);
+            self.reopen_at = now + self.reopen_backoff;
+            tracing::warn!("{e}; tried again in {:?}", self.reopen_backoff);
+        }
     }
 
     /// Reopen a broken file once space is back: release it, open it again
@@ -228,7 +267,7 @@ impl Committer {
             tracing::warn!("store checkpoint could not start beside the writes ({e}); made on the writer");
             if let Err(e) = self.checkpoint() {
                 self.break_with(format!(
-                    "store checkpoint failed ({e}; {}); the store is reopened (its log replayed) at the next write",
+                    "store checkpoint failed ({e}; {}); the store is reopened (its log replayed) once space allows",
                     self.space.describe()
                 ));
             }
@@ -268,7 +307,7 @@ impl Committer {
             Err(e) => {
                 // Everything is still in the log (the retired file was not emptied).
                 let msg = format!(
-                    "store checkpoint failed ({e}; {}); the store is reopened (its log replayed) at the next write",
+                    "store checkpoint failed ({e}; {}); the store is reopened (its log replayed) once space allows",
                     self.space.describe()
                 );
                 self.break_with(msg.clone());
@@ -289,7 +328,7 @@ impl Committer {
             Err(e) => {
                 // The view must not lose its active layer nor keep a frozen one
                 // over a snapshot without it: start over from the log.
-                let msg = format!("could not open a read snapshot after a checkpoint ({e}): the store is reopened (its log replayed) at the next write");
+                let msg = format!("could not open a read snapshot after a checkpoint ({e}): the store is reopened (its log replayed) once space allows");
                 self.break_with(msg.clone());
                 return Err(StoreError::Backend(msg));
             }
@@ -373,16 +412,26 @@ fn checkpoint_layer(
 /// has finished.
 const IDLE_POLL: Duration = Duration::from_millis(20);
 
+/// How often a broken store looks whether space is back (one `statvfs`).
+const REOPEN_POLL: Duration = Duration::from_millis(100);
+
+/// The longest wait between reopens that fail with space free.
+const MAX_REOPEN_BACKOFF: Duration = Duration::from_secs(10);
+
+/// Free space, beyond what the replay needs, before the idle writer reopens.
+const REOPEN_MARGIN: u64 = 1 << 20;
+
 impl Commit for Committer {
     fn commit(&mut self, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
         Committer::commit(self, batch)
     }
 
     /// While batches are not all in the store file: when the running
-    /// checkpoint may be done, or when the active layer is due.
+    /// checkpoint may be done, or when the active layer is due; while the file
+    /// is broken, when the next reopen is due.
     fn idle_wait(&self) -> Option<Duration> {
         if self.broken.is_some() {
-            return None;
+            return Some(self.reopen_at.saturating_duration_since(Instant::now()));
         }
         if self.running.is_some() {
             return Some(IDLE_POLL);
@@ -393,8 +442,11 @@ impl Commit for Committer {
 
     /// Finish a finished checkpoint, and checkpoint what came since once it is
     /// due: an idle store has everything in its file, and its log empty, within
-    /// a checkpoint interval of the last write.
+    /// a checkpoint interval of the last write. A broken file is reopened.
     fn idle(&mut self) {
+        if self.broken.is_some() {
+            return self.reopen_when_space_returns();
+        }
         let Some(db) = self.shared.db.lock().clone() else { return };
         if self.running.as_ref().is_some_and(|r| r.thread.is_finished()) {
             // A failure is reported, and marks the store for a reopen.

@@ -44,6 +44,11 @@ impl DiskSpace {
         }
     }
 
+    /// Whether `bytes` fit besides the reserve (false when space is unknown).
+    pub(super) fn has_room_for(&self, bytes: u64) -> bool {
+        free_bytes(&self.dir).is_ok_and(|free| free >= self.reserve.saturating_add(bytes))
+    }
+
     /// For error messages: "N MiB free on DIR".
     pub(super) fn describe(&self) -> String {
         match free_bytes(&self.dir) {

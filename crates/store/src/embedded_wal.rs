@@ -152,6 +152,11 @@ impl Wal {
         })
     }
 
+    /// Bytes both log files beside `db_path` hold (what a replay reads).
+    pub(super) fn bytes_on_disk(db_path: &Path) -> u64 {
+        Wal::paths_for(db_path).iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).sum()
+    }
+
     /// Open the log beside `db_path`, replay into `db` what the last checkpoint
     /// does not cover (one durable commit), and empty the log. Returns the log
     /// and the number of records replayed.

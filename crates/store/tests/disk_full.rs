@@ -216,7 +216,19 @@ async fn io_error_inside_the_database_recovers_when_space_returns() {
     let latched = s.writable().err().map(|e| e.to_string());
     eprintln!("while full: writable = {latched:?}");
     std::fs::remove_file(&filler).unwrap();
-    // The next write reopens the file if redb latched the error, and goes through.
+    if latched.is_some() {
+        // Readiness comes back with the space, before any write: the idle writer reopens the file.
+        let mut ready = false;
+        for _ in 0..100 {
+            if s.writable().is_ok() {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(ready, "the store did not reopen itself once space returned: {:?}", s.writable());
+    }
+    // The next write goes through (reopening the file if it still is broken).
     let mut back = false;
     for attempt in 0..50u32 {
         match s.swap(&key(10_000 + attempt), Expect::Absent, Some(record(10_000 + attempt))).await {
