@@ -25,6 +25,10 @@ pub struct SqlConfig {
     /// lookups than this wait and go together, one statement for many handles.
     /// Unset: half this machine's CPUs, at least one.
     pub read_statements: Option<u32>,
+    /// Most write transactions in flight at once: more writes than this wait
+    /// and go together, one transaction (one commit) for many handles.
+    /// Unset: half this machine's CPUs, at least one.
+    pub write_transactions: Option<u32>,
     /// Longest wait for a connection.
     pub connect_timeout_ms: u64,
     /// The database cancels a statement (lock waits included) after this.
@@ -80,6 +84,7 @@ impl Default for SqlConfig {
             password_file: None,
             max_connections: o.max_connections,
             read_statements: o.read_statements,
+            write_transactions: o.write_transactions,
             connect_timeout_ms: o.connect_timeout.as_millis() as u64,
             statement_timeout_ms: o.statement_timeout.as_millis() as u64,
             tls_ca: None,
@@ -128,6 +133,7 @@ impl SqlConfig {
             password,
             max_connections: self.max_connections,
             read_statements: self.read_statements,
+            write_transactions: self.write_transactions,
             connect_timeout: Duration::from_millis(self.connect_timeout_ms.max(1)),
             statement_timeout: Duration::from_millis(self.statement_timeout_ms.max(1)),
             tls_ca_file: self.tls_ca.clone(),
@@ -150,6 +156,9 @@ impl SqlConfig {
         }
         if self.read_statements == Some(0) {
             return Err("sql: read_statements must be at least 1".into());
+        }
+        if self.write_transactions == Some(0) {
+            return Err("sql: write_transactions must be at least 1".into());
         }
         if self.read_only && self.create_schema {
             return Err("sql: read_only and create_schema together: choose one".into());

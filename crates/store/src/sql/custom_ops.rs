@@ -12,7 +12,7 @@ use super::custom::{KeyBind, Prepared, Stmt};
 use super::db::on_pool;
 use super::error::backend;
 use super::values::NullableRow;
-use super::SqlStore;
+use super::SqlCore;
 use crate::{HandleRecord, StoreError};
 
 /// A column by position, read as the kind Handle.Net's `getX` asks for.
@@ -126,7 +126,7 @@ pub(super) fn record_of_values(mut values: Vec<HandleValue>) -> Option<HandleRec
     (!values.is_empty()).then(|| HandleRecord::new(values))
 }
 
-impl SqlStore {
+impl SqlCore {
     /// `get_handle_stmt`: the handle's values, in index order (the statement's
     /// order is kept for equal indexes).
     pub(super) async fn custom_get(&self, p: &Prepared, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {

@@ -28,7 +28,7 @@ use super::custom::{Custom, Kind, Prepared, Stmt, VALUE_COLUMNS};
 use super::custom_ops::{key_param, record_of_values, run_with_key, value_of, Param};
 use super::db::{on_pool, on_tx, Tx};
 use super::values::ValueRow;
-use super::SqlStore;
+use super::SqlCore;
 use crate::{HandleRecord, InvalidRecord, StoreError};
 
 /// `create_handle_stmt`'s parameters in Handle.Net's order: the handle, then
@@ -242,7 +242,7 @@ impl Tx {
     }
 }
 
-impl SqlStore {
+impl SqlCore {
     /// Home (or unhome) `na` through `add_na_stmt` (`del_na_stmt`), as
     /// Handle.Net's `setHaveNA` does: only if it is not so already, so that
     /// homing twice leaves one row.

@@ -198,9 +198,6 @@ impl Layout {
 pub(crate) struct Queries {
     /// The columns of a value, as records.rs's `value_of!` reads them.
     pub value_columns: String,
-    /// Handle.Net's `get_handle_stmt` (index order, exact names), locking
-    /// the rows (records.rs); lookups: read_batch.rs.
-    pub select_values_for_update: String,
     /// `have_na_stmt`, `add_na_stmt` (once: homing twice is a no-op), `del_na_stmt`.
     pub have_na: String,
     pub add_na: String,
@@ -225,10 +222,6 @@ impl Queries {
         // Text keys bound as text, so that the column's index serves (postgres.rs).
         let pg_delete = format!("delete from handles where {}", l.pg_any_handle());
         Queries {
-            select_values_for_update: format!(
-                "select {value_columns} from handles where {} order by idx for update",
-                l.matches(d, Col::Handle)
-            ),
             value_columns,
             have_na: format!("select count(*) from nas where {}", l.matches(d, Col::Na)),
             add_na: match d {

@@ -8,7 +8,7 @@ use super::custom::Stmt;
 use super::db::{bind_key, on_pool, Sql};
 use super::error::backend;
 use super::layout::{Col, Name};
-use super::SqlStore;
+use super::SqlCore;
 use crate::{StoreError, HOMED_META_PREFIX};
 
 const GET_META: Sql =
@@ -33,7 +33,7 @@ fn place(key: &str) -> Place<'_> {
     }
 }
 
-impl SqlStore {
+impl SqlCore {
     pub(super) fn meta_table_or_refuse(&self, key: &str) -> Result<(), StoreError> {
         if self.options.meta_table {
             Ok(())

@@ -32,7 +32,8 @@
 //! * Handle.Net's custom statements (`get_handle_stmt` …): [`custom`] checks
 //!   them at start, [`custom_ops`] reads through them;
 //! * the reverse lookup by a value's data (`/hrls`): [`search`];
-//! * handle lookups, several a statement under load: [`read_batch`].
+//! * handle lookups, several a statement under load: [`read_batch`]; writes,
+//!   several a transaction: [`write_batch`]; both through [`lanes`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -49,6 +50,7 @@ mod custom_writes;
 mod db;
 mod declined;
 mod error;
+mod lanes;
 mod layout;
 mod meta;
 mod mysql;
@@ -59,30 +61,32 @@ mod records;
 mod refs;
 pub mod schema;
 mod search;
+mod store_core;
 mod txn_apply;
 mod txn_log;
 mod values;
+mod write_batch;
 
 pub use custom::{writable_view_lacks, Statements as SqlStatements, Stmt as SqlStmt};
 pub use db::Dialect;
 pub use layout::Layout as SqlLayout;
 pub use options::SqlOptions;
 pub use read_batch::LookupCounts;
+use store_core::SqlCore;
+pub use write_batch::WriteCounts;
 
 /// Handle storage in Handle.Net's SQL tables (PostgreSQL, MariaDB/MySQL).
 pub struct SqlStore {
-    pool: db::Pool,
-    options: SqlOptions,
-    custom: custom::Custom,
-    /// The built-in statements of this database and layout.
-    queries: layout::Queries,
-    /// Point reads, several lookups a statement under load (read_batch.rs).
-    reads: std::sync::Arc<read_batch::ReadBatches>,
-    value_search: search::ValueSearch,
-    closed: AtomicBool,
-    stats: StatCounters,
-    /// The transaction log, with `replication_log` (txn_log.rs).
-    txn: Option<std::sync::Arc<txn_log::SqlTxnLog>>,
+    /// Shared with the tasks that run writes together (write_batch.rs).
+    core: std::sync::Arc<SqlCore>,
+}
+
+impl std::ops::Deref for SqlStore {
+    type Target = SqlCore;
+
+    fn deref(&self) -> &SqlCore {
+        &self.core
+    }
 }
 
 impl SqlStore {
@@ -138,8 +142,9 @@ impl SqlStore {
             true => Some(txn_log::SqlTxnLog::open(&pool, options.txn_poll_interval).await.map_err(in_database)?),
             false => None,
         };
-        Ok(SqlStore {
+        let core = SqlCore {
             reads,
+            writes: write_batch::WriteBatches::new(options.write_lanes()),
             pool,
             options,
             custom,
@@ -148,7 +153,8 @@ impl SqlStore {
             closed: AtomicBool::new(false),
             stats: StatCounters::default(),
             txn,
-        })
+        };
+        Ok(SqlStore { core: std::sync::Arc::new(core) })
     }
 
     /// Handle lookups so far, and the statements that answered them (read_batch.rs).
@@ -156,6 +162,13 @@ impl SqlStore {
         self.reads.counts()
     }
 
+    /// Swaps so far, and the transactions that made them (write_batch.rs).
+    pub fn write_counts(&self) -> WriteCounts {
+        self.writes.counts()
+    }
+}
+
+impl SqlCore {
     fn check_open(&self) -> Result<(), StoreError> {
         if self.closed.load(Ordering::Acquire) {
             Err(StoreError::Closed)

@@ -2,8 +2,9 @@
 //! with a list of parameters (no arrays), and no lock of its own.
 //!
 //! Writers of one handle are serialised by InnoDB itself: the locking read of
-//! a write (`select … where handle = ? … for update`, records.rs) takes
-//! next-key locks on the primary key's range for that handle under
+//! a write (`select … where handle in (…) … for update`, read_batch.rs and
+//! write_batch.rs) takes next-key locks on the primary key's range for each
+//! of its handles under
 //! REPEATABLE READ (set on every connection, options.rs), rows or no rows, so
 //! a second writer, or Handle.Net, or an application's own `insert` into that
 //! range, waits. Two creators of an absent handle may both hold the gap and

@@ -29,6 +29,10 @@ pub struct SqlOptions {
     /// beyond wait and go together in the next statement (read_batch.rs).
     /// `None`: half this machine's CPUs, at least one ([`SqlOptions::read_lanes`]).
     pub read_statements: Option<u32>,
+    /// Most write transactions in flight at once; writes beyond wait and go
+    /// together in the next transaction (write_batch.rs). `None`: half this
+    /// machine's CPUs, at least one ([`SqlOptions::write_lanes`]).
+    pub write_transactions: Option<u32>,
     /// Longest wait for a connection (new or from the pool).
     pub connect_timeout: Duration,
     /// The database cancels any statement running longer (lock waits included),
@@ -74,6 +78,7 @@ impl Default for SqlOptions {
             password: None,
             max_connections: 16,
             read_statements: None,
+            write_transactions: None,
             connect_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(5),
             tls_ca_file: None,
@@ -107,10 +112,14 @@ impl SqlOptions {
     /// PostgreSQL one statement at a time served the most (BENCHMARKS.md,
     /// "Lookups together"), so the default grows with the CPUs, not the pool.
     pub(crate) fn read_lanes(&self) -> usize {
-        match self.read_statements {
-            Some(n) => n as usize,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get() / 2).max(1),
-        }
+        self.read_statements.map_or_else(half_the_cpus, |n| n as usize)
+    }
+
+    /// Write transactions in flight at once; as for reads, fewer transactions
+    /// of more writes cost the database less per write (BENCHMARKS.md,
+    /// "Writes together").
+    pub(crate) fn write_lanes(&self) -> usize {
+        self.write_transactions.map_or_else(half_the_cpus, |n| n as usize)
     }
 
     /// The pool, connected lazily: the first connection is made (and the
@@ -121,6 +130,9 @@ impl SqlOptions {
         }
         if self.read_statements == Some(0) {
             return Err(StoreError::Backend("sql: read_statements must be at least 1".into()));
+        }
+        if self.write_transactions == Some(0) {
+            return Err(StoreError::Backend("sql: write_transactions must be at least 1".into()));
         }
         let bad_url = |e: sqlx::Error| StoreError::Backend(format!("sql: bad url {:?}: {e}", redact(&self.url)));
         match self.dialect()? {
@@ -239,6 +251,10 @@ pub(crate) fn redact(url: &str) -> String {
         }
         _ => url.to_owned(),
     }
+}
+
+fn half_the_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get() / 2).max(1)
 }
 
 #[cfg(test)]

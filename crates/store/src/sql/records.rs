@@ -11,20 +11,19 @@
 //! never a mix. Where custom statements are given, the read, the delete and
 //! the inserts are theirs, in the same transaction (custom_writes.rs). With
 //! `replication_log`, the write's log entry is its last statement before the
-//! commit (txn_log.rs).
+//! commit (txn_log.rs). Under load, one transaction does this for several
+//! handles at once (write_batch.rs).
 
 use std::time::{Duration, Instant};
 
-use sqlx::Row;
-
 use super::custom::Stmt;
 use super::db::Dialect;
-use super::db::{bind_key, on_pool, on_tx, Sql, Tx};
+use super::db::{on_pool, Sql, Tx};
 use super::error::{backend, is_retryable_write, is_unique_violation};
-use super::layout::{Col, Name, Queries};
-use super::values::{canonical, rows_of, NullableRow, ValueRow};
-use super::{mysql, postgres, SqlStore};
-use crate::{Expect, HandleRecord, InvalidRecord, StoreError, SwapOutcome, TxnAction};
+use super::layout::{Col, Queries};
+use super::values::{canonical, rows_of, ValueRow};
+use super::{mysql, postgres, SqlCore};
+use crate::{Expect, HandleRecord, InvalidRecord, StoreError, TxnAction};
 
 /// Keys per transaction of a bulk load: bounds the locks one holds.
 const PUT_CHUNK: usize = 500;
@@ -81,17 +80,6 @@ impl Tx {
         }
     }
 
-    /// The handle's values, its rows locked for the rest of the transaction.
-    async fn read_for_update(&mut self, q: &Queries, key: Name<'_>) -> Result<Option<HandleRecord>, sqlx::Error> {
-        let d = self.dialect();
-        let sql = q.select_values_for_update.as_str();
-        let values = on_tx!(self, c => {
-            let rows = bind_key!(sqlx::query(sql), d, key).fetch_all(c).await?;
-            rows.iter().map(|r| value_of!(r)).collect::<Result<Vec<_>, _>>()?
-        });
-        Ok(record_of(values))
-    }
-
     async fn delete_keys(&mut self, q: &Queries, keys: &[&[u8]]) -> Result<(), sqlx::Error> {
         match self {
             Tx::Postgres(t) => postgres::delete_keys(t, q, keys).await,
@@ -110,7 +98,7 @@ impl Tx {
     }
 }
 
-fn holds(expect: &Expect, current: Option<&HandleRecord>) -> bool {
+pub(super) fn holds(expect: &Expect, current: Option<&HandleRecord>) -> bool {
     match (expect, current) {
         (Expect::Any, _) => true,
         (Expect::Absent, c) => c.is_none(),
@@ -120,7 +108,7 @@ fn holds(expect: &Expect, current: Option<&HandleRecord>) -> bool {
     }
 }
 
-impl SqlStore {
+impl SqlCore {
     pub(super) async fn get_record(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
         self.check_open()?;
         if let Some(p) = self.custom.get(Stmt::GetHandle) {
@@ -130,62 +118,6 @@ impl SqlStore {
             return Ok(None); // no such row can exist
         }
         self.reads.get(key).await
-    }
-
-    pub(super) async fn swap_record(
-        &self,
-        key: &[u8],
-        expect: Expect,
-        new: Option<HandleRecord>,
-    ) -> Result<SwapOutcome, StoreError> {
-        self.check_writable()?;
-        self.check_key(key)?;
-        let rows = new.as_ref().map(|r| self.rows_of(key, r)).transpose()?;
-        let started = Instant::now();
-        let result = retrying_write(|| self.swap_once(key, &expect, rows.as_deref())).await;
-        let result = result.map_err(|e| self.write_error(e));
-        match &result {
-            Ok(_) => self.stats.committed(1, 0, true, started.elapsed().as_micros() as u64),
-            Err(_) => self.stats.failed(1),
-        }
-        result
-    }
-
-    async fn swap_once(
-        &self,
-        key: &[u8],
-        expect: &Expect,
-        rows: Option<&[ValueRow]>,
-    ) -> Result<SwapOutcome, sqlx::Error> {
-        let mut tx = self.begin_write(&[key]).await?;
-        let current = match self.custom.get(Stmt::GetHandle) {
-            Some(p) => tx.custom_read(p, key).await?,
-            None => {
-                let name = self.options.layout.name(self.pool.dialect(), Col::Handle, key);
-                tx.read_for_update(&self.queries, name).await?
-            }
-        };
-        if !holds(expect, current.as_ref()) {
-            tx.rollback().await?;
-            return Ok(SwapOutcome::Conflict { current });
-        }
-        if current.is_none() && rows.is_none() {
-            tx.rollback().await?; // nothing to delete, nothing to write
-            return Ok(SwapOutcome::Done { previous: None });
-        }
-        if current.is_some() {
-            self.delete_in(&mut tx, &[key]).await?;
-        }
-        if let Some(rows) = rows {
-            let pairs: Vec<(&[u8], &ValueRow)> = rows.iter().map(|r| (key, r)).collect();
-            self.insert_in(&mut tx, &pairs).await?;
-        }
-        // The log's lock last, right before the commit (txn_log.rs).
-        let action = TxnAction::of_handle_write(current.is_some(), rows.is_some());
-        let logged = self.log_in(&mut tx, action.map(|a| (a, key))).await?;
-        tx.commit().await?;
-        self.published(logged);
-        Ok(SwapOutcome::Done { previous: current })
     }
 
     /// The keys' rows deleted, by `delete_handle_stmt` where it is custom.

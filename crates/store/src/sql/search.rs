@@ -10,7 +10,7 @@
 use super::db::{on_pool, Dialect, Pool, Sql};
 use super::error::backend;
 use super::layout::{prefix_end, Col, Layout};
-use super::SqlStore;
+use super::SqlCore;
 use crate::{IndexHit, IndexMatch, StoreError, MAX_SEARCHED_LEN};
 
 /// The index `value_index` creates where there is none.
@@ -112,7 +112,7 @@ fn statement(
     (sql, binds)
 }
 
-impl SqlStore {
+impl SqlCore {
     pub(super) async fn find_values(
         &self,
         value_type: &[u8],

@@ -10,7 +10,7 @@ use super::db::{bind_key, on_tx, Sql, Tx};
 use super::layout::{Col, PgKeys};
 use super::records::retrying_write;
 use super::values::ValueRow;
-use super::SqlStore;
+use super::{SqlCore, SqlStore};
 use crate::{
     DocWrite, ReplicatedChange, ReplicatedWrite, StoreError, TxnAction, TxnEntry, TxnLogBounds, TxnLogStore,
     HOMED_META_PREFIX,
@@ -25,7 +25,7 @@ const PUT_META: Sql = Sql {
 };
 const DEL_META: Sql = Sql { pg: "delete from handled_meta where k = $1", my: "delete from handled_meta where k = ?" };
 
-impl SqlStore {
+impl SqlCore {
     /// Whether `na` is homed, read inside a write.
     async fn have_na_in(&self, tx: &mut Tx, na: &[u8]) -> Result<bool, sqlx::Error> {
         if let Some(p) = self.custom.get(Stmt::HaveNa) {

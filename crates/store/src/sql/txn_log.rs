@@ -26,7 +26,7 @@ use sqlx::Row;
 
 use super::db::{on_pool, on_tx, Pool, Sql, Tx};
 use super::error::backend;
-use super::SqlStore;
+use super::SqlCore;
 use crate::txn_log::TxnLogState;
 use crate::{StoreError, TxnAction, TxnEntry, TxnLogBounds, TXN_LOG_READ_MAX};
 
@@ -183,7 +183,7 @@ impl Tx {
     }
 }
 
-impl SqlStore {
+impl SqlCore {
     pub(super) fn txn(&self) -> Result<&SqlTxnLog, StoreError> {
         self.txn.as_deref().ok_or_else(|| {
             StoreError::Unsupported(

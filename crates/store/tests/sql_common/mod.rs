@@ -15,6 +15,17 @@ use handled_store::HandleRecord;
 /// than its default (`TEST/1`'s rows in each database's `handle_net` tests):
 /// index 1 a plain URL, index 100 with permissions, an absolute TTL, a
 /// timestamp and two references (one with a tab in its handle).
+/// `len` bytes that do not compress (a value too large for the database).
+pub fn noise(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            (x >> 16) as u8
+        })
+        .collect()
+}
+
 pub fn every_column_record() -> HandleRecord {
     let mut admin = HandleValue::new(100, "HS_ADMIN", vec![0x0f, 0xf2]);
     admin.permissions = ValuePermissions(ValuePermissions::ADMIN_READ | ValuePermissions::PUBLIC_WRITE);

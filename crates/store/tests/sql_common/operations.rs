@@ -231,6 +231,117 @@ async fn lookups_under_load_go_together_each_answered() {
     assert_eq!(s.get(b"T/locked").await.unwrap(), Some(url_record("y")));
 }
 
+/// Writes that arrive while every write transaction is out wait and commit
+/// together: each gets the outcome it would have had alone (compared with its
+/// handle as the transaction found it), a second write of one handle sees the
+/// first, and a value the database refuses fails alone, not its round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_under_load_go_together_each_answered() {
+    let Some(o) = options("writes_together").await else { return };
+    let o = SqlOptions { write_transactions: Some(1), ..o };
+    let s = Arc::new(SqlStore::connect(&o).await.unwrap());
+    let old = |i: usize| url_record(&format!("old{i}"));
+    let new = |i: usize| url_record(&format!("new{i}"));
+    let existing: Vec<(Vec<u8>, HandleRecord)> = (0..30).map(|i| (format!("T/e{i}").into_bytes(), old(i))).collect();
+    s.put_many(existing).await.unwrap();
+    s.swap(b"T/locked", Expect::Absent, Some(url_record("x"))).await.unwrap();
+    // Another program holds a row: the one write transaction waits on it while the others queue.
+    let other = crate::lock_rows(&o.url, "T/locked").await;
+    let blocked = {
+        let s = s.clone();
+        tokio::spawn(async move { s.swap(b"T/locked", Expect::Any, Some(url_record("y"))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = s.write_counts();
+    let refused = HandleRecord::new(vec![HandleValue::new(7, "BIG", crate::sql_common::noise(70_000, 11))]);
+    let mut asked: Vec<(&str, Vec<u8>, Expect, Option<HandleRecord>)> = Vec::new();
+    for i in 0..40 {
+        asked.push(("create", format!("T/n{i}").into_bytes(), Expect::Absent, Some(new(i))));
+    }
+    for i in 0..10 {
+        asked.push(("delete", format!("T/e{i}").into_bytes(), Expect::Any, None));
+        asked.push(("replace", format!("T/e{}", 10 + i).into_bytes(), Expect::Present(old(10 + i)), Some(new(i))));
+        asked.push(("stale", format!("T/e{}", 20 + i).into_bytes(), Expect::Absent, Some(new(i))));
+    }
+    asked.push(("twice", b"T/dup".to_vec(), Expect::Absent, Some(new(1))));
+    asked.push(("twice", b"T/dup".to_vec(), Expect::Absent, Some(new(2))));
+    let writes: Vec<_> = asked
+        .iter()
+        .map(|(_, k, e, r)| {
+            let (s, k, e, r) = (s.clone(), k.clone(), e.clone(), r.clone());
+            tokio::spawn(async move { s.swap(&k, e, r).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    other.release().await;
+    assert!(blocked.await.unwrap().unwrap().is_done());
+    let mut dup_done = Vec::new();
+    for ((what, key, _, record), got) in asked.iter().zip(writes) {
+        let got = got.await.unwrap();
+        let i: usize = String::from_utf8_lossy(key).trim_start_matches(['T', '/', 'e', 'n']).parse().unwrap_or(0);
+        let name = String::from_utf8_lossy(key);
+        match *what {
+            "create" => assert_eq!(got.unwrap(), SwapOutcome::Done { previous: None }, "{name}"),
+            "delete" | "replace" => {
+                let got = got.unwrap();
+                assert_eq!(got, SwapOutcome::Done { previous: Some(old(i)) }, "{name}")
+            }
+            "stale" => assert_eq!(got.unwrap(), SwapOutcome::Conflict { current: Some(old(i)) }, "{name}"),
+            "twice" => match got.unwrap() {
+                SwapOutcome::Done { previous: None } => dup_done.push(record.clone().unwrap()),
+                SwapOutcome::Conflict { current: Some(c) } => assert!(c == new(1) || c == new(2), "{c:?}"),
+                other => panic!("T/dup: {other:?}"),
+            },
+            _ => unreachable!(),
+        }
+    }
+    assert_eq!(dup_done.len(), 1, "exactly one of two creates of a handle is done");
+    assert_eq!(s.get(b"T/dup").await.unwrap(), Some(dup_done[0].clone()));
+    assert_eq!(s.get(b"T/big").await.unwrap(), None);
+    for i in 0..40 {
+        assert_eq!(s.get(format!("T/n{i}").as_bytes()).await.unwrap(), Some(new(i)));
+    }
+    for i in 0..10 {
+        assert_eq!(s.get(format!("T/e{i}").as_bytes()).await.unwrap(), None);
+        assert_eq!(s.get(format!("T/e{}", 10 + i).as_bytes()).await.unwrap(), Some(new(i)));
+        assert_eq!(s.get(format!("T/e{}", 20 + i).as_bytes()).await.unwrap(), Some(old(20 + i)));
+    }
+    let counts = s.write_counts();
+    let (writes, transactions) = (counts.writes - before.writes, counts.transactions - before.transactions);
+    assert_eq!(writes, asked.len() as u64);
+    // 71 writes of 70 handles, at most 64 a round: the one waiting, then two or three.
+    assert!(transactions <= 4, "{writes} writes took {transactions} transactions: not batched");
+
+    // A value the database refuses fails its round's transaction: each write
+    // of the round is then tried alone, and only that one fails.
+    let other = crate::lock_rows(&o.url, "T/locked").await;
+    let blocked = {
+        let s = s.clone();
+        tokio::spawn(async move { s.swap(b"T/locked", Expect::Any, Some(url_record("z"))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut round: Vec<_> = (0..5)
+        .map(|i| {
+            let s = s.clone();
+            tokio::spawn(async move { s.swap(format!("T/r{i}").as_bytes(), Expect::Absent, Some(new(i))).await })
+        })
+        .collect();
+    round.push({
+        let s = s.clone();
+        tokio::spawn(async move { s.swap(b"T/big", Expect::Absent, Some(refused)).await })
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    other.release().await;
+    assert!(blocked.await.unwrap().unwrap().is_done());
+    let refusal = round.pop().unwrap().await.unwrap();
+    assert!(refusal.is_err(), "the database takes a value it should refuse: {refusal:?}");
+    for (i, got) in round.into_iter().enumerate() {
+        assert_eq!(got.await.unwrap().unwrap(), SwapOutcome::Done { previous: None }, "T/r{i}");
+        assert_eq!(s.get(format!("T/r{i}").as_bytes()).await.unwrap(), Some(new(i)));
+    }
+    assert_eq!(s.get(b"T/big").await.unwrap(), None);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn connections_the_database_cut_are_replaced() {
     let Some(o) = options("connections_cut").await else { return };

@@ -30,14 +30,7 @@ async fn values_round_trip_in_index_order() {
     let big = HandleRecord::new(vec![HandleValue::new(7, "BIG", vec![0xabu8; 2_600])]);
     s.swap(b"20.5000/big", Expect::Absent, Some(big.clone())).await.unwrap();
     assert_eq!(s.get(b"20.5000/big").await.unwrap(), Some(big));
-    let mut x = 7u32;
-    let noise: Vec<u8> = (0..20_000)
-        .map(|_| {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-            (x >> 16) as u8
-        })
-        .collect();
-    let huge = HandleRecord::new(vec![HandleValue::new(7, "BIG", noise)]);
+    let huge = HandleRecord::new(vec![HandleValue::new(7, "BIG", crate::sql_common::noise(20_000, 7))]);
     let e = s.swap(b"20.5000/huge", Expect::Absent, Some(huge)).await.unwrap_err();
     assert!(e.to_string().contains("dataindex"), "{e}");
     assert_eq!(s.get(b"20.5000/huge").await.unwrap(), None);
