@@ -59,6 +59,18 @@ fn fill(dir: &Path) -> PathBuf {
     path
 }
 
+/// Whether the store says it takes writes again within `limit` (readiness).
+async fn writable_within(s: &EmbeddedStore, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while s.writable().is_err() {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
 fn key(i: u32) -> Vec<u8> {
     format!("20.5000/full-{i:06}").into_bytes()
 }
@@ -104,15 +116,7 @@ async fn full_disk_refuses_writes_then_recovers_without_restart() {
     assert_eq!(s.get(&key(0)).await.unwrap(), Some(record(0)));
     // Space returns: writes work again, no restart.
     std::fs::remove_file(&filler).unwrap();
-    let mut back = false;
-    for _ in 0..100 {
-        if s.writable().is_ok() {
-            back = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(back, "the store did not recover: {:?}", s.writable());
+    assert!(writable_within(&s, Duration::from_secs(5)).await, "the store did not recover: {:?}", s.writable());
     for i in 1000..1100 {
         s.swap(&key(i), Expect::Absent, Some(record(i))).await.unwrap();
         acked.push(i);
@@ -218,14 +222,7 @@ async fn io_error_inside_the_database_recovers_when_space_returns() {
     std::fs::remove_file(&filler).unwrap();
     if latched.is_some() {
         // Readiness comes back with the space, before any write: the idle writer reopens the file.
-        let mut ready = false;
-        for _ in 0..100 {
-            if s.writable().is_ok() {
-                ready = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let ready = writable_within(&s, Duration::from_secs(5)).await;
         assert!(ready, "the store did not reopen itself once space returned: {:?}", s.writable());
     }
     // The next write goes through (reopening the file if it still is broken).

@@ -79,6 +79,14 @@ pub(crate) fn is_connection_lost(e: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether a failed transaction of several writes may have failed for one of
+/// them (the database refused a statement: a value, a key, a lock wait cut
+/// by the statement timeout), so that each is worth trying alone
+/// (write_batch.rs); not when the database could not be reached at all.
+pub(crate) fn may_be_one_writes_fault(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if kind(db.as_ref()) != Kind::Lost)
+}
+
 /// A unique-key violation: another writer inserted the same row first
 /// (one that does not take our lock, e.g. Handle.Net itself).
 pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {

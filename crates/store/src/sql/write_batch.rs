@@ -11,10 +11,11 @@
 //!
 //! Each swap's outcome is what it would have been alone: its expectation is
 //! compared with its handle's rows as the transaction locked them. A
-//! transaction that fails is rolled back, then, if it held several swaps,
-//! they are tried again one a transaction, so that a write the database
-//! refuses (a collation clash on MariaDB, a custom statement's error) fails
-//! alone. One that lost a race is tried again whole first (`retrying_write`).
+//! transaction that fails is rolled back, then, if it held several swaps and
+//! the database refused a statement (not when it is out of reach), they are
+//! tried again one a transaction, so that a write the database refuses (a
+//! value too large, a collation clash on MariaDB, a custom statement's error,
+//! a handle another program keeps locked) fails alone. One that lost a race is tried again whole first (`retrying_write`).
 //! A quiet server writes as before: a swap that finds a free lane goes at
 //! once, alone.
 
@@ -25,6 +26,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use super::custom::Stmt;
+use super::error::may_be_one_writes_fault;
 use super::lanes::Lanes;
 use super::read_batch::MOST_KEYS;
 use super::records::{holds, record_of, retrying_write};
@@ -135,7 +137,12 @@ impl SqlCore {
         self.writes.transactions.fetch_add(1, Ordering::Relaxed);
         match retrying_write(|| self.swap_together(round)).await {
             Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
-            Err(e) if round.len() == 1 => vec![Err(self.write_error(e))],
+            // Alone, or the database out of reach: the same answer for each
+            // (trying each alone would wait out the connect timeout each time).
+            Err(e) if round.len() == 1 || !may_be_one_writes_fault(&e) => {
+                let e = self.write_error(e);
+                round.iter().map(|_| Err(e.duplicate())).collect()
+            }
             Err(e) => {
                 tracing::debug!("sql: a transaction of {} writes failed ({e}); each is tried alone", round.len());
                 let mut answers = Vec::with_capacity(round.len());
