@@ -16,36 +16,18 @@ Exit 0 when every attack was refused and the server still answers.
     tests/hostile/round2_surfaces.py 127.0.0.1:8000 --admin-secret S
 """
 import argparse
-import base64
-import http.client
 import json
-import ssl
 import sys
 import urllib.parse
 
-from hostile_common import loopback_target
-
-CTX = ssl._create_unverified_context()  # the server's self-signed certificate
-
+from hostile_common import https_request, loopback_target
 
 class Server:
     def __init__(self, host, port):
         self.host, self.port = host, port
 
     def request(self, method, path, user=None, secret=None, headers=None, body=None):
-        c = http.client.HTTPSConnection(self.host, self.port, timeout=10, context=CTX)
-        h = dict(headers or {})
-        if user:
-            token = base64.b64encode(f"{urllib.parse.quote(user, safe='')}:{secret}".encode()).decode()
-            h["Authorization"] = "Basic " + token
-        if body is not None:
-            h["Content-Type"] = "application/json"
-            body = json.dumps(body)
-        c.request(method, path, body=body, headers=h)
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+        return https_request((self.host, self.port), method, path, user, secret, headers, body)
 
 
 def value(index, kind, text):

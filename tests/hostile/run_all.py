@@ -46,6 +46,7 @@ ATTACKS = [
     ("udp_amplification", "F15", ["udp_amplification.py", "{native}", "--pid", "{pid}", "--http-port", "{http_port}",
                                   "--admin-secret", "{secret}"]),
     ("round2_surfaces", "R1..", ["round2_surfaces.py", "{http}", "--admin-secret", "{secret}", "--pid", "{pid}"]),
+    ("template_bombs", "S1-S3", ["template_bombs.py", "{http}", "--admin-secret", "{secret}", "--pid", "{pid}"]),
 ]
 
 
@@ -222,10 +223,10 @@ def main():
                     print(f"    probe failed: {f}")
                 if not alive:
                     break
-            print(f"\n{'attack':<20}{'F':<5}{'alive':<7}{'tool':>5}{'probes':>8}{'failed':>8}{'p99 ms':>9}"
+            print(f"\n{'attack':<20}{'F':<7}{'alive':<7}{'tool':>5}{'probes':>8}{'failed':>8}{'p99 ms':>9}"
                   f"{'≤2x':>6}{'peak RSS MiB':>14}  verdict")
             for r in rows:
-                print(f"{r[0]:<20}{r[1]:<5}{r[2]:<7}{r[3]:>5}{r[4]:>8}{r[5]:>8}{r[6]:>9.2f}{r[7]:>6}{r[8]:>14.1f}  {r[9]}")
+                print(f"{r[0]:<20}{r[1]:<7}{r[2]:<7}{r[3]:>5}{r[4]:>8}{r[5]:>8}{r[6]:>9.2f}{r[7]:>6}{r[8]:>14.1f}  {r[9]}")
             print(f"unloaded probe p99 {p99_0:.2f} ms; RSS bound {a.rss_mib:.0f} MiB")
             passed = sum(1 for r in rows if r[9] == "ok")
             print(f"hostile: {passed} passed, {len(rows) - passed} failed")

@@ -39,6 +39,7 @@ pub mod state;
 pub mod tls;
 pub mod transport;
 pub mod web;
+pub mod xml;
 
 /// This build's version and git commit (`build.rs`; "unknown" outside a checkout).
 pub mod build {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Failed authentications logged per second at most; a flood of wrong keys
 /// must not become a flood of log lines.
@@ -86,9 +86,50 @@ impl Logs {
     }
 }
 
+/// A warning logged at most once per interval, with how many were held back.
+pub struct ThrottledWarning {
+    interval: Duration,
+    last: Option<Instant>,
+    held_back: u64,
+}
+
+impl ThrottledWarning {
+    pub const fn new(interval: Duration) -> ThrottledWarning {
+        ThrottledWarning { interval, last: None, held_back: 0 }
+    }
+
+    /// Log `message` unless one was logged less than an interval ago; returns
+    /// whether it was logged.
+    pub fn warn(&mut self, message: std::fmt::Arguments<'_>) -> bool {
+        let now = Instant::now();
+        if self.last.is_some_and(|t| now.duration_since(t) < self.interval) {
+            self.held_back += 1;
+            return false;
+        }
+        match std::mem::take(&mut self.held_back) {
+            0 => tracing::warn!("{message}"),
+            n => tracing::warn!("{message} ({n} more like it not logged)"),
+        }
+        self.last = Some(now);
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warnings_are_held_back_within_the_interval() {
+        let mut w = ThrottledWarning::new(Duration::from_secs(60));
+        assert!(w.warn(format_args!("first")));
+        assert!(!w.warn(format_args!("second")));
+        assert!(!w.warn(format_args!("third")));
+        assert_eq!(w.held_back, 2);
+        w.last = Some(Instant::now() - Duration::from_secs(61));
+        assert!(w.warn(format_args!("fourth")));
+        assert_eq!(w.held_back, 0);
+    }
 
     #[test]
     fn auth_failures_are_rate_limited() {

@@ -72,6 +72,8 @@ pub struct Metrics {
     connections: Family<TransportLabel, Gauge>,
     connections_refused: Family<RefusedLabels, Counter>,
     udp_duplicates: Counter,
+    /// Template handles refused, by the bound their construction ran into.
+    templates_refused: Family<ReasonLabel, Counter>,
     /// Replication source: log entries and dumps sent, streams running, and
     /// the log's last id (set at scrape time).
     pub replication: ReplicationMetrics,
@@ -105,6 +107,7 @@ impl Default for Metrics {
             connections: Family::default(),
             connections_refused: Family::default(),
             udp_duplicates: Counter::default(),
+            templates_refused: Family::default(),
             replication: ReplicationMetrics::default(),
             started: std::time::Instant::now(),
             started_at: std::time::SystemTime::now(),
@@ -223,6 +226,11 @@ impl Metrics {
         self.udp_duplicates.inc();
     }
 
+    /// A template handle whose construction ran into `bound` (a label).
+    pub fn template_refused(&self, bound: &'static str) {
+        self.templates_refused.get_or_create(&ReasonLabel { reason: bound }).inc();
+    }
+
     /// Track an open connection until the guard is dropped.
     pub fn connection(&self, transport: &'static str) -> ConnectionGuard {
         let gauge = self.connections.get_or_create(&TransportLabel { transport }).clone();
@@ -281,6 +289,11 @@ impl Metrics {
             "udp_duplicates_dropped",
             "Re-sent UDP requests dropped because the original was still queued or being served",
             self.udp_duplicates.clone(),
+        );
+        r.register(
+            "template_builds_refused",
+            "Template handles refused: their construction ran into a bound (docs/template-handles.md, Bounds)",
+            self.templates_refused.clone(),
         );
 
         r.register("admission_admitted", "Requests admitted for processing", counter(admission.admitted));

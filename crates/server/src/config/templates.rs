@@ -23,7 +23,7 @@ impl TemplatesConfig {
     /// A namespace that does not parse is refused at start, not at the first request.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(xml) = &self.namespace {
-            roxmltree::Document::parse(xml).map_err(|e| format!("[templates] namespace is not XML: {e}"))?;
+            crate::xml::parse(xml).map_err(|e| format!("[templates] namespace is not XML: {e}"))?;
         }
         if self.delimiter.as_deref() == Some("") {
             return Err("[templates] delimiter must not be empty (leave it out instead)".into());

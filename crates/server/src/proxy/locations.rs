@@ -76,7 +76,7 @@ impl Locations {
         for v in values.iter().filter(|v| v.value_type.eq_ignore_ascii_case(LOC_TYPE)) {
             seen = true;
             let Ok(text) = std::str::from_utf8(&v.data) else { continue };
-            let Ok(doc) = roxmltree::Document::parse(text) else { continue };
+            let Ok(doc) = crate::xml::parse(text) else { continue };
             let root = doc.root_element();
             if !root.has_tag_name("locations") {
                 continue;
@@ -284,6 +284,21 @@ mod tests {
         <location id="2" href="https://c/" score="1" ctype="application/json" country="gb"/>
         <location id="3" href="https://d/" addresses="10.0.0.0/8 192.168.1.7" score="1"/>
       </locations>"#;
+
+    /// Any handle's owner (or, through the resolver, any remote handle) writes
+    /// 10320/loc: nesting that overflowed roxmltree's recursion is ignored like
+    /// any XML that does not parse, and the legacy URL still serves.
+    #[test]
+    fn deeply_nested_locations_are_ignored_not_parsed() {
+        let deep = format!("<locations>{}{}</locations>", "<x>".repeat(200_000), "</x>".repeat(200_000));
+        let l = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || loc(&deep, &["https://legacy/"]))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(pick(&l, &[], "127.0.0.1", None, 0.5).as_deref(), Some("https://legacy/"));
+    }
 
     #[test]
     fn each_method_narrows() {

@@ -5,42 +5,14 @@
 //! with a count (F2: ~17,000 "Too many open files" lines a minute).
 
 use super::limits::{ConnectionLimits, ConnectionSlot, Refusal};
+use crate::logging::ThrottledWarning;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
-
-/// A warning logged at most once per interval, with how many were held back.
-pub struct ThrottledWarning {
-    interval: Duration,
-    last: Option<Instant>,
-    held_back: u64,
-}
-
-impl ThrottledWarning {
-    pub fn new(interval: Duration) -> ThrottledWarning {
-        ThrottledWarning { interval, last: None, held_back: 0 }
-    }
-
-    /// Log `message` unless one was logged less than an interval ago; returns
-    /// whether it was logged.
-    pub fn warn(&mut self, message: std::fmt::Arguments<'_>) -> bool {
-        let now = Instant::now();
-        if self.last.is_some_and(|t| now.duration_since(t) < self.interval) {
-            self.held_back += 1;
-            return false;
-        }
-        match std::mem::take(&mut self.held_back) {
-            0 => tracing::warn!("{message}"),
-            n => tracing::warn!("{message} ({n} more like it not logged)"),
-        }
-        self.last = Some(now);
-        true
-    }
-}
 
 /// Told of every refused connection (listener name, why): the metrics.
 pub type RefusalHook = Arc<dyn Fn(&'static str, Refusal) + Send + Sync>;
@@ -138,18 +110,6 @@ pub fn http_refusal(why: Refusal) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn warnings_are_held_back_within_the_interval() {
-        let mut w = ThrottledWarning::new(Duration::from_secs(60));
-        assert!(w.warn(format_args!("first")));
-        assert!(!w.warn(format_args!("second")));
-        assert!(!w.warn(format_args!("third")));
-        assert_eq!(w.held_back, 2);
-        w.last = Some(Instant::now() - Duration::from_secs(61));
-        assert!(w.warn(format_args!("fourth")));
-        assert_eq!(w.held_back, 0);
-    }
 
     #[tokio::test]
     async fn refused_connections_get_the_answer_and_are_closed() {

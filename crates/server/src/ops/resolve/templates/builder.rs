@@ -7,6 +7,9 @@
 //! Construction is synchronous: a reference to a value not fetched yet stops
 //! it with [`Outcome::NeedRef`]; the caller fetches that value and builds again.
 
+use super::bounds::{Bound, Budget, MAX_VALUES};
+use super::built::Built;
+use super::expressions;
 use super::params::Params;
 use handled_proto::value::{HandleValue, TtlType, ValuePermissions, DEFAULT_TTL};
 use roxmltree::Node;
@@ -15,8 +18,10 @@ use std::collections::HashMap;
 /// References followed in one construction (Java `RECURSION_LIMIT`): beyond,
 /// the handle is not found.
 pub const MAX_REFS: usize = 10;
-/// Compiled size of one regular expression; a larger one matches nothing.
-const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// The work compiling an expression is counted as. Compiled expressions are
+/// kept, so each costs it once; a construction compiles at most 10 it has not
+/// compiled before (each up to 9 ms, `expressions.rs`).
+const COMPILE_WORK: usize = 100_000;
 
 /// What building from one namespace gave.
 #[derive(Debug, PartialEq)]
@@ -32,6 +37,16 @@ pub enum Outcome {
         index: i32,
         handle: String,
     },
+    /// The construction ran into one of its bounds (`bounds.rs`).
+    Refused(Bound),
+}
+
+/// What the children of an element came to.
+#[derive(PartialEq)]
+enum Flow {
+    Go,
+    /// A `<notfound/>` was reached: stop, the handle does not exist.
+    NotFound,
 }
 
 /// The fixed inputs of one construction.
@@ -44,62 +59,100 @@ pub struct Builder<'a> {
 
 impl Builder<'_> {
     /// Apply the `<template>` elements of `root` (a `<namespace>`, or a cited
-    /// `<template>`) in order, adding their values to `out`.
-    pub fn construct(&self, root: Node, params: &Params, out: &mut Vec<HandleValue>, followed: &mut usize) -> Outcome {
+    /// `<template>`) in order, adding their values to `out`. `budget` is what
+    /// the construction used so far, over every pass.
+    pub fn construct(
+        &self,
+        root: Node,
+        params: &Params,
+        out: &mut Built,
+        followed: &mut usize,
+        budget: &mut Budget,
+    ) -> Outcome {
+        self.namespace(root, params, out, followed, budget, 0).unwrap_or_else(Outcome::Refused)
+    }
+
+    fn namespace(
+        &self,
+        root: Node,
+        params: &Params,
+        out: &mut Built,
+        followed: &mut usize,
+        budget: &mut Budget,
+        depth: usize,
+    ) -> Result<Outcome, Bound> {
         if root.has_tag_name("template") {
-            return self.template(root, params, out, followed);
+            return self.template(root, params, out, followed, budget, depth);
         }
         let mut built = false;
         for template in root.children().filter(|n| n.has_tag_name("template")) {
-            match self.template(template, params, out, followed) {
+            match self.template(template, params, out, followed, budget, depth)? {
                 Outcome::Built => built = true,
                 Outcome::NoTemplate => {}
-                stop => return stop,
+                stop => return Ok(stop),
             }
         }
-        if built {
-            Outcome::Built
-        } else {
-            Outcome::NoTemplate
-        }
+        Ok(if built { Outcome::Built } else { Outcome::NoTemplate })
     }
 
-    fn template(&self, tag: Node, params: &Params, out: &mut Vec<HandleValue>, followed: &mut usize) -> Outcome {
+    fn template(
+        &self,
+        tag: Node,
+        params: &Params,
+        out: &mut Built,
+        followed: &mut usize,
+        budget: &mut Budget,
+        depth: usize,
+    ) -> Result<Outcome, Bound> {
         let Some(reference) = tag.attribute("ref") else {
-            return match self.elements(None, tag, params, out) {
-                true => Outcome::NotFound,
-                false => Outcome::Built,
-            };
+            return Ok(match self.elements(None, tag, params, out, budget, depth)? {
+                Flow::NotFound => Outcome::NotFound,
+                Flow::Go => Outcome::Built,
+            });
         };
         if *followed >= MAX_REFS {
-            return Outcome::NotFound;
+            return Ok(Outcome::NotFound);
         }
-        let Some((index, handle)) = reference.split_once(':') else { return Outcome::NoTemplate };
-        let Ok(index) = index.parse::<i32>() else { return Outcome::NoTemplate };
+        let Some((index, handle)) = reference.split_once(':') else { return Ok(Outcome::NoTemplate) };
+        let Ok(index) = index.parse::<i32>() else { return Ok(Outcome::NoTemplate) };
         let key = (index, handle.to_string());
         *followed += 1;
-        match self.refs.get(&key) {
+        Ok(match self.refs.get(&key) {
             None => Outcome::NeedRef { index, handle: key.1 },
             Some(None) => Outcome::NotFound,
-            Some(Some(xml)) => match roxmltree::Document::parse(xml) {
-                Ok(doc) => self.construct(doc.root_element(), params, out, followed),
-                Err(_) => Outcome::NoTemplate,
+            Some(Some(xml)) => match super::parse_namespace(xml)? {
+                Some(doc) => {
+                    budget.work(1 + xml.len() / 64)?;
+                    self.namespace(doc.root_element(), params, out, followed, budget, Budget::nest(depth)?)?
+                }
+                None => Outcome::NoTemplate,
             },
-        }
+        })
     }
 
-    /// The children of `tag` in order; true when a `<notfound/>` was reached.
+    /// The children of `tag` in order, one level below `depth`.
     /// `original`: the base handle's value inside a `<foreach>`.
-    fn elements(&self, original: Option<&HandleValue>, tag: Node, params: &Params, out: &mut Vec<HandleValue>) -> bool {
+    fn elements(
+        &self,
+        original: Option<&HandleValue>,
+        tag: Node,
+        params: &Params,
+        out: &mut Built,
+        budget: &mut Budget,
+        depth: usize,
+    ) -> Result<Flow, Bound> {
+        let depth = Budget::nest(depth)?;
+        budget.work(1 + params.len())?;
         let mut params = params.clone();
         // An <else> repeats the test of the <if> before it, negated.
         let mut test = Test::default();
         for child in tag.children().filter(Node::is_element) {
+            budget.work(1)?;
             let name = child.tag_name().name();
-            let not_found = match name {
+            let flow = match name {
                 "value" => {
-                    self.value(original, child, &params, out);
-                    false
+                    self.value(original, child, &params, out, budget)?;
+                    Flow::Go
                 }
                 "if" | "else" => {
                     if name == "if" {
@@ -107,61 +160,75 @@ impl Builder<'_> {
                     } else {
                         test.negate = !test.negate;
                     }
-                    match test.scope(&params, self.case_sensitive) {
-                        Some(inner) => self.elements(original, child, &inner, out),
-                        None => false,
+                    match test.scope(&params, self.case_sensitive, budget)? {
+                        Some(inner) => self.elements(original, child, &inner, out, budget, depth)?,
+                        None => Flow::Go,
                     }
                 }
-                "notfound" => true,
+                "notfound" => Flow::NotFound,
                 "foreach" if original.is_none() => {
-                    self.base_values.iter().any(|v| self.elements(Some(v), child, &params.with_value(v), out))
+                    let mut flow = Flow::Go;
+                    for v in self.base_values {
+                        budget.work(1 + v.data.len() / 64)?;
+                        flow = self.elements(Some(v), child, &params.with_value(v), out, budget, depth)?;
+                        if flow == Flow::NotFound {
+                            break;
+                        }
+                    }
+                    flow
                 }
                 "def" => match child.attribute("parameter") {
                     Some(parameter) => {
-                        let mut defined = Vec::new();
-                        let not_found = self.elements(original, child, &params, &mut defined);
+                        let mut defined = Built::default();
+                        let flow = self.elements(original, child, &params, &mut defined, budget, depth)?;
                         if let Some(first) = defined.first() {
-                            params = params.with(parameter, String::from_utf8_lossy(&first.data).into_owned());
+                            params = params.with(parameter, String::from_utf8_lossy(&first.data).into());
                         }
-                        not_found
+                        flow
                     }
-                    None => false,
+                    None => Flow::Go,
                 },
-                _ => false,
+                _ => Flow::Go,
             };
-            if not_found {
-                return true;
+            if flow == Flow::NotFound {
+                return Ok(Flow::NotFound);
             }
         }
-        false
+        Ok(Flow::Go)
     }
 
     /// A `<value>`: inside `<foreach>` a copy of the original with what the
     /// attributes change; elsewhere a new value, which needs a type and data.
-    fn value(&self, original: Option<&HandleValue>, tag: Node, params: &Params, out: &mut Vec<HandleValue>) {
+    fn value(
+        &self,
+        original: Option<&HandleValue>,
+        tag: Node,
+        params: &Params,
+        out: &mut Built,
+        budget: &mut Budget,
+    ) -> Result<(), Bound> {
         let index = tag.attribute("index").and_then(|i| i.trim().parse::<i32>().ok()).unwrap_or(-1);
         let value_type = tag.attribute("type");
         let data = tag.attribute("data").map(str::to_string).or_else(|| contents(tag));
-        let (mut value, mut index) = match original {
+        let (mut value, index) = match original {
             Some(v) => (v.clone(), if index < 0 { v.index } else { index }),
             None if value_type.is_some() && data.is_some() => (new_value(), 1),
-            None => return,
+            None => return Ok(()),
         };
-        // The first index from there not taken by a value already built.
-        out.sort_by_key(|v| v.index);
-        for v in out.iter() {
-            if v.index == index {
-                index += 1;
-            }
+        if out.len() >= MAX_VALUES {
+            return Err(Bound::Values);
         }
-        value.index = index;
         if let Some(t) = value_type {
-            value.value_type = params.substitute(t).into_bytes();
+            let t = params.substitute(t)?;
+            budget.built(t.len())?;
+            value.value_type = t.into_bytes();
         }
         if let Some(d) = data {
-            value.data = params.substitute(&d).into_bytes();
+            let d = params.substitute(&d)?;
+            budget.built(d.len())?;
+            value.data = d.into_bytes();
         }
-        out.push(value);
+        budget.work(out.push(value, index))
     }
 }
 
@@ -217,41 +284,30 @@ impl Test {
     }
 
     /// The parameters inside when the test holds, None when it does not.
-    fn scope(&self, params: &Params, case_sensitive: bool) -> Option<Params> {
+    fn scope(&self, params: &Params, case_sensitive: bool, budget: &mut Budget) -> Result<Option<Params>, Bound> {
         let Some(expression) = &self.expression else {
             // No test at all: the contents always apply (but not an <else> of it).
-            return (self.kind.is_none() && !self.negate).then(|| params.clone());
+            return Ok((self.kind.is_none() && !self.negate).then(|| params.clone()));
         };
         let value = params.get(&self.value);
-        match self.kind.as_deref() {
+        Ok(match self.kind.as_deref() {
             None | Some("equals") => {
-                (self.negate != (value == *expression)).then(|| params.with(&self.parameter, value))
+                (self.negate != (*value == **expression)).then(|| params.with(&self.parameter, value))
             }
             Some("matches") => {
-                let groups = full_match(expression, &value, case_sensitive);
-                match (groups, self.negate) {
+                // An expression this engine cannot compile (Java-only syntax, or
+                // too large) matches nothing.
+                let (re, compiled) = expressions::anchored(expression, case_sensitive);
+                budget.work(if compiled { COMPILE_WORK } else { 1 } + value.len() / 16)?;
+                match (re.and_then(|re| expressions::full_match(&re, &value)), self.negate) {
                     (Some(groups), false) => Some(params.with_match(&self.parameter, groups)),
                     (None, true) => Some(params.with(&self.parameter, value)),
                     _ => None,
                 }
             }
             Some(_) => None,
-        }
+        })
     }
-}
-
-/// The groups of `expression` matching the whole of `value`. An expression
-/// this engine cannot compile (Java-only syntax, or too large) matches nothing.
-fn full_match(expression: &str, value: &str, case_sensitive: bool) -> Option<Vec<Option<String>>> {
-    let anchored = format!("^(?:{expression})$");
-    let re = regex::RegexBuilder::new(&anchored)
-        .case_insensitive(!case_sensitive)
-        .size_limit(REGEX_SIZE_LIMIT)
-        .build()
-        .map_err(|e| tracing::debug!("template expression {expression:?}: {e}"))
-        .ok()?;
-    let captures = re.captures(value)?;
-    Some(captures.iter().map(|m| m.map(|m| m.as_str().to_string())).collect())
 }
 
 #[cfg(test)]

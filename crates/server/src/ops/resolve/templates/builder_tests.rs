@@ -1,4 +1,5 @@
 use super::*;
+use crate::ops::resolve::templates::bounds::{MAX_DEPTH, MAX_VALUE_BYTES, MAX_WORK};
 
 /// The Technical Manual's example (§11.2): URLs of the base handle get the
 /// extension as query parameters, other values are copied.
@@ -36,12 +37,16 @@ fn run_with(
     extension: &str,
     refs: &HashMap<(i32, String), Option<String>>,
 ) -> (Outcome, Vec<(i32, String, String)>) {
-    let doc = roxmltree::Document::parse(xml).unwrap();
+    let doc = match crate::ops::resolve::templates::parse_namespace(xml) {
+        Ok(doc) => doc.unwrap(),
+        Err(bound) => return (Outcome::Refused(bound), Vec::new()),
+    };
     let builder = Builder { base_values: base, case_sensitive: false, refs };
     let params = Params::new(&format!("1234/abc@{extension}"), "1234/abc", extension);
-    let mut out = Vec::new();
-    let outcome = builder.construct(doc.root_element(), &params, &mut out, &mut 0);
+    let mut out = Built::default();
+    let outcome = builder.construct(doc.root_element(), &params, &mut out, &mut 0, &mut Budget::default());
     let shown = out
+        .into_values()
         .iter()
         .map(|v| (v.index, String::from_utf8_lossy(&v.value_type).into(), String::from_utf8_lossy(&v.data).into()))
         .collect();
@@ -130,4 +135,115 @@ fn references_are_fetched_then_followed_within_the_limit() {
     refs.insert(key, Some(citing.to_string()));
     assert_eq!(run_with(citing, &[], "e", &refs).0, Outcome::NotFound);
     assert_eq!(run(r#"<namespace><template ref="x:1234/TPL"/></namespace>"#, &[], "e").0, Outcome::NoTemplate);
+}
+
+/// S1 (issue 41): a `<def>` that doubles its parameter at every step built
+/// 2^N KiB from a namespace of ~2 KB until allocation failed and the process
+/// aborted. The build stops at the bound on one value, having made no more
+/// than that.
+#[test]
+fn doubling_definitions_stop_at_the_value_bound() {
+    let seed = "s".repeat(1024);
+    let doublings: String = (0..40).map(|_| r#"<def parameter="x"><value type="T" data="${x}${x}"/></def>"#).collect();
+    let xml = format!(
+        r#"<namespace><template><def parameter="x"><value type="T" data="{seed}"/></def>{doublings}
+        <value type="URL" data="${{x}}"/></template></namespace>"#
+    );
+    assert_eq!(run(&xml, &[], "e").0, Outcome::Refused(Bound::ValueBytes));
+    // Just under the bound it builds: 2^8 KiB = 256 KiB is the largest value.
+    let fits: String = (0..7).map(|_| r#"<def parameter="x"><value type="T" data="${x}${x}"/></def>"#).collect();
+    let xml = format!(
+        r#"<namespace><template><def parameter="x"><value type="T" data="{seed}"/></def>{fits}
+        <value type="URL" data="${{x}}"/></template></namespace>"#
+    );
+    let (outcome, values) = run(&xml, &[], "e");
+    assert_eq!(outcome, Outcome::Built);
+    assert_eq!(values[0].2.len(), 128 * 1024);
+    assert!(values[0].2.len() <= MAX_VALUE_BYTES);
+}
+
+/// Many values each under the value bound still stop at the total.
+#[test]
+fn the_whole_construction_stops_at_the_byte_bound() {
+    let seed = "s".repeat(64 * 1024);
+    let copies: String = (0..100).map(|_| r#"<value type="T" data="${x}${x}"/>"#).collect();
+    let xml = format!(
+        r#"<namespace><template><def parameter="x"><value type="T" data="{seed}"/></def>{copies}</template></namespace>"#
+    );
+    assert_eq!(run(&xml, &[], "e").0, Outcome::Refused(Bound::BuiltBytes));
+}
+
+/// S2 (issue 41): 3,000 nested `<if>` overflowed a worker's stack. Built on
+/// a thread with tokio's default worker stack, far deeper nesting is refused
+/// at the depth bound; just under it builds.
+#[test]
+fn deep_nesting_is_refused_not_followed() {
+    fn nested(depth: usize) -> String {
+        let open = r#"<if value="extension" test="equals" expression="e">"#.repeat(depth);
+        let close = "</if>".repeat(depth);
+        format!(r#"<namespace><template>{open}<value type="URL" data="deep"/>{close}</template></namespace>"#)
+    }
+    let outcomes = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(|| [100_000, MAX_DEPTH, MAX_DEPTH - 1].map(|depth| run(&nested(depth), &[], "e")))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(outcomes[0].0, Outcome::Refused(Bound::Depth));
+    assert_eq!(outcomes[1].0, Outcome::Refused(Bound::Depth));
+    assert_eq!(outcomes[2], (Outcome::Built, vec![value(1, "URL", "deep")]));
+    // Nesting through cited templates counts too.
+    let citing = r#"<namespace><template ref="10:1234/TPL"/></namespace>"#.to_string();
+    let mut refs = HashMap::new();
+    refs.insert(
+        (10, "1234/TPL".to_string()),
+        Some(nested(MAX_DEPTH - 1).replace("<namespace>", "").replace("</namespace>", "")),
+    );
+    assert_eq!(run_with(&citing, &[], "e", &refs).0, Outcome::Refused(Bound::Depth));
+}
+
+/// S3 (issue 41): `<foreach>` sorted every value built so far for each new
+/// one, and `matches` compiled its expression at every evaluation: 60 values
+/// over 2,000 base values took 18 s. Now the work is counted: a template
+/// making 60 values of each of 2,000 is refused (each new value searching past
+/// the indexes taken is work too, before the value bound), and an
+/// expression over every base value is compiled once (the counted work stays
+/// far under the bound).
+#[test]
+fn foreach_work_is_bounded_and_expressions_compile_once() {
+    let many: Vec<HandleValue> = (1..=2000).map(|i| HandleValue::new(i, "URL", format!("u{i}"))).collect();
+    let sixty: String = (0..60).map(|_| "<value/>").collect();
+    let xml = format!("<namespace><template><foreach>{sixty}</foreach></template></namespace>");
+    let (outcome, _) = run(&xml, &many, "e");
+    assert!(matches!(outcome, Outcome::Refused(Bound::Values | Bound::Work)), "{outcome:?}");
+    // The finding's expression: Unicode \w repeated so often that it passes
+    // the compiled-size bound (it matches nothing); then a smaller one that
+    // compiles, matching every value. Each is compiled once for all 2,000.
+    for (expression, matched) in [(r"(?:[a-z]{1,50}\w{1,50}){1,8}", 0), (r"(?:[a-z]{1,10}[0-9_]{1,10}){1,4}", 2000)] {
+        let xml = format!(
+            r#"<namespace><template><foreach>
+                <if value="data" test="matches" expression="{expression}"><value/></if>
+            </foreach></template></namespace>"#
+        );
+        let refs = HashMap::new();
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        let builder = Builder { base_values: &many, case_sensitive: false, refs: &refs };
+        let params = Params::new("1234/abc@e", "1234/abc", "e");
+        let (mut out, mut budget) = (Built::default(), Budget::default());
+        let outcome = builder.construct(doc.root_element(), &params, &mut out, &mut 0, &mut budget);
+        assert_eq!((outcome, out.len()), (Outcome::Built, matched), "{expression}");
+        assert!(budget.used() < MAX_WORK / 4, "{expression}: work {}", budget.used());
+    }
+}
+
+/// Without bounds on work, parameters copied into every nested scope cost
+/// quadratic time; the copies are counted.
+#[test]
+fn copying_many_parameters_into_many_scopes_is_counted_work() {
+    let defs: String =
+        (0..2000).map(|i| format!(r#"<def parameter="p{i}"><value type="T" data="v"/></def>"#)).collect();
+    let ifs: String = (0..2000).map(|_| r#"<if value="extension" test="equals" expression="e"></if>"#).collect();
+    let xml = format!("<namespace><template>{defs}<foreach>{ifs}</foreach></template></namespace>");
+    let many: Vec<HandleValue> = (1..=200).map(|i| HandleValue::new(i, "URL", "u")).collect();
+    assert_eq!(run(&xml, &many, "e").0, Outcome::Refused(Bound::Work));
 }

@@ -15,19 +15,29 @@
 //! Cited templates (`<template ref="index:handle"/>`) are read from handles
 //! homed here; a handle held elsewhere is not followed (not found).
 
+mod bounds;
 mod builder;
+mod built;
+mod expressions;
 mod params;
 
 use super::chain::{Lookup, Query, ResolutionSource};
+use crate::logging::ThrottledWarning;
 use crate::ops::OpError;
 use crate::state::ServerState;
+use crate::xml::XmlError;
 use async_trait::async_trait;
+use bounds::{Bound, Budget};
 use builder::{Builder, Outcome};
+use built::Built;
 use handled_proto::handle;
+use handled_proto::header::ResponseCode;
 use handled_proto::value::{types, HandleValue};
 use handled_store::HandleRecord;
 use params::Params;
 use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
 
 pub struct Templates;
 
@@ -38,59 +48,88 @@ impl ResolutionSource for Templates {
         if !not_found {
             return Ok(Lookup::Pass);
         }
-        Ok(match build(state, &String::from_utf8_lossy(query.canonical)).await? {
-            Some(values) => Lookup::Record(HandleRecord { values, name: None }),
-            None => Lookup::NotFound,
-        })
+        let h = String::from_utf8_lossy(query.canonical);
+        match build(state, &h).await? {
+            Ok(Some(values)) => Ok(Lookup::Record(HandleRecord { values, name: None })),
+            Ok(None) => Ok(Lookup::NotFound),
+            Err(bound) => Err(refused(state, &h, bound)),
+        }
     }
 }
 
-/// The values of template handle `h`, or None when it is not one.
-async fn build(state: &ServerState, h: &str) -> Result<Option<Vec<HandleValue>>, OpError> {
+/// A construction past one of its bounds: counted, logged (at most one line
+/// every few seconds: anyone may ask again and again), and answered with an
+/// error that says which bound, for the prefix admin who wrote the template.
+fn refused(state: &ServerState, h: &str, bound: Bound) -> OpError {
+    state.metrics.template_refused(bound.label());
+    static LOG: Mutex<ThrottledWarning> = Mutex::new(ThrottledWarning::new(Duration::from_secs(10)));
+    if let Ok(mut log) = LOG.lock() {
+        log.warn(format_args!(
+            "template handle {h:?} refused: its template {bound} (docs/template-handles.md, Bounds)"
+        ));
+    }
+    OpError::new(ResponseCode::ERROR, format!("Template handle refused: its template {bound}"))
+}
+
+/// The values of template handle `h`, None when it is not one, or the bound
+/// its construction ran into.
+async fn build(state: &ServerState, h: &str) -> Result<Result<Option<Vec<HandleValue>>, Bound>, OpError> {
     let config = &state.config.templates;
     let prefix_namespace = match config.namespace_override {
         true => None,
         false => namespace_of(state, &String::from_utf8_lossy(&handle::prefix_handle(h.as_bytes()))).await?,
     };
     let namespace = prefix_namespace.or_else(|| config.namespace.clone());
-    let delimiter = namespace.as_deref().and_then(delimiter_of).or_else(|| config.delimiter.clone());
-    let Some(delimiter) = delimiter.filter(|d| !d.is_empty()) else { return Ok(None) };
+    let delimiter = match namespace.as_deref().map(delimiter_of).transpose() {
+        Ok(delimiter) => delimiter.flatten().or_else(|| config.delimiter.clone()),
+        Err(bound) => return Ok(Err(bound)),
+    };
+    let Some(delimiter) = delimiter.filter(|d| !d.is_empty()) else { return Ok(Ok(None)) };
 
     let prefix_len = h.find('/').unwrap_or(h.len());
     let Some(at) = h.get(prefix_len..).and_then(|rest| rest.find(&delimiter)).map(|i| prefix_len + i) else {
-        return Ok(None);
+        return Ok(Ok(None));
     };
     let (base, extension) = (&h[..at], &h[at + delimiter.len()..]);
     let base_values = match state.store.get(&state.storage_key(base.as_bytes())).await? {
         Some(record) => record.values,
-        None if namespace.is_none() => return Ok(None),
+        None if namespace.is_none() => return Ok(Ok(None)),
         None => Vec::new(),
     };
     // The base's namespace first, the prefix's (or the configured one) after it.
     let own = base_values.iter().find(|v| v.is_type(types::HS_NAMESPACE)).map(|v| data_text(&v.data));
     let namespaces: Vec<String> = own.into_iter().chain(namespace).collect();
-    let docs: Vec<roxmltree::Document> = namespaces.iter().filter_map(|x| roxmltree::Document::parse(x).ok()).collect();
+    let mut docs = Vec::new();
+    for namespace in &namespaces {
+        match parse_namespace(namespace) {
+            Ok(doc) => docs.extend(doc),
+            Err(bound) => return Ok(Err(bound)),
+        }
+    }
     if !docs.iter().any(|d| first_template(d.root_element()).is_some()) {
-        return Ok((!base_values.is_empty()).then_some(base_values));
+        return Ok(Ok((!base_values.is_empty()).then_some(base_values)));
     }
 
     let params = Params::new(h, base, extension);
     let mut refs = HashMap::new();
+    // The budget spans every pass: a pass that stops for a reference was work.
+    let mut budget = Budget::default();
     // Each pass fetches at most one cited template; a pass follows at most
     // MAX_REFS of them, so this ends.
     loop {
         let builder = Builder { base_values: &base_values, case_sensitive: state.config.case_sensitive, refs: &refs };
-        let (mut values, mut followed) = (Vec::new(), 0);
+        let (mut values, mut followed) = (Built::default(), 0);
         let mut outcome = Outcome::NoTemplate;
         for doc in &docs {
-            outcome = builder.construct(doc.root_element(), &params, &mut values, &mut followed);
+            outcome = builder.construct(doc.root_element(), &params, &mut values, &mut followed, &mut budget);
             if outcome != Outcome::NoTemplate {
                 break;
             }
         }
         match outcome {
-            Outcome::Built => return Ok(Some(values)),
-            Outcome::NoTemplate | Outcome::NotFound => return Ok(None),
+            Outcome::Built => return Ok(Ok(Some(values.into_values()))),
+            Outcome::NoTemplate | Outcome::NotFound => return Ok(Ok(None)),
+            Outcome::Refused(bound) => return Ok(Err(bound)),
             Outcome::NeedRef { index, handle } => {
                 let cited = cited_value(state, index, &handle).await?;
                 refs.insert((index, handle), cited);
@@ -114,10 +153,21 @@ async fn cited_value(state: &ServerState, index: i32, h: &str) -> Result<Option<
     Ok(record.and_then(|r| r.values.iter().find(|v| v.index == index).map(|v| data_text(&v.data))))
 }
 
+/// A namespace (or a cited template) as a tree: None when it is not XML (it
+/// is then ignored, as the original ignores it); refused when it nests deeper
+/// than the XML bound, which lies above the builder's own.
+fn parse_namespace(xml: &str) -> Result<Option<roxmltree::Document<'_>>, Bound> {
+    match crate::xml::parse(xml) {
+        Ok(doc) => Ok(Some(doc)),
+        Err(XmlError::TooDeep) => Err(Bound::Depth),
+        Err(XmlError::Syntax(_)) => Ok(None),
+    }
+}
+
 /// The first `<template>` of a namespace names the delimiter.
-fn delimiter_of(namespace: &str) -> Option<String> {
-    let doc = roxmltree::Document::parse(namespace).ok()?;
-    first_template(doc.root_element())?.attribute("delimiter").map(str::to_string)
+fn delimiter_of(namespace: &str) -> Result<Option<String>, Bound> {
+    Ok(parse_namespace(namespace)?
+        .and_then(|doc| first_template(doc.root_element())?.attribute("delimiter").map(str::to_string)))
 }
 
 fn first_template<'a, 'input>(root: roxmltree::Node<'a, 'input>) -> Option<roxmltree::Node<'a, 'input>> {
