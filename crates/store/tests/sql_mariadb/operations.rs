@@ -98,3 +98,39 @@ async fn missing_tables_are_named_with_their_statements() {
     assert!(e.contains("nas, handles, handled_meta"), "{e}");
     assert!(e.contains("create table handles (handle varchar(255) not null"), "{e}");
 }
+
+/// S5: a handle the table takes for another (its collation: letter case and
+/// trailing spaces in Debian's default one) and a name longer than its
+/// `varchar(255)` are refused at once, each saying what, after one try: a
+/// duplicate key on MariaDB is no lost race (the write's locking read holds
+/// the key's range), so it is not tried again WRITE_TRIES times, nor answered
+/// "unavailable".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_collation_clash_and_a_long_name_are_refused_at_once() {
+    use handled_store::Refused;
+    let Some(o) = options("collation_clash_refused_at_once").await else { return };
+    mariadb(
+        &o.url,
+        "create table nas (na varchar(255) not null, PRIMARY KEY(na)); \
+         create table handles (handle varchar(255) not null, idx int4 not null, type blob, data blob, \
+         ttl_type int2, ttl int4, timestamp int4, refs blob, admin_read bool, admin_write bool, pub_read bool, \
+         pub_write bool, PRIMARY KEY(handle, idx))",
+    );
+    let s = SqlStore::connect(&o).await.unwrap();
+    s.swap(b"TEST/A", Expect::Absent, Some(url_record("upper"))).await.unwrap();
+    let tries = s.write_counts().tries;
+    let e = s.swap(b"TEST/a ", Expect::Absent, Some(url_record("lower"))).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Refused { what: Refused::Taken, .. }), "{e:?}");
+    assert!(e.to_string().contains("collation"), "{e}");
+    assert_eq!(s.write_counts().tries - tries, 1, "one try, not one per lost race: {e}");
+    let e = s.put_many(vec![(b"TEST/a".to_vec(), url_record("lower"))]).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Refused { what: Refused::Taken, .. }), "{e:?}");
+
+    let long = format!("TEST/{}", "n".repeat(295));
+    let tries = s.write_counts().tries;
+    let e = s.swap(long.as_bytes(), Expect::Absent, Some(url_record("long"))).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Refused { what: Refused::Name, .. }), "{e:?}");
+    assert!(e.to_string().contains("handle name"), "{e}");
+    assert_eq!(s.write_counts().tries - tries, 1, "{e}");
+    assert_eq!(s.scan_keys(b"TEST/", None, 10).await.unwrap(), vec![b"TEST/A".to_vec()]);
+}
