@@ -76,8 +76,9 @@ fn kind(db: &dyn DatabaseError) -> Kind {
 /// Which part of a handle a column named in the database's message holds:
 /// MariaDB's "for column 'handle'", PostgreSQL's index "handles_pkey".
 fn column_of(message: &str) -> Refused {
-    let names_key =
-        ["'handle'", "`handle`", "'na'", "`na`", "handles_pkey", "handleindex", "nas_pkey"].iter().any(|c| message.contains(c));
+    let names_key = ["'handle'", "`handle`", "'na'", "`na`", "handles_pkey", "handleindex", "nas_pkey"]
+        .iter()
+        .any(|c| message.contains(c));
     if names_key {
         Refused::Name
     } else {
