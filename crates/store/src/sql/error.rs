@@ -166,3 +166,24 @@ pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
 pub(crate) fn is_retryable_write(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if matches!(kind(db.as_ref()), Kind::Unique | Kind::LostRace))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refused_column_is_read_from_the_message() {
+        assert_eq!(column_of("Data too long for column 'handle' at row 1"), Refused::Name);
+        assert_eq!(
+            column_of("Incorrect string value: '\\xF0' for column `db`.`handles`.`handle` at row 1"),
+            Refused::Name
+        );
+        assert_eq!(column_of("Data too long for column 'na' at row 1"), Refused::Name);
+        assert_eq!(column_of("index row size 2720 exceeds maximum 2704 for index \"handles_pkey\""), Refused::Name);
+        assert_eq!(column_of("Data too long for column 'data' at row 1"), Refused::Value);
+        assert_eq!(column_of("Incorrect string value for column `db`.`handles`.`type` at row 1"), Refused::Value);
+        assert_eq!(column_of("index row requires 70016 bytes, maximum size is 8191"), Refused::Value);
+        assert_eq!(column_named("handle"), Refused::Name);
+        assert_eq!(column_named("data"), Refused::Value);
+    }
+}
