@@ -36,6 +36,7 @@ mod server;
 pub mod session;
 pub mod site;
 pub mod state;
+pub mod store_answer;
 pub mod tls;
 pub mod transport;
 pub mod web;

@@ -125,6 +125,24 @@ pub enum StoreError {
     /// [`Capabilities`] say so beforehand.
     #[error("{0}")]
     Unsupported(String),
+    /// The database refused the write for good: trying again cannot succeed
+    /// (a name or value its column cannot hold, a key its collation takes for
+    /// another's). Says what was refused, and why.
+    #[error("{message}")]
+    Refused { what: Refused, message: String },
+}
+
+/// What a database refused for good ([`StoreError::Refused`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The handle's (or a prefix's) name: too long for its column, or
+    /// characters the column cannot hold.
+    Name,
+    /// A value, or the record as a whole (a constraint of the table).
+    Value,
+    /// The table holds another handle it takes for this one (its collation:
+    /// letter case, trailing spaces), or a unique key of an operator's table.
+    Taken,
 }
 
 impl StoreError {
@@ -138,6 +156,7 @@ impl StoreError {
             StoreError::Backend(s) => StoreError::Backend(s.clone()),
             StoreError::Invalid(e) => StoreError::Invalid(e.clone()),
             StoreError::Unsupported(s) => StoreError::Unsupported(s.clone()),
+            StoreError::Refused { what, message } => StoreError::Refused { what: *what, message: message.clone() },
         }
     }
 }

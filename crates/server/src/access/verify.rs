@@ -74,10 +74,7 @@ async fn local_values(
     let record = match state.store.get(&state.storage_key(handle)).await {
         Ok(Some(r)) => r,
         Ok(None) => return Err(AuthError::failed(format!("identity handle {} not found", show(handle)))),
-        Err(e) => {
-            tracing::error!("store read during authentication: {e}");
-            return Err(AuthError::error("internal storage error"));
-        }
+        Err(e) => return Err(AuthError::store(&e)),
     };
     Ok(record.values.into_iter().filter(|v| v.is_type(value_type) && (index == 0 || v.index == index)).collect())
 }

@@ -63,7 +63,8 @@ impl AuthWork {
 }
 
 /// A failed authentication: 403 when the proof is wrong or names nothing
-/// usable, 406 for other errors (§5.6).
+/// usable, 406 for other errors (§5.6); or no check at all (3 too busy, 7
+/// the store out of reach), which says nothing of the credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthError {
     pub code: ResponseCode,
@@ -77,5 +78,20 @@ impl AuthError {
 
     pub fn error(message: impl Into<String>) -> Self {
         AuthError { code: ResponseCode::AUTHEN_ERROR, message: message.into() }
+    }
+
+    /// The identity's keys could not be read: answered as the store's failure
+    /// (7 while it is out of reach), not as a failed authentication, so that
+    /// clients do not take it for wrong credentials (and rotate or lock keys).
+    pub fn store(e: &handled_store::StoreError) -> Self {
+        let (code, message) = crate::store_answer::store_answer(e);
+        AuthError { code, message }
+    }
+
+    /// Whether the credentials were judged (wrong, unusable, or failing their
+    /// check: the 4xx codes of §5.6), not left unchecked (too busy, storage
+    /// unavailable): only those are answered HTTP 401 and logged as failures.
+    pub fn judged_credentials(&self) -> bool {
+        (400..500).contains(&self.code.0)
     }
 }

@@ -118,7 +118,9 @@ pub async fn answer(
         Ok(i) => i,
         Err(e) => {
             let identity = format!("{}:{}", answer.identity_index, String::from_utf8_lossy(&answer.identity_handle));
-            state.logs.auth_failed(&identity, Some(peer), &e.message);
+            if e.judged_credentials() {
+                state.logs.auth_failed(&identity, Some(peer), &e.message);
+            }
             return Answer::units(vec![error_reply(state, &rctx, e.code, &e.message, reply)]);
         }
     };
@@ -151,8 +153,8 @@ pub async fn verify_challenge(state: &ServerState, ctx: &RequestContext<'_>, req
         Ok(Some(_)) => {}
         Ok(None) => return error_reply(state, ctx, ResponseCode::HANDLE_NOT_FOUND, "Handle not found", reply),
         Err(e) => {
-            tracing::error!("store: {e}");
-            return error_reply(state, ctx, ResponseCode::ERROR, "Internal storage error", reply);
+            let (code, message) = crate::store_answer::store_answer(&e);
+            return error_reply(state, ctx, code, &message, reply);
         }
     }
     let valid =
@@ -160,9 +162,8 @@ pub async fn verify_challenge(state: &ServerState, ctx: &RequestContext<'_>, req
             .await
         {
             Ok(_) => true,
-            Err(e) if e.code == ResponseCode::SERVER_TOO_BUSY => {
-                return error_reply(state, ctx, e.code, &e.message, reply)
-            }
+            // Not checked (too busy, the store out of reach): no verdict to give.
+            Err(e) if !e.judged_credentials() => return error_reply(state, ctx, e.code, &e.message, reply),
             Err(_) => false,
         };
     encode_reply(state, ctx, ResponseCode::SUCCESS, &ResponseBody::VerifyResult { valid }, false, reply)

@@ -71,25 +71,8 @@ impl OpError {
 
 impl From<StoreError> for OpError {
     fn from(e: StoreError) -> Self {
-        if let StoreError::Invalid(why) = &e {
-            // A record the decoders could not read back (e.g. a value over 1 MiB):
-            // the client's mistake, not the store's (was RC 2, HTTP 500).
-            tracing::debug!("store: {e}");
-            return OpError::new(ResponseCode::INVALID_VALUE, why.to_string());
-        }
-        tracing::error!("store: {e}");
-        match e {
-            // The store is out of reach (a cluster that lost its quorum, a closed
-            // store): try again later, elsewhere (RC 7, HTTP 503). A store that
-            // lacks the feature (e.g. Cassandra with replication_log = false) was
-            // a backend error before it had its own variant; still answered so.
-            StoreError::Backend(_) | StoreError::Closed | StoreError::Io(_) | StoreError::Unsupported(_) => {
-                OpError::new(ResponseCode::SERVER_BACKUP, "Storage unavailable, try again later")
-            }
-            StoreError::Corrupt(_) | StoreError::Invalid(_) => {
-                OpError::new(ResponseCode::ERROR, "Internal storage error")
-            }
-        }
+        let (code, message) = crate::store_answer::store_answer(&e);
+        OpError::new(code, message)
     }
 }
 

@@ -203,7 +203,7 @@ impl Rest {
         if !self.credentials_count(req) {
             return Ok(Caller::Anonymous);
         }
-        let failed = |e: AuthError| self.challenge(req, Reply::error(StatusCode::UNAUTHORIZED, e.code, e.message));
+        let failed = |e: AuthError| self.auth_failure(req, e);
         let header = req.header("authorization");
         // A certificate authenticates requests that send no other credentials (§14.6.2).
         let asks_certificate = header.and_then(|h| strip_scheme(h, "handle")).is_some_and(asks_client_certificate);
@@ -249,11 +249,21 @@ impl Rest {
         Ok(Caller::Anonymous)
     }
 
+    /// A 401 with fresh challenges when the credentials were judged; a check
+    /// that could not be made (too busy, the store out of reach) is answered
+    /// as such (503), which says nothing of the credentials.
+    fn auth_failure(&self, req: &Req, e: AuthError) -> Reply {
+        if !e.judged_credentials() {
+            return Reply::error(super::status_of(e.code, super::OpKind::Other, true), e.code, e.message);
+        }
+        self.challenge(req, Reply::error(StatusCode::UNAUTHORIZED, e.code, e.message))
+    }
+
     /// The identity of a client certificate; a wrong one is logged with `peer`.
     async fn certificate(&self, c: &ClientCertificate, peer: std::net::SocketAddr) -> Result<Identity, AuthError> {
         let (handle, index) = parse_identity(c.identity.as_bytes());
         let verified = verify::certificate_key(&self.state, &handle, index, c).await;
-        if let Err(e) = &verified {
+        if let Some(e) = verified.as_ref().err().filter(|e| e.judged_credentials()) {
             self.state.logs.auth_failed(&c.identity, Some(peer), &e.message);
         }
         verified
@@ -269,7 +279,7 @@ impl Rest {
         let user = percent_decode(&String::from_utf8_lossy(&raw[..colon]), false);
         let (handle, index) = parse_identity(&user);
         let verified = verify::secret(&self.state, &handle, index, &raw[colon + 1..]).await;
-        if let Err(e) = &verified {
+        if let Some(e) = verified.as_ref().err().filter(|e| e.judged_credentials()) {
             self.state.logs.auth_failed(
                 &format!("{index}:{}", String::from_utf8_lossy(&handle)),
                 Some(peer),

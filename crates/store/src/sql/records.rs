@@ -23,14 +23,14 @@ use super::error::{backend, is_retryable_write, is_unique_violation};
 use super::layout::{Col, Queries};
 use super::values::{canonical, rows_of, ValueRow};
 use super::{mysql, postgres, SqlCore};
-use crate::{Expect, HandleRecord, InvalidRecord, StoreError, TxnAction};
+use crate::{Expect, HandleRecord, InvalidRecord, Refused, StoreError, TxnAction};
 
 /// Keys per transaction of a bulk load: bounds the locks one holds.
 const PUT_CHUNK: usize = 500;
 /// Tries of a write that lost a race: an insert beaten by a writer that takes
 /// no lock of ours (Handle.Net, an application's own `insert`), or, on
 /// MariaDB, the deadlock by which InnoDB picks one of two racing creators
-/// (mysql.rs). Each lost try means another writer committed, so this bounds
+/// (mysql.rs). A refusal (error.rs) is never tried again. Each lost try means another writer committed, so this bounds
 /// the writers racing for one handle, not the time.
 pub(super) const WRITE_TRIES: usize = 32;
 
@@ -264,21 +264,26 @@ impl SqlCore {
         }
     }
 
-    /// A write's error; a key that clashes only by the table's collation
-    /// (another case, trailing spaces) said as such.
+    /// A write's error once its tries are spent: a unique violation that
+    /// outlived [`WRITE_TRIES`] tries (each finding the handle absent) is no
+    /// race but a key the table holds in another spelling, refused for good.
     pub(super) fn write_error(&self, e: sqlx::Error) -> StoreError {
-        if is_unique_violation(&e) && self.pool.dialect() == Dialect::MySql {
-            return StoreError::Backend(format!(
-                "sql: {e}: the handles table's collation takes this handle for another one (letter case or \
-                 trailing spaces); Handle.Net's case-insensitive servers store handles upper case (§8.1.3)"
-            ));
+        if is_unique_violation(&e) {
+            return StoreError::Refused {
+                what: Refused::Taken,
+                message: format!(
+                    "sql: the database refused the handle through {WRITE_TRIES} tries: a unique key of its table \
+                     holds another row it takes for this one ({e})"
+                ),
+            };
         }
         backend(e)
     }
 }
 
 /// Run a write transaction, again after a lost race (a deadlock, a
-/// serialization failure, an insert beaten by another writer: [`WRITE_TRIES`])
+/// serialization failure, an insert beaten by another writer: [`WRITE_TRIES`];
+/// never after a refusal, error.rs)
 /// with a short, growing, jittered pause, so that racing writers do not meet
 /// again in step.
 pub(super) async fn retrying_write<T, F, Fut>(mut once: F) -> Result<T, sqlx::Error>

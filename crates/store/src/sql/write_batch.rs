@@ -49,25 +49,34 @@ pub(crate) struct WriteBatches {
     lanes: Lanes<Swap>,
     writes: AtomicU64,
     transactions: AtomicU64,
+    tries: AtomicU64,
 }
 
 /// How many swaps went in how many transactions, since the store was opened
-/// (the one-by-one retries of a failed transaction included).
+/// (the one-by-one retries of a failed transaction included); `tries`: the
+/// transactions begun, each try again after a lost race included.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteCounts {
     pub writes: u64,
     pub transactions: u64,
+    pub tries: u64,
 }
 
 impl WriteBatches {
     pub(crate) fn new(lanes: usize) -> WriteBatches {
-        WriteBatches { lanes: Lanes::new(lanes), writes: AtomicU64::new(0), transactions: AtomicU64::new(0) }
+        WriteBatches {
+            lanes: Lanes::new(lanes),
+            writes: AtomicU64::new(0),
+            transactions: AtomicU64::new(0),
+            tries: AtomicU64::new(0),
+        }
     }
 
     pub(crate) fn counts(&self) -> WriteCounts {
         WriteCounts {
             writes: self.writes.load(Ordering::Relaxed),
             transactions: self.transactions.load(Ordering::Relaxed),
+            tries: self.tries.load(Ordering::Relaxed),
         }
     }
 }
@@ -160,6 +169,7 @@ impl SqlCore {
     /// read their rows locked, compare each, delete and insert what changes,
     /// log it (the log's lock last, txn_log.rs) and commit.
     async fn swap_together(&self, round: &[Swap]) -> Result<Vec<SwapOutcome>, sqlx::Error> {
+        self.writes.tries.fetch_add(1, Ordering::Relaxed);
         let keys: Vec<&[u8]> = round.iter().map(|s| s.key.as_slice()).collect();
         let mut tx = self.begin_write(&keys).await?;
         let mut current = Vec::with_capacity(round.len());

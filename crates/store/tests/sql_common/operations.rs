@@ -474,3 +474,21 @@ async fn custom_statements_write_the_operators_tables() {
     let e = SqlStore::connect(&o).await.err().expect("refused").to_string();
     assert!(e.contains("add_na_stmt") && !e.contains("create_handle_stmt"), "{e}");
 }
+
+/// S5: a value the table can never hold is refused at once, as such (a
+/// refusal, not "storage unavailable, try again"), after one try: on
+/// PostgreSQL by dataindex, on MariaDB by the `blob` column. Nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_value_the_table_cannot_hold_is_refused_at_once() {
+    use handled_store::Refused;
+    let Some(o) = options("a_value_the_table_cannot_hold").await else { return };
+    let s = SqlStore::connect(&o).await.unwrap();
+    let big = HandleRecord::new(vec![HandleValue::new(1, "URL", crate::sql_common::noise(70_000, 5))]);
+    let tries = s.write_counts().tries;
+    let e = s.swap(b"T/big", Expect::Absent, Some(big.clone())).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Refused { what: Refused::Value, .. }), "{e:?}");
+    assert_eq!(s.write_counts().tries - tries, 1, "one try: {e}");
+    let e = s.put_many(vec![(b"T/big".to_vec(), big)]).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Refused { what: Refused::Value, .. }), "{e:?}");
+    assert_eq!(s.get(b"T/big").await.unwrap(), None);
+}

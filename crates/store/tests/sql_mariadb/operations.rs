@@ -38,19 +38,20 @@ async fn handles_are_utf8_text_in_byte_order() {
     assert_eq!(s.count().await.unwrap(), keys.len() as u64 - 1);
 }
 
+/// Handle.Net's tables as a DBA makes them from the manual (§8.1.2), in the
+/// database's collation (Debian's default: case-insensitive, PAD SPACE).
+const MANUAL_TABLES: &str = "create table nas (na varchar(255) not null, PRIMARY KEY(na)); \
+     create table handles (handle varchar(255) not null, idx int4 not null, type blob, data blob, \
+     ttl_type int2, ttl int4, timestamp int4, refs blob, admin_read bool, admin_write bool, pub_read bool, \
+     pub_write bool, PRIMARY KEY(handle, idx))";
+
 /// A table as a DBA makes it from the manual, in a database whose collation
 /// ignores case (Debian's default): the store still matches bytes, and says
 /// why when the table cannot hold a second spelling.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_case_insensitive_table_is_matched_by_bytes() {
     let Some(o) = options("case_insensitive_table").await else { return };
-    mariadb(
-        &o.url,
-        "create table nas (na varchar(255) not null, PRIMARY KEY(na)); \
-         create table handles (handle varchar(255) not null, idx int4 not null, type blob, data blob, \
-         ttl_type int2, ttl int4, timestamp int4, refs blob, admin_read bool, admin_write bool, pub_read bool, \
-         pub_write bool, PRIMARY KEY(handle, idx))",
-    );
+    mariadb(&o.url, MANUAL_TABLES);
     let s = SqlStore::connect(&SqlOptions { create_schema: true, ..o.clone() }).await.unwrap();
     assert!(mariadb(&o.url, "show create table handles").contains("utf8mb4_general_ci"));
     s.swap(b"T/ABC", Expect::Absent, Some(url_record("upper"))).await.unwrap();
@@ -97,4 +98,34 @@ async fn missing_tables_are_named_with_their_statements() {
     let e = SqlStore::connect(&SqlOptions { create_schema: false, ..o }).await.err().unwrap().to_string();
     assert!(e.contains("nas, handles, handled_meta"), "{e}");
     assert!(e.contains("create table handles (handle varchar(255) not null"), "{e}");
+}
+
+/// S5: a handle the table takes for another (its collation: letter case and
+/// trailing spaces in Debian's default one) and a name longer than its
+/// `varchar(255)` are refused at once, each saying what, after one try: a
+/// duplicate key on MariaDB is no lost race (the write's locking read holds
+/// the key's range), so it is not tried again WRITE_TRIES times, nor answered
+/// "unavailable".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_collation_clash_and_a_long_name_are_refused_at_once() {
+    use handled_store::Refused;
+    let Some(o) = options("collation_clash_refused_at_once").await else { return };
+    mariadb(&o.url, MANUAL_TABLES);
+    let s = SqlStore::connect(&o).await.unwrap();
+    s.swap(b"TEST/A", Expect::Absent, Some(url_record("upper"))).await.unwrap();
+    let tries = s.write_counts().tries;
+    let e = s.swap(b"TEST/a ", Expect::Absent, Some(url_record("lower"))).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Refused { what: Refused::Taken, .. }), "{e:?}");
+    assert!(e.to_string().contains("collation"), "{e}");
+    assert_eq!(s.write_counts().tries - tries, 1, "one try, not one per lost race: {e}");
+    let e = s.put_many(vec![(b"TEST/a".to_vec(), url_record("lower"))]).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Refused { what: Refused::Taken, .. }), "{e:?}");
+
+    let long = format!("TEST/{}", "n".repeat(295));
+    let tries = s.write_counts().tries;
+    let e = s.swap(long.as_bytes(), Expect::Absent, Some(url_record("long"))).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Refused { what: Refused::Name, .. }), "{e:?}");
+    assert!(e.to_string().contains("handle name"), "{e}");
+    assert_eq!(s.write_counts().tries - tries, 1, "{e}");
+    assert_eq!(s.scan_keys(b"TEST/", None, 10).await.unwrap(), vec![b"TEST/A".to_vec()]);
 }
