@@ -35,6 +35,12 @@ fn free_ports() -> (u16, u16) {
 /// the multi-primary keys (finding the group at `resolver` until it holds
 /// the sites handle), else a plain primary.
 fn start(dir: &Path, name: &str, ports: (u16, u16), in_group: bool, resolver: u16) -> Server {
+    start_with_clock(dir, name, ports, in_group, resolver, 0)
+}
+
+/// [`start`], with the member's clock `ahead_ms` ahead of the machine's
+/// (`HANDLED_CLOCK_OFFSET_MS`, the multi-primary dating's clock).
+fn start_with_clock(dir: &Path, name: &str, ports: (u16, u16), in_group: bool, resolver: u16, ahead_ms: i64) -> Server {
     let mut text =
         "server_admins = [\"300:TEST/ADMIN\"]\nreplication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]\n"
             .to_string();
@@ -46,11 +52,11 @@ fn start(dir: &Path, name: &str, ports: (u16, u16), in_group: bool, resolver: u1
             dir.join("creds.json").display()
         ));
     }
-    serve(dir, name, &text, ports)
+    serve(dir, name, &text, ports, &[("HANDLED_CLOCK_OFFSET_MS", &ahead_ms.to_string())])
 }
 
 /// `handled serve` as `name` with the configuration `text`, its data in `dir/name`.
-fn serve(dir: &Path, name: &str, text: &str, ports: (u16, u16)) -> Server {
+fn serve(dir: &Path, name: &str, text: &str, ports: (u16, u16), env: &[(&str, &str)]) -> Server {
     let data = dir.join(name);
     std::fs::create_dir_all(&data).unwrap();
     let config = dir.join(format!("{name}.toml"));
@@ -58,7 +64,7 @@ fn serve(dir: &Path, name: &str, text: &str, ports: (u16, u16)) -> Server {
     let (port, http) = (ports.0.to_string(), ports.1.to_string());
     let args = ["--config", config.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
     let args = [&args[..], &["--listen", "127.0.0.1", "--port", &port, "--http-port", &http]].concat();
-    let mut server = spawn::serve(dir, &args);
+    let mut server = spawn::serve_with_env(dir, &args, env);
     server.drain_stderr();
     server
 }
@@ -234,7 +240,7 @@ fn start_proxied_mirror(dir: &Path, ports: (u16, u16), source: &str, resolver: u
          replication_credentials_key = \"public_key\"\nreplication_interval_ms = 200\nreplication_timeout_ms = 5000\n",
         dir.join("creds.json").display()
     );
-    serve(dir, "m", &text, ports)
+    serve(dir, "m", &text, ports, &[])
 }
 
 #[test]
@@ -275,4 +281,54 @@ fn a_proxied_mirror_pulls_every_queue_from_one_member() {
     all_equal(&members, &all);
     // Its position in B's own queue and in the queue B relays for A.
     assert!(metric(&m, "handled_replication_last_txn_id").is_some_and(|v| v > 0.0));
+}
+
+/// Issue 41 S6: B's clock is an hour ahead, so B dates its changes an hour
+/// ahead. A (a right clock) holds B's change of `TEST/x` instead of applying
+/// it at once, and its own write meanwhile is dated before it; once A's clock
+/// reaches B's date (A restarted an hour "later"), A applies it and both
+/// settle on it: every member applies every change with its origin's date
+/// (docs/multi-primary.md, "Clocks").
+#[test]
+fn a_member_an_hour_ahead_waits_for_its_dates() {
+    const HOUR_MS: i64 = 3_600_000;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ports = [free_ports(), free_ports()];
+    let a = start(d, "a", ports[0], false, 0);
+    let b = start_with_clock(d, "b", ports[1], true, ports[0].0, HOUR_MS);
+    let sites: Vec<HandleValue> =
+        [&a, &b].iter().enumerate().map(|(i, s)| HandleValue::new(i as i32 + 1, "HS_SITE", site_record(s))).collect();
+    block(async {
+        let mut on_a = admin(d, &a).await;
+        on_a.create(SITES.as_bytes(), &sites).await.unwrap();
+        on_a.create(b"TEST/x", &[HandleValue::new(1, "URL", "https://first")]).await.unwrap();
+    });
+    drop(a);
+    let a = start(d, "a", ports[0], true, ports[0].0);
+    wait_for("B to hold A's handles", || {
+        url(&b, "TEST/x").is_some() && record(&b, "TEST/ADMIN").0 == ResponseCode::SUCCESS
+    });
+
+    set_url(d, &b, "TEST/x", "https://from-b-an-hour-ahead");
+    let held = "handled_replication_held_change_ahead_seconds{source=\"0:2:TEST/SITES\"}";
+    wait_for("A to meet B's change", || {
+        metric(&a, held).is_some_and(|s| s > 3000.0) || url(&a, "TEST/x").as_deref() != Some("https://first")
+    });
+    assert_eq!(url(&a, "TEST/x").as_deref(), Some("https://first"), "A applied a change dated an hour ahead of it");
+    // Written on A while B's change waits: dated before it, so B keeps its own.
+    set_url(d, &a, "TEST/x", "https://from-a");
+    let a_last = metric(&a, "handled_txn_log_last_id").unwrap();
+    wait_for("B to pull A's write", || {
+        metric(&b, "handled_replication_last_txn_id{source=\"0:1:TEST/SITES\"}").is_some_and(|v| v >= a_last)
+    });
+    assert_eq!(url(&b, "TEST/x").as_deref(), Some("https://from-b-an-hour-ahead"));
+
+    // An hour later for A: B's change is due and wins on both.
+    drop(a);
+    let a = start_with_clock(d, "a", ports[0], true, ports[0].0, HOUR_MS);
+    wait_for("A to apply B's change when its date came", || {
+        url(&a, "TEST/x").as_deref() == Some("https://from-b-an-hour-ahead") && metric(&a, held) == Some(0.0)
+    });
+    all_equal(&[&a, &b], &["TEST/x", SITES, "TEST/ADMIN"]);
 }

@@ -26,6 +26,12 @@ pub const DATES_META_PREFIX: &str = "replication/dates/";
 /// This server's own priority (i32 BE), set while it is a multi-primary
 /// member: local writes are dated while it is there.
 pub const LOCAL_PRIORITY_META_KEY: &str = "replication/multi-primary/priority";
+/// The latest date a change may carry: Java's dates are `long`s, so a later
+/// one reads negative at a Handle.Net peer (older than any change there).
+pub const MAX_DATE_MS: u64 = i64::MAX as u64;
+/// Shifts [`now_ms`] by this many ms (signed), for tests of a member whose
+/// clock is wrong; read once. Never set it in production.
+pub const CLOCK_OFFSET_ENV: &str = "HANDLED_CLOCK_OFFSET_MS";
 
 /// When a handle (or prefix) last changed, and by which primary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,10 +51,13 @@ impl ChangeDate {
         }
     }
 
-    /// The date of a local write at `now_ms`: never before the last change + 1 ms.
+    /// The date of a local write at `now_ms`: never before the last change + 1 ms,
+    /// never after [`MAX_DATE_MS`]. Pulled dates are held to now + the allowed
+    /// clock skew, so the cap is only reached from a date stored before that
+    /// bound existed; the write then ties and its priority decides.
     pub fn local(now_ms: u64, last: Option<ChangeDate>, priority: i32) -> ChangeDate {
         let floor = last.map_or(0, |l| l.date_ms.saturating_add(1));
-        ChangeDate { date_ms: now_ms.max(floor), priority }
+        ChangeDate { date_ms: now_ms.max(floor).min(MAX_DATE_MS), priority }
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -84,6 +93,15 @@ pub fn date_meta_key(action: TxnAction, handle: &[u8]) -> String {
     key
 }
 
+/// This server's clock for multi-primary dates, ms since the epoch: the wall
+/// clock, shifted by [`CLOCK_OFFSET_ENV`] when that is set (tests).
+pub fn now_ms() -> u64 {
+    static OFFSET_MS: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    let offset = *OFFSET_MS
+        .get_or_init(|| std::env::var(CLOCK_OFFSET_ENV).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0));
+    crate::txn_log::now_ms().saturating_add_signed(offset)
+}
+
 /// The local priority as stored under [`LOCAL_PRIORITY_META_KEY`].
 pub fn decode_priority(b: &[u8]) -> Result<i32, StoreError> {
     let raw: [u8; 4] =
@@ -106,7 +124,7 @@ pub(crate) fn date_local(
     let Some(priority) = priority else { return Ok(None) };
     let key = date_meta_key(action, handle);
     let last = get(&key)?.map(|b| ChangeDate::decode(&key, &b)).transpose()?;
-    let date = ChangeDate::local(crate::txn_log::now_ms(), last, priority);
+    let date = ChangeDate::local(now_ms(), last, priority);
     Ok(Some((date.date_ms, (key, date.encode()))))
 }
 
@@ -138,6 +156,11 @@ mod tests {
         assert_eq!(ChangeDate::local(100, Some(d(500, 3)), 1), d(501, 1), "after a peer's clock ahead");
         assert_eq!(ChangeDate::local(100, Some(d(50, 3)), 1), d(100, 1));
         assert_eq!(ChangeDate::local(7, None, 2), d(7, 2));
+        // Issue 41 S6: after a date at (or beyond) Java's last one, a local
+        // write stays readable by Handle.Net peers instead of saturating at u64::MAX.
+        assert_eq!(ChangeDate::local(100, Some(d(u64::MAX, 3)), 1), d(MAX_DATE_MS, 1));
+        assert_eq!(ChangeDate::local(100, Some(d(MAX_DATE_MS, 3)), 1), d(MAX_DATE_MS, 1));
+        assert_eq!(ChangeDate::local(u64::MAX, None, 1), d(MAX_DATE_MS, 1), "a clock beyond Java's dates");
         assert_eq!(ChangeDate::decode("k", &d(u64::MAX, -1).encode()).unwrap(), d(u64::MAX, -1));
         assert!(ChangeDate::decode("k", b"short").is_err());
     }

@@ -207,12 +207,11 @@ pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
                 None => m.skip(&origin, "not a list of INDEX:HANDLE strings; ignored"),
             },
             "auto_homed_prefixes" => {
-                let prefixes: Vec<String> = strings(value)
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|p| p.strip_prefix("0.NA/").or_else(|| p.strip_prefix("0.na/")).unwrap_or(p).to_string())
-                    .collect();
-                m.set("prefixes", Toml::Strs(prefixes), &format!("{origin} (0.NA/ taken off)"));
+                m.set("prefixes", Toml::Strs(prefix_names(value)), &format!("{origin} (0.NA/ taken off)"))
+            }
+            // A mirror's prefix filter; handled's also takes dotted children (docs/replication.md).
+            "replication_accept_prefixes" => {
+                m.set("replication_prefixes", Toml::Strs(prefix_names(value)), &format!("{origin} (0.NA/ taken off)"))
             }
             "case_sensitive" | "server_admin_full_access" | "enable_monitor_daemon" => {
                 m.set(key, Toml::Bool(yes(text)), &origin)
@@ -269,6 +268,15 @@ pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
     }
 }
 
+/// A list of prefixes as Handle.Net writes them (`0.NA/1234` or `1234`), as handled's (`1234`).
+fn prefix_names(value: &Value) -> Vec<String> {
+    strings(value)
+        .unwrap_or_default()
+        .iter()
+        .map(|p| p.strip_prefix("0.NA/").or_else(|| p.strip_prefix("0.na/")).unwrap_or(p).to_string())
+        .collect()
+}
+
 fn skip_reason(key: &str) -> String {
     let why = match key {
         "this_server_id" => {
@@ -286,7 +294,6 @@ fn skip_reason(key: &str) -> String {
         "replication_copy_transactions" => {
             "handled does not log pulled changes again (Handle.Net's default); proxied mirrors pull the kept queues instead"
         }
-        "replication_accept_prefixes" => "handled mirrors everything the source sends (no prefix filter)",
         "replication_start_time" => {
             "handled pulls every `replication_interval_ms` from its start (no wall-clock phase)"
         }
@@ -359,6 +366,7 @@ mod tests {
             "max_session_secs",
             "case_sensitive",
             "templates",
+            "replication_prefixes",
         ]
         .map(String::from)
         .into()
@@ -371,7 +379,7 @@ mod tests {
                  "hdl_udp_config" = { "bind_address" = "10.0.0.1" "bind_port" = "2642" "log_accesses" = "yes" }
                  "server_config" = { "server_admins" = ( "300:0.NA/1234" ) "auto_homed_prefixes" = ( "0.NA/1234" "0.NA/5678" )
                    "max_session_time" = "86400000" "replication_admins" = ( "300:0.NA/1234" ) "storage_type" = "sql" "this_server_id" = "2"
-                   "template_delimiter" = "@" "namespace" = "<namespace><template delimiter=\"/\"/></namespace>" }
+                   "template_delimiter" = "@" "replication_accept_prefixes" = ( "0.NA/20.5000" "1234" ) "namespace" = "<namespace><template delimiter=\"/\"/></namespace>" }
                  "log_save_config" = { } "auto_update_root_info" = "no" }"#,
         )
         .unwrap();
@@ -384,6 +392,7 @@ mod tests {
             "access_log = \"full\"",
             "server_admins = [\"300:0.NA/1234\"]",
             "prefixes = [\"1234\", \"5678\"]",
+            "replication_prefixes = [\"20.5000\", \"1234\"]",
             "max_session_secs = 86400",
             "templates.delimiter = \"@\"",
             "templates.namespace = '<namespace><template delimiter=\"/\"/></namespace>'",

@@ -101,6 +101,12 @@ pub struct ReplicationConfig {
     /// proxied mirrors can pull them from us (Handle.Net's key and default: on).
     #[serde(rename = "replication_keep_other_transactions")]
     pub keep_other_transactions: bool,
+    /// Multi-primary: a change pulled from another primary dated more than
+    /// this many ms after our clock is held back (the pull from that peer
+    /// stops before it) until our clock comes within this much of its date;
+    /// docs/multi-primary.md, "Clocks".
+    #[serde(rename = "replication_max_clock_skew_ms")]
+    pub max_clock_skew_ms: u64,
 }
 
 impl ReplicationConfig {
@@ -134,6 +140,7 @@ impl Default for ReplicationConfig {
             multi_primary: false,
             pull_other_transactions: false,
             keep_other_transactions: true,
+            max_clock_skew_ms: 300_000,
         }
     }
 }

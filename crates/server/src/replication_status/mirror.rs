@@ -51,6 +51,13 @@ pub struct Snapshot {
     pub pull_errors: u64,
     pub redumps: u64,
     pub last_error: Option<String>,
+    /// Multi-primary: how far ahead of our clock the change the pull waits
+    /// on is dated, ms (0: none held).
+    pub held_ahead_ms: u64,
+    /// Multi-primary: changes refused for a date no Java peer can read.
+    pub refused_dates: u64,
+    /// When a held or refused date was last logged, ms since the epoch (rate limit).
+    pub date_warned_ms: u64,
 }
 
 /// The mirror's status, shared with the request handlers (which refuse
@@ -95,6 +102,9 @@ impl MirrorStatus {
                 pull_errors: 0,
                 redumps: 0,
                 last_error: None,
+                held_ahead_ms: 0,
+                refused_dates: 0,
+                date_warned_ms: 0,
             }),
             task: Mutex::new(None),
         }
@@ -172,6 +182,16 @@ impl MirrorStatus {
         );
         r.register("replication_pull_errors", "Pulls or dumps that failed", gauge(s.pull_errors as i64));
         r.register("replication_redumps", "Redumps the source asked for", gauge(s.redumps as i64));
+        r.register(
+            "replication_held_change_ahead_seconds",
+            "Multi-primary: how far beyond our clock the change the pull from this peer waits on is dated (0: none)",
+            float(s.held_ahead_ms as f64 / 1000.0),
+        );
+        r.register(
+            "replication_refused_dates",
+            "Multi-primary: changes refused for a date beyond 2^63-1 ms",
+            gauge(s.refused_dates as i64),
+        );
         let phases: Family<PhaseLabels, Gauge> = Family::default();
         for p in Phase::ALL {
             phases

@@ -22,6 +22,7 @@ use super::progress::{decode, entry, PullProgress, PULL_KEY, QUEUES_PREFIX};
 use super::pull::{checked_txn_id, PullOutcome};
 use super::MirrorError;
 use crate::replication::kept_queues;
+use crate::replication::multi_primary::future_dates::{self, Verdict};
 use crate::replication_status::mirror::{now_ms, MirrorStatus, Phase};
 use crate::state::ServerState;
 use handled_client::credentials::Credentials;
@@ -52,6 +53,9 @@ struct Current {
     progress: PullProgress,
     priority: i32,
     pending_id: u64,
+    /// A change dated too far ahead was met: the rest of this queue waits
+    /// for the next pull (its position stays before it).
+    held: bool,
 }
 
 /// Our position in every queue but the source's own (kept in `own`).
@@ -105,6 +109,8 @@ pub async fn run(
     let mut applied = 0u64;
     let mut queues_seen = 0usize;
     let mut redump = false;
+    let mut held_any = false;
+    let max_skew_ms = state.config.replication.max_clock_skew_ms;
     loop {
         match stream.next(&mut decoder).await? {
             TxnStreamItem::Header { status: s, .. } => redump = s == STATUS_NEED_TO_REDUMP,
@@ -132,13 +138,27 @@ pub async fn run(
                     (format!("{QUEUES_PREFIX}{name}"), p.unwrap_or_else(fresh))
                 };
                 let pending_id = progress.last_txn_id;
-                current = Some(Current { priority: priority_of(&name)?, name, key, progress, pending_id });
+                current = Some(Current { priority: priority_of(&name)?, name, key, progress, pending_id, held: false });
             }
             TxnStreamItem::Record(r) => {
                 let c = current
                     .as_mut()
                     .ok_or_else(|| MirrorError::Source("the source sent a record outside any queue".into()))?;
                 let id = checked_txn_id(r.txn_id)?;
+                if c.held {
+                    continue;
+                }
+                match future_dates::judge(max_skew_ms, status, &c.name, &r) {
+                    Verdict::Apply => {}
+                    Verdict::Hold { .. } => {
+                        (c.held, held_any) = (true, true);
+                        continue;
+                    }
+                    Verdict::Refuse => {
+                        c.pending_id = c.pending_id.max(id);
+                        continue;
+                    }
+                }
                 if keep && c.name != own {
                     if let Some(kept) = kept_queues::keep(&c.name, &r) {
                         batch.mark(kept);
@@ -164,7 +184,9 @@ pub async fn run(
                 let mut c = current
                     .take()
                     .ok_or_else(|| MirrorError::Source("the source ended a queue it had not named".into()))?;
-                c.progress.last_query_date_ms = date_ms;
+                if !c.held {
+                    c.progress.last_query_date_ms = date_ms;
+                }
                 applied += commit(state, &mut batch, &c).await?;
                 if c.name == own {
                     status.update(|s| s.last_txn_id = c.pending_id);
@@ -189,7 +211,10 @@ pub async fn run(
         status.update(|s| s.phase = Phase::Redumping);
         return Ok(PullOutcome::Redump);
     }
-    status.update(|s| s.caught_up_ms = now_ms());
+    if !held_any {
+        future_dates::none_held(status);
+        status.update(|s| s.caught_up_ms = now_ms());
+    }
     Ok(PullOutcome::Applied(applied))
 }
 

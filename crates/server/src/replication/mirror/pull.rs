@@ -7,6 +7,7 @@ use super::apply::{pulled, Batch, Pulled};
 use super::progress::{entry, DumpProgress, PullProgress, DUMP_KEY, PULL_KEY};
 use super::MirrorError;
 use crate::replication::kept_queues;
+use crate::replication::multi_primary::future_dates::{self, Verdict};
 use crate::replication_status::mirror::{now_ms, MirrorStatus, Phase};
 use crate::state::ServerState;
 use handled_client::credentials::Credentials;
@@ -63,7 +64,9 @@ pub async fn run(
     let mut batch = Batch::default();
     let mut applied = 0u64;
     let mut redump = false;
+    let mut held = false;
     let mut pending_id = p.last_txn_id;
+    let max_skew_ms = state.config.replication.max_clock_skew_ms;
     loop {
         match stream.next(&mut decoder).await? {
             TxnStreamItem::Header { status: s, .. } => redump = s == STATUS_NEED_TO_REDUMP,
@@ -79,6 +82,20 @@ pub async fn run(
                     );
                     redump = true;
                     break;
+                }
+                if queue.priority.is_some() {
+                    match future_dates::judge(max_skew_ms, status, &p.source, &r) {
+                        Verdict::Apply => {}
+                        // The ids before it are committed below; it is asked for again next cycle.
+                        Verdict::Hold { .. } => {
+                            held = true;
+                            break;
+                        }
+                        Verdict::Refuse => {
+                            pending_id = pending_id.max(id);
+                            continue;
+                        }
+                    }
                 }
                 if let Some(kept) = queue.keep_as.as_deref().and_then(|q| kept_queues::keep(q, &r)) {
                     batch.mark(kept);
@@ -142,10 +159,11 @@ pub async fn run(
     }
     p.last_txn_id = pending_id;
     applied += batch.commit(state, vec![entry(&queue.key, &p)]).await? as u64;
-    status.update(|s| {
-        s.last_txn_id = p.last_txn_id;
-        s.caught_up_ms = now_ms();
-    });
+    status.update(|s| s.last_txn_id = p.last_txn_id);
+    if !held {
+        future_dates::none_held(status);
+        status.update(|s| s.caught_up_ms = now_ms());
+    }
     Ok(PullOutcome::Applied(applied))
 }
 

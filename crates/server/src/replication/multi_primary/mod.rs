@@ -9,6 +9,7 @@
 //! record per peer, with the peer's priority on each change so the store
 //! applies only the newer ones and does not log them (the ids are the peer's).
 
+pub mod future_dates;
 mod group;
 pub mod winners;
 
