@@ -1,27 +1,25 @@
-//! Building a template handle's values from a namespace's `<template>`
-//! elements (§11.2), as Handle.Net's `TemplateBuilder` does: `<value>`,
-//! `<if>`/`<else>` (equality or a whole-string regular-expression match),
-//! `<foreach>` over the base handle's values, `<def>` and `<notfound/>`;
-//! `<template ref="index:handle"/>` (§11.3) cites a template held elsewhere.
+//! Building a template handle's values from a compiled namespace's
+//! `<template>` elements (§11.2), as Handle.Net's `TemplateBuilder` does:
+//! `<value>`, `<if>`/`<else>` (equality or a whole-string regular-expression
+//! match), `<foreach>` over the base handle's values, `<def>` and
+//! `<notfound/>`; `<template ref="index:handle"/>` (§11.3) cites a template
+//! held elsewhere.
 //!
 //! Construction is synchronous: a reference to a value not fetched yet stops
 //! it with [`Outcome::NeedRef`]; the caller fetches that value and builds again.
 
 use super::bounds::{Bound, Budget, MAX_VALUES};
 use super::built::Built;
+use super::compiled::{self, Compiled, Kind, Node, Template, Test};
 use super::expressions;
-use super::params::Params;
+use super::params::{Params, Reference, Text};
 use handled_proto::value::{HandleValue, TtlType, ValuePermissions, DEFAULT_TTL};
-use roxmltree::Node;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// References followed in one construction (Java `RECURSION_LIMIT`): beyond,
 /// the handle is not found.
 pub const MAX_REFS: usize = 10;
-/// The work compiling an expression is counted as. Compiled expressions are
-/// kept, so each costs it once; a construction compiles at most 10 it has not
-/// compiled before (each up to 9 ms, `expressions.rs`).
-const COMPILE_WORK: usize = 100_000;
 
 /// What building from one namespace gave.
 #[derive(Debug, PartialEq)]
@@ -57,36 +55,27 @@ pub struct Builder<'a> {
     pub refs: &'a HashMap<(i32, String), Option<String>>,
 }
 
-impl Builder<'_> {
-    /// Apply the `<template>` elements of `root` (a `<namespace>`, or a cited
-    /// `<template>`) in order, adding their values to `out`. `budget` is what
-    /// the construction used so far, over every pass.
-    pub fn construct(
-        &self,
-        root: Node,
-        params: &Params,
-        out: &mut Built,
-        followed: &mut usize,
-        budget: &mut Budget,
-    ) -> Outcome {
-        self.namespace(root, params, out, followed, budget, 0).unwrap_or_else(Outcome::Refused)
+/// The mutable state of one pass.
+pub struct Pass<'p, 'a> {
+    pub params: &'p mut Params<'a>,
+    pub out: &'p mut Built,
+    /// Cited templates followed in this pass.
+    pub followed: usize,
+    /// What the construction used so far, over every pass.
+    pub budget: &'p mut Budget,
+}
+
+impl<'a> Builder<'a> {
+    /// Apply the `<template>` elements of `namespace` in order, adding their
+    /// values to the pass's output.
+    pub fn construct(&self, namespace: &Compiled, pass: &mut Pass<'_, 'a>) -> Outcome {
+        self.namespace(namespace, pass, 0).unwrap_or_else(Outcome::Refused)
     }
 
-    fn namespace(
-        &self,
-        root: Node,
-        params: &Params,
-        out: &mut Built,
-        followed: &mut usize,
-        budget: &mut Budget,
-        depth: usize,
-    ) -> Result<Outcome, Bound> {
-        if root.has_tag_name("template") {
-            return self.template(root, params, out, followed, budget, depth);
-        }
+    fn namespace(&self, namespace: &Compiled, pass: &mut Pass<'_, 'a>, depth: usize) -> Result<Outcome, Bound> {
         let mut built = false;
-        for template in root.children().filter(|n| n.has_tag_name("template")) {
-            match self.template(template, params, out, followed, budget, depth)? {
+        for template in &namespace.templates {
+            match self.template(template, pass, depth)? {
                 Outcome::Built => built = true,
                 Outcome::NoTemplate => {}
                 stop => return Ok(stop),
@@ -95,100 +84,96 @@ impl Builder<'_> {
         Ok(if built { Outcome::Built } else { Outcome::NoTemplate })
     }
 
-    fn template(
-        &self,
-        tag: Node,
-        params: &Params,
-        out: &mut Built,
-        followed: &mut usize,
-        budget: &mut Budget,
-        depth: usize,
-    ) -> Result<Outcome, Bound> {
-        let Some(reference) = tag.attribute("ref") else {
-            return Ok(match self.elements(None, tag, params, out, budget, depth)? {
-                Flow::NotFound => Outcome::NotFound,
-                Flow::Go => Outcome::Built,
-            });
+    fn template(&self, template: &Template, pass: &mut Pass<'_, 'a>, depth: usize) -> Result<Outcome, Bound> {
+        let (index, handle) = match template {
+            Template::Body(nodes) => {
+                return Ok(match self.elements(None, nodes, pass, depth)? {
+                    Flow::NotFound => Outcome::NotFound,
+                    Flow::Go => Outcome::Built,
+                })
+            }
+            _ if pass.followed >= MAX_REFS => return Ok(Outcome::NotFound),
+            Template::BadRef => return Ok(Outcome::NoTemplate),
+            Template::Ref { index, handle } => (*index, handle),
         };
-        if *followed >= MAX_REFS {
-            return Ok(Outcome::NotFound);
-        }
-        let Some((index, handle)) = reference.split_once(':') else { return Ok(Outcome::NoTemplate) };
-        let Ok(index) = index.parse::<i32>() else { return Ok(Outcome::NoTemplate) };
-        let key = (index, handle.to_string());
-        *followed += 1;
-        Ok(match self.refs.get(&key) {
-            None => Outcome::NeedRef { index, handle: key.1 },
+        pass.followed += 1;
+        Ok(match self.refs.get(&(index, handle.clone())) {
+            None => Outcome::NeedRef { index, handle: handle.clone() },
             Some(None) => Outcome::NotFound,
-            Some(Some(xml)) => match super::parse_namespace(xml)? {
-                Some(doc) => {
-                    budget.work(1 + xml.len() / 64)?;
-                    self.namespace(doc.root_element(), params, out, followed, budget, Budget::nest(depth)?)?
-                }
+            Some(Some(xml)) => match compiled::compile(xml, self.case_sensitive, pass.budget)? {
+                Some(cited) => self.namespace(&cited, pass, Budget::nest(depth)?)?,
                 None => Outcome::NoTemplate,
             },
         })
     }
 
-    /// The children of `tag` in order, one level below `depth`.
-    /// `original`: the base handle's value inside a `<foreach>`.
+    /// `nodes` in order, a scope one level below `depth`: what they set is
+    /// gone after them. `original`: the base handle's value inside `<foreach>`.
     fn elements(
         &self,
-        original: Option<&HandleValue>,
-        tag: Node,
-        params: &Params,
-        out: &mut Built,
-        budget: &mut Budget,
+        original: Option<&'a HandleValue>,
+        nodes: &[Node],
+        pass: &mut Pass<'_, 'a>,
         depth: usize,
     ) -> Result<Flow, Bound> {
         let depth = Budget::nest(depth)?;
-        budget.work(1 + params.len())?;
-        let mut params = params.clone();
+        let scope = pass.params.scope();
+        let flow = self.run(original, nodes, pass, depth);
+        pass.params.end_scope(scope);
+        flow
+    }
+
+    fn run(
+        &self,
+        original: Option<&'a HandleValue>,
+        nodes: &[Node],
+        pass: &mut Pass<'_, 'a>,
+        depth: usize,
+    ) -> Result<Flow, Bound> {
         // An <else> repeats the test of the <if> before it, negated.
-        let mut test = Test::default();
-        for child in tag.children().filter(Node::is_element) {
-            budget.work(1)?;
-            let name = child.tag_name().name();
-            let flow = match name {
-                "value" => {
-                    self.value(original, child, &params, out, budget)?;
+        let (mut test, mut negate): (Option<&Test>, bool) = (None, false);
+        for node in nodes {
+            pass.budget.work(1)?;
+            let flow = match node {
+                Node::Value { index, value_type, data } => {
+                    self.value(original, *index, value_type.as_ref(), data.as_ref(), pass)?;
                     Flow::Go
                 }
-                "if" | "else" => {
-                    if name == "if" {
-                        test = Test::of(child);
-                    } else {
-                        test.negate = !test.negate;
-                    }
-                    match test.scope(&params, self.case_sensitive, budget)? {
-                        Some(inner) => self.elements(original, child, &inner, out, budget, depth)?,
-                        None => Flow::Go,
-                    }
+                Node::If(t, children) => {
+                    (test, negate) = (Some(t), t.negate);
+                    self.conditional(test, negate, original, children, pass, depth)?
                 }
-                "notfound" => Flow::NotFound,
-                "foreach" if original.is_none() => {
+                Node::Else(children) => {
+                    negate = !negate;
+                    self.conditional(test, negate, original, children, pass, depth)?
+                }
+                Node::NotFound => Flow::NotFound,
+                Node::Foreach(children) if original.is_none() => {
                     let mut flow = Flow::Go;
                     for v in self.base_values {
-                        budget.work(1 + v.data.len() / 64)?;
-                        flow = self.elements(Some(v), child, &params.with_value(v), out, budget, depth)?;
+                        pass.budget.work(1)?;
+                        let scope = pass.params.scope();
+                        pass.params.set_value(v);
+                        flow = self.elements(Some(v), children, pass, depth)?;
+                        pass.params.end_scope(scope);
                         if flow == Flow::NotFound {
                             break;
                         }
                     }
                     flow
                 }
-                "def" => match child.attribute("parameter") {
-                    Some(parameter) => {
-                        let mut defined = Built::default();
-                        let flow = self.elements(original, child, &params, &mut defined, budget, depth)?;
-                        if let Some(first) = defined.first() {
-                            params = params.with(parameter, String::from_utf8_lossy(&first.data).into());
-                        }
-                        flow
+                Node::Def(Some(parameter), children) => {
+                    // The values inside are built apart; the first is the parameter's.
+                    let outer = std::mem::take(pass.out);
+                    let flow = self.elements(original, children, pass, depth);
+                    let defined = std::mem::replace(pass.out, outer);
+                    if let Some(first) = defined.first() {
+                        // Set for the rest of this scope.
+                        pass.params.set(parameter, String::from_utf8_lossy(&first.data).into());
                     }
-                    None => Flow::Go,
-                },
-                _ => Flow::Go,
+                    flow?
+                }
+                Node::Foreach(_) | Node::Def(None, _) | Node::Other => Flow::Go,
             };
             if flow == Flow::NotFound {
                 return Ok(Flow::NotFound);
@@ -197,39 +182,98 @@ impl Builder<'_> {
         Ok(Flow::Go)
     }
 
+    /// The contents of an `<if>` or `<else>` when its test holds.
+    fn conditional(
+        &self,
+        test: Option<&Test>,
+        negate: bool,
+        original: Option<&'a HandleValue>,
+        children: &[Node],
+        pass: &mut Pass<'_, 'a>,
+        depth: usize,
+    ) -> Result<Flow, Bound> {
+        let scope = pass.params.scope();
+        if !holds(test, negate, pass)? {
+            return Ok(Flow::Go);
+        }
+        let flow = self.elements(original, children, pass, depth);
+        pass.params.end_scope(scope);
+        flow
+    }
+
     /// A `<value>`: inside `<foreach>` a copy of the original with what the
     /// attributes change; elsewhere a new value, which needs a type and data.
     fn value(
         &self,
         original: Option<&HandleValue>,
-        tag: Node,
-        params: &Params,
-        out: &mut Built,
-        budget: &mut Budget,
+        index: i32,
+        value_type: Option<&Text>,
+        data: Option<&Text>,
+        pass: &mut Pass<'_, 'a>,
     ) -> Result<(), Bound> {
-        let index = tag.attribute("index").and_then(|i| i.trim().parse::<i32>().ok()).unwrap_or(-1);
-        let value_type = tag.attribute("type");
-        let data = tag.attribute("data").map(str::to_string).or_else(|| contents(tag));
         let (mut value, index) = match original {
             Some(v) => (v.clone(), if index < 0 { v.index } else { index }),
             None if value_type.is_some() && data.is_some() => (new_value(), 1),
             None => return Ok(()),
         };
-        if out.len() >= MAX_VALUES {
+        if pass.out.len() >= MAX_VALUES {
             return Err(Bound::Values);
         }
         if let Some(t) = value_type {
-            let t = params.substitute(t)?;
-            budget.built(t.len())?;
+            let t = pass.params.substitute(t)?;
+            pass.budget.built(t.len())?;
             value.value_type = t.into_bytes();
         }
         if let Some(d) = data {
-            let d = params.substitute(&d)?;
-            budget.built(d.len())?;
+            let d = pass.params.substitute(d)?;
+            pass.budget.built(d.len())?;
             value.data = d.into_bytes();
         }
-        budget.work(out.push(value, index))
+        pass.budget.work(pass.out.push(value, index))
     }
+}
+
+/// Whether `test` (negated when `negate`) holds; when it does, its parameter
+/// is set in the scope it opens. Without a test (an `<else>` before any `<if>`)
+/// it holds unless negated, as the original's empty test does.
+fn holds(test: Option<&Test>, negate: bool, pass: &mut Pass<'_, '_>) -> Result<bool, Bound> {
+    let Some(test) = test else { return Ok(!negate) };
+    match &test.kind {
+        Kind::NoExpression { named } => Ok(!named && !negate),
+        Kind::Unknown => Ok(false),
+        Kind::Equals(expression) => {
+            let holds = negate != (*pass.params.get(&test.value) == **expression);
+            if holds {
+                bind(test, pass.params);
+            }
+            Ok(holds)
+        }
+        Kind::Matches(re) => {
+            let groups = {
+                let value = pass.params.get(&test.value);
+                pass.budget.work(1 + value.len() / 16)?;
+                re.as_ref().and_then(|re| expressions::full_match(re, &value))
+            };
+            match (groups, negate) {
+                (Some(groups), false) => pass.params.set_match(&test.parameter, groups),
+                (None, true) => bind(test, pass.params),
+                _ => return Ok(false),
+            }
+            Ok(true)
+        }
+    }
+}
+
+/// Inside a test that holds, its parameter names the value tested; nothing to
+/// do when it already does (the usual `<if value="type" …>`).
+fn bind(test: &Test, params: &mut Params<'_>) {
+    if let Reference::Whole(name) = &test.value {
+        if **name == *test.parameter && params.is_plain(name) {
+            return;
+        }
+    }
+    let value: Arc<str> = params.get(&test.value).into();
+    params.set(&test.parameter, value);
 }
 
 /// Handle.Net's defaults for a value made from nothing (Java `new HandleValue()`).
@@ -243,70 +287,6 @@ fn new_value() -> HandleValue {
         value_type: Vec::new(),
         data: Vec::new(),
         references: Vec::new(),
-    }
-}
-
-/// A `<value>`'s data given as its contents: the text, trimmed, or else the
-/// XML of its child elements as written.
-fn contents(tag: Node) -> Option<String> {
-    let text: String = tag.children().filter(Node::is_text).filter_map(|n| n.text()).collect();
-    let text = text.trim();
-    if !text.is_empty() {
-        return Some(text.to_string());
-    }
-    let source = tag.document().input_text();
-    let xml: String = tag.children().filter(Node::is_element).map(|n| &source[n.range()]).collect();
-    (!xml.is_empty()).then_some(xml)
-}
-
-/// The condition of an `<if>` (and of the `<else>` after it).
-#[derive(Default)]
-struct Test {
-    /// The parameter tested (`value`, default `extension`).
-    value: String,
-    /// The name its submatches get inside (`parameter`, default `value`).
-    parameter: String,
-    kind: Option<String>,
-    negate: bool,
-    expression: Option<String>,
-}
-
-impl Test {
-    fn of(tag: Node) -> Self {
-        let value = tag.attribute("value").unwrap_or("extension").to_string();
-        Test {
-            parameter: tag.attribute("parameter").unwrap_or(&value).to_string(),
-            value,
-            kind: tag.attribute("test").map(str::to_string),
-            negate: tag.attribute("negate") == Some("true"),
-            expression: tag.attribute("expression").map(str::to_string),
-        }
-    }
-
-    /// The parameters inside when the test holds, None when it does not.
-    fn scope(&self, params: &Params, case_sensitive: bool, budget: &mut Budget) -> Result<Option<Params>, Bound> {
-        let Some(expression) = &self.expression else {
-            // No test at all: the contents always apply (but not an <else> of it).
-            return Ok((self.kind.is_none() && !self.negate).then(|| params.clone()));
-        };
-        let value = params.get(&self.value);
-        Ok(match self.kind.as_deref() {
-            None | Some("equals") => {
-                (self.negate != (*value == **expression)).then(|| params.with(&self.parameter, value))
-            }
-            Some("matches") => {
-                // An expression this engine cannot compile (Java-only syntax, or
-                // too large) matches nothing.
-                let (re, compiled) = expressions::anchored(expression, case_sensitive);
-                budget.work(if compiled { COMPILE_WORK } else { 1 } + value.len() / 16)?;
-                match (re.and_then(|re| expressions::full_match(&re, &value)), self.negate) {
-                    (Some(groups), false) => Some(params.with_match(&self.parameter, groups)),
-                    (None, true) => Some(params.with(&self.parameter, value)),
-                    _ => None,
-                }
-            }
-            Some(_) => None,
-        })
     }
 }
 

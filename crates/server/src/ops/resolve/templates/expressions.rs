@@ -48,7 +48,7 @@ pub fn anchored(expression: &str, case_sensitive: bool) -> (Option<Arc<Regex>>, 
 
 /// The groups of `re` matching the whole of `value`: group 0 is the whole
 /// value; groups that took no part are None.
-pub fn full_match(re: &Regex, value: &str) -> Option<Vec<Option<String>>> {
+pub fn full_match(re: &Regex, value: &str) -> Option<Arc<[Option<Arc<str>>]>> {
     let captures = re.captures(value)?;
-    Some(captures.iter().map(|m| m.map(|m| m.as_str().to_string())).collect())
+    Some(captures.iter().map(|m| m.map(|m| Arc::from(m.as_str()))).collect())
 }

@@ -18,6 +18,7 @@
 mod bounds;
 mod builder;
 mod built;
+mod compiled;
 mod expressions;
 mod params;
 
@@ -25,17 +26,18 @@ use super::chain::{Lookup, Query, ResolutionSource};
 use crate::logging::ThrottledWarning;
 use crate::ops::OpError;
 use crate::state::ServerState;
-use crate::xml::XmlError;
 use async_trait::async_trait;
 use bounds::{Bound, Budget};
-use builder::{Builder, Outcome};
+use builder::{Builder, Outcome, Pass};
 use built::Built;
+use compiled::Compiled;
 use handled_proto::handle;
 use handled_proto::header::ResponseCode;
 use handled_proto::value::{types, HandleValue};
 use handled_store::HandleRecord;
 use params::Params;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -80,10 +82,16 @@ async fn build(state: &ServerState, h: &str) -> Result<Result<Option<Vec<HandleV
         false => namespace_of(state, &String::from_utf8_lossy(&handle::prefix_handle(h.as_bytes()))).await?,
     };
     let namespace = prefix_namespace.or_else(|| config.namespace.clone());
-    let delimiter = match namespace.as_deref().map(delimiter_of).transpose() {
-        Ok(delimiter) => delimiter.flatten().or_else(|| config.delimiter.clone()),
-        Err(bound) => return Ok(Err(bound)),
+    let case_sensitive = state.config.case_sensitive;
+    // The budget spans compiling and every pass: a pass that stops for a
+    // reference was work.
+    let mut budget = Budget::default();
+    let namespace = match namespace.as_deref().map(|x| compiled::compile(x, case_sensitive, &mut budget)) {
+        None => None,
+        Some(Ok(compiled)) => Some(compiled),
+        Some(Err(bound)) => return Ok(Err(bound)),
     };
+    let delimiter = namespace.as_ref().and_then(|n| n.as_ref()?.delimiter.clone()).or_else(|| config.delimiter.clone());
     let Some(delimiter) = delimiter.filter(|d| !d.is_empty()) else { return Ok(Ok(None)) };
 
     let prefix_len = h.find('/').unwrap_or(h.len());
@@ -97,31 +105,28 @@ async fn build(state: &ServerState, h: &str) -> Result<Result<Option<Vec<HandleV
         None => Vec::new(),
     };
     // The base's namespace first, the prefix's (or the configured one) after it.
-    let own = base_values.iter().find(|v| v.is_type(types::HS_NAMESPACE)).map(|v| data_text(&v.data));
-    let namespaces: Vec<String> = own.into_iter().chain(namespace).collect();
-    let mut docs = Vec::new();
-    for namespace in &namespaces {
-        match parse_namespace(namespace) {
-            Ok(doc) => docs.extend(doc),
+    let own = match base_values.iter().find(|v| v.is_type(types::HS_NAMESPACE)) {
+        Some(v) => match compiled::compile(&data_text(&v.data), case_sensitive, &mut budget) {
+            Ok(own) => own,
             Err(bound) => return Ok(Err(bound)),
-        }
-    }
-    if !docs.iter().any(|d| first_template(d.root_element()).is_some()) {
+        },
+        None => None,
+    };
+    let namespaces: Vec<Arc<Compiled>> = own.into_iter().chain(namespace.flatten()).collect();
+    if !namespaces.iter().any(|n| n.lists_templates) {
         return Ok(Ok((!base_values.is_empty()).then_some(base_values)));
     }
 
-    let params = Params::new(h, base, extension);
     let mut refs = HashMap::new();
-    // The budget spans every pass: a pass that stops for a reference was work.
-    let mut budget = Budget::default();
     // Each pass fetches at most one cited template; a pass follows at most
     // MAX_REFS of them, so this ends.
     loop {
-        let builder = Builder { base_values: &base_values, case_sensitive: state.config.case_sensitive, refs: &refs };
-        let (mut values, mut followed) = (Built::default(), 0);
+        let builder = Builder { base_values: &base_values, case_sensitive, refs: &refs };
+        let (mut params, mut values) = (Params::new(h, base, extension), Built::default());
+        let mut pass = Pass { params: &mut params, out: &mut values, followed: 0, budget: &mut budget };
         let mut outcome = Outcome::NoTemplate;
-        for doc in &docs {
-            outcome = builder.construct(doc.root_element(), &params, &mut values, &mut followed, &mut budget);
+        for namespace in &namespaces {
+            outcome = builder.construct(namespace, &mut pass);
             if outcome != Outcome::NoTemplate {
                 break;
             }
@@ -151,27 +156,6 @@ async fn cited_value(state: &ServerState, index: i32, h: &str) -> Result<Option<
     }
     let record = state.store.get(&state.storage_key(h.as_bytes())).await?;
     Ok(record.and_then(|r| r.values.iter().find(|v| v.index == index).map(|v| data_text(&v.data))))
-}
-
-/// A namespace (or a cited template) as a tree: None when it is not XML (it
-/// is then ignored, as the original ignores it); refused when it nests deeper
-/// than the XML bound, which lies above the builder's own.
-fn parse_namespace(xml: &str) -> Result<Option<roxmltree::Document<'_>>, Bound> {
-    match crate::xml::parse(xml) {
-        Ok(doc) => Ok(Some(doc)),
-        Err(XmlError::TooDeep) => Err(Bound::Depth),
-        Err(XmlError::Syntax(_)) => Ok(None),
-    }
-}
-
-/// The first `<template>` of a namespace names the delimiter.
-fn delimiter_of(namespace: &str) -> Result<Option<String>, Bound> {
-    Ok(parse_namespace(namespace)?
-        .and_then(|doc| first_template(doc.root_element())?.attribute("delimiter").map(str::to_string)))
-}
-
-fn first_template<'a, 'input>(root: roxmltree::Node<'a, 'input>) -> Option<roxmltree::Node<'a, 'input>> {
-    root.children().find(|n| n.has_tag_name("template"))
 }
 
 fn data_text(data: &[u8]) -> String {
