@@ -57,7 +57,9 @@ except Exception:
     print("- - -"); sys.exit()
 ticks, hz = int(sys.argv[2]), int(sys.argv[3])
 per = f"{r['ok'] / (ticks / hz):.0f}" if ticks else "-"
-print(f"{r['throughput']:.0f} {per} {r['latency_ms']['p99']:.2f} {r['errors']}")
+errors = r["errors"]
+errors = sum(errors.values()) if isinstance(errors, dict) else errors
+print(f"{r['throughput']:.0f} {per} {r['latency_ms']['p99']:.2f} {errors}")
 P
 }
 

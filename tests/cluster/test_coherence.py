@@ -11,6 +11,7 @@ through tests/cluster/suites.sh); skips without it. Run alone:
 import json
 import os
 import re
+import socket
 import sys
 import tempfile
 import time
@@ -124,6 +125,47 @@ def test_a_write_answered_on_one_node_is_never_read_old_on_another(site):
     assert hits >= ROUNDS, f"the nodes answered from their caches ({hits} hits)"
     received = sum(metric(site, i, "handled_cluster_invalidations_received_total") for i in range(1, NODES + 1))
     assert received >= 2 * ROUNDS, received
+
+
+def cluster_listen(c, i):
+    """Node i's cluster channel address, as its command line gives it."""
+    with open(f"/proc/{c.procs[i - 1].pid}/cmdline") as f:
+        args = f.read().split("\0")
+    host, port = args[args.index("--cluster-listen") + 1].rsplit(":", 1)
+    return host, int(port)
+
+
+def test_strangers_crowding_the_cluster_channel_fence_no_one(site):
+    """Issue 25 R7, replayed on a real cluster: idle connections from a stranger
+    made a node drop its peers' channel connections, and the peers then fenced
+    it (writes waited out its lease). 128 idle connections from an address that
+    is no node, held while node 1 writes and node 2 reads: every read is fresh
+    and no node is fenced."""
+    host, port = cluster_listen(site, 2)
+    stranger = f"{os.environ.get('HANDLED_CLUSTER_NET', '127.0.0')}.250"
+    fences = sum(metric(site, i, "handled_cluster_fences_total") for i in range(1, NODES + 1))
+    held = []
+    try:
+        for _ in range(128):
+            s = socket.socket()
+            s.settimeout(2)
+            try:
+                s.bind((stranger, 0))
+                s.connect((host, port))
+                held.append(s)
+            except OSError:
+                s.close()
+        assert held, "no stranger connection was accepted at all"
+        handle = f"TEST/crowded-{uuid.uuid4().hex[:8]}"
+        put_handle(site, 1, handle, 0)
+        for n in range(1, 21):
+            put_handle(site, 1, handle, n)
+            assert handle_value(site, 2, handle) == f"v{n}", f"round {n}: old value on the crowded node"
+        after = sum(metric(site, i, "handled_cluster_fences_total") for i in range(1, NODES + 1))
+        assert after == fences, f"{after - fences} fences while strangers crowded node 2's channel"
+    finally:
+        for s in held:
+            s.close()
 
 
 def test_a_killed_node_delays_writes_at_most_about_a_lease(site):

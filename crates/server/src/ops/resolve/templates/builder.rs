@@ -11,9 +11,10 @@
 use super::bounds::{Bound, Budget, MAX_VALUES};
 use super::built::Built;
 use super::compiled::{self, Compiled, Kind, Node, Template, Test};
-use super::expressions;
+use super::expressions::{self, Groups};
 use super::params::{Params, Reference, Text};
 use handled_proto::value::{HandleValue, TtlType, ValuePermissions, DEFAULT_TTL};
+use regex::Regex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -63,6 +64,23 @@ pub struct Pass<'p, 'a> {
     pub followed: usize,
     /// What the construction used so far, over every pass.
     pub budget: &'p mut Budget,
+    /// Each expression test's last expression, input and outcome: inside
+    /// `<foreach>` a test of the extension sees the same text for every value.
+    /// The expression is kept (and compared) because a cited template's tree,
+    /// and so the test's address, lives only while it is followed.
+    pub matched: HashMap<usize, Matched>,
+}
+
+pub struct Matched {
+    expression: Option<Arc<Regex>>,
+    input: Arc<str>,
+    groups: Option<Groups>,
+}
+
+impl<'p, 'a> Pass<'p, 'a> {
+    pub fn new(params: &'p mut Params<'a>, out: &'p mut Built, budget: &'p mut Budget) -> Self {
+        Pass { params, out, followed: 0, budget, matched: HashMap::new() }
+    }
 }
 
 impl<'a> Builder<'a> {
@@ -251,8 +269,24 @@ fn holds(test: Option<&Test>, negate: bool, pass: &mut Pass<'_, '_>) -> Result<b
         Kind::Matches(re) => {
             let groups = {
                 let value = pass.params.get(&test.value);
-                pass.budget.work(1 + value.len() / 16)?;
-                re.as_ref().and_then(|re| expressions::full_match(re, &value))
+                let key = std::ptr::from_ref(test) as usize;
+                let same = |m: &&Matched| {
+                    *m.input == *value
+                        && match (&m.expression, re) {
+                            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                            (a, b) => a.is_none() && b.is_none(),
+                        }
+                };
+                match pass.matched.get(&key).filter(same) {
+                    Some(m) => m.groups.clone(),
+                    None => {
+                        pass.budget.work(1 + value.len() / 16)?;
+                        let groups = re.as_ref().and_then(|re| expressions::full_match(re, &value));
+                        let m = Matched { expression: re.clone(), input: value.into(), groups: groups.clone() };
+                        pass.matched.insert(key, m);
+                        groups
+                    }
+                }
             };
             match (groups, negate) {
                 (Some(groups), false) => pass.params.set_match(&test.parameter, groups),

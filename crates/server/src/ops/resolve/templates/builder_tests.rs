@@ -63,7 +63,7 @@ fn build(
     let builder = Builder { base_values: base, case_sensitive: false, refs };
     let h = format!("1234/abc@{extension}");
     let (mut params, mut out) = (Params::new(&h, "1234/abc", extension), Built::default());
-    let mut pass = Pass { params: &mut params, out: &mut out, followed: 0, budget };
+    let mut pass = Pass::new(&mut params, &mut out, budget);
     let outcome = builder.construct(&namespace, &mut pass);
     (outcome, out)
 }

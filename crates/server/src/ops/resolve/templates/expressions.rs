@@ -46,9 +46,11 @@ pub fn anchored(expression: &str, case_sensitive: bool) -> (Option<Arc<Regex>>, 
     }
 }
 
-/// The groups of `re` matching the whole of `value`: group 0 is the whole
-/// value; groups that took no part are None.
-pub fn full_match(re: &Regex, value: &str) -> Option<Arc<[Option<Arc<str>>]>> {
+/// A match's groups: group 0 is the whole value; groups that took no part are None.
+pub type Groups = Arc<[Option<Arc<str>>]>;
+
+/// The groups of `re` matching the whole of `value`.
+pub fn full_match(re: &Regex, value: &str) -> Option<Groups> {
     let captures = re.captures(value)?;
     Some(captures.iter().map(|m| m.map(|m| Arc::from(m.as_str()))).collect())
 }

@@ -123,7 +123,7 @@ async fn build(state: &ServerState, h: &str) -> Result<Result<Option<Vec<HandleV
     loop {
         let builder = Builder { base_values: &base_values, case_sensitive, refs: &refs };
         let (mut params, mut values) = (Params::new(h, base, extension), Built::default());
-        let mut pass = Pass { params: &mut params, out: &mut values, followed: 0, budget: &mut budget };
+        let mut pass = Pass::new(&mut params, &mut values, &mut budget);
         let mut outcome = Outcome::NoTemplate;
         for namespace in &namespaces {
             outcome = builder.construct(namespace, &mut pass);

@@ -9,6 +9,7 @@
 //! references are parsed once, when the namespace is compiled ([`Text`]).
 
 use super::bounds::{Bound, MAX_VALUE_BYTES};
+use super::expressions::Groups;
 use handled_proto::value::HandleValue;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -109,7 +110,7 @@ enum Param<'a> {
     Text(Arc<str>),
     /// Set by a regular-expression match: group 0 is the whole match; groups
     /// that took no part are None.
-    Match(Arc<[Option<Arc<str>>]>),
+    Match(Groups),
     /// Inside `<foreach>`: a field of the base handle's value at hand, read
     /// when referred to (most rounds never copy it).
     Field(&'a HandleValue, Field),
@@ -125,13 +126,14 @@ pub enum Field {
 /// The parameters in scope: each name's innermost value, and an undo log
 /// that ends a scope by putting back what it shadowed.
 pub struct Params<'a> {
-    current: HashMap<Arc<str>, Param<'a>>,
+    current: HashMap<Arc<str>, Param<'a>, foldhash::fast::RandomState>,
     undo: Vec<(Arc<str>, Option<Param<'a>>)>,
 }
 
 impl<'a> Params<'a> {
     pub fn new(handle: &str, base: &str, extension: &str) -> Self {
-        let mut p = Params { current: HashMap::with_capacity(16), undo: Vec::with_capacity(16) };
+        let current = HashMap::with_capacity_and_hasher(16, foldhash::fast::RandomState::default());
+        let mut p = Params { current, undo: Vec::with_capacity(16) };
         for (key, value) in [("handle", handle), ("base", base), ("extension", extension)] {
             p.current.insert(key.into(), Param::Text(value.into()));
         }
@@ -162,7 +164,7 @@ impl<'a> Params<'a> {
         self.push(key.clone(), Param::Text(value));
     }
 
-    pub fn set_match(&mut self, key: &Arc<str>, groups: Arc<[Option<Arc<str>>]>) {
+    pub fn set_match(&mut self, key: &Arc<str>, groups: Groups) {
         self.push(key.clone(), Param::Match(groups));
     }
 
@@ -233,7 +235,7 @@ mod tests {
         p.substitute(&Text::parse(template)).unwrap()
     }
 
-    fn groups(g: &[Option<&str>]) -> Arc<[Option<Arc<str>>]> {
+    fn groups(g: &[Option<&str>]) -> Groups {
         g.iter().map(|g| g.map(Arc::from)).collect()
     }
 
