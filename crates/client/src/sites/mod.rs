@@ -384,7 +384,11 @@ impl Sites {
                 pause *= 2;
             }
             for site in sites {
-                if Instant::now() >= deadline || walk.spent() {
+                if walk.spent() {
+                    self.guards.cut.fetch_add(1, Ordering::Relaxed);
+                    return Err(last);
+                }
+                if Instant::now() >= deadline {
                     return Err(last);
                 }
                 let started = Instant::now();
@@ -519,11 +523,14 @@ pub mod testing {
 }
 
 #[cfg(test)]
+mod upstream_tests;
+
+#[cfg(test)]
 pub(crate) mod tests {
     use super::testing::site;
     use super::*;
 
-    fn no_check(
+    pub(crate) fn no_check(
         _: &handled_proto::data::pubkey::PublicKey,
         _: handled_proto::digest::DigestAlg,
         _: &[u8],
