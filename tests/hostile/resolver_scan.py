@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """S4 (issue 41): a prefix owner steering the global resolver at ports of their choosing.
 
-The root holds 0.NA/EVIL whose HS_SITE values name 16 sites on 127.0.0.3 (one port
-each, TCP and HTTP interfaces, an alt_addr doubling each), one on 127.0.0.4 (which the
-server's configuration denies: deny_upstream) and one on 192.0.2.1 (documentation,
-never routable: refused unless allowed). This tool listens on those loopback ports,
+The root holds 0.NA/EVIL whose HS_SITE values name a site on 127.0.0.4 (which the
+server's configuration denies: deny_upstream), one on 192.0.2.1 (documentation, never
+routable: refused unless allowed) and 16 on 127.0.0.3 (one port each, TCP and HTTP
+interfaces, an alt_addr doubling each; the root is on loopback, so these are allowed). This tool listens on those loopback ports,
 counting connections and closing them, and asks the resolver's JSON API for EVIL/x0,
 EVIL/x1, ... from 127.0.0.2 for --seconds (at most --max-requests), a CR/LF handle
 among them. Before the fix one request made 128 connections to the 16 ports and the
@@ -25,11 +25,15 @@ import base64
 import http.client
 import json
 import math
+import os
 import socket
 import struct
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hdl  # noqa: E402
 
 BUDGET = 8
 REMEMBERED_SECS = 5
@@ -63,7 +67,8 @@ def endpoints(text):
 def root_records(ports, denied):
     host, numbers = endpoints(ports)
     dhost, dport = endpoints(denied)
-    sites = [site(host, p) for p in numbers] + [site(dhost, dport[0]), site("192.0.2.1", 2641, alt=False)]
+    # The refused ones first: every walk meets them before its budget is spent.
+    sites = [site(dhost, dport[0]), site("192.0.2.1", 2641, alt=False)] + [site(host, p) for p in numbers]
     values = [{"index": n + 1, "type": "HS_SITE", "ttl": 3600, "data": {"format": "site", "value": s}}
               for n, s in enumerate(sites)]
     return [{"handle": "0.NA/EVIL", "values": values}]
@@ -118,14 +123,8 @@ def metric(text, name):
 
 
 def rss_mib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, TypeError):
-        pass
-    return None
+    kib = hdl.rss_kib(pid)
+    return None if kib is None else kib / 1024
 
 
 def main():

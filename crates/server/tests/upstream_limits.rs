@@ -1,6 +1,6 @@
 //! What the global resolver connects to (issue 41, S4). Whoever controls a
 //! prefix's HS_SITE names the addresses and ports asked: one lookup of a
-//! prefix naming 16 sites (doubled by `alt_addr`, over TCP and HTTP) made 64
+//! prefix naming 16 sites (doubled by `alt_addr`, over TCP and HTTP) made 128
 //! connections to ports of its choosing, and the next handle did it again.
 //! Now one lookup makes at most `upstream_attempts` (8), sites that did not
 //! answer are left alone for a few seconds, handles with control characters

@@ -120,8 +120,9 @@ impl Unreachable {
             until.retain(|_, t| *t > now);
         }
         if until.len() >= MAX_REMEMBERED {
-            let soonest = until.iter().min_by_key(|(_, t)| **t).map(|(k, _)| *k);
-            soonest.map(|k| until.remove(&k));
+            if let Some(soonest) = until.iter().min_by_key(|(_, t)| **t).map(|(k, _)| *k) {
+                until.remove(&soonest);
+            }
         }
         until.insert(key, now + UNREACHABLE_FOR);
     }
