@@ -26,6 +26,7 @@ import http.client
 import json
 import math
 import os
+import selectors
 import socket
 import struct
 import sys
@@ -44,7 +45,7 @@ def rsa_key_bytes():
     as far as connecting, as it would with the prefix owner's real key."""
     def put(b):
         return struct.pack(">I", len(b)) + b
-    return put(b"RSA") + struct.pack(">H", 0) + put(b"\x01\x00\x01") + put(b"\xc5" * 256)
+    return put(b"RSA_PUB_KEY") + struct.pack(">H", 0) + put(b"\x01\x00\x01") + put(b"\xc5" * 256)
 
 
 def site(address, port, alt=True):
@@ -75,29 +76,29 @@ def root_records(ports, denied):
 
 
 class Counting(threading.Thread):
-    """TCP listeners that count connections and close them."""
+    """TCP listeners that count connections and close them at once."""
 
     def __init__(self, host, ports):
         super().__init__(daemon=True)
-        self.sockets, self.count, self.lock = [], 0, threading.Lock()
+        self.selector, self.count, self.lock = selectors.DefaultSelector(), 0, threading.Lock()
         for p in ports:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind((host, p))
             s.listen(64)
-            s.settimeout(0.05)
-            self.sockets.append(s)
+            s.setblocking(False)
+            self.selector.register(s, selectors.EVENT_READ)
 
     def run(self):
         while True:
-            for s in self.sockets:
+            for key, _ in self.selector.select():
                 try:
-                    c, _ = s.accept()
-                    with self.lock:
-                        self.count += 1
-                    c.close()
-                except (socket.timeout, OSError):
-                    pass
+                    c, _ = key.fileobj.accept()
+                except OSError:
+                    continue
+                with self.lock:
+                    self.count += 1
+                c.close()
 
     def seen(self):
         with self.lock:

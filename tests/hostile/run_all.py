@@ -214,7 +214,12 @@ def main():
     with tempfile.TemporaryDirectory() as data:
         scan_ports, denied = free_ports("127.0.0.3", 16), free_ports("127.0.0.4", 1)
         root, root_info = start_root(os.path.abspath(a.handled), data, scan_ports, denied)
-        proc, native, http_port, registry, creds = start_server(os.path.abspath(a.handled), data, root_info, denied)
+        try:
+            proc, native, http_port, registry, creds = start_server(os.path.abspath(a.handled), data, root_info,
+                                                                     denied)
+        except SystemExit:
+            root.kill()
+            raise
         try:
             secret = ""
             try:

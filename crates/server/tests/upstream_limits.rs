@@ -45,7 +45,7 @@ fn site_at(like: &SiteInfo, ip: [u8; 4], port: u16) -> SiteInfo {
     server.interfaces.retain(|i| i.protocol == TransportProtocol::Tcp);
     server.interfaces[0].port = i32::from(port);
     server.interfaces[0].kind = InterfaceKind::AdminAndQuery;
-    let mut http = server.interfaces[0].clone();
+    let mut http = server.interfaces[0];
     http.protocol = TransportProtocol::Http;
     server.interfaces.push(http);
     let id = server.server_id;

@@ -90,7 +90,7 @@ pub(super) async fn ask(
         for (protocol, port) in protocols(server, how.udp) {
             let addr = SocketAddr::new(ip, port);
             if !walk.take_attempt() {
-                how.guards.cut.fetch_add(1, Ordering::Relaxed);
+                walk.count_cut(how.guards);
                 return Err(LookupError::Unreachable(format!(
                     "{addr}: not asked, the walk's {} upstream attempts are spent",
                     walk.attempts()

@@ -11,7 +11,7 @@ use handled_proto::data::site::SiteInfo;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -28,11 +28,12 @@ pub struct Walk {
     deadline: Instant,
     attempts: u32,
     left: AtomicU32,
+    cut: AtomicBool,
 }
 
 impl Walk {
     pub(super) fn new(deadline: Instant, attempts: u32) -> Self {
-        Walk { deadline, attempts, left: AtomicU32::new(attempts) }
+        Walk { deadline, attempts, left: AtomicU32::new(attempts), cut: AtomicBool::new(false) }
     }
 
     pub fn deadline(&self) -> Instant {
@@ -46,6 +47,13 @@ impl Walk {
 
     pub(super) fn spent(&self) -> bool {
         self.left.load(Ordering::Relaxed) == 0
+    }
+
+    /// Count the walk as cut short by its budget, once however often it is found spent.
+    pub(super) fn count_cut(&self, counters: &GuardCounters) {
+        if !self.cut.swap(true, Ordering::Relaxed) {
+            counters.cut.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The budget, for messages.
@@ -67,7 +75,7 @@ pub(super) struct GuardCounters {
 pub struct UpstreamGuards {
     /// Addresses not asked: refused by the address policy.
     pub refused_by_policy: u64,
-    /// Attempts not made: the walk's budget was spent.
+    /// Walks stopped because their budget of attempts was spent.
     pub cut_by_budget: u64,
     /// Lookups not sent: their sites failed within [`UNREACHABLE_FOR`].
     pub skipped_unreachable: u64,

@@ -385,7 +385,7 @@ impl Sites {
             }
             for site in sites {
                 if walk.spent() {
-                    self.guards.cut.fetch_add(1, Ordering::Relaxed);
+                    walk.count_cut(&self.guards);
                     return Err(last);
                 }
                 if Instant::now() >= deadline {

@@ -33,7 +33,7 @@ fn usable_key() -> Vec<u8> {
 fn site_at(address: [u8; 4], port: u16) -> SiteInfo {
     let mut s = site(port, usable_key());
     s.servers[0].address = handled_proto::data::site::ServerInfo::ipv4(address);
-    let mut http = s.servers[0].interfaces[0].clone();
+    let mut http = s.servers[0].interfaces[0];
     http.protocol = handled_proto::data::site::TransportProtocol::Http;
     s.servers[0].interfaces.push(http);
     s

@@ -48,7 +48,7 @@ pub(super) fn register(r: &mut Registry, recursion: &Recursion) {
             "Upstream addresses not asked: refused by the address policy (not global, not the root's class, deny_upstream)",
             s.guards.refused_by_policy,
         ),
-        ("resolver_upstream_cut", "Upstream attempts not made: the walk's upstream_attempts were spent", s.guards.cut_by_budget),
+        ("resolver_upstream_cut", "Lookups stopped because their upstream_attempts were spent", s.guards.cut_by_budget),
         (
             "resolver_upstream_skipped",
             "Lookups not sent: their sites did not answer within the last few seconds",
