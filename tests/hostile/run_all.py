@@ -7,7 +7,8 @@ bounded attack, whether the server stayed up, kept answering ordinary clients
 
 The server runs on the embedded store in a temporary data directory with
 200,000 handles imported (the reverse-lookup attack needs a real index) and
-a 240-value record (the UDP amplification attack). Two ordinary clients probe
+a 240-value record (the UDP amplification attack), and the global resolver on, its root
+a second `handled` homing 0.NA whose 0.NA/EVIL names the resolver_scan sites (S4). Two ordinary clients probe
 all along, 20 times a second each, from 127.0.0.1: a UDP resolution and a JSON
 API GET. Attacks come from 127.0.0.2 and up where the tool allows it.
 
@@ -33,7 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import hdl  # noqa: E402
 
-# name, finding, argv after the tool (placeholders: {native} {http} {registry} {pid} {seconds} {secret})
+# name, finding, argv after the tool (placeholders: {native} {http} {registry} {pid} {seconds} {secret}
+# {scan_ports} {denied})
 ATTACKS = [
     ("early_close", "F1", ["early_close.py", "{http}", "/healthz"]),
     ("stalled_body", "F2", ["stalled_body.py", "{http}", "--count", "2000", "--hold", "{seconds}", "--pid", "{pid}"]),
@@ -47,6 +49,8 @@ ATTACKS = [
                                   "--admin-secret", "{secret}"]),
     ("round2_surfaces", "R1..", ["round2_surfaces.py", "{http}", "--admin-secret", "{secret}", "--pid", "{pid}"]),
     ("template_bombs", "S1-S3", ["template_bombs.py", "{http}", "--admin-secret", "{secret}", "--pid", "{pid}"]),
+    ("resolver_scan", "S4", ["resolver_scan.py", "{http}", "--ports", "{scan_ports}", "--denied", "{denied}",
+                             "--seconds", "{seconds}", "--pid", "{pid}"]),
 ]
 
 
@@ -120,7 +124,58 @@ class Probe(threading.Thread):
         return s[min(len(s) - 1, int(len(s) * 0.99))] * 1000
 
 
-def start_server(bin_path, data):
+def free_ports(host, n):
+    """Ports free on `host` now (bound and let go): the resolver_scan sites' ports."""
+    socks = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind((host, 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return f"{host}:{','.join(map(str, ports))}"
+
+
+def wait_for_ports(proc, log, what):
+    """The ports `handled serve` logged: (udp host, port), tcp, http, registry or None."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        log.seek(0)
+        text = log.read()
+        m = re.search(r" on udp (\S+) tcp (\S+) http (\S+)", text)
+        r = re.search(r"registry\D*?(127\.0\.0\.1:\d+)", text)
+        if m and (r or "registry" not in text):
+            udp = m.group(1).rsplit(":", 1)
+            return (udp[0], int(udp[1])), int(m.group(3).rsplit(":", 1)[1]), r.group(1) if r else None, text
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    log.seek(0)
+    sys.exit(f"{what} did not start:\n" + log.read())
+
+
+def start_root(bin_path, data, scan_ports, denied):
+    """A root homing 0.NA whose 0.NA/EVIL names the resolver_scan sites (S4); returns
+    the process and its site record as a root_info file."""
+    records = os.path.join(data, "root.jsonl")
+    subprocess.run([sys.executable, os.path.join(HERE, "resolver_scan.py"), "--write-root-import", records,
+                    "--ports", scan_ports, "--denied", denied], check=True)
+    log = open(os.path.join(data, "root.log"), "w+")
+    proc = subprocess.Popen([bin_path, "serve", "--ephemeral", "--listen", "127.0.0.1", "--port", "0",
+                             "--http-port", "0", "--prefix", "0.NA", "--import", records,
+                             "--admin-credentials", os.path.join(data, "root-admin.json")],
+                            stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, "HANDLED_LOG": "info"})
+    _, http_port, _, _ = wait_for_ports(proc, log, "the root")
+    c = http.client.HTTPConnection("127.0.0.1", http_port, timeout=10)
+    c.request("GET", "/api/site")
+    root_info = os.path.join(data, "root_info.json")
+    with open(root_info, "w") as f:
+        json.dump(json.loads(c.getresponse().read())["site"], f)
+    return proc, root_info
+
+
+def start_server(bin_path, data, root_info, denied):
     records = os.path.join(data, "records.jsonl")
     with open(records, "w") as f:
         for i in range(200_000):
@@ -138,25 +193,16 @@ def start_server(bin_path, data):
     config = os.path.join(data, "handled.toml")
     with open(config, "w") as f:
         f.write('server_admins = ["300:TEST/ADMIN"]\n')
+        # The global resolver, for resolver_scan (S4): its root on loopback, one
+        # loopback address denied.
+        f.write(f'[resolver]\nenabled = true\nroot_info = "{root_info}"\n'
+                f'deny_upstream = ["{denied.rsplit(":", 1)[0]}/32"]\n')
     proc = subprocess.Popen([bin_path, "serve", "--data-dir", store, "--port", "0", "--http-port", "0",
                              "--registry-port", "0", "--config", config], stdout=log, stderr=log,
                             env={**os.environ, "HANDLED_LOG": "warn,handled=info"})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        log.seek(0)
-        text = log.read()
-        m = re.search(r" on udp (\S+) tcp (\S+) http (\S+)", text)
-        r = re.search(r"registry\D*?(127\.0\.0\.1:\d+)", text)
-        if m and (r or "registry" not in text):
-            udp = m.group(1).rsplit(":", 1)
-            creds = re.search(r"credentials[^/]*(/\S+\.json)", text)
-            return proc, (udp[0], int(udp[1])), int(m.group(3).rsplit(":", 1)[1]), r.group(1) if r else None, \
-                creds.group(1) if creds else os.path.join(store, "admin-TEST.json")
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    log.seek(0)
-    sys.exit("server did not start:\n" + log.read())
+    udp, http_port, registry, text = wait_for_ports(proc, log, "the server")
+    creds = re.search(r"credentials[^/]*(/\S+\.json)", text)
+    return proc, udp, http_port, registry, creds.group(1) if creds else os.path.join(store, "admin-TEST.json")
 
 
 def main():
@@ -167,7 +213,14 @@ def main():
     ap.add_argument("--only", nargs="*", help="attack names to run")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as data:
-        proc, native, http_port, registry, creds = start_server(os.path.abspath(a.handled), data)
+        scan_ports, denied = free_ports("127.0.0.3", 16), free_ports("127.0.0.4", 1)
+        root, root_info = start_root(os.path.abspath(a.handled), data, scan_ports, denied)
+        try:
+            proc, native, http_port, registry, creds = start_server(os.path.abspath(a.handled), data, root_info,
+                                                                     denied)
+        except SystemExit:
+            root.kill()
+            raise
         try:
             secret = ""
             try:
@@ -195,7 +248,8 @@ def main():
                     continue
                 args = [x.format(native=f"{native[0]}:{native[1]}", http=f"127.0.0.1:{http_port}",
                                  http_port=http_port, registry=registry or "", pid=proc.pid,
-                                 seconds=str(a.seconds), secret=secret) for x in argv[1:]]
+                                 seconds=str(a.seconds), secret=secret, scan_ports=scan_ports, denied=denied)
+                        for x in argv[1:]]
                 probe = Probe(native, http_port)
                 probe.start()
                 peak = rss_mib(proc.pid) or 0
@@ -232,12 +286,13 @@ def main():
             print(f"hostile: {passed} passed, {len(rows) - passed} failed")
             return 0 if ok_all and rows else 1
         finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            for p in (proc, root):
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+                    try:
+                        p.wait(10)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ pub use handled_client::sites::Trust;
 use cache::AnswerCache;
 use handled_client::replication::SignatureCheck;
 use handled_client::resolved_values;
-use handled_client::sites::{self, LookupError, SiteOptions, Sites};
+use handled_client::sites::{self, LookupError, SiteOptions, Sites, UpstreamPolicy, Walk};
 use handled_proto::data::site::SiteInfo;
 use handled_proto::handle;
 use handled_proto::header::{OpFlags, ResponseCode};
@@ -55,6 +55,10 @@ pub struct Options {
     /// Refresh an answer asked for in the last tenth of its TTL (at least
     /// 10 s) in the background, serving the cached one meanwhile.
     pub prefetch: bool,
+    /// Networks asked besides global addresses and the root sites' class, and never asked.
+    pub upstream: UpstreamPolicy,
+    /// Upstream attempts (one per protocol and address) one walk may make.
+    pub upstream_attempts: u32,
 }
 
 impl Default for Options {
@@ -70,6 +74,8 @@ impl Default for Options {
             trust: Trust::Require,
             rounds: 2,
             prefetch: true,
+            upstream: UpstreamPolicy::default(),
+            upstream_attempts: sites::DEFAULT_ATTEMPTS,
         }
     }
 }
@@ -86,6 +92,13 @@ pub enum ResolveError {
     /// No responsible server answered (in time, or verifiably) and nothing stale was at hand.
     #[error("{0}")]
     Unreachable(String),
+    /// The handle has control characters: never sent upstream, where they
+    /// could be lines to whatever service a site record names.
+    #[error("a handle with control characters is not resolved at other servers")]
+    InvalidHandle,
+    /// The responsible servers are at addresses the upstream policy does not ask.
+    #[error("{0}")]
+    NotAllowed(String),
     /// Too many handles are being asked upstream at once.
     #[error("too many queries under way")]
     Busy,
@@ -129,10 +142,15 @@ impl Resolver {
     /// A resolver starting at the `root` sites (from `root_info`); `check`
     /// verifies signatures (the caller's crypto).
     pub fn new(root: Vec<SiteInfo>, check: SignatureCheck, options: Options) -> Self {
-        let site_options =
-            SiteOptions { trust: options.trust, udp: true, rounds: options.rounds, ..Default::default() };
+        let site_options = SiteOptions {
+            trust: options.trust,
+            udp: true,
+            rounds: options.rounds,
+            attempts: options.upstream_attempts,
+            ..Default::default()
+        };
         Resolver {
-            sites: Sites::with_options(root, check, site_options),
+            sites: Sites::with_options(root, check, site_options).with_policy(options.upstream.clone()),
             cache: AnswerCache::new(options.cache_bytes, options.max_ttl, options.negative_ttl, options.serve_stale),
             flights: InFlight::new(options.max_pending),
             counters: Counters::default(),
@@ -149,6 +167,7 @@ impl Resolver {
             pending: self.flights.len(),
             verification_failures: self.sites.verification_failures(),
             servers: self.sites.server_latencies(),
+            guards: self.sites.guards(),
             ..self.counters.snapshot()
         }
     }
@@ -169,6 +188,9 @@ impl Resolver {
         referrals: Referrals,
         admit: impl FnOnce() -> bool,
     ) -> Result<Answer, ResolveError> {
+        if h.iter().any(u8::is_ascii_control) {
+            return Err(ResolveError::InvalidHandle);
+        }
         let canonical = handle::canonical(h);
         let key = cache_key(&canonical, referrals);
         let cached = self.cache.get(&key);
@@ -277,7 +299,8 @@ impl Resolver {
         add(&self.counters.upstream_queries);
         let started = Instant::now();
         let deadline = started + self.options.timeout;
-        let result = tokio::time::timeout_at(deadline, self.walk(canonical, referrals, deadline))
+        let walk = self.sites.walk(deadline);
+        let result = tokio::time::timeout_at(deadline, self.walk(canonical, referrals, &walk))
             .await
             .unwrap_or_else(|_| Err(LookupError::Unreachable(format!("no answer within {:?}", self.options.timeout))));
         self.counters.upstream_took(started.elapsed());
@@ -285,6 +308,10 @@ impl Resolver {
             Ok(found) => found,
             Err(LookupError::NoSuchPrefix(_)) => Found::NotFound,
             Err(LookupError::Refused { code, message }) => return Err(ResolveError::Refused { code, message }),
+            Err(LookupError::NotAllowed(why)) => {
+                add(&self.counters.upstream_failures);
+                return Err(ResolveError::NotAllowed(why));
+            }
             Err(e) => {
                 add(&self.counters.upstream_failures);
                 return Err(ResolveError::Unreachable(e.to_string()));
@@ -298,13 +325,13 @@ impl Resolver {
     /// found following referrals whatever the client asked: DNR is about the
     /// answer to its own request, which goes upstream with DNR and is taken
     /// as it comes (a referral is then not an answer: refused with its code).
-    async fn walk(&self, canonical: &[u8], referrals: Referrals, deadline: Instant) -> Result<Found, LookupError> {
-        let sites = self.sites.for_handle(canonical, deadline).await?;
+    async fn walk(&self, canonical: &[u8], referrals: Referrals, walk: &Walk) -> Result<Found, LookupError> {
+        let sites = self.sites.for_handle(canonical, walk).await?;
         let body = sites::resolution(canonical, &[], &[]);
         let response = match referrals {
-            Referrals::Follow => self.sites.resolve_following(&sites, canonical, &body, 0, deadline).await?,
+            Referrals::Follow => self.sites.resolve_following(&sites, canonical, &body, 0, walk).await?,
             Referrals::DoNotRefer => {
-                self.sites.first_answer_flagged(&sites, canonical, &body, OpFlags::DNR, deadline).await?
+                self.sites.first_answer_flagged(&sites, canonical, &body, OpFlags::DNR, walk).await?
             }
         };
         match (response.code(), resolved_values(&response)) {

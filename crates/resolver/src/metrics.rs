@@ -45,6 +45,9 @@ pub struct Snapshot {
     /// Exchanges with each server asked (its address and port), at most
     /// `handled_client::sites::MAX_SERVERS` of them and "other".
     pub servers: Vec<(String, handled_client::sites::ServerLatency)>,
+    /// Upstream attempts not made: refused by the address policy, past the
+    /// walk's budget, sites remembered as unreachable.
+    pub guards: handled_client::sites::UpstreamGuards,
     /// Cached answers and their bytes; queries under way.
     pub entries: usize,
     pub bytes: u64,

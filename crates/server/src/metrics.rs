@@ -255,6 +255,7 @@ impl Metrics {
         cache: Option<&CacheStats>,
         store: &StoreStats,
         handles: Option<u64>,
+        remote_upstream: Option<handled_client::sites::UpstreamGuards>,
     ) -> String {
         let mut r = Registry::with_prefix("handled");
         let build: Family<BuildLabels, Gauge> = Family::default();
@@ -379,6 +380,25 @@ impl Metrics {
             );
         }
 
+        // Remote identity checks' walks (`root_info`): what their upstream guards refused.
+        if let Some(g) = remote_upstream {
+            let guards = [
+                (
+                    "remote_auth_upstream_refused",
+                    "Upstream addresses remote identity checks did not ask (address policy)",
+                    g.refused_by_policy,
+                ),
+                ("remote_auth_upstream_cut", "Remote identity checks stopped by upstream_attempts", g.cut_by_budget),
+                (
+                    "remote_auth_upstream_skipped",
+                    "Remote identity lookups not sent: their sites failed within seconds",
+                    g.skipped_unreachable,
+                ),
+            ];
+            for (name, help, value) in guards {
+                r.register(name, help, counter(value));
+            }
+        }
         for hook in self.scrape_hooks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             hook(&mut r);
         }
@@ -448,7 +468,7 @@ mod tests {
         };
         let cache = CacheStats { hits: 3, misses: 4, bytes: 1000, ..Default::default() };
         let store = StoreStats { commits: 2, batch_sizes: [1, 1, 0, 0, 0, 0, 0, 0, 0, 0], ..Default::default() };
-        let text = m.render(&admission, Some(&cache), &store, Some(3));
+        let text = m.render(&admission, Some(&cache), &store, Some(3), None);
         let build = format!(
             r#"handled_build_info{{version="{}",commit="{}"}} 1"#,
             crate::build::VERSION,
@@ -476,6 +496,8 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }
         drop(guard);
-        assert!(m.render(&admission, None, &store, None).contains("handled_open_connections{transport=\"tcp\"} 0"));
+        assert!(m
+            .render(&admission, None, &store, None, None)
+            .contains("handled_open_connections{transport=\"tcp\"} 0"));
     }
 }

@@ -5,6 +5,8 @@
 //! (CT, RD), which must carry our request's digest and verify with the public
 //! key the server publishes in its site record (§1.5), else it is not believed.
 
+use super::guard::{GuardCounters, Walk};
+use super::policy::AddressRules;
 use super::{addresses, LookupError};
 use crate::replication::SignatureCheck;
 use crate::session::{encode_unit_with, UnitOptions};
@@ -43,6 +45,10 @@ pub(super) struct Asking<'a> {
     pub extra: OpFlags,
     /// Replies whose signature did not verify, counted (a metric).
     pub unverified: &'a AtomicU64,
+    /// Which addresses may be asked.
+    pub rules: &'a AddressRules,
+    /// Attempts not made, counted (metrics).
+    pub guards: &'a GuardCounters,
 }
 
 /// The longest a UDP attempt may take before TCP is tried: the transport
@@ -50,15 +56,18 @@ pub(super) struct Asking<'a> {
 const UDP_SHARE: Duration = Duration::from_millis(1500);
 
 /// Send `body` to the server of `site` responsible for `handle` and return
-/// its reply, checked as `how.trust` says; give up at `deadline`. A reply over
-/// UDP that is not final (too busy, "ask over TCP", unverified) tries TCP.
+/// its reply, checked as `how.trust` says; give up at the walk's deadline. A
+/// reply over UDP that is not final (too busy, "ask over TCP", unverified)
+/// tries TCP. Addresses the policy refuses are not asked; each protocol and
+/// address asked takes one of the walk's attempts.
 pub(super) async fn ask(
     site: &SiteInfo,
     handle: &[u8],
     body: &RequestBody,
-    deadline: Instant,
+    walk: &Walk,
     how: Asking<'_>,
 ) -> Result<Response, LookupError> {
+    let deadline = walk.deadline();
     let position = site.server_index(handle);
     let server =
         site.servers.get(position).ok_or_else(|| LookupError::Unreachable("a site record without servers".into()))?;
@@ -73,8 +82,20 @@ pub(super) async fn ask(
     let ips = if ip.is_unspecified() { addresses::by_domain(site, position, deadline).await? } else { vec![ip] };
     let mut last = LookupError::Unreachable(format!("server {} has no UDP, TCP or HTTP interface", server.server_id));
     for ip in ips {
+        if let Err(why) = how.rules.check(ip) {
+            how.guards.refused.fetch_add(1, Ordering::Relaxed);
+            last = LookupError::NotAllowed(format!("server {}: {why}", server.server_id));
+            continue;
+        }
         for (protocol, port) in protocols(server, how.udp) {
             let addr = SocketAddr::new(ip, port);
+            if !walk.take_attempt() {
+                walk.count_cut(how.guards);
+                return Err(LookupError::Unreachable(format!(
+                    "{addr}: not asked, the walk's {} upstream attempts are spent",
+                    walk.attempts()
+                )));
+            }
             let until = match protocol {
                 Protocol::Udp => deadline.min(Instant::now() + UDP_SHARE),
                 _ => deadline,

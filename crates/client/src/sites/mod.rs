@@ -17,15 +17,20 @@
 
 mod addresses;
 mod exchange;
+mod guard;
 mod latency;
+mod policy;
 mod root_info;
 
 pub use exchange::Trust;
+pub use guard::{UpstreamGuards, Walk, DEFAULT_ATTEMPTS, UNREACHABLE_FOR};
+pub use policy::{class_of, NetworkClass, UpstreamPolicy};
 pub use root_info::{load_root_info, read_site_file};
 
 use crate::replication::SignatureCheck;
 use crate::resolved_values;
 use exchange::{ask, Asking};
+use guard::{GuardCounters, Unreachable};
 use handled_proto::codec::Codec;
 use handled_proto::data::site::SiteInfo;
 use handled_proto::handle;
@@ -35,6 +40,7 @@ use handled_proto::response::ResponseBody;
 use handled_proto::value::{types, HandleValue, TtlType};
 use latency::Latencies;
 pub use latency::{ServerLatency, MAX_SERVERS};
+use policy::AddressRules;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -71,6 +77,9 @@ pub enum LookupError {
     /// The responsible server answered with an error code.
     #[error("{}: {message}", .code.name())]
     Refused { code: ResponseCode, message: String },
+    /// The servers named are at addresses the upstream policy refuses.
+    #[error("{0}")]
+    NotAllowed(String),
 }
 
 /// How a walk asks: trust policy, UDP first, retries.
@@ -83,11 +92,19 @@ pub struct SiteOptions {
     /// twice as long as the one before (starting at `backoff`).
     pub rounds: u32,
     pub backoff: Duration,
+    /// Upstream attempts (one per protocol and address asked) in one walk.
+    pub attempts: u32,
 }
 
 impl Default for SiteOptions {
     fn default() -> Self {
-        SiteOptions { trust: Trust::Require, udp: false, rounds: 1, backoff: Duration::from_millis(100) }
+        SiteOptions {
+            trust: Trust::Require,
+            udp: false,
+            rounds: 1,
+            backoff: Duration::from_millis(100),
+            attempts: DEFAULT_ATTEMPTS,
+        }
     }
 }
 
@@ -99,6 +116,9 @@ pub struct Sites {
     options: SiteOptions,
     unverified: AtomicU64,
     latencies: Latencies,
+    rules: AddressRules,
+    unreachable: Unreachable,
+    guards: GuardCounters,
 }
 
 #[derive(Default)]
@@ -122,13 +142,33 @@ impl Sites {
 
     pub fn with_options(root: Vec<SiteInfo>, check: SignatureCheck, options: SiteOptions) -> Self {
         Sites {
+            rules: AddressRules::new(UpstreamPolicy::default(), &root),
             root: Arc::new(root),
             cache: Mutex::default(),
             check,
             options,
             unverified: AtomicU64::new(0),
             latencies: Latencies::default(),
+            unreachable: Unreachable::default(),
+            guards: GuardCounters::default(),
         }
+    }
+
+    /// The operator's lists of networks asked or never asked, on top of the
+    /// default (global addresses, and those of the root sites' class).
+    pub fn with_policy(mut self, policy: UpstreamPolicy) -> Self {
+        self.rules = AddressRules::new(policy, &self.root);
+        self
+    }
+
+    /// A walk ending at `deadline`, with this finder's budget of attempts.
+    pub fn walk(&self, deadline: Instant) -> Walk {
+        Walk::new(deadline, self.options.attempts)
+    }
+
+    /// Upstream attempts not made so far (policy, budget, remembered failures).
+    pub fn guards(&self) -> UpstreamGuards {
+        self.guards.snapshot()
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
@@ -152,23 +192,24 @@ impl Sites {
     }
 
     /// The sites responsible for `h`.
-    pub async fn for_handle(&self, h: &[u8], deadline: Instant) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
-        self.home_of(h, 0, deadline).await
+    pub async fn for_handle(&self, h: &[u8], walk: &Walk) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
+        sendable(h)?;
+        self.home_of(h, 0, walk).await
     }
 
     /// The sites holding `h`: the root for global handles, else those its
     /// prefix handle names.
-    async fn home_of(&self, h: &[u8], depth: usize, deadline: Instant) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
+    async fn home_of(&self, h: &[u8], depth: usize, walk: &Walk) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
         let canonical = handle::canonical(h);
         if handle::is_global(&canonical.to_ascii_uppercase()) {
             return Ok(self.root.clone());
         }
-        self.named_by(&handle::prefix_handle(&canonical), depth, deadline).await
+        self.named_by(&handle::prefix_handle(&canonical), depth, walk).await
     }
 
     /// The sites that `h`'s HS_SITE (or HS_SERV) values name: `h` is a prefix
     /// handle or a service handle.
-    async fn named_by(&self, h: &[u8], depth: usize, deadline: Instant) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
+    async fn named_by(&self, h: &[u8], depth: usize, walk: &Walk) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
         let key = handle::canonical(h).to_ascii_uppercase();
         if key == handle::ROOT_HANDLE {
             return Ok(self.root.clone());
@@ -179,10 +220,10 @@ impl Sites {
         if let Some(sites) = self.lookup(&key) {
             return Ok(sites);
         }
-        let home = Box::pin(self.home_of(h, depth + 1, deadline)).await?;
+        let home = Box::pin(self.home_of(h, depth + 1, walk)).await?;
         let wanted = [types::HS_SITE, b"HS_SITE.6", types::HS_SERV];
         let body = resolution(h, &[], &wanted);
-        let response = Box::pin(self.resolve_following(&home, h, &body, depth, deadline)).await?;
+        let response = Box::pin(self.resolve_following(&home, h, &body, depth, walk)).await?;
         let values = match (response.code(), resolved_values(&response)) {
             (ResponseCode::SUCCESS, Some(values)) => values.to_vec(),
             // As the Java resolver: a prefix the root does not know (or that
@@ -200,7 +241,7 @@ impl Sites {
                 )))
             }
         };
-        let sites = Box::pin(self.sites_in(&values, depth, deadline)).await?;
+        let sites = Box::pin(self.sites_in(&values, depth, walk)).await?;
         self.remember(key, sites.clone(), ttl(&values, MAX_TTL));
         Ok(sites)
     }
@@ -211,7 +252,7 @@ impl Sites {
         &self,
         values: &[HandleValue],
         depth: usize,
-        deadline: Instant,
+        walk: &Walk,
     ) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
         let sites: Vec<SiteInfo> = values
             .iter()
@@ -226,7 +267,7 @@ impl Sites {
         }
         let service = values.iter().find(|v| SERVICE_TYPES.iter().any(|t| v.value_type.eq_ignore_ascii_case(t)));
         match service {
-            Some(service) => self.named_by(&service.data, depth + 1, deadline).await,
+            Some(service) => self.named_by(&service.data, depth + 1, walk).await,
             None => Err(LookupError::Unreachable("no site records or service handles".into())),
         }
     }
@@ -241,20 +282,20 @@ impl Sites {
         h: &[u8],
         body: &RequestBody,
         mut depth: usize,
-        deadline: Instant,
+        walk: &Walk,
     ) -> Result<crate::Response, LookupError> {
         let mut sites = Arc::new(sites.to_vec());
         loop {
-            let response = self.first_answer(&sites, h, body, deadline).await?;
+            let response = self.first_answer(&sites, h, body, walk).await?;
             let ResponseBody::Referral { handle: referral, values } = &response.body else { return Ok(response) };
             depth += 1;
             if depth > MAX_DEPTH {
                 return Err(LookupError::Unreachable(format!("{}: more than {MAX_DEPTH} referrals", show(h))));
             }
             sites = if values.is_empty() && !referral.is_empty() {
-                self.named_by(referral, depth, deadline).await?
+                self.named_by(referral, depth, walk).await?
             } else {
-                self.sites_in(values, depth, deadline).await?
+                self.sites_in(values, depth, walk).await?
             };
         }
     }
@@ -267,9 +308,9 @@ impl Sites {
         sites: &[SiteInfo],
         h: &[u8],
         value_types: &[&[u8]],
-        deadline: Instant,
+        walk: &Walk,
     ) -> Result<Vec<HandleValue>, LookupError> {
-        self.resolve_filtered(sites, h, &[], value_types, deadline).await
+        self.resolve_filtered(sites, h, &[], value_types, walk).await
     }
 
     /// [`resolve_at`] with an index filter too.
@@ -279,9 +320,9 @@ impl Sites {
         h: &[u8],
         indexes: &[i32],
         value_types: &[&[u8]],
-        deadline: Instant,
+        walk: &Walk,
     ) -> Result<Vec<HandleValue>, LookupError> {
-        let response = self.first_answer(sites, h, &resolution(h, indexes, value_types), deadline).await?;
+        let response = self.first_answer(sites, h, &resolution(h, indexes, value_types), walk).await?;
         match (response.code(), resolved_values(&response)) {
             (ResponseCode::SUCCESS, Some(values)) => Ok(values.to_vec()),
             (code, _) => Err(LookupError::Refused { code, message: response.message().unwrap_or_default() }),
@@ -289,15 +330,17 @@ impl Sites {
     }
 
     /// Send `body` to each site in turn until one gives a checked answer, in
-    /// up to `rounds` rounds with a growing pause between them.
+    /// up to `rounds` rounds with a growing pause between them, within the
+    /// walk's attempts. Sites none of which answered are not asked again for
+    /// [`UNREACHABLE_FOR`].
     pub async fn first_answer(
         &self,
         sites: &[SiteInfo],
         h: &[u8],
         body: &RequestBody,
-        deadline: Instant,
+        walk: &Walk,
     ) -> Result<crate::Response, LookupError> {
-        self.first_answer_flagged(sites, h, body, OpFlags::NONE, deadline).await
+        self.first_answer_flagged(sites, h, body, OpFlags::NONE, walk).await
     }
 
     /// [`first_answer`](Self::first_answer) with `extra` flags in the
@@ -308,15 +351,29 @@ impl Sites {
         h: &[u8],
         body: &RequestBody,
         extra: OpFlags,
-        deadline: Instant,
+        walk: &Walk,
     ) -> Result<crate::Response, LookupError> {
+        sendable(h)?;
+        let deadline = walk.deadline();
         let how = Asking {
             trust: self.options.trust,
             check: self.check,
             udp: self.options.udp,
             extra,
             unverified: &self.unverified,
+            rules: &self.rules,
+            guards: &self.guards,
         };
+        let key = self.unreachable.key(sites);
+        if self.unreachable.is_remembered(key) {
+            self.guards.skipped.fetch_add(1, Ordering::Relaxed);
+            return Err(LookupError::Unreachable(format!(
+                "{}: its sites did not answer within the last {} s; not asked again yet",
+                show(h),
+                UNREACHABLE_FOR.as_secs()
+            )));
+        }
+        let mut trying = self.unreachable.trying(key);
         let mut last = LookupError::Unreachable(format!("no sites for {}", show(h)));
         let mut pause = self.options.backoff;
         for round in 0..self.options.rounds.max(1) {
@@ -327,16 +384,27 @@ impl Sites {
                 pause *= 2;
             }
             for site in sites {
+                if walk.spent() {
+                    walk.count_cut(&self.guards);
+                    return Err(last);
+                }
                 if Instant::now() >= deadline {
                     return Err(last);
                 }
                 let started = Instant::now();
-                let asked = ask(site, h, body, deadline, how).await;
-                self.latencies.record(latency::label(site, h), started.elapsed(), asked.is_err());
+                let asked = ask(site, h, body, walk, how).await;
+                // Refused by the policy: nothing was exchanged to time.
+                if !matches!(asked, Err(LookupError::NotAllowed(_))) {
+                    self.latencies.record(latency::label(site, h), started.elapsed(), asked.is_err());
+                }
                 match asked {
-                    Ok(r) => return Ok(r),
+                    Ok(r) => {
+                        trying.answered = true;
+                        return Ok(r);
+                    }
                     Err(e) => {
                         tracing::debug!("site lookup: {e}");
+                        trying.failed = true;
                         last = e;
                     }
                 }
@@ -406,6 +474,19 @@ pub fn ttl(values: &[HandleValue], max: Duration) -> Duration {
     Duration::from_secs(secs.max(0) as u64).min(max)
 }
 
+/// Handles with control characters are not sent upstream: whatever a site
+/// record names receives the request's bytes, and CR/LF in them would be
+/// lines to a line-based service there.
+fn sendable(h: &[u8]) -> Result<(), LookupError> {
+    if h.iter().any(u8::is_ascii_control) {
+        return Err(LookupError::Refused {
+            code: ResponseCode::INVALID_HANDLE,
+            message: "a handle with control characters is not sent to other servers".into(),
+        });
+    }
+    Ok(())
+}
+
 fn show(h: &[u8]) -> String {
     String::from_utf8_lossy(h).into_owned()
 }
@@ -442,11 +523,14 @@ pub mod testing {
 }
 
 #[cfg(test)]
+mod upstream_tests;
+
+#[cfg(test)]
 pub(crate) mod tests {
     use super::testing::site;
     use super::*;
 
-    fn no_check(
+    pub(crate) fn no_check(
         _: &handled_proto::data::pubkey::PublicKey,
         _: handled_proto::digest::DigestAlg,
         _: &[u8],
@@ -506,9 +590,9 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn global_handles_go_to_the_root_sites_without_a_lookup() {
         let sites = Sites::new(vec![site(9, vec![])], no_check);
-        let far = Instant::now() + Duration::from_secs(1);
+        let far = sites.walk(Instant::now() + Duration::from_secs(1));
         for h in [&b"0.NA/ADM"[..], b"0.na/x", b"ADM", b"0.NA/0.NA"] {
-            assert_eq!(sites.for_handle(h, far).await.unwrap()[0].servers[0].interfaces[0].port, 9, "{h:?}");
+            assert_eq!(sites.for_handle(h, &far).await.unwrap()[0].servers[0].interfaces[0].port, 9, "{h:?}");
         }
     }
 }

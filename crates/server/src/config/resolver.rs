@@ -46,6 +46,14 @@ pub struct ResolverConfig {
     /// "require": every upstream answer signed by the key its site record
     /// publishes; "prefer": signatures checked when present; "off".
     pub trust: String,
+    /// Networks (CIDR) asked upstream although not globally routable (by
+    /// default only global addresses and those of the root sites' class are:
+    /// site records name the addresses asked). Remote identity checks too.
+    pub allow_upstream: Vec<ipnet::IpNet>,
+    /// Networks never asked upstream, whatever else says (Unbound's do-not-query-address).
+    pub deny_upstream: Vec<ipnet::IpNet>,
+    /// Upstream attempts (one per protocol and address asked) one walk may make.
+    pub upstream_attempts: u32,
 }
 
 impl Default for ResolverConfig {
@@ -67,6 +75,9 @@ impl Default for ResolverConfig {
             client_ipv6_prefix: 64,
             prefetch: true,
             trust: "require".into(),
+            allow_upstream: Vec::new(),
+            deny_upstream: Vec::new(),
+            upstream_attempts: handled_client::sites::DEFAULT_ATTEMPTS,
         }
     }
 }
@@ -86,9 +97,17 @@ impl ResolverConfig {
         self.root_info.as_deref().or(server_root_info)
     }
 
+    /// Where walks of the global system may send (the resolver's and remote identity checks').
+    pub fn upstream_policy(&self) -> handled_client::sites::UpstreamPolicy {
+        handled_client::sites::UpstreamPolicy { allow: self.allow_upstream.clone(), deny: self.deny_upstream.clone() }
+    }
+
     /// Refused at start rather than at the first request.
     pub fn validate(&self, server_root_info: Option<&std::path::Path>) -> Result<(), String> {
         self.trust()?;
+        if self.upstream_attempts == 0 {
+            return Err("[resolver] upstream_attempts must be at least 1".into());
+        }
         if !(self.client_rate.is_finite() && self.client_rate >= 0.0) {
             return Err(format!(
                 "[resolver] client_rate {}: a number of lookups per second, 0 or more",
@@ -125,6 +144,8 @@ impl ResolverConfig {
             max_pending: self.max_pending,
             trust: self.trust()?,
             prefetch: self.prefetch,
+            upstream: self.upstream_policy(),
+            upstream_attempts: self.upstream_attempts,
             ..Default::default()
         })
     }

@@ -42,7 +42,20 @@ pub(super) fn register(r: &mut Registry, recursion: &Recursion) {
             s.verification_failures,
         ),
     ];
-    for (name, help, value) in counters {
+    let guards = [
+        (
+            "resolver_upstream_refused",
+            "Upstream addresses not asked: refused by the address policy (not global, not the root's class, deny_upstream)",
+            s.guards.refused_by_policy,
+        ),
+        ("resolver_upstream_cut", "Lookups stopped because their upstream_attempts were spent", s.guards.cut_by_budget),
+        (
+            "resolver_upstream_skipped",
+            "Lookups not sent: their sites did not answer within the last few seconds",
+            s.guards.skipped_unreachable,
+        ),
+    ];
+    for (name, help, value) in counters.into_iter().chain(guards) {
         r.register(name, help, counter(value));
     }
     let gauges = [

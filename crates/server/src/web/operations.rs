@@ -23,7 +23,8 @@ async fn metrics_text(state: &ServerState) -> String {
     if let Ok(bounds) = state.store.txn_log_bounds().await {
         state.metrics.replication.txn_log_last_id.set(bounds.last as i64);
     }
-    state.metrics.render(&state.admission.stats(), cache.as_ref(), &state.store.stats(), handles)
+    let remote = state.remote_auth().map(|r| r.guards());
+    state.metrics.render(&state.admission.stats(), cache.as_ref(), &state.store.stats(), handles, remote)
 }
 
 /// Ready when the listeners are serving and the store answers.

@@ -24,7 +24,7 @@ pub mod fairness;
 
 use super::work::AuthError;
 use fairness::{Fairness, NoTurn};
-use handled_client::sites::{LookupError, Sites};
+use handled_client::sites::{LookupError, SiteOptions, Sites, UpstreamGuards, UpstreamPolicy};
 use handled_proto::data::site::SiteInfo;
 use handled_proto::header::ResponseCode;
 use handled_proto::request::RequestBody;
@@ -64,11 +64,14 @@ pub struct RemoteAuth {
 }
 
 impl RemoteAuth {
-    /// With the root sites read from `root_info`, `timeout` per check and
-    /// `concurrent` checks at once.
-    pub fn new(root: Vec<SiteInfo>, timeout: Duration, concurrent: usize) -> Self {
+    /// With the root sites read from `root_info`, `timeout` per check,
+    /// `concurrent` checks at once, and `upstream`: where walks may send and
+    /// how many attempts one check may make (the `[resolver]` table's keys).
+    pub fn new(root: Vec<SiteInfo>, timeout: Duration, concurrent: usize, upstream: (UpstreamPolicy, u32)) -> Self {
+        let (policy, attempts) = upstream;
+        let options = SiteOptions { attempts, ..SiteOptions::default() };
         RemoteAuth {
-            sites: Sites::new(root, crate::auth::signature::verify),
+            sites: Sites::with_options(root, crate::auth::signature::verify, options).with_policy(policy),
             timeout,
             fairness: Fairness::new(concurrent),
         }
@@ -77,6 +80,11 @@ impl RemoteAuth {
     /// Site lookups remembered (count, bytes).
     pub fn cached_sites(&self) -> (usize, usize) {
         self.sites.cached()
+    }
+
+    /// Upstream attempts not made so far (address policy, budget, remembered failures).
+    pub fn guards(&self) -> UpstreamGuards {
+        self.sites.guards()
     }
 
     /// Run one check of `index:handle` under a turn and the time limit.
@@ -139,9 +147,9 @@ impl RemoteAuth {
         });
         let valid = self
             .bounded(handle, index, async {
-                let deadline = Instant::now() + self.timeout;
-                let sites = self.sites.for_handle(handle, deadline).await?;
-                let reply = self.sites.first_answer(&sites, handle, &body, deadline).await?;
+                let walk = self.sites.walk(Instant::now() + self.timeout);
+                let sites = self.sites.for_handle(handle, &walk).await?;
+                let reply = self.sites.first_answer(&sites, handle, &body, &walk).await?;
                 match (reply.code(), &reply.body) {
                     (ResponseCode::SUCCESS, ResponseBody::VerifyResult { valid }) => Ok(*valid),
                     (ResponseCode::SUCCESS, other) => {
@@ -163,11 +171,11 @@ impl RemoteAuth {
     pub async fn values(&self, handle: &[u8], index: i32, value_type: &[u8]) -> Result<Vec<HandleValue>, AuthError> {
         let values = self
             .bounded(handle, index, async {
-                let deadline = Instant::now() + self.timeout;
-                let sites = self.sites.for_handle(handle, deadline).await?;
+                let walk = self.sites.walk(Instant::now() + self.timeout);
+                let sites = self.sites.for_handle(handle, &walk).await?;
                 let (indexes, value_types): (&[i32], &[&[u8]]) =
                     if index > 0 { (&[index], &[]) } else { (&[], &[value_type]) };
-                self.sites.resolve_filtered(&sites, handle, indexes, value_types, deadline).await
+                self.sites.resolve_filtered(&sites, handle, indexes, value_types, &walk).await
             })
             .await?;
         let mut values: Vec<HandleValue> =
@@ -200,7 +208,8 @@ mod tests {
             }
         });
         let key = handled_proto::data::pubkey::PublicKey::Rsa { exponent: vec![1, 0, 1], modulus: vec![0xc5; 256] };
-        let remote = Arc::new(RemoteAuth::new(vec![site(port, key.to_bytes())], Duration::from_millis(600), 1));
+        let remote =
+            Arc::new(RemoteAuth::new(vec![site(port, key.to_bytes())], Duration::from_millis(600), 1, upstream()));
         let first = {
             let remote = remote.clone();
             tokio::spawn(async move { remote.verify_secret_key(b"0.NA/X", 300, &[1; 16], &[2; 32], &[0x13]).await })
@@ -211,9 +220,13 @@ mod tests {
         let timed_out = first.await.unwrap().unwrap_err();
         assert_eq!(timed_out.code, ResponseCode::AUTHEN_ERROR, "{}", timed_out.message);
         let unsigned_site: SiteInfo = site(1, vec![]);
-        let nowhere = RemoteAuth::new(vec![unsigned_site], Duration::from_millis(600), 1);
+        let nowhere = RemoteAuth::new(vec![unsigned_site], Duration::from_millis(600), 1, upstream());
         let e = nowhere.values(b"0.NA/X", 0, b"HS_PUBKEY").await.unwrap_err();
         assert_eq!(e.code, ResponseCode::AUTHEN_ERROR, "{}", e.message);
         holder.abort();
+    }
+
+    fn upstream() -> (UpstreamPolicy, u32) {
+        (UpstreamPolicy::default(), handled_client::sites::DEFAULT_ATTEMPTS)
     }
 }

@@ -70,6 +70,17 @@ impl ResolutionSource for Recursive {
             Err(ResolveError::Busy) => {
                 Err(OpError::new(ResponseCode::SERVER_TOO_BUSY, "Too many handles being resolved at once"))
             }
+            Err(ResolveError::InvalidHandle) => Err(OpError::new(
+                ResponseCode::INVALID_HANDLE,
+                "A handle with control characters is not resolved at other servers",
+            )),
+            Err(ResolveError::NotAllowed(why)) => {
+                tracing::info!("recursion for {}: {why}", String::from_utf8_lossy(query.canonical));
+                Err(OpError::new(
+                    ResponseCode::ERROR,
+                    "The handle's service is at an address this resolver does not query (docs/resolver.md)",
+                ))
+            }
             Err(ResolveError::Unreachable(why)) => {
                 // Whoever controls a prefix's HS_SITE chooses the addresses
                 // asked: the details go to the log, not to the client.
