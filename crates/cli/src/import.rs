@@ -72,7 +72,7 @@ pub fn summary(loaded: u64, checked: &Checked, path: &Path) -> String {
     format!("imported {}{replaced} from {}", plural(loaded, "handle"), path.display())
 }
 
-fn plural(n: u64, what: &str) -> String {
+pub fn plural(n: u64, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
