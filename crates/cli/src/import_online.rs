@@ -276,10 +276,10 @@ pub async fn run(file: &Path, connect: &Connect, replace: bool, parallel: usize)
     // The offline import's words ("imported 1 handle from FILE"), then where through.
     eprintln!(
         "imported {} from {} through {addr} in {:.1} s ({})",
-        crate::import::plural(records - resumed, "handle"),
+        crate::counted::plural(records - resumed, "handle"),
         file.display(),
         started.elapsed().as_secs_f64(),
-        crate::import::plural(parallel as u64, "session")
+        crate::counted::plural(parallel as u64, "session")
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -92,18 +92,25 @@ fn encrypted_server_key_needs_the_right_passphrase() {
     assert!(stderr.contains("--passphrase-file"), "{stderr}");
 }
 
-#[test]
-fn a_broken_config_dct_names_its_line() {
+/// Import the fixture with `from` replaced by `to` in config.dct, which must
+/// fail: (the line `to` is on, stderr).
+fn import_broken(from: &str, to: &str) -> (usize, String) {
     let dir = fixture_copy();
     let path = dir.path().join("config.dct");
-    let original = std::fs::read_to_string(&path).unwrap();
-    let broken = original.replacen("\"bind_port\" = \"2641\"", "\"bind_port\" \"2641\"", 1);
-    let line = broken.lines().position(|l| l.contains("\"bind_port\" \"2641\"")).unwrap() + 1;
+    let broken = std::fs::read_to_string(&path).unwrap().replacen(from, to, 1);
+    let first = to.lines().next().unwrap_or(to);
+    let line = broken.lines().position(|l| l.contains(first)).unwrap() + 1;
     std::fs::write(&path, broken).unwrap();
     let out = tempfile::tempdir().unwrap();
     let run = import(dir.path(), out.path(), Some(SERVER_PASSPHRASE));
     let stderr = text(&run.stderr);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
+    (line, stderr)
+}
+
+#[test]
+fn a_broken_config_dct_names_its_line() {
+    let (line, stderr) = import_broken("\"bind_port\" = \"2641\"", "\"bind_port\" \"2641\"");
     assert!(stderr.contains(&format!("config.dct: line {line}, column")), "{stderr}");
     assert!(stderr.contains("expected `=`"), "{stderr}");
 }
@@ -201,16 +208,7 @@ fn txnlog_days_on_sql_are_explained_not_carried() {
 /// lines later where the parser first stumbled.
 #[test]
 fn an_unterminated_string_is_reported_where_it_starts() {
-    let dir = fixture_copy();
-    let path = dir.path().join("config.dct");
-    let original = std::fs::read_to_string(&path).unwrap();
-    let broken = original.replacen("\"bind_port\" = \"2641\"", "\"bind_port\" = \"2641", 1);
-    let line = broken.lines().position(|l| l.contains("\"bind_port\" = \"2641")).unwrap() + 1;
-    std::fs::write(&path, broken).unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let run = import(dir.path(), out.path(), Some(SERVER_PASSPHRASE));
-    let stderr = text(&run.stderr);
-    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    let (line, stderr) = import_broken("\"bind_port\" = \"2641\"", "\"bind_port\" = \"2641\n");
     assert!(stderr.contains(&format!("config.dct: line {line}, column")), "{stderr}");
     assert!(stderr.contains("a missing closing `\"`?"), "{stderr}");
 }

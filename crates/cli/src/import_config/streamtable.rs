@@ -212,7 +212,12 @@ impl Parser<'_> {
                 None => break,
             }
         }
-        Err(ParseError { line, column, message: "this string has no closing `\"`".into() })
+        // After a string that ran over lines, the quotes are paired off by one:
+        // that one is the likelier culprit.
+        Err(match self.multi_line_string {
+            Some(_) => self.error(format!("the file ends in a string opened at line {line}, column {column}")),
+            None => ParseError { line, column, message: "this string has no closing `\"`".into() },
+        })
     }
 }
 
