@@ -17,6 +17,7 @@ State (configs, logs, PIDs, the admin credentials) in $HANDLED_CLUSTER_DIR
 (default /tmp/handled-cluster); Cassandra's data in its nodes/ subdirectory.
 HANDLED_CLUSTER_FAST=1 boots Cassandra with its test-only fast flags."""
 import argparse
+import ipaddress
 import json
 import os
 import shutil
@@ -93,6 +94,9 @@ def up(a):
     for tool in ("haproxy", "nginx", "java"):
         if not shutil.which(tool):
             raise SystemExit(f"{tool} is missing (scripts/install-test-deps.sh installs it)")
+    if not os.path.exists(cluster.NGINX_STREAM_MODULE):
+        raise SystemExit(f"nginx's stream module (the UDP balancer) is not installed: "
+                         f"apt-get install {cluster.NGINX_STREAM_PACKAGE}")
     binary = os.path.abspath(a.binary)
     if not os.access(binary, os.X_OK):
         raise SystemExit(f"no handled binary at {binary}: cargo build --release -p handled")
@@ -116,8 +120,52 @@ def up(a):
     st["haproxy"] = spawn("haproxy", ["haproxy", "-db", "-f", os.path.join(DIR, "haproxy.cfg")])
     st["nginx"] = spawn("nginx", ["nginx", "-c", os.path.join(DIR, "nginx.conf"), "-p", DIR])
     json.dump(st, open(STATE, "w"))
+    # "up" only once each balancer runs and listens: nginx without its stream
+    # module dies at start, and once said "up" all the same.
+    for name, proto, port in (("haproxy", "tcp", PORTS["http"]), ("nginx", "udp", PORTS["native"])):
+        why = wait_serving(st[name], proto, BALANCER, port)
+        if why:
+            log = os.path.join(DIR, f"{name}.log")
+            text = ""
+            if os.path.exists(log):
+                with open(log, errors="replace") as f:
+                    text = f.read()
+            raise SystemExit(f"{name} {why}; {diagnosis(name, text)}; "
+                             f"scripts/cluster.py down stops the rest")
     print(f"cluster up in {time.time() - t0:.0f} s")
     status(a)
+
+
+def listening(proto, ip, port, proc_net="/proc/net"):
+    """Is a socket bound to ip:port ({proto}: tcp listening, udp bound)?"""
+    want = f"{ipaddress.IPv4Address(ip).packed[::-1].hex().upper()}:{port:04X}"
+    try:
+        with open(os.path.join(proc_net, proto)) as f:
+            lines = f.read().splitlines()[1:]
+    except OSError:
+        return False
+    # Columns: sl local_address rem_address st ...; 0A is TCP's LISTEN (UDP: 07).
+    return any(f[1] == want and (proto == "udp" or f[3] == "0A") for f in (line.split() for line in lines))
+
+
+def wait_serving(pid, proto, ip, port, timeout=5.0):
+    """None once `pid` runs and listens on ip:port, else what is wrong."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not alive(pid):
+            return f"(pid {pid}) exited at start"
+        if listening(proto, ip, port):
+            return None
+        time.sleep(0.1)
+    return f"(pid {pid}) does not listen on {ip}:{port}/{proto} after {timeout:.0f} s"
+
+
+def diagnosis(name, log):
+    """What a balancer's log says went wrong, and the package that fixes it."""
+    if name == "nginx" and "ngx_stream_module" in log:
+        return f"its stream module did not load: apt-get install {cluster.NGINX_STREAM_PACKAGE}"
+    last = [line for line in log.splitlines() if line.strip()][-3:]
+    return f"its log {DIR}/{name}.log says: " + (" / ".join(last) if last else "nothing")
 
 
 def status(_):

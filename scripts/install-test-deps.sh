@@ -32,13 +32,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt_install "${need_apt[@]}"
 fi
 # The Python suites (tests/registry, tests/console, tests/cluster) run in a virtual
-# environment (tests/python.sh), never in the system's site-packages. Playwright
+# environment (tests/python.sh), never in the system's site-packages; it goes to
+# $CARGO_TARGET_DIR/test-venv (target/test-venv without it), or $HANDLED_TEST_VENV. Playwright
 # drives Debian's Chromium (no browser download: the console suite passes
 # /usr/bin/chromium as executable_path). The JSON API suite makes a venv of its own.
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
   apt_install python3-venv
 fi
-venv=${HANDLED_TEST_VENV:-$(cd "$(dirname "$0")/.." && pwd)/target/test-venv}
+# Beside the build: in $CARGO_TARGET_DIR when set (tests/python.sh looks there too).
+repo=$(cd "$(dirname "$0")/.." && pwd)
+venv=${HANDLED_TEST_VENV:-$(cd "$repo" && realpath -m "${CARGO_TARGET_DIR:-target}")/test-venv}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/../tests/requirements.txt"
 if command -v rustup >/dev/null 2>&1; then rustup component add rustfmt clippy >/dev/null 2>&1 || true; fi
@@ -46,6 +49,9 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo is missing: install Rust with rustup" >&2
   exit 1
 fi
-# The .deb package (scripts/test-deb.sh), from crates.io.
-command -v cargo-deb >/dev/null 2>&1 || cargo install --locked cargo-deb --version 3.8.0
+# The .deb package (scripts/test-deb.sh), from crates.io, into cargo's own bin folder.
+if ! command -v cargo-deb >/dev/null 2>&1; then
+  echo "install-test-deps: installing cargo-deb 3.8.0 into ${CARGO_HOME:-$HOME/.cargo}/bin (cargo install; for the deb step)" >&2
+  cargo install --locked cargo-deb --version 3.8.0
+fi
 

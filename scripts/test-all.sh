@@ -70,6 +70,8 @@ step deps "install what is missing (scripts/install-test-deps.sh)" scripts/insta
 step fmt "cargo fmt --check" cargo fmt --all -- --check
 step clippy "clippy, warnings denied" cargo clippy --workspace --all-targets --locked -- -D warnings
 step module-cycles "no import cycles between modules" scripts/module-cycles.py
+step links "every relative link and file reference in the Markdown resolves" scripts/check-links.py
+step scripts "unit tests of the Python scripts (tests/scripts)" python3 -m unittest discover -s tests/scripts
 step cargo-test "cargo test (workspace)" cargo test --workspace --locked
 step standalone "cargo test in a copy of the repository alone (no sibling shared/ directory)" \
   scripts/test-standalone.sh
@@ -122,9 +124,12 @@ suite cassandra-cluster "store conformance, then registry, JSON API and Java sui
 passed=0 skipped=0
 echo
 echo "== summary"
-printf '%-18s %-6s %8s  %s\n' step result time "reason"
+# The step column as wide as the longest name (sql-handle-net-mariadb-custom).
+width=4
+for n in "${names[@]}"; do [ "${#n}" -gt "$width" ] && width=${#n}; done
+printf '%-*s %-6s %8s  %s\n' "$width" step result time "reason"
 for i in "${!names[@]}"; do
-  printf '%-18s %-6s %5d:%02d  %s\n' "${names[$i]}" "${results[$i]}" \
+  printf '%-*s %-6s %5d:%02d  %s\n' "$width" "${names[$i]}" "${results[$i]}" \
     $((times[i] / 60)) $((times[i] % 60)) "${reasons[$i]}"
   case ${results[$i]} in PASS) passed=$((passed + 1)) ;; SKIP) skipped=$((skipped + 1)) ;; esac
 done

@@ -75,11 +75,16 @@ def haproxy_config(bind: str, ports: dict, nodes: list, http_port: int) -> str:
     return "\n".join(cfg)
 
 
+# nginx's stream module (Debian: libnginx-mod-stream), which the UDP balancer loads.
+NGINX_STREAM_MODULE = "/usr/lib/nginx/modules/ngx_stream_module.so"
+NGINX_STREAM_PACKAGE = "libnginx-mod-stream"
+
+
 def nginx_udp_config(state_dir: str, bind: str, port: int, nodes: list) -> str:
     """nginx's stream module spreading UDP datagrams over the nodes (haproxy has
     no UDP; nginx needs neither kernel modules nor root networking, unlike IPVS)."""
     ups = "".join(f"    server {ip}:{port};\n" for ip in nodes)
-    return ("load_module /usr/lib/nginx/modules/ngx_stream_module.so;\ndaemon off;\nworker_processes 1;\n"
+    return (f"load_module {NGINX_STREAM_MODULE};\ndaemon off;\nworker_processes 1;\n"
             f"pid {state_dir}/nginx.pid;\nerror_log {state_dir}/nginx.error.log warn;\n"
             "events { worker_connections 4096; }\n"
             f"stream {{\n  upstream nodes {{\n{ups}  }}\n  server {{\n    listen {bind}:{port} udp;\n"

@@ -6,6 +6,7 @@
 //! (exists, invalid, not responsible...), 4 authentication or permission
 //! failure, 1 usage, I/O or connection error.
 
+use crate::credentials_file::CredentialsFile;
 use crate::handle_syntax::{check_handle, check_prefix, prefix_of};
 use crate::target::{unreachable, Server, Via};
 use anyhow::{bail, Context};
@@ -25,10 +26,11 @@ pub struct Connect {
     /// Use the HTTP tunnel (the HTTP port) instead of TCP.
     #[arg(long)]
     http: bool,
-    /// Credentials file written by `handled serve` (the default is relative to
-    /// the working directory: run from where `serve` ran, or give the path).
-    #[arg(long, env = "HANDLED_CREDENTIALS", default_value = crate::admin::DEFAULT_CREDENTIALS)]
-    credentials: PathBuf,
+    /// Credentials file written by `handled serve` [default: data/admin-PREFIX.json of the prefix
+    /// acted on, else the only data/admin-*.json, else data/admin-TEST.json; relative to the working
+    /// directory: run from where `serve` ran, or give the path].
+    #[arg(long, env = "HANDLED_CREDENTIALS")]
+    credentials: Option<PathBuf>,
     /// Authenticate with the file's RSA key instead of its secret key.
     #[arg(long)]
     rsa: bool,
@@ -51,7 +53,12 @@ pub struct Connect {
 
 #[derive(Subcommand)]
 pub enum AdminCommand {
-    /// Create a handle.
+    /// Create a handle with the values given.
+    ///
+    /// Only those values: no HS_ADMIN value is added (hdl-admintool adds one). The prefix's
+    /// administrators and the server administrators administer the handle all the same; to give it
+    /// an administrator of its own, add an HS_ADMIN value with --json, e.g.
+    /// '[{"index":100,"type":"HS_ADMIN","data":{"format":"admin","value":{"handle":"TEST/ADMIN","index":300,"permissions":"111111111111"}}}]'.
     Create {
         #[command(flatten)]
         connect: Connect,
@@ -182,7 +189,8 @@ fn values(args: &[String], json: Option<&str>) -> anyhow::Result<Vec<HandleValue
 }
 
 impl Connect {
-    pub(crate) fn credentials(&self) -> anyhow::Result<Credentials> {
+    /// The credentials to act with on `prefix` (None: no one prefix, as in an import).
+    pub(crate) fn credentials(&self, prefix: Option<&str>) -> anyhow::Result<Credentials> {
         if let Some(admin) = &self.admin {
             let (index, handle) = admin.split_once(':').context("--admin must be INDEX:HANDLE")?;
             let index: i32 = index.parse().context("--admin index is not a number")?;
@@ -196,8 +204,7 @@ impl Connect {
             };
         }
         let choice = if self.rsa { KeyChoice::PublicKey } else { KeyChoice::Secret };
-        Credentials::load(&self.credentials, choice)
-            .map_err(|e| no_credentials(&self.credentials, "--admin with --secret/--private-key", e))
+        CredentialsFile::choose(self.credentials.as_deref(), prefix).load(choice, "--admin with --secret/--private-key")
     }
 
     fn via(&self) -> Via {
@@ -218,29 +225,6 @@ impl Connect {
     }
 }
 
-/// The default credentials file, relative to the working directory.
-pub const DEFAULT_CREDENTIALS: &str = "data/admin-TEST.json";
-
-/// `path` gave no credentials because of `cause`: say where it was looked
-/// for, why, and how to point elsewhere (`or_else`: the other way in).
-pub fn no_credentials(path: &std::path::Path, or_else: &str, cause: impl std::fmt::Display) -> anyhow::Error {
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let assumed = if path == std::path::Path::new(DEFAULT_CREDENTIALS) {
-        let data = absolute.parent().unwrap_or(&absolute);
-        format!(
-            " (the default assumes the data directory {} of a `handled serve` run from this directory)",
-            data.display()
-        )
-    } else {
-        String::new()
-    };
-    anyhow::anyhow!(
-        "no usable credentials at {}{assumed}: {cause}; give the file `serve` wrote with --credentials FILE (or \
-         HANDLED_CREDENTIALS=FILE), or use {or_else}",
-        absolute.display()
-    )
-}
-
 /// Exit code for a refusal (see the module docs).
 pub(crate) fn exit_for(code: ResponseCode) -> u8 {
     match code {
@@ -253,7 +237,11 @@ pub(crate) fn exit_for(code: ResponseCode) -> u8 {
 pub async fn run(command: AdminCommand) -> anyhow::Result<ExitCode> {
     let named = command.check_syntax()?.to_string();
     let c = command.connect().clone();
-    let creds = c.credentials()?;
+    let prefix = match &command {
+        AdminCommand::List { prefix, .. } => prefix.strip_prefix("0.NA/").unwrap_or(prefix),
+        _ => prefix_of(&named),
+    };
+    let creds = c.credentials(Some(prefix))?;
     let who = creds.display();
     let params = c.params()?;
     let mut admin = match AdminSession::open(params.clone(), creds).await {

@@ -35,9 +35,10 @@ pub struct BackupArgs {
     /// The server's HTTP(S) port.
     #[arg(long, env = "HANDLED_HTTP_PORT", default_value_t = crate::target::HTTP_PORT)]
     http_port: u16,
-    /// Credentials file of a server administrator (`server_admins`); its secret key is used.
-    #[arg(long, env = "HANDLED_CREDENTIALS", default_value = crate::admin::DEFAULT_CREDENTIALS)]
-    credentials: PathBuf,
+    /// Credentials file of a server administrator (`server_admins`); its secret key is used
+    /// [default: the only data/admin-*.json, else data/admin-TEST.json].
+    #[arg(long, env = "HANDLED_CREDENTIALS")]
+    credentials: Option<PathBuf>,
     /// Identity `INDEX:HANDLE` with --secret, instead of the credentials file.
     #[arg(long, requires = "secret")]
     admin: Option<String>,
@@ -70,8 +71,8 @@ impl BackupArgs {
             let secret = self.secret.as_deref().context("--admin needs --secret")?;
             return Ok(Credentials::secret(handle.as_bytes().to_vec(), index, secret.as_bytes().to_vec()));
         }
-        Credentials::load(&self.credentials, KeyChoice::Secret)
-            .map_err(|e| crate::admin::no_credentials(&self.credentials, "--admin with --secret", e))
+        crate::credentials_file::CredentialsFile::choose(self.credentials.as_deref(), None)
+            .load(KeyChoice::Secret, "--admin with --secret")
     }
 }
 

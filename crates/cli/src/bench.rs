@@ -60,9 +60,10 @@ enum BenchCommand {
 #[derive(Args)]
 struct RunArgs {
     /// Server host (any Handle server).
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(long, env = "HANDLED_HOST", default_value = "127.0.0.1")]
     host: String,
-    /// Port: native (udp/tcp) default 2641, HTTP default 8000.
+    /// Port: native (udp, tcp) default 2641 or HANDLED_PORT, HTTP (http, json-api) default 8000 or
+    /// HANDLED_HTTP_PORT, as the other client commands read them.
     #[arg(long)]
     port: Option<u16>,
     /// How to send the requests.
@@ -288,6 +289,20 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `--port`, else the port the environment names for the transport's kind
+/// of port (one flag serves both kinds, as it always did here).
+fn port_of(a: &RunArgs) -> anyhow::Result<Option<u16>> {
+    if a.port.is_some() {
+        return Ok(a.port);
+    }
+    let native = matches!(a.transport, TransportArg::Udp | TransportArg::Tcp | TransportArg::TcpPersistent);
+    let var = if native { "HANDLED_PORT" } else { "HANDLED_HTTP_PORT" };
+    match std::env::var(var) {
+        Ok(v) => v.trim().parse().map(Some).with_context(|| format!("{var}={v:?} is not a port number")),
+        Err(_) => Ok(None),
+    }
+}
+
 fn spec(a: &RunArgs, credentials: Option<Credentials>) -> anyhow::Result<TargetSpec> {
     let transport = match a.transport {
         TransportArg::Udp => Transport::Udp,
@@ -298,7 +313,7 @@ fn spec(a: &RunArgs, credentials: Option<Credentials>) -> anyhow::Result<TargetS
         TransportArg::JsonApi => Transport::JsonApi,
         TransportArg::JsonApiHttps => Transport::JsonApiHttps,
     };
-    let mut s = TargetSpec::new(transport, &a.host, a.port);
+    let mut s = TargetSpec::new(transport, &a.host, port_of(a)?);
     s.url = a.url.clone();
     s.method = a.method.clone();
     s.body = match &a.body_file {

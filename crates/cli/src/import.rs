@@ -6,6 +6,7 @@
 //! group is first sorted through runs in the data directory: `import::runs`).
 
 use crate::bar::style;
+use crate::counted::plural;
 use anyhow::Context;
 use clap::Args;
 use handled_server::bootstrap::open_store;
@@ -70,10 +71,6 @@ pub async fn check_file(store: &dyn Store, path: &Path, options: &ImportOptions)
 pub fn summary(loaded: u64, checked: &Checked, path: &Path) -> String {
     let replaced = if checked.existing > 0 { format!(" ({} replaced)", checked.existing) } else { String::new() };
     format!("imported {}{replaced} from {}", plural(loaded, "handle"), path.display())
-}
-
-fn plural(n: u64, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {

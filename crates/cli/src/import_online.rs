@@ -139,7 +139,7 @@ async fn start_workers(
     done: mpsc::UnboundedSender<Done>,
 ) -> anyhow::Result<mpsc::Sender<Job>> {
     let params = connect.params()?;
-    let creds = connect.credentials()?;
+    let creds = connect.credentials(None)?;
     // Every session opens before anything is sent: a wrong key stops here.
     let mut sessions = Vec::new();
     for _ in 0..parallel {
@@ -197,7 +197,7 @@ pub async fn run(file: &Path, connect: &Connect, replace: bool, parallel: usize)
             p.bytes
         ),
         Some(p) => {
-            eprintln!("resuming: {} of {records} records were imported before", p.done + p.confirmed.len() as u64);
+            eprintln!("resuming: {} of {records} handles were imported before", p.done + p.confirmed.len() as u64);
             p
         }
         None => Progress { bytes, ..Progress::default() },
@@ -265,7 +265,7 @@ pub async fn run(file: &Path, connect: &Connect, replace: bool, parallel: usize)
     if let Some((n, handle, e)) = failure {
         write_progress(&progress_file, &progress)?;
         eprintln!(
-            "error: record {n} ({handle}): {e}; {} of {records} records imported, progress in {}: run the same \
+            "error: record {n} ({handle}): {e}; {} of {records} handles imported, progress in {}: run the same \
              command again to resume",
             progress.done + progress.confirmed.len() as u64,
             progress_file.display()
@@ -273,11 +273,13 @@ pub async fn run(file: &Path, connect: &Connect, replace: bool, parallel: usize)
         return Ok(ExitCode::from(e.code().map_or(1, crate::admin::exit_for)));
     }
     let _ = std::fs::remove_file(&progress_file);
+    // The offline import's words ("imported 1 handle from FILE"), then where through.
     eprintln!(
-        "imported {} records from {} through {addr} in {:.1} s ({parallel} sessions)",
-        records - resumed,
+        "imported {} from {} through {addr} in {:.1} s ({})",
+        crate::counted::plural(records - resumed, "handle"),
         file.display(),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        crate::counted::plural(parallel as u64, "session")
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -5,6 +5,8 @@ mod backup;
 mod bar;
 mod bench;
 mod compact;
+mod counted;
+mod credentials_file;
 mod handle_syntax;
 mod import;
 mod import_config;

@@ -18,6 +18,10 @@ use std::time::Duration;
 /// timeout is 90 s by default).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
+/// The Cassandra flags apart, so the common ones (and the global
+/// `--log-format`, listed after them) are read first.
+const CASSANDRA: &str = "Cassandra store (--store cassandra)";
+
 #[derive(Args)]
 pub struct ServeArgs {
     /// TOML configuration file.
@@ -31,17 +35,17 @@ pub struct ServeArgs {
     /// credentials file, which goes to the temp directory and is removed at exit.
     #[arg(long, env = "HANDLED_EPHEMERAL")]
     ephemeral: bool,
-    /// Address to bind.
+    /// Address to bind [default: the configuration's `listen`, else 127.0.0.1].
     #[arg(long, env = "HANDLED_LISTEN")]
     listen: Option<IpAddr>,
     /// Address published in the site record (HS_SITE) for clients to connect
     /// to; default: --listen. Required when listening on 0.0.0.0 or ::.
     #[arg(long, env = "HANDLED_PUBLIC_ADDRESS")]
     public_address: Option<IpAddr>,
-    /// Native protocol port (UDP and TCP).
+    /// Native protocol port, UDP and TCP [default: the configuration's `port`, else 2641].
     #[arg(long, env = "HANDLED_PORT")]
     port: Option<u16>,
-    /// HTTP port.
+    /// HTTP port [default: the configuration's `http_port`, else 8000].
     #[arg(long, env = "HANDLED_HTTP_PORT")]
     http_port: Option<u16>,
     /// Domain registry API port (not served unless set).
@@ -61,25 +65,25 @@ pub struct ServeArgs {
     #[arg(long, env = "HANDLED_STORE")]
     store: Option<StoreKind>,
     /// Cassandra nodes to contact first, host:port (comma-separated).
-    #[arg(long, env = "HANDLED_CASSANDRA_CONTACT_POINTS", value_delimiter = ',')]
+    #[arg(long, env = "HANDLED_CASSANDRA_CONTACT_POINTS", help_heading = CASSANDRA, value_delimiter = ',')]
     cassandra_contact_points: Vec<String>,
     /// Cassandra keyspace of this registry.
-    #[arg(long, env = "HANDLED_CASSANDRA_KEYSPACE")]
+    #[arg(long, env = "HANDLED_CASSANDRA_KEYSPACE", help_heading = CASSANDRA)]
     cassandra_keyspace: Option<String>,
     /// Replication of a keyspace created at start: "3" or "dc1:3,dc2:3".
-    #[arg(long, env = "HANDLED_CASSANDRA_REPLICATION")]
+    #[arg(long, env = "HANDLED_CASSANDRA_REPLICATION", help_heading = CASSANDRA)]
     cassandra_replication: Option<String>,
     /// Consistency of reads and writes (QUORUM, LOCAL_QUORUM, …).
-    #[arg(long, env = "HANDLED_CASSANDRA_CONSISTENCY")]
+    #[arg(long, env = "HANDLED_CASSANDRA_CONSISTENCY", help_heading = CASSANDRA)]
     cassandra_consistency: Option<String>,
     /// Consistency of lightweight transactions (SERIAL or LOCAL_SERIAL).
-    #[arg(long, env = "HANDLED_CASSANDRA_SERIAL_CONSISTENCY")]
+    #[arg(long, env = "HANDLED_CASSANDRA_SERIAL_CONSISTENCY", help_heading = CASSANDRA)]
     cassandra_serial_consistency: Option<String>,
     /// Cassandra user (password from HANDLED_CASSANDRA_PASSWORD).
-    #[arg(long, env = "HANDLED_CASSANDRA_USERNAME")]
+    #[arg(long, env = "HANDLED_CASSANDRA_USERNAME", help_heading = CASSANDRA)]
     cassandra_username: Option<String>,
     /// PEM CA certificate of the Cassandra nodes (TLS).
-    #[arg(long, env = "HANDLED_CASSANDRA_TLS_CA")]
+    #[arg(long, env = "HANDLED_CASSANDRA_TLS_CA", help_heading = CASSANDRA)]
     cassandra_tls_ca: Option<PathBuf>,
     /// Record cache budget in MiB (0 = off; on cassandra it needs --cluster-listen).
     #[arg(long, env = "HANDLED_CACHE_MB")]
@@ -92,6 +96,7 @@ pub struct ServeArgs {
 impl ServeArgs {
     fn config(&self) -> anyhow::Result<Config> {
         let mut c = Config::load(self.config.as_deref())?;
+        let file_store = self.config.as_deref().and_then(|path| store_set_in(path, &c));
         if let Some(d) = &self.data_dir {
             c.data_dir = d.clone();
         }
@@ -148,10 +153,41 @@ impl ServeArgs {
         if let Some(p) = &self.cassandra_tls_ca {
             cass.tls_ca = Some(p.clone());
         }
+        if let Some(warning) = store_override(file_store, self.ephemeral, &c) {
+            eprintln!("warning: {warning}");
+        }
         c.validate()?;
         check_published_address(&c)?;
         Ok(c)
     }
+}
+
+/// The store the configuration file names, if it names one (`c` read from it).
+fn store_set_in(path: &std::path::Path, c: &Config) -> Option<StoreKind> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.parse::<toml::Table>().ok()?.contains_key("store").then_some(c.storage.store)
+}
+
+/// A flag (or its variable) that runs another store than the file names
+/// says so: `--ephemeral` beside `store = "sql"` once ran in memory silently.
+fn store_override(file_store: Option<StoreKind>, ephemeral_flag: bool, c: &Config) -> Option<String> {
+    let file_store = file_store?;
+    let running = c.store_kind();
+    if running == file_store {
+        return None;
+    }
+    let flag = match (ephemeral_flag, c.ephemeral) {
+        (true, _) => "--ephemeral (HANDLED_EPHEMERAL)",
+        (false, true) => "ephemeral = true",
+        (false, false) => "--store (HANDLED_STORE)",
+    };
+    let name = |k: StoreKind| format!("{k:?}").to_ascii_lowercase();
+    Some(format!(
+        "{flag} overrides the configuration's store = \"{}\": serving from the {} store{}",
+        name(file_store),
+        name(running),
+        if running == StoreKind::Memory { " (nothing is kept)" } else { "" }
+    ))
 }
 
 /// The site record tells clients where to connect: an unspecified address
@@ -301,4 +337,25 @@ fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
             _ = term.recv() => {}
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flag_overriding_the_files_store_is_named() {
+        let mut c = Config::default();
+        c.storage.store = StoreKind::Sql;
+        assert_eq!(store_override(Some(StoreKind::Sql), false, &c), None, "the file's own store");
+        c.ephemeral = true;
+        let warning = store_override(Some(StoreKind::Sql), true, &c).unwrap();
+        assert!(warning.starts_with("--ephemeral (HANDLED_EPHEMERAL) overrides the configuration's store = \"sql\""));
+        assert!(warning.contains("memory store (nothing is kept)"), "{warning}");
+        c.ephemeral = false;
+        c.storage.store = StoreKind::Memory;
+        let warning = store_override(Some(StoreKind::Embedded), false, &c).unwrap();
+        assert!(warning.starts_with("--store (HANDLED_STORE) overrides"), "{warning}");
+        assert_eq!(store_override(None, true, &c), None, "no store in the file: nothing overridden");
+    }
 }

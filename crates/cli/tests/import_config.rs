@@ -92,18 +92,25 @@ fn encrypted_server_key_needs_the_right_passphrase() {
     assert!(stderr.contains("--passphrase-file"), "{stderr}");
 }
 
-#[test]
-fn a_broken_config_dct_names_its_line() {
+/// Import the fixture with `from` replaced by `to` in config.dct, which must
+/// fail: (the line `to` is on, stderr).
+fn import_broken(from: &str, to: &str) -> (usize, String) {
     let dir = fixture_copy();
     let path = dir.path().join("config.dct");
-    let original = std::fs::read_to_string(&path).unwrap();
-    let broken = original.replacen("\"bind_port\" = \"2641\"", "\"bind_port\" \"2641\"", 1);
-    let line = broken.lines().position(|l| l.contains("\"bind_port\" \"2641\"")).unwrap() + 1;
+    let broken = std::fs::read_to_string(&path).unwrap().replacen(from, to, 1);
+    let first = to.lines().next().unwrap_or(to);
+    let line = broken.lines().position(|l| l.contains(first)).unwrap() + 1;
     std::fs::write(&path, broken).unwrap();
     let out = tempfile::tempdir().unwrap();
     let run = import(dir.path(), out.path(), Some(SERVER_PASSPHRASE));
     let stderr = text(&run.stderr);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
+    (line, stderr)
+}
+
+#[test]
+fn a_broken_config_dct_names_its_line() {
+    let (line, stderr) = import_broken("\"bind_port\" = \"2641\"", "\"bind_port\" \"2641\"");
     assert!(stderr.contains(&format!("config.dct: line {line}, column")), "{stderr}");
     assert!(stderr.contains("expected `=`"), "{stderr}");
 }
@@ -146,9 +153,64 @@ fn a_dsa_server_key_is_explained_not_converted() {
     let run = import(dir.path(), out.path(), None);
     let stdout = text(&run.stdout);
     assert!(run.status.success(), "{}", text(&run.stderr));
-    assert!(stdout.contains("privkey.bin: a DSA server key: handled signs with RSA only"), "{stdout}");
+    assert!(stdout.contains("privkey.bin: WARNING: a DSA server key: handled signs with RSA only"), "{stdout}");
+    assert!(text(&run.stderr).contains("warning: privkey.bin: a DSA server key"), "{}", text(&run.stderr));
     let toml = std::fs::read_to_string(out.path().join("handled.toml")).unwrap();
     assert!(!toml.contains("server_key_file"), "{toml}");
+}
+
+/// Issue 44, 5: without privkey.bin the first start made a new key (a new site
+/// record under the clients) after an import that said nothing.
+#[test]
+fn a_missing_server_key_is_a_warning() {
+    let dir = fixture_copy();
+    std::fs::remove_file(dir.path().join("privkey.bin")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = import(dir.path(), out.path(), Some(SERVER_PASSPHRASE));
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert!(run.status.success(), "{stderr}");
+    assert!(stdout.contains("privkey.bin: WARNING: not there: handled makes a new RSA key"), "{stdout}");
+    assert!(stderr.contains("warning: privkey.bin: not there") && stderr.contains("new site record"), "{stderr}");
+}
+
+/// Issue 44, 5: on SQL handled keeps no transaction log unless asked, so
+/// `txnlog_num_days_to_keep` is explained, not carried.
+#[test]
+fn txnlog_days_on_sql_are_explained_not_carried() {
+    let dir = fixture_copy();
+    let path = dir.path().join("config.dct");
+    let with_days = |storage: &str| {
+        std::fs::read_to_string(fixture().join("config.dct")).unwrap().replacen(
+            "\"server_config\" = {",
+            &format!("\"server_config\" = {{\n    {storage}\"txnlog_num_days_to_keep\" = \"4\""),
+            1,
+        )
+    };
+    std::fs::write(&path, with_days("\"storage_type\" = \"sql\"\n    ")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = import(dir.path(), out.path(), Some(SERVER_PASSPHRASE));
+    let stdout = text(&run.stdout);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let toml = std::fs::read_to_string(out.path().join("handled.toml")).unwrap();
+    assert!(!toml.contains("txnlog_num_days_to_keep"), "{toml}");
+    assert!(stdout.lines().any(|l| l.contains("txnlog_num_days_to_keep") && l.contains("replication_log")), "{stdout}");
+
+    // Beside its own store it is carried as before.
+    std::fs::write(&path, with_days("")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = import(dir.path(), out.path(), Some(SERVER_PASSPHRASE));
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let toml = std::fs::read_to_string(out.path().join("handled.toml")).unwrap();
+    assert!(toml.contains("txnlog_num_days_to_keep = 4"), "{toml}");
+}
+
+/// Issue 44, 18: an unterminated string is reported where it started, not
+/// lines later where the parser first stumbled.
+#[test]
+fn an_unterminated_string_is_reported_where_it_starts() {
+    let (line, stderr) = import_broken("\"bind_port\" = \"2641\"", "\"bind_port\" = \"2641\n");
+    assert!(stderr.contains(&format!("config.dct: line {line}, column")), "{stderr}");
+    assert!(stderr.contains("a missing closing `\"`?"), "{stderr}");
 }
 
 #[test]

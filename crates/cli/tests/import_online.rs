@@ -52,4 +52,13 @@ fn online_import_stops_on_a_refusal_and_resumes() {
     }
     let listed = text(&handled(dir.path(), port, &["list", "TEST"]).stdout);
     assert_eq!(listed.lines().filter(|l| l.starts_with("TEST/imp-")).count(), 300, "{listed}");
+
+    // The offline import's words (issue 44, 15): "imported 1 handle from FILE".
+    let one = dir.path().join("one.jsonl");
+    std::fs::write(&one, record(301) + "\n").unwrap();
+    let o = handled(dir.path(), port, &["import", one.to_str().unwrap(), "--online", "--parallel", "1"]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains(&format!("imported 1 handle from {}", one.display())), "{err}");
+    assert!(err.contains("(1 session)") && !err.contains("records"), "{err}");
 }

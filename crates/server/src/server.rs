@@ -188,8 +188,8 @@ impl Booted {
         let http = acceptor(b.http, "http", http_refusal);
         listeners.push(stop.spawn_until_draining(transport::unify::serve_port(state.clone(), http, stop.clone())));
         stop.spawn_until_draining(state.clone().sweep_expired());
-        if state.config.replication.txnlog_num_days_to_keep > 0 {
-            stop.spawn_until_draining(replication::source::prune::prune_daily(state.clone()));
+        if let Some(prune) = replication::source::prune::prune_daily(state.clone()) {
+            stop.spawn_until_draining(prune);
         }
         state.set_ready();
         Ok(Server { addrs: b.addrs, state, shutdown: self.shutdown, listeners })

@@ -259,10 +259,9 @@ async fn values_page_filters_and_novalues() {
         assert!(r.body.contains(
             "<a href=\"https://example.org/a?x=1&amp;y=%3C2%3E\">https://example.org/a?x=1&amp;y=&lt;2&gt;</a>"
         ));
-        assert!(
-            r.body.contains("<a href=\"/0.TYPE/URL\">URL</a>")
-                && r.body.contains("<a href=\"mailto:a@b.org\">a@b.org</a>")
-        );
+        // 0.TYPE is neither homed nor reachable (no resolver): a link there would be dead.
+        assert!(!r.body.contains("/0.TYPE/") && r.body.contains("<b>URL</b>"), "{}", r.body);
+        assert!(r.body.contains("<a href=\"mailto:a@b.org\">a@b.org</a>"));
         assert!(r.body.contains("handle=TEST/ADMIN; index=300; [create hdl,delete hdl,read val,"), "{}", r.body);
         assert_eq!(r.header("cache-control"), Some("no-cache"));
     }
@@ -282,6 +281,13 @@ async fn values_page_filters_and_novalues() {
     let private = p.get("/TEST/private").await;
     assert_eq!(private.status, 200, "the public rest of the record");
     assert!(!private.body.contains("secret.example"), "non-public values are neither served nor followed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn types_link_to_0_type_only_where_it_resolves() {
+    let (p, _state) = start_with(|c| c.prefixes.push("0.TYPE".into())).await;
+    let r = p.get("/TEST/p1?noredirect").await;
+    assert!(r.body.contains("<a href=\"/0.TYPE/URL\">URL</a>"), "0.TYPE homed here: {}", r.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,8 @@ pub struct Mapped {
     /// The keys set as live lines, to check the output against.
     keys: Vec<String>,
     pub skipped: Vec<String>,
+    /// Of those, the ones that change what clients see (repeated on stderr).
+    pub warnings: Vec<String>,
     /// Keys this build of `handled` knows (others are written as comments).
     known: BTreeSet<String>,
 }
@@ -41,7 +43,7 @@ impl Toml {
 
 impl Mapped {
     pub fn new(known: BTreeSet<String>) -> Self {
-        Mapped { lines: Vec::new(), keys: Vec::new(), skipped: Vec::new(), known }
+        Mapped { lines: Vec::new(), keys: Vec::new(), skipped: Vec::new(), warnings: Vec::new(), known }
     }
 
     /// `key = value  # from <origin>`, or a comment when this build lacks the
@@ -65,6 +67,12 @@ impl Mapped {
 
     pub fn skip(&mut self, origin: &str, why: &str) {
         self.skipped.push(format!("{}: {}", printable(origin), printable(why)));
+    }
+
+    /// A key not carried over in a way clients will notice (the site key).
+    pub fn warn(&mut self, origin: &str, why: &str) {
+        self.skip(origin, &format!("WARNING: {why}"));
+        self.warnings.push(format!("{}: {}", printable(origin), printable(why)));
     }
 
     /// Whether `key` is written (or written as a comment for a newer build).
@@ -198,6 +206,7 @@ fn map_interfaces(m: &mut Mapped, interfaces: &[String], tcp: Option<&Dict>, udp
 
 /// The `server_config` dictionary.
 pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
+    let on_sql = sc.get("storage_type").and_then(Value::as_str).is_some_and(|s| s.trim().eq_ignore_ascii_case("sql"));
     for (key, value) in &sc.0 {
         let origin = format!("server_config.{key}");
         let text = value.as_str().unwrap_or_default();
@@ -236,6 +245,13 @@ pub fn map_server_config(m: &mut Mapped, sc: &Dict) {
                 }
                 None => m.skip(&origin, "not a number of milliseconds; ignored"),
             },
+            // Handle.Net keeps its log beside any storage; handled on SQL keeps
+            // none unless asked, and pruning a log that is not kept only warns.
+            "txnlog_num_days_to_keep" if on_sql => m.skip(
+                &origin,
+                "handled on SQL keeps a transaction log only with `[sql] replication_log = true` \
+                 (for mirrors and replication; off here): set it, then this key, to keep one",
+            ),
             "txnlog_num_days_to_keep" => match number(value) {
                 Some(days) => m.set(key, Toml::Int(days), &origin),
                 None => m.skip(&origin, "not a number of days; ignored"),

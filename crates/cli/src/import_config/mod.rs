@@ -88,6 +88,9 @@ fn import(args: &ImportConfigArgs) -> anyhow::Result<()> {
         let path = o.write_private("server_key.pk8", key.pkcs8())?;
         o.m.set("server_key_file", Toml::Str(path.display().to_string()), "privkey.bin");
     }
+    if !src.dir.join("privkey.bin").exists() {
+        o.m.warn("privkey.bin", MISSING_SERVER_KEY);
+    }
     if let Some(key) = src.rsa_key("admpriv.bin", &mut o.m)? {
         o.write_private(ADMIN_KEY_FILE, key.pkcs8())?;
     }
@@ -119,6 +122,11 @@ fn import(args: &ImportConfigArgs) -> anyhow::Result<()> {
 
 const ADMIN_KEY_FILE: &str = "admin_key.pk8";
 
+/// Without the server key the site record changes under every client that holds it.
+const MISSING_SERVER_KEY: &str = "not there: handled makes a new RSA key at first start and \
+     publishes a new site record (update the HS_SITE values that point at this site); copy the server's \
+     privkey.bin here and run again to keep its key";
+
 /// What is written under --out: handled.toml, keys and copies, all readable by the owner only.
 pub struct Output {
     dir: PathBuf,
@@ -147,6 +155,9 @@ impl Output {
         for line in &self.m.skipped {
             println!("  {line}");
         }
+        for line in &self.m.warnings {
+            eprintln!("warning: {line}");
+        }
         println!("next: handled serve --config {}", toml_path.display());
         if let Some(key) = self.written.iter().find(|p| p.ends_with(ADMIN_KEY_FILE)) {
             println!(
@@ -174,9 +185,6 @@ fn check_site_key(key: &RsaSigner, published: Option<&PublicKey>, m: &mut Mapped
         _ => false,
     };
     if !same {
-        m.skip(
-            "privkey.bin",
-            "WARNING: not the key siteinfo.json publishes for this server; handled publishes privkey.bin's",
-        );
+        m.warn("privkey.bin", "not the key siteinfo.json publishes for this server; handled publishes privkey.bin's");
     }
 }

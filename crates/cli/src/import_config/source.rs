@@ -78,7 +78,12 @@ impl Source {
                     "replpriv.bin" => "a DSA key: handled's mirror signs with RSA only; give the mirror an RSA identity",
                     _ => "a DSA key: handled verifies DSA admin signatures, but its own admin commands sign with RSA only",
                 };
-                m.skip(name, why);
+                // A new server key means a new site record under the clients.
+                if name == "privkey.bin" {
+                    m.warn(name, why);
+                } else {
+                    m.skip(name, why);
+                }
                 Ok(None)
             }
         }

@@ -62,7 +62,7 @@ impl std::error::Error for ParseError {}
 
 /// Parse a whole file: one dictionary, then nothing but white space.
 pub fn parse(text: &str) -> Result<Dict, ParseError> {
-    let mut p = Parser { chars: text.char_indices().peekable(), text, line: 1, column: 1 };
+    let mut p = Parser { chars: text.char_indices().peekable(), text, line: 1, column: 1, multi_line_string: None };
     p.skip_separators();
     let dict = match p.peek() {
         Some('{') => p.dict(0)?,
@@ -81,6 +81,10 @@ struct Parser<'a> {
     text: &'a str,
     line: usize,
     column: usize,
+    /// Where the last quoted string that ran over a line break opened: an
+    /// unclosed `"` swallows text up to the next one, and the error shows
+    /// lines later, so it is reported where that string started.
+    multi_line_string: Option<(usize, usize)>,
 }
 
 impl Parser<'_> {
@@ -100,7 +104,17 @@ impl Parser<'_> {
     }
 
     fn error(&self, message: String) -> ParseError {
-        ParseError { line: self.line, column: self.column, message }
+        match self.multi_line_string {
+            Some((line, column)) => ParseError {
+                line,
+                column,
+                message: format!(
+                    "this string runs on to line {} (a missing closing `\"`?), where at column {}: {message}",
+                    self.line, self.column
+                ),
+            },
+            None => ParseError { line: self.line, column: self.column, message },
+        }
     }
 
     fn skip_separators(&mut self) {
@@ -184,7 +198,12 @@ impl Parser<'_> {
         let mut out = String::new();
         loop {
             match self.bump() {
-                Some('"') => return Ok(out),
+                Some('"') => {
+                    if self.line != line {
+                        self.multi_line_string = Some((line, column));
+                    }
+                    return Ok(out);
+                }
                 Some('\\') => match self.bump() {
                     Some(c) => out.push(c),
                     None => break,
@@ -193,7 +212,12 @@ impl Parser<'_> {
                 None => break,
             }
         }
-        Err(ParseError { line, column, message: "this string has no closing `\"`".into() })
+        // After a string that ran over lines, the quotes are paired off by one:
+        // that one is the likelier culprit.
+        Err(match self.multi_line_string {
+            Some(_) => self.error(format!("the file ends in a string opened at line {line}, column {column}")),
+            None => ParseError { line, column, message: "this string has no closing `\"`".into() },
+        })
     }
 }
 
@@ -223,6 +247,8 @@ mod tests {
             ("{\n \"a\" = \"1\"\n \"b\" \"2\"\n}", 3, "expected `=` after the key \"b\""),
             ("{\n \"a\" = (\n \"1\"\n", 4, "missing `)`"),
             ("{\n \"a\" = \"open\n}\n", 2, "no closing"),
+            // The open string ends at the next `"`; the error that follows names where it opened.
+            ("{\n \"a\" = \"1\n \"b\" = \"2\"\n \"c\" = \"3\"\n}", 2, "runs on to line 3"),
             ("{ \"a\" = \"1\" }\n}", 2, "after the closing"),
             ("\n\n[", 3, "expected `{`"),
             ("{ \"a\" = }", 1, "expected a value"),

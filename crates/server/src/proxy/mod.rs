@@ -180,7 +180,9 @@ async fn answer(
         return Answer::page(StatusCode::OK, pages::no_values_page(&handle));
     }
     match req.action {
-        Action::ShowValues | Action::Api => Answer::page(StatusCode::OK, pages::values_page(&handle, &selected)),
+        Action::ShowValues | Action::Api => {
+            Answer::page(StatusCode::OK, pages::values_page(&handle, &selected, &resolves_for(state, req.client_ip)))
+        }
         Action::ShowUrls => Answer {
             status: StatusCode::OK,
             content_type: "text/xml;charset=UTF-8",
@@ -188,7 +190,7 @@ async fn answer(
             headers: Vec::new(),
             expires: None,
         },
-        Action::Redirect => redirect(req, &handle, &selected, http10, now),
+        Action::Redirect => redirect(req, &handle, &selected, http10, now, &resolves_for(state, req.client_ip)),
     }
 }
 
@@ -200,9 +202,23 @@ fn filtered<'a>(values: &'a [HandleValue], req: &ProxyRequest) -> Cow<'a, [Handl
     Cow::Owned(ops::select(values, &req.indexes, &req.types).into_iter().cloned().collect())
 }
 
+/// Whether this proxy's page of handle `h` resolves for `client`: its prefix
+/// is homed here, or the global resolver is on for that client.
+fn resolves_for(state: &ServerState, client: std::net::IpAddr) -> impl Fn(&str) -> bool + '_ {
+    let resolver = state.recursion.current().is_some_and(|offer| offer.allows(client));
+    move |h: &str| resolver || state.is_homed_now(h.as_bytes())
+}
+
 /// Where the values send the client: 10320/loc's choice, else the first URL;
 /// neither: the values page.
-fn redirect(req: &ProxyRequest, handle: &str, values: &[HandleValue], http10: bool, now: i64) -> Answer {
+fn redirect(
+    req: &ProxyRequest,
+    handle: &str,
+    values: &[HandleValue],
+    http10: bool,
+    now: i64,
+    resolves: &dyn Fn(&str) -> bool,
+) -> Answer {
     let locations = Locations::from_values(values);
     let chosen = locations.as_ref().and_then(|l| {
         let ctx = Selection { locatt: &req.locatt, ip: req.client_ip, country: req.country.as_deref() };
@@ -213,7 +229,7 @@ fn redirect(req: &ProxyRequest, handle: &str, values: &[HandleValue], http10: bo
     // Only web addresses: a `javascript:` or `data:` target would run in the
     // browser of whoever followed a link to this proxy.
     let Some((mut url, status)) = target.filter(|(url, _)| is_web_url(url)) else {
-        return Answer::page(StatusCode::OK, pages::values_page(handle, values));
+        return Answer::page(StatusCode::OK, pages::values_page(handle, values, resolves));
     };
     if !req.urlappend.is_empty() {
         let appended = format!("{url}{}", req.urlappend);
@@ -229,7 +245,7 @@ fn redirect(req: &ProxyRequest, handle: &str, values: &[HandleValue], http10: bo
             a.headers.extend(extra_headers(values));
             a
         }
-        None => Answer::page(StatusCode::OK, pages::values_page(handle, values)),
+        None => Answer::page(StatusCode::OK, pages::values_page(handle, values, resolves)),
     }
 }
 

@@ -78,7 +78,8 @@ pub(super) fn query_page() -> String {
 }
 
 /// `noredirect`: "Handle Values for: H" and an Index | Type | Timestamp | Data table.
-pub(super) fn values_page(handle: &str, values: &[HandleValue]) -> String {
+/// `resolves(h)`: whether this proxy's page of handle `h` resolves (types link to theirs only then).
+pub(super) fn values_page(handle: &str, values: &[HandleValue], resolves: &dyn Fn(&str) -> bool) -> String {
     let mut rows = String::new();
     let _ =
         writeln!(rows, "<table>\n<tr><th colspan=\"4\" align=\"left\">Handle Values for: {}</th></tr>", escape(handle));
@@ -89,7 +90,7 @@ pub(super) fn values_page(handle: &str, values: &[HandleValue]) -> String {
             rows,
             "<tr><td valign=\"top\"><b>{}</b></td><td valign=\"top\"><b>{}</b></td><td valign=\"top\"><span style=\"white-space:nowrap\">{when}</span></td>\n<td>{}</td></tr>",
             v.index,
-            type_cell(&v.value_type),
+            type_cell(&v.value_type, resolves),
             data_cell(v)
         );
     }
@@ -97,9 +98,10 @@ pub(super) fn values_page(handle: &str, values: &[HandleValue]) -> String {
     page("Handle Proxy", &rows)
 }
 
-/// Types that are URIs link to themselves, types with `/` are handles
-/// (link to their proxy page), plain types link to `0.TYPE/<type>`.
-fn type_cell(value_type: &[u8]) -> String {
+/// Types that are URIs link to themselves; types with `/` are handles and
+/// plain types stand for `0.TYPE/<type>`: those link to their proxy page only
+/// when it `resolves` (on a stand-alone server `0.TYPE/URL` is a dead 400).
+fn type_cell(value_type: &[u8], resolves: &dyn Fn(&str) -> bool) -> String {
     let t = String::from_utf8_lossy(value_type);
     if t.is_empty() {
         return String::new();
@@ -107,8 +109,11 @@ fn type_cell(value_type: &[u8]) -> String {
     if linkable(&t) {
         return link(&t, &t);
     }
-    let target = if t.contains('/') { proxy_path(&t, None) } else { proxy_path(&format!("0.TYPE/{t}"), None) };
-    format!("<a href=\"{}\">{}</a>", escape(&target), escape(&t))
+    let handle = if t.contains('/') { t.to_string() } else { format!("0.TYPE/{t}") };
+    if !resolves(&handle) {
+        return escape(&t);
+    }
+    format!("<a href=\"{}\">{}</a>", escape(&proxy_path(&handle, None)), escape(&t))
 }
 
 const PERMISSION_NAMES: [(u16, &str); 12] = [
@@ -224,7 +229,7 @@ mod tests {
             HandleValue::new(100, "HS_ADMIN", admin),
             HandleValue::new(5, "BIN", vec![0u8, 1, 255]),
         ];
-        let html = values_page("TEST/<i>x</i>", &values);
+        let html = values_page("TEST/<i>x</i>", &values, &|_| true);
         assert!(!html.contains("<script>") && !html.contains("<b>T") && !html.contains("<i>x"), "{html}");
         assert!(!html.contains("href=\"javascript"), "{html}");
         assert!(html.contains("Handle Values for: TEST/&lt;i&gt;x&lt;/i&gt;"));
@@ -234,6 +239,17 @@ mod tests {
         assert!(html.contains("<a href=\"https://ok.example/?a=1&amp;b=2\">https://ok.example/?a=1&amp;b=2</a>"));
         assert!(html.contains("handle=TEST/ADMIN; index=300; [create hdl,delete hdl,create derived prefix,"), "{html}");
         assert!(html.contains("<tt>0001ff</tt>"));
+    }
+
+    #[test]
+    fn types_link_only_to_pages_that_resolve() {
+        let values = [HandleValue::new(1, "URL", "https://a.example/"), HandleValue::new(2, "TEST/kind", "x")];
+        let homed_test = |h: &str| h.starts_with("TEST/");
+        let html = values_page("TEST/x", &values, &homed_test);
+        assert!(!html.contains("/0.TYPE/") && html.contains("<b>URL</b>"), "{html}");
+        assert!(html.contains("<a href=\"/TEST/kind\">TEST/kind</a>"), "{html}");
+        let html = values_page("TEST/x", &values, &|_| false);
+        assert!(html.contains("<b>TEST/kind</b>"), "{html}");
     }
 
     #[test]

@@ -108,6 +108,6 @@ pub(super) async fn verification(rest: &Rest, req: &Req, raw: &str) -> Reply {
             fields.push((k.into(), v.into()));
         }
     }
-    let valid = rest.verify_fields(&nonce, &HandleFields(fields), true).await.is_ok();
+    let valid = rest.verify_fields(&nonce, &HandleFields(fields), true, None).await.is_ok();
     Reply::json(StatusCode::OK, json!({ "responseCode": 1, "isValid": valid }))
 }

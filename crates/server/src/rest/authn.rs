@@ -157,13 +157,28 @@ fn seckey_answer(f: &HandleFields, mac: Vec<u8>) -> Result<SecretKeyAnswer, Auth
 }
 
 impl Rest {
-    /// Check a Handle answer to `nonce` (signed data `nonce ‖ cnonce`).
+    /// Check a Handle answer to `nonce` (signed data `nonce ‖ cnonce`) from a
+    /// client signing in at `peer`; a wrong one is logged as every front end
+    /// logs failed authentications (`None`: a check for someone else, not logged).
     pub(crate) async fn verify_fields(
         &self,
         nonce: &[u8],
         f: &HandleFields,
         id_decoded: bool,
+        peer: Option<std::net::SocketAddr>,
     ) -> Result<Identity, AuthError> {
+        let verified = self.check_fields(nonce, f, id_decoded).await;
+        if let (Some(e), Some(peer)) = (verified.as_ref().err().filter(|e| e.judged_credentials()), peer) {
+            let identity = f.identity(id_decoded).map_or_else(
+                || f.get("id").unwrap_or("-").to_owned(),
+                |(handle, index)| format!("{index}:{}", String::from_utf8_lossy(&handle)),
+            );
+            self.state.logs.auth_failed(&identity, Some(peer), &e.message);
+        }
+        verified
+    }
+
+    async fn check_fields(&self, nonce: &[u8], f: &HandleFields, id_decoded: bool) -> Result<Identity, AuthError> {
         if f.get("version").is_some_and(|v| v.trim() != "0") {
             return Err(AuthError::failed("unsupported authorization version"));
         }
@@ -240,7 +255,8 @@ impl Rest {
                 }));
             };
             if f.get("signature").is_some() {
-                let identity = self.verify_fields(&session.nonce, &f, false).await.map_err(failed)?;
+                let identity =
+                    self.verify_fields(&session.nonce, &f, false, Some(req.conn.peer)).await.map_err(failed)?;
                 self.sessions.prove(&session, identity.clone()).await;
                 return Ok(Caller::Authenticated(identity));
             }

@@ -58,7 +58,7 @@ async fn authenticate(rest: &Rest, req: &Req, s: &HttpSession, f: &HandleFields,
     let result = if let Some(b) = auth.and_then(|h| strip_scheme(h, "basic")) {
         Some(rest.basic(b, req.conn.peer).await)
     } else if f.get("signature").is_some() {
-        Some(rest.verify_fields(&s.nonce, f, decoded).await)
+        Some(rest.verify_fields(&s.nonce, f, decoded, Some(req.conn.peer)).await)
     } else {
         None
     };
