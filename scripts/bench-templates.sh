@@ -70,9 +70,10 @@ for bin in "$@"; do
   taskset -c 0 "$bin" serve --ephemeral --config "$WORK/config.toml" --port 0 --http-port 0 \
     --import "$WORK/records.jsonl" > "$WORK/h.out" 2> "$WORK/h.err" &
   HPID=$!
-  for _ in $(seq 100); do grep -q ready "$WORK/h.out" 2>/dev/null && break; sleep 0.2; done
+  for _ in $(seq 300); do grep -q ready "$WORK/h.out" 2>/dev/null && break; sleep 0.2; done
+  grep -q ready "$WORK/h.out" || { echo "$bin did not start:" >&2; cat "$WORK/h.err" >&2; exit 1; }
   NPORT=$(grep -o 'tcp 127.0.0.1:[0-9]*' "$WORK/h.err" | head -1 | cut -d: -f2)
-  label=$(basename "$(dirname "$(dirname "$(dirname "$bin")")")")/$(basename "$bin")
+  label=$(basename "$(dirname "$bin")")/$(basename "$bin")
   for pair in "udp small" "tcp-persistent big"; do
     read -r transport name <<< "$pair"
     read -r s_rps s_per s_p99 s_err < <(run "$bin" "$transport" "TEST/$name-built")
