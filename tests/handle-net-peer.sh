@@ -5,13 +5,15 @@
 #   require_handle_net_peer "suite name" java python3 ...   # sets PEER, or skips (exit 77)
 #   find_handle_net_peer java ...   # sets PEER, or HANDLE_NET_WHY and returns 1
 #
-# The harness is not part of this repository: it sits beside it, at ../shared/peers/handle-net
-# (one level deeper from a git worktree), or wherever HANDLE_NET_PEER points. It is CNRI's
-# Handle.Net 9.0.0 server distribution (handle.net, "Download the Handle.Net software") unpacked
-# as hsj-9.0.0/, with scripts that make a server directory (setup.sh: hdl-setup-server's answers
-# given, a site on loopback), start and stop it in a network namespace (start.sh, stop.sh);
-# tests/proxy-compare/README.md describes them. Without it, root (for the network namespace) or
-# a needed command, the suite is skipped (tests/skip.sh: a SKIP line, exit status 77).
+# The harness is CNRI's Handle.Net 9 server distribution (handle.net, "Download the Handle.Net
+# software"; no package registry serves it) unpacked beside the scripts of
+# tests/handle-net-harness/ (setup.sh: hdl-setup-server's answers given, a site on loopback;
+# start.sh, stop.sh: the server in a network namespace). It is found where
+# HANDLE_NET_PEER points, else where scripts/handle-net-harness.sh makes it
+# ($CARGO_TARGET_DIR/handle-net, default target/handle-net), else beside the repository at
+# ../shared/peers/handle-net (one level deeper from a git worktree). Without it, root (for the
+# network namespace) or a needed command, the suite is skipped (tests/skip.sh: a SKIP line,
+# exit status 77) saying how to make it.
 
 require_handle_net_peer() {
   local suite=$1; shift
@@ -34,13 +36,16 @@ find_handle_net_peer() {
   repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   PEER=${HANDLE_NET_PEER:-}
   if [ -z "$PEER" ]; then
-    for PEER in "$repo/../shared/peers/handle-net" "$repo/../../shared/peers/handle-net"; do
-      [ -d "$PEER" ] && break
+    for PEER in "${CARGO_TARGET_DIR:-$repo/target}/handle-net" "$repo/../shared/peers/handle-net" \
+      "$repo/../../shared/peers/handle-net"; do
+      [ -x "$PEER/setup.sh" ] && break
     done
   fi
   HANDLE_NET_WHY=
   if [ ! -x "$PEER/setup.sh" ]; then
-    HANDLE_NET_WHY="no Handle.Net harness at ${HANDLE_NET_PEER:-../shared/peers/handle-net beside the repository} (set HANDLE_NET_PEER)"
+    HANDLE_NET_WHY="no Handle.Net harness at ${HANDLE_NET_PEER:-target/handle-net or ../shared/peers/handle-net}: \
+download the Handle.Net 9 server distribution from handle.net and run \
+HANDLE_NET_DIST=<archive> scripts/handle-net-harness.sh (tests/handle-net-harness/README.md), or set HANDLE_NET_PEER"
   else
     local cmd
     for cmd in "$@"; do

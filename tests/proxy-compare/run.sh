@@ -6,8 +6,8 @@
 #
 #   sudo tests/proxy-compare/run.sh [path/to/handled]     (default $CARGO_TARGET_DIR/debug/handled, built if missing)
 #
-# Needs the Handle.Net harness at ../shared/peers/handle-net (relative to the
-# repository; override with HANDLE_NET_PEER=DIR), Java and root (it runs in a
+# Needs the Handle.Net harness (tests/handle-net-peer.sh finds it: made by
+# scripts/handle-net-harness.sh, or HANDLE_NET_PEER=DIR), Java and root (it runs in a
 # loopback-only network namespace). Skips with a message when any is missing.
 # Writes the report to $OUT (default: tests/proxy-compare/last-run.md).
 set -euo pipefail

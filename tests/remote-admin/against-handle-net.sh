@@ -10,8 +10,8 @@
 # server_admins = 301:TEST/ADMIN, root_info = R's site). Passes when the right secret creates
 # LOCAL/… on B and a wrong one is refused with 403.
 #
-# Needs the Handle.Net harness at ../shared/peers/handle-net (relative to the repository;
-# override with HANDLE_NET_PEER=DIR), Java, jq and root. Skips with a message when any is missing.
+# Needs the Handle.Net harness (tests/handle-net-peer.sh finds it: made by
+# scripts/handle-net-harness.sh, or HANDLE_NET_PEER=DIR), Java, jq and root. Skips with a message when any is missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$(pwd)

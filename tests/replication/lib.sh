@@ -1,6 +1,6 @@
 # Shared functions of the replication harness (sourced by the scripts beside it).
 #
-# Handle.Net instances are made with the shared harness (../shared/peers/handle-net: setup.sh,
+# Handle.Net instances are made with the harness (tests/handle-net-peer.sh finds it: setup.sh,
 # start.sh, stop.sh), each with its own HS_PEER under $WORK, its own ports, all in ONE
 # loopback-only network namespace ($HS_NETNS, default hsrepl) so that they can reach each
 # other and a `handled` started in the same namespace. Nothing is written outside $WORK.

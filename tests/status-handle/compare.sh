@@ -7,8 +7,8 @@
 #
 #   sudo tests/status-handle/compare.sh [path/to/handled]   (default target/debug/handled, built if missing)
 #
-# Needs the Handle.Net harness at ../shared/peers/handle-net (relative to the repository;
-# override with HANDLE_NET_PEER=DIR), Java, Python 3 and root (a loopback-only network
+# Needs the Handle.Net harness (tests/handle-net-peer.sh finds it: made by
+# scripts/handle-net-harness.sh, or HANDLE_NET_PEER=DIR), Java, Python 3 and root (a loopback-only network
 # namespace). Skips with a message when any is missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
