@@ -204,6 +204,29 @@ fn txnlog_days_on_sql_are_explained_not_carried() {
     assert!(toml.contains("txnlog_num_days_to_keep = 4"), "{toml}");
 }
 
+/// Issue 44, 4: a DSpace installation's config.dct (its handles in DSpace's
+/// own table through the HandlePlugin) made a configuration for an empty
+/// built-in store and exited 0. It stops, writes nothing, and says where to
+/// start: the SQL view example and docs/migrating.md.
+#[test]
+fn a_dspace_installation_stops_with_the_way_to_serve_its_table() {
+    let dir = fixture_copy();
+    let dspace = std::fs::read_to_string(fixture().join("config.dct")).unwrap().replacen(
+        "\"server_config\" = {",
+        "\"server_config\" = {\n    \"storage_type\" = \"CUSTOM\"\n    \"storage_class\" = \"org.dspace.handle.HandlePlugin\"",
+        1,
+    );
+    std::fs::write(dir.path().join("config.dct"), dspace).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = import(dir.path(), out.path(), Some(SERVER_PASSPHRASE));
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("HandlePlugin") && stderr.contains("docs/sql-dspace-example.toml"), "{stderr}");
+    assert!(stderr.contains("docs/migrating.md"), "{stderr}");
+    assert!(!out.path().join("handled.toml").exists(), "no configuration for an empty store");
+    assert!(!out.path().join("server_key.pk8").exists());
+}
+
 /// Issue 44, 18: an unterminated string is reported where it started, not
 /// lines later where the parser first stumbled.
 #[test]

@@ -296,13 +296,13 @@ fn prefix_names(value: &Value) -> Vec<String> {
 fn skip_reason(key: &str) -> String {
     let why = match key {
         "this_server_id" => {
-            "handled publishes one server, id 1, in its site record (a multi-server site: see README, Migrating)"
+            "handled publishes one server, id 1, in its site record (a multi-server site: see docs/migrating.md)"
         }
         "allow_na_admins" => {
             "no such switch in handled: who administers what comes from HS_ADMIN values and `server_admins`"
         }
         "storage_class" | "db_directory" => {
-            "handled keeps handles in its own store (`store`); the handles come over by replication (README: Migrating)"
+            "handled keeps handles in its own store (`store`); the handles come over by replication (docs/migrating.md)"
         }
         k if k.starts_with("bdbje_") || k.starts_with("jdb_") => {
             "a setting of Handle.Net's storage; handled has its own store"

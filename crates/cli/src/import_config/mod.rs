@@ -1,7 +1,7 @@
 //! `handled import-config HANDLE_NET_SERVER_DIR`: write the `handled`
 //! configuration and keys equivalent to a Handle.Net 9 server directory
 //! (config.dct, siteinfo.json, the key files), so an operator can take the
-//! site over (README: Migrating from Handle.Net). The handles themselves come
+//! site over (docs/migrating.md). The handles themselves come
 //! over by replication, not from here.
 
 mod mapping;
@@ -105,10 +105,7 @@ fn import(args: &ImportConfigArgs) -> anyhow::Result<()> {
         o.m.skip("server_config.auto_homed_prefixes", why);
     }
     if src.dir.join("bdbje").exists() {
-        o.m.skip(
-            "bdbje/",
-            "the handles are not copied: a handled mirror pulls them (README: Migrating from Handle.Net)",
-        );
+        o.m.skip("bdbje/", "the handles are not copied: a handled mirror pulls them (docs/migrating.md)");
     }
     if src.dir.join("contactdata.dct").exists() {
         o.m.skip("contactdata.dct", "handled's site record carries only `description`");

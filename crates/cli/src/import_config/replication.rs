@@ -70,7 +70,7 @@ pub fn mirror_of(src: &Source, identity: Option<String>, o: &mut Output) -> anyh
     let (name, ext) =
         if src.dir.join("siteinfo.json").exists() { ("siteinfo.json", "json") } else { ("siteinfo.bin", "bin") };
     let target = o.copy_in(&src.dir.join(name), &format!("replication-source-siteinfo.{ext}"))?;
-    o.m.comment("A mirror of the Handle.Net server (README: Migrating from Handle.Net); it must list");
+    o.m.comment("A mirror of the Handle.Net server (docs/migrating.md); it must list");
     o.m.comment(&format!("{identity} in its replication_admins or server_admins."));
     o.m.set("replication_source", Toml::Str(target.display().to_string()), &format!("--mirror: {name}"));
     let auth = Toml::Str(format!("privatekey:{identity}"));

@@ -10,10 +10,28 @@ use super::Output;
 /// Where the password from `sql_settings.sql_passwd` is written under --out.
 const PASSWORD_FILE: &str = "sql-password";
 
+/// What DSpace's handle server names in `storage_class` (`storage_type = "CUSTOM"`).
+const DSPACE_PLUGIN: &str = "org.dspace.handle.HandlePlugin";
+
+/// Why a DSpace installation's configuration is not written: its handles are
+/// rows of DSpace's own table, and config.dct holds neither that database nor
+/// the repository's address.
+const DSPACE_STOP: &str = "config.dct serves handles through DSpace's HandlePlugin \
+(server_config.storage_class = \"org.dspace.handle.HandlePlugin\"): they are rows of DSpace's own \
+`handle` table, which handled serves read-only from DSpace's database as they are, with no copy. \
+config.dct holds neither that database nor the repository's address, so no configuration was \
+written: start from docs/sql-dspace-example.toml (PostgreSQL) or docs/sql-dspace-example-mariadb.toml, \
+set [sql] url to DSpace's db.url (its local.cfg) and the address in get_handle_stmt to its \
+dspace.ui.url; docs/migrating.md, \"DSpace\", says each step";
+
 /// Map the storage settings of `server_config`.
 pub fn map(server_config: Option<&Dict>, o: &mut Output) -> anyhow::Result<()> {
     let Some(sc) = server_config else { return Ok(()) };
     let storage = sc.get("storage_type").and_then(Value::as_str).map(|s| s.trim().to_ascii_lowercase());
+    let class = sc.get("storage_class").and_then(Value::as_str).map(str::trim);
+    if storage.as_deref() == Some("custom") && class == Some(DSPACE_PLUGIN) {
+        anyhow::bail!(DSPACE_STOP);
+    }
     let settings = match sc.get("sql_settings") {
         Some(Value::Dict(d)) => Some(d),
         Some(_) => {
@@ -24,7 +42,7 @@ pub fn map(server_config: Option<&Dict>, o: &mut Output) -> anyhow::Result<()> {
     };
     if storage.as_deref() != Some("sql") {
         let why = "handled keeps handles in its own store (`store`); the handles come over by replication \
-                   (README: Migrating)";
+                   (docs/migrating.md)";
         if let Some(s) = &storage {
             o.m.skip("server_config.storage_type", &format!("{s}: {why}"));
         }
