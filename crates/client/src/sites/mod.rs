@@ -405,8 +405,7 @@ impl Sites {
                     Err(e) => {
                         tracing::debug!("site lookup: {e}");
                         trying.failed = true;
-                        // An unverifiable reply is an answer: the site is up, and the
-                        // next lookup should say "unverifiable" again, not "no answer".
+                        // An unverifiable reply is an answer (the next lookup asks again).
                         trying.answered |= matches!(e, LookupError::Uncertified(_));
                         last = e;
                     }
