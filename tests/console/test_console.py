@@ -303,6 +303,38 @@ def test_phone_width_record_page_fits(browser, server):
     context.close()
 
 
+def test_desktop_record_page_sizes_columns_to_content(browser, server):
+    """At 1280 px the data column takes what the short ones leave: a 60-character
+    URL on one line, `86400 s` and the date never wrapped."""
+    url = "https://repository.example.org/collections/2026/records/abc"
+    status, _ = api(
+        server,
+        "PUT",
+        "/api/handles/TEST/wide",
+        {"values": [{"index": 1, "type": "URL", "data": url, "ttl": 86400}]},
+    )
+    assert status in (200, 201)
+    context = browser.new_context(ignore_https_errors=True, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    sign_in_as_admin(page, server)
+    page.goto(server.base + "/admin/#/record/TEST%2Fwide")
+    expect(page.locator("table.values")).to_contain_text(url)
+    lines = page.evaluate(
+        """() => [...document.querySelectorAll('table.values tbody tr:first-child td')].slice(0, 6).map((td) => {
+            const tops = new Set();
+            const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+            for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+                const r = document.createRange(); r.selectNodeContents(n);
+                for (const box of r.getClientRects()) tops.add(Math.round(box.top));
+            }
+            return tops.size; })"""
+    )
+    index, kind, data, ttl, _access, changed = lines
+    assert (index, kind, data, ttl, changed) == (1, 1, 1, 1, 1), lines
+    shot(page, "record-desktop")
+    context.close()
+
+
 def test_mint_admin_bits_vlist_and_hex(page, server):
     sign_in_as_admin(page, server)
     # Mint: the server picks the suffix; no URL value; an HS_ADMIN that may not delete the handle.

@@ -89,9 +89,14 @@ pub enum ResolveError {
     /// The responsible server answered with another error code.
     #[error("{}: {message}", .code.name())]
     Refused { code: ResponseCode, message: String },
-    /// No responsible server answered (in time, or verifiably) and nothing stale was at hand.
+    /// No responsible server answered in time (or could be reached) and nothing stale was at hand.
     #[error("{0}")]
     Unreachable(String),
+    /// A responsible server answered, but not verifiably (its signature did
+    /// not check against the key its site record publishes), and nothing
+    /// stale was at hand.
+    #[error("{0}")]
+    Unverifiable(String),
     /// The handle has control characters: never sent upstream, where they
     /// could be lines to whatever service a site record names.
     #[error("a handle with control characters is not resolved at other servers")]
@@ -224,7 +229,9 @@ impl Resolver {
         match (fetched, cached) {
             (Ok(found), _) => answer(&found, Origin::Upstream, &self.counters),
             // Upstream down (or unverifiable): what we had, if not too old.
-            (Err(ResolveError::Unreachable(why)), Some(entry)) if entry.may_serve_stale(Instant::now()) => {
+            (Err(ResolveError::Unreachable(why) | ResolveError::Unverifiable(why)), Some(entry))
+                if entry.may_serve_stale(Instant::now()) =>
+            {
                 tracing::debug!("resolver: {} served stale: {why}", String::from_utf8_lossy(&canonical));
                 self.cache.hold_stale(&key, &entry, Instant::now() + self.options.stale_retry);
                 add(&self.counters.stale_served);
@@ -311,6 +318,10 @@ impl Resolver {
             Err(LookupError::NotAllowed(why)) => {
                 add(&self.counters.upstream_failures);
                 return Err(ResolveError::NotAllowed(why));
+            }
+            Err(LookupError::Uncertified(why)) => {
+                add(&self.counters.upstream_failures);
+                return Err(ResolveError::Unverifiable(why));
             }
             Err(e) => {
                 add(&self.counters.upstream_failures);

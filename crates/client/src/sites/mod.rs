@@ -405,6 +405,8 @@ impl Sites {
                     Err(e) => {
                         tracing::debug!("site lookup: {e}");
                         trying.failed = true;
+                        // An unverifiable reply is an answer (the next lookup asks again).
+                        trying.answered |= matches!(e, LookupError::Uncertified(_));
                         last = e;
                     }
                 }

@@ -37,16 +37,33 @@ pub struct OpError {
     pub referral: Vec<HandleValue>,
     /// Refused by a per-client rate limit (native: 3 as any "too busy"; HTTP: 429, not 503).
     pub rate_limited: bool,
+    /// The global resolver's upstream failed (native: 2, ERROR, as any error; HTTP:
+    /// 504 or 502, not 500, so that the client sees whose fault it was).
+    pub upstream: Option<UpstreamFailure>,
+}
+
+/// How the upstream service of a recursive resolution failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamFailure {
+    /// No responsible site answered in time (or could be reached).
+    NoAnswer,
+    /// A site answered something that could not be verified.
+    Unverifiable,
 }
 
 impl OpError {
     pub fn new(code: ResponseCode, message: impl Into<String>) -> Self {
-        OpError { code, message: message.into(), referral: Vec::new(), rate_limited: false }
+        OpError { code, message: message.into(), referral: Vec::new(), rate_limited: false, upstream: None }
     }
 
     /// 3, "too busy" for this client alone: it asked too often.
     pub fn rate_limited(message: impl Into<String>) -> Self {
         OpError { rate_limited: true, ..OpError::new(ResponseCode::SERVER_TOO_BUSY, message) }
+    }
+
+    /// 2 (ERROR): the upstream service of a recursive resolution failed as `how` says.
+    pub fn upstream(how: UpstreamFailure, message: impl Into<String>) -> Self {
+        OpError { upstream: Some(how), ..OpError::new(ResponseCode::ERROR, message) }
     }
 
     /// 303 to the sites `values` name (§3.6).

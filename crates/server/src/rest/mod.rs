@@ -17,7 +17,7 @@ pub mod revindex;
 mod sessions;
 
 use crate::http_body::BodyReader;
-use crate::ops::OpError;
+use crate::ops::{OpError, UpstreamFailure};
 use crate::state::ServerState;
 use bytes::Bytes;
 use handled_proto::header::ResponseCode;
@@ -179,12 +179,14 @@ pub(crate) fn status_of(code: ResponseCode, kind: OpKind, credentials_count: boo
 
 /// HTTP status for a failed operation: as its code says ([`status_of`]),
 /// but 429 when the client's rate limit refused it (503 would say the server
-/// is overloaded, for everyone).
+/// is overloaded, for everyone), and 504 or 502 when the global resolver's
+/// upstream did not answer in time or answered unverifiably.
 pub(crate) fn error_status(e: &OpError, kind: OpKind, credentials_count: bool) -> StatusCode {
-    if e.rate_limited {
-        StatusCode::TOO_MANY_REQUESTS
-    } else {
-        status_of(e.code, kind, credentials_count)
+    match e.upstream {
+        _ if e.rate_limited => StatusCode::TOO_MANY_REQUESTS,
+        Some(UpstreamFailure::NoAnswer) => StatusCode::GATEWAY_TIMEOUT,
+        Some(UpstreamFailure::Unverifiable) => StatusCode::BAD_GATEWAY,
+        None => status_of(e.code, kind, credentials_count),
     }
 }
 

@@ -6,7 +6,7 @@
 //! 301 as from a server without recursion, with a message saying why.
 
 use super::chain::{Asked, Lookup, Query, ResolutionSource};
-use crate::ops::OpError;
+use crate::ops::{OpError, UpstreamFailure};
 use crate::recursion;
 use crate::state::ServerState;
 use async_trait::async_trait;
@@ -85,10 +85,11 @@ impl ResolutionSource for Recursive {
                 // Whoever controls a prefix's HS_SITE chooses the addresses
                 // asked: the details go to the log, not to the client.
                 tracing::info!("recursion for {}: {why}", String::from_utf8_lossy(query.canonical));
-                Err(OpError::new(
-                    ResponseCode::ERROR,
-                    "The handle's service could not be reached or did not answer verifiably",
-                ))
+                Err(OpError::upstream(UpstreamFailure::NoAnswer, "The handle's service could not be reached in time"))
+            }
+            Err(ResolveError::Unverifiable(why)) => {
+                tracing::info!("recursion for {}: {why}", String::from_utf8_lossy(query.canonical));
+                Err(OpError::upstream(UpstreamFailure::Unverifiable, "The handle's service did not answer verifiably"))
             }
         }
     }
