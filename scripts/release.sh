@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --allow-dirty) allow_dirty=1 ;;
     --no-build) build=0 ;;
-    --out-dir) [ $# -ge 2 ] || usage; out_dir=$2; shift ;;
+    --out-dir) [ $# -ge 2 ] || { echo "release: --out-dir needs a directory" >&2; usage; }; out_dir=$2; shift ;;
     -h|--help) usage ;;
     *) echo "release: unknown argument '$1'" >&2; usage ;;
   esac
@@ -142,11 +142,12 @@ tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH
 
 # 3. The SBOM: cargo-cyclonedx writes one file per workspace member beside its
 # Cargo.toml; the one of crates/cli (the binary) is kept, the others removed, so the
-# tree is left as it was. Only this platform's dependencies, build ones included.
+# tree is left as it was. All dependencies, not only the direct ones (--all), of this
+# platform, build ones included; dev-dependencies are not in the binary and not listed.
 sbom_name=handled-$version.cdx.json
 sbom_stem=handled-sbom-$$
 target_triple=$(rustc -vV | sed -n 's/^host: //p')
-cargo cyclonedx --format json --spec-version 1.5 --target "$target_triple" \
+cargo cyclonedx --all --format json --spec-version 1.5 --target "$target_triple" \
   --override-filename "$sbom_stem" >/dev/null ||
   fail "cargo cyclonedx failed"
 [ -f "crates/cli/$sbom_stem.json" ] || fail "cargo cyclonedx wrote no crates/cli/$sbom_stem.json"
