@@ -25,6 +25,7 @@
 # Needs cargo-deb and cargo-cyclonedx (scripts/install-test-deps.sh installs both).
 # Exit status: 0 done, 1 a check or a step failed, 2 wrong usage.
 set -euo pipefail
+caller_dir=$PWD   # a relative --out-dir is the caller's
 cd "$(dirname "$0")/.."
 
 fail() { echo "release: FAIL: $*" >&2; exit 1; }
@@ -35,7 +36,9 @@ while [ $# -gt 0 ]; do
   case $1 in
     --allow-dirty) allow_dirty=1 ;;
     --no-build) build=0 ;;
-    --out-dir) [ $# -ge 2 ] || { echo "release: --out-dir needs a directory" >&2; usage; }; out_dir=$2; shift ;;
+    --out-dir)
+      [ $# -ge 2 ] || { echo "release: --out-dir needs a directory" >&2; usage; }
+      out_dir=$(cd "$caller_dir" && realpath -m -- "$2"); shift ;;
     -h|--help) usage ;;
     *) echo "release: unknown argument '$1'" >&2; usage ;;
   esac
@@ -112,7 +115,9 @@ mkdir -p "$out_dir"
 out_dir=$(cd "$out_dir" && pwd)
 rm -f "$out_dir"/handled_*.deb "$out_dir"/handled-*.tar.gz "$out_dir"/handled-*.cdx.json "$out_dir"/SHA256SUMS
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/handled-release-XXXXXX")
-trap 'rm -rf "$scratch"' EXIT
+# cargo-cyclonedx's files (step 3) beside the crates' Cargo.toml go, whatever happens.
+sbom_stem=handled-sbom-$$
+trap 'rm -rf "$scratch"; find crates -name "$sbom_stem.json" -type f -delete' EXIT
 
 # The commit's date for every file time: the same commit gives the same tarball.
 SOURCE_DATE_EPOCH=$(git log -1 --format=%ct HEAD)
@@ -141,18 +146,17 @@ tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH
   -C "$scratch" -cf - "$tar_base" | gzip -n -9 > "$out_dir/$tar_name"
 
 # 3. The SBOM: cargo-cyclonedx writes one file per workspace member beside its
-# Cargo.toml; the one of crates/cli (the binary) is kept, the others removed, so the
-# tree is left as it was. All dependencies, not only the direct ones (--all), of this
-# platform, build ones included; dev-dependencies are not in the binary and not listed.
+# Cargo.toml; the one of crates/cli (the binary) is kept, the others removed (trap
+# above), so the tree is left as it was. All dependencies, not only the direct ones
+# (--all), of this platform, build ones included; dev-dependencies are not in the
+# binary and not listed.
 sbom_name=handled-$version.cdx.json
-sbom_stem=handled-sbom-$$
 target_triple=$(rustc -vV | sed -n 's/^host: //p')
 cargo cyclonedx --all --format json --spec-version 1.5 --target "$target_triple" \
   --override-filename "$sbom_stem" >/dev/null ||
   fail "cargo cyclonedx failed"
 [ -f "crates/cli/$sbom_stem.json" ] || fail "cargo cyclonedx wrote no crates/cli/$sbom_stem.json"
 mv "crates/cli/$sbom_stem.json" "$out_dir/$sbom_name"
-find . -path ./target -prune -o -name "$sbom_stem.json" -type f -exec rm -f {} +
 
 # 4. The checksums, names relative so `sha256sum -c SHA256SUMS` runs in the directory.
 (cd "$out_dir" && sha256sum "$deb_name" "$tar_name" "$sbom_name" > SHA256SUMS)
