@@ -49,8 +49,8 @@ for f in "$deb" "$out/$tar_base.tar.gz" "$sbom" "$out/SHA256SUMS"; do
   [ -f "$f" ] || fail "release.sh made no $(basename "$f") (in $out: $(ls "$out"))"
 done
 (cd "$out" && sha256sum --check --strict --quiet SHA256SUMS) || fail "SHA256SUMS does not verify"
-[ "$(cut -d' ' -f3 "$out/SHA256SUMS" | sort | tr '\n' ' ')" = \
-  "$(basename "$deb") $tar_base.tar.gz handled-$version.cdx.json " ] ||
+[ "$(cut -d' ' -f3 "$out/SHA256SUMS" | LC_ALL=C sort)" = \
+  "$(printf '%s\n' "$(basename "$deb")" "$tar_base.tar.gz" "handled-$version.cdx.json" | LC_ALL=C sort)" ] ||
   fail "SHA256SUMS does not name exactly the three artifacts: $(cat "$out/SHA256SUMS")"
 
 tar -xzf "$out/$tar_base.tar.gz" -C "$artifacts"
