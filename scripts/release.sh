@@ -124,9 +124,12 @@ SOURCE_DATE_EPOCH=$(git log -1 --format=%ct HEAD)
 export SOURCE_DATE_EPOCH
 
 # 1. The .deb (crates/cli/Cargo.toml, [package.metadata.deb]), from the binary above.
-# cargo-deb makes the Debian version (0.1.0-dev becomes 0.1.0~dev-1, which sorts
-# before 0.1.0-1); the file is renamed after the workspace version.
-built_deb=$(cargo deb -p handled --no-build --locked --quiet --output "$scratch/deb/" | tail -n 1)
+# The Debian version has `~` for the pre-release `-` (0.1.0-dev becomes 0.1.0~dev-1):
+# cargo-deb would keep 0.1.0-dev-1, which dpkg sorts after 0.1.0-1, so the release
+# would not upgrade a pre-release. The file is named after the workspace version.
+deb_version=${version/-/\~}-1
+built_deb=$(cargo deb -p handled --no-build --locked --quiet --deb-version "$deb_version" \
+  --output "$scratch/deb/" | tail -n 1)
 [ -f "$built_deb" ] || fail "cargo deb did not say where the package is (got: $built_deb)"
 deb_arch=$(dpkg-deb --field "$built_deb" Architecture) || fail "dpkg-deb cannot read $built_deb"
 deb_name=handled_${version}_${deb_arch}.deb

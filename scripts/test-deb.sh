@@ -82,6 +82,9 @@ PY
 
 dpkg -i "$deb"
 installed_here=1
+# A pre-release's Debian version sorts before its release (0.1.0~dev-1 < 0.1.0-1).
+deb_version=$(dpkg-query --show --showformat='${Version}' handled)
+[ "$deb_version" = "${version/-/\~}-1" ] || fail "the package's Debian version is $deb_version"
 installed=$(/usr/bin/handled --version)
 [ "$installed" = "$built" ] || fail "installed handled --version says '$installed', the build '$built'"
 if readelf --sections --wide /usr/bin/handled | grep -q -e '\.symtab' -e '\.debug_'; then
