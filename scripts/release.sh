@@ -29,7 +29,8 @@ caller_dir=$PWD   # a relative --out-dir is the caller's
 cd "$(dirname "$0")/.."
 
 fail() { echo "release: FAIL: $*" >&2; exit 1; }
-usage() { sed -n '/^# Usage:/,/^# Exit status/s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+# usage [STATUS]: the header's usage lines; 2 (wrong usage) unless told, 0 for --help.
+usage() { sed -n '/^# Usage:/,/^# Exit status/s/^# \{0,1\}//p' "$0" >&2; exit "${1:-2}"; }
 
 allow_dirty=0 build=1 out_dir=target/release-artifacts
 while [ $# -gt 0 ]; do
@@ -39,7 +40,7 @@ while [ $# -gt 0 ]; do
     --out-dir)
       [ $# -ge 2 ] || { echo "release: --out-dir needs a directory" >&2; usage; }
       out_dir=$(cd "$caller_dir" && realpath -m -- "$2"); shift ;;
-    -h|--help) usage ;;
+    -h|--help) usage 0 ;;
     *) echo "release: unknown argument '$1'" >&2; usage ;;
   esac
   shift
