@@ -54,4 +54,10 @@ if ! command -v cargo-deb >/dev/null 2>&1; then
   echo "install-test-deps: installing cargo-deb 3.8.0 into ${CARGO_HOME:-$HOME/.cargo}/bin (cargo install; for the deb step)" >&2
   cargo install --locked cargo-deb --version 3.8.0
 fi
+# The SBOM of a release (scripts/release.sh, run by scripts/test-deb.sh), from crates.io,
+# pinned like cargo-deb: the CycloneDX project's own tool for Cargo.
+if ! command -v cargo-cyclonedx >/dev/null 2>&1; then
+  echo "install-test-deps: installing cargo-cyclonedx 0.5.9 into ${CARGO_HOME:-$HOME/.cargo}/bin (cargo install; for the release artifacts of the deb step)" >&2
+  cargo install --locked cargo-cyclonedx --version 0.5.9
+fi
 

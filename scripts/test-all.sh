@@ -80,7 +80,7 @@ step release-build "the release binary for the black-box suites ($BIN)" \
 [ "${results[-1]}" = FAIL ] && release_built=no
 suite systemd-unit "contrib/handled.service: systemd-analyze verify and security" \
   scripts/test-systemd-unit.sh "$BIN"
-suite deb "the .deb package (cargo-deb): built, installed with dpkg -i, handled --version checked, purged" \
+suite deb "the release artifacts (scripts/release.sh --no-build: .deb, tarball, SBOM, SHA256SUMS) checked; the .deb installed with dpkg -i, handled --version checked, purged" \
   scripts/test-deb.sh
 suite bench-report "bench HTML report per scenario, opened in headless Chromium" \
   tests/bench-report/run.sh "$BIN"
