@@ -19,6 +19,8 @@ def walk(x, key=""):
         for k, v in x.items():
             if k == "rest_api_json" and isinstance(v, dict) and "index" in v:
                 add("json_value", json.dumps(v, indent=1).encode())
+            if k == "rest_api_json" and isinstance(v, dict) and "values" in v and "handle" in v:
+                add("import", json.dumps({"handle": v["handle"], "values": v["values"]}).encode())
             if k in ("data_decoded", "decoded_siteinfo_json") and isinstance(v, dict) and "servers" in v:
                 add("root_info", json.dumps(v, indent=1).encode())
             walk(v, k)
@@ -36,6 +38,27 @@ def walk(x, key=""):
 
 for path in sorted(vectors.rglob("*.json")):
     walk(json.loads(path.read_text()))
+
+# Template handles: `XML \0 extension \0 base values` (fuzz_targets/templates.rs),
+# from the namespaces tests/templates/compare.py compares with Handle.Net, and
+# the bombs of docs/template-handles.md, "Bounds", in small.
+compare = (root / "tests/templates/compare.py").read_text()
+namespaces = {}
+exec(compare[compare.index("MANUAL ="):compare.index("def value(")], namespaces)
+base = "URL http://example.org/data/abc\nEMAIL contact@example.org\n"
+own = 'HS_NAMESPACE <namespace><template><value type="URL" data="x"/></template></namespace>\n'
+for xml, extension, values in [
+    (namespaces["MANUAL"], "box(10,20,30,40)", base),
+    (namespaces["MANUAL"], "page7", base),
+    (namespaces["RULES"], "foo-12", "EMAIL rules@example.org\n"),
+    (namespaces["RULES"], "gone", "EMAIL rules@example.org\n"),
+    ('<namespace><template delimiter="@"><def parameter="x"><value data="${extension}${extension}"/></def>'
+     '<def parameter="y"><value data="${x}${x}"/></def><value data="${y}"/></template></namespace>', "abcd", base),
+    ('<namespace><template delimiter="@"><template ref="1:1234/other"/></template></namespace>', "x", base),
+    ('<namespace><template delimiter="@"><foreach><if value="index" test="equals" expression="1"><value/></if>'
+     '</foreach></template></namespace>', "x", base + own),
+]:
+    add("templates", (xml + "\0" + extension + "\0" + values).encode())
 
 for target, items in seeds.items():
     d = corpus / target
