@@ -2,16 +2,19 @@
 //! the JSON API's value form): an operator's file, or another server's
 //! export. Nothing may panic; a line that parses has a PREFIX/SUFFIX handle
 //! and positive, distinct indexes, and written back as a line it parses to
-//! the same record but for admin read (the JSON value form's one loss,
-//! fuzz_targets/json_value.rs).
+//! the same record but for permissions (the JSON value form's losses,
+//! common.rs).
 
 #![no_main]
 
 use handled_proto::json::value_to_json;
-use handled_proto::value::ValuePermissions;
 use handled_server::import::parse_line;
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashSet;
+
+#[path = "../common.rs"]
+mod common;
+use common::read_back_permissions;
 
 /// The stamp for values without a timestamp.
 const NOW: i32 = 1_700_000_000;
@@ -32,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(again, handle);
     let mut expect = record.values.clone();
     for v in &mut expect {
-        v.permissions.0 |= ValuePermissions::ADMIN_READ;
+        v.permissions = read_back_permissions(v);
     }
     assert_eq!(back.values, expect);
 });
