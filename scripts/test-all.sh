@@ -75,6 +75,9 @@ step scripts "unit tests of the Python scripts (tests/scripts)" python3 -m unitt
 step cargo-test "cargo test (workspace)" cargo test --workspace --locked
 step standalone "cargo test in a copy of the repository alone (no sibling shared/ directory)" \
   scripts/test-standalone.sh
+# A target that stops building or trips at once is caught here; real campaigns
+# are longer (docs/fuzzing.md).
+step fuzz "every fuzz target for 12 s (scripts/fuzz.sh --smoke)" scripts/fuzz.sh --smoke 12
 step release-build "the release binary for the black-box suites ($BIN)" \
   cargo build --release --locked -p handled
 [ "${results[-1]}" = FAIL ] && release_built=no

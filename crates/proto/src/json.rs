@@ -13,7 +13,7 @@ use crate::data::admin::{AdminPermissions, AdminRecord};
 use crate::data::pubkey::PublicKey;
 use crate::data::site::SiteInfo;
 use crate::data::vlist::ValueList;
-use crate::value::{types, HandleValue, TtlType, ValuePermissions, ValueReference};
+use crate::value::{is_secret_type, types, HandleValue, TtlType, ValuePermissions, ValueReference};
 
 /// Why a JSON value could not be turned into a handle value (or part of one).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,15 +57,17 @@ pub(crate) fn lossy(b: &[u8]) -> String {
 // ---------------------------------------------------------------- output
 
 /// A handle value as the REST API prints it: `index`, `type`, `data`,
-/// `permissions` (unless `1110`), `ttl`, `timestamp` (unless 0), `references`
+/// `permissions` (unless `1110` on a type not secret), `ttl`, `timestamp` (unless 0), `references`
 /// (unless empty).
 pub fn value_to_json(v: &HandleValue) -> Value {
     let mut o = Map::new();
     o.insert("index".into(), v.index.into());
     o.insert("type".into(), lossy(&v.value_type).into());
     o.insert("data".into(), data_to_json(&v.value_type, &v.data));
-    // Java keeps only the four low permission bits.
-    if v.permissions.0 & 0x0f != ValuePermissions::DEFAULT.0 {
+    // Java keeps only the four low permission bits. A secret key's are always
+    // written: read without them it gets 1100, not 1110 (`default_for`), so
+    // one left publicly readable would not stay so through the JSON form.
+    if v.permissions.0 & 0x0f != ValuePermissions::DEFAULT.0 || is_secret_type(&v.value_type) {
         o.insert("permissions".into(), permissions_to_json(v.permissions).into());
     }
     o.insert(
@@ -416,4 +418,25 @@ pub fn decode_hex(s: &str) -> JResult<Vec<u8>> {
         (c as char).to_digit(16).ok_or_else(|| JsonValueError::new(format!("invalid hex digit {:?}", c as char)))
     };
     s.as_bytes().chunks(2).map(|p| Ok((digit(p[0])? << 4 | digit(p[1])?) as u8)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by fuzzing (fuzz/fuzz_targets/json_value.rs): a publicly
+    /// readable HS_SECKEY was written without `permissions` (1110, the
+    /// default Java leaves out) and read back as 1100.
+    #[test]
+    fn secret_key_permissions_survive_the_json_form() {
+        for bits in [0x0c, 0x0e, 0x0f] {
+            let mut v = HandleValue::new(300, "HS_SECKEY", "secret");
+            v.permissions = ValuePermissions(bits);
+            let json = value_to_json(&v);
+            assert_eq!(value_from_json(&json).unwrap().permissions, ValuePermissions(bits), "{json}");
+        }
+        // Other types still leave out the default, as Java does.
+        let url = value_to_json(&HandleValue::new(1, "URL", "https://example.org/"));
+        assert!(url.get("permissions").is_none());
+    }
 }

@@ -25,7 +25,7 @@ mod root_info;
 pub use exchange::Trust;
 pub use guard::{UpstreamGuards, Walk, DEFAULT_ATTEMPTS, UNREACHABLE_FOR};
 pub use policy::{class_of, NetworkClass, UpstreamPolicy};
-pub use root_info::{load_root_info, read_site_file};
+pub use root_info::{load_root_info, parse_root_info, parse_site_file, read_site_file};
 
 use crate::replication::SignatureCheck;
 use crate::resolved_values;

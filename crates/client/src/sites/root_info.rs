@@ -11,27 +11,31 @@ use std::path::Path;
 /// handle's values), its `siteinfo.json` form, or a JSON array of such sites.
 pub fn load_root_info(path: &Path) -> Result<Vec<SiteInfo>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("root_info {}: {e}", path.display()))?;
-    let bad = |e: String| format!("root_info {}: {e}", path.display());
+    parse_root_info(&bytes).map_err(|e| format!("root_info {}: {e}", path.display()))
+}
+
+/// [`load_root_info`] on the file's bytes (errors without the path).
+pub fn parse_root_info(bytes: &[u8]) -> Result<Vec<SiteInfo>, String> {
     let sites = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') | Some(b'[') => {
-            let json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+            let json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
             let items = match json {
                 serde_json::Value::Array(items) => items,
                 one => vec![one],
             };
             items
                 .iter()
-                .map(|j| handled_proto::json::site_from_json(j).map_err(|e| bad(e.to_string())))
+                .map(|j| handled_proto::json::site_from_json(j).map_err(|e| e.to_string()))
                 .collect::<Result<Vec<_>, _>>()?
         }
-        _ => match SiteInfo::decode_data(&bytes) {
+        _ => match SiteInfo::decode_data(bytes) {
             Ok(site) => vec![site],
-            Err(e) => global_values_sites(&bytes)
-                .map_err(|_| bad(format!("neither a site record ({e}) nor Handle.Net's root_info")))?,
+            Err(e) => global_values_sites(bytes)
+                .map_err(|_| format!("neither a site record ({e}) nor Handle.Net's root_info"))?,
         },
     };
     if sites.is_empty() || sites.iter().any(|s| s.servers.is_empty()) {
-        return Err(bad("a site without servers".into()));
+        return Err("a site without servers".into());
     }
     Ok(sites)
 }
@@ -58,12 +62,16 @@ fn global_values_sites(bytes: &[u8]) -> Result<Vec<SiteInfo>, handled_proto::Dec
 /// `siteinfo.json` (Handle.Net's JSON form) or the binary `siteinfo.bin`.
 pub fn read_site_file(path: &std::path::Path) -> Result<SiteInfo, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    parse_site_file(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// [`read_site_file`] on the file's bytes (errors without the path).
+pub fn parse_site_file(bytes: &[u8]) -> Result<SiteInfo, String> {
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-        let json: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
-        handled_proto::json::site_from_json(&json).map_err(|e| format!("{}: {e}", path.display()))
+        let json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+        handled_proto::json::site_from_json(&json).map_err(|e| e.to_string())
     } else {
-        SiteInfo::from_bytes(&bytes).map_err(|e| format!("{}: not a site record: {e}", path.display()))
+        SiteInfo::from_bytes(bytes).map_err(|e| format!("not a site record: {e}"))
     }
 }
 

@@ -7,6 +7,8 @@ mod local;
 mod recursive;
 mod referral;
 mod templates;
+#[cfg(feature = "fuzzing")]
+pub use templates::fuzz_build as fuzz_build_template;
 
 use super::*;
 use crate::state::ServerState;

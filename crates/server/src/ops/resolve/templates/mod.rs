@@ -161,3 +161,47 @@ async fn cited_value(state: &ServerState, index: i32, h: &str) -> Result<Option<
 fn data_text(data: &[u8]) -> String {
     String::from_utf8_lossy(data).into_owned()
 }
+
+/// Fuzzing's way in (`fuzz/fuzz_targets/templates.rs`): the construction of
+/// [`build`] without a server, for handle `1234/abc<delimiter><extension>`
+/// whose base `1234/abc` holds `base`, under `namespace` as the prefix's.
+/// Cited templates are answered "not held here". Err is the bound's label.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz_build(
+    namespace: &str,
+    extension: &str,
+    base: &[HandleValue],
+) -> Result<Option<Vec<HandleValue>>, &'static str> {
+    let mut budget = Budget::default();
+    let prefix = compiled::compile(namespace, false, &mut budget).map_err(Bound::label)?;
+    let own = match base.iter().find(|v| v.is_type(types::HS_NAMESPACE)) {
+        Some(v) => compiled::compile(&data_text(&v.data), false, &mut budget).map_err(Bound::label)?,
+        None => None,
+    };
+    let namespaces: Vec<Arc<Compiled>> = own.into_iter().chain(prefix).collect();
+    if !namespaces.iter().any(|n| n.lists_templates) {
+        return Ok((!base.is_empty()).then(|| base.to_vec()));
+    }
+    let h = format!("1234/abc@{extension}");
+    let mut refs = HashMap::new();
+    loop {
+        let builder = Builder { base_values: base, case_sensitive: false, refs: &refs };
+        let (mut params, mut values) = (Params::new(&h, "1234/abc", extension), Built::default());
+        let mut pass = Pass::new(&mut params, &mut values, &mut budget);
+        let mut outcome = Outcome::NoTemplate;
+        for namespace in &namespaces {
+            outcome = builder.construct(namespace, &mut pass);
+            if outcome != Outcome::NoTemplate {
+                break;
+            }
+        }
+        match outcome {
+            Outcome::Built => return Ok(Some(values.into_values())),
+            Outcome::NoTemplate | Outcome::NotFound => return Ok(None),
+            Outcome::Refused(bound) => return Err(bound.label()),
+            Outcome::NeedRef { index, handle } => {
+                refs.insert((index, handle), None);
+            }
+        }
+    }
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Write the seed corpora (fuzz/corpus/TARGET/) from the golden vectors in
+crates/proto/tests/vectors/ (byte-exact output of Handle.Net's Java library,
+the same files as the project's shared vector set) and the test data named
+below. Rerun after adding vectors; the files are named by content hash, so a
+rerun adds only what is new."""
+import hashlib, json, pathlib, sys
+
+root = pathlib.Path(__file__).resolve().parent.parent
+vectors = root / "crates/proto/tests/vectors"
+corpus = root / "fuzz/corpus"
+seeds = {}
+
+def add(target, data: bytes):
+    seeds.setdefault(target, set()).add(data)
+
+def walk(x, key=""):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            if k == "rest_api_json" and isinstance(v, dict) and "index" in v:
+                add("json_value", json.dumps(v, indent=1).encode())
+            if k == "rest_api_json" and isinstance(v, dict) and "values" in v and "handle" in v:
+                add("import", json.dumps({"handle": v["handle"], "values": v["values"]}).encode())
+            if k in ("data_decoded", "decoded_siteinfo_json") and isinstance(v, dict) and "servers" in v:
+                add("root_info", json.dumps(v, indent=1).encode())
+            walk(v, k)
+    elif isinstance(x, list):
+        for v in x:
+            walk(v, key)
+    elif isinstance(x, str) and len(x) % 2 == 0 and x and all(c in "0123456789abcdef" for c in x):
+        data = bytes.fromhex(x)
+        # Whole units (envelope + message) for decode; HS_SITE data for site.
+        if key == "hex" and len(data) >= 20 and data[0] == 2:
+            add("decode", data)
+        if key in ("hex", "data_hex") and data[:2] == b"\x00\x01" and len(data) > 40:
+            add("site", data)
+            add("root_info", data)
+
+for path in sorted(vectors.rglob("*.json")):
+    walk(json.loads(path.read_text()))
+
+# Template handles: `XML \0 extension \0 base values` (fuzz_targets/templates.rs),
+# from the namespaces tests/templates/compare.py compares with Handle.Net, and
+# the bombs of docs/template-handles.md, "Bounds", in small.
+compare = (root / "tests/templates/compare.py").read_text()
+namespaces = {}
+exec(compare[compare.index("MANUAL ="):compare.index("def value(")], namespaces)
+base = "URL http://example.org/data/abc\nEMAIL contact@example.org\n"
+own = 'HS_NAMESPACE <namespace><template><value type="URL" data="x"/></template></namespace>\n'
+for xml, extension, values in [
+    (namespaces["MANUAL"], "box(10,20,30,40)", base),
+    (namespaces["MANUAL"], "page7", base),
+    (namespaces["RULES"], "foo-12", "EMAIL rules@example.org\n"),
+    (namespaces["RULES"], "gone", "EMAIL rules@example.org\n"),
+    ('<namespace><template delimiter="@"><def parameter="x"><value data="${extension}${extension}"/></def>'
+     '<def parameter="y"><value data="${x}${x}"/></def><value data="${y}"/></template></namespace>', "abcd", base),
+    ('<namespace><template delimiter="@"><template ref="1:1234/other"/></template></namespace>', "x", base),
+    ('<namespace><template delimiter="@"><foreach><if value="index" test="equals" expression="1"><value/></if>'
+     '</foreach></template></namespace>', "x", base + own),
+]:
+    add("templates", (xml + "\0" + extension + "\0" + values).encode())
+
+for target, items in seeds.items():
+    d = corpus / target
+    d.mkdir(parents=True, exist_ok=True)
+    for data in items:
+        (d / hashlib.sha1(data).hexdigest()).write_bytes(data)
+    print(f"{target}: {len(items)} seeds", file=sys.stderr)
