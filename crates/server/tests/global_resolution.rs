@@ -31,11 +31,20 @@ async fn every_kind_of_prefix_through_native_requests_the_json_api_and_the_proxy
     ];
     for (h, want) in expected {
         let (code, data) = native(Protocol::Tcp, addrs.tcp, h).await;
-        assert_eq!(code, ResponseCode::SUCCESS, "{h} over TCP");
-        assert_eq!(data[0], want, "{h}");
-        // UDP: REC resolutions go to the workers; the answer is the same.
-        let (code, data) = native(Protocol::Udp, addrs.udp, h).await;
-        assert_eq!((code, data[0].as_str()), (ResponseCode::SUCCESS, want), "{h} over UDP");
+        assert_eq!((code, data.first().map(String::as_str)), (ResponseCode::SUCCESS, Some(want)), "{h} over TCP");
+        // UDP: REC resolutions go to the workers; the answer is the same. A
+        // "too busy" answer asks the client to try again (a cache-only answer
+        // whose entry was refreshed meanwhile): a client does, so this does.
+        let mut udp = native(Protocol::Udp, addrs.udp, h).await;
+        for _ in 0..3 {
+            if udp.0 != ResponseCode::SERVER_TOO_BUSY {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            udp = native(Protocol::Udp, addrs.udp, h).await;
+        }
+        let (code, data) = udp;
+        assert_eq!((code, data.first().map(String::as_str)), (ResponseCode::SUCCESS, Some(want)), "{h} over UDP");
         let (head, body) = http_get(addrs.http, &format!("/api/handles/{h}")).await;
         assert!(head.starts_with("HTTP/1.1 200"), "{h}: {head}");
         let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
