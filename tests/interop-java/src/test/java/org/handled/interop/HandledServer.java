@@ -274,6 +274,29 @@ public final class HandledServer implements AutoCloseable {
         return p;
     }
 
+    /** A process started on ports {@link #freePorts} chose, and those ports. */
+    record Started(Process process, int[] ports) {}
+
+    /**
+     * {@link #startProcess} on fresh {@link #freePorts}, again (at most three times) when the
+     * ports were taken between choosing and binding: free on 127.0.0.1 is no promise on another
+     * loopback address, and the kernel hands the same range to outgoing connections.
+     */
+    static Started startOnFreePorts(Path workDir, String label, java.util.function.Function<int[], List<String>> cmd,
+            long readyTimeoutMs) throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            int[] ports = freePorts();
+            try {
+                return new Started(startProcess(workDir, label, cmd.apply(ports), java.util.Map.of(), readyTimeoutMs),
+                        ports);
+            } catch (IllegalStateException e) {
+                if (attempt >= 3 || !String.valueOf(e.getMessage()).contains("Address already in use")) {
+                    throw e;
+                }
+            }
+        }
+    }
+
     void adopt(Process p) {
         extras.add(p);
     }

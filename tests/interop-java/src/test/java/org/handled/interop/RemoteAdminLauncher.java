@@ -5,7 +5,6 @@ import java.net.InetSocketAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.Map;
 import net.handle.hdllib.AbstractMessage;
 import net.handle.hdllib.AbstractResponse;
 import net.handle.hdllib.Encoder;
@@ -35,13 +34,14 @@ final class RemoteAdminLauncher {
 
     static HandledServer start(Path workDir, Path importFile) throws Exception {
         Path bin = HandledServer.binaryPath();
-        int[] registryPorts = HandledServer.freePorts();
         Path registryCreds = workDir.resolve("registry-admin.json");
-        Process registry = HandledServer.startProcess(workDir, "registry", List.of(bin.toString(), "serve",
-                "--ephemeral", "--admin-credentials", registryCreds.toString(),
-                "--listen", REGISTRY_ADDRESS, "--port", Integer.toString(registryPorts[0]),
-                "--http-port", Integer.toString(registryPorts[1]), "--prefix", "0.NA," + ADMIN_PREFIX),
-                Map.of(), HandledServer.READY_TIMEOUT_MS);
+        HandledServer.Started started = HandledServer.startOnFreePorts(workDir, "registry", p -> List.of(bin.toString(),
+                "serve", "--ephemeral", "--admin-credentials", registryCreds.toString(),
+                "--listen", REGISTRY_ADDRESS, "--port", Integer.toString(p[0]),
+                "--http-port", Integer.toString(p[1]), "--prefix", "0.NA," + ADMIN_PREFIX),
+                HandledServer.READY_TIMEOUT_MS);
+        Process registry = started.process();
+        int[] registryPorts = started.ports();
         try {
             InetSocketAddress home = new InetSocketAddress(InetAddress.getByName(REGISTRY_ADDRESS), registryPorts[0]);
             Path rootInfo = workDir.resolve("root_info.bin");
@@ -49,13 +49,14 @@ final class RemoteAdminLauncher {
             Path config = workDir.resolve("local.toml");
             Files.writeString(config, "server_admins = [\"300:ADM/ADMIN\", \"301:ADM/ADMIN\", \"302:ADM/ADMIN\"]\n"
                     + "root_info = \"" + rootInfo + "\"\n");
-            int[] ports = HandledServer.freePorts();
-            Process local = HandledServer.startProcess(workDir, "local", List.of(bin.toString(), "serve",
-                    "--ephemeral", "--config", config.toString(),
+            HandledServer.Started localStarted = HandledServer.startOnFreePorts(workDir, "local", p -> List.of(
+                    bin.toString(), "serve", "--ephemeral", "--config", config.toString(),
                     "--admin-credentials", workDir.resolve("local-admin.json").toString(),
-                    "--listen", "127.0.0.1", "--port", Integer.toString(ports[0]),
-                    "--http-port", Integer.toString(ports[1]), "--prefix", Fixtures.PREFIX,
-                    "--import", importFile.toString()), Map.of(), HandledServer.READY_TIMEOUT_MS);
+                    "--listen", "127.0.0.1", "--port", Integer.toString(p[0]),
+                    "--http-port", Integer.toString(p[1]), "--prefix", Fixtures.PREFIX,
+                    "--import", importFile.toString()), HandledServer.READY_TIMEOUT_MS);
+            Process local = localStarted.process();
+            int[] ports = localStarted.ports();
             HandledServer s = new HandledServer(bin, workDir, ports[0], ports[1], local,
                     workDir.resolve("local.stdout.log"), workDir.resolve("local.stderr.log"),
                     workDir.resolve("registry-admin-" + ADMIN_PREFIX + ".json"));
