@@ -43,7 +43,8 @@ for path in sorted(vectors.rglob("*.json")):
 # from the namespaces tests/templates/compare.py compares with Handle.Net, and
 # the bombs of docs/template-handles.md, "Bounds", in small.
 compare = (root / "tests/templates/compare.py").read_text()
-namespaces = {}
+# The section reads the Manual's namespace from a file beside compare.py.
+namespaces = {"os": __import__("os"), "__file__": str(root / "tests/templates/compare.py")}
 exec(compare[compare.index("MANUAL ="):compare.index("def value(")], namespaces)
 base = "URL http://example.org/data/abc\nEMAIL contact@example.org\n"
 own = 'HS_NAMESPACE <namespace><template><value type="URL" data="x"/></template></namespace>\n'

@@ -15,18 +15,10 @@ trap 'kill ${HPID:-} 2>/dev/null || true; rm -rf "$WORK"' EXIT
 HZ=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 
-python3 - "$WORK" <<'P'
+python3 - "$WORK" "$(dirname "$0")/../tests/templates/manual-namespace.xml" <<'P'
 import json, sys
 work = sys.argv[1]
-namespace = """<namespace><template delimiter="@"><foreach>
-  <if value="type" test="equals" expression="URL">
-    <if value="extension" test="matches" expression="box\\(([^,]*),([^,]*),([^,]*),([^,]*)\\)" parameter="x">
-      <value data="${data}?wh=${x[4]}&amp;ww=${x[3]}&amp;wy=${x[2]}&amp;wx=${x[1]}"/>
-    </if>
-    <else><value data="${data}?${x}"/></else>
-  </if>
-  <else><value/></else>
-</foreach></template></namespace>"""
+namespace = open(sys.argv[2]).read().strip()
 def v(i, t, d):
     return {"index": i, "type": t, "data": {"format": "string", "value": d}}
 small = [v(1, "URL", "https://example.org/data/abc"), v(2, "EMAIL", "contact@example.org")]

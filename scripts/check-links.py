@@ -8,7 +8,7 @@ Checked in each Markdown file git knows (tracked or new, not ignored):
 - paths written in the text, `docs/x.md` or `scripts/y.sh` (from the
   repository's root, as the docs write them): they exist. Placeholders
   (`<backend>`, `*`, `{a,b}`, `$VAR`) end a path there, and paths out of the
-  repository (`../shared/...`, machine-local by design) are not checked.
+  repository (paths starting with `../`: machine-local by design) are not checked.
 
 Usage: scripts/check-links.py [FILE.md ...]; exits 1 naming each dead
 reference as FILE:LINE: ..., 0 when all resolve.

@@ -21,16 +21,8 @@ _spec = importlib.util.spec_from_file_location(
 status_compare = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(status_compare)
 
-# The Technical Manual's example (§11.2).
-MANUAL = """<namespace><template delimiter="@"><foreach>
-  <if value="type" test="equals" expression="URL">
-    <if value="extension" test="matches" expression="box\\(([^,]*),([^,]*),([^,]*),([^,]*)\\)" parameter="x">
-      <value data="${data}?wh=${x[4]}&amp;ww=${x[3]}&amp;wy=${x[2]}&amp;wx=${x[1]}"/>
-    </if>
-    <else><value data="${data}?${x}"/></else>
-  </if>
-  <else><value/></else>
-</foreach></template></namespace>"""
+# The Technical Manual's example (§11.2), shared with the Rust tests and scripts/bench-templates.sh.
+MANUAL = open(os.path.join(os.path.dirname(__file__), "manual-namespace.xml")).read().strip()
 
 # def, equality with notfound, submatches by $N and ${extension[N]}, an index
 # attribute on a new value, data as element text.

@@ -11,15 +11,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The Technical Manual's example namespace (§11.2).
-const MANUAL: &str = r#"<namespace><template delimiter="@"><foreach>
-  <if value="type" test="equals" expression="URL">
-    <if value="extension" test="matches" expression="box\(([^,]*),([^,]*),([^,]*),([^,]*)\)" parameter="x">
-      <value data="${data}?wh=${x[4]}&amp;ww=${x[3]}&amp;wy=${x[2]}&amp;wx=${x[1]}"/>
-    </if>
-    <else><value data="${data}?${x}"/></else>
-  </if>
-  <else><value/></else>
-</foreach></template></namespace>"#;
+const MANUAL: &str = include_str!("../../../tests/templates/manual-namespace.xml").trim_ascii_end();
 
 async fn resolve(addr: std::net::SocketAddr, h: &str) -> (ResponseCode, Vec<(i32, String, String)>) {
     let mut c = Connection::open(Protocol::Tcp, addr, Duration::from_secs(10), false).await.unwrap();

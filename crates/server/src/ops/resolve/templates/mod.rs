@@ -104,15 +104,10 @@ async fn build(state: &ServerState, h: &str) -> Result<Result<Option<Vec<HandleV
         None if namespace.is_none() => return Ok(Ok(None)),
         None => Vec::new(),
     };
-    // The base's namespace first, the prefix's (or the configured one) after it.
-    let own = match base_values.iter().find(|v| v.is_type(types::HS_NAMESPACE)) {
-        Some(v) => match compiled::compile(&data_text(&v.data), case_sensitive, &mut budget) {
-            Ok(own) => own,
-            Err(bound) => return Ok(Err(bound)),
-        },
-        None => None,
+    let namespaces = match in_order(&base_values, namespace.flatten(), case_sensitive, &mut budget) {
+        Ok(namespaces) => namespaces,
+        Err(bound) => return Ok(Err(bound)),
     };
-    let namespaces: Vec<Arc<Compiled>> = own.into_iter().chain(namespace.flatten()).collect();
     if !namespaces.iter().any(|n| n.lists_templates) {
         return Ok(Ok((!base_values.is_empty()).then_some(base_values)));
     }
@@ -122,25 +117,52 @@ async fn build(state: &ServerState, h: &str) -> Result<Result<Option<Vec<HandleV
     // MAX_REFS of them, so this ends.
     loop {
         let builder = Builder { base_values: &base_values, case_sensitive, refs: &refs };
-        let (mut params, mut values) = (Params::new(h, base, extension), Built::default());
-        let mut pass = Pass::new(&mut params, &mut values, &mut budget);
-        let mut outcome = Outcome::NoTemplate;
-        for namespace in &namespaces {
-            outcome = builder.construct(namespace, &mut pass);
-            if outcome != Outcome::NoTemplate {
-                break;
-            }
-        }
-        match outcome {
-            Outcome::Built => return Ok(Ok(Some(values.into_values()))),
-            Outcome::NoTemplate | Outcome::NotFound => return Ok(Ok(None)),
-            Outcome::Refused(bound) => return Ok(Err(bound)),
-            Outcome::NeedRef { index, handle } => {
+        match one_pass(&builder, &namespaces, [h, base, extension], &mut budget) {
+            (Outcome::Built, values) => return Ok(Ok(Some(values.into_values()))),
+            (Outcome::NoTemplate | Outcome::NotFound, _) => return Ok(Ok(None)),
+            (Outcome::Refused(bound), _) => return Ok(Err(bound)),
+            (Outcome::NeedRef { index, handle }, _) => {
                 let cited = cited_value(state, index, &handle).await?;
                 refs.insert((index, handle), cited);
             }
         }
     }
+}
+
+/// The base's own namespace first, the prefix's (or the configured one) after it.
+fn in_order(
+    base_values: &[HandleValue],
+    prefix: Option<Arc<Compiled>>,
+    case_sensitive: bool,
+    budget: &mut Budget,
+) -> Result<Vec<Arc<Compiled>>, Bound> {
+    let own = match base_values.iter().find(|v| v.is_type(types::HS_NAMESPACE)) {
+        Some(v) => compiled::compile(&data_text(&v.data), case_sensitive, budget)?,
+        None => None,
+    };
+    Ok(own.into_iter().chain(prefix).collect())
+}
+
+/// One pass with the cited templates fetched so far: the namespaces in order
+/// until one has a template that applies. `names`: the handle, its base and
+/// its extension.
+fn one_pass(
+    builder: &Builder,
+    namespaces: &[Arc<Compiled>],
+    names: [&str; 3],
+    budget: &mut Budget,
+) -> (Outcome, Built) {
+    let [h, base, extension] = names;
+    let (mut params, mut values) = (Params::new(h, base, extension), Built::default());
+    let mut pass = Pass::new(&mut params, &mut values, budget);
+    let mut outcome = Outcome::NoTemplate;
+    for namespace in namespaces {
+        outcome = builder.construct(namespace, &mut pass);
+        if outcome != Outcome::NoTemplate {
+            break;
+        }
+    }
+    (outcome, values)
 }
 
 /// The HS_NAMESPACE of `h` when this server holds it.
@@ -174,11 +196,7 @@ pub fn fuzz_build(
 ) -> Result<Option<Vec<HandleValue>>, &'static str> {
     let mut budget = Budget::default();
     let prefix = compiled::compile(namespace, false, &mut budget).map_err(Bound::label)?;
-    let own = match base.iter().find(|v| v.is_type(types::HS_NAMESPACE)) {
-        Some(v) => compiled::compile(&data_text(&v.data), false, &mut budget).map_err(Bound::label)?,
-        None => None,
-    };
-    let namespaces: Vec<Arc<Compiled>> = own.into_iter().chain(prefix).collect();
+    let namespaces = in_order(base, prefix, false, &mut budget).map_err(Bound::label)?;
     if !namespaces.iter().any(|n| n.lists_templates) {
         return Ok((!base.is_empty()).then(|| base.to_vec()));
     }
@@ -186,20 +204,11 @@ pub fn fuzz_build(
     let mut refs = HashMap::new();
     loop {
         let builder = Builder { base_values: base, case_sensitive: false, refs: &refs };
-        let (mut params, mut values) = (Params::new(&h, "1234/abc", extension), Built::default());
-        let mut pass = Pass::new(&mut params, &mut values, &mut budget);
-        let mut outcome = Outcome::NoTemplate;
-        for namespace in &namespaces {
-            outcome = builder.construct(namespace, &mut pass);
-            if outcome != Outcome::NoTemplate {
-                break;
-            }
-        }
-        match outcome {
-            Outcome::Built => return Ok(Some(values.into_values())),
-            Outcome::NoTemplate | Outcome::NotFound => return Ok(None),
-            Outcome::Refused(bound) => return Err(bound.label()),
-            Outcome::NeedRef { index, handle } => {
+        match one_pass(&builder, &namespaces, [&h, "1234/abc", extension], &mut budget) {
+            (Outcome::Built, values) => return Ok(Some(values.into_values())),
+            (Outcome::NoTemplate | Outcome::NotFound, _) => return Ok(None),
+            (Outcome::Refused(bound), _) => return Err(bound.label()),
+            (Outcome::NeedRef { index, handle }, _) => {
                 refs.insert((index, handle), None);
             }
         }
