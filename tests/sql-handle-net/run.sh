@@ -107,8 +107,8 @@ https_client_certificates = true
 store = "sql"
 [sql]
 url = "$HANDLED_URL"
-# handled_meta (the site serial) is the one table of ours; Handle.Net's tables exist already.
-create_schema = true
+# Handle.Net's tables as its set-up made them, nothing of ours: the site serial goes in the
+# data directory (server-meta.json), as Handle.Net keeps its own in its server directory.
 TOML
 if [ "$LAYOUT" = text ]; then
   printf '%s = true\n' store_handle_as_string store_na_as_string store_handle_value_type_as_string >>"$WORK/handled.toml"
@@ -128,6 +128,11 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 grep -qx ready "$WORK/handled.out" || { cat "$WORK/handled.err"; die "handled not ready after 60 s"; }
+case $DB in postgres) this_schema="current_schema()" ;; *) this_schema="database()" ;; esac
+ours=$(sql_as handleserver "select count(*) from information_schema.tables where table_schema = $this_schema and table_name like 'handled%'")
+[ "$ours" = 0 ] || die "handled made $ours table(s) of its own in Handle.Net's database"
+grep -q '"site/serial"' "$WORK/handled-data/server-meta.json" || die "no site serial in handled-data/server-meta.json"
+log "handled started writable on Handle.Net's tables alone (its site serial in its data directory)"
 
 log "Java tools (tests/replication/java on the 9.0.0 library)"
 javac -nowarn -cp "$CP" -d "$WORK/classes" "$REPO/tests/replication/java/Hs.java" "$REPO/tests/replication/java/HsTool.java" \

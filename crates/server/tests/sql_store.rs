@@ -193,6 +193,62 @@ async fn served_by_handled(db: Db) {
     ro.shutdown(Duration::from_secs(2)).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writable_server_on_postgres_with_handle_nets_tables_only() {
+    let Some(db) = postgres("untouched_schema").await else { return };
+    untouched_schema(db, handled_store::sql::schema::HANDLE_NET_POSTGRES, "current_schema()").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writable_server_on_mariadb_with_handle_nets_tables_only() {
+    let Some(db) = mariadb("untouched_schema").await else { return };
+    untouched_schema(db, handled_store::sql::schema::HANDLE_NET_MYSQL, "database()").await;
+}
+
+/// Handle.Net's tables as its Manual makes them, nothing of ours: a writable
+/// server starts (as Handle.Net would, its own state in its directory), writes
+/// Handle.Net's rows, and keeps the site serial in the data directory.
+async fn untouched_schema(db: Db, manual_tables: &[&str], this_schema: &str) {
+    let psql = |sql: &str| (db.run)(sql);
+    for ddl in manual_tables {
+        psql(ddl);
+    }
+    let url = db.url.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let tweak = |c: &mut handled_server::config::Config| {
+        c.ephemeral = false;
+        c.storage.store = handled_server::config::StoreKind::Sql;
+        c.data_dir = dir.path().to_owned();
+        c.storage.sql.url = url.clone();
+    };
+    let ours = format!(
+        "select count(*) from information_schema.tables where table_schema = {this_schema} and table_name like 'handled%'"
+    );
+    let serial = || {
+        let text = std::fs::read_to_string(dir.path().join(handled_store::SQL_META_FILE_NAME)).unwrap();
+        let entries: std::collections::BTreeMap<String, String> = serde_json::from_str(&text).unwrap();
+        entries["site/serial"].clone()
+    };
+    let mut s = handled_testkit::start(tweak).await;
+    assert_eq!(psql(&ours), "0", "a table of ours was made");
+    assert_eq!(serial(), "0001");
+    assert_eq!(psql(&format!("select {} from nas", (db.text)("na"))), "0.NA/TEST");
+    let creds = Credentials::load(s.credentials.first().unwrap(), KeyChoice::Secret).unwrap();
+    let mut admin = AdminSession::open(ConnectParams::new(Protocol::Tcp, s.addrs.tcp), creds).await.unwrap();
+    admin.create(b"TEST/NEW", &[HandleValue::new(1, "URL", "https://example.org/n")]).await.unwrap();
+    let row = format!("select count(*) from handles where handle = {}", (db.key)("TEST/NEW"));
+    assert_eq!(psql(&row), "1");
+    s.shutdown(Duration::from_secs(2)).await;
+    // Its ports are new, so the site record changed: the serial goes on, 1 → 2.
+    let mut again = handled_testkit::start(tweak).await;
+    assert_eq!(serial(), "0002");
+    assert_eq!(psql(&ours), "0");
+    let mut tcp = Connection::open(Protocol::Tcp, again.addrs.tcp, TIMEOUT, false).await.unwrap();
+    let r = tcp.resolve(b"TEST/NEW", &ResolveOptions::default()).await.unwrap();
+    assert_eq!(resolved_values(&r).unwrap()[0].data, b"https://example.org/n");
+    again.shutdown(Duration::from_secs(2)).await;
+}
+
 #[tokio::test]
 async fn what_the_schema_cannot_hold_is_refused_at_start() {
     let mut c = handled_testkit::config();
@@ -209,7 +265,7 @@ async fn what_the_schema_cannot_hold_is_refused_at_start() {
     assert!(c.validate().unwrap_err().to_string().contains("replication_log = true"));
     c.storage.sql.replication_log = true;
     assert!(c.validate().is_ok());
-    c.storage.sql.meta_table = false;
+    c.storage.sql.meta_table = Some(false);
     assert!(c.validate().unwrap_err().to_string().contains("meta_table"));
 }
 

@@ -210,10 +210,11 @@ impl Config {
             let (registry, mirror) = (self.registry.port.is_some(), self.replication.source.is_some());
             let log = self.storage.sql.replication_log;
             sql::check_compatible(self.storage.record_cache_mb, registry, mirror, log).map_err(ConfigError::Invalid)?;
-            if mirror && !self.storage.sql.meta_table {
+            if mirror && self.storage.sql.meta_table == Some(false) {
                 // The pull's progress is server metadata, kept in handled_meta.
                 return Err(ConfigError::Invalid(
-                    "replication_source with store = \"sql\" needs [sql] meta_table = true (the mirror's progress)"
+                    "replication_source with store = \"sql\" needs the handled_meta table (the mirror's progress, \
+                     committed with each change): leave [sql] meta_table unset or true"
                         .into(),
                 ));
             }
@@ -279,7 +280,10 @@ impl Config {
                 },
             },
             StoreKind::Cassandra => StoreConfig::Cassandra(self.storage.cassandra.options()?),
-            StoreKind::Sql => StoreConfig::Sql(self.storage.sql.options().map_err(ConfigError::Invalid)?),
+            StoreKind::Sql => StoreConfig::Sql(handled_store::SqlOptions {
+                local_meta_file: Some(self.data_dir.join(handled_store::SQL_META_FILE_NAME)),
+                ..self.storage.sql.options().map_err(ConfigError::Invalid)?
+            }),
         })
     }
 

@@ -43,8 +43,11 @@ pub struct SqlConfig {
     /// Create an index on `handles.data` at start when there is none (MariaDB:
     /// `handled_dataindex` on its first 255 bytes), so that `/hrls` can search.
     pub value_index: bool,
-    /// Keep this server's own metadata (site serial) in table `handled_meta`.
-    pub meta_table: bool,
+    /// Keep this server's own metadata (site serial) in table `handled_meta`
+    /// (`true`: it must exist), or in the data directory (`false`). Unset: the
+    /// table when it exists (or `create_schema` or `replication_log` wants
+    /// it), else the data directory, as Handle.Net keeps its own.
+    pub meta_table: Option<bool>,
     /// Handle.Net's layout options, under its names: handles (`handles.handle`),
     /// prefixes (`nas.na`) and value types (`handles.type`) in text columns
     /// rather than bytes (handled_store's sql/layout.rs).
@@ -91,7 +94,7 @@ impl Default for SqlConfig {
             read_only: o.read_only,
             create_schema: o.create_schema,
             value_index: o.value_index,
-            meta_table: o.meta_table,
+            meta_table: None,
             store_handle_as_string: o.layout.store_handle_as_string,
             store_na_as_string: o.layout.store_na_as_string,
             store_handle_value_type_as_string: o.layout.store_handle_value_type_as_string,
@@ -140,7 +143,11 @@ impl SqlConfig {
             read_only: self.read_only,
             create_schema: self.create_schema,
             value_index: self.value_index,
-            meta_table: self.meta_table,
+            meta_table: match self.meta_table {
+                None => handled_store::MetaTable::IfPresent,
+                Some(true) => handled_store::MetaTable::Required,
+                Some(false) => handled_store::MetaTable::Never,
+            },
             layout: handled_store::sql::SqlLayout {
                 store_handle_as_string: self.store_handle_as_string,
                 store_na_as_string: self.store_na_as_string,
@@ -238,7 +245,7 @@ mod tests {
         let c = SqlConfig::default();
         let o = c.options().unwrap();
         assert_eq!(o.statement_timeout, Duration::from_secs(5));
-        assert!(o.meta_table && !o.read_only && !o.create_schema);
+        assert!(o.meta_table == handled_store::MetaTable::IfPresent && !o.read_only && !o.create_schema);
         let bad = SqlConfig { url: "jdbc:postgresql://h/db".into(), ..SqlConfig::default() };
         assert!(bad.options().unwrap_err().contains("postgres://"));
         let mariadb = SqlConfig { url: "mariadb://h/db".into(), ..SqlConfig::default() };

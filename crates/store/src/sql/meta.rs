@@ -1,6 +1,7 @@
 //! Server metadata. Homed prefixes (`homed/<prefix handle>`) are rows of
 //! Handle.Net's `nas` table, so that either server sees what the other homed;
-//! every other key lives in our optional `handled_meta` table.
+//! every other key lives in our optional `handled_meta` table, or without it
+//! in a file of the data directory (local_meta.rs).
 
 use std::time::Instant;
 
@@ -35,11 +36,12 @@ fn place(key: &str) -> Place<'_> {
 
 impl SqlCore {
     pub(super) fn meta_table_or_refuse(&self, key: &str) -> Result<(), StoreError> {
-        if self.options.meta_table {
+        if self.meta_in_table {
             Ok(())
         } else {
             Err(StoreError::Backend(format!(
-                "sql: meta key {key:?} needs the handled_meta table (meta_table = true); Handle.Net's schema \
+                "sql: meta key {key:?} needs the handled_meta table: create it (create_schema = true once, or \
+                 the statement in docs/configuration.md) and leave meta_table unset or true; Handle.Net's schema \
                  holds only homed prefixes"
             )))
         }
@@ -63,7 +65,7 @@ impl SqlCore {
                     .map_err(backend)?;
                 Ok((n > 0).then(Vec::new))
             }
-            Place::Meta if !self.options.meta_table => Ok(None),
+            Place::Meta if !self.meta_in_table => Ok(self.local_meta.as_ref().and_then(|m| m.get(key))),
             Place::Meta => {
                 let sql = self.pool.dialect().sql(&GET_META);
                 on_pool!(&self.pool, p => sqlx::query_scalar(sql).bind(key.as_bytes()).fetch_optional(p).await)
@@ -85,6 +87,9 @@ impl SqlCore {
                 }
                 return self.custom_home(p, key, na, value.is_some()).await;
             }
+        }
+        if let (Place::Meta, Some(local)) = (place(key), &self.local_meta) {
+            return local.put(key, value);
         }
         let started = Instant::now();
         let (d, l) = (self.pool.dialect(), self.options.layout);
@@ -143,7 +148,9 @@ impl SqlCore {
                 out.push((format!("{HOMED_META_PREFIX}{}", String::from_utf8_lossy(&na)), Vec::new()));
             }
         }
-        if self.options.meta_table {
+        if let Some(local) = &self.local_meta {
+            out.extend(local.list(prefix));
+        } else if self.meta_in_table {
             for (k, v) in self.meta_range(prefix.as_bytes()).await? {
                 // Keys were written from `&str`; anything else was not ours.
                 if let Ok(k) = String::from_utf8(k) {

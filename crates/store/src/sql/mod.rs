@@ -52,6 +52,7 @@ mod declined;
 mod error;
 mod lanes;
 mod layout;
+mod local_meta;
 mod meta;
 mod mysql;
 mod options;
@@ -70,7 +71,13 @@ mod write_batch;
 pub use custom::{writable_view_lacks, Statements as SqlStatements, Stmt as SqlStmt};
 pub use db::Dialect;
 pub use layout::Layout as SqlLayout;
-pub use options::SqlOptions;
+pub use local_meta::SQL_META_FILE_NAME;
+/// The `refs` column's codec, for the fuzz target of the same name.
+#[cfg(feature = "fuzzing")]
+pub mod fuzz_refs {
+    pub use super::refs::{decode_refs, encode_refs};
+}
+pub use options::{MetaTable, SqlOptions};
 pub use read_batch::LookupCounts;
 use store_core::SqlCore;
 pub use write_batch::WriteCounts;
@@ -118,22 +125,26 @@ impl SqlStore {
         let custom =
             custom::Custom::prepare(&pool, &options.statements, options.read_only).await.map_err(in_database)?;
         custom_writes::check_create(&custom).map_err(in_database)?;
-        let mut options = options.clone();
-        // A view reads the operator's tables only: Handle.Net's are not
-        // required, and ours (handled_meta) only if it writes.
-        if custom.is_view() && options.read_only {
-            options.meta_table = false;
-        }
-        schema::ensure(
-            &pool,
-            options.create_schema,
-            !custom.is_view(),
-            options.meta_table,
-            options.txn_log,
-            options.layout,
-        )
-        .await
-        .map_err(in_database)?;
+        let options = options.clone();
+        // A read-only view reads the operator's tables only: Handle.Net's are
+        // not required, and ours (handled_meta) not either.
+        let meta_in_table = match options.meta_table {
+            _ if custom.is_view() && options.read_only => false,
+            MetaTable::Required => true,
+            MetaTable::Never => false,
+            MetaTable::IfPresent => {
+                options.create_schema
+                    || options.txn_log
+                    || schema::table_exists(&pool, "handled_meta").await.map_err(in_database)?
+            }
+        };
+        schema::ensure(&pool, options.create_schema, !custom.is_view(), meta_in_table, options.txn_log, options.layout)
+            .await
+            .map_err(in_database)?;
+        let local_meta = match (&options.local_meta_file, meta_in_table) {
+            (Some(path), false) => Some(local_meta::LocalMeta::open(path.clone())?),
+            _ => None,
+        };
         let value_search =
             search::ValueSearch::prepare(&pool, options.value_index, custom.is_view()).await.map_err(in_database)?;
         let queries = layout::Queries::new(pool.dialect(), options.layout);
@@ -150,6 +161,8 @@ impl SqlStore {
             custom,
             queries,
             value_search,
+            meta_in_table,
+            local_meta,
             closed: AtomicBool::new(false),
             stats: StatCounters::default(),
             txn,

@@ -14,6 +14,21 @@ use crate::StoreError;
 /// A pooled connection idle this long is pinged before a request gets it.
 const IDLE_PING: Duration = Duration::from_secs(1);
 
+/// Whether the server's own metadata goes in the table `handled_meta`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MetaTable {
+    /// When the table exists (or `create_schema` makes it, or the transaction
+    /// log needs it), else in [`SqlOptions::local_meta_file`]: a writable
+    /// server starts on Handle.Net's untouched schema, and one that kept its
+    /// serial in the table goes on doing so.
+    #[default]
+    IfPresent,
+    /// In the table: a missing one stops the start (with its statement).
+    Required,
+    /// Never in the database.
+    Never,
+}
+
 /// Options of a [`super::SqlStore`].
 #[derive(Debug, Clone)]
 pub struct SqlOptions {
@@ -53,10 +68,14 @@ pub struct SqlOptions {
     /// already; the manual's MySQL tables have none. Off by default: an index
     /// on a Handle.Net database is the DBA's to add.
     pub value_index: bool,
-    /// Keep `handled`'s own metadata (site serial, replication progress) in
-    /// the table `handled_meta`, which Handle.Net ignores. Without it, only
-    /// homed prefixes (in `nas`) can be stored as metadata.
-    pub meta_table: bool,
+    /// Where `handled`'s own metadata (site serial, replication progress)
+    /// lives: the table `handled_meta`, which Handle.Net ignores, or
+    /// [`SqlOptions::local_meta_file`]. Homed prefixes are rows of `nas` either way.
+    pub meta_table: MetaTable,
+    /// The server's own metadata when `handled_meta` is not used: a file in the
+    /// data directory, as Handle.Net keeps its site record in its server
+    /// directory (local_meta.rs). `None`: such keys are refused.
+    pub local_meta_file: Option<PathBuf>,
     /// Handle.Net's `store_handle_as_string`, `store_na_as_string` and
     /// `store_handle_value_type_as_string`: which name columns are text (layout.rs).
     pub layout: super::layout::Layout,
@@ -85,7 +104,8 @@ impl Default for SqlOptions {
             read_only: false,
             create_schema: false,
             value_index: false,
-            meta_table: true,
+            meta_table: MetaTable::IfPresent,
+            local_meta_file: None,
             layout: Default::default(),
             statements: Default::default(),
             txn_log: false,

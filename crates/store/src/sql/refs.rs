@@ -15,7 +15,7 @@ use handled_proto::ValueReference;
 use crate::InvalidRecord;
 
 /// The column's text for these references ("" for none).
-pub(crate) fn encode_refs(refs: &[ValueReference]) -> Result<String, InvalidRecord> {
+pub fn encode_refs(refs: &[ValueReference]) -> Result<String, InvalidRecord> {
     let mut joined = String::new();
     for (i, r) in refs.iter().enumerate() {
         let handle = std::str::from_utf8(&r.handle).map_err(|_| {
@@ -53,7 +53,7 @@ pub(crate) fn encode_refs(refs: &[ValueReference]) -> Result<String, InvalidReco
 /// The references in the column's text, lenient with rows other programs
 /// wrote: a `%` not followed by four hex digits is kept as it is, a pair
 /// without a number before `:` is skipped.
-pub(crate) fn decode_refs(text: &str) -> Vec<ValueReference> {
+pub fn decode_refs(text: &str) -> Vec<ValueReference> {
     if text.is_empty() {
         return Vec::new();
     }

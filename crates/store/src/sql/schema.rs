@@ -231,7 +231,7 @@ const TABLE_EXISTS: Sql = Sql {
     my: "select count(*) from information_schema.tables where table_schema = database() and table_name = ?",
 };
 
-async fn table_exists(pool: &Pool, table: &str) -> Result<bool, StoreError> {
+pub(crate) async fn table_exists(pool: &Pool, table: &str) -> Result<bool, StoreError> {
     let sql = pool.dialect().sql(&TABLE_EXISTS);
     let n: i64 = on_pool!(pool, p => sqlx::query_scalar(sql).bind(table).fetch_one(p).await).map_err(backend)?;
     Ok(n > 0)

@@ -19,6 +19,9 @@ pub struct SqlCore {
     /// Writes, several swaps a transaction under load (write_batch.rs).
     pub(super) writes: write_batch::WriteBatches,
     pub(super) value_search: search::ValueSearch,
+    /// The server's own metadata is in `handled_meta` (else in `local_meta`).
+    pub(super) meta_in_table: bool,
+    pub(super) local_meta: Option<super::local_meta::LocalMeta>,
     pub(super) closed: AtomicBool,
     pub(super) stats: StatCounters,
     /// The transaction log, with `replication_log` (txn_log.rs).
