@@ -126,8 +126,24 @@ fn certified(config: &Config, key: &RsaSigner) -> Result<CertifiedKey, TlsError>
     Ok(CertifiedKey::from_der(certs, private, &provider())?)
 }
 
+/// The subject attribute UID (RFC 4519 `userid`, 0.9.2342.19200300.100.1.1).
+const USER_ID_OID: [u64; 7] = [0, 9, 2342, 19200300, 100, 1, 1];
+
+/// The handle value that publishes the certificate's key, as `index:handle`
+/// (Manual §14.6.1, handle-based certificates): the HS_SITE of the first
+/// prefix handle, which carries the server key. The Java library's
+/// `X509HSTrustManager` reads it from the subject's UID, resolves it and
+/// compares keys. None where this server writes no prefix handle of its own
+/// (a mirror's, or none configured).
+fn handle_identity(config: &Config) -> Option<String> {
+    if config.replication.source.is_some() || config.replication.pulls_from_group() {
+        return None;
+    }
+    config.prefixes.first().map(|prefix| format!("{}:0.NA/{prefix}", crate::site::SITE_INDEX))
+}
+
 /// A certificate for the server's own RSA key, valid for `localhost` and the
-/// listen and public addresses.
+/// listen and public addresses, naming the handle that publishes its key.
 fn self_signed(
     config: &Config,
     key: &RsaSigner,
@@ -140,6 +156,9 @@ fn self_signed(
     }
     let mut params = rcgen::CertificateParams::new(names)?;
     params.distinguished_name.push(rcgen::DnType::CommonName, format!("handled {}", config.description));
+    if let Some(identity) = handle_identity(config) {
+        params.distinguished_name.push(rcgen::DnType::CustomDnType(USER_ID_OID.to_vec()), identity);
+    }
     params.not_before = rcgen::date_time_ymd(2020, 1, 1);
     params.not_after = rcgen::date_time_ymd(2100, 1, 1);
     let cert = params.self_signed(&pair)?;
@@ -171,6 +190,17 @@ mod tests {
         let m = modulus.iter().skip_while(|&&b| b == 0).copied().collect::<Vec<_>>();
         assert!(spki.windows(m.len()).any(|w| w == m.as_slice()));
         assert!(acceptor(&Config::default(), &key).is_ok());
+        // Named by the handle value that publishes the key (§14.6.1): as the
+        // Java library's X509HSTrustManager reads a subject.
+        let mut primary = Config::default();
+        primary.prefixes = vec!["TEST".into()];
+        let (certs, _) = self_signed(&primary, &key).unwrap();
+        let claim = crate::client_cert::ClientCertificate::parse(&certs[0]).unwrap();
+        assert_eq!(claim.identity, "1:0.NA/TEST");
+        primary.replication.source = Some("127.0.0.1:2641".into());
+        let (certs, _) = self_signed(&primary, &key).unwrap();
+        let claim = crate::client_cert::ClientCertificate::parse(&certs[0]).unwrap();
+        assert!(claim.identity.starts_with("handled"), "a mirror names no handle: {}", claim.identity);
         let mut half = Config::default();
         half.transport.tls_cert = Some("x.pem".into());
         assert!(matches!(acceptor(&half, &key), Err(TlsError::Half)));
