@@ -61,6 +61,25 @@ for xml, extension, values in [
 ]:
     add("templates", (xml + "\0" + extension + "\0" + values).encode())
 
+# Replication streams as the Java library wrote them (txn and dump, signed
+# and not): `kind piece stream` (fuzz_targets/replication.rs).
+streams = json.loads((vectors / "replication/streams.json").read_text())["streams"]
+for st in streams:
+    kind = 0 if st["kind"] == "txn" else 1
+    for piece in (255, 3):
+        add("replication", bytes([kind, piece]) + bytes.fromhex(st["stream_hex"]))
+
+# The refs column as Handle.Net 9 wrote it on PostgreSQL (tests/sql-handle-net),
+# and as other programs write it (raw tabs).
+for refs in ["1:TEST/ADMIN%0009300:TEST/ADMIN", "1:A/b%00092:C/%00E9", "1:A/b\t2:C/d",
+             "7:X/back\\\\slash%0025", "300:TEST/%D83D%DE00", ""]:
+    add("refs", refs.encode())
+
+# config.dct files: the ones import-config's tests read (Handle.Net 9's own
+# layout, as hdl-setup-server writes it).
+for path in sorted((root / "crates/cli/tests").rglob("*.dct")):
+    add("config_dct", path.read_bytes())
+
 for target, items in seeds.items():
     d = corpus / target
     d.mkdir(parents=True, exist_ok=True)

@@ -26,5 +26,8 @@ pub mod json;
 // Replication (opcodes 1000–1003 and their streams).
 pub mod replication;
 
+// Handle.Net's configuration files (`config.dct`), read by `import-config`.
+pub mod streamtable;
+
 pub use codec::{Codec, DecodeError, DecodeResult, Reader};
 pub use value::{HandleValue, TtlType, ValuePermissions, ValueReference};

@@ -1,7 +1,7 @@
 //! config.dct (and siteinfo.json) keys → `handled.toml` lines, and for every
 //! key not carried over one line saying why.
 
-use super::streamtable::{Dict, Value};
+use handled_proto::streamtable::{Dict, Value};
 use crate::printable::printable;
 use handled_proto::data::SiteInfo;
 use std::collections::BTreeSet;
@@ -368,7 +368,7 @@ pub fn map_site(m: &mut Mapped, site: &SiteInfo, this_server_id: i32, listen: Op
 
 #[cfg(test)]
 mod tests {
-    use super::super::streamtable::parse;
+    use handled_proto::streamtable::parse;
     use super::*;
 
     fn known() -> BTreeSet<String> {

@@ -8,7 +8,6 @@ mod mapping;
 mod replication;
 mod source;
 mod sql;
-mod streamtable;
 
 use anyhow::{bail, Context};
 use clap::Args;

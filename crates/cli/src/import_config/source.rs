@@ -2,7 +2,7 @@
 //! the key files (asking for a passphrase once when one is encrypted).
 
 use super::mapping::Mapped;
-use super::streamtable::{self, Dict, Value};
+use handled_proto::streamtable::{self, Dict, Value};
 use anyhow::{bail, Context};
 use handled_proto::crypto::keyfile::{self, PrivateKey};
 use handled_proto::data::SiteInfo;

@@ -4,7 +4,7 @@
 //! the server keys do, never into handled.toml.
 
 use super::mapping::{yes, Toml};
-use super::streamtable::{Dict, Value};
+use handled_proto::streamtable::{Dict, Value};
 use super::Output;
 
 /// Where the password from `sql_settings.sql_passwd` is written under --out.
