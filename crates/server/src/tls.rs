@@ -192,8 +192,7 @@ mod tests {
         assert!(acceptor(&Config::default(), &key).is_ok());
         // Named by the handle value that publishes the key (§14.6.1): as the
         // Java library's X509HSTrustManager reads a subject.
-        let mut primary = Config::default();
-        primary.prefixes = vec!["TEST".into()];
+        let mut primary = Config { prefixes: vec!["TEST".into()], ..Default::default() };
         let (certs, _) = self_signed(&primary, &key).unwrap();
         let claim = crate::client_cert::ClientCertificate::parse(&certs[0]).unwrap();
         assert_eq!(claim.identity, "1:0.NA/TEST");

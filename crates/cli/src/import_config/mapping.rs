@@ -1,9 +1,9 @@
 //! config.dct (and siteinfo.json) keys → `handled.toml` lines, and for every
 //! key not carried over one line saying why.
 
-use handled_proto::streamtable::{Dict, Value};
 use crate::printable::printable;
 use handled_proto::data::SiteInfo;
+use handled_proto::streamtable::{Dict, Value};
 use std::collections::BTreeSet;
 
 /// The TOML being written, and the notes on what was not carried over.
@@ -368,8 +368,8 @@ pub fn map_site(m: &mut Mapped, site: &SiteInfo, this_server_id: i32, listen: Op
 
 #[cfg(test)]
 mod tests {
-    use handled_proto::streamtable::parse;
     use super::*;
+    use handled_proto::streamtable::parse;
 
     fn known() -> BTreeSet<String> {
         [

@@ -2,10 +2,10 @@
 //! the key files (asking for a passphrase once when one is encrypted).
 
 use super::mapping::Mapped;
-use handled_proto::streamtable::{self, Dict, Value};
 use anyhow::{bail, Context};
 use handled_proto::crypto::keyfile::{self, PrivateKey};
 use handled_proto::data::SiteInfo;
+use handled_proto::streamtable::{self, Dict, Value};
 use handled_server::keys::RsaSigner;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

@@ -4,8 +4,8 @@
 //! the server keys do, never into handled.toml.
 
 use super::mapping::{yes, Toml};
-use handled_proto::streamtable::{Dict, Value};
 use super::Output;
+use handled_proto::streamtable::{Dict, Value};
 
 /// Where the password from `sql_settings.sql_passwd` is written under --out.
 const PASSWORD_FILE: &str = "sql-password";
