@@ -13,7 +13,7 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -96,7 +96,7 @@ impl Drop for Warmer {
     }
 }
 
-fn warm(path: &PathBuf, state: &State) {
+fn warm(path: &Path, state: &State) {
     let started = std::time::Instant::now();
     let outcome = read_in_order(path, state);
     state.done.store(true, Ordering::Release);
@@ -140,6 +140,7 @@ fn available_memory() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use std::time::{Duration, Instant};
 
     fn file_of(len: usize) -> (tempfile::TempDir, PathBuf) {
