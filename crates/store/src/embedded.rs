@@ -71,6 +71,8 @@ mod txnlog;
 mod view;
 #[path = "embedded_wal.rs"]
 mod wal;
+#[path = "embedded_warm.rs"]
+mod warm;
 #[path = "embedded_writer.rs"]
 mod writer;
 
@@ -80,6 +82,7 @@ use space::DiskSpace;
 use txnlog::{LogOp, TXN_LOG, TXN_STATE};
 use view::View;
 use wal::{TableId, Wal};
+use warm::Warmer;
 use writer::{writer_loop, Op, Pending, RawExpect, RawOutcome, Reply};
 
 /// File name of the store inside a data directory.
@@ -127,6 +130,10 @@ pub struct EmbeddedOptions {
     /// Verify every page checksum on every open (slow on big stores). Off by default;
     /// redb always checks and repairs after an unclean shutdown.
     pub check_integrity_on_open: bool,
+    /// Read the store file once, in order, after opening (on a thread of its own,
+    /// up to half the available memory) so that the OS holds it in its page cache
+    /// (`embedded_warm.rs`); [`StoreAdmin::warming`] says how far it got. On by default.
+    pub warm_on_open: bool,
 }
 
 impl Default for EmbeddedOptions {
@@ -141,6 +148,7 @@ impl Default for EmbeddedOptions {
             checkpoint_interval: std::time::Duration::from_secs(2),
             checkpoint_log_bytes: 1 << 20,
             min_free_bytes: 64 << 20,
+            warm_on_open: true,
         }
     }
 }
@@ -153,6 +161,7 @@ pub struct EmbeddedStore {
     shared: Arc<Shared>,
     space: DiskSpace,
     repaired: bool,
+    warmer: Warmer,
 }
 
 struct Shared {
@@ -185,6 +194,7 @@ impl EmbeddedStore {
         let path = if path.is_dir() { path.join(STORE_FILE_NAME) } else { path.to_path_buf() };
         let space = DiskSpace::new(&path, options.min_free_bytes);
         let (db, log, repaired) = open_file(&path, &options, &space)?;
+        let warmer = if options.warm_on_open { Warmer::start(&path, None) } else { Warmer::done() };
         let view = View::new(Arc::new(Snapshot::open(&db).map_err(|e| open_error(&path, e))?));
         let last_txn = txnlog::last(&view).map_err(|e| open_error(&path, e))?;
         let shared = Arc::new(Shared {
@@ -212,7 +222,15 @@ impl EmbeddedStore {
                 })
                 .map_err(StoreError::Io)?
         };
-        Ok(EmbeddedStore { path, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)), shared, space, repaired })
+        Ok(EmbeddedStore {
+            path,
+            tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+            shared,
+            space,
+            repaired,
+            warmer,
+        })
     }
 
     /// Open `dir/handles.redb`, creating `dir` if needed.
@@ -247,6 +265,7 @@ impl EmbeddedStore {
     /// Stop the writer after it has committed everything queued, and close the file.
     /// Dropping the store does the same.
     fn shutdown(&self) {
+        self.warmer.stop();
         self.tx.lock().take();
         let writer = self.writer.lock().take();
         if let Some(w) = writer {

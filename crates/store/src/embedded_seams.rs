@@ -253,6 +253,10 @@ impl StoreAdmin for EmbeddedStore {
         self.space.check()
     }
 
+    fn warming(&self) -> Option<crate::Warming> {
+        self.warmer.progress()
+    }
+
     fn close(&self) {
         self.shutdown();
     }

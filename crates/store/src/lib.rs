@@ -51,7 +51,9 @@ pub use open::{open_store, StoreConfig};
 pub use record::{HandleRecord, InvalidRecord, RecordError};
 #[cfg(feature = "sql")]
 pub use sql::{MetaTable, SqlOptions, SqlStore, SQL_META_FILE_NAME};
-pub use traits::{Backup, Capabilities, DocumentStore, RecordStore, Store, StoreAdmin, TxnLogStore, MAX_SEARCHED_LEN};
+pub use traits::{
+    Backup, Capabilities, DocumentStore, RecordStore, Store, StoreAdmin, TxnLogStore, Warming, MAX_SEARCHED_LEN,
+};
 pub use txn_log::{
     homed_meta_key, ReplicatedChange, ReplicatedWrite, TxnAction, TxnEntry, TxnLogBounds, HOMED_META_PREFIX,
     TXN_LOG_READ_MAX,

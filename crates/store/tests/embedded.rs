@@ -267,3 +267,32 @@ async fn close_through_a_shared_handle_is_clean() {
     assert_eq!(s.get(b"20.5000/x").await.unwrap(), Some(url_record("x")));
     drop(other_holder);
 }
+
+/// The store reads its file once after opening (into the OS page cache), says
+/// so while it does, and is done soon on a small store; turned off, it says
+/// nothing. Reads and writes are served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warming_after_open_finishes_and_can_be_turned_off() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = open(dir.path());
+        s.put_many((0..2000u32).map(|i| (format!("20.6000/{i:04}").into_bytes(), url_record("w"))).collect())
+            .await
+            .unwrap();
+    }
+    let s = open(dir.path());
+    if let Some(w) = s.warming() {
+        assert!(w.read_bytes <= w.total_bytes);
+    }
+    assert_eq!(s.get(b"20.6000/0007").await.unwrap(), Some(url_record("w")));
+    let start = std::time::Instant::now();
+    while s.warming().is_some() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(30), "warming did not finish");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    drop(s);
+    let off = EmbeddedOptions { warm_on_open: false, ..Default::default() };
+    let s = EmbeddedStore::open_dir(dir.path(), off).unwrap();
+    assert_eq!(s.warming(), None);
+    assert_eq!(s.count().await.unwrap(), 2000);
+}

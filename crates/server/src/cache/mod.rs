@@ -421,6 +421,10 @@ impl StoreAdmin for CachingStore {
         self.inner.writable()
     }
 
+    fn warming(&self) -> Option<handled_store::Warming> {
+        self.inner.warming()
+    }
+
     fn close(&self) {
         self.inner.close();
         self.invalidate(&Change::All);

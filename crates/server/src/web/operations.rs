@@ -41,12 +41,16 @@ async fn readiness(state: &ServerState) -> Response<Full<Bytes>> {
     let read_only = state.store.capabilities().read_only;
     let store = counted.and_then(|_| if read_only { Ok(()) } else { state.store.writable() });
     let listening = state.is_ready();
-    let ok = store.is_ok() && listening;
-    let body = serde_json::json!({
-        "ready": ok,
-        "listeners": listening,
-        "store": match &store { Ok(_) => "open".to_string(), Err(e) => e.to_string() },
-    });
+    // A store still reading its file into memory after a start answers, but
+    // slower (a cold file: a disk read per lookup): not ready at speed yet.
+    let warming = state.store.warming();
+    let ok = store.is_ok() && listening && warming.is_none();
+    let store = match (&store, warming) {
+        (Err(e), _) => e.to_string(),
+        (Ok(_), Some(w)) => format!("warming: {} of {} MiB read", w.read_bytes >> 20, w.total_bytes >> 20),
+        (Ok(_), None) => "open".to_string(),
+    };
+    let body = serde_json::json!({ "ready": ok, "listeners": listening, "store": store });
     let status = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     text(status, "application/json", body.to_string())
 }

@@ -39,6 +39,16 @@ pub enum Backup {
     Refused(&'static str),
 }
 
+/// How far a store is from serving reads at full speed, while it warms its
+/// files into memory after it opened ([`StoreAdmin::warming`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Warming {
+    /// Bytes read so far.
+    pub read_bytes: u64,
+    /// Bytes it will read in all.
+    pub total_bytes: u64,
+}
+
 /// Running a store: metrics, readiness, checkpoints, shutdown and backups.
 #[async_trait::async_trait]
 pub trait StoreAdmin: Send + Sync + 'static {
@@ -51,6 +61,14 @@ pub trait StoreAdmin: Send + Sync + 'static {
     /// Whether writes can be taken now, and if not why (e.g. the disk is full);
     /// for readiness. Required, so that wrappers forward it.
     fn writable(&self) -> Result<(), StoreError>;
+
+    /// `Some` while the store is still warming its files into memory after it
+    /// opened (reads are served, but slower: readiness says not yet ready), `None`
+    /// once it serves at speed. Wrappers forward it; the default is for stores
+    /// with nothing to warm.
+    fn warming(&self) -> Option<Warming> {
+        None
+    }
 
     /// Durable checkpoint (opcode 1003): everything acknowledged is in the
     /// backing storage's main file when this returns.

@@ -174,6 +174,10 @@ macro_rules! forward_store {
                 use $crate::StoreAdmin as _;
                 self.$field.writable()
             }
+            fn warming(&self) -> Option<$crate::Warming> {
+                use $crate::StoreAdmin as _;
+                self.$field.warming()
+            }
             async fn checkpoint(&self) -> Result<(), $crate::StoreError> {
                 use $crate::StoreAdmin as _;
                 self.$field.checkpoint().await

@@ -16,7 +16,7 @@ mod forward;
 mod records;
 mod txn_log;
 
-pub use admin::{Backup, Capabilities, StoreAdmin};
+pub use admin::{Backup, Capabilities, StoreAdmin, Warming};
 pub use documents::{no_documents, DocumentStore};
 pub use records::{RecordStore, MAX_SEARCHED_LEN};
 pub use txn_log::{never_moves, no_multi_primary, no_txn_log, TxnLogStore};
