@@ -32,6 +32,7 @@ def walk(x, key=""):
         # Whole units (envelope + message) for decode; HS_SITE data for site.
         if key == "hex" and len(data) >= 20 and data[0] == 2:
             add("decode", data)
+            add("session", bytes(range(32)) + data)
         if key in ("hex", "data_hex") and data[:2] == b"\x00\x01" and len(data) > 40:
             add("site", data)
             add("root_info", data)

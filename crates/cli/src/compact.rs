@@ -33,7 +33,8 @@ pub async fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
         // Opening replays the write-ahead log; the checkpoint writes it into the
         // file, so that compaction keeps every acknowledged write where it belongs.
         let held = || format!("cannot open {} (a running server holds it: stop it first)", file.display());
-        let store = EmbeddedStore::open(&file, EmbeddedOptions::default()).with_context(held)?;
+        let store = EmbeddedStore::open(&file, EmbeddedOptions { warm_on_open: false, ..EmbeddedOptions::default() })
+            .with_context(held)?;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         rt.block_on(store.checkpoint())?;
         drop(store);

@@ -81,6 +81,8 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     if let Some(d) = args.data_dir {
         config.data_dir = d;
     }
+    // A one-off command reads what it needs; warming the whole file is for serving.
+    config.storage.warm_on_start = false;
     let store = open_store(&config).await.with_context(|| {
         format!(
             "cannot open the store in {} (if a server is running on it, import through it with --online)",

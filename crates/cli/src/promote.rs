@@ -17,7 +17,8 @@ pub struct PromoteArgs {
 }
 
 pub async fn run(args: PromoteArgs) -> anyhow::Result<ExitCode> {
-    let config = args.server.config()?;
+    let mut config = args.server.config()?;
+    config.storage.warm_on_start = false; // a one-off command: nothing to serve at speed
     let store = open_store(&config).await.with_context(|| {
         format!(
             "cannot open the store in {} (a running server holds it: if it is a mirror, remove \

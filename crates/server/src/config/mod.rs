@@ -276,6 +276,7 @@ impl Config {
                     cache_bytes: Some(self.storage.page_cache_mb.max(1) << 20),
                     checkpoint_interval: std::time::Duration::from_millis(self.storage.checkpoint_ms.max(1)),
                     min_free_bytes: self.storage.min_free_mb << 20,
+                    warm_on_open: self.storage.warm_on_start,
                     ..EmbeddedOptions::default()
                 },
             },

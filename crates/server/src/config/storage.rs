@@ -27,6 +27,12 @@ pub struct StorageConfig {
     /// returns (no restart needed). 0: no reserve.
     #[serde(rename = "store_min_free_mb")]
     pub min_free_mb: u64,
+    /// Read the embedded store's file once in order after a start (at most
+    /// half the available memory), so that a file the OS page cache dropped
+    /// comes back at disk speed rather than a random read per lookup; `/readyz`
+    /// says not ready until it is done. Off: lookups warm it as they come.
+    #[serde(rename = "store_warm_on_start")]
+    pub warm_on_start: bool,
     /// Byte budget of the record cache in MiB; 0 (the default) switches it off.
     /// With the embedded store, redb's page cache already serves hot records from
     /// memory and the record cache cost ~20% under uniformly random 1M-key load
@@ -46,6 +52,7 @@ impl Default for StorageConfig {
             page_cache_mb: 64,
             checkpoint_ms: 2000,
             min_free_mb: 64,
+            warm_on_start: true,
             record_cache_mb: 0,
             cassandra: CassandraConfig::default(),
             sql: super::sql::SqlConfig::default(),
