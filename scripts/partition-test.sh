@@ -50,7 +50,7 @@ export HANDLED_PARTITION_CHECKER=$out/checker
 
 count() { grep -c "$1" "$2" 2>/dev/null || true; }
 results=$out/results.tsv
-printf 'nemesis\tround\tseconds\toperations\tstrikes\tlinearizable\tconverged\n' > "$results"
+printf 'nemesis\tround\tseconds\toperations\tstrikes\tlinearizable\tconverged\tmonotonic\n' > "$results"
 failed=0
 for n in "${nemeses[@]}"; do
   for r in $(seq 1 "$rounds"); do
@@ -65,10 +65,11 @@ for n in "${nemeses[@]}"; do
     strikes=$(count '^strike' "$dir/nemesis.log")
     lin=$(grep -q '^linearizable' "$dir/checker.out" 2>/dev/null && echo yes || echo NO)
     conv=$(grep -q '^converge: .* agree' "$dir/converge.out" 2>/dev/null && echo yes || echo NO)
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$r" "$seconds" "$ops" "$strikes" "$lin" "$conv" >> "$results"
+    mono=$(grep -q '^monotonic:' "$dir/monotonic.out" 2>/dev/null && echo yes || echo NO)
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$r" "$seconds" "$ops" "$strikes" "$lin" "$conv" "$mono" >> "$results"
   done
 done
 echo
 column -t -s $'\t' "$results"
 [ $failed = 0 ] || { echo "partition-test: $failed round(s) failed (see $out)"; exit 1; }
-echo "partition-test: every round linearizable and converged"
+echo "partition-test: every round linearizable, converged, and no copy went back"

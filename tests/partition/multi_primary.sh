@@ -4,7 +4,9 @@
 # network namespace; clients on the host record a history while a nemesis
 # strikes one member at a time; then everything is healed and
 #   - the checker holds each member's own handles to linearizability,
-#   - every member and the mirror must converge (converge.py).
+#   - every member and the mirror must converge (converge.py),
+#   - no copy (a member for its peers' handles, the mirror) ever serves a value
+#     again after moving past it (monotonic.py: nothing applied twice).
 #
 # Usage: tests/partition/multi_primary.sh HANDLED NEMESIS SECONDS OUT_DIR
 #   NEMESIS: partition (a member cut from the other members and the mirror),
@@ -114,12 +116,13 @@ for spec in sys.argv[2:]:
 EOF
 start m mirror
 
-echo "partition: $nemesis for $seconds s on a, b, c (+ mirror m of b); out: $out"
+echo "partition: $nemesis for $seconds s on members a, b, c and mirror m (of b); out: $out"
 python3 "$here/workload.py" --handled "$bin" --credentials "$creds" --seconds "$seconds" \
   --history "$out/history.jsonl" --shared-log "$out/shared.jsonl" \
+  --replica "$(spec m)" --replica-log "$out/replicas.jsonl" \
   --node "$(spec a)" --node "$(spec b)" --node "$(spec c)" > "$out/workload.out" 2>&1 &
 workload_pid=$!
-run_nemesis "$nemesis" "$seconds" "$PAUSE_SECONDS" a b c > "$out/nemesis.log" 2>&1 &
+run_nemesis "$nemesis" "$seconds" "$PAUSE_SECONDS" a:member b:member c:member m:mirror > "$out/nemesis.log" 2>&1 &
 nemesis_pid=$!
 wait "$workload_pid" || { echo "the workload failed:"; tail -20 "$out/workload.out"; exit 1; }
 workload_pid=
@@ -134,4 +137,5 @@ status=0
 python3 "$here/converge.py" --sites $SITES --member "$(spec a)" --member "$(spec b)" --member "$(spec c)" \
   --mirror "$(spec m)" --mirror-of b --history "$out/history.jsonl" --shared-log "$out/shared.jsonl" --seconds 180 \
   | tee "$out/converge.out" || status=1
+python3 "$here/monotonic.py" "$out/replicas.jsonl" | tee "$out/monotonic.out" || status=1
 exit $status

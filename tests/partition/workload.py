@@ -217,6 +217,24 @@ def shared_client(log, native, nodes, keys, deadline, seed):
         time.sleep(0.2)
 
 
+def replica_reader(log, json_api, replicas, owners, keys, deadline):
+    """Reads every owned handle on the nodes that do not own it (the other
+    members, the mirror), one after the other, for monotonic.py: a copy may
+    lag, but never shows a value again once it has moved past it."""
+    while time.monotonic() < deadline:
+        for replica in replicas:
+            for owner in owners:
+                if owner.name == replica.name:
+                    continue
+                for k in range(keys):
+                    handle = f"TEST/lin-{owner.name}-{k}"
+                    kind, found, value = json_api.run(replica, "read", handle, "")
+                    if kind == "ok":
+                        log.write(json.dumps(dict(node=replica.name, handle=handle, value=value if found else None,
+                                                  t=time.monotonic_ns())) + "\n")
+        time.sleep(0.05)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--handled", required=True)
@@ -227,6 +245,8 @@ def main():
     ap.add_argument("--threads", type=int, default=3, help="clients per node")
     ap.add_argument("--keys", type=int, default=3, help="handles per node")
     ap.add_argument("--shared-log")
+    ap.add_argument("--replica", action="append", default=[], help="NAME=HOST:PORT:HTTP_PORT of a read-only copy")
+    ap.add_argument("--replica-log", help="reads of owned handles on the other nodes (monotonic.py)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
 
@@ -247,6 +267,11 @@ def main():
     if shared:
         threads.append(threading.Thread(target=shared_client,
                                         args=(shared, native, nodes, args.keys, deadline, args.seed - 1)))
+    replica_log = open(args.replica_log, "w", buffering=1) if args.replica_log else None
+    if replica_log:
+        replicas = nodes + [Node(s) for s in args.replica]
+        threads.append(threading.Thread(target=replica_reader,
+                                        args=(replica_log, apis["json"], replicas, nodes, args.keys, deadline)))
     for t in threads:
         t.start()
     for t in threads:
