@@ -5,7 +5,7 @@
 # its own network namespace, under one nemesis.
 #
 # Usage: scripts/partition-test.sh [--minutes N] [--rounds R]
-#                                  [--nemesis partition|pause|kill|all] [--out DIR] [HANDLED]
+#                                  [--nemesis partition|pause|kill|skew|all] [--out DIR] [HANDLED]
 #   default: one round of 45 s per nemesis (the short run scripts/test-all.sh makes)
 #   --minutes N: each round N minutes (e.g. --minutes 5 --rounds 10 for the record)
 #   HANDLED: the binary (default $CARGO_TARGET_DIR/release/handled, else target/release/handled)
@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     *) bin=$1; shift ;;
   esac
 done
-[ "$nemesis" = all ] && nemeses=(partition pause kill) || nemeses=("$nemesis")
+[ "$nemesis" = all ] && nemeses=(partition pause kill skew) || nemeses=("$nemesis")
 bin=${bin:-${CARGO_TARGET_DIR:-$root/target}/release/handled}
 
 why=$(net_missing)

@@ -11,7 +11,8 @@
 # Usage: tests/partition/multi_primary.sh HANDLED NEMESIS SECONDS OUT_DIR
 #   NEMESIS: partition (a member cut from the other members and the mirror),
 #            pause (SIGSTOP longer than the peers' replication timeout), kill
-#            (kill -9, restarted on the same data directory)
+#            (kill -9, restarted on the same data directory), skew (killed and
+#            restarted with its clock up to 2 minutes off)
 # Exit status: 0 linearizable and converged, 1 not, 77 cannot run here.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +22,7 @@ nemesis=$2 seconds=$3 out=$(realpath -m "$4")
 . "$here/netns.sh"
 . "$here/nemesis.sh"
 
-case $nemesis in partition | pause | kill) ;; *) echo "unknown nemesis $nemesis" >&2; exit 1 ;; esac
+case $nemesis in partition | pause | kill | skew) ;; *) echo "unknown nemesis $nemesis" >&2; exit 1 ;; esac
 why=$(net_missing)
 [ -z "$why" ] || skip_suite "partition ($nemesis)" "$why"
 checker=${HANDLED_PARTITION_CHECKER:-}

@@ -11,6 +11,9 @@
 #   partition  NODE cut from every other node (not from the clients) for 10 s
 #   pause      NODE stopped (SIGSTOP) for PAUSE_SECONDS, then continued
 #   kill       NODE killed (SIGKILL), restarted 2 s later on the same data
+#   skew       NODE killed and restarted with its clock off by up to 2 minutes
+#              either way (HANDLED_CLOCK_OFFSET_MS, the clock that dates
+#              multi-primary changes), within the 5 minutes a group allows
 run_nemesis() {
   local nemesis=$1 seconds=$2 pause=$3 started=$SECONDS target role pid
   shift 3
@@ -30,6 +33,13 @@ run_nemesis() {
         while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
         sleep 2
         start "$target" "$role"
+        ;;
+      skew)
+        kill -9 "$pid"
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+        local offset=$(((RANDOM % 241 - 120) * 1000))
+        echo "clock of $target now off by $((offset / 1000)) s"
+        HANDLED_CLOCK_OFFSET_MS=$offset start "$target" "$role"
         ;;
     esac
     echo "healed $target at $((SECONDS - started)) s"
