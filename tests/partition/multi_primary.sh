@@ -43,6 +43,7 @@ cleanup() {
   net_down
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM  # so that an interrupted round cleans up too
 
 net_up a b c m
 

@@ -7,6 +7,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from http.client import HTTPException
 
 
 def node_arg(spec):
@@ -30,7 +31,7 @@ def http(node, method, path, body=None, auth=None, timeout=10):
             raw, status = r.read(), r.status
     except urllib.error.HTTPError as e:
         raw, status = e.read(), e.code
-    except OSError:
+    except (OSError, HTTPException):  # refused, cut, reset, or cut off mid-answer
         return None, None
     try:
         return status, json.loads(raw)

@@ -23,15 +23,13 @@ names the one write it saw.
 """
 
 import argparse
-import base64
 import json
 import random
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
+
+from nodes import basic_auth, http, node_arg
 
 OPS_NATIVE = ["create", "modify", "delete", "read", "read"]
 OPS_JSON = ["create", "put", "delete", "read", "read"]
@@ -63,9 +61,8 @@ class History:
 
 class Node:
     def __init__(self, spec):
-        name, rest = spec.split("=", 1)
-        host, port, http_port = rest.split(":")
-        self.name, self.host, self.port, self.http_port = name, host, port, http_port
+        self.spec = node_arg(spec)
+        self.name, self.host, self.port = self.spec["name"], self.spec["host"], self.spec["port"]
 
 
 class Native:
@@ -136,29 +133,12 @@ class JsonApi:
     """Handle.Net 9's /api/handles over plain HTTP, as an admin with a secret key."""
 
     def __init__(self, credentials):
-        with open(credentials) as f:
-            creds = json.load(f)
-        user = urllib.parse.quote(f'{creds["secret_key"]["index"]}:{creds["handle"]}', safe="")
-        token = base64.b64encode(f'{user}:{creds["secret_key"]["secret"]}'.encode()).decode()
-        self.auth = f"Basic {token}"
+        self.auth = basic_auth(credentials)
 
     def _call(self, node, method, handle, query="", body=None):
-        url = f"http://{node.host}:{node.http_port}/api/handles/{handle}{query}"
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(url, data=data, method=method)
-        req.add_header("Authorization", self.auth)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=PROCESS_TIMEOUT_S) as r:
-                return r.status, json.loads(r.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            try:
-                return e.code, json.loads(e.read() or b"{}")
-            except ValueError:
-                return e.code, {}
-        except (OSError, ValueError):
-            return None, {}
+        status, answer = http(node.spec, method, f"/api/handles/{handle}{query}", body, auth=self.auth,
+                              timeout=PROCESS_TIMEOUT_S)
+        return status, answer if isinstance(answer, dict) else {}
 
     def run(self, node, op, handle, value):
         values = {"values": [{"index": 1, "type": "URL", "data": {"format": "string", "value": value}}]}
