@@ -77,6 +77,7 @@ net_up() {
     i=$((i + 1))
     ns=$(node_ns "$name")
     host_if="$NET_TAG-$name"
+    wait_link_gone "$host_if" || return 1
     ip netns add "$ns"
     ip link add "$host_if" type veth peer name eth0 netns "$ns"
     ip link set "$host_if" master "$bridge" up
@@ -131,10 +132,24 @@ net_kill_all() {
 }
 
 # Idempotent, and run from traps: removes whatever exists of this tag's network.
+# The veths are deleted first, by their host side: a namespace's own devices go
+# away only some time after `ip netns del` returns, and a next round's net_up
+# would find the name taken ("RTNETLINK answers: File exists").
 net_down() {
   local ns
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$NET_TAG-" || true); do
+    ip link del "$ns" 2>/dev/null || true   # the host side of the node's veth has the namespace's name
     ip netns del "$ns" 2>/dev/null || true
   done
   ip link del "${NET_TAG}br" 2>/dev/null || true
+}
+
+# Wait (at most 10 s) until no link is called $1 any more.
+wait_link_gone() {
+  local tries=0
+  while ip link show "$1" >/dev/null 2>&1; do
+    tries=$((tries + 1))
+    [ $tries -lt 100 ] || { echo "net_up: link $1 still exists (another run?)" >&2; return 1; }
+    sleep 0.1
+  done
 }
