@@ -5,7 +5,7 @@ reads the history).
 
     workload.py --handled BIN --credentials CREDS --seconds S --history OUT.jsonl \
         --node a=10.77.0.1:2641:8000 --node b=... [--threads 3] [--keys 3] \
-        [--shared-log SHARED.jsonl]
+        [--shared-log SHARED.jsonl] [--replica m=... --replica-log REPLICAS.jsonl]
 
 Each node owns its handles (TEST/lin-<node>-<k>); its clients write and read
 them on that node only, half over the native protocol (the `handled` client
@@ -14,7 +14,9 @@ histories are what the checker holds to linearizability: one node's view of
 its own handles. A further client writes TEST/shared-<k> on every node in
 turn (the multi-primary conflict rule settles them, docs/multi-primary.md);
 those are not linearizable by design and only checked for convergence, so
-they go to --shared-log, not to the history.
+they go to --shared-log, not to the history. With --replica-log, one more
+client reads every node's handles on the other nodes and the --replica ones
+(a mirror), for monotonic.py.
 
 An operation that times out or loses its connection is recorded "info"
 (outcome unknown), never "fail": only an answer that says what happened
