@@ -18,7 +18,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/tests/skip.sh"
 . "$root/tests/partition/netns.sh"
 
-seconds=45 rounds=1 nemesis=all out= bin=
+seconds=45 rounds=1 nemesis=all out='' bin=''
 while [ $# -gt 0 ]; do
   case $1 in
     --minutes) seconds=$(($2 * 60)); shift 2 ;;
@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --nemesis) nemesis=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
     *) bin=$1; shift ;;
   esac
 done

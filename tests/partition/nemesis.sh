@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # $out comes from the round script
 # The nemesis of the partition suites, sourced after netns.sh by a round script
 # that defines `start NAME ROLE` and keeps each node's pid in $out/NAME.pid.
 #

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Network namespaces for the partition suites, sourced:
 #
 #   . tests/partition/netns.sh
