@@ -12,7 +12,8 @@
 # Needs root, iproute2, nftables, Go (builds tests/partition/checker) and Python 3;
 # without them it says "skipped" (exit 77). Exit 1 if any round is not
 # linearizable or does not converge. Each round's history, logs and verdicts stay
-# in OUT/<nemesis>-<round>/ (default: a fresh directory under /tmp).
+# in OUT/<nemesis>-<round>/ (default: a fresh directory under /tmp, removed when
+# every round passed).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/tests/skip.sh"
@@ -26,7 +27,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --nemesis) nemesis=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
     *) bin=$1; shift ;;
   esac
 done
@@ -41,7 +42,8 @@ command -v python3 >/dev/null || skip_suite partition "needs python3 (the client
 ip link show "${NET_TAG}br" >/dev/null 2>&1 &&
   { echo "partition-test: bridge ${NET_TAG}br exists: another run is going on (or left it: ip link del ${NET_TAG}br)" >&2; exit 1; }
 
-out=${out:-$(mktemp -d "${TMPDIR:-/tmp}/partition-XXXXXX")}
+keep=yes
+[ -n "$out" ] || { out=$(mktemp -d "${TMPDIR:-/tmp}/partition-XXXXXX"); keep=no; }
 mkdir -p "$out"
 out=$(realpath "$out")
 echo "partition-test: $rounds round(s) of $seconds s per nemesis (${nemeses[*]}), results in $out"
@@ -73,3 +75,4 @@ echo
 column -t -s $'\t' "$results"
 [ $failed = 0 ] || { echo "partition-test: $failed round(s) failed (see $out)"; exit 1; }
 echo "partition-test: every round linearizable, converged, and no copy went back"
+[ $keep = yes ] || rm -rf "$out"   # tens of MB a round; kept when asked for (--out) or when a round failed
