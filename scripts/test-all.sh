@@ -121,6 +121,8 @@ suite replication "replication judged by the original Handle.Net 9.0.0 (both dir
   tests/replication/run.sh "$BIN"
 suite interop-java "net.handle:handle-client against the release binary" \
   tests/interop-java/run.sh "$BIN"
+suite partition "a multi-primary group of three and a proxied mirror, each in a network namespace, 45 s under each nemesis (partition, pause, kill -9, clock skew): porcupine per handle, convergence, no copy going back (scripts/partition-test.sh)" \
+  scripts/partition-test.sh "$BIN"
 suite cassandra-cluster "store conformance, then registry, JSON API and Java suites through a balancer in front of 3 nodes" \
   tests/cluster/run.sh "$BIN"
 

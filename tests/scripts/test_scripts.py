@@ -1,6 +1,7 @@
 """Unit tests of the repository's Python scripts (`python3 -m unittest discover -s tests/scripts`,
 the `scripts` step of scripts/test-all.sh)."""
 import importlib.util
+import json
 import os
 import socket
 import tempfile
@@ -64,6 +65,23 @@ class LinkCheck(unittest.TestCase):
         self.assertIn("docs/nothing-here.md: no such file", problems[1])
         self.assertIn(f"{source}:4: link #nope: no heading", problems[2])
 
+
+
+class PartitionMonotonic(unittest.TestCase):
+    """tests/partition/monotonic.py: a copy may lag and skip, never go back."""
+
+    monotonic = load("monotonic", "tests/partition/monotonic.py")
+
+    def reads(self, *values):
+        return [json.dumps(dict(node="m", handle="TEST/h", value=v)) for v in values]
+
+    def test_lagging_skipping_and_absence_coming_back_are_fine(self):
+        found, _ = self.monotonic.reversals(self.reads("a", "a", "c", None, "d", None))
+        self.assertEqual(found, [])
+
+    def test_a_value_served_again_after_a_later_one_is_a_reversal(self):
+        found, _ = self.monotonic.reversals(self.reads("a", "b", "a"))
+        self.assertEqual(found, [(("m", "TEST/h"), "a")])
 
 if __name__ == "__main__":
     unittest.main()
