@@ -2,7 +2,8 @@
 """Per-connection phases from `perf script -F comm,pid,tid,cpu,time,event,trace` of
 sock:inet_sock_set_state and the server's accept/read/write/close syscalls.
 A server fd is tied to its client port by the state change its close() makes
-(same thread, next event). Prints median / p90 in µs."""
+(same thread, next event); a port's record starts anew at each handshake, as ports
+are reused within a trace when no TIME_WAIT holds them. Prints median / p90 in µs."""
 import re, sys, statistics
 pid = sys.argv[1]; port = sys.argv[2] if len(sys.argv) > 2 else "2641"
 line_re = re.compile(r'^\s*(\S.*?)\s+(\d+)/(\d+)\s+\[\d+\]\s+([\d.]+):\s+(\S+):\s*(.*)$')
@@ -26,13 +27,13 @@ for l in sys.stdin:
             elif new == 'TCP_CLOSE_WAIT': d['fin_in'] = t
             elif new == 'TCP_FIN_WAIT1' and old == 'TCP_ESTABLISHED': d['srv_fin'] = t
             if tid in closing and new in ('TCP_FIN_WAIT1', 'TCP_LAST_ACK', 'TCP_CLOSE'):
-                c = closing.pop(tid); c['port'] = dport
+                c = closing.pop(tid); c['rec'] = d
         elif dport == port:
             if new == 'TCP_SYN_SENT': syn_by_tid[tid] = t
             else:
-                d = ports.setdefault(sport, {})
-                if new == 'TCP_ESTABLISHED' and tid in syn_by_tid: d['connect'] = syn_by_tid.pop(tid); d['cli_est'] = t
-                elif new == 'TCP_FIN_WAIT1': d['cli_close'] = t
+                if new == 'TCP_ESTABLISHED' and tid in syn_by_tid:
+                    ports[sport] = {'connect': syn_by_tid.pop(tid), 'cli_est': t}  # a new connection
+                elif new == 'TCP_FIN_WAIT1': ports.setdefault(sport, {})['cli_close'] = t
         continue
     if tgid != pid: continue
     name = ev.split(':')[1]
@@ -62,8 +63,8 @@ def q(v):
     v = sorted(v); return f"{statistics.median(v):.0f} / {v[int(len(v) * 0.9)]:.0f}"
 full = []
 for c in conns:
-    if 'port' in c and c['port'] in ports:
-        c.update(ports[c['port']]); full.append(c)
+    if 'rec' in c and 'connect' in c['rec']:
+        c.update(c['rec']); full.append(c)
 def ph(a, b): return q([c[b] - c[a] for c in full if a in c and b in c])
 print(f"connections traced end to end: {len(full)}; EAGAIN reads per connection {sum(c.get('eagain', 0) for c in full) / max(1, len(full)):.2f}; "
       f"server closed first in {sum(1 for c in full if 'srv_fin' in c)}, client first in {sum(1 for c in full if 'fin_in' in c)}")
