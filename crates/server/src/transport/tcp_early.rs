@@ -54,10 +54,8 @@ pub fn first_request(state: &Arc<ServerState>, stream: &TcpStream, peer: SocketA
     let mut bytes = [0u8; EARLY_READ];
     // socket2 reads the (non-blocking) descriptor directly: tokio's own
     // try_read gives up before the event loop has reported the socket readable.
-    let n = match (&*socket2::SockRef::from(stream)).read(&mut bytes) {
-        Ok(n) => n,
-        Err(_) => 0, // nothing yet (WouldBlock), or an error the task's read meets again
-    };
+    // An error is nothing yet (WouldBlock), or one the task's read meets again.
+    let n = (&*socket2::SockRef::from(stream)).read(&mut bytes).unwrap_or(0);
     let mut carried = bytes[..n].to_vec();
     let Some(len) = whole_unit_len(&carried) else { return Early::nothing(carried) };
     if !super::udp::is_cheap(state, &carried[..len]) {
