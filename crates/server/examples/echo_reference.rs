@@ -9,6 +9,7 @@ use handled_server::transport::tcp::bind as bind_tcp;
 use handled_server::transport::udp::{bind as bind_udp, send_batch, BatchReceiver};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -35,15 +36,45 @@ async fn main() -> std::io::Result<()> {
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = tcp.accept().await {
             let _ = stream.set_nodelay(true);
+            // As `handled` does (transport/tcp_early.rs): the first request,
+            // usually there already, is read and echoed right after accept.
+            let mut first = [0u8; 2048];
+            let n = (&*socket2::SockRef::from(&stream)).read(&mut first).unwrap_or(0);
+            let (mut carried, mut unsent) = (first[..n].to_vec(), Vec::new());
+            if let Some(len) = whole_unit(&carried) {
+                let sent = socket2::SockRef::from(&stream).send(&carried[..len]).unwrap_or(0);
+                unsent = carried[sent..len].to_vec();
+                carried.drain(..len);
+            }
             tokio::spawn(async move {
-                let mut unit = vec![0u8; 20];
-                while stream.read_exact(&mut unit[..20]).await.is_ok() {
-                    let len = u32::from_be_bytes([unit[16], unit[17], unit[18], unit[19]]).min(262_144) as usize;
-                    unit.resize(20 + len, 0);
-                    if stream.read_exact(&mut unit[20..]).await.is_err() || stream.write_all(&unit).await.is_err() {
+                if stream.write_all(&unsent).await.is_err() {
+                    return;
+                }
+                // What followed the first request (or its start) is read on from.
+                let mut unit = carried;
+                loop {
+                    let have = unit.len();
+                    if have < 20 {
+                        unit.resize(20, 0);
+                        if stream.read_exact(&mut unit[have..]).await.is_err() {
+                            // As `handled` does when the client closes first
+                            // (transport/tcp.rs): a reset, leaving no TIME_WAIT.
+                            let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
+                            return;
+                        }
+                    }
+                    let len = 20 + u32::from_be_bytes([unit[16], unit[17], unit[18], unit[19]]).min(262_144) as usize;
+                    let have = unit.len();
+                    if have < len {
+                        unit.resize(len, 0);
+                        if stream.read_exact(&mut unit[have..]).await.is_err() {
+                            return;
+                        }
+                    }
+                    if stream.write_all(&unit[..len]).await.is_err() {
                         return;
                     }
-                    unit.truncate(20);
+                    unit.drain(..len);
                 }
             });
         }
@@ -68,4 +99,10 @@ async fn main() -> std::io::Result<()> {
     println!("ready");
     std::future::pending::<()>().await;
     Ok(())
+}
+
+/// The length of the unit at the start of `bytes`, when all of it is there.
+fn whole_unit(bytes: &[u8]) -> Option<usize> {
+    let len = 20 + u32::from_be_bytes(bytes.get(16..20)?.try_into().ok()?).min(262_144) as usize;
+    (bytes.len() >= len).then_some(len)
 }

@@ -189,6 +189,14 @@ impl Admission {
         Ok(Turn::Queued(QueuedTurn { inner: inner.clone() }))
     }
 
+    /// A turn only if one is free now; nothing is counted otherwise (the
+    /// caller then asks again with [`Self::request`]).
+    pub fn try_now(&self) -> Option<OwnedSemaphorePermit> {
+        let permit = self.inner.permits.clone().try_acquire_owned().ok()?;
+        self.inner.admitted.fetch_add(1, Ordering::Relaxed);
+        Some(permit)
+    }
+
     /// Wait for a turn, or learn at once (queue full) or after `max_wait` that
     /// there is none. Processing lasts as long as the returned permit lives.
     pub async fn admit(&self) -> Result<OwnedSemaphorePermit, Rejection> {

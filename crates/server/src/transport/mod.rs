@@ -7,6 +7,7 @@ pub mod limits;
 mod realtime;
 mod reassembly;
 pub mod tcp;
+mod tcp_early;
 pub mod timing;
 pub mod udp;
 mod udp_answers;

@@ -3,9 +3,11 @@
 
 use super::accept::Acceptor;
 use super::serve_unit;
+use super::tcp_early::{first_request, Early, EarlyReply};
 use crate::lifecycle::Stop;
 use crate::native::respond::{error_response, RequestContext};
-use crate::native::{read_envelope, Transport};
+use crate::native::{read_envelope, Answer, Transport};
+use crate::replication::source;
 use crate::state::ServerState;
 use handled_proto::envelope::ENVELOPE_LEN;
 use handled_proto::header::ResponseCode;
@@ -35,10 +37,13 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 pub async fn serve(state: Arc<ServerState>, mut listener: Acceptor, stop: Stop) {
     loop {
         let (stream, peer, slot) = listener.next().await;
+        let open = state.metrics.connection("tcp");
+        let early = first_request(&state, &stream, peer);
         let (state, draining) = (state.clone(), stop.clone());
         stop.spawn(async move {
             let _slot = slot;
-            if let Err(e) = connection(&state, stream, peer, &draining).await {
+            let _open = open;
+            if let Err(e) = connection(&state, stream, peer, early, &draining).await {
                 tracing::debug!("tcp connection from {peer}: {e}");
             }
         });
@@ -55,13 +60,14 @@ enum Fill {
     Short(usize),
 }
 
-/// Append `len` bytes to `buf` as they arrive, allocating only for what came
-/// (at most `CHUNK` ahead): an envelope announcing a 256 KB message followed
-/// by silence must not pin 256 KB for the read timeout (F2). Read straight
-/// into `buf`'s spare room: a zeroed bounce buffer cost a 16 KiB memset per
-/// read, twice per request (callgrind).
+/// Append `len` bytes to `buf`, first from `carried` (read earlier), then as
+/// they arrive, allocating only for what came (at most `CHUNK` ahead): an
+/// envelope announcing a 256 KB message followed by silence must not pin 256 KB
+/// for the read timeout (F2). Read straight into `buf`'s spare room: a zeroed
+/// bounce buffer cost a 16 KiB memset per read, twice per request (callgrind).
 async fn fill(
     stream: &mut (impl AsyncRead + Unpin),
+    carried: &mut Vec<u8>,
     buf: &mut Vec<u8>,
     len: usize,
     limit: Duration,
@@ -69,6 +75,8 @@ async fn fill(
     const CHUNK: usize = 16 * 1024;
     let deadline = tokio::time::Instant::now() + limit;
     let start = buf.len();
+    let from_carried = len.min(carried.len());
+    buf.extend(carried.drain(..from_carried));
     while buf.len() - start < len {
         let want = (len - (buf.len() - start)).min(CHUNK);
         buf.reserve(want);
@@ -82,10 +90,25 @@ async fn fill(
     Ok(Fill::Complete)
 }
 
-async fn connection(state: &ServerState, mut stream: TcpStream, peer: SocketAddr, stop: &Stop) -> std::io::Result<()> {
-    let _open = state.metrics.connection("tcp");
+async fn connection(
+    state: &ServerState,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    early: Early,
+    stop: &Stop,
+) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let idle = Duration::from_secs(state.config.transport.tcp_idle_timeout_secs);
+    let Early { mut carried, reply } = early;
+    match reply {
+        EarlyReply::Sent => {}
+        EarlyReply::Unsent(rest) => stream.write_all(&rest).await?,
+        EarlyReply::Later(answer) => {
+            if let Some(replication) = write_answer(&mut stream, answer.await).await? {
+                return replication.run(state, stream).await;
+            }
+        }
+    }
     let mut unit = Vec::new();
     loop {
         if unit.capacity() > KEPT_BUFFER {
@@ -95,11 +118,15 @@ async fn connection(state: &ServerState, mut stream: TcpStream, peer: SocketAddr
         // Between requests a stopping server closes the connection; a request
         // already under way is answered.
         let next = tokio::select! {
-            next = fill(&mut stream, &mut unit, ENVELOPE_LEN, idle) => next?,
+            next = fill(&mut stream, &mut carried, &mut unit, ENVELOPE_LEN, idle) => next?,
             _ = stop.draining() => return Ok(()),
         };
         match next {
             Fill::Complete => {}
+            Fill::Short(0) => {
+                reset_if_all_delivered(&stream);
+                return Ok(());
+            }
             Fill::Short(_) => return Ok(()),
         }
         let Some(envelope) = read_envelope(&unit) else { return Ok(()) };
@@ -114,22 +141,56 @@ async fn connection(state: &ServerState, mut stream: TcpStream, peer: SocketAddr
                 return Ok(());
             }
         };
-        if let Fill::Short(got) = fill(&mut stream, &mut unit, length, MESSAGE_READ_TIMEOUT).await? {
+        if let Fill::Short(got) = fill(&mut stream, &mut carried, &mut unit, length, MESSAGE_READ_TIMEOUT).await? {
             let ctx = RequestContext { envelope, header: None, header_and_body: &[] };
             let text = format!("Expecting {length} bytes, only received {got}");
             let _ = stream.write_all(&error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &text)).await;
             return Ok(());
         }
         let answer = serve_unit(state, &unit, Transport::Tcp, peer).await;
-        match answer.units.as_slice() {
-            [one] => stream.write_all(one).await?,
-            many => stream.write_all(&many.concat()).await?,
-        }
-        if let Some(replication) = answer.stream {
+        if let Some(replication) = write_answer(&mut stream, answer).await? {
             // The connection now carries the stream, and ends with it.
             return replication.run(state, stream).await;
         }
     }
+}
+
+/// The peer closed between requests. When everything we sent has been
+/// acknowledged, close with a reset instead of a FIN: nothing can be lost,
+/// and the peer's socket is freed at once instead of waiting in TIME_WAIT.
+/// A client closing first otherwise keeps one TIME_WAIT socket per request,
+/// and a client making a connection per request (the Java library) then spent
+/// half of its CPU searching for a free port in connect() (BENCHMARKS.md,
+/// "TCP, a connection per request: where the time goes"). Handle.Net closes
+/// first, so its TIME_WAIT sockets are its own; a reset leaves none.
+fn reset_if_all_delivered(stream: &TcpStream) {
+    if unacknowledged_bytes(stream) == Some(0) {
+        let _ = socket2::SockRef::from(stream).set_linger(Some(Duration::ZERO));
+    }
+}
+
+/// Bytes written to `stream` that the peer has not acknowledged (SIOCOUTQ).
+#[cfg(target_os = "linux")]
+fn unacknowledged_bytes(stream: &TcpStream) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    let mut queued: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (= TIOCOUTQ) writes one int to the pointer we pass; the fd is open.
+    let done = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+    (done == 0).then(|| usize::try_from(queued).ok()).flatten()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn unacknowledged_bytes(_stream: &TcpStream) -> Option<usize> {
+    None
+}
+
+/// Send an answer's units; the replication stream that follows, if any.
+async fn write_answer(stream: &mut TcpStream, answer: Answer) -> std::io::Result<Option<source::Stream>> {
+    match answer.units.as_slice() {
+        [one] => stream.write_all(one).await?,
+        many => stream.write_all(&many.concat()).await?,
+    }
+    Ok(answer.stream)
 }
 
 #[cfg(test)]
@@ -142,13 +203,34 @@ mod tests {
     async fn a_short_message_allocates_only_what_arrived() {
         let mut buf = vec![0u8; ENVELOPE_LEN];
         let mut stream: &[u8] = &[7u8; 100];
-        let got = fill(&mut stream, &mut buf, 262_144, Duration::from_secs(1)).await.unwrap();
+        let got = fill(&mut stream, &mut Vec::new(), &mut buf, 262_144, Duration::from_secs(1)).await.unwrap();
         assert!(matches!(got, Fill::Short(100)));
         assert_eq!(buf.len(), ENVELOPE_LEN + 100);
         assert!(buf.capacity() < 64 * 1024, "capacity {}", buf.capacity());
         let mut stream: &[u8] = &[7u8; 40_000];
         let mut buf = Vec::new();
-        assert!(matches!(fill(&mut stream, &mut buf, 40_000, Duration::from_secs(1)).await.unwrap(), Fill::Complete));
+        assert!(matches!(
+            fill(&mut stream, &mut Vec::new(), &mut buf, 40_000, Duration::from_secs(1)).await.unwrap(),
+            Fill::Complete
+        ));
         assert_eq!(buf, vec![7u8; 40_000]);
+    }
+
+    /// Bytes read right after accept (tcp_early.rs) come first, only as many
+    /// as asked for; the rest stays carried for the next unit.
+    #[tokio::test]
+    async fn carried_bytes_come_before_the_stream() {
+        let (mut carried, mut buf) = (vec![1u8, 2, 3], Vec::new());
+        let mut stream: &[u8] = &[4u8, 5];
+        assert!(matches!(
+            fill(&mut stream, &mut carried, &mut buf, 2, Duration::from_secs(1)).await.unwrap(),
+            Fill::Complete
+        ));
+        assert_eq!((buf.as_slice(), carried.as_slice()), (&[1u8, 2][..], &[3u8][..]));
+        assert!(matches!(
+            fill(&mut stream, &mut carried, &mut buf, 3, Duration::from_secs(1)).await.unwrap(),
+            Fill::Complete
+        ));
+        assert_eq!((buf.as_slice(), carried.len()), (&[1u8, 2, 3, 4, 5][..], 0));
     }
 }

@@ -289,7 +289,7 @@ fn fit_for_udp(
 /// microseconds of work, run inline on the receive thread. A source that may
 /// wait on the network (a resolver, a database server's store) sends
 /// resolutions to the workers.
-fn is_cheap(state: &ServerState, unit: &[u8]) -> bool {
+pub(super) fn is_cheap(state: &ServerState, unit: &[u8]) -> bool {
     let Some(header) = unit.get(ENVELOPE_LEN..ENVELOPE_LEN + 12) else { return false };
     let op = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
     let flags = OpFlags(u32::from_be_bytes([header[8], header[9], header[10], header[11]]));

@@ -1,0 +1,94 @@
+//! A connection's first request, read right after accept and, when it is cheap
+//! (as the UDP receive thread judges it: site info, or a resolution answered
+//! locally without a signature), answered on the accepting task before the
+//! connection gets a task of its own. The Java client sends one request per
+//! connection; waiting for the event loop to report the new socket readable
+//! and for its task to be scheduled cost a wake-up per request, and the
+//! request is almost always there already (BENCHMARKS.md, "TCP, a connection
+//! per request: where the time goes").
+
+use super::serve_admitted;
+use crate::native::{read_envelope, Answer, Transport};
+use crate::state::ServerState;
+use futures_util::FutureExt;
+use handled_proto::envelope::ENVELOPE_LEN;
+use std::future::Future;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::net::TcpStream;
+
+/// Read at most this much right after accept: a resolution request is ~100
+/// bytes; a larger request's rest is read by the connection's task.
+const EARLY_READ: usize = 2048;
+
+/// What the accepting task leaves to the connection's task.
+pub struct Early {
+    /// Bytes read but not served yet: the first request when it was not
+    /// answered here, or whatever followed the answered one.
+    pub carried: Vec<u8>,
+    pub reply: EarlyReply,
+}
+
+pub enum EarlyReply {
+    /// Nothing to send (no request answered here, or its answer all sent).
+    Sent,
+    /// The rest of an answer the socket did not take at once.
+    Unsent(Vec<u8>),
+    /// An answer that needs the connection's task: one still being worked
+    /// out, or one that goes on with a replication stream.
+    Later(Pin<Box<dyn Future<Output = Answer> + Send>>),
+}
+
+impl Early {
+    fn nothing(carried: Vec<u8>) -> Early {
+        Early { carried, reply: EarlyReply::Sent }
+    }
+}
+
+/// Read what already arrived on `stream` (never waiting) and answer it here
+/// when it is one whole cheap request and a turn is free at once; anything
+/// else is left to the connection's task, as if nothing had been read.
+pub fn first_request(state: &Arc<ServerState>, stream: &TcpStream, peer: SocketAddr) -> Early {
+    let mut bytes = [0u8; EARLY_READ];
+    // socket2 reads the (non-blocking) descriptor directly: tokio's own
+    // try_read gives up before the event loop has reported the socket readable.
+    // An error is nothing yet (WouldBlock), or one the task's read meets again.
+    let n = (&*socket2::SockRef::from(stream)).read(&mut bytes).unwrap_or(0);
+    let mut carried = bytes[..n].to_vec();
+    let Some(len) = whole_unit_len(&carried) else { return Early::nothing(carried) };
+    if !super::udp::is_cheap(state, &carried[..len]) {
+        return Early::nothing(carried);
+    }
+    // Only a turn free now: waiting in the admission queue is the task's business.
+    let Some(permit) = state.admission.try_now() else { return Early::nothing(carried) };
+    let unit: Vec<u8> = carried.drain(..len).collect();
+    let serving = state.clone();
+    let mut answer: Pin<Box<dyn Future<Output = Answer> + Send>> = Box::pin(async move {
+        let answer = serve_admitted(&serving, &unit, Transport::Tcp, peer).await;
+        drop(permit);
+        answer
+    });
+    // Cheap requests finish in one poll; cache only, as on the UDP thread, so
+    // that the accepting task never waits on an upstream server.
+    let Some(answer) = crate::recursion::cache_only(|| (&mut answer).now_or_never()) else {
+        return Early { carried, reply: EarlyReply::Later(answer) };
+    };
+    if answer.stream.is_some() {
+        return Early { carried, reply: EarlyReply::Later(Box::pin(async move { answer })) };
+    }
+    let reply = answer.units.concat();
+    let sent = socket2::SockRef::from(stream).send(&reply).unwrap_or(0);
+    let reply = if sent == reply.len() { EarlyReply::Sent } else { EarlyReply::Unsent(reply[sent..].to_vec()) };
+    Early { carried, reply }
+}
+
+/// The length of the unit at the start of `bytes` when all of it is there and
+/// its length is acceptable; None otherwise (the task reads on, or answers a
+/// bad length as it always does).
+fn whole_unit_len(bytes: &[u8]) -> Option<usize> {
+    let length = read_envelope(bytes)?.check_message_length().ok()?;
+    let len = ENVELOPE_LEN.checked_add(length)?;
+    (bytes.len() >= len).then_some(len)
+}
