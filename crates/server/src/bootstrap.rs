@@ -97,6 +97,9 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     let mut homed: HashSet<Vec<u8>> = crate::state::stored_homed(&*store).await?;
 
     let mut new_credentials = Vec::new();
+    // The HS_SITE value this server wrote with its key, which its HTTPS
+    // certificate names (tls.rs): none where the prefix handles are another's.
+    let mut published_site = None;
     let prefixes: &[String] = if replicated { &[] } else { &config.prefixes };
     for prefix in prefixes {
         let prefix_handle = handle::normalize(format!("0.NA/{prefix}").as_bytes(), false);
@@ -118,6 +121,7 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
             continue;
         }
         upsert_prefix_handle(&*store, &prefix_handle, &admin_ref, &site_bytes).await?;
+        published_site.get_or_insert_with(|| crate::tls::site_identity(prefix));
         let admin_key = handle::normalize(&admin_handle, config.case_sensitive);
         if store.get(&admin_key).await?.is_none() {
             // Another node sharing the store may win the race to create it.
@@ -130,7 +134,7 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     }
 
     let uncached = store.clone();
-    let state = Arc::new(ServerState::new(config, store, key, site_bytes, serial, homed));
+    let state = Arc::new(ServerState::new(config, store, key, site_bytes, serial, homed, published_site));
     join_cluster(&state, uncached).await?;
     Ok(Bootstrapped { state, new_credentials })
 }

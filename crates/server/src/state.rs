@@ -54,10 +54,11 @@ impl ServerState {
         site_bytes: Vec<u8>,
         site_serial: u16,
         homed: HashSet<Vec<u8>>,
+        certificate_identity: Option<String>,
     ) -> Self {
         // Config::validate has checked the list; bootstrap refuses invalid configs.
         let logs = Logs::new(config.transport.access_log, config.transport.access_log_sample_every);
-        let tls = match CertSlot::load(&config, &key) {
+        let tls = match CertSlot::load(&config, &key, certificate_identity) {
             Ok(slot) => Some(slot),
             Err(e) => {
                 tracing::error!("HTTPS disabled on the HTTP port: {e}");

@@ -34,7 +34,7 @@ pub enum TlsError {
 
 /// The acceptor for HTTPS connections on the HTTP port.
 pub fn acceptor(config: &Config, key: &RsaSigner) -> Result<TlsAcceptor, TlsError> {
-    Ok(CertSlot::load(config, key)?.acceptor(config.transport.https_client_certificates))
+    Ok(CertSlot::load(config, key, None)?.acceptor(config.transport.https_client_certificates))
 }
 
 /// The certificate HTTPS presents, replaceable while serving (SIGHUP):
@@ -42,6 +42,8 @@ pub fn acceptor(config: &Config, key: &RsaSigner) -> Result<TlsAcceptor, TlsErro
 #[derive(Debug)]
 pub struct CertSlot {
     current: std::sync::RwLock<Arc<CertifiedKey>>,
+    /// What the self-signed certificate names ([`site_identity`]).
+    identity: Option<String>,
 }
 
 impl ResolvesServerCert for CertSlot {
@@ -51,14 +53,17 @@ impl ResolvesServerCert for CertSlot {
 }
 
 impl CertSlot {
-    pub fn load(config: &Config, key: &RsaSigner) -> Result<Arc<CertSlot>, TlsError> {
-        Ok(Arc::new(CertSlot { current: std::sync::RwLock::new(Arc::new(certified(config, key)?)) }))
+    /// `identity`: the HS_SITE value that publishes the server key, named in
+    /// the self-signed certificate ([`site_identity`]).
+    pub fn load(config: &Config, key: &RsaSigner, identity: Option<String>) -> Result<Arc<CertSlot>, TlsError> {
+        let current = std::sync::RwLock::new(Arc::new(certified(config, key, identity.as_deref())?));
+        Ok(Arc::new(CertSlot { current, identity }))
     }
 
     /// Read the certificate again (the files may have been renewed); on an
     /// error the one in use stays.
     pub fn reload(&self, config: &Config, key: &RsaSigner) -> Result<(), TlsError> {
-        let new = Arc::new(certified(config, key)?);
+        let new = Arc::new(certified(config, key, self.identity.as_deref())?);
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = new;
         Ok(())
     }
@@ -90,7 +95,7 @@ impl CertSlot {
 /// key, whatever HTTPS presents, because a Handle.Net mirror accepts exactly a
 /// certificate whose public key is the one in our HS_SITE (it checks nothing else).
 pub fn site_key_acceptor(config: &Config, key: &RsaSigner) -> Result<TlsAcceptor, TlsError> {
-    let (certs, private) = self_signed(config, key)?;
+    let (certs, private) = self_signed(config, key, None)?;
     let server = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
@@ -103,7 +108,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 /// The configured certificate and key (checked to match), or a self-signed one.
-fn certified(config: &Config, key: &RsaSigner) -> Result<CertifiedKey, TlsError> {
+fn certified(config: &Config, key: &RsaSigner, identity: Option<&str>) -> Result<CertifiedKey, TlsError> {
     let (certs, private) = match (&config.transport.tls_cert, &config.transport.tls_key) {
         (Some(c), Some(k)) => {
             let pem = |p: &std::path::Path, e: rustls::pki_types::pem::Error| TlsError::Pem {
@@ -117,7 +122,7 @@ fn certified(config: &Config, key: &RsaSigner) -> Result<CertifiedKey, TlsError>
             let private = PrivateKeyDer::from_pem_file(k).map_err(|e| pem(k, e))?;
             (certs, private)
         }
-        (None, None) => self_signed(config, key)?,
+        (None, None) => self_signed(config, key, identity)?,
         _ => return Err(TlsError::Half),
     };
     if certs.is_empty() {
@@ -130,16 +135,13 @@ fn certified(config: &Config, key: &RsaSigner) -> Result<CertifiedKey, TlsError>
 const USER_ID_OID: [u64; 7] = [0, 9, 2342, 19200300, 100, 1, 1];
 
 /// The handle value that publishes the certificate's key, as `index:handle`
-/// (Manual §14.6.1, handle-based certificates): the HS_SITE of the first
-/// prefix handle, which carries the server key. The Java library's
+/// (Manual §14.6.1, handle-based certificates): the HS_SITE of a prefix
+/// handle this server wrote, which carries the server key. The Java library's
 /// `X509HSTrustManager` reads it from the subject's UID, resolves it and
-/// compares keys. None where this server writes no prefix handle of its own
-/// (a mirror's, or none configured).
-fn handle_identity(config: &Config) -> Option<String> {
-    if config.replication.source.is_some() || config.replication.pulls_from_group() {
-        return None;
-    }
-    config.prefixes.first().map(|prefix| format!("{}:0.NA/{prefix}", crate::site::SITE_INDEX))
+/// compares keys. Bootstrap says which (none on a mirror, a promoted mirror
+/// or a read-only server: their prefix handles are another's).
+pub fn site_identity(prefix: &str) -> String {
+    format!("{}:0.NA/{prefix}", crate::site::SITE_INDEX)
 }
 
 /// A certificate for the server's own RSA key, valid for `localhost` and the
@@ -147,6 +149,7 @@ fn handle_identity(config: &Config) -> Option<String> {
 fn self_signed(
     config: &Config,
     key: &RsaSigner,
+    identity: Option<&str>,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
     let pkcs8 = PrivatePkcs8KeyDer::from(key.pkcs8().to_vec());
     let pair = rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&pkcs8, &rcgen::PKCS_RSA_SHA256)?;
@@ -156,7 +159,7 @@ fn self_signed(
     }
     let mut params = rcgen::CertificateParams::new(names)?;
     params.distinguished_name.push(rcgen::DnType::CommonName, format!("handled {}", config.description));
-    if let Some(identity) = handle_identity(config) {
+    if let Some(identity) = identity {
         params.distinguished_name.push(rcgen::DnType::CustomDnType(USER_ID_OID.to_vec()), identity);
     }
     params.not_before = rcgen::date_time_ymd(2020, 1, 1);
@@ -182,7 +185,7 @@ mod tests {
     #[test]
     fn self_signed_certificate_carries_the_server_key() {
         let key = RsaSigner::generate().unwrap();
-        let (certs, _) = self_signed(&Config::default(), &key).unwrap();
+        let (certs, _) = self_signed(&Config::default(), &key, None).unwrap();
         let (_, cert) = x509_parser::parse_x509_certificate(&certs[0]).unwrap();
         let spki = cert.public_key().subject_public_key.data.to_vec();
         // The SPKI bit string is the PKCS#1 RSAPublicKey: same modulus as HS_SITE's key.
@@ -192,14 +195,12 @@ mod tests {
         assert!(acceptor(&Config::default(), &key).is_ok());
         // Named by the handle value that publishes the key (§14.6.1): as the
         // Java library's X509HSTrustManager reads a subject.
-        let mut primary = Config { prefixes: vec!["TEST".into()], ..Default::default() };
-        let (certs, _) = self_signed(&primary, &key).unwrap();
+        let (certs, _) = self_signed(&Config::default(), &key, Some(&site_identity("TEST"))).unwrap();
         let claim = crate::client_cert::ClientCertificate::parse(&certs[0]).unwrap();
         assert_eq!(claim.identity, "1:0.NA/TEST");
-        primary.replication.source = Some("127.0.0.1:2641".into());
-        let (certs, _) = self_signed(&primary, &key).unwrap();
+        let (certs, _) = self_signed(&Config::default(), &key, None).unwrap();
         let claim = crate::client_cert::ClientCertificate::parse(&certs[0]).unwrap();
-        assert!(claim.identity.starts_with("handled"), "a mirror names no handle: {}", claim.identity);
+        assert!(claim.identity.starts_with("handled"), "without one, no handle is named: {}", claim.identity);
         let mut half = Config::default();
         half.transport.tls_cert = Some("x.pem".into());
         assert!(matches!(acceptor(&half, &key), Err(TlsError::Half)));
@@ -229,7 +230,7 @@ mod tests {
         };
         let key = RsaSigner::generate().unwrap();
         let first = write("first.example");
-        let slot = CertSlot::load(&config, &key).unwrap();
+        let slot = CertSlot::load(&config, &key, None).unwrap();
         assert_eq!(slot.current().cert[0], first);
         let renewed = write("renewed.example");
         slot.reload(&config, &key).unwrap();

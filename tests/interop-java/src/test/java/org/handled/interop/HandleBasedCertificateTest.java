@@ -3,6 +3,7 @@ package org.handled.interop;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.io.IOException;
 import java.net.URL;
@@ -59,6 +60,10 @@ class HandleBasedCertificateTest extends ServerTestBase {
 
     @Test
     void theCertificateNamesTheHandleThatPublishesItsKey() throws Exception {
+        // On a data directory copied from a promoted mirror (tests/replication/migration.sh)
+        // the prefix handles are the source's, so the certificate names none.
+        assumeTrue(System.getenv("HANDLED_TEST_DATA_FROM") == null,
+                "the server runs on a promoted mirror's data: its prefix handles publish another site");
         // The library's trust manager resolves the subject's index:handle; this resolver sends
         // that resolution to the server under test (the prefix handle lives there, not in a
         // global registry this test cannot reach).
