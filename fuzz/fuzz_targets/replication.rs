@@ -10,7 +10,8 @@
 
 use handled_proto::replication::framing::StreamItem;
 use handled_proto::replication::{
-    BlockVerifier, DumpStreamDecoder, DumpStreamItem, Framing, Preamble, StreamError, TxnStreamDecoder, TxnStreamItem,
+    BlockVerifier, DumpStreamDecoder, DumpStreamItem, Framing, Preamble, StreamDecoder, StreamGrammar,
+    TxnStreamDecoder, TxnStreamItem,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -18,17 +19,12 @@ const MAX_ITEM: usize = 64 * 1024;
 const MAX_ITEMS: usize = 10_000;
 
 /// Feeds `bytes` in pieces of `piece` bytes, taking items as they complete.
-fn read<I>(
-    bytes: &[u8],
-    piece: usize,
-    mut feed: impl FnMut(&[u8]),
-    mut next: impl FnMut() -> Result<Option<I>, StreamError>,
-) -> Vec<I> {
+fn read<G: StreamGrammar, V: BlockVerifier>(mut d: StreamDecoder<G, V>, bytes: &[u8], piece: usize) -> Vec<G::Item> {
     let mut items = Vec::new();
     for chunk in bytes.chunks(piece.max(1)) {
-        feed(chunk);
+        d.feed(chunk);
         loop {
-            match next() {
+            match d.next_item() {
                 Ok(Some(item)) if items.len() < MAX_ITEMS => items.push(item),
                 Ok(_) => break,
                 Err(_) => return items,
@@ -58,16 +54,12 @@ fn framing(stream: &[u8]) -> Option<(Framing<AnySignature>, &[u8])> {
 
 fn txn(bytes: &[u8], piece: usize) -> Vec<TxnStreamItem> {
     let Some((framing, bytes)) = framing(bytes) else { return Vec::new() };
-    let mut d = TxnStreamDecoder::new(framing, MAX_ITEM);
-    let d = std::cell::RefCell::new(&mut d);
-    read(bytes, piece, |b| d.borrow_mut().feed(b), || d.borrow_mut().next_item())
+    read(TxnStreamDecoder::new(framing, MAX_ITEM), bytes, piece)
 }
 
 fn dump(bytes: &[u8], piece: usize) -> Vec<DumpStreamItem> {
     let Some((framing, bytes)) = framing(bytes) else { return Vec::new() };
-    let mut d = DumpStreamDecoder::new(framing, MAX_ITEM);
-    let d = std::cell::RefCell::new(&mut d);
-    read(bytes, piece, |b| d.borrow_mut().feed(b), || d.borrow_mut().next_item())
+    read(DumpStreamDecoder::new(framing, MAX_ITEM), bytes, piece)
 }
 
 /// An unsigned stream of these items.

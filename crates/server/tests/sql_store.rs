@@ -76,16 +76,21 @@ use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A durable server on the database at `url`, its data directory `dir`.
+fn on_sql(c: &mut handled_server::config::Config, url: &str, dir: &std::path::Path) {
+    c.ephemeral = false;
+    c.storage.store = handled_server::config::StoreKind::Sql;
+    c.data_dir = dir.to_owned();
+    c.storage.sql.url = url.to_owned();
+}
+
 async fn served_by_handled(db: Db) {
     let psql = |sql: &str| (db.run)(sql);
     let (k, b, hex, text) = (db.key, db.bytes, db.hex, db.text);
     let url = db.url.clone();
     let dir = tempfile::tempdir().unwrap();
     let tweak = |c: &mut handled_server::config::Config| {
-        c.ephemeral = false;
-        c.storage.store = handled_server::config::StoreKind::Sql;
-        c.data_dir = dir.path().to_owned();
-        c.storage.sql.url = url.clone();
+        on_sql(c, &url, dir.path());
         c.storage.sql.create_schema = true;
         // An index on data for /hrls: PostgreSQL's dataindex is there; MariaDB's made.
         c.storage.sql.value_index = true;
@@ -215,12 +220,7 @@ async fn untouched_schema(db: Db, manual_tables: &[&str], this_schema: &str) {
     }
     let url = db.url.clone();
     let dir = tempfile::tempdir().unwrap();
-    let tweak = |c: &mut handled_server::config::Config| {
-        c.ephemeral = false;
-        c.storage.store = handled_server::config::StoreKind::Sql;
-        c.data_dir = dir.path().to_owned();
-        c.storage.sql.url = url.clone();
-    };
+    let tweak = |c: &mut handled_server::config::Config| on_sql(c, &url, dir.path());
     let ours = format!(
         "select count(*) from information_schema.tables where table_schema = {this_schema} and table_name like 'handled%'"
     );
