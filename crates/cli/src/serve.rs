@@ -287,7 +287,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 Ok(reloaded) => eprintln!("SIGHUP: {reloaded}"),
                 Err(e) => eprintln!("SIGHUP: nothing reloaded, the running configuration stays: {e}"),
             }
-            match handled_server::replication::mirror::promote_if_unconfigured(&state, config_path.as_deref()).await {
+            match handled_server::replication::mirror::promote_if_unconfigured(
+                &state.replication,
+                config_path.as_deref(),
+            )
+            .await
+            {
                 Ok(true) => eprintln!("SIGHUP: replication_source gone from the configuration: promoted to a primary"),
                 Ok(false) => {}
                 Err(e) => eprintln!("SIGHUP: promotion failed, still a mirror: {e}"),

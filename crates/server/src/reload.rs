@@ -65,11 +65,11 @@ pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<Reloaded, Relo
     // Without a file the running keys stay as they are: loading the defaults
     // would undo what flags and the environment set at start.
     let merged = match path {
-        None => state.config.clone(),
+        None => (*state.config).clone(),
         Some(path) => {
             let file = Config::load(Some(path))?;
             // The running configuration (flags included) with only the reloadable keys replaced.
-            let mut merged = state.config.clone();
+            let mut merged = (*state.config).clone();
             merged.access = file.access;
             merged.transport.tls_cert = file.transport.tls_cert;
             merged.transport.tls_key = file.transport.tls_key;

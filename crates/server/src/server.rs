@@ -132,7 +132,7 @@ impl Booted {
     /// Make this server a mirror of the configured source (before serving); the
     /// pull loop stops when the server does.
     pub async fn start_mirror(&self, settings: MirrorSettings) -> Result<(), StoreError> {
-        replication::mirror::start(&self.state, settings, &self.shutdown.stop()).await
+        replication::mirror::start(&self.state.replication, settings, &self.shutdown.stop()).await
     }
 
     /// Take part in a multi-primary group (before serving), or, with none
@@ -143,7 +143,7 @@ impl Booted {
         settings: Option<replication::multi_primary::GroupSettings>,
     ) -> Result<(), StoreError> {
         match settings {
-            Some(s) => replication::multi_primary::start(&self.state, s, &self.shutdown.stop()).await,
+            Some(s) => replication::multi_primary::start(&self.state.replication, s, &self.shutdown.stop()).await,
             None if self.state.store.capabilities().txn_log => {
                 replication::multi_primary::leave(&*self.state.store).await
             }
@@ -187,8 +187,8 @@ impl Booted {
         }
         let http = acceptor(b.http, "http", http_refusal);
         listeners.push(stop.spawn_until_draining(transport::unify::serve_port(state.clone(), http, stop.clone())));
-        stop.spawn_until_draining(state.clone().sweep_expired());
-        if let Some(prune) = replication::source::prune::prune_daily(state.clone()) {
+        stop.spawn_until_draining(state.native.clone().sweep_expired());
+        if let Some(prune) = replication::source::prune::prune_daily(state.replication.clone()) {
             stop.spawn_until_draining(prune);
         }
         state.set_ready();

@@ -1,6 +1,7 @@
-//! What every request handler shares: configuration, the directory (store,
-//! homed prefixes, policy: what operations read), server key, our site record,
-//! and the transports' and authentication's bookkeeping.
+//! The server's parts, built once at start (the composition root's output):
+//! the directory that operations read, the resolution chain, the native
+//! protocol's and replication's contexts, and what the transports and the
+//! web front end keep (admission, metrics, logs, the HTTPS certificate).
 
 use crate::admission::{Admission, AdmissionLimits};
 use crate::auth::challenge::Challenges;
@@ -13,7 +14,10 @@ use crate::keys::RsaSigner;
 use crate::live::Live;
 use crate::logging::Logs;
 use crate::metrics::Metrics;
+use crate::native::NativeContext;
+use crate::ops::resolve::{standard_chain, ChainParts, ResolutionChain};
 use crate::quota::Quota;
+use crate::replication::ReplicationContext;
 use crate::session::{SessionLimits, Sessions};
 use crate::tls::CertSlot;
 use handled_store::Store;
@@ -21,29 +25,28 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 pub struct ServerState {
-    pub config: Config,
+    pub config: Arc<Config>,
     /// What operations read; the state derefs to it.
-    pub directory: Directory,
-    pub key: RsaSigner,
-    /// Encoded HS_SITE record answered by GET_SITE_INFO.
-    pub site_bytes: Vec<u8>,
-    pub site_serial: u16,
+    pub directory: Arc<Directory>,
+    pub key: Arc<RsaSigner>,
     /// The HTTPS certificate (None: TLS setup failed, plain HTTP only).
     pub tls: Option<Arc<CertSlot>>,
     /// Access lines and failed authentications: policy and counters.
-    pub logs: Logs,
-    pub challenges: Challenges,
-    pub sessions: Sessions,
+    pub logs: Arc<Logs>,
+    /// What the native protocol (over every transport) works with.
+    pub native: Arc<NativeContext>,
     pub admission: Admission,
-    pub metrics: Metrics,
-    /// The replication source's stream slots and waiting pulls.
-    pub replication: crate::replication_status::slots::Source,
+    pub metrics: Arc<Metrics>,
+    /// What replication (source, mirror, group) works with.
+    pub replication: Arc<ReplicationContext>,
     /// The cache in front of `store` (which already goes through it), for its figures.
     pub cache: Option<Arc<CachingStore>>,
     /// Set once every listener serves (`/readyz`).
     ready: std::sync::atomic::AtomicBool,
     /// Resolving handles homed elsewhere (`[resolver]`), when on.
     pub recursion: Arc<crate::recursion::Recursion>,
+    /// Where resolutions look, in order (`ops::resolve`).
+    pub chain: Arc<ResolutionChain>,
 }
 
 impl ServerState {
@@ -103,47 +106,59 @@ impl ServerState {
             Some(c) => c.clone() as Arc<dyn Store>,
             None => store,
         };
-        let metrics = Metrics::default();
+        let metrics = Arc::new(Metrics::default());
         let recursion = crate::recursion::Recursion::new(&metrics);
         match recursion.prepare(&config) {
             Ok(prepared) => recursion.apply(prepared),
             Err(e) => tracing::error!("handles homed elsewhere are not resolved: {e}"),
         }
+        let directory = Arc::new(Directory::new(
+            store,
+            config.case_sensitive,
+            homed,
+            shared,
+            Live::of(&config),
+            remote_auth,
+            auth_work,
+        ));
+        let chain = Arc::new(standard_chain(ChainParts {
+            directory: directory.clone(),
+            metrics: metrics.clone(),
+            recursion: recursion.clone(),
+            templates: config.templates.clone(),
+            case_sensitive: config.case_sensitive,
+            status_monitor: config.enable_monitor_daemon,
+        }));
+        let (config, key) = (Arc::new(config), Arc::new(key));
+        let replication =
+            Arc::new(ReplicationContext::new(directory.clone(), config.clone(), key.clone(), metrics.clone()));
+        let logs = Arc::new(logs);
+        let native = Arc::new(NativeContext {
+            directory: directory.clone(),
+            config: config.clone(),
+            chain: chain.clone(),
+            key: key.clone(),
+            site_bytes,
+            site_serial,
+            challenges,
+            sessions,
+            logs: logs.clone(),
+            replication: replication.clone(),
+        });
         ServerState {
+            native,
             admission,
             metrics,
             recursion,
-            replication: crate::replication_status::slots::Source::new(&config),
+            chain,
             cache,
             ready: Default::default(),
-            directory: Directory::new(
-                store,
-                config.case_sensitive,
-                homed,
-                shared,
-                Live::of(&config),
-                remote_auth,
-                auth_work,
-            ),
+            directory,
+            replication,
             config,
             key,
-            site_bytes,
-            site_serial,
             tls,
             logs,
-            challenges,
-            sessions,
-        }
-    }
-
-    /// Forget expired challenges (and sessions) every second, so that what a
-    /// flood left behind goes even when nothing new arrives.
-    pub async fn sweep_expired(self: Arc<Self>) {
-        let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
-        loop {
-            every.tick().await;
-            self.challenges.sweep();
-            self.sessions.sweep();
         }
     }
 
@@ -153,17 +168,6 @@ impl ServerState {
 
     pub fn set_ready(&self) {
         self.ready.store(true, std::sync::atomic::Ordering::Release);
-    }
-
-    /// A fresh id for a challenge or a session: one id space for both (§7.5),
-    /// random so that ids reveal nothing about other clients.
-    pub fn new_auth_id(&self) -> i32 {
-        loop {
-            let id = rand::random::<i32>() & 0x7fff_ffff;
-            if id != 0 && !self.sessions.contains(id) && !self.challenges.contains(id) {
-                return id;
-            }
-        }
     }
 }
 

@@ -62,7 +62,7 @@ fn puller(s: &AdminServer, who: Option<&[u8]>, version: Version) -> Puller {
         addr: s.addrs.tcp,
         identity: who.map(|h| Identity { handle: h.to_vec(), index: 300, secret: SECRET.to_vec() }),
         version,
-        site_key: site_key(&s.state.site_bytes),
+        site_key: site_key(&s.state.native.site_bytes),
     }
 }
 

@@ -7,8 +7,8 @@ use super::{Answer, Transport};
 use crate::access::verify;
 use crate::auth::challenge::{NotStored, Pending};
 use crate::auth::Caller;
+use crate::native::NativeContext;
 use crate::session::Session;
-use crate::state::ServerState;
 use handled_proto::digest::RequestDigest;
 use handled_proto::envelope::Envelope;
 use handled_proto::header::{Header, ResponseCode};
@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// Answer a request with a challenge (402): a fresh nonce, the request digest,
 /// and a challenge id in the envelope (the session's own id inside a session).
 pub async fn challenge(
-    state: &ServerState,
+    state: &NativeContext,
     ctx: &RequestContext<'_>,
     session: Option<&Session>,
     peer: IpAddr,
@@ -65,7 +65,7 @@ pub async fn challenge(
 /// A challenge answer: verify it against the challenge it names, then run the
 /// original request as the proven identity and answer it on this exchange.
 pub async fn answer(
-    state: &ServerState,
+    state: &NativeContext,
     ctx: &RequestContext<'_>,
     answer: &ChallengeAnswer,
     transport: Transport,
@@ -143,7 +143,11 @@ pub async fn answer(
 
 /// VERIFY_CHALLENGE (201): does this answer prove the identity, whose handle
 /// lives here? Replies `valid` true or false, signed when CT is set.
-pub async fn verify_challenge(state: &ServerState, ctx: &RequestContext<'_>, req: &VerifyChallengeRequest) -> Vec<u8> {
+pub async fn verify_challenge(
+    state: &NativeContext,
+    ctx: &RequestContext<'_>,
+    req: &VerifyChallengeRequest,
+) -> Vec<u8> {
     let reply = Reply::default();
     if !state.is_homed(&req.handle).await {
         let e = crate::ops::OpError::not_responsible();

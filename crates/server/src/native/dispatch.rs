@@ -5,9 +5,9 @@
 use super::respond::{encode_reply, Reply, RequestContext};
 use super::{Answer, Origin, Transport};
 use crate::auth::Caller;
+use crate::native::NativeContext;
 use crate::ops::{self, OpError};
 use crate::replication::source;
-use crate::state::ServerState;
 use handled_proto::envelope::Version;
 use handled_proto::header::{OpFlags, ResponseCode};
 use handled_proto::request::RequestBody;
@@ -22,7 +22,7 @@ pub const LIST_CHUNK: usize = 50;
 /// turn into a challenge when it asks for authentication). `flags` are the
 /// request's own (after a challenge, the original's: answers don't carry OW or MINT).
 pub async fn run(
-    state: &ServerState,
+    state: &NativeContext,
     ctx: &RequestContext<'_>,
     request: &RequestBody,
     flags: OpFlags,
@@ -36,7 +36,8 @@ pub async fn run(
     let replicate = |op| async move {
         let Origin { transport, peer } = origin;
         let over_tcp = transport == Transport::Tcp;
-        let answered = Box::pin(source::answer(state, op, caller, over_tcp, peer, ctx.response_version())).await?;
+        let answered =
+            Box::pin(source::answer(&state.replication, op, caller, over_tcp, peer, ctx.response_version())).await?;
         Ok::<_, OpError>(Answer { units: one(answered.body, reply), stream: answered.stream })
     };
     // Every operation but resolution is boxed: a future holds the state of
@@ -54,7 +55,7 @@ pub async fn run(
                     .contains(OpFlags::REC)
                     .then_some(ops::Recurse { client: origin.peer.ip(), native: true }),
             };
-            let values = match ops::resolve(state, caller, &req).await {
+            let values = match ops::resolve(&state.chain, caller, &req).await {
                 Err(e) if e.code == ResponseCode::PREFIX_REFERRAL => {
                     let body = ResponseBody::Referral { handle: Vec::new(), values: e.referral };
                     return Ok(Answer::units(vec![encode_reply(state, ctx, e.code, &body, false, reply)]));
@@ -125,7 +126,7 @@ pub async fn run(
 
 /// A list answer: 50 entries per message, CN on all but the last; an empty
 /// list is one message with no entries.
-fn list(state: &ServerState, ctx: &RequestContext<'_>, items: Vec<Vec<u8>>, reply: Reply<'_>) -> Vec<Vec<u8>> {
+fn list(state: &NativeContext, ctx: &RequestContext<'_>, items: Vec<Vec<u8>>, reply: Reply<'_>) -> Vec<Vec<u8>> {
     if items.is_empty() {
         return vec![encode_reply(
             state,

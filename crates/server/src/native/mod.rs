@@ -4,6 +4,7 @@
 //! here; what operations do is in [`crate::ops`], who may do it in [`crate::auth`].
 
 mod auth;
+mod context;
 mod dispatch;
 pub mod respond;
 mod session;
@@ -11,7 +12,7 @@ mod session;
 use crate::auth::Caller;
 use crate::replication::source;
 use crate::session::Session;
-use crate::state::ServerState;
+pub use context::NativeContext;
 use handled_proto::codec::{Codec, Reader};
 use handled_proto::credential::Credential;
 use handled_proto::crypto::session as session_crypto;
@@ -65,7 +66,7 @@ pub fn read_envelope(unit: &[u8]) -> Option<Envelope> {
 
 /// Answer one request unit from `peer`. Never panics; malformed input gets a
 /// protocol error carrying the request id whenever the envelope could be read.
-pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport, peer: SocketAddr) -> Answer {
+pub async fn handle_unit(state: &NativeContext, unit: &[u8], transport: Transport, peer: SocketAddr) -> Answer {
     let Some(envelope) = read_envelope(unit) else { return Answer::units(Vec::new()) };
     let message = &unit[ENVELOPE_LEN..];
     let bare = RequestContext { envelope, header: None, header_and_body: &[] };
@@ -244,7 +245,7 @@ pub async fn handle_unit(state: &ServerState, unit: &[u8], transport: Transport,
 /// MAC and replay check of a message in session `s`. Ok(true): MAC verified;
 /// Ok(false): no MAC (the message counts as unauthenticated).
 async fn check_session_message(
-    state: &ServerState,
+    state: &NativeContext,
     s: &Arc<Session>,
     envelope: &Envelope,
     header_and_body: &[u8],
@@ -273,7 +274,7 @@ async fn check_session_message(
 /// Run a request whose challenge was just answered: the caller is proven, so
 /// a second request for authentication means the identity can't do this.
 async fn run_authenticated(
-    state: &ServerState,
+    state: &NativeContext,
     ctx: &RequestContext<'_>,
     request: &RequestBody,
     flags: OpFlags,

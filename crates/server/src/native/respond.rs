@@ -2,9 +2,9 @@
 //! request id echoed, version negotiated, expiration set, flags copied, the
 //! request digest when asked for, and a server signature when CT is set.
 
+use crate::native::NativeContext;
 use crate::session::Session;
 use crate::site::OUR_VERSION;
-use crate::state::ServerState;
 use handled_proto::codec::put_u32;
 use handled_proto::codec::Codec;
 use handled_proto::credential::{signed_input, Credential, HS_SIGNED};
@@ -67,7 +67,7 @@ pub struct Reply<'s> {
 /// Encode one complete response unit (envelope + message). `more` sets CN for
 /// all but the last message of a multi-message answer.
 pub fn encode_response(
-    state: &ServerState,
+    state: &NativeContext,
     ctx: &RequestContext<'_>,
     code: ResponseCode,
     body: &ResponseBody,
@@ -80,7 +80,7 @@ pub fn encode_response(
 /// answered with an HS_MAC (the server's own counter) instead of an RSA
 /// signature, and the message is encrypted when asked to.
 pub fn encode_reply(
-    state: &ServerState,
+    state: &NativeContext,
     ctx: &RequestContext<'_>,
     code: ResponseCode,
     body: &ResponseBody,
@@ -155,7 +155,7 @@ pub fn encode_reply(
 }
 
 /// HS_SIGNED credential over the response with the server key (§1.5).
-fn sign(state: &ServerState, envelope: &Envelope, header_and_body: &[u8]) -> Option<Credential> {
+fn sign(state: &NativeContext, envelope: &Envelope, header_and_body: &[u8]) -> Option<Credential> {
     let input = signed_input(envelope, header_and_body, 0);
     match state.key.sign(&input) {
         Ok((algorithm, signature)) => Some(Credential {
@@ -176,13 +176,13 @@ fn sign(state: &ServerState, envelope: &Envelope, header_and_body: &[u8]) -> Opt
 }
 
 /// An error response with a message body.
-pub fn error_response(state: &ServerState, ctx: &RequestContext<'_>, code: ResponseCode, message: &str) -> Vec<u8> {
+pub fn error_response(state: &NativeContext, ctx: &RequestContext<'_>, code: ResponseCode, message: &str) -> Vec<u8> {
     encode_response(state, ctx, code, &ResponseBody::Error { message: message.as_bytes().to_vec() }, false)
 }
 
 /// [`error_response`] inside a session.
 pub fn error_reply(
-    state: &ServerState,
+    state: &NativeContext,
     ctx: &RequestContext<'_>,
     code: ResponseCode,
     message: &str,

@@ -1,8 +1,8 @@
 //! SESSION_SETUP (mode 4, Diffie–Hellman) and SESSION_TERMINATE (§5.7).
 
 use super::respond::{encode_reply, error_reply, Reply, RequestContext};
+use crate::native::NativeContext;
 use crate::session::{NotAdded, Session, MAX_IDENTITY_LEN};
-use crate::state::ServerState;
 use handled_proto::codec::Codec;
 use handled_proto::crypto::{dh, session as session_crypto};
 use handled_proto::data::pubkey::{unsigned, PublicKey};
@@ -13,13 +13,18 @@ use handled_proto::session::{cipher, mode, KeyData, KeyExchange, SessionSetupReq
 use std::net::IpAddr;
 use std::time::Duration;
 
-fn refuse(state: &ServerState, ctx: &RequestContext<'_>, text: &str) -> Vec<u8> {
+fn refuse(state: &NativeContext, ctx: &RequestContext<'_>, text: &str) -> Vec<u8> {
     error_reply(state, ctx, ResponseCode::INVALID_SESSIONSETUP_REQUEST, text, Reply::default())
 }
 
 /// Agree a session key with the client's DH key and answer with ours. The
 /// response is signed with the server key (CT), never MACed.
-pub async fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionSetupRequest, peer: IpAddr) -> Vec<u8> {
+pub async fn setup(
+    state: &NativeContext,
+    ctx: &RequestContext<'_>,
+    req: &SessionSetupRequest,
+    peer: IpAddr,
+) -> Vec<u8> {
     let version = ctx.response_version();
     if version < Version::V2_7 {
         return refuse(state, ctx, "Sessions need protocol 2.7 or later");
@@ -74,7 +79,7 @@ pub async fn setup(state: &ServerState, ctx: &RequestContext<'_>, req: &SessionS
 }
 
 /// End the session the (already MAC-checked) request came in.
-pub async fn terminate(state: &ServerState, ctx: &RequestContext<'_>, session: &Session) -> Vec<u8> {
+pub async fn terminate(state: &NativeContext, ctx: &RequestContext<'_>, session: &Session) -> Vec<u8> {
     state.sessions.end(session.id).await;
     encode_reply(
         state,

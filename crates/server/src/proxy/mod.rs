@@ -131,7 +131,7 @@ fn base_url(headers: &HeaderMap, secure: bool) -> String {
 async fn lookup(state: &ServerState, handle: &str, client: std::net::IpAddr) -> Result<Vec<HandleValue>, OpError> {
     let recurse = Some(crate::ops::Recurse { client, native: false });
     let resolve = Resolve { handle: handle.as_bytes().to_vec(), public_only: true, recurse, ..Resolve::default() };
-    ops::resolve(state, &Caller::Anonymous, &resolve).await
+    ops::resolve(&state.chain, &Caller::Anonymous, &resolve).await
 }
 
 /// `base`: this server's `scheme://host` (only aliases need it).

@@ -3,6 +3,8 @@
 //! pulls from a Handle.Net (or `handled`) primary ([`mirror`]), and as one of
 //! several primaries that pull from each other ([`multi_primary`]).
 
+mod context;
+pub use context::ReplicationContext;
 pub mod kept_queues;
 pub mod mirror;
 pub mod multi_primary;

@@ -1,4 +1,4 @@
-//! The source's own state, kept in `ServerState`: stream slots, long-polling
+//! The source's own state, kept in the replication context: stream slots, long-polling
 //! pulls per peer, and the TLS acceptor with the site key's certificate. Apart
 //! from the request handling so that the server state does not depend on it.
 

@@ -72,7 +72,7 @@ pub(super) fn site(rest: &Rest, req: &Req) -> Reply {
     if !matches!(req.method, Method::GET | Method::HEAD | Method::POST) {
         return Reply::method_not_allowed(req, "GET, HEAD, POST, OPTIONS");
     }
-    match SiteInfo::decode_data(&rest.state.site_bytes) {
+    match SiteInfo::decode_data(&rest.state.native.site_bytes) {
         Ok(site) => Reply::json(StatusCode::OK, json!({ "responseCode": 1, "site": site_to_json(&site) })),
         Err(e) => {
             Reply::error(StatusCode::INTERNAL_SERVER_ERROR, ResponseCode::ERROR, format!("Site record unreadable: {e}"))

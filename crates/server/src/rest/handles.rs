@@ -81,7 +81,7 @@ async fn get(rest: &Rest, req: &Req, params: &Params, handle: &[u8], bare: bool)
         do_not_refer: params.flag("doNotRefer"),
         recurse: Some(ops::Recurse { client: req.conn.peer.ip(), native: false }),
     };
-    match ops::resolve(&rest.state, &caller, &resolve).await {
+    match ops::resolve(&rest.state.chain, &caller, &resolve).await {
         Ok(values) => {
             Reply { raw: Some(super::fastjson::resolution_body(handle, &values)), ..Reply::empty(StatusCode::OK) }
         }

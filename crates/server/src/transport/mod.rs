@@ -80,7 +80,7 @@ pub fn refuse(
 /// Answer a request that already holds an admission permit.
 pub async fn serve_admitted(state: &ServerState, unit: &[u8], transport: Transport, peer: SocketAddr) -> Answer {
     let started = Instant::now();
-    let answer = handle_unit(state, unit, transport, peer).await;
+    let answer = handle_unit(&state.native, unit, transport, peer).await;
     let elapsed = started.elapsed();
     state.metrics.observe(transport.name(), &answer.units, elapsed);
     if state.logs.wants_access_line() {
@@ -134,5 +134,5 @@ fn unsigned_answer(state: &ServerState, unit: &[u8], code: ResponseCode, message
         header.and_then(|h| unit.get(ENVELOPE_LEN..ENVELOPE_LEN + HEADER_LEN + h.body_length as usize)).unwrap_or(&[]);
     let header = header.map(|h| Header { op_flags: h.op_flags.without(OpFlags::CT), ..h });
     let ctx = RequestContext { envelope, header, header_and_body };
-    Some(error_response(state, &ctx, code, message))
+    Some(error_response(&state.native, &ctx, code, message))
 }

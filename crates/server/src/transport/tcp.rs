@@ -105,7 +105,7 @@ async fn connection(
         EarlyReply::Unsent(rest) => stream.write_all(&rest).await?,
         EarlyReply::Later(answer) => {
             if let Some(replication) = write_answer(&mut stream, answer.await).await? {
-                return replication.run(state, stream).await;
+                return replication.run(&state.replication, stream).await;
             }
         }
     }
@@ -144,13 +144,13 @@ async fn connection(
         if let Fill::Short(got) = fill(&mut stream, &mut carried, &mut unit, length, MESSAGE_READ_TIMEOUT).await? {
             let ctx = RequestContext { envelope, header: None, header_and_body: &[] };
             let text = format!("Expecting {length} bytes, only received {got}");
-            let _ = stream.write_all(&error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &text)).await;
+            let _ = stream.write_all(&error_response(&state.native, &ctx, ResponseCode::PROTOCOL_ERROR, &text)).await;
             return Ok(());
         }
         let answer = serve_unit(state, &unit, Transport::Tcp, peer).await;
         if let Some(replication) = write_answer(&mut stream, answer).await? {
             // The connection now carries the stream, and ends with it.
-            return replication.run(state, stream).await;
+            return replication.run(&state.replication, stream).await;
         }
     }
 }

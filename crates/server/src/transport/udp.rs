@@ -299,7 +299,7 @@ pub(super) fn is_cheap(state: &ServerState, unit: &[u8]) -> bool {
             do_not_refer: flags.contains(OpFlags::DNR),
             handle: resolution_handle(unit),
         };
-        crate::ops::resolve::CHAIN.answers_locally(state, &asked)
+        state.chain.answers_locally(&asked)
     };
     !flags.contains(OpFlags::CT) && (op == OpCode::GET_SITE_INFO.0 || (op == OpCode::RESOLUTION.0 && local()))
 }

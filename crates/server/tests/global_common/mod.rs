@@ -39,7 +39,7 @@ pub struct World {
 
 /// The site record a server publishes (GET_SITE_INFO).
 pub fn site_of(s: &TestServer) -> SiteInfo {
-    SiteInfo::decode_data(&s.state.site_bytes).expect("site record")
+    SiteInfo::decode_data(&s.state.native.site_bytes).expect("site record")
 }
 
 pub fn url(index: i32, url: &str, ttl: i32) -> HandleValue {
@@ -105,7 +105,7 @@ impl World {
 
         let dir = tempfile::tempdir().expect("tempdir");
         let root_info = dir.path().join("root_info");
-        std::fs::write(&root_info, &root.state.site_bytes).expect("root_info");
+        std::fs::write(&root_info, &root.state.native.site_bytes).expect("root_info");
         let resolver = handled_testkit::start(|c| {
             c.prefixes = vec!["LOCAL".into()];
             c.resolver.enabled = true;

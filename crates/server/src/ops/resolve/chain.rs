@@ -1,22 +1,21 @@
 //! The resolution chain: an ordered list of sources asked in turn for a
 //! handle, as hickory-dns's `Catalog` chains its handlers. Each source either
-//! answers or passes; the first answer wins. Today: the status handle, then the
-//! local store. Template handles (a miss under a homed prefix) and the global
-//! resolver (a handle of a prefix homed elsewhere) plug in as further sources.
+//! answers or passes; the first answer wins.
 //!
-//! Sources are stateless adapters over what the server state holds (the store,
-//! later a template table or a resolver's cache), so the chain is a constant
-//! of this module and the state needs no import from `ops`; a source whose
-//! subsystem is switched off passes.
+//! The chain is built once at start ([`super::standard_chain`]) and each
+//! source owns what it reads (the directory, the resolver, its settings), so
+//! a source added later brings its own state rather than a field of the
+//! server's; a source whose subsystem is switched off passes.
 
 use super::Resolve;
 use crate::auth::Caller;
+use crate::directory::Directory;
 use crate::ops::OpError;
-use crate::state::ServerState;
 use async_trait::async_trait;
 use handled_proto::header::ResponseCode;
 use handled_proto::value::HandleValue;
 use handled_store::HandleRecord;
+use std::sync::Arc;
 
 /// What a source made of a handle.
 pub enum Lookup {
@@ -46,17 +45,17 @@ pub struct Asked<'a> {
 /// One place handles can come from.
 #[async_trait]
 pub trait ResolutionSource: Send + Sync {
-    /// Answers from this process only (memory, the local store) on `state`,
-    /// for the request `asked` describes: no network round trip, so the UDP
-    /// receive thread may run it inline.
-    fn answers_locally(&self, _state: &ServerState, _asked: &Asked<'_>) -> bool {
+    /// Answers from this process only (memory, the local store) for the
+    /// request `asked` describes: no network round trip, so the UDP receive
+    /// thread may run it inline.
+    fn answers_locally(&self, _asked: &Asked<'_>) -> bool {
         true
     }
 
     /// Look `query` up. `not_found` tells that a source before this one is
     /// responsible for the handle and does not hold it (a source that only
     /// answers for handles homed elsewhere then passes).
-    async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError>;
+    async fn lookup(&self, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError>;
 }
 
 /// A resolution request with its handle in canonical form.
@@ -72,27 +71,28 @@ pub enum Resolved {
     Values(Vec<HandleValue>),
 }
 
-/// Ordered sources.
+/// Ordered sources, and the directory that read permissions are checked in.
 pub struct ResolutionChain {
-    sources: &'static [&'static dyn ResolutionSource],
+    pub(super) directory: Arc<Directory>,
+    sources: Vec<Box<dyn ResolutionSource>>,
 }
 
 impl ResolutionChain {
-    pub const fn new(sources: &'static [&'static dyn ResolutionSource]) -> Self {
-        ResolutionChain { sources }
+    pub fn new(directory: Arc<Directory>, sources: Vec<Box<dyn ResolutionSource>>) -> Self {
+        ResolutionChain { directory, sources }
     }
 
-    /// Every source answers locally on `state`: resolution never waits on the network.
-    pub fn answers_locally(&self, state: &ServerState, asked: &Asked<'_>) -> bool {
-        self.sources.iter().all(|s| s.answers_locally(state, asked))
+    /// Every source answers locally: resolution never waits on the network.
+    pub fn answers_locally(&self, asked: &Asked<'_>) -> bool {
+        self.sources.iter().all(|s| s.answers_locally(asked))
     }
 
     /// Ask each source in turn. No answer: 100 (handle not found) when some
     /// source is responsible for the handle, else 301 (not responsible, §7.2).
-    pub async fn resolve(&self, state: &ServerState, query: &Query<'_>) -> Result<Resolved, OpError> {
+    pub(super) async fn lookup(&self, query: &Query<'_>) -> Result<Resolved, OpError> {
         let mut not_found = false;
-        for source in self.sources {
-            match source.lookup(state, query, not_found).await? {
+        for source in &self.sources {
+            match source.lookup(query, not_found).await? {
                 Lookup::Record(record) => return Ok(Resolved::Record(record)),
                 Lookup::Values(values) => return Ok(Resolved::Values(values)),
                 Lookup::NotFound => not_found = true,

@@ -11,21 +11,40 @@ mod templates;
 pub use templates::fuzz_build as fuzz_build_template;
 
 use super::*;
-use crate::state::ServerState;
-use chain::{Query, ResolutionChain, Resolved};
+pub use chain::ResolutionChain;
+use chain::{Query, Resolved};
 use handled_proto::handle;
+use std::sync::Arc;
+
+/// What the sources of the standard chain read, handed over at start.
+pub struct ChainParts {
+    pub directory: Arc<Directory>,
+    pub metrics: Arc<crate::metrics::Metrics>,
+    pub recursion: Arc<crate::recursion::Recursion>,
+    pub templates: crate::config::templates::TemplatesConfig,
+    pub case_sensitive: bool,
+    /// The status handle's monitor value (`enable_monitor_daemon`).
+    pub status_monitor: bool,
+}
 
 /// The sources asked, in order: the status handle, the local store,
 /// template handles (for a handle homed here that the store does not hold),
 /// derived-prefix referrals (for a prefix handle delegated by an ancestor),
 /// then the global resolver (for a handle homed elsewhere).
-pub static CHAIN: ResolutionChain = ResolutionChain::new(&[
-    &super::status_handle::StatusHandle,
-    &local::LocalStore,
-    &templates::Templates,
-    &referral::DerivedPrefixReferral,
-    &recursive::Recursive,
-]);
+pub fn standard_chain(parts: ChainParts) -> ResolutionChain {
+    let ChainParts { directory, metrics, recursion, templates, case_sensitive, status_monitor } = parts;
+    let dir = || directory.clone();
+    ResolutionChain::new(
+        dir(),
+        vec![
+            Box::new(super::status_handle::StatusHandle::new(dir(), metrics.clone(), status_monitor)),
+            Box::new(local::LocalStore::new(dir())),
+            Box::new(templates::Templates::new(dir(), metrics, templates, case_sensitive)),
+            Box::new(referral::DerivedPrefixReferral::new(dir())),
+            Box::new(recursive::Recursive::new(dir(), recursion)),
+        ],
+    )
+}
 
 /// A resolution request as every front end states it.
 #[derive(Debug, Clone, Default)]
@@ -57,13 +76,13 @@ pub fn select<'a>(values: &'a [HandleValue], indexes: &[i32], types: &[Vec<u8>])
     values.iter().filter(|v| indexes.contains(&v.index) || types.iter().any(|t| v.type_matches(t))).collect()
 }
 
-/// The selected values, in stored order, from the first source of the chain
+/// The selected values, in stored order, from the first source of `chain`
 /// that has the handle. Non-public values need PO clear and an identity with
 /// READ_VALUE; values without admin read are never served.
-pub async fn resolve(state: &ServerState, caller: &Caller, req: &Resolve) -> Result<Vec<HandleValue>, OpError> {
+pub async fn resolve(chain: &ResolutionChain, caller: &Caller, req: &Resolve) -> Result<Vec<HandleValue>, OpError> {
     let canonical = handle::canonical(&req.handle);
     let query = Query { request: req, canonical: &canonical, caller };
-    let record = match CHAIN.resolve(state, &query).await? {
+    let record = match chain.lookup(&query).await? {
         Resolved::Values(values) => return Ok(values),
         Resolved::Record(record) => record,
     };
@@ -75,8 +94,14 @@ pub async fn resolve(state: &ServerState, caller: &Caller, req: &Resolve) -> Res
             return Err(OpError::new(ResponseCode::INSUFFICIENT_PERMISSIONS, "Values are not readable"));
         }
         let identity = require(caller)?;
-        permit(state, identity, &canonical, &admins_of(&record), AdminPermissions(AdminPermissions::READ_VALUE))
-            .await?;
+        permit(
+            &chain.directory,
+            identity,
+            &canonical,
+            &admins_of(&record),
+            AdminPermissions(AdminPermissions::READ_VALUE),
+        )
+        .await?;
     }
     if selected.is_empty() {
         return Err(OpError::new(ResponseCode::VALUES_NOT_FOUND, "No values found"));

@@ -1,21 +1,31 @@
 //! The global resolver as the last resolution source: a handle no source
 //! before is responsible for is resolved by walking the global system
-//! (`state.recursion`, the `[resolver]` table), for the web proxy and the JSON
+//! (`crate::recursion`, the `[resolver]` table), for the web proxy and the JSON
 //! API, and for native requests with REC when `allow_recursion` (never
 //! without REC: Handle.Net's semantics). Clients outside the allow-list get
 //! 301 as from a server without recursion, with a message saying why.
 
 use super::chain::{Asked, Lookup, Query, ResolutionSource};
+use crate::directory::Directory;
 use crate::ops::{OpError, UpstreamFailure};
-use crate::recursion;
-use crate::state::ServerState;
+use crate::recursion::{self, Recursion};
 use async_trait::async_trait;
 use handled_proto::handle;
 use handled_proto::header::ResponseCode;
 use handled_resolver::{Referrals, ResolveError};
 use handled_store::HandleRecord;
+use std::sync::Arc;
 
-pub struct Recursive;
+pub struct Recursive {
+    directory: Arc<Directory>,
+    recursion: Arc<Recursion>,
+}
+
+impl Recursive {
+    pub fn new(directory: Arc<Directory>, recursion: Arc<Recursion>) -> Self {
+        Recursive { directory, recursion }
+    }
+}
 
 #[async_trait]
 impl ResolutionSource for Recursive {
@@ -24,17 +34,17 @@ impl ResolutionSource for Recursive {
     /// (the local store is responsible for it, found or not).
     /// Nor for a handle whose answer the resolver's cache holds: then, run
     /// inside `recursion::cache_only`, the answer comes from the cache alone.
-    fn answers_locally(&self, state: &ServerState, asked: &Asked<'_>) -> bool {
-        if !asked.recursion || !state.recursion.native() {
+    fn answers_locally(&self, asked: &Asked<'_>) -> bool {
+        if !asked.recursion || !self.recursion.native() {
             return true;
         }
         let Some(h) = asked.handle else { return false };
-        state.directory.is_homed_now(&handle::canonical(h))
-            || state.recursion.current().is_some_and(|offer| offer.resolver.has_fresh(h, referrals(asked.do_not_refer)))
+        self.directory.is_homed_now(&handle::canonical(h))
+            || self.recursion.current().is_some_and(|offer| offer.resolver.has_fresh(h, referrals(asked.do_not_refer)))
     }
 
-    async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
-        let (Some(offer), Some(asker)) = (state.recursion.current(), query.request.recurse) else {
+    async fn lookup(&self, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
+        let (Some(offer), Some(asker)) = (self.recursion.current(), query.request.recurse) else {
             return Ok(Lookup::Pass);
         };
         // A source before is responsible for the handle: its answer stands.
@@ -44,10 +54,10 @@ impl ResolutionSource for Recursive {
         if !offer.allows(asker.client) {
             return Err(OpError::new(ResponseCode::SERVER_NOT_RESP, "Recursion is not offered to this client"));
         }
-        let Some(_turn) = state.recursion.turn(&offer, asker.client) else {
+        let Some(_turn) = self.recursion.turn(&offer, asker.client) else {
             return Err(OpError::new(ResponseCode::SERVER_TOO_BUSY, "Too many recursive requests under way"));
         };
-        let admit = || state.recursion.admit(asker.client);
+        let admit = || self.recursion.admit(asker.client);
         let referrals = referrals(query.request.do_not_refer);
         let resolved = if recursion::is_cache_only() {
             // Answered from the cache an instant ago; gone since (evicted, or

@@ -8,21 +8,31 @@
 //! (the prefix handle is not found).
 
 use super::chain::{Lookup, Query, ResolutionSource};
+use crate::directory::Directory;
 use crate::ops::OpError;
-use crate::state::ServerState;
 use async_trait::async_trait;
 use handled_proto::handle;
 use handled_proto::value::{types, HandleValue};
+use std::sync::Arc;
 
 /// Ancestors looked at (each a store read), nearest first.
 const MAX_ANCESTORS: usize = 8;
 const DELEGATING: [&[u8]; 3] = [types::HS_SITE_PREFIX, types::HS_NA_DELEGATE, types::HS_SERV_PREFIX];
 
-pub struct DerivedPrefixReferral;
+pub struct DerivedPrefixReferral {
+    directory: Arc<Directory>,
+}
+
+impl DerivedPrefixReferral {
+    pub fn new(directory: Arc<Directory>) -> Self {
+        DerivedPrefixReferral { directory }
+    }
+}
 
 #[async_trait]
 impl ResolutionSource for DerivedPrefixReferral {
-    async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
+    async fn lookup(&self, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
+        let state = &self.directory;
         if !not_found || query.request.do_not_refer || !handle::is_prefix_handle(query.canonical) {
             return Ok(Lookup::Pass);
         }

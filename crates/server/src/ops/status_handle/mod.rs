@@ -18,11 +18,13 @@ use super::resolve::chain::{Lookup, Query, ResolutionSource};
 use super::{require, OpError};
 use crate::access::authorize::{in_admin_list, is_server_admin};
 use crate::auth::Caller;
-use crate::state::ServerState;
+use crate::directory::Directory;
+use crate::metrics::Metrics;
 use async_trait::async_trait;
 use handled_proto::header::ResponseCode;
 use handled_proto::value::{HandleValue, ValuePermissions};
 use serde::Serialize;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The handle, compared without regard to case (as the original does).
@@ -37,20 +39,36 @@ pub fn is_status_handle(handle: &[u8]) -> bool {
 
 /// The status handle as the first source of the resolution chain: its values
 /// are made on the spot and read under rules of their own.
-pub struct StatusHandle;
+pub struct StatusHandle {
+    directory: Arc<Directory>,
+    metrics: Arc<Metrics>,
+    /// `enable_monitor_daemon`: the second value.
+    with_monitor: bool,
+}
+
+impl StatusHandle {
+    pub fn new(directory: Arc<Directory>, metrics: Arc<Metrics>, with_monitor: bool) -> Self {
+        StatusHandle { directory, metrics, with_monitor }
+    }
+}
 
 #[async_trait]
 impl ResolutionSource for StatusHandle {
-    async fn lookup(&self, state: &ServerState, query: &Query<'_>, _not_found: bool) -> Result<Lookup, OpError> {
+    async fn lookup(&self, query: &Query<'_>, _not_found: bool) -> Result<Lookup, OpError> {
         if !is_status_handle(query.canonical) {
             return Ok(Lookup::Pass);
         }
-        Ok(Lookup::Values(resolve_status(state, query.caller, query.request.public_only).await?))
+        Ok(Lookup::Values(resolve_status(self, query.caller, query.request.public_only).await?))
     }
 }
 
 /// The status values for `caller`, or the original's refusal.
-async fn resolve_status(state: &ServerState, caller: &Caller, public_only: bool) -> Result<Vec<HandleValue>, OpError> {
+async fn resolve_status(
+    source: &StatusHandle,
+    caller: &Caller,
+    public_only: bool,
+) -> Result<Vec<HandleValue>, OpError> {
+    let state = &source.directory;
     if public_only {
         return Err(OpError::new(ResponseCode::VALUES_NOT_FOUND, ""));
     }
@@ -60,10 +78,10 @@ async fn resolve_status(state: &ServerState, caller: &Caller, public_only: bool)
         return Err(OpError::new(ResponseCode::INVALID_ADMIN, ""));
     }
     let latest_txn_id = state.store.txn_log_bounds().await?.last;
-    let state_for_figures = (state.metrics.uptime(), state.metrics.handle_requests.snapshot());
-    let with_monitor = state.config.enable_monitor_daemon;
+    let state_for_figures = (source.metrics.uptime(), source.metrics.handle_requests.snapshot());
+    let with_monitor = source.with_monitor;
     let read_only = state.mirror().is_some_and(|m| m.is_read_only());
-    let started = state.metrics.started_at();
+    let started = source.metrics.started_at();
     // /proc and statvfs are blocking file system calls: off the async workers.
     let (summary, monitor) = tokio::task::spawn_blocking(move || {
         let (uptime, requests) = state_for_figures;

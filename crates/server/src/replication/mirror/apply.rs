@@ -1,7 +1,7 @@
 //! Turning what a source sends into store changes, and committing them in
 //! batches together with the progress that accounts for them.
 
-use crate::state::ServerState;
+use crate::replication::ReplicationContext;
 use handled_proto::handle;
 use handled_proto::replication::TxnAction as WireAction;
 use handled_proto::value::HandleValue;
@@ -45,7 +45,7 @@ impl Batch {
     /// handlers about prefixes homed or unhomed.
     pub async fn commit(
         &mut self,
-        state: &ServerState,
+        state: &ReplicationContext,
         progress: Vec<(String, Option<Vec<u8>>)>,
     ) -> Result<usize, handled_store::StoreError> {
         let changes = std::mem::take(&mut self.changes);
@@ -83,7 +83,7 @@ pub fn prefix_key(na: &[u8]) -> Vec<u8> {
 /// A handle's state as sent (a dump record, or a create/update with the
 /// values current at the source): no values means it is gone.
 pub fn handle_state(
-    state: &ServerState,
+    state: &ReplicationContext,
     id: u64,
     date_ms: u64,
     h: &[u8],
@@ -108,7 +108,7 @@ pub fn homing(id: u64, date_ms: u64, na: &[u8], homed: bool) -> ReplicatedChange
 /// homed must be well-formed and, with `replication_prefixes`, listed there;
 /// a prefix of this server's own `prefixes` is never unhomed by a source;
 /// with `replication_prefixes`, handles of other prefixes are not taken.
-pub fn admitted(state: &ServerState, change: &ReplicatedChange) -> bool {
+pub fn admitted(state: &ReplicationContext, change: &ReplicatedChange) -> bool {
     let config = &state.config;
     let taken = match change.entry.action {
         TxnAction::HomeNa | TxnAction::UnhomeNa => {
@@ -159,14 +159,14 @@ pub enum Pulled {
     DeleteAll,
 }
 
-pub fn pulled(state: &ServerState, r: handled_proto::replication::TxnRecord) -> Pulled {
+pub fn pulled(state: &ReplicationContext, r: handled_proto::replication::TxnRecord) -> Pulled {
     match wire_change(state, r) {
         Pulled::Change(c) if !admitted(state, &c) => Pulled::Skip,
         other => other,
     }
 }
 
-fn wire_change(state: &ServerState, r: handled_proto::replication::TxnRecord) -> Pulled {
+fn wire_change(state: &ReplicationContext, r: handled_proto::replication::TxnRecord) -> Pulled {
     let (id, date) = (r.txn_id, r.date_ms);
     match r.action {
         WireAction::CREATE | WireAction::UPDATE => {
@@ -194,7 +194,7 @@ mod tests {
         assert_eq!(prefix_key(b"0.na/20.5000"), b"0.NA/20.5000".to_vec());
     }
 
-    async fn mirror_state(replication_prefixes: &[&str]) -> (std::sync::Arc<ServerState>, tempfile::TempDir) {
+    async fn mirror_state(replication_prefixes: &[&str]) -> (std::sync::Arc<ReplicationContext>, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let mut config = crate::config::Config {
             ephemeral: true,
@@ -203,7 +203,7 @@ mod tests {
         };
         config.replication.prefixes = replication_prefixes.iter().map(|p| p.to_string()).collect();
         let store = crate::bootstrap::open_store(&config).await.unwrap();
-        (crate::bootstrap::bootstrap(config, store).await.unwrap().state, dir)
+        (crate::bootstrap::bootstrap(config, store).await.unwrap().state.replication.clone(), dir)
     }
 
     /// Issue 25 R13: a source homed `EVIL`, `0` and `""`, and unhomed the

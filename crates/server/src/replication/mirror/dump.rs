@@ -9,8 +9,8 @@ use super::apply::{admitted, handle_state, homing, Batch};
 use super::marks::{self, Kind};
 use super::progress::{entry, DumpProgress, PullProgress, DUMP_KEY, PULL_KEY};
 use super::MirrorError;
+use crate::replication::ReplicationContext;
 use crate::replication_status::mirror::{now_ms, MirrorStatus, Phase};
-use crate::state::ServerState;
 use handled_client::credentials::Credentials;
 use handled_client::replication::SourceServer;
 use handled_proto::replication::request::{RESUME_AFTER_HANDLE, RESUME_AFTER_NA};
@@ -27,7 +27,7 @@ const SWEEP_PAGE: usize = 1000;
 
 /// Run (or resume) the dump `d` to its end, then hand over to pulling.
 pub async fn run(
-    state: &ServerState,
+    state: &ReplicationContext,
     source: &SourceServer,
     creds: &Credentials,
     status: &MirrorStatus,
@@ -98,7 +98,7 @@ pub async fn run(
 
 /// One DUMP_HANDLES request, from the resume point, kept until the stream ends or breaks.
 async fn attempt(
-    state: &ServerState,
+    state: &ReplicationContext,
     source: &SourceServer,
     creds: &Credentials,
     status: &MirrorStatus,
@@ -157,7 +157,7 @@ async fn attempt(
 }
 
 async fn keep(
-    state: &ServerState,
+    state: &ReplicationContext,
     status: &MirrorStatus,
     d: &mut DumpProgress,
     batch: &mut Batch,
@@ -181,7 +181,7 @@ async fn keep(
 }
 
 /// After a redump: delete the handles and homed prefixes the dump did not contain.
-async fn sweep(state: &ServerState, d: &DumpProgress) -> Result<(), MirrorError> {
+async fn sweep(state: &ReplicationContext, d: &DumpProgress) -> Result<(), MirrorError> {
     let mut gone = 0u64;
     let mut after: Option<Vec<u8>> = None;
     loop {

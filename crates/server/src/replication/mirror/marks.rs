@@ -4,7 +4,7 @@
 //! a crash had to start again. Now memory is one page, and a crash resumes
 //! the redump where it stopped with its marks.
 
-use crate::state::ServerState;
+use crate::replication::ReplicationContext;
 use handled_store::{DocWrite, Document, StoreError};
 
 /// The marks' collection.
@@ -32,12 +32,12 @@ pub fn mark(kind: Kind, key: &[u8]) -> DocWrite {
 }
 
 /// Was `key` seen by the redump under way?
-pub async fn seen(state: &ServerState, kind: Kind, key: &[u8]) -> Result<bool, StoreError> {
+pub async fn seen(state: &ReplicationContext, kind: Kind, key: &[u8]) -> Result<bool, StoreError> {
     Ok(state.store.doc_get(SEEN, &id(kind, key)).await?.is_some())
 }
 
 /// Remove every mark (before a redump starts afresh, and after its sweep).
-pub async fn clear(state: &ServerState) -> Result<u64, StoreError> {
+pub async fn clear(state: &ReplicationContext) -> Result<u64, StoreError> {
     let mut removed = 0u64;
     loop {
         let page = state.store.doc_scan(SEEN, b"", None, PAGE).await?;

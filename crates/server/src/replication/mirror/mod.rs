@@ -17,8 +17,8 @@ pub(crate) mod source;
 pub use crate::replication_status::mirror::MirrorStatus;
 pub use settings::MirrorSettings;
 
+use crate::replication::ReplicationContext;
 use crate::replication_status::mirror::{now_ms, Phase};
-use crate::state::ServerState;
 use handled_client::replication::ReplicationError;
 use progress::{decode, DumpProgress, PullProgress, DUMP_KEY, PROMOTED_KEY, PULL_KEY};
 use pull::PullOutcome;
@@ -51,7 +51,7 @@ pub async fn is_promoted(store: &dyn handled_store::Store) -> Result<bool, handl
 /// Make `state` a mirror and start pulling (inside the runtime, before the
 /// listeners serve). A promoted server only logs that its source is ignored.
 pub async fn start(
-    state: &Arc<ServerState>,
+    state: &Arc<ReplicationContext>,
     settings: MirrorSettings,
     stop: &crate::lifecycle::Stop,
 ) -> Result<(), handled_store::StoreError> {
@@ -80,7 +80,7 @@ pub async fn start(
 
 /// Promote: stop pulling and take writes, continuing the source's transaction
 /// ids (the log holds them). Durable before it returns.
-pub async fn promote(state: &ServerState) -> Result<bool, handled_store::StoreError> {
+pub async fn promote(state: &ReplicationContext) -> Result<bool, handled_store::StoreError> {
     let Some(status) = state.mirror() else { return Ok(false) };
     if !status.is_read_only() {
         return Ok(false);
@@ -94,7 +94,10 @@ pub async fn promote(state: &ServerState) -> Result<bool, handled_store::StoreEr
 
 /// SIGHUP: a mirror whose configuration file no longer names a source is
 /// promoted (online promotion, no restart). Ok(true) when it was.
-pub async fn promote_if_unconfigured(state: &ServerState, path: Option<&std::path::Path>) -> Result<bool, String> {
+pub async fn promote_if_unconfigured(
+    state: &ReplicationContext,
+    path: Option<&std::path::Path>,
+) -> Result<bool, String> {
     if !state.mirror().is_some_and(|m| m.is_read_only()) {
         return Ok(false);
     }
@@ -113,7 +116,7 @@ pub async fn write_promoted(store: &dyn handled_store::Store) -> Result<(), hand
 }
 
 /// The pull loop: runs until promotion.
-async fn run(state: Arc<ServerState>, settings: MirrorSettings, status: Arc<MirrorStatus>) {
+async fn run(state: Arc<ReplicationContext>, settings: MirrorSettings, status: Arc<MirrorStatus>) {
     let mut failures = 0u32;
     while status.is_read_only() {
         let started = Instant::now();
@@ -159,7 +162,7 @@ async fn run(state: Arc<ServerState>, settings: MirrorSettings, status: Arc<Mirr
 /// One step: finish a dump in progress, start the first one, or pull.
 /// `Ok(None)`: a dump ended (pull at once).
 async fn cycle(
-    state: &ServerState,
+    state: &ReplicationContext,
     settings: &MirrorSettings,
     status: &MirrorStatus,
 ) -> Result<Option<PullOutcome>, MirrorError> {

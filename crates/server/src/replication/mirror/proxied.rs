@@ -23,8 +23,8 @@ use super::pull::{checked_txn_id, PullOutcome};
 use super::MirrorError;
 use crate::replication::kept_queues;
 use crate::replication::multi_primary::future_dates::{self, Verdict};
+use crate::replication::ReplicationContext;
 use crate::replication_status::mirror::{now_ms, MirrorStatus, Phase};
-use crate::state::ServerState;
 use handled_client::credentials::Credentials;
 use handled_client::replication::SourceServer;
 use handled_proto::envelope::Version;
@@ -59,7 +59,7 @@ struct Current {
 }
 
 /// Our position in every queue but the source's own (kept in `own`).
-async fn positions(state: &ServerState) -> Result<Vec<(String, PullProgress)>, MirrorError> {
+async fn positions(state: &ReplicationContext) -> Result<Vec<(String, PullProgress)>, MirrorError> {
     let mut out = Vec::new();
     for (key, raw) in state.store.meta_scan(QUEUES_PREFIX).await? {
         let p = decode::<PullProgress>(&key, &raw).map_err(MirrorError::Source)?;
@@ -78,7 +78,7 @@ fn position(p: &PullProgress) -> ReplicationServerState {
 /// One all-queues pull. `own`: the source's own queue name (`0:<index>:<handle>`
 /// of `replication_source`), whose position is `own_p`.
 pub async fn run(
-    state: &ServerState,
+    state: &ReplicationContext,
     source: &SourceServer,
     creds: &Credentials,
     status: &MirrorStatus,
@@ -219,7 +219,7 @@ pub async fn run(
 }
 
 /// Commit what `batch` holds with the position of the queue `c` up to its last id.
-async fn commit(state: &ServerState, batch: &mut Batch, c: &Current) -> Result<u64, MirrorError> {
+async fn commit(state: &ReplicationContext, batch: &mut Batch, c: &Current) -> Result<u64, MirrorError> {
     let mut p = c.progress.clone();
     p.last_txn_id = c.pending_id;
     Ok(batch.commit(state, vec![entry(&c.key, &p)]).await? as u64)

@@ -8,8 +8,8 @@ use super::progress::{entry, DumpProgress, PullProgress, DUMP_KEY, PULL_KEY};
 use super::MirrorError;
 use crate::replication::kept_queues;
 use crate::replication::multi_primary::future_dates::{self, Verdict};
+use crate::replication::ReplicationContext;
 use crate::replication_status::mirror::{now_ms, MirrorStatus, Phase};
-use crate::state::ServerState;
 use handled_client::credentials::Credentials;
 use handled_client::replication::SourceServer;
 use handled_proto::replication::txn_stream::STATUS_NEED_TO_REDUMP;
@@ -49,7 +49,7 @@ pub enum PullOutcome {
 /// One pull. `wait`: our long-poll extension (a `handled` source holds the
 /// request until a transaction arrives or this much time passed).
 pub async fn run(
-    state: &ServerState,
+    state: &ReplicationContext,
     source: &SourceServer,
     creds: &Credentials,
     status: &MirrorStatus,

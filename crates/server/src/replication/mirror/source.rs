@@ -4,7 +4,7 @@
 
 use super::progress::PINNED_KEY;
 use super::settings::{MirrorSettings, SourceSpec};
-use crate::state::ServerState;
+use crate::replication::ReplicationContext;
 use handled_client::replication::SourceServer;
 use handled_client::{resolved_values, Connection, Protocol, ResolveOptions};
 use handled_proto::codec::Codec;
@@ -20,7 +20,11 @@ pub const MAX_ITEM_BYTES: usize = handled_proto::replication::DEFAULT_MAX_ITEM_L
 
 /// Where to pull from, found anew at every cycle (the original also re-reads
 /// its source sites each time, so a changed site record takes effect).
-pub async fn find(settings: &MirrorSettings, state: &ServerState, timeout: Duration) -> Result<SourceServer, String> {
+pub async fn find(
+    settings: &MirrorSettings,
+    state: &ReplicationContext,
+    timeout: Duration,
+) -> Result<SourceServer, String> {
     let site = match &settings.source {
         SourceSpec::File(path) => handled_client::sites::read_site_file(path)?,
         SourceSpec::Address(text) => {
@@ -91,7 +95,7 @@ async fn fetch_site(addr: SocketAddr, timeout: Duration) -> Result<SiteInfo, Str
 
 /// Trust on first use for a source named by address: its key is kept, and a
 /// different key later is refused (someone else may be answering there).
-async fn pin_key(state: &ServerState, key: &[u8]) -> Result<(), String> {
+async fn pin_key(state: &ReplicationContext, key: &[u8]) -> Result<(), String> {
     match state.store.meta_get(PINNED_KEY).await.map_err(|e| e.to_string())? {
         Some(pinned) if pinned == key => Ok(()),
         Some(_) => Err("the source's key differs from the one it had at first contact: refusing to pull \
@@ -122,7 +126,7 @@ pub(crate) async fn remote_values(
 
 /// The values of `h` in our own store (None: not there).
 pub(crate) async fn local_values(
-    state: &ServerState,
+    state: &ReplicationContext,
     h: &[u8],
 ) -> Result<Option<Vec<handled_proto::value::HandleValue>>, String> {
     let key = handle::normalize(&handle::canonical(h), state.config.case_sensitive);
@@ -131,7 +135,12 @@ pub(crate) async fn local_values(
 
 /// The HS_SITE value `index:handle`, resolved at `replication_resolver` or in
 /// our own store.
-async fn site_value(settings: &MirrorSettings, state: &ServerState, index: i32, h: &[u8]) -> Result<SiteInfo, String> {
+async fn site_value(
+    settings: &MirrorSettings,
+    state: &ReplicationContext,
+    index: i32,
+    h: &[u8],
+) -> Result<SiteInfo, String> {
     let show = format!("{index}:{}", String::from_utf8_lossy(h));
     let values = match &settings.resolver {
         Some(text) => remote_values(text, settings.timeout, h, vec![index]).await?,

@@ -6,7 +6,7 @@
 
 use super::GroupSettings;
 use crate::replication::mirror::source::{local_values, only_server, remote_values, source_server, tcp_address};
-use crate::state::ServerState;
+use crate::replication::ReplicationContext;
 use handled_client::replication::SourceServer;
 use handled_proto::data::site::SiteInfo;
 use handled_proto::value::types;
@@ -29,7 +29,7 @@ pub struct Group {
 
 /// The group as the sites handle says now: in our own store, else (a new
 /// member that has not pulled it yet; `remote`) at `replication_resolver`.
-pub async fn find(state: &ServerState, settings: &GroupSettings, remote: bool) -> Result<Group, String> {
+pub async fn find(state: &ReplicationContext, settings: &GroupSettings, remote: bool) -> Result<Group, String> {
     let h = &settings.sites_handle;
     let show = String::from_utf8_lossy(h).into_owned();
     let values = match (local_values(state, h).await?, &settings.resolver) {

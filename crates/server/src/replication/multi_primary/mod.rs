@@ -17,8 +17,8 @@ use crate::config::{Config, StoreKind};
 use crate::replication::mirror::progress::{decode, PullProgress};
 use crate::replication::mirror::pull::{self, Queue};
 use crate::replication::mirror::{MirrorError, MirrorStatus};
+use crate::replication::ReplicationContext;
 use crate::replication_status::mirror::Phase;
-use crate::state::ServerState;
 use handled_client::credentials::Credentials;
 use handled_store::change_dates::{decode_priority, LOCAL_PRIORITY_META_KEY};
 use handled_store::{Store, StoreError};
@@ -84,7 +84,7 @@ impl GroupSettings {
 /// the first cycle that finds it, at `replication_resolver` if need be: a
 /// resolver out of reach does not hold up the start), then the pull loop starts.
 pub async fn start(
-    state: &Arc<ServerState>,
+    state: &Arc<ReplicationContext>,
     settings: GroupSettings,
     stop: &crate::lifecycle::Stop,
 ) -> Result<(), StoreError> {
@@ -115,7 +115,7 @@ async fn set_priority(store: &dyn Store, priority: Option<i32>) -> Result<(), St
 }
 
 /// The pull loop: every peer once per interval, until the server stops.
-async fn run(state: Arc<ServerState>, settings: GroupSettings) {
+async fn run(state: Arc<ReplicationContext>, settings: GroupSettings) {
     let mut statuses: HashMap<String, Arc<MirrorStatus>> = HashMap::new();
     let mut failures = 0u32;
     loop {
@@ -137,7 +137,7 @@ async fn run(state: Arc<ServerState>, settings: GroupSettings) {
 }
 
 async fn cycle(
-    state: &ServerState,
+    state: &ReplicationContext,
     settings: &GroupSettings,
     statuses: &mut HashMap<String, Arc<MirrorStatus>>,
 ) -> Result<(), String> {
@@ -170,7 +170,7 @@ async fn cycle(
 }
 
 async fn pull_peer(
-    state: &ServerState,
+    state: &ReplicationContext,
     settings: &GroupSettings,
     peer: &group::Peer,
     status: &MirrorStatus,

@@ -7,7 +7,7 @@ use crate::access::authorize::in_admin_list;
 use crate::auth::Caller;
 use crate::config::parse_admin_list;
 use crate::ops::OpError;
-use crate::state::ServerState;
+use crate::replication::ReplicationContext;
 use handled_proto::header::ResponseCode;
 
 /// Which list besides `server_admins` grants an operation.
@@ -20,7 +20,7 @@ pub enum AdminList {
 /// Ok if `caller` may; a challenge is asked for when nobody is proven yet;
 /// a proven identity on neither list gets RC_INVALID_ADMIN (400), as from
 /// the original.
-pub async fn require(state: &ServerState, caller: &Caller, list: AdminList) -> Result<(), OpError> {
+pub async fn require(state: &ReplicationContext, caller: &Caller, list: AdminList) -> Result<(), OpError> {
     let Some(identity) = caller.identity() else { return Err(OpError::needs_authentication()) };
     let configured = match list {
         AdminList::Replication => &state.config.replication.admins,

@@ -20,7 +20,7 @@ use super::txn::{self, needs_redump};
 use crate::replication::kept_queues::{self, KeptEntry};
 use crate::replication::mirror::progress::{decode, PullProgress, QUEUES_PREFIX};
 use crate::replication::multi_primary::PULL_PREFIX;
-use crate::state::ServerState;
+use crate::replication::ReplicationContext;
 use handled_proto::replication::txn_stream::{FORMAT_ALL_QUEUES, STATUS_NEED_TO_REDUMP, STATUS_SENDING};
 use handled_proto::replication::{MirrorLayout, ReplicationStateInfo, TxnStreamItem};
 use handled_store::txn_log::now_ms;
@@ -67,7 +67,7 @@ fn in_site(queue: &str, own: Option<&str>) -> bool {
 
 /// Our position in every queue we pull: as a multi-primary member, and as a
 /// proxied mirror (the queues its source relayed).
-async fn our_positions(state: &ServerState) -> io::Result<Vec<(String, PullProgress)>> {
+async fn our_positions(state: &ReplicationContext) -> io::Result<Vec<(String, PullProgress)>> {
     let mut out = Vec::new();
     for prefix in [PULL_PREFIX, QUEUES_PREFIX] {
         for (key, raw) in state.store.meta_scan(prefix).await.map_err(io::Error::other)? {
@@ -80,7 +80,7 @@ async fn our_positions(state: &ServerState) -> io::Result<Vec<(String, PullProgr
 
 /// Send the all-queues stream for a mirror whose positions are `info`.
 pub async fn send(
-    state: &ServerState,
+    state: &ReplicationContext,
     layout: &MirrorLayout,
     info: &ReplicationStateInfo,
     sink: &mut Sink<'_>,

@@ -12,7 +12,7 @@
 
 use super::layout;
 use super::sink::Sink;
-use crate::state::ServerState;
+use crate::replication::ReplicationContext;
 use handled_proto::replication::request::{RESUME_AFTER_HANDLE, RESUME_AFTER_NA};
 use handled_proto::replication::{DumpHandlesRequest, DumpStreamItem, DUMP_STREAM_VERSION};
 use std::io;
@@ -23,7 +23,7 @@ const PAGE: usize = 256;
 /// Send the stream answering `req`; `(last_txn_id, date_ms)`: the log's last
 /// id and the time when the request was answered.
 pub async fn send(
-    state: &ServerState,
+    state: &ReplicationContext,
     req: &DumpHandlesRequest,
     (last_txn_id, date_ms): (u64, u64),
     sink: &mut Sink<'_>,
@@ -54,7 +54,7 @@ pub async fn send(
 
 /// The handles after `after` (storage order), with their current values.
 async fn send_handles(
-    state: &ServerState,
+    state: &ReplicationContext,
     req: &DumpHandlesRequest,
     mut after: Option<Vec<u8>>,
     sink: &mut Sink<'_>,

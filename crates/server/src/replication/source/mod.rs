@@ -20,8 +20,8 @@ mod txn;
 
 use crate::auth::Caller;
 use crate::ops::OpError;
+use crate::replication::ReplicationContext;
 use crate::replication_status::slots::WaitSlot;
-use crate::state::ServerState;
 use admins::AdminList;
 use handled_proto::envelope::Version;
 use handled_proto::header::ResponseCode;
@@ -53,7 +53,7 @@ pub struct Answered {
 /// Answer one of the source's operations for `caller`; the pulls only when the
 /// request came over native TCP (`over_native_tcp`), which can carry the stream.
 pub async fn answer(
-    state: &ServerState,
+    state: &ReplicationContext,
     op: SourceOp<'_>,
     caller: &Caller,
     over_native_tcp: bool,
@@ -92,7 +92,7 @@ pub async fn answer(
     if let Work::Dump(_, position) = &mut work {
         *position = (bounds.last, handled_store::txn_log::now_ms());
     }
-    let source = &state.replication;
+    let source = &state.slots;
     let wait = match &work {
         Work::Txn(r) => wait_asked(r)
             .and_then(|d| source.wait_slot(peer.ip(), state.config.replication.waits_per_peer).map(|s| (d, s))),
@@ -139,11 +139,11 @@ pub struct Stream {
 impl Stream {
     /// Send the stream on `tcp`, then close it. Errors end the connection
     /// (the mirror retries); none is answered, the response has been sent.
-    pub async fn run(mut self, state: &ServerState, tcp: TcpStream) -> std::io::Result<()> {
+    pub async fn run(mut self, state: &ReplicationContext, tcp: TcpStream) -> std::io::Result<()> {
         let write_timeout = Duration::from_secs(state.config.replication.write_timeout_secs.max(1));
         if let (Some((wait, _slot)), Work::Txn(r)) = (self.wait.take(), &self.work) {
             txn::wait_for_newer(state, r, wait).await;
-            let slots = state.replication.streams.clone();
+            let slots = state.slots.streams.clone();
             match tokio::time::timeout(write_timeout, slots.acquire_owned()).await {
                 Ok(Ok(p)) => self.permit = Some(p),
                 _ => return Ok(()),
@@ -160,12 +160,12 @@ impl Stream {
         result
     }
 
-    async fn send(self, state: &ServerState, tcp: TcpStream, write_timeout: Duration) -> std::io::Result<()> {
+    async fn send(self, state: &ReplicationContext, tcp: TcpStream, write_timeout: Duration) -> std::io::Result<()> {
         let kind = if matches!(self.work, Work::Txn(_)) { "log pull" } else { "dump" };
         let secured = if self.tls { "TLS" } else { "signed" };
         tracing::debug!("replication: {kind} by {}, {secured} stream", self.peer);
         let mut sink = if self.tls {
-            let Some(acceptor) = state.replication.acceptor(&state.config, &state.key) else {
+            let Some(acceptor) = state.slots.acceptor(&state.config, &state.key) else {
                 return Err(std::io::Error::other("no TLS certificate for the site key"));
             };
             Sink::tls(tcp, acceptor, write_timeout).await?

@@ -3,7 +3,7 @@
 //! then be dumped again (see [`super::txn::needs_redump`]). The other
 //! primaries' queues kept for proxied mirrors are pruned by the same rule.
 
-use crate::state::ServerState;
+use crate::replication::ReplicationContext;
 use handled_store::txn_log::now_ms;
 use handled_store::Capabilities;
 use std::sync::Arc;
@@ -43,7 +43,7 @@ pub fn what_to_prune(days: u64, caps: &Capabilities) -> Result<Pruned, Option<&'
 
 /// The daily pruning to spawn, when `txnlog_num_days_to_keep` > 0 and the
 /// store has something to prune.
-pub fn prune_daily(state: Arc<ServerState>) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+pub fn prune_daily(state: Arc<ReplicationContext>) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
     let days = state.config.replication.txnlog_num_days_to_keep;
     let pruned = match what_to_prune(days, &state.store.capabilities()) {
         Ok(p) => p,

@@ -16,8 +16,8 @@
 use super::layout;
 use super::sink::Sink;
 use crate::replication::kept_queues::{self, KeptEntry};
+use crate::replication::ReplicationContext;
 use crate::site::SITE_INDEX;
-use crate::state::ServerState;
 use handled_proto::replication::txn_stream::{FORMAT_ONE_QUEUE, STATUS_NEED_TO_REDUMP, STATUS_SENDING};
 use handled_proto::replication::{MirrorLayout, RetrieveTxnRequest, TxnAction, TxnQuery, TxnRecord, TxnStreamItem};
 use handled_store::change_dates::{decode_priority, LOCAL_PRIORITY_META_KEY};
@@ -34,7 +34,7 @@ const PAGE: usize = 256;
 /// multi-primary group, our value in the sites handle (`0:2:TEST/SITES`);
 /// otherwise server 0 of the HS_SITE at index 1 of our first prefix's handle,
 /// e.g. `0:1:0.NA/TEST`.
-pub async fn own_queue_name(state: &ServerState) -> String {
+pub async fn own_queue_name(state: &ReplicationContext) -> String {
     let r = &state.config.replication;
     if let (Some(sites), true) = (&r.sites_handle, r.pulls_from_group()) {
         let stored = state.store.meta_get(LOCAL_PRIORITY_META_KEY).await.ok().flatten();
@@ -47,7 +47,7 @@ pub async fn own_queue_name(state: &ServerState) -> String {
 }
 
 /// The last id of our queue the mirror says it has.
-pub async fn last_txn_id_of(state: &ServerState, query: &TxnQuery) -> u64 {
+pub async fn last_txn_id_of(state: &ReplicationContext, query: &TxnQuery) -> u64 {
     match query {
         TxnQuery::Since { last_txn_id, .. } => *last_txn_id,
         TxnQuery::AllQueues(info) => info.get(&own_queue_name(state).await).last_txn_id.max(0) as u64,
@@ -64,7 +64,7 @@ pub fn needs_redump(bounds: &TxnLogBounds, mirror_last: u64) -> bool {
 
 /// Hold a long-polling pull until the log has an entry after the mirror's
 /// last id, or `wait` has passed.
-pub async fn wait_for_newer(state: &ServerState, req: &RetrieveTxnRequest, wait: Duration) {
+pub async fn wait_for_newer(state: &ReplicationContext, req: &RetrieveTxnRequest, wait: Duration) {
     let mirror_last = last_txn_id_of(state, &req.query).await;
     let mut committed = state.store.txn_log_subscribe();
     let _ = tokio::time::timeout(wait, committed.wait_for(|&last| last != mirror_last)).await;
@@ -73,7 +73,7 @@ pub async fn wait_for_newer(state: &ServerState, req: &RetrieveTxnRequest, wait:
 /// Send the stream answering a one-queue request from a mirror (of `layout`)
 /// that has everything up to `mirror_last`.
 pub async fn send(
-    state: &ServerState,
+    state: &ReplicationContext,
     layout: &MirrorLayout,
     (mirror_last, last_query_date_ms): (u64, u64),
     sink: &mut Sink<'_>,
@@ -100,7 +100,7 @@ pub async fn send(
 /// Send the entries in `(after, upto]` the mirror's layout wants, page by
 /// page: of our own log (`kept` None), or of another primary's queue we keep.
 pub(super) async fn forward(
-    state: &ServerState,
+    state: &ReplicationContext,
     layout: &MirrorLayout,
     kept: Option<&str>,
     (after, upto): (u64, u64),
@@ -129,7 +129,7 @@ pub(super) async fn forward(
 
 /// The record to send for `entry`, with the handle's values current here;
 /// None when the mirror's layout leaves the handle to another of its servers.
-async fn record_of(state: &ServerState, layout: &MirrorLayout, e: KeptEntry) -> io::Result<Option<TxnRecord>> {
+async fn record_of(state: &ReplicationContext, layout: &MirrorLayout, e: KeptEntry) -> io::Result<Option<TxnRecord>> {
     let action = TxnAction(e.action);
     let homing = action == TxnAction::HOME_NA || action == TxnAction::UNHOME_NA;
     if !homing && !layout::wants(layout, &e.handle) {

@@ -23,9 +23,11 @@ mod expressions;
 mod params;
 
 use super::chain::{Lookup, Query, ResolutionSource};
+use crate::config::templates::TemplatesConfig;
+use crate::directory::Directory;
 use crate::logging::ThrottledWarning;
+use crate::metrics::Metrics;
 use crate::ops::OpError;
-use crate::state::ServerState;
 use async_trait::async_trait;
 use bounds::{Bound, Budget};
 use builder::{Builder, Outcome, Pass};
@@ -41,20 +43,36 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-pub struct Templates;
+pub struct Templates {
+    directory: Arc<Directory>,
+    metrics: Arc<Metrics>,
+    config: TemplatesConfig,
+    case_sensitive: bool,
+}
+
+impl Templates {
+    pub fn new(
+        directory: Arc<Directory>,
+        metrics: Arc<Metrics>,
+        config: TemplatesConfig,
+        case_sensitive: bool,
+    ) -> Self {
+        Templates { directory, metrics, config, case_sensitive }
+    }
+}
 
 #[async_trait]
 impl ResolutionSource for Templates {
-    async fn lookup(&self, state: &ServerState, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
+    async fn lookup(&self, query: &Query<'_>, not_found: bool) -> Result<Lookup, OpError> {
         // Only handles this server is responsible for and does not hold.
         if !not_found {
             return Ok(Lookup::Pass);
         }
         let h = String::from_utf8_lossy(query.canonical);
-        match build(state, &h).await? {
+        match build(self, &h).await? {
             Ok(Some(values)) => Ok(Lookup::Record(HandleRecord { values, name: None })),
             Ok(None) => Ok(Lookup::NotFound),
-            Err(bound) => Err(refused(state, &h, bound)),
+            Err(bound) => Err(refused(&self.metrics, &h, bound)),
         }
     }
 }
@@ -62,8 +80,8 @@ impl ResolutionSource for Templates {
 /// A construction past one of its bounds: counted, logged (at most one line
 /// every few seconds: anyone may ask again and again), and answered with an
 /// error that says which bound, for the prefix admin who wrote the template.
-fn refused(state: &ServerState, h: &str, bound: Bound) -> OpError {
-    state.metrics.template_refused(bound.label());
+fn refused(metrics: &Metrics, h: &str, bound: Bound) -> OpError {
+    metrics.template_refused(bound.label());
     static LOG: Mutex<ThrottledWarning> = Mutex::new(ThrottledWarning::new(Duration::from_secs(10)));
     if let Ok(mut log) = LOG.lock() {
         log.warn(format_args!(
@@ -75,14 +93,14 @@ fn refused(state: &ServerState, h: &str, bound: Bound) -> OpError {
 
 /// The values of template handle `h`, None when it is not one, or the bound
 /// its construction ran into.
-async fn build(state: &ServerState, h: &str) -> Result<Result<Option<Vec<HandleValue>>, Bound>, OpError> {
-    let config = &state.config.templates;
+async fn build(source: &Templates, h: &str) -> Result<Result<Option<Vec<HandleValue>>, Bound>, OpError> {
+    let (config, state) = (&source.config, &source.directory);
     let prefix_namespace = match config.namespace_override {
         true => None,
         false => namespace_of(state, &String::from_utf8_lossy(&handle::prefix_handle(h.as_bytes()))).await?,
     };
     let namespace = prefix_namespace.or_else(|| config.namespace.clone());
-    let case_sensitive = state.config.case_sensitive;
+    let case_sensitive = source.case_sensitive;
     // The budget spans compiling and every pass: a pass that stops for a
     // reference was work.
     let mut budget = Budget::default();
@@ -166,13 +184,13 @@ fn one_pass(
 }
 
 /// The HS_NAMESPACE of `h` when this server holds it.
-async fn namespace_of(state: &ServerState, h: &str) -> Result<Option<String>, OpError> {
+async fn namespace_of(state: &Directory, h: &str) -> Result<Option<String>, OpError> {
     let record = state.store.get(&state.storage_key(h.as_bytes())).await?;
     Ok(record.and_then(|r| r.values.iter().find(|v| v.is_type(types::HS_NAMESPACE)).map(|v| data_text(&v.data))))
 }
 
 /// Value `index` of `h` as text, when `h` lives here.
-async fn cited_value(state: &ServerState, index: i32, h: &str) -> Result<Option<String>, OpError> {
+async fn cited_value(state: &Directory, index: i32, h: &str) -> Result<Option<String>, OpError> {
     if !state.is_homed(h.as_bytes()).await {
         return Ok(None);
     }
