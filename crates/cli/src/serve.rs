@@ -215,12 +215,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mirror =
         MirrorSettings::from_config(&config.replication).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let group = GroupSettings::from_config(&config).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-    if config.replication.pull_other_transactions
-        && !matches!(
-            config.store_kind(),
-            handled_server::config::StoreKind::Embedded | handled_server::config::StoreKind::Memory
-        )
-    {
+    if config.replication.pull_other_transactions && !config.store_kind().dates_changes() {
         anyhow::bail!(
             "invalid configuration: replication_pull_other_transactions needs the embedded (or memory) store: the \
              queues' changes are applied by date, as in a multi-primary group (docs/multi-primary.md)"
@@ -248,7 +243,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .context("cannot start the memory trimming thread")?;
     // Credentials an ephemeral server put in the temp directory die with it.
     let temporary_credentials = config.ephemeral && config.admin_credentials.is_none();
-    if !config.ephemeral && config.storage.store == StoreKind::Embedded {
+    if !config.ephemeral && config.storage.store.in_data_dir() {
         eprintln!("data directory {}", absolute(&config.data_dir).display());
     }
     let booted = bound.bootstrap(store).await?;
@@ -278,27 +273,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     // Handlers first: a SIGTERM right after "ready" must stop the server cleanly.
     let shutdown = shutdown_signal().context("cannot install the signal handlers")?;
-    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+    server
+        .reload_on_hangup(args.config.clone(), |line| eprintln!("SIGHUP: {line}"))
         .context("cannot install the signal handlers")?;
-    let (state, config_path) = (server.state.clone(), args.config.clone());
-    tokio::spawn(async move {
-        while hangup.recv().await.is_some() {
-            match handled_server::reload::reload(&state, config_path.as_deref()) {
-                Ok(reloaded) => eprintln!("SIGHUP: {reloaded}"),
-                Err(e) => eprintln!("SIGHUP: nothing reloaded, the running configuration stays: {e}"),
-            }
-            match handled_server::replication::mirror::promote_if_unconfigured(
-                &state.replication,
-                config_path.as_deref(),
-            )
-            .await
-            {
-                Ok(true) => eprintln!("SIGHUP: replication_source gone from the configuration: promoted to a primary"),
-                Ok(false) => {}
-                Err(e) => eprintln!("SIGHUP: promotion failed, still a mirror: {e}"),
-            }
-        }
-    });
     // Test harnesses wait for this line.
     println!("ready");
     let _ = std::io::stdout().flush();

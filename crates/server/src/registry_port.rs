@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::config::{Config, StoreKind};
+use crate::config::Config;
 use crate::http_body::BodyReader;
 use crate::lifecycle::Stop;
 use crate::state::ServerState;
@@ -28,12 +28,7 @@ const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The registry's settings from the configuration and the original's environment variables.
 pub fn settings(c: &Config) -> Result<Settings, String> {
-    let storage_type = match c.store_kind() {
-        StoreKind::Memory => "Ram",
-        StoreKind::Embedded => "Embedded",
-        StoreKind::Cassandra => "Cassandra",
-        StoreKind::Sql => "Sql", // refused at start (config::sql::check_compatible)
-    };
+    let storage_type = c.store_kind().registry_storage_type();
     Settings {
         expires_max: c.registry.expires_max.min(i64::MAX as u64) as i64,
         sweep_period: Duration::from_secs(c.registry.sweep_secs),
@@ -85,9 +80,8 @@ pub async fn serve(state: Arc<ServerState>, settings: Settings, mut listener: Ac
             return;
         }
     };
-    let upkeep = tokio::spawn(handled_registry::upkeep(registry.clone()));
-    // The upkeep task ends with this one, dropped or not.
-    let _upkeep = AbortOnDrop(upkeep);
+    // The upkeep ends when the server drains, or with this task, dropped or not.
+    let _upkeep = AbortOnDrop(stop.spawn_until_draining(handled_registry::upkeep(registry.clone())));
     let lent = Arc::new(Lent { bodies: BodyReader::new(BODY_READ_TIMEOUT, listener.limits().bodies.clone()), state });
     loop {
         let (stream, peer, slot) = listener.next().await;

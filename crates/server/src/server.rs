@@ -99,6 +99,33 @@ impl Server {
         let _ = futures_util::future::select_all(self.listeners.iter_mut()).await;
     }
 
+    /// On every SIGHUP, until the server stops: re-read the configuration file
+    /// `path` ([`crate::reload`]), then promote a mirror whose file no longer
+    /// names a source. Each outcome is one line for `report` (the CLI prints
+    /// them; operators and tests read them).
+    pub fn reload_on_hangup(
+        &self,
+        path: Option<PathBuf>,
+        report: impl Fn(String) + Send + 'static,
+    ) -> std::io::Result<()> {
+        let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        let state = self.state.clone();
+        self.shutdown.stop().spawn_until_draining(async move {
+            while hangup.recv().await.is_some() {
+                match crate::reload::reload(&state, path.as_deref()) {
+                    Ok(reloaded) => report(reloaded.to_string()),
+                    Err(e) => report(format!("nothing reloaded, the running configuration stays: {e}")),
+                }
+                match replication::mirror::promote_if_unconfigured(&state.replication, path.as_deref()).await {
+                    Ok(true) => report("replication_source gone from the configuration: promoted to a primary".into()),
+                    Ok(false) => {}
+                    Err(e) => report(format!("promotion failed, still a mirror: {e}")),
+                }
+            }
+        });
+        Ok(())
+    }
+
     /// Stop in order: no new connections, datagrams or background work; what is
     /// in flight gets `grace` to finish, then is cut; the cluster is left; and
     /// the store is closed last, when nothing can use it any more. True if

@@ -71,6 +71,31 @@ pub enum StoreKind {
     Sql,
 }
 
+/// What the rest of the server asks of a backend before it is open: the
+/// answers live here, beside the names, so nothing else branches on the kind.
+impl StoreKind {
+    /// Dates each change in the commit that makes it, as a multi-primary
+    /// group and a mirror pulling every queue need (docs/multi-primary.md).
+    pub fn dates_changes(self) -> bool {
+        matches!(self, StoreKind::Embedded | StoreKind::Memory)
+    }
+
+    /// Keeps its data in the data directory (the embedded store's files).
+    pub fn in_data_dir(self) -> bool {
+        self == StoreKind::Embedded
+    }
+
+    /// The domain registry's name for it (the reThink registry's `STORAGE_TYPE`).
+    pub fn registry_storage_type(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "Ram",
+            StoreKind::Embedded => "Embedded",
+            StoreKind::Cassandra => "Cassandra",
+            StoreKind::Sql => "Sql", // refused at start (config::sql::check_compatible)
+        }
+    }
+}
+
 impl std::str::FromStr for StoreKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

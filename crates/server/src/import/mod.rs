@@ -182,7 +182,7 @@ pub async fn check(
 /// embedded store file (whose B-tree is what wants key order; the other
 /// backends take records one by one).
 pub fn spill_dir(config: &Config) -> Option<&Path> {
-    (config.storage.store == crate::config::StoreKind::Embedded).then_some(config.data_dir.as_path())
+    config.storage.store.in_data_dir().then_some(config.data_dir.as_path())
 }
 
 /// How far [`import`] is.

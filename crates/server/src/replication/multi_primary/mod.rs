@@ -13,7 +13,7 @@ pub mod future_dates;
 mod group;
 pub mod winners;
 
-use crate::config::{Config, StoreKind};
+use crate::config::Config;
 use crate::replication::mirror::progress::{decode, PullProgress};
 use crate::replication::mirror::pull::{self, Queue};
 use crate::replication::mirror::{MirrorError, MirrorStatus};
@@ -58,7 +58,7 @@ impl GroupSettings {
                         multi-primary member) exclude each other"
                 .into());
         }
-        if !matches!(config.store_kind(), StoreKind::Embedded | StoreKind::Memory) {
+        if !config.store_kind().dates_changes() {
             return Err(format!(
                 "multi-primary replication needs the embedded (or memory) store, not {:?}: the store dates each \
                  change in the same commit as the change (docs/multi-primary.md)",
@@ -232,7 +232,7 @@ mod tests {
         assert!(e.contains("exclude each other"), "{e}");
         let e = err(|c| {
             c.replication.multi_primary = true;
-            c.storage.store = StoreKind::Cassandra;
+            c.storage.store = crate::config::StoreKind::Cassandra;
         });
         assert!(e.contains("embedded") && e.contains("Cassandra"), "{e}");
         let e = err(|c| {
