@@ -51,7 +51,14 @@ step() {
     rc=$?
   fi
   case $rc in
-    0) result=PASS ;;
+    0)
+      result=PASS
+      # Tests inside a passing step that could not run here (cargo tests note
+      # them through handled_store::conformance::skipped): named, never silent.
+      if [ -s "$skip_file" ]; then
+        reason="$(wc -l < "$skip_file") tests skipped: $(sort "$skip_file" | uniq -c | sed 's/^ *//' | tr '\n' ';' | sed 's/;$//')"
+      fi
+      ;;
     77)
       result=SKIP
       reason=$(tr '\n' ' ' < "$skip_file" | sed 's/ *$//')

@@ -22,7 +22,9 @@ impl Tmpfs {
         match out {
             Ok(o) if o.status.success() => Some(Tmpfs(dir)),
             other => {
-                eprintln!("SKIPPED: cannot mount a tmpfs ({other:?}): run as root to test a full disk");
+                handled_store::conformance::skipped(&format!(
+                    "cannot mount a tmpfs ({other:?}): run as root to test a full disk"
+                ));
                 None
             }
         }

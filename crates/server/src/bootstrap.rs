@@ -55,7 +55,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapErro
     let store = handled_store::open_store(&store_config).await?;
     // Reverse lookup (/hrls): every handle write through it also maintains the
     // value index, which is kept in documents.
-    Ok(if store.capabilities().documents { crate::rest::revindex::IndexedStore::wrap(store) } else { store })
+    Ok(if store.capabilities().documents { crate::reverse_index::IndexedStore::wrap(store) } else { store })
 }
 
 pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstrapped, BootstrapError> {

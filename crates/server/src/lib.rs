@@ -32,6 +32,7 @@ pub mod reload;
 pub mod replication;
 pub mod replication_status;
 pub mod rest;
+pub mod reverse_index;
 mod server;
 pub mod session;
 pub mod site;

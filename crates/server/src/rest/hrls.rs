@@ -2,7 +2,7 @@
 //! `/hrls/handles[/{prefix}]?TYPE=pattern&...` with `limit`, `page`,
 //! `retrieverecords`. Every `TYPE=pattern` must match a publicly readable
 //! value of the handle (`*` = any run of characters, case-insensitive).
-//! Answered from the index [`super::revindex`] keeps on every write: the
+//! Answered from the index [`crate::reverse_index`] keeps on every write: the
 //! term with the longest literal start drives an exact or prefix lookup;
 //! each hit is checked against the current record (the index may hold
 //! entries of values just removed). A pattern starting with `*` reads that
@@ -17,10 +17,10 @@
 //! searches past their first batch of entries (on SQL, every pattern search)
 //! may run at once.
 
-use super::revindex::{self, COLLECTION};
 use super::{Reply, Req, Rest};
 use crate::auth::Caller;
 use crate::config::ReverseLookupConfig;
+use crate::reverse_index::{self as revindex, COLLECTION};
 use handled_proto::handle;
 use handled_proto::header::ResponseCode;
 use handled_proto::json::value_to_json;

@@ -13,7 +13,6 @@ mod hrls;
 mod http_sessions;
 mod openapi;
 pub mod params;
-pub mod revindex;
 mod sessions;
 
 use crate::http_body::BodyReader;

@@ -97,7 +97,7 @@ pub(crate) fn fresh_database<S>(
     let server = match server {
         Ok(s) => s,
         Err(why) => {
-            eprintln!("skipped: no {kind} for this test: {why}");
+            handled_store::conformance::skipped(&format!("no {kind} for this test: {why}"));
             return None;
         }
     };
