@@ -2,7 +2,7 @@
 //! documents whose index entries cover every lookup of the API, plus the rules
 //! the original applies to them (required keys, expiry, search matching, clock).
 
-use handled_store::{DocExpect, Document, IndexEntry, Store, StoreError};
+use handled_store::{DocExpect, Document, DocumentStore, IndexEntry, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -332,7 +332,7 @@ pub fn format_time(t: i64) -> String {
 /// A record stored before the purge existed has no "gone" index entry, so it
 /// would never be removed: rewrite its document with the entries it has now (a
 /// compare-and-set; a record changed meanwhile already has them).
-pub(super) async fn reindex_if_old(store: &dyn Store, kind: Kind, id: &[u8], doc: &Document) -> Result<(), StoreError> {
+pub(super) async fn reindex_if_old(store: &dyn DocumentStore, kind: Kind, id: &[u8], doc: &Document) -> Result<(), StoreError> {
     let Some(s) = Stored::from_document(doc) else { return Ok(()) };
     let current = s.to_document(kind);
     if current.index == doc.index {

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use handled_store::{DocExpect, DocOutcome, IndexHit, IndexMatch, Store, StoreError};
+use handled_store::{DocExpect, DocOutcome, DocumentStore, IndexHit, IndexMatch, StoreError};
 use serde_json::{Map, Value};
 
 use super::model::{
@@ -38,7 +38,7 @@ pub type Found = BTreeMap<String, Stored>;
 const PAGE: usize = 512;
 
 pub struct Registry {
-    pub(super) store: Arc<dyn Store>,
+    pub(super) store: Arc<dyn DocumentStore>,
     pub settings: Settings,
     pub(super) hyperties: AtomicU64,
 }
@@ -46,7 +46,7 @@ pub struct Registry {
 impl Registry {
     /// Counts the stored hyperties once (for `/live`) and gives records written
     /// before the purge existed its index entries; fails if the store has no documents.
-    pub async fn open(store: Arc<dyn Store>, settings: Settings) -> Result<Registry, StoreError> {
+    pub async fn open(store: Arc<dyn DocumentStore>, settings: Settings) -> Result<Registry, StoreError> {
         let mut hyperties = 0u64;
         for kind in Kind::ALL {
             let mut after: Option<Vec<u8>> = None;
