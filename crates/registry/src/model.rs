@@ -332,7 +332,12 @@ pub fn format_time(t: i64) -> String {
 /// A record stored before the purge existed has no "gone" index entry, so it
 /// would never be removed: rewrite its document with the entries it has now (a
 /// compare-and-set; a record changed meanwhile already has them).
-pub(super) async fn reindex_if_old(store: &dyn DocumentStore, kind: Kind, id: &[u8], doc: &Document) -> Result<(), StoreError> {
+pub(super) async fn reindex_if_old(
+    store: &dyn DocumentStore,
+    kind: Kind,
+    id: &[u8],
+    doc: &Document,
+) -> Result<(), StoreError> {
     let Some(s) = Stored::from_document(doc) else { return Ok(()) };
     let current = s.to_document(kind);
     if current.index == doc.index {

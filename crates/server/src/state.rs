@@ -135,7 +135,7 @@ impl ServerState {
         let logs = Arc::new(logs);
         let native = Arc::new(NativeContext {
             directory: directory.clone(),
-            config: config.clone(),
+            max_session_secs: config.auth.max_session_secs,
             chain: chain.clone(),
             key: key.clone(),
             site_bytes,

@@ -6,7 +6,6 @@
 //! bookkeeping.
 
 use crate::auth::challenge::Challenges;
-use crate::config::Config;
 use crate::directory::Directory;
 use crate::keys::RsaSigner;
 use crate::logging::Logs;
@@ -17,7 +16,8 @@ use std::sync::Arc;
 
 pub struct NativeContext {
     pub directory: Arc<Directory>,
-    pub config: Arc<Config>,
+    /// `max_session_secs`: the longest session a client may set up.
+    pub max_session_secs: u64,
     pub chain: Arc<ResolutionChain>,
     pub key: Arc<RsaSigner>,
     /// Encoded HS_SITE record answered by GET_SITE_INFO.

@@ -50,7 +50,7 @@ pub async fn setup(
     }
     let claimed = (!req.identity_handle.is_empty() && req.identity_index >= 0)
         .then(|| (req.identity_handle.clone(), req.identity_index));
-    let max = state.config.auth.max_session_secs.max(1);
+    let max = state.max_session_secs.max(1);
     let timeout = if req.timeout > 0 { (req.timeout as u64).min(max) } else { max };
     let mut attempts = 0;
     let id = loop {
