@@ -7,6 +7,8 @@
 //! redirect costs what a JSON GET costs.
 
 mod escape;
+#[cfg(feature = "fuzzing")]
+pub mod fuzz;
 mod locations;
 mod pages;
 mod request;

@@ -134,7 +134,7 @@ async fn list(rest: &Rest, req: &Req, params: &Params, prefix: &str) -> Reply {
 
 /// The values of a PUT body: an array, `{"values":[...]}` (whose optional
 /// `handle` must be the path's), or a single value object.
-fn body_values(body: &[u8], handle: &[u8]) -> Result<Vec<HandleValue>, OpError> {
+pub(super) fn body_values(body: &[u8], handle: &[u8]) -> Result<Vec<HandleValue>, OpError> {
     let bad = |m: String| OpError::new(ResponseCode::PROTOCOL_ERROR, m);
     let j: Value = serde_json::from_slice(body).map_err(|e| bad(format!("Invalid JSON: {e}")))?;
     let list = match &j {

@@ -7,6 +7,8 @@
 mod admin;
 mod authn;
 mod backup;
+#[cfg(feature = "fuzzing")]
+pub mod fuzz;
 pub(crate) mod fastjson;
 mod handles;
 mod hrls;
