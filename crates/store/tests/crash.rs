@@ -193,6 +193,10 @@ fn acknowledged_writes_survive_sigkill() {
             let hits = s.doc_lookup("idx", "url", IndexMatch::Exact(last.as_bytes()), None, 2).await.unwrap();
             assert_eq!(hits.len(), 1, "index entry of {last}");
             check_log(&s, &created, n).await;
+            if let Some(kd) = s.key_directory_stats() {
+                // Opened with every write in redb: the directory holds exactly its handles.
+                assert_eq!(kd.keys, s.count().await.unwrap(), "key directory and store disagree");
+            }
         });
         eprintln!(
             "round {round}: killed after {delay} ms ({status}); {c} creates + {h} increments acknowledged, \
