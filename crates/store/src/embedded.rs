@@ -61,8 +61,12 @@ mod committer;
 mod docs;
 #[path = "embedded_format.rs"]
 mod format;
+#[path = "embedded_keydir.rs"]
+mod keydir;
 #[path = "embedded_seams.rs"]
 mod seams;
+#[path = "embedded_segments.rs"]
+mod segments;
 #[path = "embedded_space.rs"]
 mod space;
 #[path = "embedded_txnlog.rs"]
@@ -78,6 +82,8 @@ mod writer;
 
 pub use backup::EmbeddedRestore;
 use committer::Committer;
+use keydir::KeyDir;
+pub use keydir::KeyDirStats;
 use space::DiskSpace;
 use txnlog::{LogOp, TXN_LOG, TXN_STATE};
 use view::View;
@@ -134,6 +140,13 @@ pub struct EmbeddedOptions {
     /// up to half the available memory) so that the OS holds it in its page cache
     /// (`embedded_warm.rs`); [`StoreAdmin::warming`] says how far it got. On by default.
     pub warm_on_open: bool,
+    /// Serve handle lookups through a key directory (`embedded_keydir.rs`):
+    /// each checkpoint also appends its handle records to segment files read
+    /// through `mmap`, and a hash of every key in memory points at them, so a
+    /// get costs the same at 10M handles as at 10k, for ~20–40 bytes of memory
+    /// per handle. redb keeps the records too. Opening a store that has no
+    /// (current) directory writes one from the store file first. Off by default.
+    pub key_directory: bool,
 }
 
 impl Default for EmbeddedOptions {
@@ -149,6 +162,7 @@ impl Default for EmbeddedOptions {
             checkpoint_log_bytes: 1 << 20,
             min_free_bytes: 64 << 20,
             warm_on_open: true,
+            key_directory: false,
         }
     }
 }
@@ -177,6 +191,9 @@ struct Shared {
     db: Mutex<Option<Arc<Database>>>,
     /// The last transaction-log id, published after each commit.
     txn_notifier: TxnNotifier,
+    /// The key directory, if the store has one (`EmbeddedOptions::key_directory`);
+    /// replaced when the writer reopens the file.
+    keydir: arc_swap::ArcSwapOption<KeyDir>,
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -193,8 +210,11 @@ impl EmbeddedStore {
     pub fn open(path: &Path, options: EmbeddedOptions) -> Result<Self, StoreError> {
         let path = if path.is_dir() { path.join(STORE_FILE_NAME) } else { path.to_path_buf() };
         let space = DiskSpace::new(&path, options.min_free_bytes);
-        let (db, log, repaired) = open_file(&path, &options, &space)?;
-        let warmer = if options.warm_on_open { Warmer::start(&path, None) } else { Warmer::done() };
+        let (db, log, repaired, keydir) = open_file(&path, &options, &space)?;
+        // With a key directory lookups read its segments, not the store file: those first.
+        let mut warm = keydir.as_ref().map(|k| k.segment_paths()).unwrap_or_default();
+        warm.push(path.clone());
+        let warmer = if options.warm_on_open { Warmer::start(&warm, None) } else { Warmer::done() };
         let view = View::new(Arc::new(Snapshot::open(&db).map_err(|e| open_error(&path, e))?));
         let last_txn = txnlog::last(&view).map_err(|e| open_error(&path, e))?;
         let shared = Arc::new(Shared {
@@ -203,6 +223,7 @@ impl EmbeddedStore {
             fatal: Mutex::new(None),
             db: Mutex::new(Some(Arc::new(db))),
             txn_notifier: TxnNotifier::new(last_txn),
+            keydir: ArcSwapOption::new(keydir.map(Arc::new)),
         });
         let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
         let writer = {
@@ -214,10 +235,13 @@ impl EmbeddedStore {
                 .name("store-writer".into())
                 .spawn(move || {
                     let mut committer = Committer::new(log, opts.clone(), space, shared.clone(), path);
-                    writer_loop(rx, shared, opts, &mut committer);
+                    writer_loop(rx, shared.clone(), opts, &mut committer);
                     // Leave the file complete and the log empty.
                     if let Err(e) = committer.checkpoint() {
                         tracing::error!("final store checkpoint failed (the log is replayed at next open): {e}");
+                    }
+                    if let Some(k) = shared.keydir.load_full() {
+                        k.write_hint();
                     }
                 })
                 .map_err(StoreError::Io)?
@@ -255,6 +279,11 @@ impl EmbeddedStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The key directory's size, if the store has one.
+    pub fn key_directory_stats(&self) -> Option<KeyDirStats> {
+        self.shared.keydir.load().as_ref().map(|k| k.stats())
     }
 
     /// Did this open have to repair the file (unclean shutdown)?
@@ -322,10 +351,14 @@ impl Drop for EmbeddedStore {
 // ---------------------------------------------------------------------------------
 // Open and errors
 
-/// Open the database file, replay its log and bring it to the current format:
-/// the database, its log, and whether it had to be repaired. (Also how the writer
+/// What [`open_file`] opened: the database, its log, whether it had to be
+/// repaired, and its key directory if it has one.
+type Opened = (Database, Wal, bool, Option<KeyDir>);
+
+/// Open the database file, replay its log and bring it to the current format,
+/// and open (or write) the key directory if it has one. (Also how the writer
 /// reopens the file after redb latched an I/O error.)
-fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Result<(Database, Wal, bool), StoreError> {
+fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Result<Opened, StoreError> {
     let path = path.to_path_buf();
     let repair_seen = Arc::new(AtomicBool::new(false));
     let mut builder = Database::builder();
@@ -354,7 +387,22 @@ fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Resul
     }
     ensure_tables(&db).map_err(|e| open_error(&path, e))?;
 
-    let (log, replayed) = Wal::open(&db, &path).map_err(|e| match e {
+    // The key directory as the last checkpoint left it: the log's replay goes
+    // through it, in the replay's own commit.
+    let keydir = match options.key_directory {
+        true => Some(keydir::open(&db, &path).map_err(|e| open_error(&path, e))?),
+        false => None,
+    };
+    let (mut staged, mut replay_gen) = (None, None);
+    let mut hook = |txn: &redb::WriteTransaction, gen: u64, handles: &wal::HandleEntries| -> Result<(), StoreError> {
+        if let Some(Ok(k)) = &keydir {
+            staged = k.stage(handles.iter().map(|(k, v)| (k.as_slice(), v.as_deref())))?;
+            keydir::record(txn, staged.as_ref(), gen)?;
+            replay_gen = Some(gen);
+        }
+        Ok(())
+    };
+    let (log, replayed) = Wal::open(&db, &path, &mut hook).map_err(|e| match e {
         StoreError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
             let log_len = Wal::bytes_on_disk(&path);
             StoreError::Io(std::io::Error::new(
@@ -371,7 +419,23 @@ fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Resul
     })?;
     let repaired = repaired || replayed > 0;
     format::upgrade(&db).map_err(|e| open_error(&path, e))?;
-    Ok((db, log, repaired))
+    let keydir = match keydir {
+        None => None,
+        Some(Ok(k)) => {
+            if let Some(gen) = replay_gen {
+                k.set_generation(gen);
+            }
+            if let Some(s) = staged {
+                k.install(s).map_err(|e| open_error(&path, e))?;
+            }
+            Some(k)
+        }
+        Some(Err(why)) => {
+            tracing::info!(path = %path.display(), "writing the key directory from the store file: {why}");
+            Some(keydir::rebuild(&db, &path).map_err(|e| open_error(&path, e))?)
+        }
+    };
+    Ok((db, log, repaired, keydir))
 }
 
 /// Both tables in one read transaction.

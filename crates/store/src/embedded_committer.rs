@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use redb::{Database, Durability};
 
+use super::keydir::{self, KeyDir, Staged};
 use super::space::DiskSpace;
 use super::txnlog;
 use super::view::{Layer, Tx, View};
@@ -170,10 +171,11 @@ impl Committer {
         self.shared.snapshot.store(None);
         self.shared.db.lock().take();
         let reopened = super::open_file(&self.path, &self.opts, &self.space)
-            .and_then(|(db, wal, _)| Ok((View::new(Arc::new(Snapshot::open(&db)?)), db, wal)));
+            .and_then(|(db, wal, _, keydir)| Ok((View::new(Arc::new(Snapshot::open(&db)?)), db, wal, keydir)));
         match reopened {
-            Ok((view, db, wal)) => {
+            Ok((view, db, wal, keydir)) => {
                 self.wal = wal;
+                self.shared.keydir.store(keydir.map(Arc::new));
                 self.last_checkpoint = Instant::now();
                 *self.shared.db.lock() = Some(Arc::new(db));
                 self.publish(view);
@@ -281,9 +283,10 @@ impl Committer {
         let frozen = view.freeze();
         let (db, layer, seq, quick_repair) = (db.clone(), frozen.frozen.clone(), retired.seq, self.opts.quick_repair);
         let log = retired.try_clone();
+        let keydir = self.shared.keydir.load_full();
         let thread = std::thread::Builder::new()
             .name("store-checkpoint".into())
-            .spawn(move || checkpoint_layer(&db, &layer, seq, quick_repair, log))?;
+            .spawn(move || checkpoint_layer(&db, &layer, seq, quick_repair, keydir.as_deref(), log))?;
         self.running = Some(Running { thread, retired, log_bytes });
         self.publish(frozen);
         Ok(())
@@ -341,13 +344,39 @@ impl Committer {
     /// A batch with an import or an explicit checkpoint: one durable commit of
     /// the active layer and the batch, and the log emptied.
     fn commit_durably(&mut self, db: &Database, view: &View, tx: &Tx) -> Result<(), StoreError> {
-        durable_commit(db, self.opts.quick_repair, self.wal.last_seq(), |txn| {
-            write(txn, layer_entries(&view.active))?;
-            write(txn, tx.writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref())))
-        })?;
+        let batch = || tx.writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref()));
+        // Later entries of a key win in the key directory: the batch after the layer.
+        let keydir = self.shared.keydir.load_full();
+        let staged = stage(keydir.as_deref(), layer_entries(&view.active).chain(batch()))?;
+        let gen = durable_commit(
+            db,
+            self.opts.quick_repair,
+            self.wal.last_seq(),
+            keydir.is_some(),
+            staged.as_ref(),
+            |txn| {
+                write(txn, layer_entries(&view.active))?;
+                write(txn, batch())
+            },
+        )?;
+        self.install(keydir.as_deref(), staged, gen)?;
         self.checkpointed();
         self.publish_snapshot(db);
         Ok(())
+    }
+
+    /// Point the key directory at what a durable commit just recorded; if it
+    /// cannot be, the store is reopened (reads keep the view before the commit,
+    /// which still has every layer).
+    fn install(&mut self, keydir: Option<&KeyDir>, staged: Option<Staged>, gen: u64) -> Result<(), StoreError> {
+        let Some(k) = keydir else { return Ok(()) };
+        k.set_generation(gen);
+        let Some(s) = staged else { return Ok(()) };
+        k.install(s).inspect_err(|e| {
+            self.break_with(format!(
+                "the key directory could not take a checkpoint ({e}); the store is reopened (its log replayed)"
+            ))
+        })
     }
 
     /// A durable commit of everything so far (on shutdown), emptying the log.
@@ -359,7 +388,17 @@ impl Committer {
         let Some(db) = self.shared.db.lock().clone() else { return Ok(()) };
         self.finish_checkpoint(&db)?;
         let active = self.view.as_ref().map(|v| v.active.clone()).unwrap_or_default();
-        durable_commit(&db, self.opts.quick_repair, self.wal.last_seq(), |txn| write(txn, layer_entries(&active)))?;
+        let keydir = self.shared.keydir.load_full();
+        let staged = stage(keydir.as_deref(), layer_entries(&active))?;
+        let gen = durable_commit(
+            &db,
+            self.opts.quick_repair,
+            self.wal.last_seq(),
+            keydir.is_some(),
+            staged.as_ref(),
+            |txn| write(txn, layer_entries(&active)),
+        )?;
+        self.install(keydir.as_deref(), staged, gen)?;
         self.checkpointed();
         self.publish_snapshot(&db);
         Ok(())
@@ -382,12 +421,24 @@ fn checkpoint_layer(
     layer: &Layer,
     seq: u64,
     quick_repair: bool,
+    keydir: Option<&KeyDir>,
     log: std::io::Result<RetiredLog>,
 ) -> Result<Checkpointed, StoreError> {
     #[cfg(test)]
     drop(TEST_CHECKPOINT_PAUSE.lock());
     let started = Instant::now();
-    durable_commit(db, quick_repair, seq, |txn| write(txn, layer_entries(layer)))?;
+    // The key directory's records are synced before the commit that counts them,
+    // and pointed at after it, before the writer drops the frozen layer.
+    let staged = stage(keydir, layer_entries(layer))?;
+    let gen = durable_commit(db, quick_repair, seq, keydir.is_some(), staged.as_ref(), |txn| {
+        write(txn, layer_entries(layer))
+    })?;
+    if let Some(k) = keydir {
+        k.set_generation(gen);
+        if let Some(s) = staged {
+            k.install(s)?;
+        }
+    }
     let snap = match Snapshot::open(db) {
         Ok(s) => Some(Arc::new(s)),
         Err(e) => {
@@ -461,20 +512,38 @@ impl Commit for Committer {
 }
 
 /// One durable redb commit of what `fill` writes, recording log sequence
-/// `seq` as covered (a checkpoint).
+/// `seq` as covered (a checkpoint), and with a key directory (`keyed`) what
+/// was staged in it and the checkpoint generation it now matches.
 fn durable_commit(
     db: &Database,
     quick_repair: bool,
     seq: u64,
+    keyed: bool,
+    staged: Option<&Staged>,
     fill: impl FnOnce(&redb::WriteTransaction) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
+) -> Result<u64, StoreError> {
     let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
     txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
     txn.set_two_phase_commit(true);
     txn.set_quick_repair(quick_repair);
     fill(&txn)?;
-    wal::set_checkpoint(&txn, seq)?;
-    txn.commit().map_err(|e| map_redb(e.into()))
+    let gen = wal::set_checkpoint(&txn, seq)?;
+    if keyed {
+        keydir::record(&txn, staged, gen)?;
+    }
+    txn.commit().map_err(|e| map_redb(e.into()))?;
+    Ok(gen)
+}
+
+/// Append the handle entries among `entries` (`table ‖ key` → value) to the
+/// key directory, if there is one, and sync them.
+fn stage<'a>(
+    keydir: Option<&KeyDir>,
+    entries: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+) -> Result<Option<Staged>, StoreError> {
+    let Some(k) = keydir else { return Ok(None) };
+    let handles = TableId::Handles as u8;
+    k.stage(entries.filter(|(key, _)| key.first() == Some(&handles)).map(|(key, v)| (&key[1..], v)))
 }
 
 fn layer_entries(layer: &Layer) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {

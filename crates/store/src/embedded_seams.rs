@@ -23,6 +23,18 @@ impl RecordStore for EmbeddedStore {
                 None => Ok(None),
             };
         }
+        // The key directory holds everything checkpointed (only the fallback
+        // view, a fresh snapshot, may be ahead of it).
+        if guard.is_some() {
+            if let Some(kd) = &*self.shared.keydir.load() {
+                match kd.get(key) {
+                    // redb holds the same record (no layer has a newer one): a
+                    // damaged segment costs the lookup its speed, not its answer.
+                    Err(StoreError::Corrupt(m)) => tracing::warn!("{m}; answered from the store file"),
+                    other => return other,
+                }
+            }
+        }
         match view.snap.handles.get(key).map_err(|e| map_redb(e.into()))? {
             Some(g) => HandleRecord::decode_stored(key, format::unseal("handle", key, g.value())?).map(Some),
             None => Ok(None),

@@ -13,7 +13,7 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -39,10 +39,11 @@ struct State {
 }
 
 impl Warmer {
-    /// Start reading the first `min(file length, budget)` bytes of `path` (budget
-    /// `None`: half the available memory) on a thread of its own.
-    pub(super) fn start(path: &Path, budget: Option<u64>) -> Warmer {
-        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    /// Start reading the first `min(length, budget)` bytes of `paths`, one file
+    /// after the other (budget `None`: half the available memory), on a thread
+    /// of its own.
+    pub(super) fn start(paths: &[PathBuf], budget: Option<u64>) -> Warmer {
+        let len = paths.iter().map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)).sum::<u64>();
         let budget = budget.or_else(|| available_memory().map(|m| m / 2)).unwrap_or(u64::MAX);
         let state = Arc::new(State {
             read: AtomicU64::new(0),
@@ -52,8 +53,8 @@ impl Warmer {
         });
         let thread = {
             let state = state.clone();
-            let path = path.to_path_buf();
-            std::thread::Builder::new().name("store-warm".into()).spawn(move || warm(&path, &state))
+            let paths = paths.to_vec();
+            std::thread::Builder::new().name("store-warm".into()).spawn(move || warm(&paths, &state))
         };
         let thread = match thread {
             Ok(t) => Some(t),
@@ -96,9 +97,17 @@ impl Drop for Warmer {
     }
 }
 
-fn warm(path: &Path, state: &State) {
+fn warm(paths: &[PathBuf], state: &State) {
     let started = std::time::Instant::now();
-    let outcome = read_in_order(path, state);
+    let mut outcome = Ok(());
+    let mut path = Path::new("");
+    for p in paths {
+        path = p;
+        outcome = read_in_order(p, state);
+        if outcome.is_err() || state.read.load(Ordering::Relaxed) >= state.total {
+            break;
+        }
+    }
     state.done.store(true, Ordering::Release);
     let read = state.read.load(Ordering::Relaxed);
     match outcome {
@@ -113,18 +122,22 @@ fn warm(path: &Path, state: &State) {
     }
 }
 
+/// Read `path` in order, counting into `state.read` (what earlier files read
+/// included) until `state.total`.
 fn read_in_order(path: &Path, state: &State) -> std::io::Result<()> {
     let file = File::open(path)?;
     let mut buf = vec![0u8; STEP];
     let mut at = 0u64;
-    while at < state.total && !state.stop.load(Ordering::Acquire) {
-        let want = (state.total - at).min(STEP as u64) as usize;
+    let mut read = state.read.load(Ordering::Relaxed);
+    while read < state.total && !state.stop.load(Ordering::Acquire) {
+        let want = (state.total - read).min(STEP as u64) as usize;
         let n = file.read_at(&mut buf[..want], at)?;
         if n == 0 {
             break; // The file shrank (compacted or replaced): nothing more to read.
         }
         at += n as u64;
-        state.read.store(at, Ordering::Relaxed);
+        read += n as u64;
+        state.read.store(read, Ordering::Relaxed);
     }
     Ok(())
 }
@@ -161,7 +174,7 @@ mod tests {
     #[test]
     fn reads_the_whole_file_then_reports_done() {
         let (_dir, path) = file_of(3 * STEP + 17);
-        let w = Warmer::start(&path, None);
+        let w = Warmer::start(std::slice::from_ref(&path), None);
         wait_done(&w);
         assert_eq!(w.state.read.load(Ordering::Relaxed), 3 * STEP as u64 + 17);
     }
@@ -169,7 +182,7 @@ mod tests {
     #[test]
     fn stops_at_the_budget() {
         let (_dir, path) = file_of(3 * STEP);
-        let w = Warmer::start(&path, Some(STEP as u64 + 1));
+        let w = Warmer::start(std::slice::from_ref(&path), Some(STEP as u64 + 1));
         wait_done(&w);
         assert_eq!(w.state.read.load(Ordering::Relaxed), STEP as u64 + 1);
     }
@@ -177,7 +190,7 @@ mod tests {
     #[test]
     fn a_missing_file_is_done_at_once_and_stop_is_idempotent() {
         let dir = tempfile::tempdir().unwrap();
-        let w = Warmer::start(&dir.path().join("none"), None);
+        let w = Warmer::start(&[dir.path().join("none")], None);
         wait_done(&w);
         w.stop();
         w.stop();
@@ -187,7 +200,7 @@ mod tests {
     #[test]
     fn progress_never_passes_the_total() {
         let (_dir, path) = file_of(2 * STEP);
-        let w = Warmer::start(&path, None);
+        let w = Warmer::start(std::slice::from_ref(&path), None);
         while let Some(p) = w.progress() {
             assert!(p.read_bytes <= p.total_bytes);
         }

@@ -391,6 +391,7 @@ mod tests {
             fatal: Mutex::new(None),
             db: Mutex::new(Some(db.clone())),
             txn_notifier: crate::txn_log::TxnNotifier::new(0),
+            keydir: ArcSwapOption::empty(),
         })
     }
 

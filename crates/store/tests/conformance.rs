@@ -21,6 +21,20 @@ fn embedded() -> Fresh {
     (Arc::new(store), Some(dir))
 }
 
+/// The embedded store with its key directory, checkpointing after every batch
+/// so that reads go through the directory rather than the layers.
+fn embedded_keydir() -> Fresh {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = EmbeddedOptions {
+        key_directory: true,
+        checkpoint_interval: std::time::Duration::ZERO,
+        warm_on_open: false,
+        ..EmbeddedOptions::default()
+    };
+    let store = EmbeddedStore::open_dir(dir.path(), opts).unwrap();
+    (Arc::new(store), Some(dir))
+}
+
 /// A backend as one bound to a foreign schema would be: records only, no
 /// documents, no transaction log, no backups. It keeps the seams' defaults,
 /// which must refuse clearly.
@@ -83,6 +97,7 @@ mod records {
     use super::*;
     handled_store::conformance_records!(suite!(memory, memory(),));
     handled_store::conformance_records!(suite!(embedded, embedded(),));
+    handled_store::conformance_records!(suite!(embedded_keydir, embedded_keydir(),));
     handled_store::conformance_records!(suite!(records_only, records_only(),));
 }
 
@@ -90,6 +105,7 @@ mod admin {
     use super::*;
     handled_store::conformance_admin!(suite!(memory, memory(),));
     handled_store::conformance_admin!(suite!(embedded, embedded(),));
+    handled_store::conformance_admin!(suite!(embedded_keydir, embedded_keydir(),));
     handled_store::conformance_admin!(suite!(records_only, records_only(),));
 }
 
@@ -97,16 +113,19 @@ mod documents {
     use super::*;
     handled_store::conformance_documents!(suite!(memory, memory(),));
     handled_store::conformance_documents!(suite!(embedded, embedded(),));
+    handled_store::conformance_documents!(suite!(embedded_keydir, embedded_keydir(),));
 }
 
 mod txn_log {
     use super::*;
     handled_store::conformance_txn_log!(suite!(memory, memory(),));
     handled_store::conformance_txn_log!(suite!(embedded, embedded(),));
+    handled_store::conformance_txn_log!(suite!(embedded_keydir, embedded_keydir(),));
 }
 
 mod change_dates {
     use super::*;
     handled_store::conformance_change_dates!(suite!(memory, memory(),));
     handled_store::conformance_change_dates!(suite!(embedded, embedded(),));
+    handled_store::conformance_change_dates!(suite!(embedded_keydir, embedded_keydir(),));
 }

@@ -44,11 +44,16 @@ fn say(line: String) {
 
 /// Odd rounds checkpoint every few milliseconds, so kills also land during and
 /// right after checkpoints; even rounds use the default (kills land in the log).
+/// Rounds 2 and 3 of every 4 run with the key directory (so kills also land
+/// between a checkpoint's segment append, its commit and the directory's update,
+/// and the reopen replays the log through it); the round after them opens a
+/// directory that rounds without it made stale, and rewrites it.
 fn options(round: u32) -> EmbeddedOptions {
     let mut o = EmbeddedOptions::default();
     if round % 2 == 1 {
         o.checkpoint_interval = Duration::from_millis(15);
     }
+    o.key_directory = round % 4 >= 2;
     o
 }
 
@@ -109,7 +114,7 @@ fn acknowledged_writes_survive_sigkill() {
     if std::env::var_os(CHILD_DIR).is_some() {
         return;
     }
-    let rounds: u32 = std::env::var("HANDLED_STORE_CRASH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let rounds: u32 = std::env::var("HANDLED_STORE_CRASH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
     let mut rng = rand::rng();
@@ -145,6 +150,15 @@ fn acknowledged_writes_survive_sigkill() {
                 break;
             }
         }
+        // ... and acknowledge a first write (on a loaded box that can take a
+        // while), so that every round has something to lose.
+        let mut early = Vec::new();
+        while !early.last().is_some_and(|l: &String| l.starts_with("C ")) {
+            let line = rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("child acknowledged nothing");
+            early.push(line);
+        }
         let delay = rng.random_range(20..400);
         std::thread::sleep(Duration::from_millis(delay));
         child.kill().unwrap(); // SIGKILL
@@ -152,7 +166,7 @@ fn acknowledged_writes_survive_sigkill() {
         reader.join().unwrap();
         // Every complete line printed before the kill is an acknowledged write.
         let (mut c, mut h) = (0usize, 0usize);
-        for line in rx.try_iter() {
+        for line in early.into_iter().chain(rx.try_iter()) {
             if let Some(k) = line.strip_prefix("C ") {
                 created.push(k.to_owned());
                 c += 1;
@@ -179,6 +193,10 @@ fn acknowledged_writes_survive_sigkill() {
             let hits = s.doc_lookup("idx", "url", IndexMatch::Exact(last.as_bytes()), None, 2).await.unwrap();
             assert_eq!(hits.len(), 1, "index entry of {last}");
             check_log(&s, &created, n).await;
+            if let Some(kd) = s.key_directory_stats() {
+                // Opened with every write in redb: the directory holds exactly its handles.
+                assert_eq!(kd.keys, s.count().await.unwrap(), "key directory and store disagree");
+            }
         });
         eprintln!(
             "round {round}: killed after {delay} ms ({status}); {c} creates + {h} increments acknowledged, \

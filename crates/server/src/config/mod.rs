@@ -277,6 +277,7 @@ impl Config {
                     checkpoint_interval: std::time::Duration::from_millis(self.storage.checkpoint_ms.max(1)),
                     min_free_bytes: self.storage.min_free_mb << 20,
                     warm_on_open: self.storage.warm_on_start,
+                    key_directory: self.storage.key_directory,
                     ..EmbeddedOptions::default()
                 },
             },

@@ -33,6 +33,13 @@ pub struct StorageConfig {
     /// says not ready until it is done. Off: lookups warm it as they come.
     #[serde(rename = "store_warm_on_start")]
     pub warm_on_start: bool,
+    /// Serve handle lookups from the embedded store through a key directory
+    /// (a hash of every key in memory pointing into append-only record files
+    /// read through `mmap`; ~20–40 bytes of memory per handle): a lookup stays
+    /// flat as the store grows. The first start with it writes the directory
+    /// from the store file (docs/architecture.md, BENCHMARKS.md). Off by default.
+    #[serde(rename = "store_key_directory")]
+    pub key_directory: bool,
     /// Byte budget of the record cache in MiB; 0 (the default) switches it off.
     /// With the embedded store, redb's page cache already serves hot records from
     /// memory and the record cache cost ~20% under uniformly random 1M-key load
@@ -53,6 +60,7 @@ impl Default for StorageConfig {
             checkpoint_ms: 2000,
             min_free_mb: 64,
             warm_on_start: true,
+            key_directory: false,
             record_cache_mb: 0,
             cassandra: CassandraConfig::default(),
             sql: super::sql::SqlConfig::default(),

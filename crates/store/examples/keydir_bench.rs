@@ -1,0 +1,223 @@
+//! The embedded store with and without its key directory (issue 45,
+//! `EmbeddedOptions::key_directory`), on the records of `read_path_bench`
+//! (`TEST/<k>`, a URL and an EMAIL value), one thread, uniform keys, through
+//! `EmbeddedStore::get` as the server calls it (64 MiB redb cache):
+//!
+//! * the import (`put_many` chunks of 10,000 in key order) with the directory,
+//!   and with `--compare-import` the same into a second store without it;
+//! * bytes per handle on disk (redb file, segments), the directory's memory;
+//! * per round: open with the directory (written from redb if the store was
+//!   last checkpointed without it: "first"), two restarts timed (from the hint
+//!   file the close wrote; without it, reading the segments), warm gets; then the same store opened
+//!   without the directory (redb's B-tree, the file read once first), warm gets;
+//! * at the end a cold restart: segments and redb file dropped from the page
+//!   cache, open timed, then `--cold-secs` of gets.
+//!
+//! `cargo run --release -p handled-store --example keydir_bench -- DIR N
+//! [--secs S] [--rounds R] [--cold-secs S] [--compare-import]` (DIR is created
+//! and left for reruns: delete it afterwards).
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use handled_proto::HandleValue;
+use handled_store::{EmbeddedOptions, EmbeddedStore, HandleRecord, RecordStore};
+use rand::Rng;
+
+fn record(k: u64) -> HandleRecord {
+    HandleRecord::new(vec![
+        HandleValue::new(1, "URL", format!("https://example.org/objects/{k}")),
+        HandleValue::new(2, "EMAIL", format!("owner{}@example.org", k % 977)),
+    ])
+}
+
+fn key(k: u64) -> Vec<u8> {
+    format!("TEST/{k}").into_bytes()
+}
+
+/// 0..n in the byte order of their keys (a preorder walk of the decimal digit trie).
+fn key_order(n: u64) -> impl Iterator<Item = u64> {
+    let mut cur = 1u64;
+    let rest = (1..n).map(move |_| {
+        let out = cur;
+        if cur * 10 < n {
+            cur *= 10;
+        } else {
+            while cur % 10 == 9 || cur + 1 >= n {
+                cur /= 10;
+            }
+            cur += 1;
+        }
+        out
+    });
+    std::iter::once(0).take(n.min(1) as usize).chain(rest)
+}
+
+fn bytes_on_disk(p: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::metadata(p) else { return 0 };
+    if m.is_dir() {
+        std::fs::read_dir(p).unwrap().map(|e| bytes_on_disk(&e.unwrap().path())).sum()
+    } else {
+        m.blocks() * 512
+    }
+}
+
+fn drop_cached(p: &Path) {
+    if p.is_dir() {
+        for e in std::fs::read_dir(p).unwrap() {
+            drop_cached(&e.unwrap().path());
+        }
+        return;
+    }
+    let f = std::fs::File::open(p).unwrap();
+    // SAFETY: a plain advice call on an open descriptor.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+}
+
+fn preread(p: &Path) {
+    let _ = std::fs::read(p).map(|b| std::hint::black_box(b.len()));
+}
+
+/// (VmRSS, RssAnon) in MB.
+fn rss() -> (u64, u64) {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        s.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .map_or(0, |kb| kb / 1024)
+    };
+    (field("VmRSS:"), field("RssAnon:"))
+}
+
+fn options(key_directory: bool, warm: bool) -> EmbeddedOptions {
+    EmbeddedOptions { cache_bytes: Some(64 << 20), key_directory, warm_on_open: warm, ..Default::default() }
+}
+
+fn load(file: &Path, n: u64, key_directory: bool) -> f64 {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let s = EmbeddedStore::open(file, options(key_directory, false)).unwrap();
+    let t = Instant::now();
+    let mut order = key_order(n).peekable();
+    rt.block_on(async {
+        while order.peek().is_some() {
+            let chunk: Vec<_> = order.by_ref().take(10_000).map(|k| (key(k), record(k))).collect();
+            s.put_many(chunk).await.unwrap();
+        }
+    });
+    drop(s);
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "{{\"import\": \"{}\", \"keys\": {n}, \"secs\": {secs:.2}, \"per_sec\": {:.0}}}",
+        if key_directory { "keydir" } else { "redb" },
+        n as f64 / secs
+    );
+    secs
+}
+
+/// Uniform gets for `secs`: (mean, p50, p99, p99.9 µs, gets).
+fn time_gets(n: u64, secs: f64, mut get: impl FnMut(&[u8]) -> bool) -> (f64, f64, f64, f64, usize) {
+    let mut rng = rand::rng();
+    let mut lat = Vec::with_capacity(1 << 20);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs_f64(secs) && lat.len() < 10_000_000 {
+        let k = key(rng.random_range(0..n));
+        let t = Instant::now();
+        let found = get(&k);
+        lat.push(t.elapsed().as_nanos() as u64);
+        assert!(found, "{} missing", String::from_utf8_lossy(&k));
+    }
+    lat.sort_unstable();
+    let c = lat.len();
+    let at = |q: usize| lat[c * q / 1000] as f64 / 1e3;
+    (lat.iter().sum::<u64>() as f64 / c as f64 / 1e3, at(500), at(990), at(999), c)
+}
+
+fn report(what: &str, n: u64, (mean, p50, p99, p999, gets): (f64, f64, f64, f64, usize)) {
+    let (rss, anon) = rss();
+    println!(
+        "{{\"candidate\": \"{what}\", \"keys\": {n}, \"gets\": {gets}, \"mean_us\": {mean:.3}, \"p50_us\": {p50:.3}, \
+         \"p99_us\": {p99:.3}, \"p999_us\": {p999:.3}, \"rss_mb\": {rss}, \"rss_anon_mb\": {anon}}}"
+    );
+}
+
+fn timed_open(file: &Path, opts: EmbeddedOptions, what: &str) -> EmbeddedStore {
+    let t = Instant::now();
+    let s = EmbeddedStore::open(file, opts).unwrap();
+    println!("{{\"open\": \"{what}\", \"secs\": {:.3}}}", t.elapsed().as_secs_f64());
+    s
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let dir = PathBuf::from(&argv[0]);
+    let n: u64 = argv[1].parse().unwrap();
+    let flag = |name: &str, d: f64| {
+        argv.iter().position(|x| x == name).and_then(|i| argv.get(i + 1)?.parse::<f64>().ok()).unwrap_or(d)
+    };
+    let (secs, rounds, cold_secs) = (flag("--secs", 4.0), flag("--rounds", 2.0) as usize, flag("--cold-secs", 2.0));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("handles.redb");
+    let segs = dir.join("handles.redb.keydir");
+    if !file.exists() {
+        load(&file, n, true);
+    }
+    if argv.iter().any(|a| a == "--compare-import") {
+        let other = dir.join("redb-only");
+        std::fs::create_dir_all(&other).unwrap();
+        load(&other.join("handles.redb"), n, false);
+        std::fs::remove_dir_all(&other).unwrap();
+    }
+    println!(
+        "{{\"on_disk\": {n}, \"redb_b_per_handle\": {}, \"segments_b_per_handle\": {}}}",
+        bytes_on_disk(&file) / n,
+        bytes_on_disk(&segs) / n
+    );
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    for round in 0..rounds {
+        // Written from redb if the last round's redb-only store left it stale.
+        drop(timed_open(&file, options(true, false), &format!("keydir-first-{round}")));
+        preread(&file);
+        // A clean restart, from the hint file the close wrote ...
+        drop(timed_open(&file, options(true, false), &format!("keydir-restart-hint-{round}")));
+        // ... and one that reads the segments instead (after a crash, or a stale hint).
+        let _ = std::fs::remove_file(segs.join("hint"));
+        let (rss0, anon0) = rss();
+        let store = timed_open(&file, options(true, false), &format!("keydir-restart-nohint-{round}"));
+        let (rss1, anon1) = rss();
+        let st = store.key_directory_stats().unwrap();
+        println!(
+            "{{\"keydir\": {n}, \"keys\": {}, \"memory_b_per_handle\": {:.1}, \"segment_bytes\": {}, \"live_bytes\": {}, \
+             \"rss_open_delta_mb\": {}, \"anon_open_delta_mb\": {}}}",
+            st.keys,
+            st.memory_bytes as f64 / n as f64,
+            st.segment_bytes,
+            st.live_bytes,
+            rss1.saturating_sub(rss0),
+            anon1.saturating_sub(anon0)
+        );
+        let mut get = |k: &[u8]| rt.block_on(store.get(k)).unwrap().is_some();
+        time_gets(n, secs / 4.0, &mut get);
+        report(&format!("keydir-warm-{round}"), n, time_gets(n, secs, &mut get));
+        drop(store);
+
+        preread(&file);
+        let store = timed_open(&file, options(false, false), &format!("redb-{round}"));
+        let mut get = |k: &[u8]| rt.block_on(store.get(k)).unwrap().is_some();
+        time_gets(n, secs / 4.0, &mut get);
+        report(&format!("redb-warm-{round}"), n, time_gets(n, secs, &mut get));
+        drop(store);
+    }
+    if cold_secs > 0.0 {
+        // The last redb-only round left the directory stale: write it, then restart cold.
+        drop(timed_open(&file, options(true, false), "keydir-first-cold"));
+        drop_cached(&file);
+        drop_cached(&segs);
+        let _ = std::fs::remove_file(segs.join("hint"));
+        let store = timed_open(&file, options(true, false), "keydir-restart-cold-nohint");
+        let mut get = |k: &[u8]| rt.block_on(store.get(k)).unwrap().is_some();
+        report("keydir-after-cold-restart", n, time_gets(n, cold_secs, &mut get));
+    }
+}

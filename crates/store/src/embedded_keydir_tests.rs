@@ -1,0 +1,211 @@
+use std::io::Write;
+use std::time::Duration;
+
+use super::super::{EmbeddedOptions, EmbeddedStore};
+use super::*;
+use crate::conformance::url_record;
+use crate::{Expect, RecordStore, StoreAdmin};
+
+fn opts(key_directory: bool) -> EmbeddedOptions {
+    EmbeddedOptions {
+        key_directory,
+        checkpoint_interval: Duration::ZERO,
+        warm_on_open: false,
+        min_free_bytes: 0,
+        ..Default::default()
+    }
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("20.5000/kd-{i:04}").into_bytes()
+}
+
+async fn put(s: &EmbeddedStore, i: usize, v: &str) {
+    s.swap(&key(i), Expect::Any, Some(url_record(v))).await.unwrap();
+}
+
+async fn value(s: &EmbeddedStore, i: usize) -> Option<String> {
+    let r = s.get(&key(i)).await.unwrap()?;
+    Some(String::from_utf8(r.values[0].data.to_vec()).unwrap())
+}
+
+fn only_segment(dir: &Path) -> PathBuf {
+    let seg_dir = segments::dir_for(&dir.join(super::super::STORE_FILE_NAME));
+    let ids = segments::list(&seg_dir).unwrap();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    segments::seg_path(&seg_dir, ids[0])
+}
+
+/// Writes, overwrites and removals are served through the directory after
+/// their checkpoint, and after a reopen (from the segments).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_go_through_the_directory_and_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    for i in 0..200 {
+        put(&s, i, &format!("v{i}")).await;
+    }
+    for i in (0..200).step_by(3) {
+        put(&s, i, &format!("w{i}")).await;
+    }
+    for i in (0..200).step_by(7) {
+        s.swap(&key(i), Expect::Any, None).await.unwrap();
+    }
+    s.checkpoint().await.unwrap();
+    let want = |i: usize| match (i % 7, i % 3) {
+        (0, _) => None,
+        (_, 0) => Some(format!("w{i}")),
+        _ => Some(format!("v{i}")),
+    };
+    // Everything is in redb and the directory: the layers are empty.
+    let view = s.shared.snapshot.load_full().unwrap();
+    assert!(view.active.is_empty() && view.frozen.is_empty());
+    for i in 0..200 {
+        assert_eq!(value(&s, i).await, want(i), "{i}");
+    }
+    let stats = s.key_directory_stats().unwrap();
+    assert_eq!(stats.keys, 200 - 200usize.div_ceil(7) as u64);
+    assert!(stats.live_bytes < stats.segment_bytes);
+    drop(s);
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    for i in 0..200 {
+        assert_eq!(value(&s, i).await, want(i), "{i} after reopen");
+    }
+    assert_eq!(s.key_directory_stats().unwrap().keys, stats.keys);
+}
+
+/// A damaged record is `Corrupt` on get (never a panic, never another
+/// record); at the next open the directory is rewritten from redb.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_record_is_corrupt_then_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    put(&s, 1, "one").await;
+    s.checkpoint().await.unwrap();
+    let seg = only_segment(dir.path());
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x55;
+    // Written in place: the mapping sees it.
+    std::fs::OpenOptions::new().write(true).open(&seg).unwrap().write_all(&bytes).unwrap();
+    let kd = s.shared.keydir.load_full().unwrap();
+    match kd.get(&key(1)) {
+        Err(crate::StoreError::Corrupt(m)) => assert!(m.contains("key directory"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // The store answers from redb, which holds the same record.
+    assert_eq!(value(&s, 1).await.as_deref(), Some("one"));
+    drop((s, kd));
+    // Restarted from the hint (which does not read the records): still answered.
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    assert_eq!(value(&s, 1).await.as_deref(), Some("one"));
+    drop(s);
+    // Without the hint the segments are read, the damage found, the directory rewritten.
+    std::fs::remove_file(segments::dir_for(&dir.path().join(super::super::STORE_FILE_NAME)).join(hint::NAME)).unwrap();
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    assert!(s.shared.keydir.load_full().unwrap().get(&key(1)).unwrap().is_some());
+    assert_eq!(value(&s, 1).await.as_deref(), Some("one"));
+}
+
+/// A clean restart loads the hash from the hint; after a checkpoint the hint
+/// is stale and the segments are read instead; both give the same directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hint_is_used_only_while_current() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg_dir = segments::dir_for(&dir.path().join(super::super::STORE_FILE_NAME));
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    for i in 0..50 {
+        put(&s, i, &format!("v{i}")).await;
+    }
+    drop(s);
+    let (gen, segs) = {
+        let db = Database::open(dir.path().join(super::super::STORE_FILE_NAME)).unwrap();
+        committed(&db).unwrap().unwrap()
+    };
+    let d = hint::read(&seg_dir, gen, &segs).unwrap();
+    assert_eq!(d.index.len(), 50);
+    assert!(hint::read(&seg_dir, gen + 1, &segs).is_err(), "another generation");
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    assert_eq!(s.key_directory_stats().unwrap().keys, 50);
+    put(&s, 60, "x").await;
+    // A crash now: the hint on disk names an older generation.
+    let stale = std::fs::read(seg_dir.join(hint::NAME)).unwrap();
+    drop(s);
+    std::fs::write(seg_dir.join(hint::NAME), &stale).unwrap();
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    assert_eq!(s.key_directory_stats().unwrap().keys, 51);
+    assert_eq!(value(&s, 60).await.as_deref(), Some("x"));
+    drop(s);
+    // A damaged hint is not used either.
+    let mut bad = std::fs::read(seg_dir.join(hint::NAME)).unwrap();
+    bad[20] ^= 1;
+    std::fs::write(seg_dir.join(hint::NAME), &bad).unwrap();
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    assert_eq!(value(&s, 60).await.as_deref(), Some("x"));
+    assert_eq!(s.key_directory_stats().unwrap().keys, 51);
+}
+
+/// Bytes past a segment's committed length (a checkpoint killed before its
+/// commit) are cut off at open; a store checkpointed without the directory
+/// gets it rewritten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uncommitted_tails_are_cut_and_stale_directories_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    put(&s, 1, "one").await;
+    drop(s);
+    let seg = only_segment(dir.path());
+    let len = std::fs::metadata(&seg).unwrap().len();
+    let mut garbage = Vec::new();
+    segments::encode(&mut garbage, &key(1), Body::Value(b"never committed"));
+    std::fs::OpenOptions::new().append(true).open(&seg).unwrap().write_all(&garbage).unwrap();
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    assert_eq!(std::fs::metadata(&seg).unwrap().len(), len);
+    assert_eq!(value(&s, 1).await.as_deref(), Some("one"));
+    drop(s);
+    // Written without the directory: it is behind.
+    let s = EmbeddedStore::open_dir(dir.path(), opts(false)).unwrap();
+    put(&s, 1, "uno").await;
+    put(&s, 2, "two").await;
+    drop(s);
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    assert_eq!(value(&s, 1).await.as_deref(), Some("uno"));
+    assert_eq!(value(&s, 2).await.as_deref(), Some("two"));
+    assert_eq!(s.key_directory_stats().unwrap().keys, 2);
+}
+
+/// Two keys whose hashes collide are both found (the second in the exact map),
+/// and removing one leaves the other.
+#[test]
+fn colliding_keys_are_kept_apart() {
+    let mut buf = Vec::new();
+    segments::encode(&mut buf, b"a", Body::Value(b"1"));
+    let b_at = buf.len();
+    segments::encode(&mut buf, b"b", Body::Value(b"2"));
+    let b_end = buf.len();
+    segments::encode(&mut buf, b"b", Body::Removed);
+    let dir = tempfile::tempdir().unwrap();
+    let path = segments::seg_path(dir.path(), 1);
+    std::fs::write(&path, &buf).unwrap();
+    let mut inner = Inner::default();
+    inner.maps.set(1, segments::map(dir.path(), 1, buf.len() as u64).unwrap());
+    inner.apply_range(1, 0, b_at as u64).unwrap();
+    // Pretend "b" hashes where "a" is.
+    let a = inner.dir.index.remove(&hash(b"a")).unwrap();
+    inner.dir.index.insert(hash(b"b"), a);
+    inner.apply_range(1, b_at as u64, b_end as u64).unwrap();
+    assert_eq!(inner.dir.collisions.get(&b"b"[..]).copied(), Some(pack(1, b_at as u64)));
+    assert_eq!(inner.maps.key_at(inner.dir.index[&hash(b"b")]), Some(&b"a"[..]));
+    let kd = KeyDir {
+        dir: dir.path().into(),
+        inner: RwLock::new(inner),
+        tail: Mutex::new(Tail::open(dir.path(), 1, buf.len() as u64).unwrap()),
+        gen: AtomicU64::new(0),
+    };
+    let payload = |k: &[u8]| kd.get(k);
+    // "a" and "b" are not records that decode: a decode error means the key matched.
+    assert!(payload(b"b").is_err(), "b is found through the exact map");
+    kd.inner.write().apply_range(1, b_end as u64, buf.len() as u64).unwrap();
+    assert!(kd.inner.read().dir.collisions.is_empty());
+    assert_eq!(payload(b"b").unwrap(), None);
+}

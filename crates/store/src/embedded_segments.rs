@@ -1,0 +1,252 @@
+//! The key directory's record files (`embedded_keydir.rs`): append-only
+//! segments `seg-NNNNNN` in `<store file>.keydir/`, each a run of records
+//!
+//! `crc32(rest): u32 LE ‖ key len: u32 LE ‖ value len: u32 LE ‖ key ‖ value`
+//!
+//! where the value is a handle record's stored payload (without the redb
+//! table's own seal: the record's crc covers key and value). Two value lengths
+//! carry no value: [`TOMBSTONE`] (the handle was removed) and [`DAMAGED`] (its
+//! value in redb failed its checksum when the directory was rebuilt; a get
+//! answers `Corrupt`, as the redb path would).
+//!
+//! Only checkpoints append, to the newest segment, and sync before the redb
+//! commit that records the segment's new committed length; a full segment
+//! (past [`SEGMENT_BYTES`]) is never written again, so its `mmap` never moves.
+//! Every read is bounds-checked: a damaged file gives an error, never a panic.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::StoreError;
+
+/// A segment takes no more appends once it is this long.
+pub(super) const SEGMENT_BYTES: u64 = 512 << 20;
+/// Value length of a removed handle's record.
+pub(super) const TOMBSTONE: u32 = u32::MAX;
+/// Value length of a handle whose redb value was damaged at the rebuild.
+pub(super) const DAMAGED: u32 = u32::MAX - 1;
+/// Header bytes before the key.
+pub(super) const HEADER: usize = 12;
+/// Offsets are 48 bits of a packed location, segment ids the other 16.
+const OFFSET_BITS: u32 = 48;
+pub(super) const MAX_SEGMENTS: u32 = (1 << 16) - 1;
+
+/// A record's place: segment id (high 16 bits) and offset.
+pub(super) fn pack(seg: u32, offset: u64) -> u64 {
+    (u64::from(seg) << OFFSET_BITS) | offset
+}
+
+pub(super) fn unpack(loc: u64) -> (u32, u64) {
+    ((loc >> OFFSET_BITS) as u32, loc & ((1 << OFFSET_BITS) - 1))
+}
+
+/// What a record holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Body<'a> {
+    Value(&'a [u8]),
+    Removed,
+    Damaged,
+}
+
+/// One record read from a segment.
+pub(super) struct Record<'a> {
+    pub(super) key: &'a [u8],
+    pub(super) body: Body<'a>,
+    /// Bytes the record takes in its segment.
+    pub(super) len: usize,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// The record at `at` in `bytes`, its crc checked. `Err` says what is wrong
+/// (the caller names the file).
+pub(super) fn record_at(bytes: &[u8], at: usize) -> Result<Record<'_>, &'static str> {
+    let header = at.checked_add(HEADER).and_then(|end| bytes.get(at..end)).ok_or("truncated record header")?;
+    let (crc, klen, vlen) = (u32_at(header, 0), u32_at(header, 4), u32_at(header, 8));
+    let body_len = if vlen >= DAMAGED { 0 } else { vlen as usize };
+    let end = (at + HEADER).checked_add(klen as usize).and_then(|e| e.checked_add(body_len)).ok_or("bad length")?;
+    let rest = bytes.get(at + 4..end).ok_or("record runs past the end of its segment")?;
+    if crc32fast::hash(rest) != crc {
+        return Err("record fails its checksum");
+    }
+    let key = &bytes[at + HEADER..at + HEADER + klen as usize];
+    let body = match vlen {
+        TOMBSTONE => Body::Removed,
+        DAMAGED => Body::Damaged,
+        _ => Body::Value(&bytes[at + HEADER + klen as usize..end]),
+    };
+    Ok(Record { key, body, len: end - at })
+}
+
+/// Append the encoded record to `out`.
+pub(super) fn encode(out: &mut Vec<u8>, key: &[u8], body: Body<'_>) {
+    let (vlen, value): (u32, &[u8]) = match body {
+        Body::Value(v) => (v.len() as u32, v),
+        Body::Removed => (TOMBSTONE, &[]),
+        Body::Damaged => (DAMAGED, &[]),
+    };
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(&vlen.to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    let crc = crc32fast::hash(&out[start + 4..]);
+    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The segments' directory beside the store file.
+pub(super) fn dir_for(store: &Path) -> PathBuf {
+    let mut p = store.as_os_str().to_owned();
+    p.push(".keydir");
+    PathBuf::from(p)
+}
+
+pub(super) fn seg_path(dir: &Path, id: u32) -> PathBuf {
+    dir.join(format!("seg-{id:06}"))
+}
+
+/// Segment ids present in `dir` (files named otherwise are left alone).
+pub(super) fn list(dir: &Path) -> Result<Vec<u32>, StoreError> {
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        if let Some(id) = name.to_str().and_then(|n| n.strip_prefix("seg-")).and_then(|n| n.parse::<u32>().ok()) {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// Map `len` bytes of segment `id` (None for an empty one: a zero-length map
+/// is refused by the OS).
+pub(super) fn map(dir: &Path, id: u32, len: u64) -> Result<Option<memmap2::Mmap>, StoreError> {
+    if len == 0 {
+        return Ok(None);
+    }
+    let file = File::open(seg_path(dir, id))?;
+    // SAFETY: segments are only appended to (past `len`) by this process, and
+    // cut back only at open, before any map exists; the map covers bytes that
+    // were synced before they were committed.
+    let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map(&file)? };
+    Ok(Some(map))
+}
+
+/// fsync a directory, so that a created or removed segment's name is durable.
+pub(super) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// The newest segment, taking appends.
+pub(super) struct Tail {
+    dir: PathBuf,
+    pub(super) id: u32,
+    file: File,
+    /// Bytes a redb commit records (everything before is synced).
+    pub(super) committed: u64,
+    /// Bytes written (past `committed` only between an append and its commit).
+    written: u64,
+}
+
+impl Tail {
+    /// Open segment `id` for appends, cut back to its `committed` length (what
+    /// lies past it is from a checkpoint that never committed; the log still
+    /// holds those writes).
+    pub(super) fn open(dir: &Path, id: u32, committed: u64) -> Result<Tail, StoreError> {
+        let path = seg_path(dir, id);
+        let file = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
+        if file.metadata()?.len() != committed {
+            file.set_len(committed)?;
+            file.sync_all()?;
+        }
+        Ok(Tail { dir: dir.to_path_buf(), id, file, committed, written: committed })
+    }
+
+    /// Append `bytes` (whole records) and sync; returns the offset they start
+    /// at, which may be in a new segment: see [`Tail::id`] after the call.
+    pub(super) fn append(&mut self, bytes: &[u8]) -> Result<u64, StoreError> {
+        if self.written != self.committed {
+            // An append whose commit failed: drop it.
+            self.file.set_len(self.committed)?;
+            self.written = self.committed;
+        }
+        if self.committed > 0 && self.committed + bytes.len() as u64 > SEGMENT_BYTES {
+            self.roll()?;
+        }
+        let at = self.written;
+        let mut w = &self.file;
+        use std::io::Seek;
+        w.seek(std::io::SeekFrom::Start(at))?;
+        w.write_all(bytes)?;
+        self.file.sync_data()?;
+        self.written += bytes.len() as u64;
+        Ok(at)
+    }
+
+    /// The appended bytes are committed (redb recorded `self.written`).
+    pub(super) fn committed_to(&mut self, len: u64) {
+        self.committed = len;
+        self.written = len;
+    }
+
+    pub(super) fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Start the next segment; the full one is never written again.
+    fn roll(&mut self) -> Result<(), StoreError> {
+        if self.id >= MAX_SEGMENTS {
+            return Err(StoreError::Backend(format!(
+                "the key directory has {MAX_SEGMENTS} segments; compact the store (handled compact)"
+            )));
+        }
+        let next = Tail::open(&self.dir, self.id + 1, 0)?;
+        sync_dir(&self.dir)?;
+        *self = next;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_damage_is_an_error() {
+        let mut b = Vec::new();
+        encode(&mut b, b"20.5000/a", Body::Value(b"value"));
+        encode(&mut b, b"20.5000/b", Body::Removed);
+        encode(&mut b, b"20.5000/c", Body::Damaged);
+        let r = record_at(&b, 0).unwrap();
+        assert_eq!((r.key, r.body), (&b"20.5000/a"[..], Body::Value(b"value")));
+        let r2 = record_at(&b, r.len).unwrap();
+        assert_eq!((r2.key, r2.body), (&b"20.5000/b"[..], Body::Removed));
+        let r3 = record_at(&b, r.len + r2.len).unwrap();
+        assert_eq!(r3.body, Body::Damaged);
+        assert_eq!(r.len + r2.len + r3.len, b.len());
+        // Any flipped byte, any cut, any absurd length: an error, not a panic.
+        for i in 0..r.len {
+            let mut d = b.clone();
+            d[i] ^= 0x40;
+            assert!(record_at(&d, 0).is_err(), "byte {i}");
+        }
+        for cut in 0..r.len {
+            assert!(record_at(&b[..cut], 0).is_err());
+        }
+        let mut d = b.clone();
+        d[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(record_at(&d, 0).is_err());
+        assert!(record_at(&b, usize::MAX - 3).is_err());
+    }
+
+    #[test]
+    fn locations_pack() {
+        assert_eq!(unpack(pack(7, 123_456_789)), (7, 123_456_789));
+        assert_eq!(unpack(pack(MAX_SEGMENTS, (1 << 48) - 1)), (MAX_SEGMENTS, (1 << 48) - 1));
+    }
+}
