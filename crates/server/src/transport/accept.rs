@@ -18,7 +18,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 pub type RefusalHook = Arc<dyn Fn(&'static str, Refusal) + Send + Sync>;
 
 pub struct Acceptor {
-    listener: TcpListener,
+    /// Shared by the accept loops of one port ([`Acceptor::another`]).
+    listener: Arc<TcpListener>,
     /// Listener name in log lines.
     name: &'static str,
     limits: Arc<ConnectionLimits>,
@@ -40,11 +41,27 @@ impl Acceptor {
     ) -> Acceptor {
         let second = Duration::from_secs(1);
         Acceptor {
-            listener,
+            listener: Arc::new(listener),
             name,
             limits,
             refusal,
             on_refusal,
+            backoff: Duration::ZERO,
+            errors: ThrottledWarning::new(second),
+            refusals: ThrottledWarning::new(second),
+        }
+    }
+
+    /// A further accept loop on the same listener and limits (its own backoff
+    /// and log throttling), for another task.
+    pub fn another(&self) -> Acceptor {
+        let second = Duration::from_secs(1);
+        Acceptor {
+            listener: self.listener.clone(),
+            name: self.name,
+            limits: self.limits.clone(),
+            refusal: self.refusal,
+            on_refusal: self.on_refusal.clone(),
             backoff: Duration::ZERO,
             errors: ThrottledWarning::new(second),
             refusals: ThrottledWarning::new(second),
