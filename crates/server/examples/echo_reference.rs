@@ -5,7 +5,7 @@
 //!
 //! cargo run --release -p handled-server --example echo_reference -- 127.0.0.1 12700 18700
 
-use handled_server::transport::tcp::bind as bind_tcp;
+use handled_server::transport::tcp::{bind as bind_tcp, bind_native};
 use handled_server::transport::udp::{bind as bind_udp, send_batch, BatchReceiver};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -32,9 +32,12 @@ async fn main() -> std::io::Result<()> {
         });
     }
 
-    let tcp = bind_tcp(SocketAddr::new(ip, port))?;
+    // Accept deferred until the request arrived, as `handled`'s native port does.
+    let tcp = bind_native(SocketAddr::new(ip, port))?;
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = tcp.accept().await {
+            // TCP_NODELAY: inherited from the listener (bind_native) on Linux.
+            #[cfg(not(target_os = "linux"))]
             let _ = stream.set_nodelay(true);
             // As `handled` does (transport/tcp_early.rs): the first request,
             // usually there already, is read and echoed right after accept.

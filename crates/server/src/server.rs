@@ -65,7 +65,7 @@ impl Server {
             move |e: std::io::Error| std::io::Error::new(e.kind(), format!("{what} {addr}: {e}"))
         };
         let native = SocketAddr::new(config.listen, config.port);
-        let tcp = transport::tcp::bind(native).map_err(named("native TCP", native))?;
+        let tcp = transport::tcp::bind_native(native).map_err(named("native TCP", native))?;
         let tcp_addr = tcp.local_addr()?;
         // UDP shares the native port number with TCP (matters when it was 0).
         let udp_at = SocketAddr::new(config.listen, tcp_addr.port());

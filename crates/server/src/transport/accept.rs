@@ -6,6 +6,7 @@
 
 use super::limits::{ConnectionLimits, ConnectionSlot, Refusal};
 use crate::logging::ThrottledWarning;
+use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +19,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 pub type RefusalHook = Arc<dyn Fn(&'static str, Refusal) + Send + Sync>;
 
 pub struct Acceptor {
-    listener: TcpListener,
+    /// Shared by the accept loops of one port ([`Acceptor::another`]).
+    listener: Arc<TcpListener>,
     /// Listener name in log lines.
     name: &'static str,
     limits: Arc<ConnectionLimits>,
@@ -26,8 +28,9 @@ pub struct Acceptor {
     refusal: fn(Refusal) -> Option<Vec<u8>>,
     on_refusal: RefusalHook,
     backoff: Duration,
-    errors: ThrottledWarning,
-    refusals: ThrottledWarning,
+    /// Shared by a port's accept loops, so that the port logs as one.
+    errors: Arc<Mutex<ThrottledWarning>>,
+    refusals: Arc<Mutex<ThrottledWarning>>,
 }
 
 impl Acceptor {
@@ -40,14 +43,29 @@ impl Acceptor {
     ) -> Acceptor {
         let second = Duration::from_secs(1);
         Acceptor {
-            listener,
+            listener: Arc::new(listener),
             name,
             limits,
             refusal,
             on_refusal,
             backoff: Duration::ZERO,
-            errors: ThrottledWarning::new(second),
-            refusals: ThrottledWarning::new(second),
+            errors: Arc::new(Mutex::new(ThrottledWarning::new(second))),
+            refusals: Arc::new(Mutex::new(ThrottledWarning::new(second))),
+        }
+    }
+
+    /// A further accept loop on the same listener, limits and log throttling
+    /// (its own backoff), for another task.
+    pub fn another(&self) -> Acceptor {
+        Acceptor {
+            listener: self.listener.clone(),
+            name: self.name,
+            limits: self.limits.clone(),
+            refusal: self.refusal,
+            on_refusal: self.on_refusal.clone(),
+            backoff: Duration::ZERO,
+            errors: self.errors.clone(),
+            refusals: self.refusals.clone(),
         }
     }
 
@@ -70,7 +88,7 @@ impl Acceptor {
                 Err(e) => {
                     self.backoff = (self.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
                     let name = self.name;
-                    self.errors.warn(format_args!("{name} accept: {e}; retrying in {:?}", self.backoff));
+                    self.errors.lock().warn(format_args!("{name} accept: {e}; retrying in {:?}", self.backoff));
                     tokio::time::sleep(self.backoff).await;
                 }
             }
@@ -89,7 +107,7 @@ impl Acceptor {
         }
         let name = self.name;
         (self.on_refusal)(name, why);
-        self.refusals.warn(format_args!("{name}: refused a connection from {peer}: {}", why.as_str()));
+        self.refusals.lock().warn(format_args!("{name}: refused a connection from {peer}: {}", why.as_str()));
     }
 }
 

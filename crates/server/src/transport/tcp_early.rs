@@ -4,8 +4,9 @@
 //! connection gets a task of its own. The Java client sends one request per
 //! connection; waiting for the event loop to report the new socket readable
 //! and for its task to be scheduled cost a wake-up per request, and the
-//! request is almost always there already (BENCHMARKS.md, "TCP, a connection
-//! per request: where the time goes").
+//! native port defers accept until the request's first bytes are there
+//! (tcp.rs, `DEFER_ACCEPT`; BENCHMARKS.md, "TCP, a connection per request:
+//! where the time goes").
 
 use super::serve_admitted;
 use crate::native::{read_envelope, Answer, Transport};
