@@ -87,7 +87,15 @@ impl Locations {
             }
             legacy &= root.attribute("no_legacy").is_none_or(|v| v.eq_ignore_ascii_case("false"));
             for loc in root.children().filter(|n| n.has_tag_name("location")).take(MAX_LOCATIONS) {
-                let attrs = loc.attributes().map(|a| (a.name().to_string(), a.value().to_string())).collect();
+                // Attributes go by local name: of two with one name in different
+                // namespaces the first counts (as `get` reads), and the listing
+                // (`to_xml`) must not write a name twice.
+                let mut attrs: Vec<(String, String)> = Vec::new();
+                for a in loc.attributes() {
+                    if !attrs.iter().any(|(k, _)| k == a.name()) {
+                        attrs.push((a.name().to_string(), a.value().to_string()));
+                    }
+                }
                 out.list.push(Location { attrs, legacy: false });
             }
         }
@@ -374,5 +382,17 @@ mod tests {
             l.to_xml(),
             "<locations>\n<location mode=\"legacy\" href=\"https://u/&lt;x&gt;\" weight=\"0\"/>\n<location href=\"https://a/?x=1&amp;y=&quot;2&quot;\"/>\n</locations>\n"
         );
+    }
+
+    /// Found by the `web_request` fuzz target: two attributes with one local
+    /// name in different namespaces made `showurls` write it twice, XML that
+    /// no reader accepts. The first counts, as `get` reads it.
+    #[test]
+    fn namespaced_attributes_of_one_name_are_listed_once() {
+        let xml = r#"<locations xmlns:a="u1" xmlns:b="u2"><location a:href="x" b:href="y"/></locations>"#;
+        let l = loc(xml, &[]);
+        assert_eq!(l.list[0].attrs, vec![("href".to_string(), "x".to_string())]);
+        let listed = vec![HandleValue::new(1, "10320/loc", l.to_xml())];
+        assert_eq!(Locations::from_values(&listed).unwrap().list.len(), 1, "the listing reads back");
     }
 }
