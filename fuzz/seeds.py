@@ -81,6 +81,59 @@ for refs in ["1:TEST/ADMIN%0009300:TEST/ADMIN", "1:A/b%00092:C/%00E9", "1:A/b\t2
 for path in sorted((root / "crates/cli/tests").rglob("*.dct")):
     add("config_dct", path.read_bytes())
 
+# Referral answers a walk of the global system follows (fuzz_targets/referrals.rs:
+# `mode handle \n` then answers, each a 2-byte length and a unit), built on the
+# Java library's resolution response: its HS_SITE value (the site record of
+# site_info_value.json), HS_SERV service handles, referrals (302/303) with and
+# without site values, the errors a root gives.
+def first_hex(x):
+    if isinstance(x, dict):
+        if isinstance(x.get("hex"), str):
+            return bytes.fromhex(x["hex"])
+        x = list(x.values())
+    if isinstance(x, list):
+        for v in x:
+            found = first_hex(v)
+            if found:
+                return found
+    return None
+
+resolved = first_hex(json.loads((vectors / "resolution_response.json").read_text()))
+not_found = first_hex(json.loads((vectors / "error_handle_not_found.json").read_text()))
+not_here = first_hex(json.loads((vectors / "error_server_not_responsible.json").read_text()))
+site_record = first_hex(json.loads((vectors / "site_info_value.json").read_text()))
+
+def lp(b):
+    return len(b).to_bytes(4, "big") + b
+
+def value(index, kind, data):
+    return (index.to_bytes(4, "big") + bytes.fromhex("6553f100") + b"\0" + (86400).to_bytes(4, "big") + b"\x0e"
+            + lp(kind) + lp(data) + b"\0\0\0\0")
+
+def unit(code, body):
+    header = resolved[20:24] + code.to_bytes(4, "big") + resolved[28:40] + len(body).to_bytes(4, "big")
+    message = header + body + b"\0\0\0\0"
+    return resolved[:16] + len(message).to_bytes(4, "big") + message
+
+def values_body(handle, values):
+    return lp(handle) + len(values).to_bytes(4, "big") + b"".join(values)
+
+def walk_seed(mode, handle, *answers):
+    add("referrals", bytes([mode]) + handle + b"\n" + b"".join(len(a).to_bytes(2, "big") + a for a in answers))
+
+with_site = unit(1, values_body(b"0.NA/20.5000", [value(1, b"HS_SITE", site_record)]))
+serv = lambda h: unit(1, values_body(b"0.NA/20.5000", [value(1, b"HS_SERV", h)]))
+walk_seed(0, b"20.5000/test-1", resolved)
+walk_seed(0, b"20.5000/x", with_site)
+walk_seed(0, b"20.5000/x", not_found)
+walk_seed(0, b"20.5000/x", unit(302, values_body(b"0.NA/20.5000", [value(1, b"HS_SITE.PREFIX", site_record)])), with_site)
+walk_seed(0, b"20.5000/x", serv(b"0.NA/20.1"), with_site)
+walk_seed(0, b"20.5000/x", serv(b"11.22/svc"), with_site, with_site)
+walk_seed(1, b"20.5000/x", unit(302, lp(b"0.NA/20.9")), with_site, resolved)
+walk_seed(1, b"20.5000/x", unit(303, values_body(b"0.NA/20", [value(2, b"HS_SITE.PREFIX", site_record)])), not_here)
+walk_seed(7, b"20.5000/x", *[unit(302, values_body(b"20.5000/x", [value(1, b"HS_SITE", site_record)]))] * 4, resolved)
+walk_seed(1, b"20.5000/x", *[unit(302, lp(b"0.NA/20.%d" % n)) for n in range(3)], with_site, with_site, with_site, resolved)
+
 for target, items in seeds.items():
     d = corpus / target
     d.mkdir(parents=True, exist_ok=True)

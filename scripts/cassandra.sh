@@ -30,6 +30,7 @@
 #   HANDLED_CASSANDRA_START_TIMEOUT  seconds to wait for a node to start [300]
 #   HANDLED_CASSANDRA_STOP_TIMEOUT   seconds to wait after SIGTERM before SIGKILL [60]
 #   HANDLED_CASSANDRA_MAVEN_REPO     Maven local repository for `fetch` [Maven's own, ~/.m2/repository]
+#   HANDLED_CASSANDRA_NETNS=1        the node runs in a network namespace of its own (tests/partition): any address
 set -euo pipefail
 
 VERSION=${HANDLED_CASSANDRA_VERSION:-5.0.9}
@@ -52,7 +53,7 @@ say() { echo "$me: $*"; }
 now() { date +%s%3N; }  # milliseconds
 since() { local ms=$(( $(now) - $1 )); printf '%d.%d' $((ms / 1000)) $((ms % 1000 / 100)); }
 
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 need() { command -v "$1" >/dev/null 2>&1 || die "$1 not found on PATH; $2"; }
 
@@ -298,7 +299,9 @@ cmd_start() {
   if ! [[ $jmx =~ ^[0-9]{1,5}$ ]] || [ "$jmx" -gt 65535 ]; then
     die "JMX port '$jmx' of node$n is out of range; set HANDLED_CASSANDRA_JMX_PORT"
   fi
-  [[ $ip =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "$ip is not a loopback address; nodes bind to loopback only"
+  # In a namespace of its own (the partition harness), the node's address is that namespace's.
+  [[ $ip =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || [ "${HANDLED_CASSANDRA_NETNS:-0}" = 1 ] ||
+    die "$ip is not a loopback address; nodes bind to loopback only"
   local hp host port who
   for hp in "$ip:$CQL_PORT" "$ip:$STORAGE_PORT" "127.0.0.1:$jmx"; do
     host=${hp%:*}

@@ -6,7 +6,14 @@
 #
 # Usage: scripts/partition-test.sh [--minutes N] [--rounds R]
 #                                  [--nemesis partition|pause|kill|skew|all] [--out DIR] [HANDLED]
+#        scripts/partition-test.sh cassandra [--minutes N] [--rounds R]
+#                                  [--nemesis cass-cut|store-cut|lb-cut|pause|kill|all] [--out DIR] [HANDLED]
 #   default: one round of 45 s per nemesis (the short run scripts/test-all.sh makes)
+#   cassandra: the README's Cassandra cluster instead (tests/partition/cassandra.sh:
+#     3 Cassandra nodes, 3 `handled` nodes, the balancer), Cassandra started once;
+#     default one round of 30 s per nemesis; needs Java, Maven and haproxy too;
+#     --cache-mb N turns the nodes' coherent record cache on (docs/cluster.md:
+#     reads concurrent with a write are then not linearizable)
 #   --minutes N: each round N minutes (e.g. --minutes 5 --rounds 10 for the record)
 #   HANDLED: the binary (default $CARGO_TARGET_DIR/release/handled, else target/release/handled)
 # Needs root, iproute2, nftables, Go (builds tests/partition/checker) and Python 3;
@@ -19,7 +26,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/tests/skip.sh"
 . "$root/tests/partition/netns.sh"
 
-seconds=45 rounds=1 nemesis=all out='' bin=''
+seconds=45 rounds=1 nemesis=all out='' bin='' mode=multi-primary
+if [ "${1:-}" = cassandra ]; then mode=cassandra seconds=30; shift; fi
 while [ $# -gt 0 ]; do
   case $1 in
     --minutes) seconds=$(($2 * 60)); shift 2 ;;
@@ -27,11 +35,16 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --nemesis) nemesis=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    --cache-mb) export HANDLED_PARTITION_CACHE_MB=$2; shift 2 ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
     *) bin=$1; shift ;;
   esac
 done
-[ "$nemesis" = all ] && nemeses=(partition pause kill skew) || nemeses=("$nemesis")
+if [ $mode = cassandra ]; then
+  [ "$nemesis" = all ] && nemeses=(cass-cut store-cut lb-cut pause kill) || nemeses=("$nemesis")
+else
+  [ "$nemesis" = all ] && nemeses=(partition pause kill skew) || nemeses=("$nemesis")
+fi
 bin=${bin:-${CARGO_TARGET_DIR:-$root/target}/release/handled}
 
 why=$(net_missing)
@@ -49,6 +62,18 @@ out=$(realpath "$out")
 echo "partition-test: $rounds round(s) of $seconds s per nemesis (${nemeses[*]}), results in $out"
 (cd "$root/tests/partition/checker" && go test ./... >/dev/null && go build -o "$out/checker" .)
 export HANDLED_PARTITION_CHECKER=$out/checker
+
+if [ $mode = cassandra ]; then
+  rc=0
+  "$root/tests/partition/cassandra.sh" "$bin" "$seconds" "$rounds" "$out" "${nemeses[@]}" || rc=$?
+  [ $rc = 77 ] && exit 77
+  echo
+  column -t -s $'\t' "$out/results.tsv" 2>/dev/null || true
+  [ $rc = 0 ] || { echo "partition-test: a round failed (see $out)"; exit 1; }
+  echo "partition-test: every round linearizable and converged"
+  [ $keep = yes ] || rm -rf "$out"
+  exit 0
+fi
 
 count() { grep -c "$1" "$2" 2>/dev/null || true; }
 results=$out/results.tsv

@@ -18,6 +18,12 @@ they go to --shared-log, not to the history. With --replica-log, one more
 client reads every node's handles on the other nodes and the --replica ones
 (a mirror), for monotonic.py.
 
+With --anywhere (the Cassandra cluster, tests/partition/cassandra.sh) every
+client writes and reads the same handles (TEST/lin-<k>) on any node, half of
+its operations through the first --node (the balancer), the rest on one of the
+others at random: all nodes share one store, and the promise is one
+linearizable register per handle whichever node is asked.
+
 An operation that times out or loses its connection is recorded "info"
 (outcome unknown), never "fail": only an answer that says what happened
 (exists, not found) is a refusal. Values are unique per operation, so a read
@@ -185,6 +191,24 @@ def owned_client(history, apis, client_id, node, keys, deadline, seed):
             time.sleep(0.5)  # the link is probably cut: do not spin
 
 
+def anywhere_client(history, apis, client_id, nodes, keys, deadline, seed):
+    """Any handle on any node: the balancer (nodes[0]) half the time."""
+    rng = random.Random(seed)
+    n = 0
+    while time.monotonic() < deadline:
+        node = nodes[0] if len(nodes) == 1 or rng.random() < 0.5 else rng.choice(nodes[1:])
+        api_name = rng.choice(["native", "json"])
+        op = rng.choice(OPS_NATIVE if api_name == "native" else OPS_JSON)
+        handle = f"TEST/lin-{rng.randrange(keys)}"
+        n += 1
+        value = "" if op in ("read", "delete") else f"c{client_id}-{n}"
+        op_id = history.invoke(client_id, node.name, api_name, op, handle, value)
+        kind, found, seen = apis[api_name].run(node, op, handle, value)
+        history.complete(op_id, kind, found, seen)
+        if kind == "info":
+            time.sleep(0.5)  # the link is probably cut: do not spin
+
+
 def shared_client(log, native, nodes, keys, deadline, seed):
     """Writes the shared handles on every node in turn (convergence only)."""
     rng = random.Random(seed)
@@ -229,6 +253,8 @@ def main():
     ap.add_argument("--shared-log")
     ap.add_argument("--replica", action="append", default=[], help="NAME=HOST:PORT:HTTP_PORT of a read-only copy")
     ap.add_argument("--replica-log", help="reads of owned handles on the other nodes (monotonic.py)")
+    ap.add_argument("--anywhere", action="store_true",
+                    help="every client on the same handles, on any node (--threads clients in all)")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args()
 
@@ -239,12 +265,16 @@ def main():
     deadline = time.monotonic() + args.seconds
     threads = []
     client_id = 0
-    for node in nodes:
+    for node in nodes if not args.anywhere else []:
         for _ in range(args.threads):
             t = threading.Thread(target=owned_client,
                                  args=(history, apis, client_id, node, args.keys, deadline, args.seed + client_id))
             threads.append(t)
             client_id += 1
+    for _ in range(args.threads if args.anywhere else 0):
+        threads.append(threading.Thread(target=anywhere_client,
+                                        args=(history, apis, client_id, nodes, args.keys, deadline, args.seed + client_id)))
+        client_id += 1
     shared = open(args.shared_log, "w", buffering=1) if args.shared_log else None
     if shared:
         threads.append(threading.Thread(target=shared_client,

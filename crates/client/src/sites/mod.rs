@@ -21,11 +21,13 @@ mod guard;
 mod latency;
 mod policy;
 mod root_info;
+mod walker;
 
 pub use exchange::Trust;
 pub use guard::{UpstreamGuards, Walk, DEFAULT_ATTEMPTS, UNREACHABLE_FOR};
 pub use policy::{class_of, NetworkClass, UpstreamPolicy};
 pub use root_info::{load_root_info, parse_root_info, parse_site_file, read_site_file};
+pub use walker::{resolution, Known, Step, Walker, MAX_ASKS, MAX_FRAMES};
 
 use crate::replication::SignatureCheck;
 use crate::resolved_values;
@@ -33,10 +35,8 @@ use exchange::{ask, Asking};
 use guard::{GuardCounters, Unreachable};
 use handled_proto::codec::Codec;
 use handled_proto::data::site::SiteInfo;
-use handled_proto::handle;
 use handled_proto::header::{OpFlags, ResponseCode};
-use handled_proto::request::{RequestBody, ResolutionRequest};
-use handled_proto::response::ResponseBody;
+use handled_proto::request::RequestBody;
 use handled_proto::value::{types, HandleValue, TtlType};
 use latency::Latencies;
 pub use latency::{ServerLatency, MAX_SERVERS};
@@ -194,81 +194,11 @@ impl Sites {
     /// The sites responsible for `h`.
     pub async fn for_handle(&self, h: &[u8], walk: &Walk) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
         sendable(h)?;
-        self.home_of(h, 0, walk).await
-    }
-
-    /// The sites holding `h`: the root for global handles, else those its
-    /// prefix handle names.
-    async fn home_of(&self, h: &[u8], depth: usize, walk: &Walk) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
-        let canonical = handle::canonical(h);
-        if handle::is_global(&canonical.to_ascii_uppercase()) {
-            return Ok(self.root.clone());
-        }
-        self.named_by(&handle::prefix_handle(&canonical), depth, walk).await
-    }
-
-    /// The sites that `h`'s HS_SITE (or HS_SERV) values name: `h` is a prefix
-    /// handle or a service handle.
-    async fn named_by(&self, h: &[u8], depth: usize, walk: &Walk) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
-        let key = handle::canonical(h).to_ascii_uppercase();
-        if key == handle::ROOT_HANDLE {
-            return Ok(self.root.clone());
-        }
-        if depth > MAX_DEPTH {
-            return Err(LookupError::Unreachable(format!("{}: more than {MAX_DEPTH} services to follow", show(h))));
-        }
-        if let Some(sites) = self.lookup(&key) {
-            return Ok(sites);
-        }
-        let home = Box::pin(self.home_of(h, depth + 1, walk)).await?;
-        let wanted = [types::HS_SITE, b"HS_SITE.6", types::HS_SERV];
-        let body = resolution(h, &[], &wanted);
-        let response = Box::pin(self.resolve_following(&home, h, &body, depth, walk)).await?;
-        let values = match (response.code(), resolved_values(&response)) {
-            (ResponseCode::SUCCESS, Some(values)) => values.to_vec(),
-            // As the Java resolver: a prefix the root does not know (or that
-            // names no site) is "no service" (an error), not a refusal by the
-            // handle's server.
-            (ResponseCode::HANDLE_NOT_FOUND | ResponseCode::VALUES_NOT_FOUND, _) => {
-                return Err(LookupError::NoSuchPrefix(format!("Unable to find service for prefix {}", show(h))))
-            }
-            (code, _) => {
-                return Err(LookupError::Unreachable(format!(
-                    "Unable to find service for prefix {}: {} {}",
-                    show(h),
-                    code.name(),
-                    response.message().unwrap_or_default()
-                )))
-            }
-        };
-        let sites = Box::pin(self.sites_in(&values, depth, walk)).await?;
-        self.remember(key, sites.clone(), ttl(&values, MAX_TTL));
-        Ok(sites)
-    }
-
-    /// The sites `values` name: their site records, else those of the first
-    /// service handle (`0.NA/0.NA`: the root).
-    async fn sites_in(
-        &self,
-        values: &[HandleValue],
-        depth: usize,
-        walk: &Walk,
-    ) -> Result<Arc<Vec<SiteInfo>>, LookupError> {
-        let sites: Vec<SiteInfo> = values
-            .iter()
-            .filter(|v| SITE_TYPES.iter().any(|t| v.value_type.eq_ignore_ascii_case(t)))
-            .filter_map(|v| SiteInfo::decode_data(&v.data).ok())
-            .filter(|s| !s.servers.is_empty())
-            .take(MAX_SITES)
-            .collect();
-        if !sites.is_empty() {
-            // An alternate address is another site to try, as for the Java client.
-            return Ok(Arc::new(addresses::with_alt_sites(sites, 2 * MAX_SITES)));
-        }
-        let service = values.iter().find(|v| SERVICE_TYPES.iter().any(|t| v.value_type.eq_ignore_ascii_case(t)));
-        match service {
-            Some(service) => self.named_by(&service.data, depth + 1, walk).await,
-            None => Err(LookupError::Unreachable("no site records or service handles".into())),
+        let mut walker = Walker::for_handle(self.root.clone(), h);
+        let first = walker.start(self);
+        match self.drive(&mut walker, first, walk).await? {
+            Step::Sites(sites) => Ok(sites),
+            _ => Err(LookupError::Unreachable(format!("{}: no sites found", show(h)))),
         }
     }
 
@@ -281,21 +211,28 @@ impl Sites {
         sites: &[SiteInfo],
         h: &[u8],
         body: &RequestBody,
-        mut depth: usize,
+        depth: usize,
         walk: &Walk,
     ) -> Result<crate::Response, LookupError> {
-        let mut sites = Arc::new(sites.to_vec());
+        let mut walker = Walker::following(self.root.clone(), Arc::new(sites.to_vec()), h, body.clone(), depth);
+        let first = walker.start(self);
+        match self.drive(&mut walker, first, walk).await? {
+            Step::Answer(response) => Ok(*response),
+            _ => Err(LookupError::Unreachable(format!("{}: no answer", show(h)))),
+        }
+    }
+
+    /// Ask what `walker` asks for until it ends: its last step, [`Step::Sites`]
+    /// or [`Step::Answer`].
+    async fn drive(&self, walker: &mut Walker, mut step: Step, walk: &Walk) -> Result<Step, LookupError> {
         loop {
-            let response = self.first_answer(&sites, h, body, walk).await?;
-            let ResponseBody::Referral { handle: referral, values } = &response.body else { return Ok(response) };
-            depth += 1;
-            if depth > MAX_DEPTH {
-                return Err(LookupError::Unreachable(format!("{}: more than {MAX_DEPTH} referrals", show(h))));
-            }
-            sites = if values.is_empty() && !referral.is_empty() {
-                self.named_by(referral, depth, walk).await?
-            } else {
-                self.sites_in(values, depth, walk).await?
+            step = match step {
+                Step::Ask { sites, handle, body } => {
+                    let response = self.first_answer(&sites, &handle, &body, walk).await?;
+                    walker.answer(response, self)
+                }
+                Step::Failed(e) => return Err(e),
+                done => return Ok(done),
             };
         }
     }
@@ -414,7 +351,9 @@ impl Sites {
         }
         Err(last)
     }
+}
 
+impl Known for Sites {
     fn lookup(&self, key: &[u8]) -> Option<Arc<Vec<SiteInfo>>> {
         let mut cache = self.cache();
         let entry = cache.entries.get(key)?;
@@ -449,16 +388,6 @@ impl Sites {
         cache.bytes += bytes;
         cache.entries.insert(key, Entry { sites, expires: now + ttl, bytes });
     }
-}
-
-/// A resolution request for `h`'s values at `indexes` or of `value_types`
-/// (both empty: all of them).
-pub fn resolution(h: &[u8], indexes: &[i32], value_types: &[&[u8]]) -> RequestBody {
-    RequestBody::Resolution(ResolutionRequest {
-        handle: h.to_vec(),
-        indexes: indexes.to_vec(),
-        types: value_types.iter().map(|t| t.to_vec()).collect(),
-    })
 }
 
 /// How long values may be kept: their shortest TTL (absolute ones counted
