@@ -24,44 +24,15 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{BufWriter, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use handled_proto::HandleValue;
 use handled_store::{EmbeddedOptions, EmbeddedStore, HandleRecord, RecordStore, StoreAdmin};
 use heed::types::Bytes;
 use heed::{CommitOrAbort, EnvFlags, EnvOpenOptions, PutFlags, WithoutTls};
-use rand::Rng;
 
-fn record(k: u64) -> HandleRecord {
-    HandleRecord::new(vec![
-        HandleValue::new(1, "URL", format!("https://example.org/objects/{k}")),
-        HandleValue::new(2, "EMAIL", format!("owner{}@example.org", k % 977)),
-    ])
-}
-
-fn key(k: u64) -> Vec<u8> {
-    format!("TEST/{k}").into_bytes()
-}
-
-/// 0..n in the byte order of their keys (a preorder walk of the decimal digit trie).
-fn key_order(n: u64) -> impl Iterator<Item = u64> {
-    let mut cur = 1u64;
-    let rest = (1..n).map(move |_| {
-        let out = cur;
-        if cur * 10 < n {
-            cur *= 10;
-        } else {
-            while cur % 10 == 9 || cur + 1 >= n {
-                cur /= 10;
-            }
-            cur += 1;
-        }
-        out
-    });
-    std::iter::once(0).take(n.min(1) as usize).chain(rest)
-}
+mod bench_fixtures;
+use bench_fixtures::{drop_cached, key, key_order, record, time_gets};
 
 /// The embedded store's stored value: `crc32(key ‖ payload) LE ‖ payload`.
 fn sealed(key: &[u8], payload: &[u8]) -> Vec<u8> {
@@ -112,18 +83,6 @@ fn dir_bytes(p: &Path) -> u64 {
     } else {
         m.blocks() * 512
     }
-}
-
-fn drop_cached(p: &Path) {
-    if p.is_dir() {
-        for e in std::fs::read_dir(p).unwrap() {
-            drop_cached(&e.unwrap().path());
-        }
-        return;
-    }
-    let f = std::fs::File::open(p).unwrap();
-    // SAFETY: a plain advice call on an open descriptor.
-    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
 }
 
 /// Read `p` (a file, or the files of a directory) once in order, as the store's
@@ -246,24 +205,6 @@ fn hash_get(map: &[u8], index: &Index, k: &[u8]) -> Option<HandleRecord> {
     let vl = u32::from_le_bytes(map[at + 4..at + 8].try_into().unwrap()) as usize;
     let kb = &map[at + 8..at + 8 + kl];
     (kb == k).then(|| unseal_decode(k, &map[at + 8 + kl..at + 8 + kl + vl]))
-}
-
-/// Uniform gets through `get` for `secs`: (mean µs, p50, p99, p99.9 µs, gets).
-fn time_gets(n: u64, secs: f64, mut get: impl FnMut(&[u8]) -> bool) -> (f64, f64, f64, f64, usize) {
-    let mut rng = rand::rng();
-    let mut lat = Vec::with_capacity(1 << 20);
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs_f64(secs) && lat.len() < 10_000_000 {
-        let k = key(rng.random_range(0..n));
-        let t = Instant::now();
-        let found = get(&k);
-        lat.push(t.elapsed().as_nanos() as u64);
-        assert!(found, "{} missing", String::from_utf8_lossy(&k));
-    }
-    lat.sort_unstable();
-    let c = lat.len();
-    let at = |q: usize| lat[c * q / 1000] as f64 / 1e3;
-    (lat.iter().sum::<u64>() as f64 / c as f64 / 1e3, at(500), at(990), at(999), c)
 }
 
 fn report(what: &str, n: u64, (mean, p50, p99, p999, gets): (f64, f64, f64, f64, usize)) {

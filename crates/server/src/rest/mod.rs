@@ -7,9 +7,9 @@
 mod admin;
 mod authn;
 mod backup;
+pub(crate) mod fastjson;
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;
-pub(crate) mod fastjson;
 mod handles;
 mod hrls;
 mod http_sessions;
