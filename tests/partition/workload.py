@@ -175,38 +175,39 @@ class JsonApi:
         raise ValueError(op)
 
 
-def owned_client(history, apis, client_id, node, keys, deadline, seed):
+def run_client(history, apis, client_id, deadline, seed, pick):
+    """Random operations until `deadline`; `pick(rng, n)` gives the node, the
+    handle and the value to write for the n-th one."""
     rng = random.Random(seed)
     n = 0
     while time.monotonic() < deadline:
         api_name = rng.choice(["native", "json"])
         op = rng.choice(OPS_NATIVE if api_name == "native" else OPS_JSON)
-        handle = f"TEST/lin-{node.name}-{rng.randrange(keys)}"
         n += 1
-        value = "" if op in ("read", "delete") else f"{node.name}{client_id}-{n}"
+        node, handle, value = pick(rng, n)
+        if op in ("read", "delete"):
+            value = ""
         op_id = history.invoke(client_id, node.name, api_name, op, handle, value)
         kind, found, seen = apis[api_name].run(node, op, handle, value)
         history.complete(op_id, kind, found, seen)
         if kind == "info":
             time.sleep(0.5)  # the link is probably cut: do not spin
+
+
+def owned_client(history, apis, client_id, node, keys, deadline, seed):
+    """The node's own handles, on that node only."""
+    pick = lambda rng, n: (node, f"TEST/lin-{node.name}-{rng.randrange(keys)}", f"{node.name}{client_id}-{n}")
+    run_client(history, apis, client_id, deadline, seed, pick)
 
 
 def anywhere_client(history, apis, client_id, nodes, keys, deadline, seed):
     """Any handle on any node: the balancer (nodes[0]) half the time."""
-    rng = random.Random(seed)
-    n = 0
-    while time.monotonic() < deadline:
+
+    def pick(rng, n):
         node = nodes[0] if len(nodes) == 1 or rng.random() < 0.5 else rng.choice(nodes[1:])
-        api_name = rng.choice(["native", "json"])
-        op = rng.choice(OPS_NATIVE if api_name == "native" else OPS_JSON)
-        handle = f"TEST/lin-{rng.randrange(keys)}"
-        n += 1
-        value = "" if op in ("read", "delete") else f"c{client_id}-{n}"
-        op_id = history.invoke(client_id, node.name, api_name, op, handle, value)
-        kind, found, seen = apis[api_name].run(node, op, handle, value)
-        history.complete(op_id, kind, found, seen)
-        if kind == "info":
-            time.sleep(0.5)  # the link is probably cut: do not spin
+        return node, f"TEST/lin-{rng.randrange(keys)}", f"c{client_id}-{n}"
+
+    run_client(history, apis, client_id, deadline, seed, pick)
 
 
 def shared_client(log, native, nodes, keys, deadline, seed):

@@ -23,7 +23,7 @@ use std::time::Instant;
 use handled_store::{EmbeddedOptions, EmbeddedStore, RecordStore};
 
 mod bench_fixtures;
-use bench_fixtures::{drop_cached, key, key_order, record, time_gets};
+use bench_fixtures::{drop_cached, put_in_key_order, time_gets};
 
 fn bytes_on_disk(p: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
@@ -56,16 +56,9 @@ fn options(key_directory: bool, warm: bool) -> EmbeddedOptions {
 }
 
 fn load(file: &Path, n: u64, key_directory: bool) -> f64 {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let s = EmbeddedStore::open(file, options(key_directory, false)).unwrap();
     let t = Instant::now();
-    let mut order = key_order(n).peekable();
-    rt.block_on(async {
-        while order.peek().is_some() {
-            let chunk: Vec<_> = order.by_ref().take(10_000).map(|k| (key(k), record(k))).collect();
-            s.put_many(chunk).await.unwrap();
-        }
-    });
+    put_in_key_order(&s, n);
     drop(s);
     let secs = t.elapsed().as_secs_f64();
     println!(

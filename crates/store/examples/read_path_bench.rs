@@ -32,7 +32,7 @@ use heed::types::Bytes;
 use heed::{CommitOrAbort, EnvFlags, EnvOpenOptions, PutFlags, WithoutTls};
 
 mod bench_fixtures;
-use bench_fixtures::{drop_cached, key, key_order, record, time_gets};
+use bench_fixtures::{drop_cached, key, key_order, put_in_key_order, record, time_gets};
 
 /// The embedded store's stored value: `crc32(key ‖ payload) LE ‖ payload`.
 fn sealed(key: &[u8], payload: &[u8]) -> Vec<u8> {
@@ -111,16 +111,9 @@ fn preread(p: &Path) {
 }
 
 fn load_redb(file: &Path, n: u64) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let s = EmbeddedStore::open(file, EmbeddedOptions::default()).unwrap();
     let t = Instant::now();
-    let mut order = key_order(n).peekable();
-    rt.block_on(async {
-        while order.peek().is_some() {
-            let chunk: Vec<_> = order.by_ref().take(10_000).map(|k| (key(k), record(k))).collect();
-            s.put_many(chunk).await.unwrap();
-        }
-    });
+    put_in_key_order(&s, n);
     drop(s);
     println!("load redb: {n} in {:.1} s, {} B/handle", t.elapsed().as_secs_f64(), dir_bytes(file) / n);
 }

@@ -3,7 +3,7 @@
 //! a file from the OS page cache, and timing uniform gets.
 
 use handled_proto::HandleValue;
-use handled_store::HandleRecord;
+use handled_store::{EmbeddedStore, HandleRecord, RecordStore};
 use rand::Rng;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -66,4 +66,16 @@ pub fn time_gets(n: u64, secs: f64, mut get: impl FnMut(&[u8]) -> bool) -> (f64,
     let c = lat.len();
     let at = |q: usize| lat[c * q / 1000] as f64 / 1e3;
     (lat.iter().sum::<u64>() as f64 / c as f64 / 1e3, at(500), at(990), at(999), c)
+}
+
+/// Write `record(k)` for 0..n into `store` in key order, 10,000 a batch, as an import does.
+pub fn put_in_key_order(store: &EmbeddedStore, n: u64) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut order = key_order(n).peekable();
+    rt.block_on(async {
+        while order.peek().is_some() {
+            let chunk: Vec<_> = order.by_ref().take(10_000).map(|k| (key(k), record(k))).collect();
+            store.put_many(chunk).await.unwrap();
+        }
+    });
 }
