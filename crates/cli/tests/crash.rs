@@ -2,7 +2,10 @@
 //! protocol against a real `handled serve` process, `kill -9` at a random
 //! moment, restart on the same data directory, and every create the server
 //! acknowledged must be there, with its transaction-log entry (the log ids
-//! gap-free across the crashes). Short form (2 rounds) in `cargo test`;
+//! gap-free across the crashes). Odd rounds serve through the key directory
+//! (`store_key_directory = true`), so the switch is crossed both ways on one
+//! data directory and each crash lands once with it on.
+//! Short form (2 rounds) in `cargo test`;
 //! `HANDLED_CRASH_ROUNDS=20 cargo test -p handled --release --test crash -- --nocapture`
 //! for the long form.
 
@@ -19,9 +22,12 @@ mod spawn;
 
 const WRITERS: usize = 8;
 
-/// `handled serve` keeping its store in `dir`, and its TCP address.
-fn start(dir: &Path) -> (spawn::Server, SocketAddr) {
-    let server = spawn::serve(dir, &["--data-dir", dir.to_str().unwrap()]);
+/// `handled serve` keeping its store in `dir` (through the key directory when
+/// `key_directory`), and its TCP address.
+fn start(dir: &Path, key_directory: bool) -> (spawn::Server, SocketAddr) {
+    let config = dir.join("handled.toml");
+    std::fs::write(&config, format!("store_key_directory = {key_directory}\n")).unwrap();
+    let server = spawn::serve(dir, &["--data-dir", dir.to_str().unwrap(), "--config", config.to_str().unwrap()]);
     let tcp = format!("127.0.0.1:{}", server.tcp_port).parse().expect("tcp address");
     (server, tcp)
 }
@@ -29,7 +35,7 @@ fn start(dir: &Path) -> (spawn::Server, SocketAddr) {
 /// One round: writers create until the kill (`kill_after` past the first
 /// acknowledged create); returns the acknowledged handles.
 async fn round(dir: &Path, round: usize, kill_after: Duration) -> Vec<Vec<u8>> {
-    let (mut server, tcp) = start(dir);
+    let (mut server, tcp) = start(dir, round % 2 == 1);
     let creds = Credentials::load(&dir.join("creds.json"), KeyChoice::Secret).expect("credentials");
     let acked = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -62,9 +68,11 @@ async fn round(dir: &Path, round: usize, kill_after: Duration) -> Vec<Vec<u8>> {
     v
 }
 
-async fn check(dir: &Path, acked: &[Vec<u8>]) {
+/// Every acknowledged create resolves, read back with the key directory as
+/// `key_directory` says (the next round starts the other way).
+async fn check(dir: &Path, acked: &[Vec<u8>], key_directory: bool) {
     check_log(dir, acked).await;
-    let (mut server, tcp) = start(dir);
+    let (mut server, tcp) = start(dir, key_directory);
     let mut conn = Connection::open(Protocol::Tcp, tcp, Duration::from_secs(5), true).await.unwrap();
     for h in acked {
         let r = conn.resolve(h, &ResolveOptions::default()).await.unwrap();
@@ -109,8 +117,8 @@ async fn acknowledged_creates_survive_kill_9() {
         assert!(!acked.is_empty(), "round {r}: nothing was acknowledged before the kill");
         all.extend(acked.iter().cloned());
         // Every create acknowledged in this and all earlier rounds is still there.
-        check(dir.path(), &all).await;
-        eprintln!("crash round {r}: killed {kill_after:?} into the stream, {} acknowledged creates, {} checked in total: all present", acked.len(), all.len());
+        check(dir.path(), &all, r % 2 == 1).await;
+        eprintln!("crash round {r} (key directory {}): killed {kill_after:?} into the stream, {} acknowledged creates, {} checked in total: all present", if r % 2 == 1 { "on" } else { "off" }, acked.len(), all.len());
     }
     eprintln!("crash test: {rounds} rounds, {} acknowledged creates, none lost ({:.1?})", all.len(), started.elapsed());
 }
