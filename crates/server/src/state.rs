@@ -130,8 +130,7 @@ impl ServerState {
             status_monitor: config.enable_monitor_daemon,
         }));
         let (config, key) = (Arc::new(config), Arc::new(key));
-        let replication =
-            Arc::new(ReplicationContext::new(directory.clone(), config.clone(), key.clone(), metrics.clone()));
+        let replication = Arc::new(ReplicationContext::new(directory.clone(), &config, key.clone(), metrics.clone()));
         let logs = Arc::new(logs);
         let native = Arc::new(NativeContext {
             directory: directory.clone(),

@@ -2,8 +2,7 @@
 //! pulls per peer, and the TLS acceptor with the site key's certificate. Apart
 //! from the request handling so that the server state does not depend on it.
 
-use crate::config::Config;
-use crate::keys::RsaSigner;
+use crate::tls::TlsError;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -16,20 +15,25 @@ pub struct Source {
     pub(crate) streams: Arc<Semaphore>,
     waits: Arc<Mutex<HashMap<IpAddr, usize>>>,
     acceptor: OnceLock<Option<TlsAcceptor>>,
+    make_acceptor: MakeAcceptor,
 }
 
+/// Makes the TLS acceptor, once, when a mirror first asks for TLS.
+pub type MakeAcceptor = Box<dyn Fn() -> Result<TlsAcceptor, TlsError> + Send + Sync>;
+
 impl Source {
-    pub fn new(config: &Config) -> Self {
+    pub fn new(max_streams: usize, make_acceptor: MakeAcceptor) -> Self {
         Source {
-            streams: Arc::new(Semaphore::new(config.replication.max_streams.max(1))),
+            streams: Arc::new(Semaphore::new(max_streams.max(1))),
             waits: Arc::default(),
             acceptor: OnceLock::new(),
+            make_acceptor,
         }
     }
 
-    pub(crate) fn acceptor(&self, config: &Config, key: &RsaSigner) -> Option<&TlsAcceptor> {
+    pub(crate) fn acceptor(&self) -> Option<&TlsAcceptor> {
         self.acceptor
-            .get_or_init(|| match crate::tls::site_key_acceptor(config, key) {
+            .get_or_init(|| match (self.make_acceptor)() {
                 Ok(a) => Some(a),
                 Err(e) => {
                     tracing::error!("replication streams over TLS unavailable: {e}");

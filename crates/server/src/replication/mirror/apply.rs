@@ -109,7 +109,7 @@ pub fn homing(id: u64, date_ms: u64, na: &[u8], homed: bool) -> ReplicatedChange
 /// a prefix of this server's own `prefixes` is never unhomed by a source;
 /// with `replication_prefixes`, handles of other prefixes are not taken.
 pub fn admitted(state: &ReplicationContext, change: &ReplicatedChange) -> bool {
-    let config = &state.config;
+    let config = &state.settings;
     let taken = match change.entry.action {
         TxnAction::HomeNa | TxnAction::UnhomeNa => {
             let prefix = change.entry.handle.get(handle::NA_HANDLE_PREFIX.len()..).unwrap_or_default();

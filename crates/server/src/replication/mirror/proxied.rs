@@ -103,14 +103,14 @@ pub async fn run(
     };
     let (_, mut stream) = source.request_stream(creds, &RequestBody::RetrieveTxnLog(request)).await?;
     let mut decoder = stream.txn_decoder();
-    let keep = state.config.replication.keep_other_transactions;
+    let keep = state.settings.replication.keep_other_transactions;
     let mut batch = Batch::default();
     let mut current: Option<Current> = None;
     let mut applied = 0u64;
     let mut queues_seen = 0usize;
     let mut redump = false;
     let mut held_any = false;
-    let max_skew_ms = state.config.replication.max_clock_skew_ms;
+    let max_skew_ms = state.settings.replication.max_clock_skew_ms;
     loop {
         match stream.next(&mut decoder).await? {
             TxnStreamItem::Header { status: s, .. } => redump = s == STATUS_NEED_TO_REDUMP,

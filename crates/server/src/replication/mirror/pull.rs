@@ -66,7 +66,7 @@ pub async fn run(
     let mut redump = false;
     let mut held = false;
     let mut pending_id = p.last_txn_id;
-    let max_skew_ms = state.config.replication.max_clock_skew_ms;
+    let max_skew_ms = state.settings.replication.max_clock_skew_ms;
     loop {
         match stream.next(&mut decoder).await? {
             TxnStreamItem::Header { status: s, .. } => redump = s == STATUS_NEED_TO_REDUMP,

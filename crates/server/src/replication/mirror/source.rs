@@ -129,7 +129,7 @@ pub(crate) async fn local_values(
     state: &ReplicationContext,
     h: &[u8],
 ) -> Result<Option<Vec<handled_proto::value::HandleValue>>, String> {
-    let key = handle::normalize(&handle::canonical(h), state.config.case_sensitive);
+    let key = handle::normalize(&handle::canonical(h), state.settings.case_sensitive);
     Ok(state.store.get(&key).await.map_err(|e| e.to_string())?.map(|r| r.values))
 }
 

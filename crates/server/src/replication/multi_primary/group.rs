@@ -10,7 +10,6 @@ use crate::replication::ReplicationContext;
 use handled_client::replication::SourceServer;
 use handled_proto::data::site::SiteInfo;
 use handled_proto::value::types;
-use std::net::SocketAddr;
 
 /// Most HS_SITE values taken from the sites handle: one pull each per cycle.
 pub const MAX_PRIMARIES: usize = 64;
@@ -40,7 +39,7 @@ pub async fn find(state: &ReplicationContext, settings: &GroupSettings, remote: 
             return Err(format!("replication_sites_handle {show} is not in our store{hint}"));
         }
     };
-    let own = SocketAddr::new(state.config.public_address(), state.config.port);
+    let own = state.settings.own_address;
     let mut own_priority = None;
     let mut peers = Vec::new();
     for v in values.iter().filter(|v| v.is_type(types::HS_SITE)).take(MAX_PRIMARIES) {

@@ -23,8 +23,8 @@ pub enum AdminList {
 pub async fn require(state: &ReplicationContext, caller: &Caller, list: AdminList) -> Result<(), OpError> {
     let Some(identity) = caller.identity() else { return Err(OpError::needs_authentication()) };
     let configured = match list {
-        AdminList::Replication => &state.config.replication.admins,
-        AdminList::Backup => &state.config.auth.backup_admins,
+        AdminList::Replication => &state.settings.replication.admins,
+        AdminList::Backup => &state.settings.backup_admins,
     };
     // Validated at start (Config::validate), so this parses.
     let mut admins = parse_admin_list(configured).unwrap_or_default();

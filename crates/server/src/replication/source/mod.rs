@@ -95,7 +95,7 @@ pub async fn answer(
     let source = &state.slots;
     let wait = match &work {
         Work::Txn(r) => wait_asked(r)
-            .and_then(|d| source.wait_slot(peer.ip(), state.config.replication.waits_per_peer).map(|s| (d, s))),
+            .and_then(|d| source.wait_slot(peer.ip(), state.settings.replication.waits_per_peer).map(|s| (d, s))),
         Work::Dump(..) => None,
     };
     // A waiting pull takes its stream slot when it wakes; others now or never.
@@ -140,7 +140,7 @@ impl Stream {
     /// Send the stream on `tcp`, then close it. Errors end the connection
     /// (the mirror retries); none is answered, the response has been sent.
     pub async fn run(mut self, state: &ReplicationContext, tcp: TcpStream) -> std::io::Result<()> {
-        let write_timeout = Duration::from_secs(state.config.replication.write_timeout_secs.max(1));
+        let write_timeout = Duration::from_secs(state.settings.replication.write_timeout_secs.max(1));
         if let (Some((wait, _slot)), Work::Txn(r)) = (self.wait.take(), &self.work) {
             txn::wait_for_newer(state, r, wait).await;
             let slots = state.slots.streams.clone();
@@ -165,7 +165,7 @@ impl Stream {
         let secured = if self.tls { "TLS" } else { "signed" };
         tracing::debug!("replication: {kind} by {}, {secured} stream", self.peer);
         let mut sink = if self.tls {
-            let Some(acceptor) = state.slots.acceptor(&state.config, &state.key) else {
+            let Some(acceptor) = state.slots.acceptor() else {
                 return Err(std::io::Error::other("no TLS certificate for the site key"));
             };
             Sink::tls(tcp, acceptor, write_timeout).await?

@@ -44,7 +44,7 @@ pub fn what_to_prune(days: u64, caps: &Capabilities) -> Result<Pruned, Option<&'
 /// The daily pruning to spawn, when `txnlog_num_days_to_keep` > 0 and the
 /// store has something to prune.
 pub fn prune_daily(state: Arc<ReplicationContext>) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
-    let days = state.config.replication.txnlog_num_days_to_keep;
+    let days = state.settings.replication.txnlog_num_days_to_keep;
     let pruned = match what_to_prune(days, &state.store.capabilities()) {
         Ok(p) => p,
         Err(why) => {

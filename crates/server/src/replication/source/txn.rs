@@ -35,14 +35,14 @@ const PAGE: usize = 256;
 /// otherwise server 0 of the HS_SITE at index 1 of our first prefix's handle,
 /// e.g. `0:1:0.NA/TEST`.
 pub async fn own_queue_name(state: &ReplicationContext) -> String {
-    let r = &state.config.replication;
+    let r = &state.settings.replication;
     if let (Some(sites), true) = (&r.sites_handle, r.pulls_from_group()) {
         let stored = state.store.meta_get(LOCAL_PRIORITY_META_KEY).await.ok().flatten();
         if let Some(Ok(priority)) = stored.as_deref().map(decode_priority) {
             return format!("0:{priority}:{}", sites.trim());
         }
     }
-    let prefix = state.config.prefixes.first().map_or(String::new(), |p| p.to_ascii_uppercase());
+    let prefix = state.settings.prefixes.first().map_or(String::new(), |p| p.to_ascii_uppercase());
     format!("0:{SITE_INDEX}:0.NA/{prefix}")
 }
 
