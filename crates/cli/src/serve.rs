@@ -239,8 +239,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .await?;
         eprintln!("{}", crate::import::summary(n, &checked, path));
     }
-    handled_server::memory::spawn_trimmer(std::time::Duration::from_secs(config.memory_trim_secs))
-        .context("cannot start the memory trimming thread")?;
     // Credentials an ephemeral server put in the temp directory die with it.
     let temporary_credentials = config.ephemeral && config.admin_credentials.is_none();
     if !config.ephemeral && config.storage.store.in_data_dir() {

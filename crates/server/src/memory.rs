@@ -8,19 +8,21 @@
 
 use std::time::{Duration, Instant};
 
-/// Start the trimming thread (`every` zero: don't). A no-op where the C
-/// library is not glibc.
-pub fn spawn_trimmer(every: Duration) -> std::io::Result<()> {
+/// Trim every `every` for as long as it is polled (the server runs it until
+/// it drains); `every` zero, or a C library that is not glibc: return at once.
+pub async fn trim_every(every: Duration) {
     if every.is_zero() || !cfg!(all(target_os = "linux", target_env = "gnu")) {
-        return Ok(());
+        return;
     }
-    std::thread::Builder::new().name("handled-trim".into()).spawn(move || loop {
-        std::thread::sleep(every);
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
         let started = Instant::now();
-        let released = trim();
+        // A large heap takes milliseconds to walk: not on a runtime worker.
+        let released = tokio::task::spawn_blocking(trim).await.unwrap_or(false);
         tracing::debug!(released, took_us = started.elapsed().as_micros() as u64, "malloc_trim");
-    })?;
-    Ok(())
+    }
 }
 
 /// Return free heap memory to the OS; true if some was released.
@@ -51,5 +53,12 @@ mod tests {
         let blocks: Vec<Vec<u8>> = (0..200_000).map(|i| vec![i as u8; 256]).collect();
         drop(blocks);
         assert!(trim(), "a 50 MB freed burst should leave something to trim");
+    }
+
+    #[tokio::test]
+    async fn trimming_runs_until_dropped_and_never_when_off() {
+        tokio::time::timeout(Duration::from_millis(100), trim_every(Duration::ZERO)).await.expect("off: returns");
+        let on = tokio::time::timeout(Duration::from_millis(300), trim_every(Duration::from_millis(20))).await;
+        assert!(on.is_err() || !cfg!(all(target_os = "linux", target_env = "gnu")), "on: runs until dropped");
     }
 }

@@ -215,6 +215,9 @@ impl Booted {
         let http = acceptor(b.http, "http", http_refusal);
         listeners.push(stop.spawn_until_draining(transport::unify::serve_port(state.clone(), http, stop.clone())));
         stop.spawn_until_draining(state.native.clone().sweep_expired());
+        stop.spawn_until_draining(crate::memory::trim_every(std::time::Duration::from_secs(
+            state.config.memory_trim_secs,
+        )));
         if let Some(prune) = replication::source::prune::prune_daily(state.replication.clone()) {
             stop.spawn_until_draining(prune);
         }
