@@ -27,7 +27,7 @@ command -v nginx >/dev/null 2>&1 || need_apt+=(nginx-light)
 [ -f /usr/lib/nginx/modules/ngx_stream_module.so ] || need_apt+=(libnginx-mod-stream)
 # The partition suites (tests/partition) cut links with nftables rules inside namespaces.
 command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
-# store = "sql" tests start a PostgreSQL and a MariaDB of their own (crates/store/tests/db_server).
+# store = "sql" tests start a PostgreSQL and a MariaDB of their own (crates/testenv: handled_testenv::db).
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresql)
 [ -x /usr/sbin/mariadbd ] && command -v mariadb-install-db >/dev/null 2>&1 || need_apt+=(mariadb-server)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -54,7 +54,7 @@ step() {
     0)
       result=PASS
       # Tests inside a passing step that could not run here (cargo tests note
-      # them through handled_store::conformance::skipped): named, never silent.
+      # them through handled_testenv::skipped): named, never silent.
       if [ -s "$skip_file" ]; then
         reason="$(wc -l < "$skip_file") tests skipped: $(sort "$skip_file" | uniq -c | sed 's/^ *//' | tr '\n' ';' | sed 's/;$//')"
       fi

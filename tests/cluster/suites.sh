@@ -5,6 +5,10 @@ bin=$1
 : "${HANDLED_TEST_CASSANDRA:?needs a Cassandra node (tests/cluster/run.sh starts one)}"
 echo "== store conformance and cross-node races on Cassandra ($HANDLED_TEST_CASSANDRA)"
 cargo test --locked -p handled-store --features cassandra --test cassandra -- --test-threads=2
+echo "== the replication battery on Cassandra (a source, and a mirror, each in a keyspace of its own)"
+cargo test --locked -p handled-server --test replication_battery cassandra
+echo "== a handled mirror (embedded) of a source on Cassandra, through the binary"
+cargo test --locked -p handled --test replication_mirror a_mirror_pulls_from_a_source_on_cassandra
 echo "== record cache coherence across 3 nodes (write on one, read on another; kill -9 one)"
 . tests/python.sh
 HANDLED_BIN="$bin" "$TEST_PYTHON" -m pytest -q -p no:cacheprovider tests/cluster/test_coherence.py

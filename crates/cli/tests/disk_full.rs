@@ -22,9 +22,7 @@ impl Tmpfs {
         match out {
             Ok(o) if o.status.success() => Some(Tmpfs(dir)),
             other => {
-                handled_store::conformance::skipped(&format!(
-                    "cannot mount a tmpfs ({other:?}): run as root to test a full disk"
-                ));
+                handled_testenv::skipped(&format!("cannot mount a tmpfs ({other:?}): run as root to test a full disk"));
                 None
             }
         }

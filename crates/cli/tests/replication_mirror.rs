@@ -502,7 +502,7 @@ fn need_to_redump_is_followed_by_a_mark_and_sweep_redump() {
 #[test]
 fn a_mirror_pulls_from_a_source_on_cassandra() {
     let Some(contact) = std::env::var("HANDLED_TEST_CASSANDRA").ok().filter(|v| !v.is_empty()) else {
-        handled_store::conformance::skipped(
+        handled_testenv::skipped(
             "HANDLED_TEST_CASSANDRA is not set (tests/cassandra/run.sh starts a node and sets it)",
         );
         return;

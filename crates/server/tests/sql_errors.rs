@@ -7,8 +7,7 @@
 //! `varchar(255)`, a handle its collation takes for another) is refused at
 //! once naming what (HTTP 4xx), not "try again later".
 
-#[path = "../../store/tests/db_server/mod.rs"]
-mod db_server;
+use handled_testkit::db;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -69,13 +68,13 @@ struct Db {
 }
 
 async fn postgres(name: &str) -> Option<Db> {
-    let url = db_server::postgres::database(name).await?;
-    Some(Db { url, port: db_server::postgres::server().unwrap().port, mariadb: false })
+    let url = db::postgres::database(name).await?;
+    Some(Db { url, port: db::postgres::server().unwrap().port, mariadb: false })
 }
 
 async fn mariadb(name: &str) -> Option<Db> {
-    let url = db_server::mariadb::database(name).await?;
-    Some(Db { url, port: db_server::mariadb::server().unwrap().port, mariadb: true })
+    let url = db::mariadb::database(name).await?;
+    Some(Db { url, port: db::mariadb::server().unwrap().port, mariadb: true })
 }
 
 /// A server on `url`, taking Basic credentials over plain HTTP (its data

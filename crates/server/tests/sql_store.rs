@@ -8,8 +8,7 @@
 //! server that is a view over another application's table through a custom
 //! `get_handle_stmt` (docs/sql-dspace-example.toml, DSpace's `handle` table).
 
-#[path = "../../store/tests/db_server/mod.rs"]
-mod db_server;
+use handled_testkit::db;
 mod global_common;
 
 /// A database as another program reaches it (`psql`, `mariadb`), and the
@@ -28,12 +27,12 @@ struct Db {
 }
 
 async fn postgres(name: &str) -> Option<Db> {
-    let url = db_server::postgres::database(name).await?;
-    let server = db_server::postgres::server().unwrap();
+    let url = db::postgres::database(name).await?;
+    let server = db::postgres::server().unwrap();
     let db = url.rsplit('/').next().unwrap().to_owned();
     Some(Db {
         url,
-        run: Box::new(move |sql| db_server::postgres::psql(server, &db, sql).unwrap()),
+        run: Box::new(move |sql| db::postgres::psql(server, &db, sql).unwrap()),
         key: |s| format!("'{s}'::bytea"),
         bytes: |s| format!("'{s}'::bytea"),
         hex: |c| format!("encode({c}, 'hex')"),
@@ -42,12 +41,12 @@ async fn postgres(name: &str) -> Option<Db> {
 }
 
 async fn mariadb(name: &str) -> Option<Db> {
-    let url = db_server::mariadb::database(name).await?;
-    let server = db_server::mariadb::server().unwrap();
+    let url = db::mariadb::database(name).await?;
+    let server = db::mariadb::server().unwrap();
     let db = url.rsplit('/').next().unwrap().to_owned();
     Some(Db {
         url,
-        run: Box::new(move |sql| db_server::mariadb::sql(server, &db, sql).unwrap()),
+        run: Box::new(move |sql| db::mariadb::sql(server, &db, sql).unwrap()),
         key: |s| format!("'{s}'"),
         bytes: |s| format!("'{s}'"),
         hex: |c| format!("lower(hex({c}))"),

@@ -15,7 +15,7 @@ fn contact_point() -> Option<String> {
     match std::env::var("HANDLED_TEST_CASSANDRA") {
         Ok(v) if !v.is_empty() => Some(v),
         _ => {
-            handled_store::conformance::skipped(
+            handled_testenv::skipped(
                 "HANDLED_TEST_CASSANDRA is not set (tests/cassandra/run.sh starts a node and sets it)",
             );
             None

@@ -25,16 +25,14 @@ impl Tmpfs {
         match out {
             Ok(o) if o.status.success() => Some(Tmpfs { dir }),
             Ok(o) => {
-                handled_store::conformance::skipped(&format!(
+                handled_testenv::skipped(&format!(
                     "cannot mount a tmpfs ({}): run as root to test a full disk",
                     String::from_utf8_lossy(&o.stderr).trim()
                 ));
                 None
             }
             Err(e) => {
-                handled_store::conformance::skipped(&format!(
-                    "cannot run mount ({e}): run as root to test a full disk"
-                ));
+                handled_testenv::skipped(&format!("cannot run mount ({e}): run as root to test a full disk"));
                 None
             }
         }
@@ -167,7 +165,7 @@ fn replay_on_a_full_disk_says_what_it_needs() {
     let filler = fill(fs.path());
     let e = match EmbeddedStore::open_dir(&data, no_checkpoint()) {
         Ok(_) => {
-            handled_store::conformance::skipped("the replay fitted in the space left");
+            handled_testenv::skipped("the replay fitted in the space left");
             return;
         }
         Err(e) => e.to_string(),

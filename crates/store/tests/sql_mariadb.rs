@@ -1,4 +1,4 @@
-//! `store = "sql"` on a real MariaDB (started by `db_server`): the store
+//! `store = "sql"` on a real MariaDB (started by `handled_testenv::db`): the store
 //! conformance suite and the operations every SQL database runs
 //! (`sql_common`), Handle.Net's MySQL schema and row format, rows other
 //! programs write with the `mariadb` client, handles matched by their bytes
@@ -6,7 +6,7 @@
 //! saying why, without MariaDB.
 #![cfg(feature = "sql")]
 
-mod db_server;
+use handled_testenv::db;
 #[path = "sql_mariadb/handle_net.rs"]
 mod handle_net;
 #[path = "sql_mariadb/operations.rs"]
@@ -27,7 +27,7 @@ pub const SHORT_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// Options for a fresh database with the tables created.
 pub async fn options(name: &str) -> Option<SqlOptions> {
-    let url = db_server::mariadb::database(name).await?;
+    let url = db::mariadb::database(name).await?;
     Some(SqlOptions { url, create_schema: true, max_connections: 8, ..SqlOptions::default() })
 }
 
@@ -38,9 +38,9 @@ pub async fn store(name: &str) -> Option<Arc<dyn Store>> {
 
 /// `statements` through the `mariadb` client on the database of `url`.
 pub fn mariadb(url: &str, statements: &str) -> String {
-    let server = db_server::mariadb::server().expect("the server of a database we have");
+    let server = db::mariadb::server().expect("the server of a database we have");
     let db = url.rsplit('/').next().unwrap();
-    db_server::mariadb::sql(server, db, statements).unwrap()
+    db::mariadb::sql(server, db, statements).unwrap()
 }
 
 /// Drops every index on `handles.data` there is (the manual's MySQL tables have none).

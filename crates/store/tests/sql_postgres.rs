@@ -1,16 +1,16 @@
-//! `store = "sql"` on a real PostgreSQL (started by `db_server`): the store
+//! `store = "sql"` on a real PostgreSQL (started by `handled_testenv::db`): the store
 //! conformance suite, Handle.Net's schema and row format, rows other programs
 //! write, homing in `nas`, several nodes writing one database, read-only,
 //! timeouts and reconnects. Skipped, saying why, without PostgreSQL.
 #![cfg(feature = "sql")]
 
-mod db_server;
+use handled_testenv::db;
 #[path = "sql_postgres/handle_net.rs"]
 mod handle_net;
 #[path = "sql_postgres/operations.rs"]
 mod operations;
 mod sql_common;
-use db_server::postgres as pg_server;
+use db::postgres as pg_server;
 
 use std::sync::Arc;
 use std::time::Duration;

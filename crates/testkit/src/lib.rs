@@ -1,9 +1,15 @@
 //! A `handled` server started in-process for tests, through the same
-//! [`Server`] steps as `handled serve`: on ephemeral ports and, unless the
-//! configuration says otherwise, an in-memory store.
+//! [`Server`] steps as `handled serve` (a mirror when the configuration names
+//! a replication source, a member when it names a group): on ephemeral ports
+//! and, unless the configuration says otherwise, an in-memory store. The
+//! database servers and skips of `handled-testenv` come with it.
+
+pub use handled_testenv::{db, skipped};
 
 use handled_server::bootstrap::open_store;
 use handled_server::config::Config;
+use handled_server::replication::mirror::MirrorSettings;
+use handled_server::replication::multi_primary::GroupSettings;
 use handled_server::state::ServerState;
 use handled_server::{BoundAddrs, Server};
 use handled_store::Store;
@@ -40,10 +46,16 @@ pub async fn start_seeded<F: Future<Output = ()>>(
 ) -> TestServer {
     let mut config = config();
     tweak(&mut config);
+    let mirror = MirrorSettings::from_config(&config.replication).expect("mirror settings");
+    let group = GroupSettings::from_config(&config).expect("group settings");
     let bound = Server::bind(config).expect("bind");
     let store = open_store(&bound.config).await.expect("store");
     seed(store.clone()).await;
     let booted = bound.bootstrap(store).await.expect("bootstrap");
+    if let Some(mirror) = mirror {
+        booted.start_mirror(mirror).await.expect("start the mirror");
+    }
+    booted.start_group(group).await.expect("join the group");
     let credentials = booted.new_credentials.clone();
     let server = booted.serve().expect("serve");
     TestServer { addrs: server.addrs, state: server.state.clone(), credentials, server: Some(server) }

@@ -7,7 +7,6 @@
 //! `database` says why and returns `None`, and the test is skipped. As root,
 //! the server runs as its Debian system user (`postgres`, `mysql`): neither
 //! runs as root.
-#![allow(dead_code)] // each test binary uses part of it
 
 pub mod mariadb;
 pub mod postgres;
@@ -97,7 +96,7 @@ pub(crate) fn fresh_database<S>(
     let server = match server {
         Ok(s) => s,
         Err(why) => {
-            handled_store::conformance::skipped(&format!("no {kind} for this test: {why}"));
+            crate::skipped(&format!("no {kind} for this test: {why}"));
             return None;
         }
     };
