@@ -71,8 +71,9 @@ pub async fn handle_unit(
             None => return Answer::units(Vec::new()),
         },
         Framing::Invalid(e) => return invalid(unit.leading_header(), e),
-        // Encrypted messages need the session's key (§1.6).
-        _ => {
+        // Framing::Encrypted (the wrong lengths were answered above):
+        // encrypted messages need the session's key (§1.6).
+        Framing::Encrypted | Framing::BadLength(_) | Framing::WrongLength => {
             let Some(s) = &session else {
                 let code =
                     if envelope.session_id == 0 { ResponseCode::SESSION_FAILED } else { ResponseCode::SESSION_TIMEOUT };
