@@ -11,6 +11,7 @@ use handled_proto::request::RequestBody;
 use handled_proto::response::{decode_response_body, encode_response_body_for_version, ResponseBody};
 use handled_proto::session::{KeyData, PublicKeyAnswer, SecretKeyAnswer};
 use handled_proto::udp::Reassembly;
+use handled_proto::unit::{Framing, Unit};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -24,6 +25,20 @@ fuzz_target!(|data: &[u8]| {
     let _ = env.check_message_length();
     let msg = &data[ENVELOPE_LEN..];
     let _ = Reassembly::new(&env).add_datagram(&env, msg);
+
+    // The unit as a transport reads it once agrees with parse_message.
+    let unit = Unit::parse(data).expect("20 bytes are a unit");
+    let _ = (unit.leading_header_and_body(), unit.handle());
+    if !env.encrypted && env.check_message_length().ok() == Some(msg.len()) {
+        match (unit.message(), parse_message(msg)) {
+            (Some(m), Ok(v)) => assert_eq!(
+                (m.header, m.header_and_body, m.body, m.credential),
+                (v.header, v.header_and_body, v.body, v.credential.as_ref())
+            ),
+            (None, Err(e)) => assert_eq!(unit.framing(), &Framing::Invalid(e)),
+            _ => panic!("the unit and parse_message disagree"),
+        }
+    }
 
     let Ok(view) = parse_message(msg) else { return };
     let mut again = Vec::new();

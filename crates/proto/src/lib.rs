@@ -17,6 +17,7 @@ pub mod request;
 pub mod response;
 pub mod session;
 pub mod udp;
+pub mod unit;
 
 // Structured value data (§2) and the JSON forms of §4.5.1.
 pub mod data;

@@ -57,6 +57,8 @@ pub struct AdmissionStats {
     pub queue_capacity: u64,
 }
 
+/// Cloned cheaply: clones share the queue.
+#[derive(Clone)]
 pub struct Admission {
     inner: Arc<Inner>,
 }

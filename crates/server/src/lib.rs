@@ -1,7 +1,8 @@
 //! The `handled` server: request handling, transports and start-up.
 //!
-//! Layout after hickory-dns's server crate: [`transport`] frames bytes,
-//! [`native`] answers protocol requests, the store lives behind `handled_store::Store`.
+//! Layout after hickory-dns's server crate: [`transport`] frames bytes and
+//! hands request units to a [`handler::NativeHandler`], which [`native`]
+//! implements to answer protocol requests; the store lives behind `handled_store::Store`.
 
 pub mod access;
 pub mod admission;
@@ -14,6 +15,7 @@ pub mod cluster;
 pub mod config;
 pub mod console;
 pub mod directory;
+pub mod handler;
 pub mod http_body;
 pub mod import;
 pub mod keys;

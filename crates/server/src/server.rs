@@ -190,7 +190,15 @@ impl Booted {
         };
         let runtime = tokio::runtime::Handle::current();
         for socket in b.udp {
-            transport::udp::spawn(state.clone(), socket, runtime.clone(), stop.clone())?;
+            let handler = state.native_service.clone();
+            transport::udp::spawn(
+                handler,
+                &state.config.transport,
+                state.metrics.clone(),
+                socket,
+                runtime.clone(),
+                stop.clone(),
+            )?;
         }
         // One set of connection limits over every TCP port: they share the descriptors.
         let limits = transport::limits::ConnectionLimits::from_config(&state.config.transport);
@@ -202,7 +210,12 @@ impl Booted {
         let http_refusal = transport::accept::http_refusal;
         let mut listeners = Vec::new();
         let tcp = acceptor(b.tcp, "tcp", |_| None);
-        listeners.push(stop.spawn_until_draining(transport::tcp::serve(state.clone(), tcp, stop.clone())));
+        let native_port = transport::tcp::NativePort {
+            handler: state.native_service.clone(),
+            idle_timeout: std::time::Duration::from_secs(state.config.transport.tcp_idle_timeout_secs),
+            metrics: state.metrics.clone(),
+        };
+        listeners.push(stop.spawn_until_draining(transport::tcp::serve(native_port, tcp, stop.clone())));
         if let (Some(l), Some(settings)) = (b.registry, registry_settings) {
             let registry = acceptor(l, "registry", http_refusal);
             listeners.push(stop.spawn_until_draining(registry_port::serve(

@@ -14,6 +14,7 @@ use crate::keys::RsaSigner;
 use crate::live::Live;
 use crate::logging::Logs;
 use crate::metrics::Metrics;
+use crate::native::service::NativeService;
 use crate::native::NativeContext;
 use crate::ops::resolve::{standard_chain, ChainParts, ResolutionChain};
 use crate::quota::Quota;
@@ -35,6 +36,8 @@ pub struct ServerState {
     pub logs: Arc<Logs>,
     /// What the native protocol (over every transport) works with.
     pub native: Arc<NativeContext>,
+    /// The native protocol as the transports see it (`crate::handler`).
+    pub native_service: Arc<NativeService>,
     pub admission: Admission,
     pub metrics: Arc<Metrics>,
     /// What replication (source, mirror, group) works with.
@@ -144,8 +147,11 @@ impl ServerState {
             logs: logs.clone(),
             replication: replication.clone(),
         });
+        let native_service =
+            Arc::new(NativeService { native: native.clone(), admission: admission.clone(), metrics: metrics.clone() });
         ServerState {
             native,
+            native_service,
             admission,
             metrics,
             recursion,

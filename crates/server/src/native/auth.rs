@@ -3,7 +3,7 @@
 //! and answering VERIFY_CHALLENGE (op 201) for other servers.
 
 use super::respond::{encode_reply, error_reply, Reply, RequestContext};
-use super::{Answer, Transport};
+use super::Answer;
 use crate::access::verify;
 use crate::auth::challenge::{NotStored, Pending};
 use crate::auth::Caller;
@@ -16,7 +16,7 @@ use handled_proto::message::parse_message;
 use handled_proto::request::{ChallengeAnswer, RequestBody, AUTH_TYPE_PUBKEY, AUTH_TYPE_SECKEY};
 use handled_proto::response::ResponseBody;
 use handled_proto::session::VerifyChallengeRequest;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// Answer a request with a challenge (402): a fresh nonce, the request digest,
@@ -68,9 +68,9 @@ pub async fn answer(
     state: &NativeContext,
     ctx: &RequestContext<'_>,
     answer: &ChallengeAnswer,
-    transport: Transport,
-    peer: SocketAddr,
+    origin: super::Origin,
 ) -> Answer {
+    let peer = origin.peer;
     let Some(pending) = state.challenges.take(ctx.envelope.session_id).await else {
         let text = "No outstanding challenge for this id (expired or already answered)";
         return Answer::units(vec![error_reply(state, ctx, ResponseCode::AUTHEN_TIMEOUT, text, Reply::default())]);
@@ -136,7 +136,7 @@ pub async fn answer(
         view.header.op_flags,
         &Caller::Authenticated(identity),
         reply,
-        super::Origin { transport, peer },
+        origin,
     )
     .await
 }

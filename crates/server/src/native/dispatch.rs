@@ -5,13 +5,18 @@
 use super::respond::{encode_reply, Reply, RequestContext};
 use super::{Answer, Origin, Transport};
 use crate::auth::Caller;
+use crate::handler::FollowOn;
 use crate::native::NativeContext;
 use crate::ops::{self, OpError};
-use crate::replication::source;
+use crate::replication::{source, ReplicationContext};
 use handled_proto::envelope::Version;
 use handled_proto::header::{OpFlags, ResponseCode};
 use handled_proto::request::RequestBody;
 use handled_proto::response::ResponseBody;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::net::TcpStream;
 
 /// Handles per message of a list answer, as the Java server sends them (§3.5).
 pub const LIST_CHUNK: usize = 50;
@@ -34,11 +39,14 @@ pub async fn run(
         vec![encode_reply(state, ctx, ResponseCode::SUCCESS, &body, false, reply)]
     };
     let replicate = |op| async move {
-        let Origin { transport, peer } = origin;
+        let Origin { transport, peer, .. } = origin;
         let over_tcp = transport == Transport::Tcp;
         let answered =
             Box::pin(source::answer(&state.replication, op, caller, over_tcp, peer, ctx.response_version())).await?;
-        Ok::<_, OpError>(Answer { units: one(answered.body, reply), stream: answered.stream })
+        let stream = answered
+            .stream
+            .map(|stream| Box::new(Replicating { stream, context: state.replication.clone() }) as Box<dyn FollowOn>);
+        Ok::<_, OpError>(Answer { units: one(answered.body, reply), stream })
     };
     // Every operation but resolution is boxed: a future holds the state of
     // every path it may take, and create's alone is 6 KiB, which each
@@ -55,7 +63,7 @@ pub async fn run(
                     .contains(OpFlags::REC)
                     .then_some(ops::Recurse { client: origin.peer.ip(), native: true }),
             };
-            let values = match ops::resolve(&state.chain, caller, &req).await {
+            let values = match ops::resolve_with(&state.chain, caller, &req, origin.cache_only).await {
                 Err(e) if e.code == ResponseCode::PREFIX_REFERRAL => {
                     let body = ResponseBody::Referral { handle: Vec::new(), values: e.referral };
                     return Ok(Answer::units(vec![encode_reply(state, ctx, e.code, &body, false, reply)]));
@@ -122,6 +130,20 @@ pub async fn run(
             ));
         }
     }))
+}
+
+/// The replication source's stream after its answer, which the connection
+/// carries next: the transport only drives it.
+struct Replicating {
+    stream: source::Stream,
+    context: Arc<ReplicationContext>,
+}
+
+impl FollowOn for Replicating {
+    fn run(self: Box<Self>, connection: TcpStream) -> Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>> {
+        let Replicating { stream, context } = *self;
+        Box::pin(async move { stream.run(&context, connection).await })
+    }
 }
 
 /// A list answer: 50 entries per message, CN on all but the last; an empty

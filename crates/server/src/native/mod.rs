@@ -7,122 +7,102 @@ mod auth;
 mod context;
 mod dispatch;
 pub mod respond;
+pub mod service;
 mod session;
 
 use crate::auth::Caller;
-use crate::replication::source;
+use crate::handler::Mode;
+pub use crate::handler::{Answer, Transport};
 use crate::session::Session;
 pub use context::NativeContext;
-use handled_proto::codec::{Codec, Reader};
+use handled_proto::codec::Codec;
 use handled_proto::credential::Credential;
 use handled_proto::crypto::session as session_crypto;
-use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
+use handled_proto::envelope::Envelope;
 use handled_proto::header::{Header, OpCode, OpFlags, ResponseCode, HEADER_LEN};
 use handled_proto::message::parse_message;
 use handled_proto::request::RequestBody;
 use handled_proto::response::ResponseBody;
+use handled_proto::unit::{Framing, Message, Unit};
 use respond::{encode_response, error_reply, error_response, Reply, RequestContext};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Which listener a request came in on: UDP is query-only in our site record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    Udp,
-    Tcp,
-    Http,
-}
-
-impl Transport {
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Udp => "udp",
-            Transport::Tcp => "tcp",
-            Transport::Http => "http",
-        }
-    }
-}
-
-/// What answering a request unit produced: the response units, and after a
-/// RETRIEVE_TXN_LOG or DUMP_HANDLES response (native TCP only) the stream the
-/// same connection carries next.
-pub struct Answer {
-    pub units: Vec<Vec<u8>>,
-    pub stream: Option<source::Stream>,
-}
-
-impl Answer {
-    /// Response units with nothing to follow.
-    pub fn units(units: Vec<Vec<u8>>) -> Self {
-        Answer { units, stream: None }
-    }
-}
-
-/// Read just the envelope; None when fewer than 20 bytes arrived (nothing to
-/// echo, so nothing can be answered).
-pub fn read_envelope(unit: &[u8]) -> Option<Envelope> {
-    Envelope::read(&mut Reader::new(unit)).ok()
-}
-
-/// Answer one request unit from `peer`. Never panics; malformed input gets a
-/// protocol error carrying the request id whenever the envelope could be read.
-pub async fn handle_unit(state: &NativeContext, unit: &[u8], transport: Transport, peer: SocketAddr) -> Answer {
-    let Some(envelope) = read_envelope(unit) else { return Answer::units(Vec::new()) };
-    let message = &unit[ENVELOPE_LEN..];
+/// Answer one request unit from `peer`, read once where it arrived. Never
+/// panics; malformed input gets a protocol error carrying the request id.
+/// `mode` Inline: on the thread that received it, which must not wait on the
+/// network (a recursive resolution answers from the resolver's cache only).
+pub async fn handle_unit(
+    state: &NativeContext,
+    unit: &Unit<impl AsRef<[u8]>>,
+    transport: Transport,
+    peer: SocketAddr,
+    mode: Mode,
+) -> Answer {
+    let envelope = *unit.envelope();
     let bare = RequestContext { envelope, header: None, header_and_body: &[] };
-
-    if let Err(e) = envelope.check_message_length() {
-        return Answer::units(vec![error_response(
-            state,
-            &bare,
-            ResponseCode::PROTOCOL_ERROR,
-            &format!("Invalid message length: {e}"),
-        )]);
-    }
-    if message.len() != envelope.message_length as usize {
-        let text = format!("Expecting {} bytes, only received {}", envelope.message_length, message.len());
-        return Answer::units(vec![error_response(state, &bare, ResponseCode::PROTOCOL_ERROR, &text)]);
-    }
-    let session = if envelope.session_id != 0 { state.sessions.get(envelope.session_id).await } else { None };
-    let decrypted;
-    let message = if envelope.encrypted {
-        // Encrypted messages need the session's key (§1.6).
-        let Some(s) = &session else {
-            let code =
-                if envelope.session_id == 0 { ResponseCode::SESSION_FAILED } else { ResponseCode::SESSION_TIMEOUT };
-            return Answer::units(vec![error_response(state, &bare, code, "Unknown session")]);
-        };
-        match session_crypto::decrypt(&s.key, message) {
-            Ok(plain) => {
-                decrypted = plain;
-                &decrypted[..]
-            }
-            Err(e) => {
-                return Answer::units(vec![error_response(
-                    state,
-                    &bare,
-                    ResponseCode::SESSION_FAILED,
-                    &format!("Cannot decrypt message: {e}"),
-                )])
-            }
-        }
-    } else {
-        message
-    };
-
-    let view = match parse_message(message) {
-        Ok(view) => view,
-        Err(e) => {
-            // Echo the op code when at least the header decoded.
-            let header =
-                (message.len() >= HEADER_LEN).then(|| Header::from_bytes(&message[..HEADER_LEN]).ok()).flatten();
-            let ctx = RequestContext { header, ..bare };
+    let origin = Origin { transport, peer, cache_only: mode == Mode::Inline };
+    match unit.framing() {
+        Framing::BadLength(e) => {
             return Answer::units(vec![error_response(
                 state,
-                &ctx,
+                &bare,
                 ResponseCode::PROTOCOL_ERROR,
-                &format!("Invalid message: {e}"),
+                &format!("Invalid message length: {e}"),
             )]);
+        }
+        Framing::WrongLength => {
+            let got = unit.message_bytes().len();
+            let text = format!("Expecting {} bytes, only received {got}", envelope.message_length);
+            return Answer::units(vec![error_response(state, &bare, ResponseCode::PROTOCOL_ERROR, &text)]);
+        }
+        _ => {}
+    }
+    let session = if envelope.session_id != 0 { state.sessions.get(envelope.session_id).await } else { None };
+    // Echo the op code when at least the header decoded.
+    let invalid = |header: Option<Header>, e: &handled_proto::DecodeError| {
+        let ctx = RequestContext { header, ..bare };
+        Answer::units(vec![error_response(state, &ctx, ResponseCode::PROTOCOL_ERROR, &format!("Invalid message: {e}"))])
+    };
+    let (decrypted, decrypted_view);
+    let view: Message<'_> = match unit.framing() {
+        Framing::Message(_) => match unit.message() {
+            Some(view) => view,
+            None => return Answer::units(Vec::new()),
+        },
+        Framing::Invalid(e) => return invalid(unit.leading_header(), e),
+        // Framing::Encrypted (the wrong lengths were answered above):
+        // encrypted messages need the session's key (§1.6).
+        Framing::Encrypted | Framing::BadLength(_) | Framing::WrongLength => {
+            let Some(s) = &session else {
+                let code =
+                    if envelope.session_id == 0 { ResponseCode::SESSION_FAILED } else { ResponseCode::SESSION_TIMEOUT };
+                return Answer::units(vec![error_response(state, &bare, code, "Unknown session")]);
+            };
+            decrypted = match session_crypto::decrypt(&s.key, unit.message_bytes()) {
+                Ok(plain) => plain,
+                Err(e) => {
+                    return Answer::units(vec![error_response(
+                        state,
+                        &bare,
+                        ResponseCode::SESSION_FAILED,
+                        &format!("Cannot decrypt message: {e}"),
+                    )])
+                }
+            };
+            decrypted_view = match parse_message(&decrypted) {
+                Ok(view) => view,
+                Err(e) => {
+                    let header = decrypted.get(..HEADER_LEN).and_then(|h| Header::from_bytes(h).ok());
+                    return invalid(header, &e);
+                }
+            };
+            Message {
+                header: decrypted_view.header,
+                header_and_body: decrypted_view.header_and_body,
+                body: decrypted_view.body,
+                credential: decrypted_view.credential.as_ref(),
+            }
         }
     };
     let ctx = RequestContext { envelope, header: Some(view.header), header_and_body: view.header_and_body };
@@ -158,7 +138,7 @@ pub async fn handle_unit(state: &NativeContext, unit: &[u8], transport: Transpor
         }
         // Answers carry the challenge id (not necessarily a session) in the envelope.
         // Boxed: authentication's futures are KBs that resolution would carry too.
-        RequestBody::ChallengeAnswer(a) => return Box::pin(auth::answer(state, &ctx, a, transport, peer)).await,
+        RequestBody::ChallengeAnswer(a) => return Box::pin(auth::answer(state, &ctx, a, origin)).await,
         RequestBody::VerifyChallenge(v) => {
             return Answer::units(vec![Box::pin(auth::verify_challenge(state, &ctx, v)).await]);
         }
@@ -180,7 +160,7 @@ pub async fn handle_unit(state: &NativeContext, unit: &[u8], transport: Transpor
         }
         (_, Some(s)) => {
             let reply = Reply { session: Some(&s), ..Reply::default() };
-            match check_session_message(state, &s, &envelope, view.header_and_body, view.credential.as_ref()).await {
+            match check_session_message(state, &s, &envelope, view.header_and_body, view.credential).await {
                 Err((code, text)) => return Answer::units(vec![error_reply(state, &ctx, code, text, reply)]),
                 Ok(true) => {
                     if let Some(identity) = s.identity() {
@@ -226,7 +206,7 @@ pub async fn handle_unit(state: &NativeContext, unit: &[u8], transport: Transpor
             Answer::units(vec![auth::challenge(state, &ctx, session.as_deref(), peer.ip()).await])
         }
         other if is_admin_op(other.op_code()) || other.op_code() == OpCode::RESOLUTION => {
-            match dispatch::run(state, &ctx, other, ctx.flags(), &caller, reply, Origin { transport, peer }).await {
+            match dispatch::run(state, &ctx, other, ctx.flags(), &caller, reply, origin).await {
                 Ok(answer) => answer,
                 Err(e) if e.is_authentication_needed() => {
                     Answer::units(vec![auth::challenge(state, &ctx, session.as_deref(), peer.ip()).await])
@@ -305,11 +285,13 @@ async fn run_authenticated(
     }
 }
 
-/// Where a request came from: the listener and the peer.
+/// Where a request came from (the listener and the peer), and whether it is
+/// answered on the thread that received it (then from the resolver's cache only).
 #[derive(Clone, Copy)]
 pub(crate) struct Origin {
     transport: Transport,
     peer: SocketAddr,
+    cache_only: bool,
 }
 
 fn is_admin_op(op: OpCode) -> bool {

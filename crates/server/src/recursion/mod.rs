@@ -5,11 +5,8 @@
 //! offer (see [`Recursion::prepare`]); its figures go to `/metrics` at every
 //! scrape.
 
-mod cache_only;
 mod metrics;
 pub mod rate;
-
-pub use cache_only::{cache_only, is_cache_only};
 
 use crate::config::Config;
 use crate::metrics::Metrics;

@@ -88,7 +88,7 @@ async fn tunnel(
         Some(b'\r' | b'\n') => &body[1..],
         _ => &body[..],
     };
-    let responses = serve_unit(state, unit, Transport::Http, peer).await.units;
+    let responses = serve_unit(&*state.native_service, unit, Transport::Http, peer).await.units;
     if responses.is_empty() {
         return json_error(StatusCode::BAD_REQUEST, 4, "Message shorter than an envelope");
     }

@@ -6,9 +6,8 @@
 //! and unfinished ones are dropped by age with every batch of datagrams, not
 //! only when the table is full (1,024 unfinished requests had held ~300 MB per socket).
 
-use crate::native::read_envelope;
 use crate::quota::{Ledger, Quota};
-use handled_proto::envelope::ENVELOPE_LEN;
+use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
 use handled_proto::udp::Reassembly;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -33,14 +32,14 @@ impl Reassemblies {
         Reassemblies { pending: HashMap::new(), charged: Ledger::new(quota) }
     }
 
-    /// Add a datagram from `peer`; returns the whole unit (first envelope +
-    /// full message) once complete.
-    pub fn add(&mut self, peer: SocketAddr, datagram: &[u8], now: Instant) -> Option<Vec<u8>> {
+    /// Add a datagram from `peer` (its `envelope` read by the receiver);
+    /// returns the whole unit (the completing datagram's envelope + the full
+    /// message) once complete.
+    pub fn add(&mut self, peer: SocketAddr, envelope: &Envelope, datagram: &[u8], now: Instant) -> Option<Vec<u8>> {
         self.sweep(now);
-        let envelope = read_envelope(datagram)?;
         let key = (peer, envelope.request_id);
         if !self.pending.contains_key(&key) {
-            let reassembly = Reassembly::try_new(&envelope).ok()?;
+            let reassembly = Reassembly::try_new(envelope).ok()?;
             let cost = REQUEST_OVERHEAD + reassembly.total_len() + reassembly.expected_chunks() * CHUNK_OVERHEAD;
             if let Err(why) = self.charged.charge(key, peer.ip(), cost, now) {
                 tracing::debug!("multi-datagram request from {peer} dropped: {why:?}");
@@ -89,13 +88,17 @@ impl Reassemblies {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use handled_proto::envelope::{Envelope, Version};
+    use handled_proto::envelope::Version;
     use handled_proto::udp::split_datagrams;
 
     fn datagrams(request_id: i32, len: usize) -> Vec<Vec<u8>> {
         let mut envelope = Envelope::new(Version::V2_10, Version::V2_10, request_id);
         envelope.message_length = len as i32;
         split_datagrams(&envelope, &vec![7; len], true)
+    }
+
+    fn add(r: &mut Reassemblies, peer: SocketAddr, datagram: &[u8], now: Instant) -> Option<Vec<u8>> {
+        r.add(peer, &Envelope::parse(datagram).unwrap(), datagram, now)
     }
 
     fn peer(n: u8) -> SocketAddr {
@@ -114,27 +117,27 @@ mod tests {
         let big = datagrams(1, 256 * 1024);
         for n in 1..=40 {
             for d in &big[..big.len() - 1] {
-                assert!(r.add(peer(n), d, t0).is_none());
+                assert!(add(&mut r, peer(n), d, t0).is_none());
             }
         }
         let (count, bytes) = r.held();
         assert!(bytes <= budget && count <= 32, "{count} unfinished requests, {bytes} bytes");
         // A flood of small unfinished requests from one peer: its share only.
         for id in 100..1200 {
-            r.add(peer(50), &datagrams(id, 900)[0], t0);
+            add(&mut r, peer(50), &datagrams(id, 900)[0], t0);
         }
         assert!(r.held().0 <= count + 8);
         // Others' requests still complete (the budget is not all one peer's).
         let mut fresh = Reassemblies::new(Quota { max_bytes: budget, per_peer: 8 });
         for id in 100..1200 {
-            fresh.add(peer(50), &datagrams(id, 900)[0], t0);
+            add(&mut fresh, peer(50), &datagrams(id, 900)[0], t0);
         }
         let small = datagrams(5, 900); // two datagrams
-        assert!(fresh.add(peer(60), &small[0], t0).is_none());
-        let unit = fresh.add(peer(60), &small[1], t0).expect("another peer's request completes");
+        assert!(add(&mut fresh, peer(60), &small[0], t0).is_none());
+        let unit = add(&mut fresh, peer(60), &small[1], t0).expect("another peer's request completes");
         assert_eq!(unit.len(), ENVELOPE_LEN + 900);
         // Unfinished requests go by age, with whatever datagram comes next.
-        r.add(peer(60), &small[0], t0 + REASSEMBLY_TIMEOUT);
+        add(&mut r, peer(60), &small[0], t0 + REASSEMBLY_TIMEOUT);
         assert_eq!(r.held().0, 1, "only the newest is left");
         r.sweep(t0 + 2 * REASSEMBLY_TIMEOUT);
         assert_eq!(r.held(), (0, 0));

@@ -2,15 +2,14 @@
 //! the connection open; we answer requests until the peer closes or idles out.
 
 use super::accept::Acceptor;
-use super::serve_unit;
+use super::serve_parsed;
 use super::tcp_early::{first_request, Early, EarlyReply};
+use crate::handler::{Answer, FollowOn, NativeHandler, Transport};
 use crate::lifecycle::Stop;
-use crate::native::respond::{error_response, RequestContext};
-use crate::native::{read_envelope, Answer, Transport};
-use crate::replication::source;
-use crate::state::ServerState;
-use handled_proto::envelope::ENVELOPE_LEN;
+use crate::metrics::Metrics;
+use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
 use handled_proto::header::ResponseCode;
+use handled_proto::unit::Unit;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,26 +83,36 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// every connection's first answer waited for one worker thread.
 const ACCEPT_LOOPS: usize = 2;
 
+/// What the native TCP port's connections share.
+pub struct NativePort<H> {
+    pub handler: Arc<H>,
+    /// `tcp_idle_timeout_secs`: how long a connection may wait for its next request.
+    pub idle_timeout: Duration,
+    /// Open connections are counted there.
+    pub metrics: Arc<Metrics>,
+}
+
 /// Accept until dropped; connections run under `stop`.
-pub async fn serve(state: Arc<ServerState>, listener: Acceptor, stop: Stop) {
+pub async fn serve<H: NativeHandler>(port: NativePort<H>, listener: Acceptor, stop: Stop) {
+    let port = Arc::new(port);
     // Dropped (the further loops aborted) when this future is.
     let mut loops = tokio::task::JoinSet::new();
     for _ in 1..ACCEPT_LOOPS {
-        loops.spawn(accept_loop(state.clone(), listener.another(), stop.clone()));
+        loops.spawn(accept_loop(port.clone(), listener.another(), stop.clone()));
     }
-    accept_loop(state, listener, stop).await
+    accept_loop(port, listener, stop).await
 }
 
-async fn accept_loop(state: Arc<ServerState>, mut listener: Acceptor, stop: Stop) {
+async fn accept_loop<H: NativeHandler>(port: Arc<NativePort<H>>, mut listener: Acceptor, stop: Stop) {
     loop {
         let (stream, peer, slot) = listener.next().await;
-        let open = state.metrics.connection("tcp");
-        let early = first_request(&state, &stream, peer);
-        let (state, draining) = (state.clone(), stop.clone());
+        let open = port.metrics.connection("tcp");
+        let early = first_request(&port.handler, &stream, peer);
+        let (port, draining) = (port.clone(), stop.clone());
         stop.spawn(async move {
             let _slot = slot;
             let _open = open;
-            if let Err(e) = connection(&state, stream, peer, early, &draining).await {
+            if let Err(e) = connection(&port, stream, peer, early, &draining).await {
                 tracing::debug!("tcp connection from {peer}: {e}");
             }
         });
@@ -150,8 +159,8 @@ async fn fill(
     Ok(Fill::Complete)
 }
 
-async fn connection(
-    state: &ServerState,
+async fn connection<H: NativeHandler>(
+    port: &NativePort<H>,
     mut stream: TcpStream,
     peer: SocketAddr,
     early: Early,
@@ -160,14 +169,15 @@ async fn connection(
     // On Linux inherited from the listener (bind_native).
     #[cfg(not(target_os = "linux"))]
     stream.set_nodelay(true)?;
-    let idle = Duration::from_secs(state.config.transport.tcp_idle_timeout_secs);
+    let handler = &*port.handler;
+    let idle = port.idle_timeout;
     let Early { mut carried, reply } = early;
     match reply {
         EarlyReply::Sent => {}
         EarlyReply::Unsent(rest) => stream.write_all(&rest).await?,
         EarlyReply::Later(answer) => {
-            if let Some(replication) = write_answer(&mut stream, answer.await).await? {
-                return replication.run(&state.replication, stream).await;
+            if let Some(follow_on) = write_answer(&mut stream, answer.await).await? {
+                return follow_on.run(stream).await;
             }
         }
     }
@@ -191,12 +201,13 @@ async fn connection(
             }
             Fill::Short(_) => return Ok(()),
         }
-        let Some(envelope) = read_envelope(&unit) else { return Ok(()) };
+        let Ok(envelope) = Envelope::parse(&unit) else { return Ok(()) };
         let length = match envelope.check_message_length() {
             Ok(n) => n,
             Err(_) => {
                 // The rest of the stream can't be framed any more: answer, then close.
-                let responses = serve_unit(state, &unit, Transport::Tcp, peer).await.units;
+                let parsed = Unit::with_envelope(envelope, &unit[..]);
+                let responses = serve_parsed(handler, &parsed, Transport::Tcp, peer).await.units;
                 for r in responses {
                     stream.write_all(&r).await?;
                 }
@@ -204,15 +215,14 @@ async fn connection(
             }
         };
         if let Fill::Short(got) = fill(&mut stream, &mut carried, &mut unit, length, MESSAGE_READ_TIMEOUT).await? {
-            let ctx = RequestContext { envelope, header: None, header_and_body: &[] };
             let text = format!("Expecting {length} bytes, only received {got}");
-            let _ = stream.write_all(&error_response(&state.native, &ctx, ResponseCode::PROTOCOL_ERROR, &text)).await;
+            let _ = stream.write_all(&handler.envelope_error(&envelope, ResponseCode::PROTOCOL_ERROR, &text)).await;
             return Ok(());
         }
-        let answer = serve_unit(state, &unit, Transport::Tcp, peer).await;
-        if let Some(replication) = write_answer(&mut stream, answer).await? {
+        let answer = serve_parsed(handler, &Unit::with_envelope(envelope, &unit[..]), Transport::Tcp, peer).await;
+        if let Some(follow_on) = write_answer(&mut stream, answer).await? {
             // The connection now carries the stream, and ends with it.
-            return replication.run(&state.replication, stream).await;
+            return follow_on.run(stream).await;
         }
     }
 }
@@ -246,8 +256,8 @@ fn unacknowledged_bytes(_stream: &TcpStream) -> Option<usize> {
     None
 }
 
-/// Send an answer's units; the replication stream that follows, if any.
-async fn write_answer(stream: &mut TcpStream, answer: Answer) -> std::io::Result<Option<source::Stream>> {
+/// Send an answer's units; the stream that follows (replication), if any.
+async fn write_answer(stream: &mut TcpStream, answer: Answer) -> std::io::Result<Option<Box<dyn FollowOn>>> {
     match answer.units.as_slice() {
         [one] => stream.write_all(one).await?,
         many => stream.write_all(&many.concat()).await?,

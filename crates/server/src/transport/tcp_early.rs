@@ -8,11 +8,10 @@
 //! (tcp.rs, `DEFER_ACCEPT`; BENCHMARKS.md, "TCP, a connection per request:
 //! where the time goes").
 
-use super::serve_admitted;
-use crate::native::{read_envelope, Answer, Transport};
-use crate::state::ServerState;
+use crate::handler::{Answer, Mode, NativeHandler, Transport};
 use futures_util::FutureExt;
-use handled_proto::envelope::ENVELOPE_LEN;
+use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
+use handled_proto::unit::Unit;
 use std::future::Future;
 use std::io::Read;
 use std::net::SocketAddr;
@@ -51,29 +50,35 @@ impl Early {
 /// Read what already arrived on `stream` (never waiting) and answer it here
 /// when it is one whole cheap request and a turn is free at once; anything
 /// else is left to the connection's task, as if nothing had been read.
-pub fn first_request(state: &Arc<ServerState>, stream: &TcpStream, peer: SocketAddr) -> Early {
+pub fn first_request<H: NativeHandler>(handler: &Arc<H>, stream: &TcpStream, peer: SocketAddr) -> Early {
     let mut bytes = [0u8; EARLY_READ];
     // socket2 reads the (non-blocking) descriptor directly: tokio's own
     // try_read gives up before the event loop has reported the socket readable.
     // An error is nothing yet (WouldBlock), or one the task's read meets again.
     let n = (&*socket2::SockRef::from(stream)).read(&mut bytes).unwrap_or(0);
-    let mut carried = bytes[..n].to_vec();
-    let Some(len) = whole_unit_len(&carried) else { return Early::nothing(carried) };
-    if !super::udp::is_cheap(state, &carried[..len]) {
-        return Early::nothing(carried);
-    }
+    let read = &bytes[..n];
+    let Some((envelope, len)) = whole_unit(read) else { return Early::nothing(read.to_vec()) };
+    let (unit, rest) = (Unit::with_envelope(envelope, read[..len].to_vec()), &read[len..]);
     // Only a turn free now: waiting in the admission queue is the task's business.
-    let Some(permit) = state.admission.try_now() else { return Early::nothing(carried) };
-    let unit: Vec<u8> = carried.drain(..len).collect();
-    let serving = state.clone();
+    let permit = match handler.is_cheap(&unit).then(|| handler.admission().try_now()).flatten() {
+        Some(permit) => permit,
+        None => {
+            let mut carried = unit.into_bytes();
+            carried.extend_from_slice(rest);
+            return Early::nothing(carried);
+        }
+    };
+    let carried = rest.to_vec();
+    let serving = handler.clone();
+    // Inline: cheap requests finish in one poll, from the resolver's cache
+    // only, as on the UDP thread, so that the accepting task never waits on an
+    // upstream server (nor does the rest, should it not finish here).
     let mut answer: Pin<Box<dyn Future<Output = Answer> + Send>> = Box::pin(async move {
-        let answer = serve_admitted(&serving, &unit, Transport::Tcp, peer).await;
+        let answer = serving.serve(&unit, Transport::Tcp, peer, Mode::Inline).await;
         drop(permit);
         answer
     });
-    // Cheap requests finish in one poll; cache only, as on the UDP thread, so
-    // that the accepting task never waits on an upstream server.
-    let Some(answer) = crate::recursion::cache_only(|| (&mut answer).now_or_never()) else {
+    let Some(answer) = (&mut answer).now_or_never() else {
         return Early { carried, reply: EarlyReply::Later(answer) };
     };
     if answer.stream.is_some() {
@@ -85,11 +90,11 @@ pub fn first_request(state: &Arc<ServerState>, stream: &TcpStream, peer: SocketA
     Early { carried, reply }
 }
 
-/// The length of the unit at the start of `bytes` when all of it is there and
-/// its length is acceptable; None otherwise (the task reads on, or answers a
-/// bad length as it always does).
-fn whole_unit_len(bytes: &[u8]) -> Option<usize> {
-    let length = read_envelope(bytes)?.check_message_length().ok()?;
-    let len = ENVELOPE_LEN.checked_add(length)?;
-    (bytes.len() >= len).then_some(len)
+/// The envelope and length of the unit at the start of `bytes` when all of it
+/// is there and its length is acceptable; None otherwise (the task reads on,
+/// or answers a bad length as it always does).
+fn whole_unit(bytes: &[u8]) -> Option<(Envelope, usize)> {
+    let envelope = Envelope::parse(bytes).ok()?;
+    let len = ENVELOPE_LEN.checked_add(envelope.check_message_length().ok()?)?;
+    (bytes.len() >= len).then_some((envelope, len))
 }

@@ -8,15 +8,14 @@
 use super::realtime::RealtimeWhileRefusing;
 use super::reassembly::{Reassemblies, REASSEMBLY_TIMEOUT};
 use super::udp_answers::{UdpAnswers, USE_TCP};
-use super::{refuse, serve_admitted};
 use crate::admission::Turn;
+use crate::config::TransportConfig;
+use crate::handler::{Mode, NativeHandler, Transport};
 use crate::lifecycle::Stop;
-use crate::native::{read_envelope, Transport};
-use crate::ops::resolve::Asked;
-use crate::state::ServerState;
-use handled_proto::envelope::ENVELOPE_LEN;
-use handled_proto::header::{OpCode, OpFlags, HEADER_LEN as MESSAGE_HEADER_LEN};
+use crate::metrics::Metrics;
+use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
 use handled_proto::udp::{split_datagrams, MAX_DATAGRAM};
+use handled_proto::unit::Unit;
 use nix::errno::Errno;
 use nix::sys::socket::{
     recvmmsg, sendmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders, RecvMsg, SockaddrStorage,
@@ -71,16 +70,19 @@ pub fn bind(addr: SocketAddr, count: usize) -> std::io::Result<Vec<UdpSocket>> {
     Ok(sockets)
 }
 
-/// Serve one socket: its own thread receives in batches. Cheap requests (plain
-/// resolution or site info) that find a free admission permit are answered
+/// Serve one socket with `handler`: its own thread receives in batches, reads
+/// each unit once ([`Unit`]). Cheap requests ([`NativeHandler::is_cheap`]:
+/// plain resolution or site info) that find a free admission permit are answered
 /// inline and their replies sent with one `sendmmsg`; everything else (signing,
 /// administration, or no free permit) becomes a task that waits in the admission
 /// queue or is refused at once. So the receiving thread never waits on slow work,
 /// and under overload excess requests get RC_SERVER_TOO_BUSY instead of piling up
 /// unread in the kernel buffer and timing out. The thread ends, and its tasks
 /// run under `stop`, once the server stops taking work.
-pub fn spawn(
-    state: Arc<ServerState>,
+pub fn spawn<H: NativeHandler>(
+    handler: Arc<H>,
+    settings: &TransportConfig,
+    metrics: Arc<Metrics>,
     socket: UdpSocket,
     runtime: tokio::runtime::Handle,
     stop: Stop,
@@ -88,10 +90,22 @@ pub fn spawn(
     socket.set_read_timeout(Some(STOP_CHECK))?;
     let socket = Arc::new(socket);
     let alive = stop.alive();
+    let settings = settings.clone();
     std::thread::Builder::new().name("handled-udp".into()).spawn(move || {
         let _alive = alive;
-        receive_loop(&state, &socket, &runtime, &stop)
+        let receiving = Receiving { handler, settings, metrics, socket, runtime, stop };
+        receive_loop(&receiving)
     })
+}
+
+/// What a receiving thread works with.
+struct Receiving<H> {
+    handler: Arc<H>,
+    settings: TransportConfig,
+    metrics: Arc<Metrics>,
+    socket: Arc<UdpSocket>,
+    runtime: tokio::runtime::Handle,
+    stop: Stop,
 }
 
 /// One received datagram, copied out of the batch buffers.
@@ -102,11 +116,12 @@ pub struct Datagram {
     pub arrived: Instant,
 }
 
-fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tokio::runtime::Handle, stop: &Stop) {
+fn receive_loop<H: NativeHandler>(receiving: &Receiving<H>) {
+    let Receiving { handler, settings, metrics, socket, runtime, stop } = receiving;
     let mut receiver = BatchReceiver::new(socket);
     let mut pending = Reassemblies::new(crate::quota::Quota {
-        max_bytes: state.config.transport.udp_reassembly_mb << 20,
-        per_peer: state.config.transport.udp_reassembly_per_peer,
+        max_bytes: settings.udp_reassembly_mb << 20,
+        per_peer: settings.udp_reassembly_per_peer,
     });
     // While refusing, receive on a timer instead of blocking, and at realtime
     // priority if the process may (`realtime.rs`). A thread woken by a
@@ -115,13 +130,10 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
     // scheduler tick: up to 4 ms at HZ=250, for 2.5% of refusals. A timed
     // pause mostly avoids that; realtime priority always does.
     let mut refusing_until = Instant::now();
-    let mut realtime = RealtimeWhileRefusing::new(state.config.transport.udp_realtime_refusals);
+    let mut realtime = RealtimeWhileRefusing::new(settings.udp_realtime_refusals);
     let mut batches_without_pause = 0;
     let in_progress = InProgress::default();
-    let answers = Arc::new(UdpAnswers::new(
-        state.config.transport.udp_max_response_bytes,
-        state.config.transport.udp_rate_limit_kb << 10,
-    ));
+    let answers = Arc::new(UdpAnswers::new(settings.udp_max_response_bytes, settings.udp_rate_limit_kb << 10));
     while !stop.is_draining() {
         let mut cheap = Vec::new();
         let mut refused = Vec::new();
@@ -141,42 +153,44 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
             }
         };
         for d in received {
-            let (unit, request_id) = match read_envelope(&d.bytes) {
-                Some(env) if env.truncated => match pending.add(d.peer, &d.bytes, Instant::now()) {
-                    Some(unit) => (unit, env.request_id),
+            let Ok(envelope) = Envelope::parse(&d.bytes) else { continue };
+            // A multi-datagram unit is the completing datagram's envelope and the whole message.
+            let bytes = match envelope.truncated {
+                true => match pending.add(d.peer, &envelope, &d.bytes, Instant::now()) {
+                    Some(unit) => unit,
                     None => continue,
                 },
-                Some(env) => (d.bytes, env.request_id),
-                None => continue,
+                false => d.bytes,
             };
-            let key = (d.peer, request_id);
+            let key = (d.peer, envelope.request_id);
             if in_progress.contains(&key) {
-                state.metrics.udp_duplicate_dropped();
+                metrics.udp_duplicate_dropped();
                 continue;
             }
+            let unit = Unit::with_envelope(envelope, bytes);
             // Admission is decided here, before any task exists: a backlog of
             // spawned tasks would be an unbounded queue of its own.
             let (peer, arrived) = (d.peer, d.arrived);
-            match state.admission.request() {
-                Ok(Turn::Now(permit)) if is_cheap(state, &unit) => cheap.push((peer, unit, permit)),
+            match handler.admission().request() {
+                Ok(Turn::Now(permit)) if handler.is_cheap(&unit) => cheap.push((peer, unit, permit)),
                 Ok(turn) => {
                     let claim = in_progress.claim(key);
-                    let (state2, socket2, answers2) = (state.clone(), socket.clone(), answers.clone());
+                    let (handler2, socket2, answers2) = (handler.clone(), socket.clone(), answers.clone());
                     stop.spawn_on(runtime, async move {
                         let replies = match turn.permit().await {
                             Ok(permit) => {
-                                let replies = serve_admitted(&state2, &unit, Transport::Udp, peer).await.units;
+                                let replies = handler2.serve(&unit, Transport::Udp, peer, Mode::Worker).await.units;
                                 drop(permit);
-                                fit_for_udp(&state2, &answers2, peer, &unit, replies)
+                                fit_for_udp(&*handler2, &answers2, peer, &unit, replies)
                             }
-                            Err(why) => refuse(&state2, &unit, Transport::Udp, why, arrived),
+                            Err(why) => handler2.refuse(&unit, Transport::Udp, why, arrived),
                         };
                         send_batch(&socket2, &replies.into_iter().map(|r| (peer, r)).collect::<Vec<_>>());
                         drop(claim);
                     });
                 }
                 Err(why) => {
-                    refused.extend(refuse(state, &unit, Transport::Udp, why, arrived).into_iter().map(|r| (peer, r)))
+                    refused.extend(handler.refuse(&unit, Transport::Udp, why, arrived).into_iter().map(|r| (peer, r)))
                 }
             }
         }
@@ -188,23 +202,21 @@ fn receive_loop(state: &Arc<ServerState>, socket: &Arc<UdpSocket>, runtime: &tok
         }
         send_batch(socket, &refused);
         if !cheap.is_empty() {
-            // Boxed: the future holds serve_admitted's whole state machine, and
+            // Boxed: the future holds the handler's whole state machine, and
             // block_on moves its argument; under light load (a request or two per
             // batch) copying it was a third of the server's instructions (callgrind).
-            // Cache only: a REC resolution is here because the resolver's
-            // cache held its answer; this thread never waits on upstream.
-            let replies = crate::recursion::cache_only(|| {
-                runtime.block_on(Box::pin(async {
-                    let mut replies = Vec::with_capacity(cheap.len());
-                    for (peer, unit, permit) in cheap.drain(..) {
-                        let answer = serve_admitted(state, &unit, Transport::Udp, peer).await.units;
-                        replies
-                            .extend(fit_for_udp(state, &answers, peer, &unit, answer).into_iter().map(|r| (peer, r)));
-                        drop(permit);
-                    }
+            // Inline: a REC resolution is here because the resolver's cache
+            // held its answer; this thread never waits on upstream.
+            let replies = runtime.block_on(Box::pin(async {
+                let mut replies = Vec::with_capacity(cheap.len());
+                for (peer, unit, permit) in cheap.drain(..) {
+                    let answer = handler.serve(&unit, Transport::Udp, peer, Mode::Inline).await.units;
                     replies
-                }))
-            });
+                        .extend(fit_for_udp(&**handler, &answers, peer, &unit, answer).into_iter().map(|r| (peer, r)));
+                    drop(permit);
+                }
+                replies
+            }));
             send_batch(socket, &replies);
         }
         if pause_after_batch(refusing || refused_some, receiver.filled(), &mut batches_without_pause) {
@@ -269,10 +281,10 @@ impl Drop for Claim {
 /// The answers to `unit`, or an "ask over TCP" answer when they are too large
 /// for UDP or beyond the peer's budget of answer bytes ([`UdpAnswers`]).
 fn fit_for_udp(
-    state: &ServerState,
+    handler: &impl NativeHandler,
     answers: &UdpAnswers,
     peer: SocketAddr,
-    unit: &[u8],
+    unit: &Unit<Vec<u8>>,
     replies: Vec<Vec<u8>>,
 ) -> Vec<Vec<u8>> {
     let bytes = replies.iter().map(Vec::len).sum();
@@ -280,36 +292,9 @@ fn fit_for_udp(
         Ok(()) => replies,
         Err(why) => {
             tracing::debug!("udp answer to {peer} not sent: {why:?}");
-            super::unsigned_answer(state, unit, USE_TCP, &why.message()).into_iter().collect()
+            vec![handler.unhandled_error(unit, USE_TCP, &why.message())]
         }
     }
-}
-
-/// Site info, or a resolution the chain answers locally, without a signature:
-/// microseconds of work, run inline on the receive thread. A source that may
-/// wait on the network (a resolver, a database server's store) sends
-/// resolutions to the workers.
-pub(super) fn is_cheap(state: &ServerState, unit: &[u8]) -> bool {
-    let Some(header) = unit.get(ENVELOPE_LEN..ENVELOPE_LEN + 12) else { return false };
-    let op = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
-    let flags = OpFlags(u32::from_be_bytes([header[8], header[9], header[10], header[11]]));
-    let local = || {
-        let asked = Asked {
-            recursion: flags.contains(OpFlags::REC),
-            do_not_refer: flags.contains(OpFlags::DNR),
-            handle: resolution_handle(unit),
-        };
-        state.chain.answers_locally(&asked)
-    };
-    !flags.contains(OpFlags::CT) && (op == OpCode::GET_SITE_INFO.0 || (op == OpCode::RESOLUTION.0 && local()))
-}
-
-/// The handle a resolution request's body starts with (a length-prefixed
-/// string after the 24-byte message header), if it is all there.
-fn resolution_handle(unit: &[u8]) -> Option<&[u8]> {
-    let body = unit.get(ENVELOPE_LEN + MESSAGE_HEADER_LEN..)?;
-    let len = u32::from_be_bytes(body.get(..4)?.try_into().ok()?) as usize;
-    body.get(4..4usize.checked_add(len)?)
 }
 
 /// Batch receiving state for one socket.
@@ -388,7 +373,7 @@ pub fn send_batch(socket: &UdpSocket, replies: &[(SocketAddr, Vec<u8>)]) {
     let chunks: Vec<(SockaddrStorage, Vec<u8>)> = replies
         .iter()
         .filter(|(_, unit)| unit.len() > MAX_DATAGRAM)
-        .filter_map(|(peer, unit)| Some((SockaddrStorage::from(*peer), read_envelope(unit)?, unit)))
+        .filter_map(|(peer, unit)| Some((SockaddrStorage::from(*peer), Envelope::parse(unit).ok()?, unit)))
         .flat_map(|(addr, envelope, unit)| {
             split_datagrams(&envelope, &unit[ENVELOPE_LEN..], false).into_iter().map(move |d| (addr, d))
         })
@@ -420,26 +405,6 @@ pub fn send_batch(socket: &UdpSocket, replies: &[(SocketAddr, Vec<u8>)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_handle_is_read_from_a_resolution_unit_or_not_at_all() {
-        use handled_proto::envelope::{Envelope, Version};
-        use handled_proto::header::Header;
-        use handled_proto::message::{encode_message, encode_unit};
-        use handled_proto::request::{RequestBody, ResolutionRequest};
-        let request = ResolutionRequest { handle: b"P1/doc".to_vec(), indexes: vec![1], types: vec![] };
-        let mut body = Vec::new();
-        RequestBody::Resolution(request).encode(&mut body);
-        let mut message = Vec::new();
-        encode_message(&Header::request(OpCode::RESOLUTION, OpFlags::REC), &body, None, &mut message);
-        let unit = encode_unit(&Envelope::new(Version::V2_10, Version::V2_10, 7), &message);
-        assert_eq!(resolution_handle(&unit), Some(&b"P1/doc"[..]));
-        let header_end = ENVELOPE_LEN + MESSAGE_HEADER_LEN;
-        assert_eq!(resolution_handle(&unit[..header_end + 6]), None, "cut short");
-        let mut huge = unit[..header_end].to_vec();
-        huge.extend_from_slice(&u32::MAX.to_be_bytes());
-        assert_eq!(resolution_handle(&huge), None, "a length past the end");
-    }
 
     #[test]
     fn arrival_is_the_kernel_stamp_not_the_read() {

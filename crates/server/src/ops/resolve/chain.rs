@@ -32,7 +32,7 @@ pub enum Lookup {
     Pass,
 }
 
-/// What the UDP receive thread knows of a resolution before running it.
+/// What the transports know of a resolution before running it (to run it inline or not).
 pub struct Asked<'a> {
     /// The REC flag.
     pub recursion: bool,
@@ -63,6 +63,10 @@ pub struct Query<'a> {
     pub request: &'a Resolve,
     pub canonical: &'a [u8],
     pub caller: &'a Caller,
+    /// Answered on a thread that must not wait on the network (the UDP
+    /// receive thread, the TCP accepting task): a source that would wait
+    /// answers from what it holds or not at all.
+    pub cache_only: bool,
 }
 
 /// What the chain answered: a record to filter, or values ready to send.

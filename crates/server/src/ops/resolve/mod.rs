@@ -80,8 +80,19 @@ pub fn select<'a>(values: &'a [HandleValue], indexes: &[i32], types: &[Vec<u8>])
 /// that has the handle. Non-public values need PO clear and an identity with
 /// READ_VALUE; values without admin read are never served.
 pub async fn resolve(chain: &ResolutionChain, caller: &Caller, req: &Resolve) -> Result<Vec<HandleValue>, OpError> {
+    resolve_with(chain, caller, req, false).await
+}
+
+/// [`resolve`], from the resolver's cache only when `cache_only` (a request
+/// answered on a thread that must not wait on the network, [`chain::Query`]).
+pub async fn resolve_with(
+    chain: &ResolutionChain,
+    caller: &Caller,
+    req: &Resolve,
+    cache_only: bool,
+) -> Result<Vec<HandleValue>, OpError> {
     let canonical = handle::canonical(&req.handle);
-    let query = Query { request: req, canonical: &canonical, caller };
+    let query = Query { request: req, canonical: &canonical, caller, cache_only };
     let record = match chain.lookup(&query).await? {
         Resolved::Values(values) => return Ok(values),
         Resolved::Record(record) => record,

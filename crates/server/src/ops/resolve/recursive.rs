@@ -8,7 +8,7 @@
 use super::chain::{Asked, Lookup, Query, ResolutionSource};
 use crate::directory::Directory;
 use crate::ops::{OpError, UpstreamFailure};
-use crate::recursion::{self, Recursion};
+use crate::recursion::Recursion;
 use async_trait::async_trait;
 use handled_proto::handle;
 use handled_proto::header::ResponseCode;
@@ -32,8 +32,8 @@ impl ResolutionSource for Recursive {
     /// With native recursion on, a REC resolution may wait on the network;
     /// without REC this source never recurses, nor for a handle homed here
     /// (the local store is responsible for it, found or not).
-    /// Nor for a handle whose answer the resolver's cache holds: then, run
-    /// inside `recursion::cache_only`, the answer comes from the cache alone.
+    /// Nor for a handle whose answer the resolver's cache holds: then, asked
+    /// with `Query::cache_only` (run inline), the answer comes from the cache alone.
     fn answers_locally(&self, asked: &Asked<'_>) -> bool {
         if !asked.recursion || !self.recursion.native() {
             return true;
@@ -59,7 +59,7 @@ impl ResolutionSource for Recursive {
         };
         let admit = || self.recursion.admit(asker.client);
         let referrals = referrals(query.request.do_not_refer);
-        let resolved = if recursion::is_cache_only() {
+        let resolved = if query.cache_only {
             // Answered from the cache an instant ago; gone since (evicted, or
             // expired with no stale window): this thread must not wait, the
             // client asks again and finds the refresh this started.
