@@ -57,6 +57,7 @@ pub struct AdmissionStats {
     pub queue_capacity: u64,
 }
 
+#[derive(Clone)]
 pub struct Admission {
     inner: Arc<Inner>,
 }

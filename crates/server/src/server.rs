@@ -213,12 +213,23 @@ impl Booted {
             )));
         }
         let http = acceptor(b.http, "http", http_refusal);
-        listeners.push(stop.spawn_until_draining(transport::unify::serve_port(state.clone(), http, stop.clone())));
+        let port = crate::web::port(state.web.clone(), http.limits().bodies.clone(), NativeTunnel(state.clone()));
+        listeners.push(stop.spawn_until_draining(transport::unify::serve_port(port, http, stop.clone())));
         stop.spawn_until_draining(state.native.clone().sweep_expired());
         if let Some(prune) = replication::source::prune::prune_daily(state.replication.clone()) {
             stop.spawn_until_draining(prune);
         }
         state.set_ready();
         Ok(Server { addrs: b.addrs, state, shutdown: self.shutdown, listeners })
+    }
+}
+
+/// Native messages tunnelled over the HTTP port go where the other transports'
+/// go: admission control, the native protocol, metrics.
+struct NativeTunnel(Arc<ServerState>);
+
+impl crate::web::Tunnel for NativeTunnel {
+    async fn serve(&self, unit: &[u8], peer: SocketAddr) -> Vec<Vec<u8>> {
+        transport::serve_unit(&self.0, unit, crate::native::Transport::Http, peer).await.units
     }
 }

@@ -1,7 +1,8 @@
 //! The server's parts, built once at start (the composition root's output):
 //! the directory that operations read, the resolution chain, the native
 //! protocol's and replication's contexts, and what the transports and the
-//! web front end keep (admission, metrics, logs, the HTTPS certificate).
+//! web front end keep (admission, metrics, logs, the HTTPS certificate), and
+//! the HTTP port's context ([`WebContext`]).
 
 use crate::admission::{Admission, AdmissionLimits};
 use crate::auth::challenge::Challenges;
@@ -20,6 +21,7 @@ use crate::quota::Quota;
 use crate::replication::ReplicationContext;
 use crate::session::{SessionLimits, Sessions};
 use crate::tls::CertSlot;
+use crate::web_context::WebContext;
 use handled_store::Store;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -41,8 +43,8 @@ pub struct ServerState {
     pub replication: Arc<ReplicationContext>,
     /// The cache in front of `store` (which already goes through it), for its figures.
     pub cache: Option<Arc<CachingStore>>,
-    /// Set once every listener serves (`/readyz`).
-    ready: std::sync::atomic::AtomicBool,
+    /// What the HTTP port's application works with.
+    pub web: Arc<WebContext>,
     /// Resolving handles homed elsewhere (`[resolver]`), when on.
     pub recursion: Arc<crate::recursion::Recursion>,
     /// Where resolutions look, in order (`ops::resolve`).
@@ -145,6 +147,23 @@ impl ServerState {
             logs: logs.clone(),
             replication: replication.clone(),
         });
+        let web = Arc::new(WebContext {
+            directory: directory.clone(),
+            chain: chain.clone(),
+            native: native.clone(),
+            key: key.clone(),
+            admission: admission.clone(),
+            metrics: metrics.clone(),
+            logs: logs.clone(),
+            recursion: recursion.clone(),
+            cache: cache.clone(),
+            tls: tls.clone(),
+            transport: config.transport.clone(),
+            reverse_lookup: config.reverse_lookup.clone(),
+            max_session_secs: config.auth.max_session_secs,
+            data_dir: config.data_dir.clone(),
+            ready: Default::default(),
+        });
         ServerState {
             native,
             admission,
@@ -152,7 +171,7 @@ impl ServerState {
             recursion,
             chain,
             cache,
-            ready: Default::default(),
+            web,
             directory,
             replication,
             config,
@@ -163,11 +182,11 @@ impl ServerState {
     }
 
     pub fn is_ready(&self) -> bool {
-        self.ready.load(std::sync::atomic::Ordering::Acquire)
+        self.web.ready.get()
     }
 
     pub fn set_ready(&self) {
-        self.ready.store(true, std::sync::atomic::Ordering::Release);
+        self.web.ready.set();
     }
 }
 
