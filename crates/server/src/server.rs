@@ -112,7 +112,7 @@ impl Server {
         let state = self.state.clone();
         self.shutdown.stop().spawn_until_draining(async move {
             while hangup.recv().await.is_some() {
-                match crate::reload::reload(&state, path.as_deref()) {
+                match crate::reload::reload(&state.reloadable(), path.as_deref()) {
                     Ok(reloaded) => report(reloaded.to_string()),
                     Err(e) => report(format!("nothing reloaded, the running configuration stays: {e}")),
                 }
@@ -205,12 +205,12 @@ impl Booted {
         listeners.push(stop.spawn_until_draining(transport::tcp::serve(state.clone(), tcp, stop.clone())));
         if let (Some(l), Some(settings)) = (b.registry, registry_settings) {
             let registry = acceptor(l, "registry", http_refusal);
-            listeners.push(stop.spawn_until_draining(registry_port::serve(
-                state.clone(),
-                settings,
-                registry,
-                stop.clone(),
-            )));
+            let host = registry_port::RegistryHost {
+                store: state.store.clone(),
+                admission: state.admission.clone(),
+                metrics: state.metrics.clone(),
+            };
+            listeners.push(stop.spawn_until_draining(registry_port::serve(host, settings, registry, stop.clone())));
         }
         let http = acceptor(b.http, "http", http_refusal);
         let port = crate::web::port(state.web.clone(), http.limits().bodies.clone(), NativeTunnel(state.clone()));

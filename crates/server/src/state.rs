@@ -6,11 +6,10 @@
 
 use crate::admission::{Admission, AdmissionLimits};
 use crate::auth::challenge::Challenges;
-use crate::auth::remote::RemoteAuth;
 use crate::auth::work::AuthWork;
 use crate::cache::CachingStore;
 use crate::config::Config;
-pub use crate::directory::{homed_in, stored_homed, Directory, HOMED_RELOAD};
+pub use crate::directory::{homed_in, remote_auth_of, stored_homed, Directory, HOMED_RELOAD};
 use crate::keys::RsaSigner;
 use crate::live::Live;
 use crate::logging::Logs;
@@ -188,6 +187,17 @@ impl ServerState {
     pub fn set_ready(&self) {
         self.web.ready.set();
     }
+
+    /// What a SIGHUP reload reads and changes (`crate::reload`).
+    pub fn reloadable(&self) -> crate::reload::Reloadable<'_> {
+        crate::reload::Reloadable {
+            config: &self.config,
+            directory: &self.directory,
+            recursion: &self.recursion,
+            tls: self.tls.as_deref(),
+            key: &self.key,
+        }
+    }
 }
 
 /// The state extends the directory with what transports, sessions and the
@@ -198,15 +208,4 @@ impl std::ops::Deref for ServerState {
     fn deref(&self) -> &Directory {
         &self.directory
     }
-}
-
-/// Checking identities held elsewhere as `config` says (`root_info`,
-/// `remote_auth_timeout_ms`, `remote_auth_concurrent`, and where the
-/// `[resolver]` table lets walks send); `None` without `root_info`.
-pub fn remote_auth_of(config: &Config) -> Result<Option<RemoteAuth>, String> {
-    let Some(path) = config.root_info.as_deref() else { return Ok(None) };
-    let root = handled_client::sites::load_root_info(path)?;
-    let timeout = std::time::Duration::from_millis(config.auth.remote_auth_timeout_ms.max(1));
-    let upstream = (config.resolver.upstream_policy(), config.resolver.upstream_attempts.max(1));
-    Ok(Some(RemoteAuth::new(root, timeout, config.auth.remote_auth_concurrent, upstream)))
 }

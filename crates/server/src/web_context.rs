@@ -1,6 +1,6 @@
 //! What the HTTP port's application (operations endpoints, JSON API, web
 //! proxy, console, tunnel) works with, built once by the composition root
-//! (`ServerState::new`): each front end takes this, not the whole state.
+//! (`state.rs`): each front end takes this, not the whole server's state.
 
 use crate::admission::Admission;
 use crate::cache::CachingStore;
