@@ -7,6 +7,7 @@
 
 use crate::auth::remote::RemoteAuth;
 use crate::auth::work::AuthWork;
+use crate::config::Config;
 use crate::live::Live;
 use crate::replication_status::mirror::MirrorStatus;
 use handled_proto::handle;
@@ -170,4 +171,15 @@ impl Directory {
             set.remove(&prefix_handle);
         }
     }
+}
+
+/// Checking identities held elsewhere as `config` says (`root_info`,
+/// `remote_auth_timeout_ms`, `remote_auth_concurrent`, and where the
+/// `[resolver]` table lets walks send); `None` without `root_info`.
+pub fn remote_auth_of(config: &Config) -> Result<Option<RemoteAuth>, String> {
+    let Some(path) = config.root_info.as_deref() else { return Ok(None) };
+    let root = handled_client::sites::load_root_info(path)?;
+    let timeout = std::time::Duration::from_millis(config.auth.remote_auth_timeout_ms.max(1));
+    let upstream = (config.resolver.upstream_policy(), config.resolver.upstream_attempts.max(1));
+    Ok(Some(RemoteAuth::new(root, timeout, config.auth.remote_auth_concurrent, upstream)))
 }

@@ -43,6 +43,7 @@ pub mod store_answer;
 pub mod tls;
 pub mod transport;
 pub mod web;
+pub mod web_context;
 pub mod xml;
 
 /// This build's version and git commit (`build.rs`; "unknown" outside a checkout).

@@ -14,10 +14,11 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::OwnedSemaphorePermit;
 
+use crate::admission::Admission;
 use crate::config::Config;
 use crate::http_body::BodyReader;
 use crate::lifecycle::Stop;
-use crate::state::ServerState;
+use crate::metrics::Metrics;
 use crate::transport::accept::Acceptor;
 use crate::transport::timing::server_timing;
 
@@ -43,9 +44,19 @@ pub fn settings(c: &Config) -> Result<Settings, String> {
     .with_environment()
 }
 
+/// What the registry's port takes from the server: the store the registry
+/// keeps its records in, admission control and metrics (shared with every
+/// other service).
+pub struct RegistryHost {
+    pub store: Arc<dyn handled_store::Store>,
+    pub admission: Admission,
+    pub metrics: Arc<Metrics>,
+}
+
 /// What the registry borrows from this server.
 struct Lent {
-    state: Arc<ServerState>,
+    admission: Admission,
+    metrics: Arc<Metrics>,
     bodies: BodyReader,
 }
 
@@ -53,7 +64,7 @@ impl handled_registry::Host for Lent {
     type Turn = OwnedSemaphorePermit;
 
     async fn admit(&self) -> Result<OwnedSemaphorePermit, Busy> {
-        let admission = &self.state.admission;
+        let admission = &self.admission;
         admission
             .admit()
             .await
@@ -72,8 +83,9 @@ impl handled_registry::Host for Lent {
 /// Serve the registry on `listener`, with its upkeep, until the task is dropped
 /// (connections run under `stop`); returns early only if the registry cannot
 /// open its records.
-pub async fn serve(state: Arc<ServerState>, settings: Settings, mut listener: Acceptor, stop: Stop) {
-    let registry = match Registry::open(state.store.clone(), settings).await {
+pub async fn serve(host: RegistryHost, settings: Settings, mut listener: Acceptor, stop: Stop) {
+    let RegistryHost { store, admission, metrics } = host;
+    let registry = match Registry::open(store, settings).await {
         Ok(r) => Arc::new(r),
         Err(e) => {
             tracing::error!("domain registry cannot start: {e}");
@@ -82,19 +94,20 @@ pub async fn serve(state: Arc<ServerState>, settings: Settings, mut listener: Ac
     };
     // The upkeep ends when the server drains, or with this task, dropped or not.
     let _upkeep = AbortOnDrop(stop.spawn_until_draining(handled_registry::upkeep(registry.clone())));
-    let lent = Arc::new(Lent { bodies: BodyReader::new(BODY_READ_TIMEOUT, listener.limits().bodies.clone()), state });
+    let bodies = BodyReader::new(BODY_READ_TIMEOUT, listener.limits().bodies.clone());
+    let lent = Arc::new(Lent { admission, metrics, bodies });
     loop {
         let (stream, peer, slot) = listener.next().await;
         let _ = stream.set_nodelay(true);
         let (registry, lent, draining) = (registry.clone(), lent.clone(), stop.clone());
         stop.spawn(async move {
-            let _open = (slot, lent.state.metrics.connection("registry"));
+            let _open = (slot, lent.metrics.connection("registry"));
             let service = hyper::service::service_fn(move |req| {
                 let (registry, lent) = (registry.clone(), lent.clone());
                 async move {
                     let started = Instant::now();
                     let mut r = handled_registry::http::respond(&registry, &*lent, peer.ip(), req).await;
-                    lent.state.metrics.observe_http("registry", r.status().as_u16(), started.elapsed());
+                    lent.metrics.observe_http("registry", r.status().as_u16(), started.elapsed());
                     server_timing(r.headers_mut(), started);
                     Ok::<_, Infallible>(r)
                 }

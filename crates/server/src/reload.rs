@@ -5,9 +5,11 @@
 //! limits) needs a restart.
 
 use crate::config::{Config, ConfigError};
+use crate::directory::Directory;
+use crate::keys::RsaSigner;
 use crate::live::Live;
-use crate::recursion::Renewal;
-use crate::state::ServerState;
+use crate::recursion::{Recursion, Renewal};
+use crate::tls::CertSlot;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +23,19 @@ pub enum ReloadError {
     /// The `[resolver]` table could not be applied (its message names the key).
     #[error("{0}")]
     Resolver(String),
+}
+
+/// What a reload reads and changes, lent by the server (`state.rs`, `reloadable`).
+pub struct Reloadable<'a> {
+    /// The running configuration (flags included), onto which the file's reloadable keys go.
+    pub config: &'a Config,
+    /// Where the live keys and the remote identity checks are kept.
+    pub directory: &'a Directory,
+    pub recursion: &'a Recursion,
+    /// The HTTPS certificate, when HTTPS is on.
+    pub tls: Option<&'a CertSlot>,
+    /// The server key (a certificate made by the server is signed with it).
+    pub key: &'a RsaSigner,
 }
 
 /// What one reload did, for its log line: only what was read again.
@@ -61,15 +76,15 @@ impl std::fmt::Display for Reloaded {
 
 /// Re-read `path` and apply its reloadable keys, or without a file read again
 /// only the files the running configuration names; on an error nothing changes.
-pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<Reloaded, ReloadError> {
+pub fn reload(state: &Reloadable<'_>, path: Option<&Path>) -> Result<Reloaded, ReloadError> {
     // Without a file the running keys stay as they are: loading the defaults
     // would undo what flags and the environment set at start.
     let merged = match path {
-        None => (*state.config).clone(),
+        None => state.config.clone(),
         Some(path) => {
             let file = Config::load(Some(path))?;
             // The running configuration (flags included) with only the reloadable keys replaced.
-            let mut merged = (*state.config).clone();
+            let mut merged = state.config.clone();
             merged.access = file.access;
             merged.transport.tls_cert = file.transport.tls_cert;
             merged.transport.tls_key = file.transport.tls_key;
@@ -84,16 +99,16 @@ pub fn reload(state: &ServerState, path: Option<&Path>) -> Result<Reloaded, Relo
     merged.parsed_server_admins()?;
     crate::config::parse_admin_list(&merged.access.status_handle_admins)?;
     // Read again even if the path is the same: the root sites may have moved.
-    let remote = crate::state::remote_auth_of(&merged).map_err(ReloadError::RootInfo)?;
+    let remote = crate::directory::remote_auth_of(&merged).map_err(ReloadError::RootInfo)?;
     let recursion = state.recursion.prepare(&merged).map_err(ReloadError::Resolver)?;
     let renewal = recursion.renewal;
-    if let Some(tls) = &state.tls {
-        tls.reload(&merged, &state.key)?;
+    if let Some(tls) = state.tls {
+        tls.reload(&merged, state.key)?;
     }
     let live = Live::of(&merged);
-    let changed = live.changed_keys(&state.live());
-    state.set_live(live);
-    state.set_remote_auth(remote);
+    let changed = live.changed_keys(&state.directory.live());
+    state.directory.set_live(live);
+    state.directory.set_remote_auth(remote);
     state.recursion.apply(recursion);
     Ok(Reloaded {
         file: path.map(Path::to_path_buf),

@@ -112,7 +112,7 @@ impl Server {
         let state = self.state.clone();
         self.shutdown.stop().spawn_until_draining(async move {
             while hangup.recv().await.is_some() {
-                match crate::reload::reload(&state, path.as_deref()) {
+                match crate::reload::reload(&state.reloadable(), path.as_deref()) {
                     Ok(reloaded) => report(reloaded.to_string()),
                     Err(e) => report(format!("nothing reloaded, the running configuration stays: {e}")),
                 }
@@ -218,15 +218,16 @@ impl Booted {
         listeners.push(stop.spawn_until_draining(transport::tcp::serve(native_port, tcp, stop.clone())));
         if let (Some(l), Some(settings)) = (b.registry, registry_settings) {
             let registry = acceptor(l, "registry", http_refusal);
-            listeners.push(stop.spawn_until_draining(registry_port::serve(
-                state.clone(),
-                settings,
-                registry,
-                stop.clone(),
-            )));
+            let host = registry_port::RegistryHost {
+                store: state.store.clone(),
+                admission: state.admission.clone(),
+                metrics: state.metrics.clone(),
+            };
+            listeners.push(stop.spawn_until_draining(registry_port::serve(host, settings, registry, stop.clone())));
         }
         let http = acceptor(b.http, "http", http_refusal);
-        listeners.push(stop.spawn_until_draining(transport::unify::serve_port(state.clone(), http, stop.clone())));
+        let port = crate::web::port(state.web.clone(), http.limits().bodies.clone(), NativeTunnel(state.native_service.clone()));
+        listeners.push(stop.spawn_until_draining(transport::unify::serve_port(port, http, stop.clone())));
         stop.spawn_until_draining(state.native.clone().sweep_expired());
         stop.spawn_until_draining(crate::memory::trim_every(std::time::Duration::from_secs(
             state.config.memory_trim_secs,
@@ -236,5 +237,15 @@ impl Booted {
         }
         state.set_ready();
         Ok(Server { addrs: b.addrs, state, shutdown: self.shutdown, listeners })
+    }
+}
+
+/// Native messages tunnelled over the HTTP port go where the other transports'
+/// go: admission control, the native protocol, metrics.
+struct NativeTunnel(Arc<crate::native::service::NativeService>);
+
+impl crate::web::Tunnel for NativeTunnel {
+    async fn serve(&self, unit: &[u8], peer: SocketAddr) -> Vec<Vec<u8>> {
+        transport::serve_unit(&*self.0, unit, crate::native::Transport::Http, peer).await.units
     }
 }

@@ -1,15 +1,15 @@
 //! The server's parts, built once at start (the composition root's output):
 //! the directory that operations read, the resolution chain, the native
 //! protocol's and replication's contexts, and what the transports and the
-//! web front end keep (admission, metrics, logs, the HTTPS certificate).
+//! web front end keep (admission, metrics, logs, the HTTPS certificate), and
+//! the HTTP port's context ([`WebContext`]).
 
 use crate::admission::{Admission, AdmissionLimits};
 use crate::auth::challenge::Challenges;
-use crate::auth::remote::RemoteAuth;
 use crate::auth::work::AuthWork;
 use crate::cache::CachingStore;
 use crate::config::Config;
-pub use crate::directory::{homed_in, stored_homed, Directory, HOMED_RELOAD};
+pub use crate::directory::{homed_in, remote_auth_of, stored_homed, Directory, HOMED_RELOAD};
 use crate::keys::RsaSigner;
 use crate::live::Live;
 use crate::logging::Logs;
@@ -21,6 +21,7 @@ use crate::quota::Quota;
 use crate::replication::ReplicationContext;
 use crate::session::{SessionLimits, Sessions};
 use crate::tls::CertSlot;
+use crate::web_context::WebContext;
 use handled_store::Store;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -44,8 +45,8 @@ pub struct ServerState {
     pub replication: Arc<ReplicationContext>,
     /// The cache in front of `store` (which already goes through it), for its figures.
     pub cache: Option<Arc<CachingStore>>,
-    /// Set once every listener serves (`/readyz`).
-    ready: std::sync::atomic::AtomicBool,
+    /// What the HTTP port's application works with.
+    pub web: Arc<WebContext>,
     /// Resolving handles homed elsewhere (`[resolver]`), when on.
     pub recursion: Arc<crate::recursion::Recursion>,
     /// Where resolutions look, in order (`ops::resolve`).
@@ -149,6 +150,23 @@ impl ServerState {
         });
         let native_service =
             Arc::new(NativeService { native: native.clone(), admission: admission.clone(), metrics: metrics.clone() });
+        let web = Arc::new(WebContext {
+            directory: directory.clone(),
+            chain: chain.clone(),
+            native: native.clone(),
+            key: key.clone(),
+            admission: admission.clone(),
+            metrics: metrics.clone(),
+            logs: logs.clone(),
+            recursion: recursion.clone(),
+            cache: cache.clone(),
+            tls: tls.clone(),
+            transport: config.transport.clone(),
+            reverse_lookup: config.reverse_lookup.clone(),
+            max_session_secs: config.auth.max_session_secs,
+            data_dir: config.data_dir.clone(),
+            ready: Default::default(),
+        });
         ServerState {
             native,
             native_service,
@@ -157,7 +175,7 @@ impl ServerState {
             recursion,
             chain,
             cache,
-            ready: Default::default(),
+            web,
             directory,
             replication,
             config,
@@ -168,11 +186,22 @@ impl ServerState {
     }
 
     pub fn is_ready(&self) -> bool {
-        self.ready.load(std::sync::atomic::Ordering::Acquire)
+        self.web.ready.get()
     }
 
     pub fn set_ready(&self) {
-        self.ready.store(true, std::sync::atomic::Ordering::Release);
+        self.web.ready.set();
+    }
+
+    /// What a SIGHUP reload reads and changes (`crate::reload`).
+    pub fn reloadable(&self) -> crate::reload::Reloadable<'_> {
+        crate::reload::Reloadable {
+            config: &self.config,
+            directory: &self.directory,
+            recursion: &self.recursion,
+            tls: self.tls.as_deref(),
+            key: &self.key,
+        }
     }
 }
 
@@ -184,15 +213,4 @@ impl std::ops::Deref for ServerState {
     fn deref(&self) -> &Directory {
         &self.directory
     }
-}
-
-/// Checking identities held elsewhere as `config` says (`root_info`,
-/// `remote_auth_timeout_ms`, `remote_auth_concurrent`, and where the
-/// `[resolver]` table lets walks send); `None` without `root_info`.
-pub fn remote_auth_of(config: &Config) -> Result<Option<RemoteAuth>, String> {
-    let Some(path) = config.root_info.as_deref() else { return Ok(None) };
-    let root = handled_client::sites::load_root_info(path)?;
-    let timeout = std::time::Duration::from_millis(config.auth.remote_auth_timeout_ms.max(1));
-    let upstream = (config.resolver.upstream_policy(), config.resolver.upstream_attempts.max(1));
-    Ok(Some(RemoteAuth::new(root, timeout, config.auth.remote_auth_concurrent, upstream)))
 }

@@ -304,17 +304,17 @@ async fn sighup_reloads_the_resolver_table() {
         std::fs::write(&file, table).unwrap();
     };
     write("allow = [\"127.0.0.0/8\"]");
-    assert_eq!(reload(&w.resolver.state, Some(&file)).unwrap().resolver, Renewal::Kept);
+    assert_eq!(reload(&w.resolver.state.reloadable(), Some(&file)).unwrap().resolver, Renewal::Kept);
     assert_eq!(native(Protocol::Tcp, tcp, "P1/doc").await.1[0], "https://example.org/p1", "now allowed");
     assert_eq!(native(Protocol::Tcp, tcp, "P4/doc").await.0, ResponseCode::ERROR, "its signature fails");
 
     write("allow = [\"127.0.0.0/8\"]\ntrust = \"maybe\"");
-    let refused = reload(&w.resolver.state, Some(&file)).unwrap_err().to_string();
+    let refused = reload(&w.resolver.state.reloadable(), Some(&file)).unwrap_err().to_string();
     assert!(refused.contains("trust"), "{refused}");
     assert_eq!(w.upstream_queries(), 2, "the running resolver is still there");
 
     write("allow = [\"127.0.0.0/8\"]\ntrust = \"off\"");
-    assert_eq!(reload(&w.resolver.state, Some(&file)).unwrap().resolver, Renewal::Renewed);
+    assert_eq!(reload(&w.resolver.state.reloadable(), Some(&file)).unwrap().resolver, Renewal::Renewed);
     assert_eq!(w.upstream_queries(), 0, "a new resolver");
     assert_eq!(native(Protocol::Tcp, tcp, "P4/doc").await.1, ["https://example.org/p4"], "unchecked now");
 }

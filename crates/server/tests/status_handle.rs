@@ -189,11 +189,11 @@ async fn status_handle_admins_are_reloaded() {
         async move { session(s, Protocol::Tcp, Some(who)).await.resolve_all(STATUS).await.err().and_then(|e| e.code()) }
     };
     write("\"300:TEST/OTHER\"");
-    handled_server::reload::reload(&s.state, Some(&file)).unwrap();
+    handled_server::reload::reload(&s.state.reloadable(), Some(&file)).unwrap();
     assert_eq!(code(("TEST/OTHER", "other secret")).await, None, "now listed");
     assert_eq!(code(("TEST/WATCHER", "watcher secret")).await, Some(ResponseCode::INVALID_ADMIN), "no longer listed");
 
     write("\"no handle here\"");
-    assert!(handled_server::reload::reload(&s.state, Some(&file)).is_err());
+    assert!(handled_server::reload::reload(&s.state.reloadable(), Some(&file)).is_err());
     assert_eq!(code(("TEST/OTHER", "other secret")).await, None, "a bad file changes nothing");
 }

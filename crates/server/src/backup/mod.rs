@@ -16,9 +16,8 @@
 //! the administrator who started it (or of a server administrator).
 
 use crate::auth::Identity;
-use crate::state::ServerState;
 use handled_store::backup::{is_state_file_name, BackupEncoder, StoreExport};
-use handled_store::{Backup, StoreError};
+use handled_store::{Backup, Store, StoreError};
 use parking_lot::Mutex;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,10 +85,15 @@ struct Work {
 }
 
 impl Backups {
-    /// Begin a backup of `state`'s store and data directory for `owner`.
-    pub async fn start(&self, state: &ServerState, owner: Identity) -> Result<Started, BackupError> {
+    /// Begin a backup of `store` and the state files in `data_dir` for `owner`.
+    pub async fn start(
+        &self,
+        store: &Arc<dyn Store>,
+        data_dir: &Path,
+        owner: Identity,
+    ) -> Result<Started, BackupError> {
         // The store says why not, and what to use instead.
-        if let Backup::Refused(why) = state.store.capabilities().backup {
+        if let Backup::Refused(why) = store.capabilities().backup {
             return Err(BackupError::Unsupported(why.into()));
         }
         if let Some(r) = &*self.slot.lock() {
@@ -100,7 +104,7 @@ impl Backups {
                 )));
             }
         }
-        let handles = state.store.count().await?;
+        let handles = store.count().await?;
         let manifest = serde_json::json!({
             "format": 1,
             "created": SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
@@ -108,8 +112,8 @@ impl Backups {
             "store": "embedded",
             "handles": handles,
         });
-        let store = state.store.clone();
-        let data_dir = state.config.data_dir.clone();
+        let store = store.clone();
+        let data_dir = data_dir.to_path_buf();
         let man = manifest.clone();
         let work = tokio::task::spawn_blocking(move || -> Result<Work, BackupError> {
             let export = store.export()?;

@@ -18,7 +18,7 @@ use crate::auth::Caller;
 use crate::ops::{self, OpError, Resolve};
 use crate::rest::params::Params;
 use crate::rest::{error_json, error_status, fastjson, Conn, OpKind};
-use crate::state::ServerState;
+use crate::web_context::WebContext;
 use bytes::Bytes;
 use handled_proto::header::ResponseCode;
 use handled_proto::value::{types, HandleValue};
@@ -44,16 +44,48 @@ const FAVICON: &[u8] = include_bytes!("favicon.ico");
 const ROBOTS: &str = "User-agent: *\nCrawl-delay: 1\nRequest-rate: 1/1\n";
 const METHODS: &str = "GET, HEAD, POST, OPTIONS";
 
-/// Answer one proxy request. `body_timeout` bounds reading a POSTed query form.
+/// What the HTTP port's route table (`crate::web::routes`) found a proxy request to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Page {
+    /// OPTIONS: the methods.
+    Options,
+    /// Neither GET, HEAD, POST nor OPTIONS.
+    NotAllowed,
+    Favicon,
+    Robots,
+    /// `/help.html`: a redirect to Handle.Net's page.
+    Help,
+    /// The query form (no handle) or a handle's answer.
+    Handle,
+}
+
+/// The proxy's page for `method` and `path` (its part of the port's route table).
+pub fn page(method: &Method, path: &str) -> Page {
+    match *method {
+        Method::GET | Method::HEAD | Method::POST => {}
+        Method::OPTIONS => return Page::Options,
+        _ => return Page::NotAllowed,
+    }
+    match path {
+        "/favicon.ico" => Page::Favicon,
+        "/robots.txt" => Page::Robots,
+        "/help.html" => Page::Help,
+        _ => Page::Handle,
+    }
+}
+
+/// Answer one proxy request, which the port's route table found to be for
+/// `page`. `body_timeout` bounds reading a POSTed query form.
 /// Cross-origin callers may read every answer (the original's CORS filter).
 pub async fn serve(
-    state: &ServerState,
+    ctx: &WebContext,
     conn: Conn,
     req: Request<Incoming>,
+    page: Page,
     body_timeout: Duration,
 ) -> Response<Full<Bytes>> {
     let cross_origin = req.headers().contains_key(ORIGIN);
-    let mut response = answer_request(state, conn, req, body_timeout).await;
+    let mut response = answer_request(ctx, conn, req, page, body_timeout).await;
     if cross_origin {
         let h = response.headers_mut();
         h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
@@ -63,38 +95,33 @@ pub async fn serve(
 }
 
 async fn answer_request(
-    state: &ServerState,
+    ctx: &WebContext,
     conn: Conn,
     req: Request<Incoming>,
+    page: Page,
     body_timeout: Duration,
 ) -> Response<Full<Bytes>> {
     let now = unix_now();
     let plain = |status, content_type: &'static str, body: Bytes| {
         Answer { status, content_type, body, headers: Vec::new(), expires: None }.into_response(now)
     };
-    match *req.method() {
-        Method::GET | Method::HEAD | Method::POST => {}
-        Method::OPTIONS => {
-            let mut r = plain(StatusCode::OK, "text/plain", Bytes::new());
-            r.headers_mut().insert(ALLOW, HeaderValue::from_static(METHODS));
-            return r;
-        }
-        _ => {
-            let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "text/plain", Bytes::from("Method not allowed\n"));
-            r.headers_mut().insert(ALLOW, HeaderValue::from_static(METHODS));
-            return r;
-        }
-    }
-    match req.uri().path() {
-        "/favicon.ico" => return plain(StatusCode::OK, "image/x-icon", Bytes::from_static(FAVICON)),
-        "/robots.txt" => return plain(StatusCode::OK, "text/plain", Bytes::from_static(ROBOTS.as_bytes())),
-        "/help.html" => {
+    let not_allowed = Bytes::from_static(b"Method not allowed\n");
+    let with_allow = |mut r: Response<Full<Bytes>>| {
+        r.headers_mut().insert(ALLOW, HeaderValue::from_static(METHODS));
+        r
+    };
+    match page {
+        Page::Options => return with_allow(plain(StatusCode::OK, "text/plain", Bytes::new())),
+        Page::NotAllowed => return with_allow(plain(StatusCode::METHOD_NOT_ALLOWED, "text/plain", not_allowed)),
+        Page::Favicon => return plain(StatusCode::OK, "image/x-icon", Bytes::from_static(FAVICON)),
+        Page::Robots => return plain(StatusCode::OK, "text/plain", Bytes::from_static(ROBOTS.as_bytes())),
+        Page::Help => {
             return Answer::redirect(HELP_URL, 302, false, false, None).map_or_else(
                 || plain(StatusCode::INTERNAL_SERVER_ERROR, "text/plain", Bytes::new()),
                 |a| Answer { body: Bytes::new(), ..a }.into_response(now),
             )
         }
-        _ => {}
+        Page::Handle => {}
     }
     let (parts, body) = req.into_parts();
     let form = if parts.method == Method::POST {
@@ -111,7 +138,7 @@ async fn answer_request(
         Answer::page(StatusCode::OK, pages::query_page())
     } else {
         let base = || base_url(&parts.headers, conn.secure);
-        answer(state, &req, base, parts.version == Version::HTTP_10, now).await
+        answer(ctx, &req, base, parts.version == Version::HTTP_10, now).await
     };
     answer.into_response(now)
 }
@@ -130,21 +157,15 @@ fn base_url(headers: &HeaderMap, secure: bool) -> String {
 /// The handle's public values (the whole record: filters apply afterwards, so
 /// aliases and 10320/loc are seen whatever the filter).
 /// A handle homed elsewhere is resolved for `client` when `[resolver]` is on.
-async fn lookup(state: &ServerState, handle: &str, client: std::net::IpAddr) -> Result<Vec<HandleValue>, OpError> {
+async fn lookup(ctx: &WebContext, handle: &str, client: std::net::IpAddr) -> Result<Vec<HandleValue>, OpError> {
     let recurse = Some(crate::ops::Recurse { client, native: false });
     let resolve = Resolve { handle: handle.as_bytes().to_vec(), public_only: true, recurse, ..Resolve::default() };
-    ops::resolve(&state.chain, &Caller::Anonymous, &resolve).await
+    ops::resolve(&ctx.chain, &Caller::Anonymous, &resolve).await
 }
 
 /// `base`: this server's `scheme://host` (only aliases need it).
-async fn answer(
-    state: &ServerState,
-    req: &ProxyRequest,
-    base: impl FnOnce() -> String,
-    http10: bool,
-    now: i64,
-) -> Answer {
-    let mut values = match lookup(state, &req.handle, req.client_ip).await {
+async fn answer(ctx: &WebContext, req: &ProxyRequest, base: impl FnOnce() -> String, http10: bool, now: i64) -> Answer {
+    let mut values = match lookup(ctx, &req.handle, req.client_ip).await {
         Ok(v) => v,
         Err(e) if req.action == Action::Api || req.wants_json => return api_error(&e, &req.handle),
         Err(e) => return failure(&e, &req.handle),
@@ -166,7 +187,7 @@ async fn answer(
         let at = expiry_of(alias, now);
         alias_expiry = Some(alias_expiry.map_or(at, |e| e.min(at)));
         handle = Cow::Owned(String::from_utf8_lossy(&alias.data).trim().to_string());
-        values = match lookup(state, &handle, req.client_ip).await {
+        values = match lookup(ctx, &handle, req.client_ip).await {
             Ok(v) => v,
             Err(e) => return failure(&e, &req.handle),
         };
@@ -183,7 +204,7 @@ async fn answer(
     }
     match req.action {
         Action::ShowValues | Action::Api => {
-            Answer::page(StatusCode::OK, pages::values_page(&handle, &selected, &resolves_for(state, req.client_ip)))
+            Answer::page(StatusCode::OK, pages::values_page(&handle, &selected, &resolves_for(ctx, req.client_ip)))
         }
         Action::ShowUrls => Answer {
             status: StatusCode::OK,
@@ -192,7 +213,7 @@ async fn answer(
             headers: Vec::new(),
             expires: None,
         },
-        Action::Redirect => redirect(req, &handle, &selected, http10, now, &resolves_for(state, req.client_ip)),
+        Action::Redirect => redirect(req, &handle, &selected, http10, now, &resolves_for(ctx, req.client_ip)),
     }
 }
 
@@ -206,9 +227,9 @@ fn filtered<'a>(values: &'a [HandleValue], req: &ProxyRequest) -> Cow<'a, [Handl
 
 /// Whether this proxy's page of handle `h` resolves for `client`: its prefix
 /// is homed here, or the global resolver is on for that client.
-fn resolves_for(state: &ServerState, client: std::net::IpAddr) -> impl Fn(&str) -> bool + '_ {
-    let resolver = state.recursion.current().is_some_and(|offer| offer.allows(client));
-    move |h: &str| resolver || state.is_homed_now(h.as_bytes())
+fn resolves_for(ctx: &WebContext, client: std::net::IpAddr) -> impl Fn(&str) -> bool + '_ {
+    let resolver = ctx.recursion.current().is_some_and(|offer| offer.allows(client));
+    move |h: &str| resolver || ctx.is_homed_now(h.as_bytes())
 }
 
 /// Where the values send the client: 10320/loc's choice, else the first URL;

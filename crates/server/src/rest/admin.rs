@@ -18,7 +18,7 @@ pub(super) async fn prefixes(rest: &Rest, req: &Req, raw: &str) -> Reply {
         Err(reply) => return reply,
     };
     match req.method {
-        Method::GET | Method::HEAD if named.is_empty() => match ops::list_homed_prefixes(&rest.state, &caller).await {
+        Method::GET | Method::HEAD if named.is_empty() => match ops::list_homed_prefixes(&rest.ctx, &caller).await {
             Ok(list) => {
                 let mut o = Map::new();
                 o.insert("responseCode".into(), 1.into());
@@ -51,9 +51,9 @@ pub(super) async fn prefixes(rest: &Rest, req: &Req, raw: &str) -> Reply {
                 return Reply::error(StatusCode::BAD_REQUEST, ResponseCode::INVALID_HANDLE, "Empty prefix invalid");
             }
             let result = if req.method == Method::POST {
-                ops::home_prefix(&rest.state, &caller, &prefix).await
+                ops::home_prefix(&rest.ctx, &caller, &prefix).await
             } else {
-                ops::unhome_prefix(&rest.state, &caller, &prefix).await
+                ops::unhome_prefix(&rest.ctx, &caller, &prefix).await
             };
             match result {
                 Ok(()) => Reply::json(
@@ -72,7 +72,7 @@ pub(super) fn site(rest: &Rest, req: &Req) -> Reply {
     if !matches!(req.method, Method::GET | Method::HEAD | Method::POST) {
         return Reply::method_not_allowed(req, "GET, HEAD, POST, OPTIONS");
     }
-    match SiteInfo::decode_data(&rest.state.native.site_bytes) {
+    match SiteInfo::decode_data(&rest.ctx.native.site_bytes) {
         Ok(site) => Reply::json(StatusCode::OK, json!({ "responseCode": 1, "site": site_to_json(&site) })),
         Err(e) => {
             Reply::error(StatusCode::INTERNAL_SERVER_ERROR, ResponseCode::ERROR, format!("Site record unreadable: {e}"))

@@ -173,7 +173,7 @@ impl Rest {
                 || f.get("id").unwrap_or("-").to_owned(),
                 |(handle, index)| format!("{index}:{}", String::from_utf8_lossy(&handle)),
             );
-            self.state.logs.auth_failed(&identity, Some(peer), &e.message);
+            self.ctx.logs.auth_failed(&identity, Some(peer), &e.message);
         }
         verified
     }
@@ -186,7 +186,7 @@ impl Rest {
         let cnonce = f.b64("cnonce")?.ok_or_else(|| AuthError::failed("missing cnonce"))?;
         let signature = f.b64("signature")?.ok_or_else(|| AuthError::failed("missing signature"))?;
         let signed = [nonce, &cnonce].concat();
-        let state = &self.state;
+        let state = &self.ctx;
         match f.get("type").unwrap_or("HS_SECKEY") {
             t if t.eq_ignore_ascii_case("HS_PUBKEY") => {
                 let alg = f.get("alg").unwrap_or("SHA1");
@@ -208,7 +208,7 @@ impl Rest {
             return None;
         }
         let cnonce = B64.decode(f.get("cnonce")?.trim()).ok()?;
-        let (_, sig) = self.state.key.sign(&[nonce, &cnonce].concat()).ok()?;
+        let (_, sig) = self.ctx.key.sign(&[nonce, &cnonce].concat()).ok()?;
         Some(("SHA256".to_string(), B64.encode(sig)))
     }
 
@@ -278,9 +278,9 @@ impl Rest {
     /// The identity of a client certificate; a wrong one is logged with `peer`.
     async fn certificate(&self, c: &ClientCertificate, peer: std::net::SocketAddr) -> Result<Identity, AuthError> {
         let (handle, index) = parse_identity(c.identity.as_bytes());
-        let verified = verify::certificate_key(&self.state, &handle, index, c).await;
+        let verified = verify::certificate_key(&self.ctx, &handle, index, c).await;
         if let Some(e) = verified.as_ref().err().filter(|e| e.judged_credentials()) {
-            self.state.logs.auth_failed(&c.identity, Some(peer), &e.message);
+            self.ctx.logs.auth_failed(&c.identity, Some(peer), &e.message);
         }
         verified
     }
@@ -294,13 +294,9 @@ impl Rest {
             .ok_or_else(|| AuthError::failed("Basic credentials need user:password"))?;
         let user = percent_decode(&String::from_utf8_lossy(&raw[..colon]), false);
         let (handle, index) = parse_identity(&user);
-        let verified = verify::secret(&self.state, &handle, index, &raw[colon + 1..]).await;
+        let verified = verify::secret(&self.ctx, &handle, index, &raw[colon + 1..]).await;
         if let Some(e) = verified.as_ref().err().filter(|e| e.judged_credentials()) {
-            self.state.logs.auth_failed(
-                &format!("{index}:{}", String::from_utf8_lossy(&handle)),
-                Some(peer),
-                &e.message,
-            );
+            self.ctx.logs.auth_failed(&format!("{index}:{}", String::from_utf8_lossy(&handle)), Some(peer), &e.message);
         }
         verified.map_err(|mut e| {
             if let Some(hint) = unencoded_identity_hint(&user, &raw[colon + 1..]) {

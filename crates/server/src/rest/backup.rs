@@ -28,23 +28,17 @@ use super::Reply;
 /// The header that carries a backup's id on pulls and cancels.
 pub const BACKUP_ID_HEADER: &str = "x-backup-id";
 
-/// The part after `/api/backup` if `path` is under it.
-pub(super) fn under(path: &str) -> Option<&str> {
-    let rest = path.strip_prefix("/api/backup")?;
-    (rest.is_empty() || rest.starts_with('/')).then(|| rest.trim_start_matches('/'))
+/// `/api/backup/{id}`: the form of earlier releases put the id into every
+/// access log; refused without looking the id up.
+pub(super) fn id_in_url() -> Reply {
+    Reply::error(
+        StatusCode::BAD_REQUEST,
+        ResponseCode::ERROR,
+        "a backup's id goes in the X-Backup-Id header of GET or DELETE /api/backup, never in the URL",
+    )
 }
 
-pub(super) async fn route(rest: &Rest, req: &Req, tail: &str) -> Response<Body> {
-    if !tail.is_empty() {
-        // The form of earlier releases, `/api/backup/{id}`, put the id into
-        // every access log: refused without looking the id up.
-        let reply = Reply::error(
-            StatusCode::BAD_REQUEST,
-            ResponseCode::ERROR,
-            "a backup's id goes in the X-Backup-Id header of GET or DELETE /api/backup, never in the URL",
-        );
-        return render(req, reply);
-    }
+pub(super) async fn route(rest: &Rest, req: &Req) -> Response<Body> {
     let reply = match req.method {
         Method::POST => start(rest, req).await,
         Method::GET | Method::DELETE => match owner_or_admin(rest, req).await {
@@ -79,7 +73,7 @@ async fn start(rest: &Rest, req: &Req) -> Reply {
         Ok(identity) => identity,
         Err(reply) => return reply,
     };
-    match is_server_admin(&rest.state, &identity).await {
+    match is_server_admin(&rest.ctx, &identity).await {
         Ok(true) => {}
         Ok(false) => {
             return Reply::error(
@@ -94,7 +88,7 @@ async fn start(rest: &Rest, req: &Req) -> Reply {
         }
         Err(e) => return failed(&BackupError::Store(e)),
     }
-    match rest.backups.start(&rest.state, identity).await {
+    match rest.backups.start(&rest.ctx.store, &rest.ctx.data_dir, identity).await {
         Ok(s) => Reply::json(
             StatusCode::OK,
             json!({ "responseCode": 1, "id": s.id, "manifest": s.manifest, "chunkBytes": crate::backup::CHUNK_BYTES }),
@@ -117,10 +111,10 @@ async fn owner_or_admin(rest: &Rest, req: &Req) -> Result<String, Reply> {
     if rest.backups.owner(id).is_some_and(|owner| identity.matches(&owner.handle, owner.index)) {
         return Ok(id.to_owned());
     }
-    match is_server_admin(&rest.state, &identity).await {
+    match is_server_admin(&rest.ctx, &identity).await {
         Ok(true) => Ok(id.to_owned()),
         Ok(false) => {
-            rest.state.logs.auth_failed(
+            rest.ctx.logs.auth_failed(
                 &identity.display(),
                 Some(req.conn.peer),
                 "backup pull or cancel by an identity that neither started it nor is a server administrator",

@@ -20,7 +20,7 @@ pub(super) async fn route(rest: &Rest, req: &Req, raw_handle: &str, bare: bool) 
         Method::GET | Method::HEAD | Method::POST => OpCode::RESOLUTION,
         _ => OpCode::MODIFY_VALUE,
     };
-    rest.state.metrics.handle_requests.classify(op);
+    rest.ctx.metrics.handle_requests.classify(op);
     match req.method {
         Method::GET | Method::HEAD => get(rest, req, &req.params, &handle, bare).await,
         Method::POST => {
@@ -81,7 +81,7 @@ async fn get(rest: &Rest, req: &Req, params: &Params, handle: &[u8], bare: bool)
         do_not_refer: params.flag("doNotRefer"),
         recurse: Some(ops::Recurse { client: req.conn.peer.ip(), native: false }),
     };
-    match ops::resolve(&rest.state.chain, &caller, &resolve).await {
+    match ops::resolve(&rest.ctx.chain, &caller, &resolve).await {
         Ok(values) => {
             Reply { raw: Some(super::fastjson::resolution_body(handle, &values)), ..Reply::empty(StatusCode::OK) }
         }
@@ -107,7 +107,7 @@ async fn list(rest: &Rest, req: &Req, params: &Params, prefix: &str) -> Reply {
     } else {
         format!("0.NA/{prefix}")
     };
-    match ops::list_handles(&rest.state, &caller, prefix_handle.as_bytes()).await {
+    match ops::list_handles(&rest.ctx, &caller, prefix_handle.as_bytes()).await {
         Ok(handles) => {
             let mut o = Map::new();
             o.insert("responseCode".into(), 1.into());
@@ -191,7 +191,7 @@ async fn put(rest: &Rest, req: &Req, handle: &[u8]) -> Reply {
                 return Reply::bad_request("The index parameters do not match the indexes of the values");
             }
         }
-        return match ops::add_values(&rest.state, &caller, handle, &values, overwrite).await {
+        return match ops::add_values(&rest.ctx, &caller, handle, &values, overwrite).await {
             Ok(replaced) => done(if replaced { StatusCode::OK } else { StatusCode::CREATED }, handle),
             Err(e) => rest.op_error(req, &e, Some(handle), OpKind::Other),
         };
@@ -202,7 +202,7 @@ async fn put(rest: &Rest, req: &Req, handle: &[u8]) -> Reply {
         overwrite,
         mint: req.params.strict_flag("mintNewSuffix", false),
     };
-    match ops::create_handle(&rest.state, &caller, create).await {
+    match ops::create_handle(&rest.ctx, &caller, create).await {
         Ok(c) => done(if c.overwritten { StatusCode::OK } else { StatusCode::CREATED }, &c.handle),
         Err(e) => rest.op_error(req, &e, Some(handle), OpKind::Other),
     }
@@ -215,11 +215,11 @@ async fn delete(rest: &Rest, req: &Req, handle: &[u8]) -> Reply {
     };
     let result = if req.params.has("index") {
         match req.params.ints("index") {
-            Ok(indexes) => ops::remove_values(&rest.state, &caller, handle, &indexes).await,
+            Ok(indexes) => ops::remove_values(&rest.ctx, &caller, handle, &indexes).await,
             Err(m) => return Reply::bad_request(m),
         }
     } else {
-        ops::delete_handle(&rest.state, &caller, handle).await
+        ops::delete_handle(&rest.ctx, &caller, handle).await
     };
     match result {
         Ok(()) => done(StatusCode::OK, handle),

@@ -151,7 +151,7 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
     let (driver_type, driver) = terms[driver_at].clone();
     // A store that searches its own rows by value (SQL) compares the bytes
     // as they are: it gets the term as asked; our own index is lower case.
-    let by_value = !rest.state.store.capabilities().documents;
+    let by_value = !rest.ctx.store.capabilities().documents;
     let start = match by_value {
         true => literal_start(asked[driver_at].1.as_bytes()).to_vec(),
         false => literal_start(&driver).to_vec(),
@@ -170,7 +170,7 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
         }
     }
 
-    let store = &rest.state.store;
+    let store = &rest.ctx.store;
     let mut seen = HashSet::new();
     let mut found: Vec<(Vec<u8>, HandleRecord)> = Vec::new();
     let mut matched = 0usize;
@@ -295,7 +295,7 @@ mod tests {
         let booted = crate::bootstrap::bootstrap(config, store).await.unwrap();
         let bodies =
             crate::http_body::BodyReader::new(Duration::from_secs(1), crate::http_body::BodyBudget::new(1 << 20));
-        (Rest::new(booted.state, bodies), dir)
+        (Rest::new(booted.state.web.clone(), bodies), dir)
     }
 
     async fn answer(rest: &Rest, query: &str) -> (StatusCode, Value) {
@@ -344,7 +344,7 @@ mod tests {
         let (rest, _dir) = rest_over(0, |_| {}).await;
         let values = vec![HandleValue::new(1, "URL", "https://example.org/doc1")];
         let record = HandleRecord::named(values, b"TEST/doc1", b"TEST/DOC1");
-        rest.state.store.put_many(vec![(b"TEST/DOC1".to_vec(), record)]).await.unwrap();
+        rest.ctx.store.put_many(vec![(b"TEST/DOC1".to_vec(), record)]).await.unwrap();
         let (status, body) = answer(&rest, "URL=https://example.org/doc1").await;
         assert_eq!((status, body), (StatusCode::OK, serde_json::json!(["TEST/doc1"])));
         let (_, body) = answer(&rest, "URL=https://example.org/doc*&retrieverecords=true").await;

@@ -19,7 +19,7 @@ mod sessions;
 
 use crate::http_body::BodyReader;
 use crate::ops::{OpError, UpstreamFailure};
-use crate::state::ServerState;
+use crate::web_context::WebContext;
 use bytes::Bytes;
 use handled_proto::header::ResponseCode;
 use http_body_util::Full;
@@ -28,7 +28,6 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use params::Params;
 use serde_json::{json, Map, Value};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,19 +41,12 @@ const CORS_ALLOW_METHODS: &str = "GET, POST, HEAD, PUT, DELETE";
 const CORS_EXPOSE: &str = "Location, WWW-Authenticate, Server-Timing, Keep-Alive";
 const JSON: &str = "application/json;charset=UTF-8";
 
-/// The connection a request came on.
-#[derive(Debug, Clone)]
-pub struct Conn {
-    /// Over TLS: the only transport on which credentials count (unless configured).
-    pub secure: bool,
-    pub peer: SocketAddr,
-    /// The TLS client certificate's claim, when the client sent one.
-    pub client_cert: Option<std::sync::Arc<crate::client_cert::ClientCertificate>>,
-}
+/// The connection a request came on (the HTTP transport's).
+pub use crate::transport::http::Conn;
 
 /// The REST layer's own state: HTTP sessions and the OpenAPI document.
 pub struct Rest {
-    pub(crate) state: Arc<ServerState>,
+    pub(crate) ctx: Arc<WebContext>,
     pub(crate) sessions: http_sessions::HttpSessions,
     openapi: Bytes,
     /// Request bodies: time limit (slow senders are cut off) and shared budget.
@@ -138,9 +130,33 @@ impl Reply {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Endpoint {
-    Handles,
+/// Where the HTTP port's route table (`crate::web::routes`) sends a request
+/// under `/api` or `/hrls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiRoute {
+    /// `/api/backup`.
+    Backup,
+    /// `/api/backup/{id}`: refused (the id goes in a header).
+    BackupIdInUrl,
+    /// A method the API does not know (501).
+    UnknownMethod,
+    /// No such endpoint (404).
+    NotFound,
+    /// OPTIONS: the endpoint's methods.
+    Options(&'static str),
+    /// A method the endpoint does not take (405 with these in `Allow`).
+    NotAllowed(&'static str),
+    /// An endpoint; what follows `base` bytes of the path (slashes trimmed) is its argument.
+    Call { endpoint: Endpoint, base: usize },
+}
+
+/// The JSON API's endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `bare`: the path is `/api/handles` itself.
+    Handles {
+        bare: bool,
+    },
     Prefixes,
     Site,
     Verifications,
@@ -220,26 +236,27 @@ fn scrub_callback(cb: &str) -> String {
 }
 
 impl Rest {
-    pub fn new(state: Arc<ServerState>, bodies: BodyReader) -> Rest {
-        let ttl = Duration::from_secs(state.config.auth.max_session_secs.max(1));
+    pub fn new(ctx: Arc<WebContext>, bodies: BodyReader) -> Rest {
+        let ttl = Duration::from_secs(ctx.max_session_secs.max(1));
         // What sessions learn is shared through the store only when nodes share one.
-        let learned: Arc<dyn handled_store::Store> = if state.store.capabilities().shared {
-            state.store.clone()
+        let learned: Arc<dyn handled_store::Store> = if ctx.store.capabilities().shared {
+            ctx.store.clone()
         } else {
             Arc::new(handled_store::MemoryStore::new())
         };
-        let sessions = http_sessions::HttpSessions::new(state.key.pkcs8(), ttl, learned);
-        let search = hrls::SearchLimits::from_config(&state.config.reverse_lookup);
-        Rest { sessions, openapi: openapi::document(), state, bodies, search, backups: Default::default() }
+        let sessions = http_sessions::HttpSessions::new(ctx.key.pkcs8(), ttl, learned);
+        let search = hrls::SearchLimits::from_config(&ctx.reverse_lookup);
+        Rest { sessions, openapi: openapi::document(), ctx, bodies, search, backups: Default::default() }
     }
 
     /// Does this request's connection let credentials count (§4.6)?
     pub(crate) fn credentials_count(&self, req: &Req) -> bool {
-        req.conn.secure || self.state.live().allow_plain_http_admin
+        req.conn.secure || self.ctx.live().allow_plain_http_admin
     }
 
-    /// Answer one `/api/...` or `/hrls/...` request.
-    pub async fn handle(&self, conn: Conn, req: Request<Incoming>) -> Response<Body> {
+    /// Answer one `/api/...` or `/hrls/...` request, which the port's route
+    /// table sent to `route`.
+    pub async fn handle(&self, conn: Conn, req: Request<Incoming>, route: ApiRoute) -> Response<Body> {
         let (parts, body) = req.into_parts();
         // Reading a body costs a timer; GETs normally have none.
         let body = if body.is_end_stream() {
@@ -265,63 +282,35 @@ impl Rest {
                 req.params = Params::from_json_object(&o);
             }
         }
-        if let Some(id) = backup::under(&req.path) {
-            return backup::route(self, &req, id).await;
-        }
-        let reply = self.route(&req).await;
-        render(&req, reply)
-    }
-
-    async fn route(&self, req: &Req) -> Reply {
-        let known = [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE, Method::OPTIONS];
-        if !known.contains(&req.method) {
-            return Reply::error(
+        let reply = match route {
+            ApiRoute::Backup => return backup::route(self, &req).await,
+            ApiRoute::BackupIdInUrl => backup::id_in_url(),
+            ApiRoute::UnknownMethod => Reply::error(
                 StatusCode::NOT_IMPLEMENTED,
                 ResponseCode::PROTOCOL_ERROR,
                 format!("Unknown method {}", req.method),
-            );
-        }
-        let path = req.path.as_str();
-        let under = |base: &str| path == base || path.strip_prefix(base).is_some_and(|r| r.starts_with('/'));
-        let rest_of = |base: &str| path[base.len()..].trim_start_matches('/').to_string();
-        // Each endpoint and the methods it takes (OPTIONS answers them; others get 405).
-        let (endpoint, allow) = if path == "/api/handles" || path == "/api/handles/" {
-            (Endpoint::Handles, "GET, HEAD, POST, OPTIONS")
-        } else if under("/api/handles") {
-            (Endpoint::Handles, "GET, HEAD, POST, PUT, DELETE, OPTIONS")
-        } else if path == "/api/prefixes" || path == "/api/prefixes/" {
-            (Endpoint::Prefixes, "GET, HEAD, POST, DELETE, OPTIONS")
-        } else if under("/api/prefixes") {
-            (Endpoint::Prefixes, "POST, DELETE, OPTIONS")
-        } else if path == "/api/site" {
-            (Endpoint::Site, "GET, HEAD, POST, OPTIONS")
-        } else if under("/api/verifications") {
-            (Endpoint::Verifications, "GET, HEAD, POST, OPTIONS")
-        } else if path == "/api/sessions" || path == "/api/sessions/" {
-            (Endpoint::Sessions, "POST, OPTIONS")
-        } else if under("/api/sessions") {
-            (Endpoint::Sessions, "GET, HEAD, PUT, POST, DELETE, OPTIONS")
-        } else if path == "/api/openapi.json" {
-            (Endpoint::OpenApi, "GET, HEAD, OPTIONS")
-        } else if under("/hrls/handles") {
-            (Endpoint::Search, "GET, HEAD, OPTIONS")
-        } else {
-            return Reply::not_found(req);
+            ),
+            ApiRoute::NotFound => Reply::not_found(&req),
+            ApiRoute::Options(allow) => {
+                Reply::empty(StatusCode::OK).header(hyper::header::ALLOW, HeaderValue::from_static(allow))
+            }
+            ApiRoute::NotAllowed(allow) => Reply::method_not_allowed(&req, allow),
+            ApiRoute::Call { endpoint, base } => self.call(&req, endpoint, base).await,
         };
-        if req.method == Method::OPTIONS {
-            return Reply::empty(StatusCode::OK).header(hyper::header::ALLOW, HeaderValue::from_static(allow));
-        }
-        if !allow.split(", ").any(|m| m == req.method.as_str()) {
-            return Reply::method_not_allowed(req, allow);
-        }
+        render(&req, reply)
+    }
+
+    /// Run an endpoint; its argument is what follows the first `base` bytes of the path.
+    async fn call(&self, req: &Req, endpoint: Endpoint, base: usize) -> Reply {
+        let tail = || req.path[base..].trim_start_matches('/').to_string();
         match endpoint {
-            Endpoint::Handles => handles::route(self, req, &rest_of("/api/handles"), path == "/api/handles").await,
-            Endpoint::Prefixes => admin::prefixes(self, req, &rest_of("/api/prefixes")).await,
+            Endpoint::Handles { bare } => handles::route(self, req, &tail(), bare).await,
+            Endpoint::Prefixes => admin::prefixes(self, req, &tail()).await,
             Endpoint::Site => admin::site(self, req),
-            Endpoint::Verifications => admin::verification(self, req, &rest_of("/api/verifications")).await,
-            Endpoint::Sessions => sessions::route(self, req, &rest_of("/api/sessions")).await,
+            Endpoint::Verifications => admin::verification(self, req, &tail()).await,
+            Endpoint::Sessions => sessions::route(self, req, &tail()).await,
             Endpoint::OpenApi => openapi::reply(&self.openapi),
-            Endpoint::Search => hrls::search(self, req, &rest_of("/hrls/handles")).await,
+            Endpoint::Search => hrls::search(self, req, &tail()).await,
         }
     }
 

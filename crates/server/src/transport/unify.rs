@@ -6,11 +6,9 @@
 //! (tracing target `access`) with the same figure.
 
 use super::accept::Acceptor;
-use super::http::{route, HttpShared};
+use super::http::{Conn, HttpPort, WebHandler};
 use crate::client_cert::ClientCertificate;
 use crate::lifecycle::Stop;
-use crate::rest::Conn;
-use crate::state::ServerState;
 use crate::tls::{sniff, TLS_HANDSHAKE};
 use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue, CONNECTION};
@@ -32,21 +30,21 @@ pub fn accepted_connections() -> u64 {
 }
 
 /// Accept connections on the HTTP port until dropped; connections run under `stop`.
-pub async fn serve_port(state: Arc<ServerState>, mut listener: Acceptor, stop: Stop) {
-    let shared = Arc::new(HttpShared::new(state.clone(), listener.limits().bodies.clone()));
+pub async fn serve_port<H: WebHandler>(port: HttpPort<H>, mut listener: Acceptor, stop: Stop) {
+    let shared = Arc::new(port);
     loop {
         let (stream, peer, slot) = listener.next().await;
         let _ = stream.set_nodelay(true);
         let (shared, draining) = (shared.clone(), stop.clone());
         stop.spawn(async move {
-            let _open = (slot, shared.web.state.metrics.connection("http"));
+            let _open = (slot, shared.handler.opened());
             serve(shared, stream, peer, &draining).await;
         });
     }
 }
 
 /// Serve one accepted connection until it closes.
-pub async fn serve(shared: Arc<HttpShared>, stream: TcpStream, peer: SocketAddr, stop: &Stop) {
+pub async fn serve<H: WebHandler>(shared: Arc<HttpPort<H>>, stream: TcpStream, peer: SocketAddr, stop: &Stop) {
     ACCEPTED.fetch_add(1, Ordering::Relaxed);
     let Some(first) = sniff(&stream, shared.keep_alive).await else { return };
     if first == TLS_HANDSHAKE {
@@ -88,8 +86,9 @@ fn keep_alive_value(timeout_secs: u64, left: u64) -> Option<HeaderValue> {
     HeaderValue::from_bytes(&value.concat()).ok()
 }
 
-async fn http1<I>(shared: Arc<HttpShared>, io: I, conn: Conn, stop: &Stop)
+async fn http1<H, I>(shared: Arc<HttpPort<H>>, io: I, conn: Conn, stop: &Stop)
 where
+    H: WebHandler,
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let served = Arc::new(AtomicU64::new(0));
@@ -104,9 +103,9 @@ where
             let secure = conn.secure;
             let started = Instant::now();
             let keep = wants_keep_alive(&req);
-            let log = shared.web.state.logs.wants_access_line();
+            let log = shared.handler.wants_access_line();
             let line = log.then(|| (req.method().clone(), req.uri().clone(), req.version()));
-            let mut response = route(&shared, conn, req).await;
+            let mut response = shared.handler.respond(conn, req).await;
             let headers = response.headers_mut();
             if keep {
                 if n >= max {

@@ -1,76 +1,117 @@
-//! The HTTP port's application: the operations endpoints, the JSON API and
-//! reverse lookup ([`crate::rest`], `/api/...`, `/hrls/...`), the admin console,
-//! and every other path to the web handle proxy ([`crate::proxy`]) unless
-//! `enable_proxy` is off. Connections, TLS, keep-alive and the native tunnel
-//! are the transport's ([`crate::transport`]), which hands other requests here.
+//! The HTTP port's application: one route table ([`routes`]) sends each
+//! request to the native tunnel ([`tunnel`]), the operations endpoints, the
+//! JSON API and reverse lookup ([`crate::rest`], `/api/...`, `/hrls/...`), the
+//! admin console, or the web handle proxy ([`crate::proxy`], every other path
+//! unless `enable_proxy` is off). Connections, TLS and keep-alive are the
+//! transport's ([`crate::transport::unify`]), which hands every request here
+//! through [`WebHandler`].
 
 mod operations;
+pub mod routes;
+pub mod tunnel;
 
-use crate::http_body::BodyReader;
-use crate::rest::{Conn, Rest};
-use crate::state::ServerState;
+use crate::http_body::{BodyBudget, BodyReader};
+use crate::metrics::ConnectionGuard;
+use crate::rest::Rest;
+use crate::transport::http::{Conn, HttpPort, WebHandler};
+use crate::web_context::WebContext;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE, LOCATION};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Request, Response, StatusCode};
+use routes::Route;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+pub use tunnel::Tunnel;
 
-/// What the HTTP port serves besides the native tunnel.
-pub struct Web {
-    pub state: Arc<ServerState>,
+/// What the HTTP port serves; `T` takes the tunnelled native messages.
+pub struct Web<T> {
+    ctx: Arc<WebContext>,
     rest: Rest,
+    native: T,
+    /// Request bodies (tunnel, JSON API): time limit and shared budget.
+    bodies: BodyReader,
     /// The connection's idle limit, which the proxy's pages advertise.
     keep_alive: Duration,
 }
 
-impl Web {
-    pub fn new(state: Arc<ServerState>, bodies: BodyReader, keep_alive: Duration) -> Web {
-        Web { rest: Rest::new(state.clone(), bodies), state, keep_alive }
+/// The HTTP port: its settings from `ctx`, request bodies charged to `budget`
+/// (the listener's), tunnelled messages to `native`.
+pub fn port<T: Tunnel>(ctx: Arc<WebContext>, budget: Arc<BodyBudget>, native: T) -> HttpPort<Web<T>> {
+    let keep_alive = Duration::from_secs(ctx.transport.http_keep_alive_secs.max(1));
+    let tls = ctx.tls.as_ref().map(|slot| slot.acceptor(ctx.transport.https_client_certificates));
+    let bodies = BodyReader::new(keep_alive, budget);
+    HttpPort {
+        max_requests: ctx.transport.http_max_requests,
+        handler: Web { rest: Rest::new(ctx.clone(), bodies.clone()), ctx, native, bodies, keep_alive },
+        tls,
+        keep_alive,
+    }
+}
+
+impl<T: Tunnel> WebHandler for Web<T> {
+    type Open = ConnectionGuard;
+
+    fn respond(
+        &self,
+        conn: Conn,
+        req: Request<Incoming>,
+    ) -> impl std::future::Future<Output = Response<Full<Bytes>>> + Send {
+        self.route(conn, req)
     }
 
-    /// Answer one request.
+    fn wants_access_line(&self) -> bool {
+        self.ctx.logs.wants_access_line()
+    }
+
+    fn opened(&self) -> ConnectionGuard {
+        self.ctx.metrics.connection("http")
+    }
+}
+
+impl<T: Tunnel> Web<T> {
+    /// Answer one request: routed once, by [`routes::route`].
     pub async fn route(&self, conn: Conn, req: Request<Incoming>) -> Response<Full<Bytes>> {
-        let state = &*self.state;
-        // Operations endpoints answer even when the server is saturated.
-        if req.method() == Method::GET {
-            if let Some(response) = operations::answer(state, req.uri().path()).await {
-                return response;
-            }
-        }
+        let ctx = &*self.ctx;
+        let enable_proxy = ctx.transport.enable_proxy;
+        let route = routes::route(req.method(), req.uri().path(), req.headers(), enable_proxy);
+        let Some(service) = route.service(enable_proxy) else {
+            // Every service's future is boxed: held inline, the largest of them sets
+            // the size of each request's future, which hyper moves (memcpy) twice per
+            // request: 24% of a JSON GET's user-space instructions (callgrind).
+            return match route {
+                // Admission happens per native message, like on the other transports.
+                Route::Tunnel => Box::pin(tunnel::tunnel(&self.native, req, &self.bodies, conn.peer)).await,
+                Route::Ready => Box::pin(operations::readiness(ctx)).await,
+                Route::Metrics => operations::metrics(ctx).await,
+                _ => operations::health(),
+            };
+        };
+        // Operations endpoints answer even when the server is saturated; the rest waits its turn.
         let started = Instant::now();
-        let path = req.uri().path();
-        let under = |base: &str| path == base || path.strip_prefix(base).is_some_and(|r| r.starts_with('/'));
-        let api = under("/api") || under("/hrls");
-        let service = if !api && state.config.transport.enable_proxy { "proxy" } else { "api" };
-        let _permit = match state.admission.admit().await {
+        let _permit = match ctx.admission.admit().await {
             Ok(p) => p,
             Err(why) => {
                 let mut r =
                     json_error(StatusCode::SERVICE_UNAVAILABLE, 3, &format!("Server too busy ({})", why.as_str()));
-                r.headers_mut().insert("retry-after", HeaderValue::from(state.admission.retry_after_secs()));
-                state.metrics.observe_http(service, 503, started.elapsed());
+                r.headers_mut().insert("retry-after", HeaderValue::from(ctx.admission.retry_after_secs()));
+                ctx.metrics.observe_http(service, 503, started.elapsed());
                 return r;
             }
         };
-        // Every service's future is boxed: held inline, the largest of them sets
-        // the size of each request's future, which hyper moves (memcpy) twice per
-        // request: 24% of a JSON GET's user-space instructions (callgrind).
-        let response = if api {
-            Box::pin(self.rest.handle(conn, req)).await
-        } else if crate::console::is_console_path(path) {
-            crate::console::serve(&req, conn.secure, state.live().allow_plain_http_admin)
-        } else if state.config.transport.enable_proxy {
-            Box::pin(crate::proxy::serve(state, conn, req, self.keep_alive)).await
-        } else if req.method() == Method::GET && path.len() > 1 && path[1..].contains('/') {
+        let response = match route {
+            Route::Api(api) => Box::pin(self.rest.handle(conn, req, api)).await,
+            Route::Console => crate::console::serve(&req, conn.secure, ctx.live().allow_plain_http_admin),
+            Route::Proxy(page) => Box::pin(crate::proxy::serve(ctx, conn, req, page, self.keep_alive)).await,
             // Like Handle.Net without its HTML proxy: /PREFIX/SUFFIX → the JSON API.
-            redirect(&format!("/api/handles{path}"))
-        } else {
-            let message = format!("Unknown HTTP API endpoint {} {}", req.method(), req.uri().path());
-            json_error(StatusCode::NOT_FOUND, 4, &message)
+            Route::ToApi => redirect(&format!("/api/handles{}", req.uri().path())),
+            _ => {
+                let message = format!("Unknown HTTP API endpoint {} {}", req.method(), req.uri().path());
+                json_error(StatusCode::NOT_FOUND, 4, &message)
+            }
         };
-        state.metrics.observe_http(service, response.status().as_u16(), started.elapsed());
+        ctx.metrics.observe_http(service, response.status().as_u16(), started.elapsed());
         response
     }
 }
