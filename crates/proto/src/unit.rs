@@ -83,7 +83,7 @@ impl<B: AsRef<[u8]>> Unit<B> {
             Err(e) => Framing::BadLength(e),
             Ok(len) if len != message.len() => Framing::WrongLength,
             Ok(_) if envelope.encrypted => Framing::Encrypted,
-            Ok(_) => match locate(message, leading_header) {
+            Ok(_) => match locate(message) {
                 Ok(located) => Framing::Message(located),
                 Err(e) => Framing::Invalid(e),
             },
@@ -154,35 +154,15 @@ impl<B: AsRef<[u8]>> Unit<B> {
 }
 
 /// [`crate::message::parse_message`]'s reading of a message, as bounds.
-fn locate(message: &[u8], header: Option<Header>) -> Result<Located, DecodeError> {
-    // A header decodes from any 24 bytes: there are fewer.
-    let Some(header) = header else {
-        return Err(DecodeError::Truncated { what: "message header", needed: HEADER_LEN - message.len() });
-    };
-    let mut r = Reader::new(message);
-    r.take(HEADER_LEN, "message header")?;
-    let body_len = header.body_length as usize;
-    if body_len > r.remaining() {
-        return Err(DecodeError::Truncated { what: "message body", needed: body_len - r.remaining() });
-    }
-    let body = r.take(body_len, "message body")?;
-    let credential = if r.is_empty() {
-        None
-    } else {
-        let cred = r.bytes("credential")?;
-        r.expect_end("credential")?;
-        if cred.is_empty() {
-            None
-        } else {
-            Some(Credential::from_bytes(cred)?)
-        }
-    };
-    let handle = acts_on_a_handle(header.op_code).then(|| Reader::new(body).bytes("handle").ok()).flatten().map(|h| {
-        // Offsets in the unit: the body starts after envelope and header.
-        let start = ENVELOPE_LEN + HEADER_LEN + 4;
-        (start, start + h.len())
-    });
-    Ok(Located { header_and_body_end: HEADER_LEN + body_len, credential, handle })
+fn locate(message: &[u8]) -> Result<Located, DecodeError> {
+    let view = crate::message::parse_message(message)?;
+    let handle =
+        acts_on_a_handle(view.header.op_code).then(|| Reader::new(view.body).bytes("handle").ok()).flatten().map(|h| {
+            // Offsets in the unit: the body starts after envelope and header.
+            let start = ENVELOPE_LEN + HEADER_LEN + 4;
+            (start, start + h.len())
+        });
+    Ok(Located { header_and_body_end: view.header_and_body.len(), credential: view.credential, handle })
 }
 
 #[cfg(test)]

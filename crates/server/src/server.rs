@@ -226,7 +226,11 @@ impl Booted {
             listeners.push(stop.spawn_until_draining(registry_port::serve(host, settings, registry, stop.clone())));
         }
         let http = acceptor(b.http, "http", http_refusal);
-        let port = crate::web::port(state.web.clone(), http.limits().bodies.clone(), NativeTunnel(state.native_service.clone()));
+        let port = crate::web::port(
+            state.web.clone(),
+            http.limits().bodies.clone(),
+            NativeTunnel(state.native_service.clone()),
+        );
         listeners.push(stop.spawn_until_draining(transport::unify::serve_port(port, http, stop.clone())));
         stop.spawn_until_draining(state.native.clone().sweep_expired());
         stop.spawn_until_draining(crate::memory::trim_every(std::time::Duration::from_secs(
