@@ -28,6 +28,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub mod backup;
+mod cas;
 #[cfg(feature = "cassandra")]
 pub mod cassandra;
 pub mod change_dates;
