@@ -55,11 +55,13 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapErro
     let store = handled_store::open_store(&store_config).await?;
     // Reverse lookup (/hrls): every handle write through it also maintains the
     // value index, which is kept in documents.
-    Ok(if store.capabilities().documents { crate::reverse_index::IndexedStore::wrap(store) } else { store })
+    Ok(if store.capabilities().documents { crate::reverse_index::ValueIndex::keep(store) } else { store })
 }
 
 pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstrapped, BootstrapError> {
     config.validate().map_err(|e| BootstrapError::Invalid(e.to_string()))?;
+    // One layer that tells observers (the record cache) of every write, whoever holds the store.
+    let store = handled_store::Observed::ensure(store);
     let key = load_or_create_key(&config, &*store).await?;
     let hs_pubkey = key.hs_pubkey();
 
@@ -133,9 +135,9 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
         }
     }
 
-    let uncached = store.clone();
+    let for_cluster = store.clone();
     let state = Arc::new(ServerState::new(config, store, key, site_bytes, serial, homed, published_site));
-    join_cluster(&state, uncached).await?;
+    join_cluster(&state, for_cluster).await?;
     Ok(Bootstrapped { state, new_credentials })
 }
 

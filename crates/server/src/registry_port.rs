@@ -73,7 +73,7 @@ impl handled_registry::Host for Lent {
 /// (connections run under `stop`); returns early only if the registry cannot
 /// open its records.
 pub async fn serve(state: Arc<ServerState>, settings: Settings, mut listener: Acceptor, stop: Stop) {
-    let registry = match Registry::open(state.store.clone(), settings).await {
+    let registry = match Registry::open(state.documents(), settings).await {
         Ok(r) => Arc::new(r),
         Err(e) => {
             tracing::error!("domain registry cannot start: {e}");

@@ -1,5 +1,6 @@
 use super::*;
 use handled_proto::value::HandleValue;
+use handled_store::{DocWrite, DocumentStore, Expect};
 use handled_store::{IndexEntry, MemoryStore};
 
 fn record(n: u64) -> HandleRecord {

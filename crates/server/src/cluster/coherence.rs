@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 
 use super::channel::{self, ChannelStats, Peers};
 use super::lease::{now_ms, Leases, Member, Renewal};
-use crate::cache::{CachingStore, Change, Coherence, CoherenceStats};
+use crate::cache::{Change, Coherence, CoherenceStats, RecordCache};
 
 /// Timings (config keys `cluster_*`).
 #[derive(Debug, Clone, Copy)]
@@ -45,7 +45,7 @@ pub struct Cluster {
     leases: Leases,
     peers: Peers,
     timings: Timings,
-    cache: Weak<CachingStore>,
+    cache: Weak<RecordCache>,
     /// Serve from the cache only in `[serve_from, serve_until − margin)` (wall ms).
     serve_from: AtomicU64,
     serve_until: AtomicU64,
@@ -67,7 +67,7 @@ impl Cluster {
     /// tasks are dropped with the runtime.
     pub async fn start(
         store: Arc<dyn Store>,
-        cache: &Arc<CachingStore>,
+        cache: &Arc<RecordCache>,
         listen: SocketAddr,
         site_secret: &[u8],
         timings: Timings,

@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use handled_proto::value::HandleValue;
-use handled_store::{
-    DocExpect, Document, DocumentStore, Expect, HandleRecord, IndexEntry, IndexMatch, MemoryStore, RecordStore, Store,
-};
+use handled_store::{DocExpect, Document, Expect, HandleRecord, IndexEntry, IndexMatch, MemoryStore, Store};
 
 use super::coherence::{Cluster, Timings};
 use crate::cache::{CachingStore, Coherence};
@@ -23,14 +21,15 @@ fn timings() -> Timings {
 }
 
 struct Node {
-    cache: Arc<CachingStore>,
+    cache: CachingStore,
     cluster: Arc<Cluster>,
 }
 
 async fn node(store: &Arc<dyn Store>) -> Node {
-    let cache = Arc::new(CachingStore::new(store.clone(), 1 << 20));
-    let cluster =
-        Cluster::start(store.clone(), &cache, "127.0.0.1:0".parse().unwrap(), b"site key", timings()).await.unwrap();
+    let cache = CachingStore::new(store.clone(), 1 << 20);
+    let cluster = Cluster::start(store.clone(), &cache.cache, "127.0.0.1:0".parse().unwrap(), b"site key", timings())
+        .await
+        .unwrap();
     Node { cache, cluster }
 }
 

@@ -35,7 +35,7 @@ pub async fn list_handles(state: &Directory, caller: &Caller, prefix: &[u8]) -> 
         after = page.last().cloned();
         for key in page {
             // The spelling the handle was created with, kept in its record.
-            let name = match state.store.get(&key).await? {
+            let name = match state.record(&key).await? {
                 Some(record) => record.name_or(&key).to_vec(),
                 None => continue, // deleted meanwhile
             };

@@ -190,6 +190,10 @@ macro_rules! forward_store {
                 use $crate::StoreAdmin as _;
                 self.$field.export()
             }
+            fn hooks(&self) -> Option<&$crate::Hooks> {
+                use $crate::StoreAdmin as _;
+                self.$field.hooks()
+            }
         }
     };
 }

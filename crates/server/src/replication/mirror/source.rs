@@ -130,7 +130,7 @@ pub(crate) async fn local_values(
     h: &[u8],
 ) -> Result<Option<Vec<handled_proto::value::HandleValue>>, String> {
     let key = handle::normalize(&handle::canonical(h), state.config.case_sensitive);
-    Ok(state.store.get(&key).await.map_err(|e| e.to_string())?.map(|r| r.values))
+    Ok(state.record(&key).await.map_err(|e| e.to_string())?.map(|r| r.values))
 }
 
 /// The HS_SITE value `index:handle`, resolved at `replication_resolver` or in

@@ -67,7 +67,7 @@ async fn send_handles(
                 continue;
             }
             // Gone since the scan read its key: nothing to send.
-            let Some(record) = state.store.get(&key).await.map_err(io::Error::other)? else { continue };
+            let Some(record) = state.record(&key).await.map_err(io::Error::other)? else { continue };
             sink.send(&DumpStreamItem::Handle { handle: key, values: record.values }).await?;
         }
         after = Some(last);

@@ -136,7 +136,7 @@ async fn record_of(state: &ReplicationContext, layout: &MirrorLayout, e: KeptEnt
         return Ok(None);
     }
     let values = if action.carries_values() {
-        let current = state.store.get(&state.storage_key(&e.handle)).await.map_err(io::Error::other)?;
+        let current = state.record(&state.storage_key(&e.handle)).await.map_err(io::Error::other)?;
         Some(current.map(|r| r.values).unwrap_or_default())
     } else {
         None
