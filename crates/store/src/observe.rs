@@ -13,9 +13,8 @@
 //! so that whoever holds the store as `Arc<dyn Store>` can add one.
 
 use crate::{
-    backup::StoreExport, Capabilities, DocExpect, DocOutcome, DocWrite, Document, DocumentStore, Expect, HandleRecord,
-    IndexHit, IndexMatch, RecordStore, ReplicatedChange, ReplicatedWrite, Store, StoreAdmin, StoreError, StoreStats,
-    SwapOutcome, TxnEntry, TxnLogBounds, TxnLogStore, Warming,
+    DocExpect, DocOutcome, DocWrite, Document, Expect, HandleRecord, ReplicatedChange, ReplicatedWrite, Store,
+    StoreError, SwapOutcome,
 };
 use parking_lot::RwLock;
 use std::sync::Arc;
@@ -112,17 +111,18 @@ fn collections(docs: &[DocWrite]) -> Vec<String> {
     out
 }
 
-/// A store whose writes go through its [`Hooks`].
+/// A store whose writes go through its [`Hooks`]: reads pass to the inner
+/// store, writes to [`Hooked`], which calls contributors and observers.
 pub struct Observed {
     inner: Arc<dyn Store>,
-    hooks: Hooks,
+    hooked: Hooked,
 }
 
 impl Observed {
     /// A layer with hooks of its own over `inner` (each node of a test
     /// sharing one store has its own).
     pub fn new(inner: Arc<dyn Store>) -> Observed {
-        Observed { inner, hooks: Hooks::default() }
+        Observed { inner: inner.clone(), hooked: Hooked { inner, hooks: Hooks::default() } }
     }
 
     /// `store` itself when it already has hooks, else `store` under a layer that has.
@@ -134,10 +134,20 @@ impl Observed {
     }
 }
 
-#[async_trait::async_trait]
-impl RecordStore for Observed {
-    async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
-        self.inner.get(key).await
+crate::forward_store!(RecordStore for Observed => inner, writes hooked);
+crate::forward_store!(DocumentStore for Observed => inner, writes hooked);
+crate::forward_store!(TxnLogStore for Observed => inner, writes hooked);
+crate::forward_store!(StoreAdmin for Observed => inner, writes hooked);
+
+/// The writes of an [`Observed`] store, with its hooks.
+pub struct Hooked {
+    inner: Arc<dyn Store>,
+    hooks: Hooks,
+}
+
+impl Hooked {
+    fn hooks(&self) -> Option<&Hooks> {
+        Some(&self.hooks)
     }
 
     async fn swap_with_docs(
@@ -157,25 +167,6 @@ impl RecordStore for Observed {
         Hooks::tell(Some(observers), &change, outcome).await
     }
 
-    async fn scan_keys(
-        &self,
-        prefix: &[u8],
-        start_after: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.scan_keys(prefix, start_after, limit).await
-    }
-
-    async fn find_by_value(
-        &self,
-        value_type: &[u8],
-        data: IndexMatch<'_>,
-        start_after: Option<&IndexHit>,
-        limit: usize,
-    ) -> Result<Vec<IndexHit>, StoreError> {
-        self.inner.find_by_value(value_type, data, start_after, limit).await
-    }
-
     async fn put_many_with_docs(
         &self,
         records: Vec<(Vec<u8>, HandleRecord)>,
@@ -192,37 +183,14 @@ impl RecordStore for Observed {
         Hooks::tell(Some(observers), &change, outcome).await
     }
 
-    async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.meta_get(key).await
-    }
-
     async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
         let outcome = self.inner.meta_put(key, value).await;
         Hooks::tell(self.hooks.observers(), &Committed::Meta, outcome).await
     }
 
-    async fn meta_scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        self.inner.meta_scan(prefix).await
-    }
-
-    async fn count(&self) -> Result<u64, StoreError> {
-        self.inner.count().await
-    }
-
     async fn home(&self, prefix_handle: &[u8], homed: bool) -> Result<(), StoreError> {
         let outcome = self.inner.home(prefix_handle, homed).await;
         Hooks::tell(self.hooks.observers(), &Committed::Meta, outcome).await
-    }
-
-    async fn homed_prefixes(&self) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.homed_prefixes().await
-    }
-}
-
-#[async_trait::async_trait]
-impl DocumentStore for Observed {
-    async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
-        self.inner.doc_get(collection, id).await
     }
 
     async fn doc_swap(
@@ -241,46 +209,6 @@ impl DocumentStore for Observed {
             o.committed(&change).await?;
         }
         outcome
-    }
-
-    async fn doc_lookup(
-        &self,
-        collection: &str,
-        index: &str,
-        key: IndexMatch<'_>,
-        start_after: Option<&IndexHit>,
-        limit: usize,
-    ) -> Result<Vec<IndexHit>, StoreError> {
-        self.inner.doc_lookup(collection, index, key, start_after, limit).await
-    }
-
-    async fn doc_scan(
-        &self,
-        collection: &str,
-        prefix: &[u8],
-        start_after: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
-        self.inner.doc_scan(collection, prefix, start_after, limit).await
-    }
-}
-
-#[async_trait::async_trait]
-impl TxnLogStore for Observed {
-    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
-        self.inner.txn_log_read(after, limit).await
-    }
-
-    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
-        self.inner.txn_log_bounds().await
-    }
-
-    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError> {
-        self.inner.txn_log_prune(before_ms).await
-    }
-
-    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.inner.txn_log_subscribe()
     }
 
     /// Replicated handles get their documents like local writes, in the same commit.
@@ -309,44 +237,5 @@ impl TxnLogStore for Observed {
         let outcome = self.inner.apply_replicated_with_docs(changes, progress, docs).await;
         let change = Committed::Handles { keys: &keys, doc_collections: &doc_collections, meta };
         Hooks::tell(Some(observers), &change, outcome).await
-    }
-
-    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
-        self.inner.txn_log_reset(id).await
-    }
-}
-
-#[async_trait::async_trait]
-impl StoreAdmin for Observed {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-
-    fn writable(&self) -> Result<(), StoreError> {
-        self.inner.writable()
-    }
-
-    fn warming(&self) -> Option<Warming> {
-        self.inner.warming()
-    }
-
-    async fn checkpoint(&self) -> Result<(), StoreError> {
-        self.inner.checkpoint().await
-    }
-
-    fn close(&self) {
-        self.inner.close()
-    }
-
-    fn export(&self) -> Result<Box<dyn StoreExport>, StoreError> {
-        self.inner.export()
-    }
-
-    fn hooks(&self) -> Option<&Hooks> {
-        Some(&self.hooks)
     }
 }

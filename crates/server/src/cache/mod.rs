@@ -208,46 +208,6 @@ impl RecordCache {
             _ => Err(StoreError::Corrupt("cache: not a handle entry".into())),
         }
     }
-
-    /// A document, from the cache or read from `store`.
-    pub async fn doc_get(
-        &self,
-        store: &dyn DocumentStore,
-        collection: &str,
-        id: &[u8],
-    ) -> Result<Option<Document>, StoreError> {
-        if !cached_collection(collection) {
-            return store.doc_get(collection, id).await;
-        }
-        let read = async { Ok(Entry::Doc(store.doc_get(collection, id).await?)) };
-        match self.read_through(keys::doc_key(collection, id), read).await? {
-            Entry::Doc(doc) => Ok(doc),
-            _ => Err(StoreError::Corrupt("cache: not a document entry".into())),
-        }
-    }
-
-    /// An index lookup: first pages of exact matches from the cache (a
-    /// prefix match depends on every value of the index, later pages are
-    /// rare), the others read from `store`.
-    pub async fn doc_lookup(
-        &self,
-        store: &dyn DocumentStore,
-        c: &str,
-        index: &str,
-        key: IndexMatch<'_>,
-        after: Option<&IndexHit>,
-        limit: usize,
-    ) -> Result<Vec<IndexHit>, StoreError> {
-        let (IndexMatch::Exact(value), None, true) = (key, after, cached_collection(c)) else {
-            return store.doc_lookup(c, index, key, after, limit).await;
-        };
-        let read = async { Ok(Entry::Lookup { limit, hits: store.doc_lookup(c, index, key, None, limit).await? }) };
-        match self.read_through(keys::lookup_key(c, index, value), read).await? {
-            Entry::Lookup { limit: cached, hits } if cached == limit => Ok(hits),
-            // Cached for another page size: ask the store.
-            _ => store.doc_lookup(c, index, key, None, limit).await,
-        }
-    }
 }
 
 /// What a committed write changed, in cache keys.
@@ -300,7 +260,14 @@ pub struct CachedDocuments {
 #[async_trait]
 impl DocumentStore for CachedDocuments {
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
-        self.cache.doc_get(&*self.store, collection, id).await
+        if !cached_collection(collection) {
+            return self.store.doc_get(collection, id).await;
+        }
+        let read = async { Ok(Entry::Doc(self.store.doc_get(collection, id).await?)) };
+        match self.cache.read_through(keys::doc_key(collection, id), read).await? {
+            Entry::Doc(doc) => Ok(doc),
+            _ => Err(StoreError::Corrupt("cache: not a document entry".into())),
+        }
     }
 
     async fn doc_swap(
@@ -313,6 +280,9 @@ impl DocumentStore for CachedDocuments {
         self.store.doc_swap(c, id, expect, new).await
     }
 
+    /// First pages of exact matches from the cache (a prefix match depends
+    /// on every value of the index, later pages are rare), the others read
+    /// from the store.
     async fn doc_lookup(
         &self,
         c: &str,
@@ -321,7 +291,16 @@ impl DocumentStore for CachedDocuments {
         after: Option<&IndexHit>,
         limit: usize,
     ) -> Result<Vec<IndexHit>, StoreError> {
-        self.cache.doc_lookup(&*self.store, c, index, key, after, limit).await
+        let (IndexMatch::Exact(value), None, true) = (key, after, cached_collection(c)) else {
+            return self.store.doc_lookup(c, index, key, after, limit).await;
+        };
+        let read =
+            async { Ok(Entry::Lookup { limit, hits: self.store.doc_lookup(c, index, key, None, limit).await? }) };
+        match self.cache.read_through(keys::lookup_key(c, index, value), read).await? {
+            Entry::Lookup { limit: cached, hits } if cached == limit => Ok(hits),
+            // Cached for another page size: ask the store.
+            _ => self.store.doc_lookup(c, index, key, None, limit).await,
+        }
     }
 
     async fn doc_scan(
@@ -336,11 +315,14 @@ impl DocumentStore for CachedDocuments {
 }
 
 /// For tests: a store (a layer of its own over `inner`) and a cache observing
-/// it, read as the directory reads; derefs to the store for writes.
+/// it, read as the directory reads (documents through `docs`); derefs to the
+/// store for writes.
 #[cfg(test)]
 pub struct CachingStore {
     pub store: Arc<dyn Store>,
     pub cache: Arc<RecordCache>,
+    /// The documents, read through the cache.
+    pub docs: CachedDocuments,
 }
 
 #[cfg(test)]
@@ -348,26 +330,12 @@ impl CachingStore {
     pub fn new(inner: Arc<dyn Store>, capacity_bytes: u64) -> Self {
         let cache = Arc::new(RecordCache::new(capacity_bytes));
         let store = cache.observe(Arc::new(Observed::new(inner)));
-        CachingStore { store, cache }
+        let docs = CachedDocuments { store: store.clone(), cache: cache.clone() };
+        CachingStore { store, cache, docs }
     }
 
     pub async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
         self.cache.get(&*self.store, key).await
-    }
-
-    pub async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
-        self.cache.doc_get(&*self.store, collection, id).await
-    }
-
-    pub async fn doc_lookup(
-        &self,
-        c: &str,
-        index: &str,
-        key: IndexMatch<'_>,
-        after: Option<&IndexHit>,
-        limit: usize,
-    ) -> Result<Vec<IndexHit>, StoreError> {
-        self.cache.doc_lookup(&*self.store, c, index, key, after, limit).await
     }
 
     pub fn cache_stats(&self) -> CacheStats {

@@ -137,12 +137,12 @@ fn doc(body: &str, users: &[&str]) -> Document {
 }
 
 async fn ids(store: &CachingStore, user: &str) -> Vec<Vec<u8>> {
-    let hits = store.doc_lookup("reg", "user", IndexMatch::Exact(user.as_bytes()), None, 10).await.unwrap();
+    let hits = store.docs.doc_lookup("reg", "user", IndexMatch::Exact(user.as_bytes()), None, 10).await.unwrap();
     hits.into_iter().map(|h| h.id).collect()
 }
 
 async fn body(store: &CachingStore, id: &[u8]) -> Option<String> {
-    store.doc_get("reg", id).await.unwrap().map(|d| String::from_utf8(d.body).unwrap())
+    store.docs.doc_get("reg", id).await.unwrap().map(|d| String::from_utf8(d.body).unwrap())
 }
 
 /// Every kind of document write drops the document and the lookups of the
@@ -160,7 +160,7 @@ async fn every_doc_write_kind_invalidates_the_doc_and_its_old_and_new_lookups() 
     assert_eq!(ids(&store, "a").await, vec![b"x".to_vec()]);
     assert_eq!(body(&store, b"x").await.as_deref(), Some("1"));
     // Conditional update moving the entry from a to b.
-    let current = store.doc_get("reg", b"x").await.unwrap().unwrap();
+    let current = store.docs.doc_get("reg", b"x").await.unwrap().unwrap();
     store.doc_swap("reg", b"x", DocExpect::Present(current), Some(doc("2", &["b"]))).await.unwrap();
     assert_eq!(ids(&store, "a").await, none, "old value's lookup dropped");
     assert_eq!(ids(&store, "b").await, vec![b"x".to_vec()], "new value's lookup dropped");
@@ -195,12 +195,12 @@ async fn ride_along_documents_and_uncached_collections() {
     assert!(ids(&store, "a").await.is_empty());
     for coll in keys::UNCACHED_COLLECTIONS {
         store.doc_swap(coll, b"k", DocExpect::Any, Some(doc("1", &["a"]))).await.unwrap();
-        store.doc_get(coll, b"k").await.unwrap();
+        store.docs.doc_get(coll, b"k").await.unwrap();
     }
     let entries = store.cache_stats().entries;
     for coll in keys::UNCACHED_COLLECTIONS {
-        store.doc_get(coll, b"k").await.unwrap();
-        store.doc_lookup(coll, "user", IndexMatch::Exact(b"a"), None, 10).await.unwrap();
+        store.docs.doc_get(coll, b"k").await.unwrap();
+        store.docs.doc_lookup(coll, "user", IndexMatch::Exact(b"a"), None, 10).await.unwrap();
     }
     assert_eq!(store.cache_stats().entries, entries, "nothing of them is cached");
 }

@@ -253,14 +253,14 @@ impl Peers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use handled_store::{IndexMatch, MemoryStore};
+    use handled_store::{DocumentStore, IndexMatch, MemoryStore};
 
     /// A frame under another key is refused: the connection closes, nothing
     /// is dropped and no ack comes back; the right key drops and acks.
     #[tokio::test]
     async fn a_frame_with_a_bad_hmac_is_refused_and_drops_nothing() {
         let cache = crate::cache::CachingStore::new(Arc::new(MemoryStore::new()), 1 << 20);
-        cache.doc_lookup("reg", "user", IndexMatch::Exact(b"a"), None, 10).await.unwrap();
+        cache.docs.doc_lookup("reg", "user", IndexMatch::Exact(b"a"), None, 10).await.unwrap();
         assert_eq!(cache.cache_stats().entries, 1);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
