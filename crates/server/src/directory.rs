@@ -11,13 +11,13 @@ use crate::cache::{CachedDocuments, RecordCache};
 use crate::live::Live;
 use crate::replication_status::mirror::MirrorStatus;
 use handled_proto::handle;
-use handled_store::{DocumentStore, HandleRecord, Store, StoreError};
+use handled_store::{DocumentStore, HandleRecord, RecordStore, Store, StoreError, TxnLogStore};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
 /// The prefix handles homed at run time (HOME_NA), as the store keeps them.
-pub async fn stored_homed(store: &dyn Store) -> Result<HashSet<Vec<u8>>, handled_store::StoreError> {
+pub async fn stored_homed(store: &dyn RecordStore) -> Result<HashSet<Vec<u8>>, handled_store::StoreError> {
     Ok(store.homed_prefixes().await?.into_iter().collect())
 }
 
@@ -95,6 +95,16 @@ impl Directory {
             Some(cache) => cache.get(&*self.store, key).await,
             None => self.store.get(key).await,
         }
+    }
+
+    /// The record seam: handles, metadata, homing (what operations use).
+    pub fn records(&self) -> &dyn RecordStore {
+        &*self.store
+    }
+
+    /// The transaction log and replicated writes (what replication uses).
+    pub fn txn_log(&self) -> &dyn TxnLogStore {
+        &*self.store
     }
 
     /// The store's documents, read through the cache when it is on (the domain registry's).

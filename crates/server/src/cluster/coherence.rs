@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use handled_store::{Store, StoreError};
+use handled_store::{DocumentStore, StoreError};
 use parking_lot::Mutex;
 
 use super::channel::{self, ChannelStats, Peers};
@@ -66,7 +66,7 @@ impl Cluster {
     /// a lease in `store` (the store under the cache). Runs until the returned
     /// tasks are dropped with the runtime.
     pub async fn start(
-        store: Arc<dyn Store>,
+        store: Arc<dyn DocumentStore>,
         cache: &Arc<RecordCache>,
         listen: SocketAddr,
         site_secret: &[u8],

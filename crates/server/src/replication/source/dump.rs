@@ -60,7 +60,7 @@ async fn send_handles(
     sink: &mut Sink<'_>,
 ) -> io::Result<()> {
     loop {
-        let keys = state.store.scan_keys(b"", after.as_deref(), PAGE).await.map_err(io::Error::other)?;
+        let keys = state.records().scan_keys(b"", after.as_deref(), PAGE).await.map_err(io::Error::other)?;
         let Some(last) = keys.last().cloned() else { return Ok(()) };
         for key in keys {
             if !layout::wants(&req.layout, &key) {
