@@ -60,8 +60,6 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapErro
 
 pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstrapped, BootstrapError> {
     config.validate().map_err(|e| BootstrapError::Invalid(e.to_string()))?;
-    // One layer that tells observers (the record cache) of every write, whoever holds the store.
-    let store = handled_store::Observed::ensure(store);
     let key = load_or_create_key(&config, &*store).await?;
     let hs_pubkey = key.hs_pubkey();
 

@@ -102,6 +102,9 @@ impl ServerState {
         // A cluster node without a cache of its own still announces its writes through one.
         let cache = (config.storage.record_cache_mb > 0 || config.cluster.listen.is_some())
             .then(|| Arc::new(RecordCache::new((config.storage.record_cache_mb as u64) << 20)));
+        // The cache observes every write through the store from here on (the
+        // writes before it went around an empty cache). Without it, no layer:
+        // reads go straight to the store.
         let store = match &cache {
             Some(c) => c.observe(store),
             None => store,
