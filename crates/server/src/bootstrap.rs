@@ -94,7 +94,7 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     let site = build_site(&config, hs_pubkey, serial, primary);
     let site_bytes = site.to_bytes();
 
-    let mut homed: HashSet<Vec<u8>> = crate::state::stored_homed(&*store).await?;
+    let mut homed: HashSet<Vec<u8>> = store.homed_prefixes().await?.into_iter().collect();
 
     let mut new_credentials = Vec::new();
     // The HS_SITE value this server wrote with its key, which its HTTPS

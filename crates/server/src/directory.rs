@@ -16,11 +16,6 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
-/// The prefix handles homed at run time (HOME_NA), as the store keeps them.
-pub async fn stored_homed(store: &dyn RecordStore) -> Result<HashSet<Vec<u8>>, handled_store::StoreError> {
-    Ok(store.homed_prefixes().await?.into_iter().collect())
-}
-
 /// Is `h` under one of `homed` (normalized prefix handles `0.NA/X`)? A prefix
 /// handle also counts when a prefix it derives from is homed.
 pub fn homed_in(homed: &HashSet<Vec<u8>>, h: &[u8]) -> bool {
@@ -176,9 +171,9 @@ impl Directory {
     /// Re-read the homed prefixes from the shared store (nothing on a single node).
     pub async fn reload_homed(&self) {
         let Some(reloaded) = &self.homed_reloaded else { return };
-        match stored_homed(&*self.store).await {
-            Ok(set) => {
-                *self.homed.write().unwrap_or_else(|e| e.into_inner()) = set;
+        match self.store.homed_prefixes().await {
+            Ok(homed) => {
+                *self.homed.write().unwrap_or_else(|e| e.into_inner()) = homed.into_iter().collect();
                 *reloaded.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
             }
             Err(e) => tracing::warn!("homed prefixes not reloaded: {e}"),

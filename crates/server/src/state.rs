@@ -9,7 +9,7 @@ use crate::auth::remote::RemoteAuth;
 use crate::auth::work::AuthWork;
 use crate::cache::RecordCache;
 use crate::config::Config;
-pub use crate::directory::{homed_in, stored_homed, Directory, HOMED_RELOAD};
+pub use crate::directory::{homed_in, Directory, HOMED_RELOAD};
 use crate::keys::RsaSigner;
 use crate::live::Live;
 use crate::logging::Logs;

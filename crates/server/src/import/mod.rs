@@ -10,7 +10,7 @@
 //! (with `strict`) stops the import before anything is stored.
 
 use crate::config::Config;
-use crate::state::{homed_in, stored_homed};
+use crate::state::homed_in;
 use handled_proto::handle;
 use handled_proto::json::value_from_json;
 use handled_store::{HandleRecord, RecordStore, StoreError};
@@ -120,7 +120,7 @@ impl ImportOptions {
     /// Options for `config`'s server: the prefixes it homes (configured, or
     /// homed at run time and kept in the store).
     pub async fn for_server(config: &Config, store: &dyn RecordStore) -> Result<ImportOptions, StoreError> {
-        let mut homed = stored_homed(store).await?;
+        let mut homed: std::collections::HashSet<Vec<u8>> = store.homed_prefixes().await?.into_iter().collect();
         homed.extend(config.prefixes.iter().map(|p| handle::normalize(format!("0.NA/{p}").as_bytes(), false)));
         Ok(ImportOptions { case_sensitive: config.case_sensitive, homed, ..ImportOptions::default() })
     }

@@ -198,7 +198,7 @@ async fn sweep(state: &ReplicationContext, d: &DumpProgress) -> Result<(), Mirro
         after = Some(last);
     }
     let mut batch = Batch::default();
-    for prefix in crate::directory::stored_homed(&*state.store).await? {
+    for prefix in state.records().homed_prefixes().await? {
         let unhome = homing(0, 0, &prefix, false);
         if !marks::seen(state, Kind::Prefix, &prefix).await? && admitted(state, &unhome) {
             batch.push(unhome);
