@@ -239,3 +239,79 @@ impl Hooked {
         Hooks::tell(Some(observers), &change, outcome).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryStore;
+    use handled_proto::value::HandleValue;
+    use parking_lot::Mutex;
+
+    /// Writes, for each handle, a document of its value count.
+    struct Counts;
+
+    impl DocContributor for Counts {
+        fn contribute(&self, key: &[u8], record: Option<&HandleRecord>, out: &mut Vec<DocWrite>) {
+            let doc = record.map(|r| Document::new(r.values.len().to_string().into_bytes(), Vec::new()));
+            out.push(DocWrite { collection: "counts".into(), id: key.to_vec(), doc });
+        }
+    }
+
+    /// Records what it is told; fails when asked to.
+    #[derive(Default)]
+    struct Told {
+        seen: Mutex<Vec<String>>,
+        fail: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl CommitObserver for Told {
+        async fn committed(&self, change: &Committed<'_>) -> Result<(), StoreError> {
+            self.seen.lock().push(match change {
+                Committed::Handles { keys, doc_collections, meta } => {
+                    format!("handles {keys:?} {doc_collections:?} {meta}")
+                }
+                Committed::Meta => "meta".into(),
+                Committed::Document { collection, outcome, .. } => format!("doc {collection} {}", outcome.is_ok()),
+            });
+            if self.fail.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(StoreError::Backend("peer not told".into()));
+            }
+            Ok(())
+        }
+    }
+
+    fn record(n: usize) -> HandleRecord {
+        HandleRecord::new((1..=n as i32).map(|i| HandleValue::new(i, "URL", "x")).collect())
+    }
+
+    #[tokio::test]
+    async fn contributors_ride_along_and_observers_are_told() {
+        let store = Observed::ensure(Arc::new(MemoryStore::new()));
+        assert!(Arc::ptr_eq(&store, &Observed::ensure(store.clone())), "one layer, not two");
+        let hooks = store.hooks().unwrap();
+        hooks.contribute(Arc::new(Counts));
+        let told = Arc::new(Told::default());
+        hooks.observe(told.clone());
+        store.swap(b"T/1", Expect::Absent, Some(record(2))).await.unwrap();
+        assert_eq!(store.doc_get("counts", b"T/1").await.unwrap().unwrap().body, b"2");
+        store.put_many(vec![(b"T/2".to_vec(), record(3))]).await.unwrap();
+        assert_eq!(store.doc_get("counts", b"T/2").await.unwrap().unwrap().body, b"3");
+        store.home(b"0.NA/T", true).await.unwrap();
+        store.doc_swap("reg", b"x", DocExpect::Absent, Some(Document::new(b"1".to_vec(), Vec::new()))).await.unwrap();
+        assert_eq!(
+            *told.seen.lock(),
+            [
+                r#"handles [[84, 47, 49]] ["counts"] false"#,
+                r#"handles [[84, 47, 50]] ["counts"] false"#,
+                "meta",
+                "doc reg true",
+            ]
+        );
+        // An observer that cannot do its part fails the write's answer (the write itself is done).
+        told.fail.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(store.swap(b"T/1", Expect::Any, None).await.is_err());
+        assert_eq!(store.get(b"T/1").await.unwrap(), None);
+        assert_eq!(store.doc_get("counts", b"T/1").await.unwrap(), None, "the contributor's delete rode along");
+    }
+}
