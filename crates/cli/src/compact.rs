@@ -7,7 +7,6 @@
 use crate::stopped::StoppedServer;
 use anyhow::{bail, Context};
 use clap::Args;
-use handled_server::config::StoreKind;
 use handled_store::{EmbeddedOptions, EmbeddedStore, StoreAdmin, STORE_FILE_NAME};
 use std::process::ExitCode;
 
@@ -19,7 +18,7 @@ pub struct CompactArgs {
 
 pub async fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
     let config = args.server.config()?;
-    if config.storage.store != StoreKind::Embedded {
+    if !config.storage.store.compactable() {
         bail!(
             "compact is for the embedded store; this configuration's store is {:?} (use the database's own tools)",
             config.storage.store

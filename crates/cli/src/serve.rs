@@ -186,7 +186,7 @@ fn store_override(file_store: Option<StoreKind>, ephemeral_flag: bool, c: &Confi
         "{flag} overrides the configuration's store = \"{}\": serving from the {} store{}",
         name(file_store),
         name(running),
-        if running == StoreKind::Memory { " (nothing is kept)" } else { "" }
+        if running.keeps_data() { "" } else { " (nothing is kept)" }
     ))
 }
 

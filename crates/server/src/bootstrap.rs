@@ -55,7 +55,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, BootstrapErro
     let store = handled_store::open_store(&store_config).await?;
     // Reverse lookup (/hrls): every handle write through it also maintains the
     // value index, which is kept in documents.
-    Ok(if store.capabilities().documents { crate::reverse_index::IndexedStore::wrap(store) } else { store })
+    Ok(if store.capabilities().documents { crate::reverse_index::ValueIndex::keep(store) } else { store })
 }
 
 pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstrapped, BootstrapError> {
@@ -94,7 +94,7 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
     let site = build_site(&config, hs_pubkey, serial, primary);
     let site_bytes = site.to_bytes();
 
-    let mut homed: HashSet<Vec<u8>> = crate::state::stored_homed(&*store).await?;
+    let mut homed: HashSet<Vec<u8>> = store.homed_prefixes().await?.into_iter().collect();
 
     let mut new_credentials = Vec::new();
     // The HS_SITE value this server wrote with its key, which its HTTPS
@@ -133,9 +133,9 @@ pub async fn bootstrap(config: Config, store: Arc<dyn Store>) -> Result<Bootstra
         }
     }
 
-    let uncached = store.clone();
+    let for_cluster = store.clone();
     let state = Arc::new(ServerState::new(config, store, key, site_bytes, serial, homed, published_site));
-    join_cluster(&state, uncached).await?;
+    join_cluster(&state, for_cluster).await?;
     Ok(Bootstrapped { state, new_credentials })
 }
 

@@ -7,19 +7,15 @@
 
 use crate::auth::remote::RemoteAuth;
 use crate::auth::work::AuthWork;
+use crate::cache::{CachedDocuments, RecordCache};
 use crate::config::Config;
 use crate::live::Live;
 use crate::replication_status::mirror::MirrorStatus;
 use handled_proto::handle;
-use handled_store::Store;
+use handled_store::{DocumentStore, HandleRecord, RecordStore, Store, StoreError, TxnLogStore};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
-
-/// The prefix handles homed at run time (HOME_NA), as the store keeps them.
-pub async fn stored_homed(store: &dyn Store) -> Result<HashSet<Vec<u8>>, handled_store::StoreError> {
-    Ok(store.homed_prefixes().await?.into_iter().collect())
-}
 
 /// Is `h` under one of `homed` (normalized prefix handles `0.NA/X`)? A prefix
 /// handle also counts when a prefix it derives from is homed.
@@ -39,8 +35,11 @@ pub fn homed_in(homed: &HashSet<Vec<u8>>, h: &[u8]) -> bool {
 pub const HOMED_RELOAD: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub struct Directory {
-    /// Handles, metadata and documents (through the record cache when it is on).
+    /// Handles, metadata and documents; the record cache, when on, observes its writes.
     pub store: Arc<dyn Store>,
+    /// The record cache: reads of records ([`Directory::record`]) and of the
+    /// documents handed out by [`Directory::documents`] go through it.
+    pub cache: Option<Arc<RecordCache>>,
     /// Compare handle suffixes case-sensitively (§7.3).
     case_sensitive: bool,
     /// Normalized prefix handles (`0.NA/TEST`) this server is responsible for.
@@ -60,9 +59,12 @@ pub struct Directory {
 }
 
 impl Directory {
-    /// `homed` as stored; `shared`: other nodes may home and unhome through the store.
+    /// `homed` as stored; `shared`: other nodes may home and unhome through the
+    /// store; `cache`: the record cache, already observing `store`'s writes.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Arc<dyn Store>,
+        cache: Option<Arc<RecordCache>>,
         case_sensitive: bool,
         homed: HashSet<Vec<u8>>,
         shared: bool,
@@ -72,6 +74,7 @@ impl Directory {
     ) -> Directory {
         Directory {
             store,
+            cache,
             case_sensitive,
             homed: RwLock::new(homed),
             homed_reloaded: shared.then(|| Mutex::new(Instant::now())),
@@ -79,6 +82,32 @@ impl Directory {
             remote_auth: RwLock::new(remote_auth.map(Arc::new)),
             auth_work,
             mirror: OnceLock::new(),
+        }
+    }
+
+    /// The record stored under `key` (a storage key), through the cache when it is on.
+    pub async fn record(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
+        match &self.cache {
+            Some(cache) => cache.get(&*self.store, key).await,
+            None => self.store.get(key).await,
+        }
+    }
+
+    /// The record seam: handles, metadata, homing (what operations use).
+    pub fn records(&self) -> &dyn RecordStore {
+        &*self.store
+    }
+
+    /// The transaction log and replicated writes (what replication uses).
+    pub fn txn_log(&self) -> &dyn TxnLogStore {
+        &*self.store
+    }
+
+    /// The store's documents, read through the cache when it is on (the domain registry's).
+    pub fn documents(&self) -> Arc<dyn DocumentStore> {
+        match &self.cache {
+            Some(cache) => Arc::new(CachedDocuments { store: self.store.clone(), cache: cache.clone() }),
+            None => self.store.clone(),
         }
     }
 
@@ -143,9 +172,9 @@ impl Directory {
     /// Re-read the homed prefixes from the shared store (nothing on a single node).
     pub async fn reload_homed(&self) {
         let Some(reloaded) = &self.homed_reloaded else { return };
-        match stored_homed(&*self.store).await {
-            Ok(set) => {
-                *self.homed.write().unwrap_or_else(|e| e.into_inner()) = set;
+        match self.store.homed_prefixes().await {
+            Ok(homed) => {
+                *self.homed.write().unwrap_or_else(|e| e.into_inner()) = homed.into_iter().collect();
                 *reloaded.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
             }
             Err(e) => tracing::warn!("homed prefixes not reloaded: {e}"),

@@ -48,7 +48,8 @@ pub fn settings(c: &Config) -> Result<Settings, String> {
 /// keeps its records in, admission control and metrics (shared with every
 /// other service).
 pub struct RegistryHost {
-    pub store: Arc<dyn handled_store::Store>,
+    /// The document seam, through the record cache when it is on.
+    pub documents: Arc<dyn handled_store::DocumentStore>,
     pub admission: Admission,
     pub metrics: Arc<Metrics>,
 }
@@ -84,8 +85,8 @@ impl handled_registry::Host for Lent {
 /// (connections run under `stop`); returns early only if the registry cannot
 /// open its records.
 pub async fn serve(host: RegistryHost, settings: Settings, mut listener: Acceptor, stop: Stop) {
-    let RegistryHost { store, admission, metrics } = host;
-    let registry = match Registry::open(store, settings).await {
+    let RegistryHost { documents, admission, metrics } = host;
+    let registry = match Registry::open(documents, settings).await {
         Ok(r) => Arc::new(r),
         Err(e) => {
             tracing::error!("domain registry cannot start: {e}");

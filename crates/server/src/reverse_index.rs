@@ -3,16 +3,15 @@
 //! publicly readable values — index name = value type (upper case), key = the
 //! data (ASCII lower case, searches are case-insensitive).
 //!
-//! [`IndexedStore`] wraps the store so that *every* handle write keeps the
-//! index: the handle's index document rides along with the handle write
-//! ([`RecordStore::swap_with_docs`]), so the two commit together and always agree —
-//! one commit per write, no locks, nothing to repair after a crash.
+//! [`ValueIndex`] is a document contributor of the store
+//! ([`handled_store::observe`]), so that *every* handle write keeps the index:
+//! the handle's index document rides along with the handle write
+//! ([`handled_store::RecordStore::swap_with_docs`]), so the two commit
+//! together and always agree — one commit per write, no locks, nothing to
+//! repair after a crash.
 
 use handled_proto::value::{is_secret_type, HandleValue};
-use handled_store::{
-    DocWrite, Document, Expect, HandleRecord, IndexEntry, IndexHit, IndexMatch, RecordStore, ReplicatedChange,
-    ReplicatedWrite, Store, StoreError, SwapOutcome, TxnEntry, TxnLogBounds, TxnLogStore,
-};
+use handled_store::{DocContributor, DocWrite, Document, HandleRecord, IndexEntry, Observed, Store};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -55,133 +54,32 @@ fn index_doc(key: &[u8], record: Option<&HandleRecord>) -> DocWrite {
     DocWrite { collection: COLLECTION.to_owned(), id: key.to_vec(), doc }
 }
 
-pub struct IndexedStore {
-    inner: Arc<dyn Store>,
-}
+/// Keeps the index: its document of a handle rides along with every write of the handle.
+pub struct ValueIndex;
 
-impl IndexedStore {
-    pub fn wrap(inner: Arc<dyn Store>) -> Arc<dyn Store> {
-        Arc::new(IndexedStore { inner })
-    }
-}
-
-#[async_trait::async_trait]
-impl RecordStore for IndexedStore {
-    async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
-        self.inner.get(key).await
-    }
-
-    async fn swap_with_docs(
-        &self,
-        key: &[u8],
-        expect: Expect,
-        new: Option<HandleRecord>,
-        mut docs: Vec<DocWrite>,
-    ) -> Result<SwapOutcome, StoreError> {
-        docs.push(index_doc(key, new.as_ref()));
-        self.inner.swap_with_docs(key, expect, new, docs).await
-    }
-
-    async fn scan_keys(
-        &self,
-        prefix: &[u8],
-        start_after: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.scan_keys(prefix, start_after, limit).await
-    }
-
-    async fn find_by_value(
-        &self,
-        value_type: &[u8],
-        data: IndexMatch<'_>,
-        start_after: Option<&IndexHit>,
-        limit: usize,
-    ) -> Result<Vec<IndexHit>, StoreError> {
-        self.inner.find_by_value(value_type, data, start_after, limit).await
-    }
-
-    async fn put_many_with_docs(
-        &self,
-        records: Vec<(Vec<u8>, HandleRecord)>,
-        mut docs: Vec<DocWrite>,
-    ) -> Result<(), StoreError> {
-        docs.extend(records.iter().map(|(key, record)| index_doc(key, Some(record))));
-        self.inner.put_many_with_docs(records, docs).await
-    }
-
-    async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.meta_get(key).await
-    }
-
-    async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
-        self.inner.meta_put(key, value).await
-    }
-
-    async fn meta_scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        self.inner.meta_scan(prefix).await
-    }
-
-    async fn count(&self) -> Result<u64, StoreError> {
-        self.inner.count().await
-    }
-
-    async fn home(&self, prefix_handle: &[u8], homed: bool) -> Result<(), StoreError> {
-        self.inner.home(prefix_handle, homed).await
-    }
-
-    async fn homed_prefixes(&self) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.homed_prefixes().await
-    }
-}
-
-handled_store::forward_store!(DocumentStore for IndexedStore => inner);
-
-#[async_trait::async_trait]
-impl TxnLogStore for IndexedStore {
-    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
-        self.inner.txn_log_read(after, limit).await
-    }
-
-    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
-        self.inner.txn_log_bounds().await
-    }
-
-    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError> {
-        self.inner.txn_log_prune(before_ms).await
-    }
-
-    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.inner.txn_log_subscribe()
-    }
-
-    /// Replicated handles are indexed like local writes, in the same commit.
-    async fn apply_replicated_with_docs(
-        &self,
-        changes: Vec<ReplicatedChange>,
-        progress: Vec<(String, Option<Vec<u8>>)>,
-        mut docs: Vec<DocWrite>,
-    ) -> Result<(), StoreError> {
-        for c in &changes {
-            if let ReplicatedWrite::Handle(key, record) = c.write() {
-                docs.push(index_doc(&key, record.as_ref()));
-            }
+impl ValueIndex {
+    /// `store`, with every handle write through it keeping the index (put
+    /// under a layer that calls contributors when it has none).
+    pub fn keep(store: Arc<dyn Store>) -> Arc<dyn Store> {
+        let store = Observed::ensure(store);
+        if let Some(hooks) = store.hooks() {
+            hooks.contribute(Arc::new(ValueIndex));
         }
-        self.inner.apply_replicated_with_docs(changes, progress, docs).await
-    }
-
-    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
-        self.inner.txn_log_reset(id).await
+        store
     }
 }
 
-handled_store::forward_store!(StoreAdmin for IndexedStore => inner);
+impl DocContributor for ValueIndex {
+    fn contribute(&self, key: &[u8], record: Option<&HandleRecord>, out: &mut Vec<DocWrite>) {
+        out.push(index_doc(key, record));
+    }
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use handled_proto::value::ValuePermissions;
-    use handled_store::{IndexMatch, MemoryStore};
+    use handled_store::{Expect, IndexMatch, MemoryStore};
 
     fn record(values: Vec<HandleValue>) -> HandleRecord {
         HandleRecord::new(values)
@@ -205,7 +103,7 @@ mod tests {
             record: r,
             priority: None,
         };
-        let s = IndexedStore::wrap(Arc::new(MemoryStore::new()));
+        let s = ValueIndex::keep(Arc::new(MemoryStore::new()));
         let r = record(vec![HandleValue::new(1, "URL", "https://a.example")]);
         s.apply_replicated(vec![change(5, TxnAction::Create, Some(r))], vec![]).await.unwrap();
         assert_eq!(hits(&*s, "URL", b"https://a.example").await, vec![b"T/1".to_vec()]);
@@ -216,7 +114,7 @@ mod tests {
 
     #[tokio::test]
     async fn every_write_keeps_the_index() {
-        let s = IndexedStore::wrap(Arc::new(MemoryStore::new()));
+        let s = ValueIndex::keep(Arc::new(MemoryStore::new()));
         let mut private = HandleValue::new(2, "EMAIL", "me@example");
         private.permissions = ValuePermissions(0x0c);
         // F12: a secret is never searchable, even when made publicly readable.

@@ -219,7 +219,7 @@ impl Booted {
         if let (Some(l), Some(settings)) = (b.registry, registry_settings) {
             let registry = acceptor(l, "registry", http_refusal);
             let host = registry_port::RegistryHost {
-                store: state.store.clone(),
+                documents: state.documents(),
                 admission: state.admission.clone(),
                 metrics: state.metrics.clone(),
             };

@@ -7,9 +7,9 @@
 use crate::admission::{Admission, AdmissionLimits};
 use crate::auth::challenge::Challenges;
 use crate::auth::work::AuthWork;
-use crate::cache::CachingStore;
+use crate::cache::RecordCache;
 use crate::config::Config;
-pub use crate::directory::{homed_in, remote_auth_of, stored_homed, Directory, HOMED_RELOAD};
+pub use crate::directory::{homed_in, remote_auth_of, Directory, HOMED_RELOAD};
 use crate::keys::RsaSigner;
 use crate::live::Live;
 use crate::logging::Logs;
@@ -43,8 +43,8 @@ pub struct ServerState {
     pub metrics: Arc<Metrics>,
     /// What replication (source, mirror, group) works with.
     pub replication: Arc<ReplicationContext>,
-    /// The cache in front of `store` (which already goes through it), for its figures.
-    pub cache: Option<Arc<CachingStore>>,
+    /// The record cache (also the directory's), for its figures and the cluster.
+    pub cache: Option<Arc<RecordCache>>,
     /// What the HTTP port's application works with.
     pub web: Arc<WebContext>,
     /// Resolving handles homed elsewhere (`[resolver]`), when on.
@@ -105,9 +105,12 @@ impl ServerState {
         });
         // A cluster node without a cache of its own still announces its writes through one.
         let cache = (config.storage.record_cache_mb > 0 || config.cluster.listen.is_some())
-            .then(|| Arc::new(CachingStore::new(store.clone(), (config.storage.record_cache_mb as u64) << 20)));
+            .then(|| Arc::new(RecordCache::new((config.storage.record_cache_mb as u64) << 20)));
+        // The cache observes every write through the store from here on (the
+        // writes before it went around an empty cache). Without it, no layer:
+        // reads go straight to the store.
         let store = match &cache {
-            Some(c) => c.clone() as Arc<dyn Store>,
+            Some(c) => c.observe(store),
             None => store,
         };
         let metrics = Arc::new(Metrics::default());
@@ -118,6 +121,7 @@ impl ServerState {
         }
         let directory = Arc::new(Directory::new(
             store,
+            cache.clone(),
             config.case_sensitive,
             homed,
             shared,

@@ -3,7 +3,7 @@
 //! (`state.rs`): each front end takes this, not the whole server's state.
 
 use crate::admission::Admission;
-use crate::cache::CachingStore;
+use crate::cache::RecordCache;
 use crate::config::{ReverseLookupConfig, TransportConfig};
 use crate::directory::Directory;
 use crate::keys::RsaSigner;
@@ -33,7 +33,7 @@ pub struct WebContext {
     /// The global resolver, for the proxy's links.
     pub recursion: Arc<Recursion>,
     /// The record cache, for its figures (`/metrics`).
-    pub cache: Option<Arc<CachingStore>>,
+    pub cache: Option<Arc<RecordCache>>,
     /// The HTTPS certificate (None: TLS setup failed, plain HTTP only).
     pub tls: Option<Arc<CertSlot>>,
     /// The HTTP port's settings (keep-alive, bodies, `enable_proxy`).

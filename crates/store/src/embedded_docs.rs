@@ -75,12 +75,7 @@ pub(super) fn apply(tx: &mut Tx, op: &DocOp) -> Result<RawOutcome, StoreError> {
             }
         },
     };
-    let holds = match (&op.expect, &current) {
-        (RawExpect::Any, _) | (RawExpect::Absent, None) => true,
-        (RawExpect::Present(e), Some(c)) => e == c,
-        _ => false,
-    };
-    if !holds {
+    if !op.expect.holds(current.as_deref()) {
         return Ok(RawOutcome::Conflict { current });
     }
     if let Some(c) = &current {

@@ -16,12 +16,25 @@ use super::txnlog::{self, LogOp, LogTables};
 use super::view::Tx;
 use super::wal::TableId;
 use super::{EmbeddedOptions, Shared};
+use crate::cas::Precondition;
 use crate::{StoreError, TxnAction};
 
 pub(super) enum RawExpect {
     Absent,
     Present(Vec<u8>),
     Any,
+}
+
+impl RawExpect {
+    /// Whether the stored bytes `current` meet this ([`crate::cas::holds`]).
+    pub(super) fn holds(&self, current: Option<&[u8]>) -> bool {
+        let expect = match self {
+            RawExpect::Absent => Precondition::Absent,
+            RawExpect::Present(e) => Precondition::Present(e.as_slice()),
+            RawExpect::Any => Precondition::Any,
+        };
+        crate::cas::holds(expect, current, |e, c| e == c)
+    }
 }
 
 pub(super) enum RawOutcome {
@@ -247,12 +260,7 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
                         }
                     },
                 };
-                let holds = match (expect, &current) {
-                    (RawExpect::Any, _) | (RawExpect::Absent, None) => true,
-                    (RawExpect::Present(e), Some(c)) => e == c,
-                    _ => false,
-                };
-                if !holds {
+                if !expect.holds(current.as_deref()) {
                     acks.push(Ack::Swap(RawOutcome::Conflict { current }));
                     continue;
                 }

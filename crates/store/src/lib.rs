@@ -28,6 +28,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub mod backup;
+mod cas;
 #[cfg(feature = "cassandra")]
 pub mod cassandra;
 pub mod change_dates;
@@ -35,6 +36,7 @@ pub mod conformance;
 mod documents;
 mod embedded;
 mod memory;
+pub mod observe;
 mod open;
 mod record;
 #[cfg(feature = "sql")]
@@ -47,6 +49,7 @@ pub use cassandra::{CassandraOptions, CassandraStore};
 pub use documents::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, IndexMatch, MAX_INDEX_KEY};
 pub use embedded::{EmbeddedOptions, EmbeddedRestore, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
 pub use memory::MemoryStore;
+pub use observe::{CommitObserver, Committed, DocContributor, Hooks, Observed};
 pub use open::{open_store, StoreConfig};
 pub use record::{HandleRecord, InvalidRecord, RecordError};
 #[cfg(feature = "sql")]

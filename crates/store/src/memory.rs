@@ -172,12 +172,7 @@ impl RecordStore for MemoryStore {
         let doc_writes = validated(doc_writes)?;
         let mut map = self.handles.write();
         let current = map.get(key);
-        let ok = match &expect {
-            Expect::Any => true,
-            Expect::Absent => current.is_none(),
-            Expect::Present(r) => current == Some(r),
-        };
-        if !ok {
+        if !crate::cas::holds(expect.precondition(), current, |want, c| want == c) {
             let current = current.cloned();
             drop(map);
             self.stats.committed(1, 0, false, 0);
@@ -310,15 +305,14 @@ impl DocumentStore for MemoryStore {
         if let Some(d) = &new {
             d.validate()?;
         }
+        let expect = match expect {
+            DocExpect::Present(d) => DocExpect::Present(d.normalized()),
+            e => e,
+        };
         let key = doc_key(collection, id);
         let mut docs = self.docs.write();
         let current = docs.docs.get(&key);
-        let ok = match expect {
-            DocExpect::Any => true,
-            DocExpect::Absent => current.is_none(),
-            DocExpect::Present(d) => current == Some(&d.normalized()),
-        };
-        if !ok {
+        if !crate::cas::holds(expect.precondition(), current, |want, c| want == c) {
             let current = current.cloned();
             drop(docs);
             self.stats.committed(1, 0, false, 0);

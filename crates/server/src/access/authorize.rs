@@ -130,7 +130,7 @@ async fn group_values(
     remote_left: &mut usize,
 ) -> Result<Option<Vec<HandleValue>>, StoreError> {
     if state.is_homed(handle).await {
-        return Ok(state.store.get(&state.storage_key(handle)).await?.map(|r| r.values));
+        return Ok(state.record(&state.storage_key(handle)).await?.map(|r| r.values));
     }
     let Some(remote) = state.remote_auth() else { return Ok(None) };
     if *remote_left == 0 {

@@ -71,7 +71,7 @@ async fn local_values(
     index: i32,
     value_type: &[u8],
 ) -> Result<Vec<HandleValue>, AuthError> {
-    let record = match state.store.get(&state.storage_key(handle)).await {
+    let record = match state.record(&state.storage_key(handle)).await {
         Ok(Some(r)) => r,
         Ok(None) => return Err(AuthError::failed(format!("identity handle {} not found", show(handle)))),
         Err(e) => return Err(AuthError::store(&e)),

@@ -98,7 +98,7 @@ impl Challenges {
     }
 
     /// Challenges answerable on any node sharing `store`.
-    pub fn shared(ttl: Duration, quota: Quota, store: std::sync::Arc<dyn handled_store::Store>) -> Self {
+    pub fn shared(ttl: Duration, quota: Quota, store: std::sync::Arc<dyn handled_store::DocumentStore>) -> Self {
         Challenges { shared: Some(SharedTable::new(store, "auth-challenge")), ..Challenges::new(ttl, quota) }
     }
 

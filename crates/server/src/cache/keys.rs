@@ -13,7 +13,7 @@ use handled_store::{Document, HandleRecord, IndexEntry, IndexHit};
 /// Collections never cached nor announced to peers: pending challenges and
 /// sessions (read once, or checked at SERIAL), the site key, the node leases,
 /// and the reverse-lookup index `hrls` (its documents ride along with handle
-/// writes inside a wrapper below the cache, so the cache never sees them change).
+/// writes, added by a contributor: the cache is never told what they were).
 pub const UNCACHED_COLLECTIONS: &[&str] =
     &["auth-challenge", "auth-session", "auth-session-counter", "http-session", "site", "hrls", CLUSTER_NODES];
 

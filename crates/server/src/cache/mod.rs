@@ -1,9 +1,11 @@
-//! A byte-bounded read-through cache in front of the store. It wraps the store
-//! behind the same trait, so every write path — native, REST, registry, import —
-//! drops what it changes without having to remember to: invalidation by
-//! dependency by construction ([`keys`]). Handle records, documents and the
-//! first page of exact index lookups are cached; homing changes (meta writes)
-//! and writes whose old state is unknown drop everything.
+//! A byte-bounded read-through cache of the store. Readers ask it with the
+//! seam they read ([`RecordCache::get`] with the records, the documents'
+//! reads through [`CachedDocuments`]); it is a commit observer of the store
+//! ([`handled_store::observe`]), so every write path — native, REST, registry,
+//! import, replication — drops what it changes without having to remember to:
+//! invalidation by dependency by construction ([`keys`]). Handle records,
+//! documents and the first page of exact index lookups are cached; homing
+//! changes (meta writes) and writes whose old state is unknown drop everything.
 //!
 //! Freshness: a miss fills the cache only if no invalidation happened between
 //! the store read and the fill (checked under the lock invalidations take), so
@@ -17,9 +19,8 @@ pub mod keys;
 
 use async_trait::async_trait;
 use handled_store::{
-    Capabilities, DocExpect, DocOutcome, DocWrite, Document, DocumentStore, Expect, HandleRecord, IndexHit, IndexMatch,
-    RecordStore, ReplicatedChange, ReplicatedWrite, Store, StoreAdmin, StoreError, StoreStats, SwapOutcome, TxnEntry,
-    TxnLogBounds, TxnLogStore,
+    CommitObserver, Committed, DocExpect, DocOutcome, Document, DocumentStore, HandleRecord, IndexHit, IndexMatch,
+    Observed, RecordStore, Store, StoreError,
 };
 pub use keys::Change;
 use keys::{cached_collection, doc_change, Entry};
@@ -90,8 +91,8 @@ pub struct CacheStats {
     pub cluster: Option<CoherenceStats>,
 }
 
-pub struct CachingStore {
-    inner: Arc<dyn Store>,
+/// The cache: what it holds, and the cluster it keeps coherent with.
+pub struct RecordCache {
     map: Map,
     evictions: Arc<AtomicU64>,
     invalidations: AtomicU64,
@@ -102,14 +103,13 @@ pub struct CachingStore {
     coherence: std::sync::OnceLock<Arc<dyn Coherence>>,
 }
 
-impl CachingStore {
-    pub fn new(inner: Arc<dyn Store>, capacity_bytes: u64) -> Self {
+impl RecordCache {
+    pub fn new(capacity_bytes: u64) -> Self {
         let lifecycle = CountEvictions::default();
         let evictions = lifecycle.0.clone();
         let estimated_items = (capacity_bytes / 256).max(16) as usize;
         let map = Map::with(estimated_items, capacity_bytes, ByteWeight, Default::default(), lifecycle);
-        CachingStore {
-            inner,
+        RecordCache {
             map,
             evictions,
             invalidations: AtomicU64::new(0),
@@ -118,6 +118,16 @@ impl CachingStore {
             capacity_bytes,
             coherence: Default::default(),
         }
+    }
+
+    /// Observe the writes of `store` (put under a layer that tells observers
+    /// when it has none); returns the store to write through.
+    pub fn observe(self: &Arc<Self>, store: Arc<dyn Store>) -> Arc<dyn Store> {
+        let store = Observed::ensure(store);
+        if let Some(hooks) = store.hooks() {
+            hooks.observe(self.clone());
+        }
+        store
     }
 
     /// Join a cluster (once, before serving): answers come from the cache only
@@ -169,19 +179,6 @@ impl CachingStore {
         self.coherence.get().is_none_or(|c| c.may_serve())
     }
 
-    /// After a write (whatever its outcome) and before its answer: drop what it
-    /// changed here, then on the peers.
-    async fn changed<T>(&self, change: Change, outcome: Result<T, StoreError>) -> Result<T, StoreError> {
-        if change.is_empty() {
-            return outcome;
-        }
-        self.invalidate(&change);
-        if let Some(c) = self.coherence.get() {
-            c.publish(&change).await?;
-        }
-        outcome
-    }
-
     /// The cached answer under `key`, or `read` it from the store and keep it
     /// if nothing was invalidated meanwhile.
     async fn read_through<F>(&self, key: Vec<u8>, read: F) -> Result<Entry, StoreError>
@@ -203,106 +200,71 @@ impl CachingStore {
         Ok(entry)
     }
 
-    /// A ride-along document write's old state is not known here: drop
-    /// everything if any is cached.
-    fn handle_change(keys: Vec<Vec<u8>>, docs: &[DocWrite]) -> Change {
-        if docs.iter().any(|d| cached_collection(&d.collection)) {
-            Change::All
-        } else {
-            Change::Keys(keys)
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl RecordStore for CachingStore {
-    async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
-        let read = async { Ok(Entry::Handle(self.inner.get(key).await?)) };
+    /// The record under `key`, from the cache or read from `store`.
+    pub async fn get(&self, store: &dyn RecordStore, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
+        let read = async { Ok(Entry::Handle(store.get(key).await?)) };
         match self.read_through(keys::handle_key(key), read).await? {
             Entry::Handle(record) => Ok(record),
             _ => Err(StoreError::Corrupt("cache: not a handle entry".into())),
         }
     }
+}
 
-    async fn swap_with_docs(
-        &self,
-        key: &[u8],
-        expect: Expect,
-        new: Option<HandleRecord>,
-        docs: Vec<DocWrite>,
-    ) -> Result<SwapOutcome, StoreError> {
-        // Invalidate after the durable write and before the caller can acknowledge it.
-        let change = Self::handle_change(vec![keys::handle_key(key)], &docs);
-        let outcome = self.inner.swap_with_docs(key, expect, new, docs).await;
-        self.changed(change, outcome).await
-    }
-
-    async fn scan_keys(
-        &self,
-        prefix: &[u8],
-        start_after: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.scan_keys(prefix, start_after, limit).await
-    }
-
-    async fn find_by_value(
-        &self,
-        value_type: &[u8],
-        data: IndexMatch<'_>,
-        start_after: Option<&IndexHit>,
-        limit: usize,
-    ) -> Result<Vec<IndexHit>, StoreError> {
-        self.inner.find_by_value(value_type, data, start_after, limit).await
-    }
-
-    async fn put_many_with_docs(
-        &self,
-        records: Vec<(Vec<u8>, HandleRecord)>,
-        docs: Vec<DocWrite>,
-    ) -> Result<(), StoreError> {
-        let change = Self::handle_change(records.iter().map(|(k, _)| keys::handle_key(k)).collect(), &docs);
-        let outcome = self.inner.put_many_with_docs(records, docs).await;
-        self.changed(change, outcome).await
-    }
-
-    async fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.meta_get(key).await
-    }
-
-    async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
+/// What a committed write changed, in cache keys.
+fn change_of(committed: &Committed<'_>) -> Change {
+    match committed {
         // Homing and site changes decide what resolves at all: drop everything.
-        let outcome = self.inner.meta_put(key, value).await;
-        self.changed(Change::All, outcome).await
-    }
-
-    async fn meta_scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        self.inner.meta_scan(prefix).await
-    }
-
-    async fn count(&self) -> Result<u64, StoreError> {
-        self.inner.count().await
-    }
-
-    async fn home(&self, prefix_handle: &[u8], homed: bool) -> Result<(), StoreError> {
-        // Homing decides what resolves at all: drop everything.
-        let outcome = self.inner.home(prefix_handle, homed).await;
-        self.changed(Change::All, outcome).await
-    }
-
-    async fn homed_prefixes(&self) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.inner.homed_prefixes().await
+        Committed::Meta | Committed::Handles { meta: true, .. } => Change::All,
+        // A ride-along document write's old state is not known here: drop
+        // everything if any is cached.
+        Committed::Handles { doc_collections, .. } if doc_collections.iter().any(|c| cached_collection(c)) => {
+            Change::All
+        }
+        Committed::Handles { keys, .. } => Change::Keys(keys.iter().map(|k| keys::handle_key(k)).collect()),
+        Committed::Document { collection, .. } if !cached_collection(collection) => Change::Keys(Vec::new()),
+        Committed::Document { collection: c, id, new, outcome } => match outcome {
+            // The store says what it replaced: its index values and the new ones.
+            Ok(DocOutcome::Done { previous }) => Change::Keys(doc_change(c, id, previous.as_ref(), *new)),
+            // Nothing written.
+            Ok(DocOutcome::Conflict { .. }) => Change::Keys(vec![keys::doc_key(c, id)]),
+            // Maybe written, over an unknown state.
+            Err(()) => Change::All,
+        },
     }
 }
 
-#[async_trait::async_trait]
-impl DocumentStore for CachingStore {
+/// After a write (whatever its outcome) and before its answer: drop what it
+/// changed here, then on the peers.
+#[async_trait]
+impl CommitObserver for RecordCache {
+    async fn committed(&self, committed: &Committed<'_>) -> Result<(), StoreError> {
+        let change = change_of(committed);
+        if change.is_empty() {
+            return Ok(());
+        }
+        self.invalidate(&change);
+        if let Some(c) = self.coherence.get() {
+            c.publish(&change).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The documents of a store, read through the cache (what the domain
+/// registry is given). Writes go to the store, which tells the cache.
+pub struct CachedDocuments {
+    pub store: Arc<dyn Store>,
+    pub cache: Arc<RecordCache>,
+}
+
+#[async_trait]
+impl DocumentStore for CachedDocuments {
     async fn doc_get(&self, collection: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
         if !cached_collection(collection) {
-            return self.inner.doc_get(collection, id).await;
+            return self.store.doc_get(collection, id).await;
         }
-        let read = async { Ok(Entry::Doc(self.inner.doc_get(collection, id).await?)) };
-        match self.read_through(keys::doc_key(collection, id), read).await? {
+        let read = async { Ok(Entry::Doc(self.store.doc_get(collection, id).await?)) };
+        match self.cache.read_through(keys::doc_key(collection, id), read).await? {
             Entry::Doc(doc) => Ok(doc),
             _ => Err(StoreError::Corrupt("cache: not a document entry".into())),
         }
@@ -315,21 +277,12 @@ impl DocumentStore for CachingStore {
         expect: DocExpect,
         new: Option<Document>,
     ) -> Result<DocOutcome, StoreError> {
-        if !cached_collection(c) {
-            return self.inner.doc_swap(c, id, expect, new).await;
-        }
-        let outcome = self.inner.doc_swap(c, id, expect, new.clone()).await;
-        let change = match &outcome {
-            // The store says what it replaced: its index values and the new ones.
-            Ok(DocOutcome::Done { previous }) => Change::Keys(doc_change(c, id, previous.as_ref(), new.as_ref())),
-            // Nothing written.
-            Ok(DocOutcome::Conflict { .. }) => Change::Keys(vec![keys::doc_key(c, id)]),
-            // Maybe written, over an unknown state.
-            Err(_) => Change::All,
-        };
-        self.changed(change, outcome).await
+        self.store.doc_swap(c, id, expect, new).await
     }
 
+    /// First pages of exact matches from the cache (a prefix match depends
+    /// on every value of the index, later pages are rare), the others read
+    /// from the store.
     async fn doc_lookup(
         &self,
         c: &str,
@@ -338,17 +291,15 @@ impl DocumentStore for CachingStore {
         after: Option<&IndexHit>,
         limit: usize,
     ) -> Result<Vec<IndexHit>, StoreError> {
-        // Only first pages of exact matches: a prefix match depends on every
-        // value of the index, later pages are rare.
         let (IndexMatch::Exact(value), None, true) = (key, after, cached_collection(c)) else {
-            return self.inner.doc_lookup(c, index, key, after, limit).await;
+            return self.store.doc_lookup(c, index, key, after, limit).await;
         };
         let read =
-            async { Ok(Entry::Lookup { limit, hits: self.inner.doc_lookup(c, index, key, None, limit).await? }) };
-        match self.read_through(keys::lookup_key(c, index, value), read).await? {
+            async { Ok(Entry::Lookup { limit, hits: self.store.doc_lookup(c, index, key, None, limit).await? }) };
+        match self.cache.read_through(keys::lookup_key(c, index, value), read).await? {
             Entry::Lookup { limit: cached, hits } if cached == limit => Ok(hits),
             // Cached for another page size: ask the store.
-            _ => self.inner.doc_lookup(c, index, key, None, limit).await,
+            _ => self.store.doc_lookup(c, index, key, None, limit).await,
         }
     }
 
@@ -359,83 +310,48 @@ impl DocumentStore for CachingStore {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
-        self.inner.doc_scan(c, prefix, after, limit).await
+        self.store.doc_scan(c, prefix, after, limit).await
     }
 }
 
-#[async_trait::async_trait]
-impl TxnLogStore for CachingStore {
-    // The transaction log is not cached: pass through. Replicated changes drop
-    // what they change, like the writes they stand for.
-    async fn txn_log_read(&self, after: u64, limit: usize) -> Result<Vec<TxnEntry>, StoreError> {
-        self.inner.txn_log_read(after, limit).await
+/// For tests: a store (a layer of its own over `inner`) and a cache observing
+/// it, read as the directory reads (documents through `docs`); derefs to the
+/// store for writes.
+#[cfg(test)]
+pub struct CachingStore {
+    pub store: Arc<dyn Store>,
+    pub cache: Arc<RecordCache>,
+    /// The documents, read through the cache.
+    pub docs: CachedDocuments,
+}
+
+#[cfg(test)]
+impl CachingStore {
+    pub fn new(inner: Arc<dyn Store>, capacity_bytes: u64) -> Self {
+        let cache = Arc::new(RecordCache::new(capacity_bytes));
+        let store = cache.observe(Arc::new(Observed::new(inner)));
+        let docs = CachedDocuments { store: store.clone(), cache: cache.clone() };
+        CachingStore { store, cache, docs }
     }
 
-    async fn txn_log_bounds(&self) -> Result<TxnLogBounds, StoreError> {
-        self.inner.txn_log_bounds().await
+    pub async fn get(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
+        self.cache.get(&*self.store, key).await
     }
 
-    async fn txn_log_prune(&self, before_ms: u64) -> Result<u64, StoreError> {
-        self.inner.txn_log_prune(before_ms).await
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.cache_stats()
     }
 
-    fn txn_log_subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.inner.txn_log_subscribe()
-    }
-
-    async fn apply_replicated_with_docs(
-        &self,
-        changes: Vec<ReplicatedChange>,
-        progress: Vec<(String, Option<Vec<u8>>)>,
-        docs: Vec<DocWrite>,
-    ) -> Result<(), StoreError> {
-        let mut keys = Vec::new();
-        let mut homing = false;
-        for c in &changes {
-            match c.write() {
-                ReplicatedWrite::Handle(k, _) => keys.push(keys::handle_key(&k)),
-                ReplicatedWrite::Meta(..) => homing = true,
-            }
-        }
-        let change = if homing { Change::All } else { Self::handle_change(keys, &docs) };
-        let outcome = self.inner.apply_replicated_with_docs(changes, progress, docs).await;
-        self.changed(change, outcome).await
-    }
-
-    async fn txn_log_reset(&self, id: u64) -> Result<(), StoreError> {
-        self.inner.txn_log_reset(id).await
+    pub async fn leave_cluster(&self) {
+        self.cache.leave_cluster().await
     }
 }
 
-#[async_trait::async_trait]
-impl StoreAdmin for CachingStore {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-
-    fn writable(&self) -> Result<(), StoreError> {
-        self.inner.writable()
-    }
-
-    fn warming(&self) -> Option<handled_store::Warming> {
-        self.inner.warming()
-    }
-
-    fn close(&self) {
-        self.inner.close();
-        self.invalidate(&Change::All);
-    }
-
-    fn export(&self) -> Result<Box<dyn handled_store::backup::StoreExport>, StoreError> {
-        self.inner.export()
-    }
-
-    async fn checkpoint(&self) -> Result<(), StoreError> {
-        self.inner.checkpoint().await
+#[cfg(test)]
+impl std::ops::Deref for CachingStore {
+    type Target = dyn Store;
+    fn deref(&self) -> &(dyn Store + 'static) {
+        &*self.store
     }
 }
 

@@ -1,5 +1,6 @@
 use super::*;
 use handled_proto::value::HandleValue;
+use handled_store::{DocWrite, DocumentStore, Expect};
 use handled_store::{IndexEntry, MemoryStore};
 
 fn record(n: u64) -> HandleRecord {
@@ -136,12 +137,12 @@ fn doc(body: &str, users: &[&str]) -> Document {
 }
 
 async fn ids(store: &CachingStore, user: &str) -> Vec<Vec<u8>> {
-    let hits = store.doc_lookup("reg", "user", IndexMatch::Exact(user.as_bytes()), None, 10).await.unwrap();
+    let hits = store.docs.doc_lookup("reg", "user", IndexMatch::Exact(user.as_bytes()), None, 10).await.unwrap();
     hits.into_iter().map(|h| h.id).collect()
 }
 
 async fn body(store: &CachingStore, id: &[u8]) -> Option<String> {
-    store.doc_get("reg", id).await.unwrap().map(|d| String::from_utf8(d.body).unwrap())
+    store.docs.doc_get("reg", id).await.unwrap().map(|d| String::from_utf8(d.body).unwrap())
 }
 
 /// Every kind of document write drops the document and the lookups of the
@@ -159,7 +160,7 @@ async fn every_doc_write_kind_invalidates_the_doc_and_its_old_and_new_lookups() 
     assert_eq!(ids(&store, "a").await, vec![b"x".to_vec()]);
     assert_eq!(body(&store, b"x").await.as_deref(), Some("1"));
     // Conditional update moving the entry from a to b.
-    let current = store.doc_get("reg", b"x").await.unwrap().unwrap();
+    let current = store.docs.doc_get("reg", b"x").await.unwrap().unwrap();
     store.doc_swap("reg", b"x", DocExpect::Present(current), Some(doc("2", &["b"]))).await.unwrap();
     assert_eq!(ids(&store, "a").await, none, "old value's lookup dropped");
     assert_eq!(ids(&store, "b").await, vec![b"x".to_vec()], "new value's lookup dropped");
@@ -194,115 +195,56 @@ async fn ride_along_documents_and_uncached_collections() {
     assert!(ids(&store, "a").await.is_empty());
     for coll in keys::UNCACHED_COLLECTIONS {
         store.doc_swap(coll, b"k", DocExpect::Any, Some(doc("1", &["a"]))).await.unwrap();
-        store.doc_get(coll, b"k").await.unwrap();
+        store.docs.doc_get(coll, b"k").await.unwrap();
     }
     let entries = store.cache_stats().entries;
     for coll in keys::UNCACHED_COLLECTIONS {
-        store.doc_get(coll, b"k").await.unwrap();
-        store.doc_lookup(coll, "user", IndexMatch::Exact(b"a"), None, 10).await.unwrap();
+        store.docs.doc_get(coll, b"k").await.unwrap();
+        store.docs.doc_lookup(coll, "user", IndexMatch::Exact(b"a"), None, 10).await.unwrap();
     }
     assert_eq!(store.cache_stats().entries, entries, "nothing of them is cached");
 }
-
-/// A store whose document reads take their answer, then wait to be released:
-/// a write can land between a read and its fill.
-struct HeldReads {
-    inner: MemoryStore,
-    release: tokio::sync::Notify,
-    reading: tokio::sync::Notify,
-}
-
-impl HeldReads {
-    async fn hold(&self) {
-        self.reading.notify_one();
-        self.release.notified().await;
-    }
-}
-
-handled_store::forward_store!(RecordStore for HeldReads => inner);
-
-#[async_trait::async_trait]
-impl DocumentStore for HeldReads {
-    async fn doc_get(&self, c: &str, id: &[u8]) -> Result<Option<Document>, StoreError> {
-        let answer = self.inner.doc_get(c, id).await;
-        self.hold().await;
-        answer
-    }
-
-    async fn doc_swap(&self, c: &str, id: &[u8], e: DocExpect, n: Option<Document>) -> Result<DocOutcome, StoreError> {
-        self.inner.doc_swap(c, id, e, n).await
-    }
-
-    async fn doc_lookup(
-        &self,
-        c: &str,
-        index: &str,
-        key: IndexMatch<'_>,
-        after: Option<&IndexHit>,
-        limit: usize,
-    ) -> Result<Vec<IndexHit>, StoreError> {
-        let answer = self.inner.doc_lookup(c, index, key, after, limit).await;
-        self.hold().await;
-        answer
-    }
-
-    async fn doc_scan(
-        &self,
-        c: &str,
-        p: &[u8],
-        a: Option<&[u8]>,
-        l: usize,
-    ) -> Result<Vec<(Vec<u8>, Document)>, StoreError> {
-        self.inner.doc_scan(c, p, a, l).await
-    }
-}
-
-handled_store::forward_store!(TxnLogStore for HeldReads => inner);
-
-handled_store::forward_store!(StoreAdmin for HeldReads => inner);
 
 /// A document read that took its answer before a write and fills after it
 /// must not plant the old answer (for both the document and its lookup).
 #[tokio::test]
 async fn a_fill_racing_a_doc_write_never_plants_the_old_answer() {
-    let held = Arc::new(HeldReads {
-        inner: MemoryStore::new(),
-        release: tokio::sync::Notify::new(),
-        reading: tokio::sync::Notify::new(),
-    });
-    held.inner.doc_swap("reg", b"x", DocExpect::Absent, Some(doc("1", &["a"]))).await.unwrap();
-    let store = Arc::new(CachingStore::new(held.clone(), 1 << 20));
+    let store = Arc::new(CachingStore::new(Arc::new(MemoryStore::new()), 1 << 20));
+    store.doc_swap("reg", b"x", DocExpect::Absent, Some(doc("1", &["a"]))).await.unwrap();
     for lookup in [false, true] {
+        let (reading, has_read) = tokio::sync::oneshot::channel();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
         let reader = {
             let store = store.clone();
             tokio::spawn(async move {
-                if lookup {
-                    ids(&store, "a").await.len()
-                } else {
-                    body(&store, b"x").await.map_or(0, |b| b.len())
-                }
+                // Takes the store's answer, then waits: a write lands between the read and its fill.
+                let read = async {
+                    let old = match lookup {
+                        true => {
+                            let hits = store.store.doc_lookup("reg", "user", IndexMatch::Exact(b"b"), None, 10).await?;
+                            Entry::Lookup { limit: 10, hits }
+                        }
+                        false => Entry::Doc(store.store.doc_get("reg", b"x").await?),
+                    };
+                    let _ = reading.send(());
+                    let _ = released.await;
+                    Ok(old)
+                };
+                let key = if lookup { keys::lookup_key("reg", "user", b"b") } else { keys::doc_key("reg", b"x") };
+                store.cache.read_through(key, read).await.unwrap();
             })
         };
-        held.reading.notified().await; // the reader has its (old) answer
-        let old = held.inner.doc_get("reg", b"x").await.unwrap();
+        has_read.await.unwrap(); // the reader has its (old) answer
+        let old = store.store.doc_get("reg", b"x").await.unwrap();
         let next = if lookup { None } else { Some(doc("2", &["b"])) };
         let expect = old.map_or(DocExpect::Absent, DocExpect::Present);
         assert!(store.doc_swap("reg", b"x", expect, next).await.unwrap().is_done());
-        held.release.notify_one();
+        release.send(()).unwrap();
         reader.await.unwrap();
-        // Reads now go to the store again (and are held): release them.
-        let release = {
-            let held = held.clone();
-            tokio::spawn(async move {
-                held.reading.notified().await;
-                held.release.notify_one();
-            })
-        };
         if lookup {
             assert!(ids(&store, "b").await.is_empty(), "the deleted document's lookup is not planted");
         } else {
             assert_eq!(body(&store, b"x").await.as_deref(), Some("2"), "the old body is not planted");
         }
-        release.await.unwrap();
     }
 }

@@ -21,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::channel_slots::{Slots, FIRST_FRAME};
-use crate::cache::{CachingStore, Change};
+use crate::cache::{Change, RecordCache};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -147,7 +147,7 @@ pub struct ChannelStats {
 }
 
 /// Serve peers' invalidations for `cache` on `listener` until dropped.
-pub async fn serve(listener: TcpListener, key: [u8; 32], cache: Arc<CachingStore>, stats: Arc<ChannelStats>) {
+pub async fn serve(listener: TcpListener, key: [u8; 32], cache: Arc<RecordCache>, stats: Arc<ChannelStats>) {
     // Connections end with this task (a JoinSet aborts what it holds when dropped).
     let mut connections = tokio::task::JoinSet::new();
     let slots = Slots::default();
@@ -259,14 +259,14 @@ mod tests {
     /// is dropped and no ack comes back; the right key drops and acks.
     #[tokio::test]
     async fn a_frame_with_a_bad_hmac_is_refused_and_drops_nothing() {
-        let cache = Arc::new(CachingStore::new(Arc::new(MemoryStore::new()), 1 << 20));
-        cache.doc_lookup("reg", "user", IndexMatch::Exact(b"a"), None, 10).await.unwrap();
+        let cache = crate::cache::CachingStore::new(Arc::new(MemoryStore::new()), 1 << 20);
+        cache.docs.doc_lookup("reg", "user", IndexMatch::Exact(b"a"), None, 10).await.unwrap();
         assert_eq!(cache.cache_stats().entries, 1);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stats = Arc::new(ChannelStats::default());
         let key = channel_key(b"site key");
-        let server = tokio::spawn(serve(listener, key, cache.clone(), stats.clone()));
+        let server = tokio::spawn(serve(listener, key, cache.cache.clone(), stats.clone()));
         let payload = encode_change(&Change::All);
         let forger = Peers::new(channel_key(b"another site"));
         assert!(!forger.invalidate(addr, &payload, Duration::from_millis(500)).await, "no ack to a forged frame");
@@ -291,11 +291,11 @@ mod tests {
     /// the pending budget, for a short while; the site's frames still go through.
     #[tokio::test]
     async fn idle_strangers_neither_crowd_out_peers_nor_stay() {
-        let cache = Arc::new(CachingStore::new(Arc::new(MemoryStore::new()), 1 << 20));
+        let cache = crate::cache::CachingStore::new(Arc::new(MemoryStore::new()), 1 << 20);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let key = channel_key(b"site key");
-        let server = tokio::spawn(serve(listener, key, cache.clone(), Arc::new(ChannelStats::default())));
+        let server = tokio::spawn(serve(listener, key, cache.cache.clone(), Arc::new(ChannelStats::default())));
         let site = Peers::new(key);
         let payload = encode_change(&Change::All);
         assert!(site.invalidate(addr, &payload, Duration::from_millis(500)).await, "a pooled connection first");

@@ -10,12 +10,12 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use handled_store::{Store, StoreError};
+use handled_store::{DocumentStore, StoreError};
 use parking_lot::Mutex;
 
 use super::channel::{self, ChannelStats, Peers};
 use super::lease::{now_ms, Leases, Member, Renewal};
-use crate::cache::{CachingStore, Change, Coherence, CoherenceStats};
+use crate::cache::{Change, Coherence, CoherenceStats, RecordCache};
 
 /// Timings (config keys `cluster_*`).
 #[derive(Debug, Clone, Copy)]
@@ -45,7 +45,7 @@ pub struct Cluster {
     leases: Leases,
     peers: Peers,
     timings: Timings,
-    cache: Weak<CachingStore>,
+    cache: Weak<RecordCache>,
     /// Serve from the cache only in `[serve_from, serve_until − margin)` (wall ms).
     serve_from: AtomicU64,
     serve_until: AtomicU64,
@@ -66,8 +66,8 @@ impl Cluster {
     /// a lease in `store` (the store under the cache). Runs until the returned
     /// tasks are dropped with the runtime.
     pub async fn start(
-        store: Arc<dyn Store>,
-        cache: &Arc<CachingStore>,
+        store: Arc<dyn DocumentStore>,
+        cache: &Arc<RecordCache>,
         listen: SocketAddr,
         site_secret: &[u8],
         timings: Timings,

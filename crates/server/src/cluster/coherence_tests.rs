@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use handled_proto::value::HandleValue;
 use handled_store::{
-    DocExpect, Document, DocumentStore, Expect, HandleRecord, IndexEntry, IndexMatch, MemoryStore, RecordStore, Store,
+    DocExpect, Document, DocumentStore, Expect, HandleRecord, IndexEntry, IndexMatch, MemoryStore, Store,
 };
 
 use super::coherence::{Cluster, Timings};
@@ -23,14 +23,15 @@ fn timings() -> Timings {
 }
 
 struct Node {
-    cache: Arc<CachingStore>,
+    cache: CachingStore,
     cluster: Arc<Cluster>,
 }
 
 async fn node(store: &Arc<dyn Store>) -> Node {
-    let cache = Arc::new(CachingStore::new(store.clone(), 1 << 20));
-    let cluster =
-        Cluster::start(store.clone(), &cache, "127.0.0.1:0".parse().unwrap(), b"site key", timings()).await.unwrap();
+    let cache = CachingStore::new(store.clone(), 1 << 20);
+    let cluster = Cluster::start(store.clone(), &cache.cache, "127.0.0.1:0".parse().unwrap(), b"site key", timings())
+        .await
+        .unwrap();
     Node { cache, cluster }
 }
 
@@ -56,13 +57,13 @@ async fn handle_on(node: &Node) -> u64 {
 }
 
 async fn doc_on(node: &Node) -> u64 {
-    let d = node.cache.doc_get("reg", b"x").await.unwrap().unwrap();
+    let d = node.cache.docs.doc_get("reg", b"x").await.unwrap().unwrap();
     std::str::from_utf8(&d.body).unwrap().parse().unwrap()
 }
 
 async fn users_on(node: &Node, user: u64) -> usize {
     let key = format!("u{user}");
-    node.cache.doc_lookup("reg", "user", IndexMatch::Exact(key.as_bytes()), None, 10).await.unwrap().len()
+    node.cache.docs.doc_lookup("reg", "user", IndexMatch::Exact(key.as_bytes()), None, 10).await.unwrap().len()
 }
 
 /// After a write is answered on A, B never answers the old value: handles,

@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use handled_store::{DocExpect, DocOutcome, Document, Store, StoreError};
+use handled_store::{DocExpect, DocOutcome, Document, DocumentStore, StoreError};
 use parking_lot::Mutex;
 
 /// The collection of node rows (not cached, not announced).
@@ -65,7 +65,7 @@ pub enum Renewal {
 
 /// This node's row and the reading of everyone's.
 pub struct Leases {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DocumentStore>,
     me: u64,
     addr: SocketAddr,
     lease_ms: u64,
@@ -74,7 +74,7 @@ pub struct Leases {
 }
 
 impl Leases {
-    pub fn new(store: Arc<dyn Store>, addr: SocketAddr, lease_ms: u64) -> Self {
+    pub fn new(store: Arc<dyn DocumentStore>, addr: SocketAddr, lease_ms: u64) -> Self {
         Leases { store, me: rand::random::<u64>() | 1, addr, lease_ms, held: Mutex::new(None) }
     }
 
@@ -177,7 +177,7 @@ mod tests {
 
     #[tokio::test]
     async fn renewal_extends_and_a_fence_starts_a_new_epoch() {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn DocumentStore> = Arc::new(MemoryStore::new());
         let a = Leases::new(store.clone(), "127.0.0.1:1".parse().unwrap(), 2000);
         let b = Leases::new(store.clone(), "127.0.0.1:2".parse().unwrap(), 2000);
         assert!(matches!(a.renew().await, Renewal::Held { fresh: true, .. }));

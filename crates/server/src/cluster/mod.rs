@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use handled_store::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, IndexMatch, Store, StoreError};
+use handled_store::{DocExpect, DocOutcome, Document, DocumentStore, IndexEntry, IndexHit, IndexMatch, StoreError};
 
 const DUE_INDEX: &str = "due";
 /// Sweep expired entries on every this many creations…
@@ -31,7 +31,7 @@ fn now_ms() -> u64 {
 
 /// Short-lived entries keyed by id bytes, shared by all nodes through the store.
 pub struct SharedTable {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DocumentStore>,
     collection: &'static str,
     creations: AtomicU32,
 }
@@ -51,7 +51,7 @@ fn live(doc: &Document) -> Option<&[u8]> {
 }
 
 impl SharedTable {
-    pub fn new(store: Arc<dyn Store>, collection: &'static str) -> Self {
+    pub fn new(store: Arc<dyn DocumentStore>, collection: &'static str) -> Self {
         SharedTable { store, collection, creations: AtomicU32::new(0) }
     }
 

@@ -93,6 +93,17 @@ impl StoreKind {
         self == StoreKind::Embedded
     }
 
+    /// `handled compact` can rewrite its file (the embedded store's); the
+    /// others are compacted by their database's own tools.
+    pub fn compactable(self) -> bool {
+        self == StoreKind::Embedded
+    }
+
+    /// What it holds outlives the process (not the memory store).
+    pub fn keeps_data(self) -> bool {
+        self != StoreKind::Memory
+    }
+
     /// The domain registry's name for it (the reThink registry's `STORAGE_TYPE`).
     pub fn registry_storage_type(self) -> &'static str {
         match self {

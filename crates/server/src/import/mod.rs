@@ -10,10 +10,10 @@
 //! (with `strict`) stops the import before anything is stored.
 
 use crate::config::Config;
-use crate::state::{homed_in, stored_homed};
+use crate::state::homed_in;
 use handled_proto::handle;
 use handled_proto::json::value_from_json;
-use handled_store::{HandleRecord, Store, StoreError};
+use handled_store::{HandleRecord, RecordStore, StoreError};
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, Read};
 use std::path::Path;
@@ -119,8 +119,8 @@ pub struct ImportOptions {
 impl ImportOptions {
     /// Options for `config`'s server: the prefixes it homes (configured, or
     /// homed at run time and kept in the store).
-    pub async fn for_server(config: &Config, store: &dyn Store) -> Result<ImportOptions, StoreError> {
-        let mut homed = stored_homed(store).await?;
+    pub async fn for_server(config: &Config, store: &dyn RecordStore) -> Result<ImportOptions, StoreError> {
+        let mut homed: std::collections::HashSet<Vec<u8>> = store.homed_prefixes().await?.into_iter().collect();
         homed.extend(config.prefixes.iter().map(|p| handle::normalize(format!("0.NA/{p}").as_bytes(), false)));
         Ok(ImportOptions { case_sensitive: config.case_sensitive, homed, ..ImportOptions::default() })
     }
@@ -140,7 +140,7 @@ pub struct Checked {
 /// Read all of `input` and write nothing: every line must parse, and the
 /// options' rules hold. `progress` gets the bytes read so far.
 pub async fn check(
-    store: &dyn Store,
+    store: &dyn RecordStore,
     input: impl BufRead,
     options: &ImportOptions,
     mut progress: impl FnMut(u64),
@@ -201,7 +201,7 @@ pub enum Progress {
 /// two-value handle, held until the import ends); without it, each group is stored as it fills.
 /// A bad line stops the import before its chunk is written, naming the line.
 pub async fn import(
-    store: &dyn Store,
+    store: &dyn RecordStore,
     input: impl BufRead,
     case_sensitive: bool,
     spill_dir: Option<&Path>,
@@ -262,7 +262,7 @@ fn sorted(
 
 /// Store records given in key order, in transactions of `CHUNK` records.
 async fn store_sorted(
-    store: &dyn Store,
+    store: &dyn RecordStore,
     mut records: impl Iterator<Item = Result<(Vec<u8>, HandleRecord), ImportError>>,
     loaded: &mut u64,
     progress: &mut impl FnMut(Progress),

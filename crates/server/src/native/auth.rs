@@ -153,7 +153,7 @@ pub async fn verify_challenge(
         let e = crate::ops::OpError::not_responsible();
         return error_reply(state, ctx, e.code, &e.message, reply);
     }
-    match state.store.get(&state.storage_key(&handled_proto::handle::canonical(&req.handle))).await {
+    match state.record(&state.storage_key(&handled_proto::handle::canonical(&req.handle))).await {
         Ok(Some(_)) => {}
         Ok(None) => return error_reply(state, ctx, ResponseCode::HANDLE_NOT_FOUND, "Handle not found", reply),
         Err(e) => {

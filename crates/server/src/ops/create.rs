@@ -63,7 +63,7 @@ pub async fn create_handle(state: &Directory, caller: &Caller, req: CreateHandle
             }
         };
         let record = HandleRecord::named(stamp(&req.values, current.as_ref()), &canonical, &key);
-        if let SwapOutcome::Done { .. } = state.store.swap(&key, expect, Some(record)).await? {
+        if let SwapOutcome::Done { .. } = state.records().swap(&key, expect, Some(record)).await? {
             return Ok(Created { handle: req.handle.clone(), overwritten: current.is_some() });
         }
     }
@@ -78,7 +78,7 @@ async fn mint(state: &Directory, identity: &Identity, req: &CreateHandle) -> Res
         let name = [req.handle.as_slice(), uuid_v4().as_bytes()].concat();
         let key = state.storage_key(&handle::canonical(&name));
         let record = HandleRecord::named(stamp(&req.values, None), &handle::canonical(&name), &key);
-        if let SwapOutcome::Done { .. } = state.store.swap(&key, Expect::Absent, Some(record)).await? {
+        if let SwapOutcome::Done { .. } = state.records().swap(&key, Expect::Absent, Some(record)).await? {
             return Ok(Created { handle: name, overwritten: false });
         }
     }

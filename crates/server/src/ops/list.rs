@@ -30,12 +30,12 @@ pub async fn list_handles(state: &Directory, caller: &Caller, prefix: &[u8]) -> 
     let mut out = Vec::new();
     let mut after: Option<Vec<u8>> = None;
     loop {
-        let page = state.store.scan_keys(&scan_prefix, after.as_deref(), SCAN_PAGE).await?;
+        let page = state.records().scan_keys(&scan_prefix, after.as_deref(), SCAN_PAGE).await?;
         let done = page.len() < SCAN_PAGE;
         after = page.last().cloned();
         for key in page {
             // The spelling the handle was created with, kept in its record.
-            let name = match state.store.get(&key).await? {
+            let name = match state.record(&key).await? {
                 Some(record) => record.name_or(&key).to_vec(),
                 None => continue, // deleted meanwhile
             };
@@ -73,7 +73,7 @@ pub async fn home_prefix(state: &Directory, caller: &Caller, h: &[u8]) -> Result
     check_primary(state)?;
     let prefix_handle = prefix_handle_of(h)?;
     require_server_admin(state, caller).await?;
-    state.store.home(&prefix_handle, true).await?;
+    state.records().home(&prefix_handle, true).await?;
     state.set_homed(prefix_handle, true);
     Ok(())
 }
@@ -82,7 +82,7 @@ pub async fn unhome_prefix(state: &Directory, caller: &Caller, h: &[u8]) -> Resu
     check_primary(state)?;
     let prefix_handle = prefix_handle_of(h)?;
     require_server_admin(state, caller).await?;
-    state.store.home(&prefix_handle, false).await?;
+    state.records().home(&prefix_handle, false).await?;
     state.set_homed(prefix_handle, false);
     Ok(())
 }

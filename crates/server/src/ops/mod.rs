@@ -151,7 +151,7 @@ async fn permit(
 }
 
 async fn load(state: &Directory, key: &[u8]) -> Result<Option<HandleRecord>, OpError> {
-    Ok(state.store.get(key).await?)
+    Ok(state.record(key).await?)
 }
 
 fn now() -> i32 {

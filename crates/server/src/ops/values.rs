@@ -16,7 +16,7 @@ fn read_only(index: i32) -> OpError {
 
 /// Write `new` over `old` if nobody changed it meanwhile; false = retry.
 async fn replace(state: &Directory, key: &[u8], old: HandleRecord, new: Option<HandleRecord>) -> Result<bool, OpError> {
-    Ok(matches!(state.store.swap(key, Expect::Present(old), new).await?, SwapOutcome::Done { .. }))
+    Ok(matches!(state.records().swap(key, Expect::Present(old), new).await?, SwapOutcome::Done { .. }))
 }
 
 fn too_busy() -> OpError {

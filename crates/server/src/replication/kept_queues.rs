@@ -13,7 +13,7 @@
 //! [`MAX_NAME_LEN`] bytes, and entries pruned with `txnlog_num_days_to_keep`.
 
 use handled_proto::replication::TxnRecord;
-use handled_store::{DocWrite, Document, Store, StoreError, TxnEntry};
+use handled_store::{DocWrite, Document, DocumentStore, Store, StoreError, TxnEntry};
 
 const COLLECTION: &str = "replication-other-queues";
 /// Most queues kept (and listed in an all-queues answer).
@@ -88,7 +88,12 @@ fn decode(queue: &str, doc_id: &[u8], doc: &Document) -> Result<KeptEntry, Store
 }
 
 /// Up to `limit` entries of `queue` after id `after`, in id order.
-pub async fn read(store: &dyn Store, queue: &str, after: u64, limit: usize) -> Result<Vec<KeptEntry>, StoreError> {
+pub async fn read(
+    store: &dyn DocumentStore,
+    queue: &str,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<KeptEntry>, StoreError> {
     if !is_keepable(queue) {
         return Ok(Vec::new());
     }
@@ -98,12 +103,12 @@ pub async fn read(store: &dyn Store, queue: &str, after: u64, limit: usize) -> R
 }
 
 /// The first entry `queue` keeps (None: empty or never kept).
-pub async fn first(store: &dyn Store, queue: &str) -> Result<Option<KeptEntry>, StoreError> {
+pub async fn first(store: &dyn DocumentStore, queue: &str) -> Result<Option<KeptEntry>, StoreError> {
     Ok(read(store, queue, 0, 1).await?.into_iter().next())
 }
 
 /// The names of the queues kept, at most [`MAX_QUEUES`].
-pub async fn names(store: &dyn Store) -> Result<Vec<String>, StoreError> {
+pub async fn names(store: &dyn DocumentStore) -> Result<Vec<String>, StoreError> {
     let mut out = Vec::new();
     let mut after: Option<Vec<u8>> = None;
     while out.len() < MAX_QUEUES {

@@ -224,7 +224,7 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
             if !searched || id_prefix.as_ref().is_some_and(|p| !hit.id.starts_with(p)) || seen.contains(&hit.id) {
                 continue;
             }
-            let record = match store.get(&hit.id).await {
+            let record = match rest.ctx.record(&hit.id).await {
                 Ok(Some(r)) if matches(&r, &terms) => r,
                 Ok(_) => continue,
                 Err(e) => {

@@ -214,7 +214,7 @@ impl Sessions {
     }
 
     /// Sessions continued on any node sharing `store`.
-    pub fn shared(limits: SessionLimits, store: Arc<dyn handled_store::Store>) -> Self {
+    pub fn shared(limits: SessionLimits, store: Arc<dyn handled_store::DocumentStore>) -> Self {
         Sessions {
             shared: Some(SharedTable::new(store.clone(), "auth-session")),
             shared_counters: Some(SharedTable::new(store, "auth-session-counter")),

@@ -316,12 +316,7 @@ impl CassandraStore {
         self.cas_loop(id, None, |partition, serial| {
             let row = partition.row(collection);
             let current = row.body().map(Document::decode).transpose()?;
-            let ok = match &expect {
-                DocExpect::Any => true,
-                DocExpect::Absent => current.is_none(),
-                DocExpect::Present(d) => current.as_ref() == Some(d),
-            };
-            if !ok {
+            if !crate::cas::holds(expect.precondition(), current.as_ref(), |want, c| want == c) {
                 return Ok(if serial { Decision::Answer(DocOutcome::Conflict { current }) } else { Decision::Reread });
             }
             if current.is_none() && new_body.is_none() {
@@ -422,12 +417,7 @@ impl CassandraStore {
             .cas_loop(key, txn, |partition, serial| {
                 let row = partition.row(HANDLE_COLL);
                 let current = row.body().map(|b| HandleRecord::decode_stored(key, b)).transpose()?;
-                let ok = match &expect {
-                    Expect::Any => true,
-                    Expect::Absent => current.is_none(),
-                    Expect::Present(r) => current.as_ref() == Some(r),
-                };
-                if !ok {
+                if !crate::cas::holds(expect.precondition(), current.as_ref(), |want, c| want == c) {
                     return Ok(if serial {
                         Decision::Answer(SwapOutcome::Conflict { current })
                     } else {

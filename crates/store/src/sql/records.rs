@@ -99,13 +99,8 @@ impl Tx {
 }
 
 pub(super) fn holds(expect: &Expect, current: Option<&HandleRecord>) -> bool {
-    match (expect, current) {
-        (Expect::Any, _) => true,
-        (Expect::Absent, c) => c.is_none(),
-        // The table keeps values in index order and no spelling: compare what it can hold.
-        (Expect::Present(want), Some(c)) => canonical(want) == c.values,
-        (Expect::Present(_), None) => false,
-    }
+    // The table keeps values in index order and no spelling: compare what it can hold.
+    crate::cas::holds(expect.precondition(), current, |want, c| canonical(want) == c.values)
 }
 
 impl SqlCore {

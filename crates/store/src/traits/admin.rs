@@ -78,6 +78,13 @@ pub trait StoreAdmin: Send + Sync + 'static {
     /// is left cleanly shut down. Later calls fail with [`StoreError::Closed`].
     fn close(&self);
 
+    /// Where commit observers and document contributors are registered
+    /// ([`crate::observe`]): `None` for a bare backend, which
+    /// [`crate::Observed::ensure`] puts under a layer that has them. Wrappers forward it.
+    fn hooks(&self) -> Option<&crate::Hooks> {
+        None
+    }
+
     /// A consistent export of everything stored, for a backup ([`crate::backup`]),
     /// when [`Capabilities::backup`] is [`Backup::Export`].
     fn export(&self) -> Result<Box<dyn StoreExport>, StoreError> {

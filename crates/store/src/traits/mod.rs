@@ -5,9 +5,11 @@
 //! without documents or a transaction log writes empty `impl DocumentStore` /
 //! `impl TxnLogStore` blocks, whose defaults refuse with
 //! [`crate::StoreError::Unsupported`], and says so in its [`Capabilities`].
-//! A wrapper (the server's reverse index and cache) writes every method of a
-//! seam it changes (one left out would fall back to a refusing default, not
-//! to the inner store) and passes the other seams through whole with
+//! What the server hangs on writes (its value index, its record cache) are
+//! document contributors and commit observers ([`crate::observe`]), not
+//! wrappers. A wrapper (a test's) writes every method of a seam it changes
+//! (one left out would fall back to a refusing default, not to the inner
+//! store) and passes the other seams through whole with
 //! [`crate::forward_store!`].
 
 mod admin;

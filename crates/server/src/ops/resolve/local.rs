@@ -29,7 +29,7 @@ impl ResolutionSource for LocalStore {
         if !state.is_homed(query.canonical).await {
             return Ok(Lookup::Pass);
         }
-        Ok(match state.store.get(&state.storage_key(query.canonical)).await? {
+        Ok(match state.record(&state.storage_key(query.canonical)).await? {
             Some(record) => Lookup::Record(record),
             None => Lookup::NotFound,
         })

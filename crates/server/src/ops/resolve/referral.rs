@@ -40,7 +40,7 @@ impl ResolutionSource for DerivedPrefixReferral {
         let mut ancestors = handle::ancestors(&own);
         ancestors.pop(); // the handle itself, which is not there
         for ancestor in ancestors.iter().rev().take(MAX_ANCESTORS) {
-            let Some(record) = state.store.get(&state.storage_key(ancestor)).await? else { continue };
+            let Some(record) = state.record(&state.storage_key(ancestor)).await? else { continue };
             let delegating: Vec<HandleValue> = record
                 .values
                 .into_iter()

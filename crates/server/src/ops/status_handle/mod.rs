@@ -77,7 +77,7 @@ async fn resolve_status(
     if !is_server_admin(state, identity).await? && !in_admin_list(state, identity, listed).await? {
         return Err(OpError::new(ResponseCode::INVALID_ADMIN, ""));
     }
-    let latest_txn_id = state.store.txn_log_bounds().await?.last;
+    let latest_txn_id = state.txn_log().txn_log_bounds().await?.last;
     let state_for_figures = (source.metrics.uptime(), source.metrics.handle_requests.snapshot());
     let with_monitor = source.with_monitor;
     let read_only = state.mirror().is_some_and(|m| m.is_read_only());

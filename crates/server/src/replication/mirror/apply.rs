@@ -61,7 +61,7 @@ impl Batch {
             })
             .collect();
         let n = changes.len();
-        state.store.apply_replicated_with_docs(changes, progress, docs).await?;
+        state.txn_log().apply_replicated_with_docs(changes, progress, docs).await?;
         for (prefix, homed) in homing {
             state.set_homed(prefix, homed);
         }

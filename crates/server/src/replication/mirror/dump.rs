@@ -39,7 +39,7 @@ pub async fn run(
         tracing::error!(
             "REDUMP of every handle from {} begins (the old data is served until it ends; {} local records will be compared)",
             d.source,
-            state.store.count().await.unwrap_or(0)
+            state.records().count().await.unwrap_or(0)
         );
         marks::clear(state).await?;
         d = DumpProgress { redump: true, ..DumpProgress::new(&d.source, true, now_ms()) };
@@ -79,9 +79,9 @@ pub async fn run(
         marks::clear(state).await?;
     }
     let txn_id = d.txn_id.unwrap_or(0);
-    state.store.txn_log_reset(txn_id).await?;
+    state.txn_log().txn_log_reset(txn_id).await?;
     let pull = PullProgress { source: d.source.clone(), last_txn_id: txn_id, last_query_date_ms: d.date_ms };
-    state.store.apply_replicated(Vec::new(), vec![entry(PULL_KEY, &pull), (DUMP_KEY.to_string(), None)]).await?;
+    state.txn_log().apply_replicated(Vec::new(), vec![entry(PULL_KEY, &pull), (DUMP_KEY.to_string(), None)]).await?;
     tracing::info!(
         "dump from {} done: {} records in {:.1} s; pulling transactions after {txn_id}",
         d.source,
@@ -185,7 +185,7 @@ async fn sweep(state: &ReplicationContext, d: &DumpProgress) -> Result<(), Mirro
     let mut gone = 0u64;
     let mut after: Option<Vec<u8>> = None;
     loop {
-        let keys = state.store.scan_keys(b"", after.as_deref(), SWEEP_PAGE).await?;
+        let keys = state.records().scan_keys(b"", after.as_deref(), SWEEP_PAGE).await?;
         let Some(last) = keys.last().cloned() else { break };
         let mut batch = Batch::default();
         for key in keys {
@@ -198,7 +198,7 @@ async fn sweep(state: &ReplicationContext, d: &DumpProgress) -> Result<(), Mirro
         after = Some(last);
     }
     let mut batch = Batch::default();
-    for prefix in crate::directory::stored_homed(&*state.store).await? {
+    for prefix in state.records().homed_prefixes().await? {
         let unhome = homing(0, 0, &prefix, false);
         if !marks::seen(state, Kind::Prefix, &prefix).await? && admitted(state, &unhome) {
             batch.push(unhome);

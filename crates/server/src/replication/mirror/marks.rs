@@ -46,6 +46,6 @@ pub async fn clear(state: &ReplicationContext) -> Result<u64, StoreError> {
         }
         removed += page.len() as u64;
         let deletes = page.into_iter().map(|(id, _)| DocWrite { collection: SEEN.into(), id, doc: None }).collect();
-        state.store.apply_replicated_with_docs(Vec::new(), Vec::new(), deletes).await?;
+        state.txn_log().apply_replicated_with_docs(Vec::new(), Vec::new(), deletes).await?;
     }
 }

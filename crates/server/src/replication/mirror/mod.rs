@@ -44,7 +44,7 @@ const NOT_HELD: Duration = Duration::from_millis(200);
 
 /// Has this server been promoted (durably)? Then it is a primary whatever its
 /// configuration says.
-pub async fn is_promoted(store: &dyn handled_store::Store) -> Result<bool, handled_store::StoreError> {
+pub async fn is_promoted(store: &dyn handled_store::RecordStore) -> Result<bool, handled_store::StoreError> {
     Ok(store.meta_get(PROMOTED_KEY).await?.is_some())
 }
 
@@ -67,7 +67,7 @@ pub async fn start(
         );
         return Ok(());
     }
-    if let Some(p) = state.store.meta_get(PULL_KEY).await? {
+    if let Some(p) = state.records().meta_get(PULL_KEY).await? {
         if let Ok(p) = decode::<PullProgress>(PULL_KEY, &p) {
             status.update(|s| s.last_txn_id = p.last_txn_id);
         }
@@ -110,7 +110,7 @@ pub async fn promote_if_unconfigured(
 
 /// The durable promotion flag (also what `handled promote` writes offline).
 /// An unfinished dump is dropped: a primary has nothing to resume it from.
-pub async fn write_promoted(store: &dyn handled_store::Store) -> Result<(), handled_store::StoreError> {
+pub async fn write_promoted(store: &dyn handled_store::TxnLogStore) -> Result<(), handled_store::StoreError> {
     let when = now_ms().to_string().into_bytes();
     store.apply_replicated(Vec::new(), vec![(PROMOTED_KEY.into(), Some(when)), (DUMP_KEY.into(), None)]).await
 }

@@ -61,7 +61,7 @@ struct Current {
 /// Our position in every queue but the source's own (kept in `own`).
 async fn positions(state: &ReplicationContext) -> Result<Vec<(String, PullProgress)>, MirrorError> {
     let mut out = Vec::new();
-    for (key, raw) in state.store.meta_scan(QUEUES_PREFIX).await? {
+    for (key, raw) in state.records().meta_scan(QUEUES_PREFIX).await? {
         let p = decode::<PullProgress>(&key, &raw).map_err(MirrorError::Source)?;
         out.push((key[QUEUES_PREFIX.len()..].to_string(), p));
     }

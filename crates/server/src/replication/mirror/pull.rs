@@ -144,7 +144,7 @@ pub async fn run(
     if redump {
         let d = DumpProgress::new(&p.source, true, now_ms());
         // Whatever arrived before is dropped: the redump brings the current state.
-        state.store.apply_replicated(Vec::new(), vec![entry(DUMP_KEY, &d)]).await?;
+        state.txn_log().apply_replicated(Vec::new(), vec![entry(DUMP_KEY, &d)]).await?;
         tracing::error!(
             "the source {} says NEED_TO_REDUMP after txn {}: this mirror missed transactions it no longer keeps; \
              redumping now (the old data is served meanwhile)",

@@ -96,13 +96,13 @@ async fn fetch_site(addr: SocketAddr, timeout: Duration) -> Result<SiteInfo, Str
 /// Trust on first use for a source named by address: its key is kept, and a
 /// different key later is refused (someone else may be answering there).
 async fn pin_key(state: &ReplicationContext, key: &[u8]) -> Result<(), String> {
-    match state.store.meta_get(PINNED_KEY).await.map_err(|e| e.to_string())? {
+    match state.records().meta_get(PINNED_KEY).await.map_err(|e| e.to_string())? {
         Some(pinned) if pinned == key => Ok(()),
         Some(_) => Err("the source's key differs from the one it had at first contact: refusing to pull \
                         (if its key really changed, name the source by its site record file instead)"
             .into()),
         None => {
-            state.store.meta_put(PINNED_KEY, Some(key.to_vec())).await.map_err(|e| e.to_string())?;
+            state.records().meta_put(PINNED_KEY, Some(key.to_vec())).await.map_err(|e| e.to_string())?;
             tracing::info!("replication source key pinned at first contact");
             Ok(())
         }
@@ -130,7 +130,7 @@ pub(crate) async fn local_values(
     h: &[u8],
 ) -> Result<Option<Vec<handled_proto::value::HandleValue>>, String> {
     let key = handle::normalize(&handle::canonical(h), state.settings.case_sensitive);
-    Ok(state.store.get(&key).await.map_err(|e| e.to_string())?.map(|r| r.values))
+    Ok(state.record(&key).await.map_err(|e| e.to_string())?.map(|r| r.values))
 }
 
 /// The HS_SITE value `index:handle`, resolved at `replication_resolver` or in

@@ -21,7 +21,7 @@ use crate::replication::ReplicationContext;
 use crate::replication_status::mirror::Phase;
 use handled_client::credentials::Credentials;
 use handled_store::change_dates::{decode_priority, LOCAL_PRIORITY_META_KEY};
-use handled_store::{Store, StoreError};
+use handled_store::{RecordStore, StoreError};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -97,12 +97,12 @@ pub async fn start(
 }
 
 /// A server that is not (or no longer) a member stops dating its writes.
-pub async fn leave(store: &dyn Store) -> Result<(), StoreError> {
+pub async fn leave(store: &dyn RecordStore) -> Result<(), StoreError> {
     set_priority(store, None).await
 }
 
 /// Record this server's priority (local writes are dated while it is set).
-async fn set_priority(store: &dyn Store, priority: Option<i32>) -> Result<(), StoreError> {
+async fn set_priority(store: &dyn RecordStore, priority: Option<i32>) -> Result<(), StoreError> {
     let stored = store.meta_get(LOCAL_PRIORITY_META_KEY).await?;
     let now = stored.as_deref().map(decode_priority).transpose()?;
     if now != priority {
@@ -176,7 +176,7 @@ async fn pull_peer(
     status: &MirrorStatus,
 ) -> Result<(), MirrorError> {
     let key = format!("{PULL_PREFIX}{}", peer.queue);
-    let progress = match state.store.meta_get(&key).await? {
+    let progress = match state.records().meta_get(&key).await? {
         Some(raw) => decode::<PullProgress>(&key, &raw).map_err(MirrorError::Source)?,
         // A new member starts from the peer's first transaction.
         None => PullProgress { source: peer.queue.clone(), last_txn_id: 0, last_query_date_ms: 0 },

@@ -6,13 +6,13 @@
 //! refuse one more change.
 
 use handled_store::change_dates::{date_meta_key, ChangeDate};
-use handled_store::{ReplicatedChange, Store, StoreError};
+use handled_store::{RecordStore, ReplicatedChange, StoreError};
 use std::collections::HashMap;
 
 /// `changes` without those older than the last change of their handle (or
 /// prefix), stored or earlier in the batch. Mirror changes (no priority) all stay.
 pub async fn newer_only(
-    store: &dyn Store,
+    store: &dyn RecordStore,
     changes: Vec<ReplicatedChange>,
 ) -> Result<Vec<ReplicatedChange>, StoreError> {
     let mut last: HashMap<String, Option<ChangeDate>> = HashMap::new();

@@ -70,7 +70,7 @@ fn in_site(queue: &str, own: Option<&str>) -> bool {
 async fn our_positions(state: &ReplicationContext) -> io::Result<Vec<(String, PullProgress)>> {
     let mut out = Vec::new();
     for prefix in [PULL_PREFIX, QUEUES_PREFIX] {
-        for (key, raw) in state.store.meta_scan(prefix).await.map_err(io::Error::other)? {
+        for (key, raw) in state.records().meta_scan(prefix).await.map_err(io::Error::other)? {
             let progress = decode::<PullProgress>(&key, &raw).map_err(io::Error::other)?;
             out.push((key[prefix.len()..].to_string(), progress));
         }
@@ -86,7 +86,7 @@ pub async fn send(
     sink: &mut Sink<'_>,
 ) -> io::Result<()> {
     let own = txn::own_queue_name(state).await;
-    let bounds = state.store.txn_log_bounds().await.map_err(io::Error::other)?;
+    let bounds = state.txn_log().txn_log_bounds().await.map_err(io::Error::other)?;
     let own_last = info.get(&own).last_txn_id.max(0) as u64;
     let mut redump = needs_redump(&bounds, own_last);
     let positions = our_positions(state).await?;

@@ -60,14 +60,14 @@ async fn send_handles(
     sink: &mut Sink<'_>,
 ) -> io::Result<()> {
     loop {
-        let keys = state.store.scan_keys(b"", after.as_deref(), PAGE).await.map_err(io::Error::other)?;
+        let keys = state.records().scan_keys(b"", after.as_deref(), PAGE).await.map_err(io::Error::other)?;
         let Some(last) = keys.last().cloned() else { return Ok(()) };
         for key in keys {
             if !layout::wants(&req.layout, &key) {
                 continue;
             }
             // Gone since the scan read its key: nothing to send.
-            let Some(record) = state.store.get(&key).await.map_err(io::Error::other)? else { continue };
+            let Some(record) = state.record(&key).await.map_err(io::Error::other)? else { continue };
             sink.send(&DumpStreamItem::Handle { handle: key, values: record.values }).await?;
         }
         after = Some(last);

@@ -63,7 +63,7 @@ pub async fn answer(
     let mut work = match op {
         SourceOp::NextTxnId => {
             // No authentication, as in Handle.Net: the next id reveals little.
-            let bounds = state.store.txn_log_bounds().await?;
+            let bounds = state.txn_log().txn_log_bounds().await?;
             return Ok(Answered { body: ResponseBody::NextTxnId(bounds.last + 1), stream: None });
         }
         SourceOp::Backup => {
@@ -88,7 +88,7 @@ pub async fn answer(
     };
     layout::check(&layout)?;
     // A log the store cannot read is an error answer, not a stream cut short.
-    let bounds = state.store.txn_log_bounds().await?;
+    let bounds = state.txn_log().txn_log_bounds().await?;
     if let Work::Dump(_, position) = &mut work {
         *position = (bounds.last, handled_store::txn_log::now_ms());
     }

@@ -59,7 +59,7 @@ pub fn prune_daily(state: Arc<ReplicationContext>) -> Option<impl std::future::F
         loop {
             every.tick().await;
             let before = cutoff(now_ms(), days);
-            match state.store.txn_log_prune(before).await {
+            match state.txn_log().txn_log_prune(before).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!("replication: pruned {n} transaction log entries older than {days} days"),
                 Err(e) => tracing::warn!("replication: transaction log not pruned: {e}"),

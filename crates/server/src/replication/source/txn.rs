@@ -37,7 +37,7 @@ const PAGE: usize = 256;
 pub async fn own_queue_name(state: &ReplicationContext) -> String {
     let r = &state.settings.replication;
     if let (Some(sites), true) = (&r.sites_handle, r.pulls_from_group()) {
-        let stored = state.store.meta_get(LOCAL_PRIORITY_META_KEY).await.ok().flatten();
+        let stored = state.records().meta_get(LOCAL_PRIORITY_META_KEY).await.ok().flatten();
         if let Some(Ok(priority)) = stored.as_deref().map(decode_priority) {
             return format!("0:{priority}:{}", sites.trim());
         }
@@ -66,7 +66,7 @@ pub fn needs_redump(bounds: &TxnLogBounds, mirror_last: u64) -> bool {
 /// last id, or `wait` has passed.
 pub async fn wait_for_newer(state: &ReplicationContext, req: &RetrieveTxnRequest, wait: Duration) {
     let mirror_last = last_txn_id_of(state, &req.query).await;
-    let mut committed = state.store.txn_log_subscribe();
+    let mut committed = state.txn_log().txn_log_subscribe();
     let _ = tokio::time::timeout(wait, committed.wait_for(|&last| last != mirror_last)).await;
 }
 
@@ -78,7 +78,7 @@ pub async fn send(
     (mirror_last, last_query_date_ms): (u64, u64),
     sink: &mut Sink<'_>,
 ) -> io::Result<()> {
-    let bounds = state.store.txn_log_bounds().await.map_err(io::Error::other)?;
+    let bounds = state.txn_log().txn_log_bounds().await.map_err(io::Error::other)?;
     let redump = needs_redump(&bounds, mirror_last);
     if redump {
         tracing::warn!(
@@ -109,7 +109,9 @@ pub(super) async fn forward(
     let mut next = after;
     while next < upto {
         let page = match kept {
-            None => state.store.txn_log_read(next, PAGE).await.map(|p| p.into_iter().map(KeptEntry::from).collect()),
+            None => {
+                state.txn_log().txn_log_read(next, PAGE).await.map(|p| p.into_iter().map(KeptEntry::from).collect())
+            }
             Some(queue) => kept_queues::read(&*state.store, queue, next, PAGE).await,
         };
         let page: Vec<KeptEntry> = page.map_err(io::Error::other)?;
@@ -136,7 +138,7 @@ async fn record_of(state: &ReplicationContext, layout: &MirrorLayout, e: KeptEnt
         return Ok(None);
     }
     let values = if action.carries_values() {
-        let current = state.store.get(&state.storage_key(&e.handle)).await.map_err(io::Error::other)?;
+        let current = state.record(&state.storage_key(&e.handle)).await.map_err(io::Error::other)?;
         Some(current.map(|r| r.values).unwrap_or_default())
     } else {
         None

@@ -117,7 +117,7 @@ async fn build(source: &Templates, h: &str) -> Result<Result<Option<Vec<HandleVa
         return Ok(Ok(None));
     };
     let (base, extension) = (&h[..at], &h[at + delimiter.len()..]);
-    let base_values = match state.store.get(&state.storage_key(base.as_bytes())).await? {
+    let base_values = match state.record(&state.storage_key(base.as_bytes())).await? {
         Some(record) => record.values,
         None if namespace.is_none() => return Ok(Ok(None)),
         None => Vec::new(),
@@ -185,7 +185,7 @@ fn one_pass(
 
 /// The HS_NAMESPACE of `h` when this server holds it.
 async fn namespace_of(state: &Directory, h: &str) -> Result<Option<String>, OpError> {
-    let record = state.store.get(&state.storage_key(h.as_bytes())).await?;
+    let record = state.record(&state.storage_key(h.as_bytes())).await?;
     Ok(record.and_then(|r| r.values.iter().find(|v| v.is_type(types::HS_NAMESPACE)).map(|v| data_text(&v.data))))
 }
 
@@ -194,7 +194,7 @@ async fn cited_value(state: &Directory, index: i32, h: &str) -> Result<Option<St
     if !state.is_homed(h.as_bytes()).await {
         return Ok(None);
     }
-    let record = state.store.get(&state.storage_key(h.as_bytes())).await?;
+    let record = state.record(&state.storage_key(h.as_bytes())).await?;
     Ok(record.and_then(|r| r.values.iter().find(|v| v.index == index).map(|v| data_text(&v.data))))
 }
 
