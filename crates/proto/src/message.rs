@@ -34,8 +34,15 @@ pub fn parse_message(msg: &[u8]) -> DecodeResult<MessageView<'_>> {
     if msg.len() < HEADER_LEN {
         return Err(DecodeError::Truncated { what: "message header", needed: HEADER_LEN - msg.len() });
     }
+    let header = Header::read(&mut Reader::new(msg))?;
+    locate_in(msg, header)
+}
+
+/// [`parse_message`] for a message whose header (its first [`HEADER_LEN`]
+/// bytes, which `msg` has) is decoded already: body and credential located.
+pub(crate) fn locate_in(msg: &[u8], header: Header) -> DecodeResult<MessageView<'_>> {
     let mut r = Reader::new(msg);
-    let header = Header::read(&mut r)?;
+    r.take(HEADER_LEN, "message header")?;
     let body_len = header.body_length as usize;
     if body_len > r.remaining() {
         return Err(DecodeError::Truncated { what: "message body", needed: body_len - r.remaining() });

@@ -83,7 +83,7 @@ impl<B: AsRef<[u8]>> Unit<B> {
             Err(e) => Framing::BadLength(e),
             Ok(len) if len != message.len() => Framing::WrongLength,
             Ok(_) if envelope.encrypted => Framing::Encrypted,
-            Ok(_) => match locate(message) {
+            Ok(_) => match locate(message, leading_header) {
                 Ok(located) => Framing::Message(located),
                 Err(e) => Framing::Invalid(e),
             },
@@ -154,8 +154,12 @@ impl<B: AsRef<[u8]>> Unit<B> {
 }
 
 /// [`crate::message::parse_message`]'s reading of a message, as bounds.
-fn locate(message: &[u8]) -> Result<Located, DecodeError> {
-    let view = crate::message::parse_message(message)?;
+fn locate(message: &[u8], header: Option<Header>) -> Result<Located, DecodeError> {
+    // Decoded from the unit's first bytes already (None: fewer than a header).
+    let view = match header {
+        Some(header) => crate::message::locate_in(message, header)?,
+        None => crate::message::parse_message(message)?,
+    };
     let handle =
         acts_on_a_handle(view.header.op_code).then(|| Reader::new(view.body).bytes("handle").ok()).flatten().map(|h| {
             // Offsets in the unit: the body starts after envelope and header.
