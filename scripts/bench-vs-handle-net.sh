@@ -75,7 +75,7 @@ start_handled() {
 }
 start_handled "$work/boot.log"
 boot=$started_pid
-kill "$(pgrep -P "$boot" -x handled || echo "$boot")"
+kill "$(pgrep -P "$boot" -x "$(basename "$BIN" | cut -c1-15)" || echo "$boot")"
 wait "$boot" 2>/dev/null || true
 for round in $(seq "$ROUNDS"); do
   echo "== round $round: Handle.Net 9.0.0" >&2
@@ -92,7 +92,7 @@ for round in $(seq "$ROUNDS"); do
   handled_pid=$started_pid
   handled_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   # ip netns exec runs the server as its child: measure the server itself.
-  server_pid=$(pgrep -P "$handled_pid" -x handled || echo "$handled_pid")
+  server_pid=$(pgrep -P "$handled_pid" -x "$(basename "$BIN" | cut -c1-15)" || echo "$handled_pid")
   measure handled "$round" "$server_pid" "$handled_ms" "$work/data/admin-TEST.json"
   kill "$server_pid"; wait "$handled_pid" 2>/dev/null || true
   server_pid=
