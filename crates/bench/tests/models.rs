@@ -63,7 +63,9 @@ async fn keep_alive_reuses_sockets_and_close_opens_one_per_request() {
     let close = run(&get_plan(addr, false), &model).await.unwrap();
     assert_eq!((ka.ok, close.ok), (400, 400));
     assert_eq!(ka.sockets_opened, 4);
-    assert_eq!(ka.peak_sockets, 4);
+    // Never more than one a client; fewer at once when a client is done with its
+    // 100 requests before the last one starts (seen on a loaded 2-core box).
+    assert!((1..=4).contains(&ka.peak_sockets), "{}", ka.peak_sockets);
     assert_eq!(close.sockets_opened, 400);
     assert!(close.peak_sockets >= 4 && close.peak_sockets <= 12, "{}", close.peak_sockets);
     // The stub's Server-Timing is reported apart from the network time.
