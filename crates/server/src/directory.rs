@@ -37,6 +37,9 @@ pub const HOMED_RELOAD: std::time::Duration = std::time::Duration::from_secs(1);
 pub struct Directory {
     /// Handles, metadata and documents; the record cache, when on, observes its writes.
     pub store: Arc<dyn Store>,
+    /// `store` without the layer that calls its hooks (`store` itself when it
+    /// has none): what [`Directory::record`] reads on every resolution.
+    reads: Arc<dyn Store>,
     /// The record cache: reads of records ([`Directory::record`]) and of the
     /// documents handed out by [`Directory::documents`] go through it.
     pub cache: Option<Arc<RecordCache>>,
@@ -73,6 +76,7 @@ impl Directory {
         auth_work: AuthWork,
     ) -> Directory {
         Directory {
+            reads: store.beneath_hooks().unwrap_or_else(|| store.clone()),
             store,
             cache,
             case_sensitive,
@@ -88,8 +92,8 @@ impl Directory {
     /// The record stored under `key` (a storage key), through the cache when it is on.
     pub async fn record(&self, key: &[u8]) -> Result<Option<HandleRecord>, StoreError> {
         match &self.cache {
-            Some(cache) => cache.get(&*self.store, key).await,
-            None => self.store.get(key).await,
+            Some(cache) => cache.get(&*self.reads, key).await,
+            None => self.reads.get(key).await,
         }
     }
 

@@ -94,8 +94,8 @@ impl CertSlot {
 /// DUMP_HANDLES response): always the self-signed certificate of the server
 /// key, whatever HTTPS presents, because a Handle.Net mirror accepts exactly a
 /// certificate whose public key is the one in our HS_SITE (it checks nothing else).
-pub fn site_key_acceptor(config: &Config, key: &RsaSigner) -> Result<TlsAcceptor, TlsError> {
-    let (certs, private) = self_signed(config, key, None)?;
+pub fn site_key_acceptor(subject: &SelfSigned, key: &RsaSigner) -> Result<TlsAcceptor, TlsError> {
+    let (certs, private) = self_signed(subject, key, None)?;
     let server = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
@@ -122,7 +122,7 @@ fn certified(config: &Config, key: &RsaSigner, identity: Option<&str>) -> Result
             let private = PrivateKeyDer::from_pem_file(k).map_err(|e| pem(k, e))?;
             (certs, private)
         }
-        (None, None) => self_signed(config, key, identity)?,
+        (None, None) => self_signed(&SelfSigned::of(config), key, identity)?,
         _ => return Err(TlsError::Half),
     };
     if certs.is_empty() {
@@ -146,19 +146,33 @@ pub fn site_identity(prefix: &str) -> String {
 
 /// A certificate for the server's own RSA key, valid for `localhost` and the
 /// listen and public addresses, naming the handle that publishes its key.
+/// What a self-signed certificate of the server key names: the server's
+/// addresses and its description (all it reads of the configuration).
+#[derive(Clone, Debug)]
+pub struct SelfSigned {
+    names: Vec<String>,
+    common_name: String,
+}
+
+impl SelfSigned {
+    pub fn of(config: &Config) -> SelfSigned {
+        let mut names = vec!["localhost".to_string(), config.listen.to_string()];
+        if config.public_address() != config.listen {
+            names.push(config.public_address().to_string());
+        }
+        SelfSigned { names, common_name: format!("handled {}", config.description) }
+    }
+}
+
 fn self_signed(
-    config: &Config,
+    subject: &SelfSigned,
     key: &RsaSigner,
     identity: Option<&str>,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
     let pkcs8 = PrivatePkcs8KeyDer::from(key.pkcs8().to_vec());
     let pair = rcgen::KeyPair::from_pkcs8_der_and_sign_algo(&pkcs8, &rcgen::PKCS_RSA_SHA256)?;
-    let mut names = vec!["localhost".to_string(), config.listen.to_string()];
-    if config.public_address() != config.listen {
-        names.push(config.public_address().to_string());
-    }
-    let mut params = rcgen::CertificateParams::new(names)?;
-    params.distinguished_name.push(rcgen::DnType::CommonName, format!("handled {}", config.description));
+    let mut params = rcgen::CertificateParams::new(subject.names.clone())?;
+    params.distinguished_name.push(rcgen::DnType::CommonName, subject.common_name.clone());
     if let Some(identity) = identity {
         params.distinguished_name.push(rcgen::DnType::CustomDnType(USER_ID_OID.to_vec()), identity);
     }
@@ -185,7 +199,7 @@ mod tests {
     #[test]
     fn self_signed_certificate_carries_the_server_key() {
         let key = RsaSigner::generate().unwrap();
-        let (certs, _) = self_signed(&Config::default(), &key, None).unwrap();
+        let (certs, _) = self_signed(&SelfSigned::of(&Config::default()), &key, None).unwrap();
         let (_, cert) = x509_parser::parse_x509_certificate(&certs[0]).unwrap();
         let spki = cert.public_key().subject_public_key.data.to_vec();
         // The SPKI bit string is the PKCS#1 RSAPublicKey: same modulus as HS_SITE's key.
@@ -195,10 +209,10 @@ mod tests {
         assert!(acceptor(&Config::default(), &key).is_ok());
         // Named by the handle value that publishes the key (§14.6.1): as the
         // Java library's X509HSTrustManager reads a subject.
-        let (certs, _) = self_signed(&Config::default(), &key, Some(&site_identity("TEST"))).unwrap();
+        let (certs, _) = self_signed(&SelfSigned::of(&Config::default()), &key, Some(&site_identity("TEST"))).unwrap();
         let claim = crate::client_cert::ClientCertificate::parse(&certs[0]).unwrap();
         assert_eq!(claim.identity, "1:0.NA/TEST");
-        let (certs, _) = self_signed(&Config::default(), &key, None).unwrap();
+        let (certs, _) = self_signed(&SelfSigned::of(&Config::default()), &key, None).unwrap();
         let claim = crate::client_cert::ClientCertificate::parse(&certs[0]).unwrap();
         assert!(claim.identity.starts_with("handled"), "without one, no handle is named: {}", claim.identity);
         let mut half = Config::default();

@@ -150,6 +150,10 @@ impl Hooked {
         Some(&self.hooks)
     }
 
+    fn beneath_hooks(&self) -> Option<Arc<dyn Store>> {
+        Some(self.inner.clone())
+    }
+
     async fn swap_with_docs(
         &self,
         key: &[u8],

@@ -46,12 +46,12 @@ impl ReplicationContext {
             own_address: SocketAddr::new(config.public_address(), config.port),
             case_sensitive: config.case_sensitive,
         };
-        // The stream certificate is made from the site key on first use, with
-        // the HTTPS settings of the time of start.
-        let (tls_config, tls_key) = (config.clone(), key.clone());
+        // The stream certificate is made from the site key on first use, naming
+        // the addresses of the time of start.
+        let (subject, tls_key) = (crate::tls::SelfSigned::of(config), key.clone());
         let slots = slots::Source::new(
             config.replication.max_streams,
-            Box::new(move || crate::tls::site_key_acceptor(&tls_config, &tls_key)),
+            Box::new(move || crate::tls::site_key_acceptor(&subject, &tls_key)),
         );
         ReplicationContext { directory, settings, key, metrics, slots }
     }

@@ -85,6 +85,13 @@ pub trait StoreAdmin: Send + Sync + 'static {
         None
     }
 
+    /// The store under the layer that calls the hooks, when this is that
+    /// layer: reads, which hooks never see, can go to it directly and skip a
+    /// dynamic call and a boxed future each. Wrappers forward it.
+    fn beneath_hooks(&self) -> Option<std::sync::Arc<dyn crate::Store>> {
+        None
+    }
+
     /// A consistent export of everything stored, for a backup ([`crate::backup`]),
     /// when [`Capabilities::backup`] is [`Backup::Export`].
     fn export(&self) -> Result<Box<dyn StoreExport>, StoreError> {

@@ -6,7 +6,7 @@
 /// `RecordStore`, `DocumentStore`, `TxnLogStore`, `StoreAdmin`. With
 /// `=> inner, writes hooked`, the writes (`swap_with_docs`,
 /// `put_many_with_docs`, `meta_put`, `home`, `doc_swap`,
-/// `apply_replicated_with_docs`) and `hooks` go to `hooked` instead, a field
+/// `apply_replicated_with_docs`), `hooks` and `beneath_hooks` go to `hooked` instead, a field
 /// with methods of those names and signatures ([`crate::Observed`]). A
 /// wrapper that changes other methods implements that seam by hand, all of it.
 #[macro_export]
@@ -238,6 +238,11 @@ macro_rules! forward_store {
                 #[allow(unused_imports)]
                 use $crate::StoreAdmin as _;
                 self.$writes.hooks()
+            }
+            fn beneath_hooks(&self) -> Option<std::sync::Arc<dyn $crate::Store>> {
+                #[allow(unused_imports)]
+                use $crate::StoreAdmin as _;
+                self.$writes.beneath_hooks()
             }
         }
     };
