@@ -47,7 +47,10 @@ step() {
     rc=77
     echo "no release binary: the release-build step did not pass" > "$skip_file"
   else
-    HANDLED_SKIP_FILE=$skip_file "$@"
+    # Kept for the summary's excerpt of a failed step (a CI log shows only its
+    # tail). Not a pipe: a daemon a step leaves holding its output open would
+    # keep a pipe's `tee` and so the step from ending.
+    HANDLED_SKIP_FILE=$skip_file "$@" > >(tee "$work/log-$name") 2>&1
     rc=$?
   fi
   case $rc in
@@ -79,7 +82,7 @@ step clippy "clippy, warnings denied" cargo clippy --workspace --all-targets --l
 step module-cycles "no import cycles between modules" scripts/module-cycles.py
 step links "every relative link and file reference in the Markdown resolves" scripts/check-links.py
 step scripts "unit tests of the Python scripts (tests/scripts)" python3 -m unittest discover -s tests/scripts
-step cargo-test "cargo test (workspace)" cargo test --workspace --locked
+step cargo-test "cargo test (workspace)" cargo test --workspace --locked --no-fail-fast
 step standalone "cargo test in a copy of the repository alone (no sibling shared/ directory)" \
   scripts/test-standalone.sh
 # A target that stops building or trips at once is caught here; real campaigns
@@ -147,5 +150,16 @@ for i in "${!names[@]}"; do
     $((times[i] / 60)) $((times[i] % 60)) "${reasons[$i]}"
   case ${results[$i]} in PASS) passed=$((passed + 1)) ;; SKIP) skipped=$((skipped + 1)) ;; esac
 done
+# What each failed step said, where a log's tail would otherwise hide it.
+for i in "${!names[@]}"; do
+  [ "${results[$i]}" = FAIL ] || continue
+  log=$work/log-${names[$i]}
+  echo
+  echo "== ${names[$i]} failed: the lines of its log that say why (of $(wc -l < "$log") lines)"
+  grep -nE "panicked at|FAILED|^failures:|^error|Error:|assert|[Tt]imed? ?out|No space left" "$log" | tail -40
+  echo "-- its last lines:"
+  tail -15 "$log"
+done
+echo
 echo "test-all: $passed passed, $failed failed, $skipped skipped ($(disk_free) free at the end)"
 [ "$failed" = 0 ]

@@ -46,5 +46,5 @@ for p in json.load(sys.stdin)["packages"]:
   > "$work/.cargo/config.toml"
 
 echo "standalone copy: $copy ($(find "$copy" -type f | wc -l) files), target: $target"
-(cd "$copy" && CARGO_TARGET_DIR=$target cargo test --workspace --locked "$@")
+(cd "$copy" && CARGO_TARGET_DIR=$target cargo test --workspace --locked --no-fail-fast "$@")
 echo "standalone tests passed in ${SECONDS}s"
