@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::live::Live;
 use crate::replication_status::mirror::MirrorStatus;
 use handled_proto::handle;
-use handled_store::{DocumentStore, HandleRecord, RecordStore, Store, StoreError, TxnLogStore};
+use handled_store::{DocumentStore, HandleRecord, RecordStore, Store, StoreAdmin, StoreError, TxnLogStore};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
@@ -35,8 +35,10 @@ pub fn homed_in(homed: &HashSet<Vec<u8>>, h: &[u8]) -> bool {
 pub const HOMED_RELOAD: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub struct Directory {
-    /// Handles, metadata and documents; the record cache, when on, observes its writes.
-    pub store: Arc<dyn Store>,
+    /// Handles, metadata and documents; the record cache, when on, observes its
+    /// writes. Callers reach it through the accessors below, each the seam
+    /// they use ([`Directory::records`], [`Directory::admin`], ...).
+    store: Arc<dyn Store>,
     /// `store` without the layer that calls its hooks (`store` itself when it
     /// has none): what [`Directory::record`] reads on every resolution.
     reads: Arc<dyn Store>,
@@ -104,6 +106,26 @@ impl Directory {
 
     /// The transaction log and replicated writes (what replication uses).
     pub fn txn_log(&self) -> &dyn TxnLogStore {
+        &*self.store
+    }
+
+    /// Capabilities, stats, writability, checkpoints: the store's administration.
+    pub fn admin(&self) -> &dyn StoreAdmin {
+        &*self.store
+    }
+
+    /// The whole store, shared: for what must own one (the HTTP sessions a
+    /// cluster shares through it, a backup's export) and for closing it at
+    /// shutdown (on a blocking thread). Anything that uses one seam takes that
+    /// seam instead.
+    pub fn store_handle(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// The store's documents as stored, never through the cache: for what
+    /// must see the store itself (replication's kept queues and redump marks,
+    /// the reverse-lookup index, which the cache never holds).
+    pub fn uncached_documents(&self) -> &dyn DocumentStore {
         &*self.store
     }
 

@@ -136,7 +136,7 @@ impl Server {
             cache.leave_cluster().await;
         }
         // Closing waits for the store's writer to commit what is queued.
-        let store = self.state.store.clone();
+        let store = self.state.store_handle();
         let _ = tokio::task::spawn_blocking(move || store.close()).await;
         finished
     }
@@ -171,8 +171,8 @@ impl Booted {
     ) -> Result<(), StoreError> {
         match settings {
             Some(s) => replication::multi_primary::start(&self.state.replication, s, &self.shutdown.stop()).await,
-            None if self.state.store.capabilities().txn_log => {
-                replication::multi_primary::leave(&*self.state.store).await
+            None if self.state.admin().capabilities().txn_log => {
+                replication::multi_primary::leave(self.state.records()).await
             }
             None => Ok(()),
         }

@@ -210,7 +210,7 @@ impl ServerState {
 }
 
 /// The state extends the directory with what transports, sessions and the
-/// replication source keep: handlers read `state.store` and pass `&state`
+/// replication source keep: handlers read `state.records()` and pass `&state`
 /// where a `&Directory` is taken.
 impl std::ops::Deref for ServerState {
     type Target = Directory;

@@ -21,7 +21,7 @@ struct Proxy {
 async fn start_with(tweak: impl FnOnce(&mut handled_server::config::Config)) -> (Proxy, std::sync::Arc<ServerState>) {
     let s = admin_common::start_with(tweak).await;
     let n = handled_server::import::import(
-        &*s.state.store,
+        s.state.records(),
         std::io::BufReader::new(RECORDS.as_bytes()),
         false,
         None,

@@ -174,11 +174,12 @@ async fn battery(source_store: StoreSetup, mirror_store: StoreSetup) {
     assert_eq!(resolve(mirror.addrs.tcp, b"TEST/on-mirror").await, Ok(Vec::new()));
 
     // The mirror's log continues the source's ids, entry for entry.
-    let (src, mir) = (source.state.store.txn_log_bounds().await.unwrap(), mirror.state.store.txn_log_bounds().await);
+    let (src, mir) =
+        (source.state.txn_log().txn_log_bounds().await.unwrap(), mirror.state.txn_log().txn_log_bounds().await);
     let mir = mir.unwrap();
     assert_eq!(mir.last, src.last, "source {src:?}, mirror {mir:?}");
-    let pulled = mirror.state.store.txn_log_read(mir.floor, 1000).await.unwrap();
-    let source_log = source.state.store.txn_log_read(mir.floor, 1000).await.unwrap();
+    let pulled = mirror.state.txn_log().txn_log_read(mir.floor, 1000).await.unwrap();
+    let source_log = source.state.txn_log().txn_log_read(mir.floor, 1000).await.unwrap();
     let ids = |v: &[handled_store::TxnEntry]| v.iter().map(|e| (e.id, e.action, e.handle.clone())).collect::<Vec<_>>();
     assert_eq!(ids(&pulled), ids(&source_log));
     assert!(pulled.len() >= 7, "the changes after the dump: {pulled:?}");

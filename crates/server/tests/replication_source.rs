@@ -91,7 +91,7 @@ fn records(items: &[TxnStreamItem]) -> Vec<TxnRecord> {
 }
 
 async fn last_id(s: &AdminServer) -> u64 {
-    s.state.store.txn_log_bounds().await.unwrap().last
+    s.state.txn_log().txn_log_bounds().await.unwrap().last
 }
 
 #[tokio::test]
@@ -155,7 +155,7 @@ async fn a_dump_carries_every_handle_with_its_values_page_after_page() {
             (h, HandleRecord::new(vec![url(1, &format!("https://example.org/{i}")), url(2, "https://x.example")]))
         })
         .collect();
-    s.state.store.put_many(records).await.unwrap();
+    s.state.records().put_many(records).await.unwrap();
     let last = last_id(&s).await;
     let items = mirror(&s).dump(&dump_request(ONE_SERVER, None)).await;
     assert_eq!(items[0], DumpStreamItem::Header { version: 2 });
@@ -164,10 +164,10 @@ async fn a_dump_carries_every_handle_with_its_values_page_after_page() {
     let mut stored = Vec::new();
     let mut after: Option<Vec<u8>> = None;
     loop {
-        let keys = s.state.store.scan_keys(b"", after.as_deref(), 1000).await.unwrap();
+        let keys = s.state.records().scan_keys(b"", after.as_deref(), 1000).await.unwrap();
         let Some(l) = keys.last().cloned() else { break };
         for k in keys {
-            let r = s.state.store.get(&k).await.unwrap().unwrap();
+            let r = s.state.records().get(&k).await.unwrap().unwrap();
             stored.push(DumpStreamItem::Handle { handle: k, values: r.values });
         }
         after = Some(l);
@@ -203,7 +203,7 @@ async fn the_log_brings_each_change_with_the_values_current_at_send_time() {
     let got = records(&items);
     let ids: Vec<u64> = got.iter().map(|r| r.txn_id).collect();
     assert_eq!(ids, (start + 1..=start + 6).collect::<Vec<_>>(), "every change, in order, gap-free");
-    let now = s.state.store.get(b"TEST/A").await.unwrap().unwrap().values;
+    let now = s.state.records().get(b"TEST/A").await.unwrap().unwrap().values;
     type Summary<'a> = (&'a [u8], TxnAction, Option<Vec<HandleValue>>);
     let summary: Vec<Summary> = got.iter().map(|r| (r.handle.as_slice(), r.action, r.values.clone())).collect();
     assert_eq!(
@@ -268,7 +268,11 @@ async fn each_mirror_server_gets_its_share_and_every_prefix_change() {
     }
     seen.sort();
     assert_eq!(seen, (start + 1..=start + 30).collect::<Vec<_>>(), "each handle change to exactly one server");
-    assert_eq!(dumped.len() as u64, s.state.store.count().await.unwrap(), "each handle dumped to exactly one server");
+    assert_eq!(
+        dumped.len() as u64,
+        s.state.records().count().await.unwrap(),
+        "each handle dumped to exactly one server"
+    );
     let (r, _) = mirror(&s)
         .request(&since(Version::V2_10, 0, MirrorLayout { num_servers: 3, server_num: 3, hash_type: 0 }))
         .await;
@@ -279,7 +283,7 @@ async fn each_mirror_server_gets_its_share_and_every_prefix_change() {
 async fn a_mirror_behind_the_pruned_log_must_redump() {
     let (s, mut admin) = source(|_| {}).await;
     admin.create(b"TEST/p", &[url(1, "https://example.org")]).await.unwrap();
-    let pruned = s.state.store.txn_log_prune(u64::MAX).await.unwrap();
+    let pruned = s.state.txn_log().txn_log_prune(u64::MAX).await.unwrap();
     assert!(pruned > 0);
     let floor = last_id(&s).await;
     admin.create(b"TEST/q", &[url(1, "https://example.org")]).await.unwrap();

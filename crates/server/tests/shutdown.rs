@@ -72,7 +72,7 @@ async fn shutdown_under_load_ends_every_task_before_the_store_closes() {
     assert!(s.shutdown(Duration::from_secs(10)).await, "requests in flight finished within the grace");
 
     // The store is closed, and nothing listens any more.
-    assert!(matches!(state.store.get(b"TEST/ADMIN").await, Err(StoreError::Closed)));
+    assert!(matches!(state.records().get(b"TEST/ADMIN").await, Err(StoreError::Closed)));
     assert!(tokio::net::TcpStream::connect(addrs.tcp).await.is_err(), "native TCP closed");
     assert!(tokio::net::TcpStream::connect(addrs.http).await.is_err(), "HTTP closed");
     assert!(tokio::net::TcpStream::connect(addrs.registry.unwrap()).await.is_err(), "registry port closed");

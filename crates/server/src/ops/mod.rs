@@ -123,7 +123,7 @@ pub const NOT_A_PRIMARY: &str = "Not a primary server";
 pub(crate) fn check_primary(state: &Directory) -> Result<(), OpError> {
     match state.mirror() {
         Some(m) if m.is_read_only() => Err(OpError::new(ResponseCode::SERVER_NOT_RESP, NOT_A_PRIMARY)),
-        _ if state.store.capabilities().read_only => Err(OpError::new(ResponseCode::SERVER_NOT_RESP, NOT_A_PRIMARY)),
+        _ if state.admin().capabilities().read_only => Err(OpError::new(ResponseCode::SERVER_NOT_RESP, NOT_A_PRIMARY)),
         _ => Ok(()),
     }
 }

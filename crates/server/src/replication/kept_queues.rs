@@ -13,7 +13,7 @@
 //! [`MAX_NAME_LEN`] bytes, and entries pruned with `txnlog_num_days_to_keep`.
 
 use handled_proto::replication::TxnRecord;
-use handled_store::{DocWrite, Document, DocumentStore, Store, StoreError, TxnEntry};
+use handled_store::{DocWrite, Document, DocumentStore, StoreError, TxnEntry, TxnLogStore};
 
 const COLLECTION: &str = "replication-other-queues";
 /// Most queues kept (and listed in an all-queues answer).
@@ -126,12 +126,13 @@ pub async fn names(store: &dyn DocumentStore) -> Result<Vec<String>, StoreError>
 }
 
 /// Drop the entries dated before `cutoff_ms` at the head of every queue
-/// (`txnlog_num_days_to_keep`); the count removed.
-pub async fn prune(store: &dyn Store, cutoff_ms: u64) -> Result<u64, StoreError> {
+/// (`txnlog_num_days_to_keep`), read from `docs` and removed as replicated
+/// writes through `log`; the count removed.
+pub async fn prune(docs: &dyn DocumentStore, log: &dyn TxnLogStore, cutoff_ms: u64) -> Result<u64, StoreError> {
     let mut removed = 0u64;
-    for queue in names(store).await? {
+    for queue in names(docs).await? {
         loop {
-            let page = read(store, &queue, 0, PAGE).await?;
+            let page = read(docs, &queue, 0, PAGE).await?;
             let old: Vec<DocWrite> = page
                 .iter()
                 .take_while(|e| e.date_ms < cutoff_ms)
@@ -142,7 +143,7 @@ pub async fn prune(store: &dyn Store, cutoff_ms: u64) -> Result<u64, StoreError>
                 break;
             }
             removed += old.len() as u64;
-            store.apply_replicated_with_docs(Vec::new(), Vec::new(), old).await?;
+            log.apply_replicated_with_docs(Vec::new(), Vec::new(), old).await?;
             if !whole_page {
                 break;
             }
@@ -155,7 +156,6 @@ pub async fn prune(store: &dyn Store, cutoff_ms: u64) -> Result<u64, StoreError>
 mod tests {
     use super::*;
     use handled_proto::replication::TxnAction as Wire;
-    use handled_store::TxnLogStore;
 
     fn rec(id: u64, date: u64) -> TxnRecord {
         TxnRecord { txn_id: id, handle: b"TEST/x".to_vec(), action: Wire::UPDATE, date_ms: date, values: None }
@@ -177,7 +177,7 @@ mod tests {
         assert_eq!((q2[0].id, q2[0].date_ms, q2[0].handle.as_slice()), (2, 20, &b"TEST/x"[..]));
         assert_eq!(first(&store, "0:3:TEST/SITES").await.unwrap().unwrap().id, 7);
         assert!(first(&store, "0:9:TEST/SITES").await.unwrap().is_none());
-        assert_eq!(prune(&store, 15).await.unwrap(), 2, "id 1 of queue 2 and id 7 of queue 3");
+        assert_eq!(prune(&store, &store, 15).await.unwrap(), 2, "id 1 of queue 2 and id 7 of queue 3");
         assert_eq!(first(&store, "0:2:TEST/SITES").await.unwrap().unwrap().id, 2);
         assert_eq!(names(&store).await.unwrap(), ["0:2:TEST/SITES"]);
     }

@@ -88,7 +88,7 @@ async fn start(rest: &Rest, req: &Req) -> Reply {
         }
         Err(e) => return failed(&BackupError::Store(e)),
     }
-    match rest.backups.start(&rest.ctx.store, &rest.ctx.data_dir, identity).await {
+    match rest.backups.start(&rest.ctx.store_handle(), &rest.ctx.data_dir, identity).await {
         Ok(s) => Reply::json(
             StatusCode::OK,
             json!({ "responseCode": 1, "id": s.id, "manifest": s.manifest, "chunkBytes": crate::backup::CHUNK_BYTES }),

@@ -151,7 +151,7 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
     let (driver_type, driver) = terms[driver_at].clone();
     // A store that searches its own rows by value (SQL) compares the bytes
     // as they are: it gets the term as asked; our own index is lower case.
-    let by_value = !rest.ctx.store.capabilities().documents;
+    let by_value = !rest.ctx.admin().capabilities().documents;
     let start = match by_value {
         true => literal_start(asked[driver_at].1.as_bytes()).to_vec(),
         false => literal_start(&driver).to_vec(),
@@ -170,7 +170,7 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
         }
     }
 
-    let store = &rest.ctx.store;
+    let (records, documents) = (rest.ctx.records(), rest.ctx.uncached_documents());
     let mut seen = HashSet::new();
     let mut found: Vec<(Vec<u8>, HandleRecord)> = Vec::new();
     let mut matched = 0usize;
@@ -198,8 +198,8 @@ pub(super) async fn search(rest: &Rest, req: &Req, prefix: &str) -> Reply {
         // A batch from a store that answers at once must not hold the thread.
         tokio::task::yield_now().await;
         let hits = match by_value {
-            true => store.find_by_value(driver_type.as_bytes(), key, after.as_ref(), BATCH).await,
-            false => store.doc_lookup(COLLECTION, &driver_type, key, after.as_ref(), BATCH).await,
+            true => records.find_by_value(driver_type.as_bytes(), key, after.as_ref(), BATCH).await,
+            false => documents.doc_lookup(COLLECTION, &driver_type, key, after.as_ref(), BATCH).await,
         };
         let hits = match hits {
             Ok(h) => h,
@@ -344,7 +344,7 @@ mod tests {
         let (rest, _dir) = rest_over(0, |_| {}).await;
         let values = vec![HandleValue::new(1, "URL", "https://example.org/doc1")];
         let record = HandleRecord::named(values, b"TEST/doc1", b"TEST/DOC1");
-        rest.ctx.store.put_many(vec![(b"TEST/DOC1".to_vec(), record)]).await.unwrap();
+        rest.ctx.records().put_many(vec![(b"TEST/DOC1".to_vec(), record)]).await.unwrap();
         let (status, body) = answer(&rest, "URL=https://example.org/doc1").await;
         assert_eq!((status, body), (StatusCode::OK, serde_json::json!(["TEST/doc1"])));
         let (_, body) = answer(&rest, "URL=https://example.org/doc*&retrieverecords=true").await;

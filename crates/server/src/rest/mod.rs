@@ -239,8 +239,8 @@ impl Rest {
     pub fn new(ctx: Arc<WebContext>, bodies: BodyReader) -> Rest {
         let ttl = Duration::from_secs(ctx.max_session_secs.max(1));
         // What sessions learn is shared through the store only when nodes share one.
-        let learned: Arc<dyn handled_store::Store> = if ctx.store.capabilities().shared {
-            ctx.store.clone()
+        let learned: Arc<dyn handled_store::Store> = if ctx.admin().capabilities().shared {
+            ctx.store_handle()
         } else {
             Arc::new(handled_store::MemoryStore::new())
         };

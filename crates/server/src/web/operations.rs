@@ -17,12 +17,12 @@ pub(super) async fn metrics(ctx: &WebContext) -> Response<Full<Bytes>> {
 
 async fn metrics_text(ctx: &WebContext) -> String {
     let cache = ctx.cache.as_ref().map(|c| c.cache_stats());
-    let handles = ctx.store.count().await.ok();
-    if let Ok(bounds) = ctx.store.txn_log_bounds().await {
+    let handles = ctx.records().count().await.ok();
+    if let Ok(bounds) = ctx.txn_log().txn_log_bounds().await {
         ctx.metrics.replication.txn_log_last_id.set(bounds.last as i64);
     }
     let remote = ctx.remote_auth().map(|r| r.guards());
-    ctx.metrics.render(&ctx.admission.stats(), cache.as_ref(), &ctx.store.stats(), handles, remote)
+    ctx.metrics.render(&ctx.admission.stats(), cache.as_ref(), &ctx.admin().stats(), handles, remote)
 }
 
 /// Ready when the listeners are serving and the store answers.
@@ -32,16 +32,16 @@ pub(super) async fn readiness(ctx: &WebContext) -> Response<Full<Bytes>> {
     // A store that cannot count (a SQL view without a scan statement) still
     // answered; one read-only by configuration (sql_read_only) takes no writes
     // by design, which is no reason to send its reads elsewhere.
-    let counted = match ctx.store.count().await {
+    let counted = match ctx.records().count().await {
         Err(handled_store::StoreError::Unsupported(_)) => Ok(0),
         other => other,
     };
-    let read_only = ctx.store.capabilities().read_only;
-    let store = counted.and_then(|_| if read_only { Ok(()) } else { ctx.store.writable() });
+    let read_only = ctx.admin().capabilities().read_only;
+    let store = counted.and_then(|_| if read_only { Ok(()) } else { ctx.admin().writable() });
     let listening = ctx.ready.get();
     // A store still reading its file into memory after a start answers, but
     // slower (a cold file: a disk read per lookup): not ready at speed yet.
-    let warming = ctx.store.warming();
+    let warming = ctx.admin().warming();
     let ok = store.is_ok() && listening && warming.is_none();
     let store = match (&store, warming) {
         (Err(e), _) => e.to_string(),

@@ -51,7 +51,7 @@ pub fn url(index: i32, url: &str, ttl: i32) -> HandleValue {
 /// Store `values` as `h` on `s`, as an administrator's create would.
 pub async fn put(s: &TestServer, h: &str, values: Vec<HandleValue>) {
     let key = s.state.storage_key(h.as_bytes());
-    s.state.store.put_many(vec![(key, HandleRecord::new(values))]).await.expect("put");
+    s.state.records().put_many(vec![(key, HandleRecord::new(values))]).await.expect("put");
 }
 
 async fn server(prefixes: &[&str]) -> TestServer {

@@ -21,7 +21,7 @@ impl ResolutionSource for LocalStore {
     /// A database server's store answers after a round trip: on the UDP
     /// receive thread, one at a time, its reads would queue behind each other.
     fn answers_locally(&self, _asked: &Asked<'_>) -> bool {
-        !self.directory.store.capabilities().remote
+        !self.directory.admin().capabilities().remote
     }
 
     async fn lookup(&self, query: &Query<'_>, _not_found: bool) -> Result<Lookup, OpError> {

@@ -51,7 +51,7 @@ impl Batch {
         let changes = std::mem::take(&mut self.changes);
         let docs = std::mem::take(&mut self.docs);
         self.bytes = 0;
-        let changes = crate::replication::multi_primary::winners::newer_only(&*state.store, changes).await?;
+        let changes = crate::replication::multi_primary::winners::newer_only(state.records(), changes).await?;
         let homing: Vec<(Vec<u8>, bool)> = changes
             .iter()
             .filter_map(|c| match c.entry.action {

@@ -33,14 +33,14 @@ pub fn mark(kind: Kind, key: &[u8]) -> DocWrite {
 
 /// Was `key` seen by the redump under way?
 pub async fn seen(state: &ReplicationContext, kind: Kind, key: &[u8]) -> Result<bool, StoreError> {
-    Ok(state.store.doc_get(SEEN, &id(kind, key)).await?.is_some())
+    Ok(state.uncached_documents().doc_get(SEEN, &id(kind, key)).await?.is_some())
 }
 
 /// Remove every mark (before a redump starts afresh, and after its sweep).
 pub async fn clear(state: &ReplicationContext) -> Result<u64, StoreError> {
     let mut removed = 0u64;
     loop {
-        let page = state.store.doc_scan(SEEN, b"", None, PAGE).await?;
+        let page = state.uncached_documents().doc_scan(SEEN, b"", None, PAGE).await?;
         if page.is_empty() {
             return Ok(removed);
         }

@@ -55,7 +55,7 @@ pub async fn start(
     settings: MirrorSettings,
     stop: &crate::lifecycle::Stop,
 ) -> Result<(), handled_store::StoreError> {
-    let promoted = is_promoted(&*state.store).await?;
+    let promoted = is_promoted(state.records()).await?;
     let status = Arc::new(MirrorStatus::new(settings.source_text.clone(), promoted));
     state.set_mirror(status.clone());
     let scrape = status.clone();
@@ -86,7 +86,7 @@ pub async fn promote(state: &ReplicationContext) -> Result<bool, handled_store::
         return Ok(false);
     }
     status.stop_task();
-    write_promoted(&*state.store).await?;
+    write_promoted(state.txn_log()).await?;
     status.set_promoted();
     tracing::warn!("PROMOTED to a primary: pulling from {} stopped, writes accepted", status.source);
     Ok(true)
@@ -171,7 +171,7 @@ async fn cycle(
     let timeout = settings.timeout.max(wait.map_or(Duration::ZERO, |w| w + Duration::from_secs(10)));
     let source = source::find(settings, state, timeout).await.map_err(MirrorError::Source)?;
     let creds = &settings.credentials;
-    let store = &state.store;
+    let store = state.records();
     if let Some(raw) = store.meta_get(DUMP_KEY).await? {
         let d: DumpProgress = decode(DUMP_KEY, &raw).map_err(MirrorError::Source)?;
         dump::run(state, &source, creds, status, d).await?;

@@ -89,7 +89,7 @@ pub async fn start(
     stop: &crate::lifecycle::Stop,
 ) -> Result<(), StoreError> {
     match group::find(state, &settings, false).await {
-        Ok(g) => set_priority(&*state.store, Some(g.own_priority)).await?,
+        Ok(g) => set_priority(state.records(), Some(g.own_priority)).await?,
         Err(e) => tracing::warn!("multi-primary: {e}; trying again every cycle"),
     }
     stop.spawn_until_draining(run(state.clone(), settings));
@@ -142,7 +142,7 @@ async fn cycle(
     statuses: &mut HashMap<String, Arc<MirrorStatus>>,
 ) -> Result<(), String> {
     let group = group::find(state, settings, true).await?;
-    set_priority(&*state.store, Some(group.own_priority)).await.map_err(|e| e.to_string())?;
+    set_priority(state.records(), Some(group.own_priority)).await.map_err(|e| e.to_string())?;
     for peer in &group.peers {
         let status = match statuses.get(&peer.queue) {
             Some(s) => s.clone(),

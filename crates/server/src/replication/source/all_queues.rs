@@ -91,7 +91,7 @@ pub async fn send(
     let mut redump = needs_redump(&bounds, own_last);
     let positions = our_positions(state).await?;
     let mut names: Vec<String> = positions.iter().map(|(q, _)| q.clone()).collect();
-    for kept in kept_queues::names(&*state.store).await.map_err(io::Error::other)? {
+    for kept in kept_queues::names(state.uncached_documents()).await.map_err(io::Error::other)? {
         if !names.contains(&kept) {
             names.push(kept);
         }
@@ -102,7 +102,7 @@ pub async fn send(
     let ours = |q: &str| positions.iter().find(|(n, _)| n == q).map(|(_, p)| p.clone());
     let now = now_ms() as i64;
     for q in &names {
-        let first = kept_queues::first(&*state.store, q).await.map_err(io::Error::other)?;
+        let first = kept_queues::first(state.uncached_documents(), q).await.map_err(io::Error::other)?;
         let servers_last = ours(q).map_or(0, |p| p.last_txn_id.min(i64::MAX as u64) as i64);
         let client = info.get(q);
         if needs_redump_by_date(first.as_ref(), servers_last, client.last_txn_id, client.last_timestamp, now) {

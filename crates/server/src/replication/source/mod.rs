@@ -68,7 +68,7 @@ pub async fn answer(
         }
         SourceOp::Backup => {
             admins::require(state, caller, AdminList::Backup).await?;
-            state.store.checkpoint().await?;
+            state.admin().checkpoint().await?;
             return Ok(Answered { body: ResponseBody::Empty, stream: None });
         }
         SourceOp::RetrieveTxnLog(r) => Work::Txn(r.clone()),

@@ -45,7 +45,7 @@ pub fn what_to_prune(days: u64, caps: &Capabilities) -> Result<Pruned, Option<&'
 /// store has something to prune.
 pub fn prune_daily(state: Arc<ReplicationContext>) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
     let days = state.settings.replication.txnlog_num_days_to_keep;
-    let pruned = match what_to_prune(days, &state.store.capabilities()) {
+    let pruned = match what_to_prune(days, &state.admin().capabilities()) {
         Ok(p) => p,
         Err(why) => {
             if let Some(why) = why {
@@ -68,7 +68,7 @@ pub fn prune_daily(state: Arc<ReplicationContext>) -> Option<impl std::future::F
                 continue;
             }
             // Other primaries' queues kept for proxied mirrors, as Handle.Net prunes them.
-            match crate::replication::kept_queues::prune(&*state.store, before).await {
+            match crate::replication::kept_queues::prune(state.uncached_documents(), state.txn_log(), before).await {
                 Ok(0) => {}
                 Ok(n) => {
                     tracing::info!(

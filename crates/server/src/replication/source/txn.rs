@@ -112,7 +112,7 @@ pub(super) async fn forward(
             None => {
                 state.txn_log().txn_log_read(next, PAGE).await.map(|p| p.into_iter().map(KeptEntry::from).collect())
             }
-            Some(queue) => kept_queues::read(&*state.store, queue, next, PAGE).await,
+            Some(queue) => kept_queues::read(state.uncached_documents(), queue, next, PAGE).await,
         };
         let page: Vec<KeptEntry> = page.map_err(io::Error::other)?;
         let Some(last) = page.last() else { break };
