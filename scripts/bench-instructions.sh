@@ -11,11 +11,20 @@
 # store bootstrapped natively first (so no RSA key is made under valgrind);
 # 300 warm-up requests, then the counters are zeroed, N requests run (4
 # clients), and the dump's total is divided by N. Prints a markdown table.
+#
+# ROUNDS=3: each workload that many times per revision, alternating; the table
+# lists every run and compares medians (UDP falls into two modes by how
+# requests batch: compare runs of one mode). WORKLOADS="udp create": a subset.
+# KEEP=DIR: keep the callgrind files there (DIR/REV.WORKLOAD.RUN), to read
+# with callgrind_annotate; with PROFILE=profiling the builds carry line tables
+# (Cargo.toml's [profile.profiling]), so the profiles name functions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: $0 BEFORE AFTER [requests]" >&2; exit 2; }
 command -v valgrind > /dev/null || { echo "valgrind is needed (apt install valgrind)" >&2; exit 2; }
 before=$1 after=$2 n=${3:-3000}
+rounds=${ROUNDS:-1} profile=${PROFILE:-release} keep=${KEEP:-}
+[ -z "$keep" ] || mkdir -p "$keep"
 work=$(mktemp -d)
 export CARGO_INCREMENTAL=0 CARGO_TARGET_DIR=$work/target
 port=25641 http=25800
@@ -29,8 +38,8 @@ trap cleanup EXIT
 
 for rev in "$before" "$after"; do
   git worktree add -q --detach "$work/src-$rev" "$rev"
-  (cd "$work/src-$rev" && cargo build -q --release -p handled)
-  cp "$CARGO_TARGET_DIR/release/handled" "$work/handled-$rev"
+  (cd "$work/src-$rev" && cargo build -q --profile "$profile" -p handled)
+  cp "$CARGO_TARGET_DIR/$profile/handled" "$work/handled-$rev"
 done
 
 wait_ready() { # output file
@@ -45,7 +54,7 @@ serve_args() { # data dir
 }
 
 # Ir of N requests of one workload on one binary.
-count() { # binary workload
+count() { # binary workload [name to keep the profile under]
   local bin=$1 workload=$2 dir=$work/data-$RANDOM
   mkdir -p "$dir"
   # Bootstrap natively (server key, admin handle), then serve under callgrind.
@@ -81,6 +90,7 @@ count() { # binary workload
   kill "$pid" 2> /dev/null || true
   wait "$pid" 2> /dev/null || true
   [ -n "$ir" ] || { echo "no callgrind dump for $workload" >&2; return 1; }
+  [ -z "$keep" ] || [ -z "${3:-}" ] || cat "$dir"/cg.out.* > "$keep/$3"
   echo $((ir / n))
 }
 
@@ -88,8 +98,13 @@ echo "Server instructions per request (callgrind Ir, $n requests after 300 warm-
 echo
 echo "| workload | $before | $after | after / before |"
 echo "|---|---:|---:|---:|"
-for workload in udp tcp http json create; do
-  a=$(count "$work/handled-$before" $workload)
-  b=$(count "$work/handled-$after" $workload)
-  echo "| $workload | $a | $b | $(python3 -c "print(f'{$b / $a:.3f}')") |"
+median() { tr ' ' '\n' | sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+for workload in ${WORKLOADS:-udp tcp http json create}; do
+  a=() b=()
+  for r in $(seq "$rounds"); do
+    a+=("$(count "$work/handled-$before" $workload "$before.$workload.$r")")
+    b+=("$(count "$work/handled-$after" $workload "$after.$workload.$r")")
+  done
+  ma=$(echo "${a[*]}" | median) mb=$(echo "${b[*]}" | median)
+  echo "| $workload | ${a[*]} | ${b[*]} | $(python3 -c "print(f'{$mb / $ma:.3f}')") |"
 done
