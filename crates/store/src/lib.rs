@@ -49,7 +49,7 @@ pub use cassandra::{CassandraOptions, CassandraStore};
 pub use documents::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, IndexMatch, MAX_INDEX_KEY};
 pub use embedded::{EmbeddedOptions, EmbeddedRestore, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
 pub use memory::MemoryStore;
-pub use observe::{CommitObserver, Committed, DocContributor, Hooks, Observed};
+pub use observe::{CommitObserver, Committed, DocContributor, Hooks, Observed, Writing};
 pub use open::{open_store, StoreConfig};
 pub use record::{HandleRecord, InvalidRecord, RecordError};
 #[cfg(feature = "sql")]

@@ -32,9 +32,41 @@ pub enum Committed<'a> {
     Document { collection: &'a str, id: &'a [u8], new: Option<&'a Document>, outcome: Result<&'a DocOutcome, ()> },
 }
 
-/// Told of every write through the store, after it ran and before it is answered.
+/// A write about to run, as told to [`CommitObserver::writing`]: what it may
+/// change, before its outcome is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writing<'a> {
+    /// Handle records under `keys`; `meta`: server metadata with them.
+    Handles { keys: &'a [Vec<u8>], meta: bool },
+    /// Server metadata, homing among it.
+    Meta,
+    /// One document.
+    Document { collection: &'a str, id: &'a [u8] },
+}
+
+impl Committed<'_> {
+    /// The same write as it was announced before it ran.
+    pub fn writing(&self) -> Writing<'_> {
+        match *self {
+            Committed::Handles { keys, meta, .. } => Writing::Handles { keys, meta },
+            Committed::Meta => Writing::Meta,
+            Committed::Document { collection, id, .. } => Writing::Document { collection, id },
+        }
+    }
+}
+
+/// Told of every write through the store: before it runs, and after it ran
+/// (whatever its outcome) and before it is answered.
 #[async_trait::async_trait]
 pub trait CommitObserver: Send + Sync + 'static {
+    /// The write is about to run (the record cache stops answering and filling
+    /// what it may change, here and on its peers, until `committed`). An error
+    /// means the observer could not do its part: the write does not run, and
+    /// the observers told before are told it ended, through `committed`.
+    async fn writing(&self, _write: &Writing<'_>) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// An error means the observer could not do its part (a peer was not
     /// told): the write is then answered with it, not as done.
     async fn committed(&self, change: &Committed<'_>) -> Result<(), StoreError>;
@@ -85,6 +117,22 @@ impl Hooks {
     fn observers(&self) -> Option<Vec<Arc<dyn CommitObserver>>> {
         let observers = self.observers.read();
         (!observers.is_empty()).then(|| observers.clone())
+    }
+
+    /// Tell `observers` that the write `change` describes is about to run. If
+    /// one refuses, those told before it are told the write ended (as one that
+    /// may have run), and its error is returned: the write must not run.
+    async fn announce(observers: &[Arc<dyn CommitObserver>], change: &Committed<'_>) -> Result<(), StoreError> {
+        let writing = change.writing();
+        for (i, o) in observers.iter().enumerate() {
+            if let Err(e) = o.writing(&writing).await {
+                for told in &observers[..i] {
+                    let _ = told.committed(change).await;
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// Tell `observers` of `change`, then answer with `outcome`.
@@ -166,8 +214,9 @@ impl Hooked {
             return self.inner.swap_with_docs(key, expect, new, docs).await;
         };
         let (keys, doc_collections) = ([key.to_vec()], collections(&docs));
-        let outcome = self.inner.swap_with_docs(key, expect, new, docs).await;
         let change = Committed::Handles { keys: &keys, doc_collections: &doc_collections, meta: false };
+        Hooks::announce(&observers, &change).await?;
+        let outcome = self.inner.swap_with_docs(key, expect, new, docs).await;
         Hooks::tell(Some(observers), &change, outcome).await
     }
 
@@ -182,19 +231,24 @@ impl Hooked {
         };
         let keys: Vec<Vec<u8>> = records.iter().map(|(k, _)| k.clone()).collect();
         let doc_collections = collections(&docs);
-        let outcome = self.inner.put_many_with_docs(records, docs).await;
         let change = Committed::Handles { keys: &keys, doc_collections: &doc_collections, meta: false };
+        Hooks::announce(&observers, &change).await?;
+        let outcome = self.inner.put_many_with_docs(records, docs).await;
         Hooks::tell(Some(observers), &change, outcome).await
     }
 
     async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), StoreError> {
+        let observers = self.hooks.observers();
+        Hooks::announce(observers.as_deref().unwrap_or_default(), &Committed::Meta).await?;
         let outcome = self.inner.meta_put(key, value).await;
-        Hooks::tell(self.hooks.observers(), &Committed::Meta, outcome).await
+        Hooks::tell(observers, &Committed::Meta, outcome).await
     }
 
     async fn home(&self, prefix_handle: &[u8], homed: bool) -> Result<(), StoreError> {
+        let observers = self.hooks.observers();
+        Hooks::announce(observers.as_deref().unwrap_or_default(), &Committed::Meta).await?;
         let outcome = self.inner.home(prefix_handle, homed).await;
-        Hooks::tell(self.hooks.observers(), &Committed::Meta, outcome).await
+        Hooks::tell(observers, &Committed::Meta, outcome).await
     }
 
     async fn doc_swap(
@@ -207,6 +261,9 @@ impl Hooked {
         let Some(observers) = self.hooks.observers() else {
             return self.inner.doc_swap(collection, id, expect, new).await;
         };
+        // Before it runs its outcome is unknown: what a refusal tells the others.
+        let unknown = Committed::Document { collection, id, new: new.as_ref(), outcome: Err(()) };
+        Hooks::announce(&observers, &unknown).await?;
         let outcome = self.inner.doc_swap(collection, id, expect, new.clone()).await;
         let change = Committed::Document { collection, id, new: new.as_ref(), outcome: outcome.as_ref().map_err(drop) };
         for o in &observers {
@@ -238,8 +295,9 @@ impl Hooked {
             return self.inner.apply_replicated_with_docs(changes, progress, docs).await;
         };
         let doc_collections = collections(&docs);
-        let outcome = self.inner.apply_replicated_with_docs(changes, progress, docs).await;
         let change = Committed::Handles { keys: &keys, doc_collections: &doc_collections, meta };
+        Hooks::announce(&observers, &change).await?;
+        let outcome = self.inner.apply_replicated_with_docs(changes, progress, docs).await;
         Hooks::tell(Some(observers), &change, outcome).await
     }
 }
@@ -287,6 +345,38 @@ mod tests {
 
     fn record(n: usize) -> HandleRecord {
         HandleRecord::new((1..=n as i32).map(|i| HandleValue::new(i, "URL", "x")).collect())
+    }
+
+    /// Refuses every write before it runs.
+    struct Refuses;
+
+    #[async_trait::async_trait]
+    impl CommitObserver for Refuses {
+        async fn writing(&self, _: &Writing<'_>) -> Result<(), StoreError> {
+            Err(StoreError::Backend("peer not marked".into()))
+        }
+        async fn committed(&self, _: &Committed<'_>) -> Result<(), StoreError> {
+            panic!("a refused write is not reported to the observer that refused it")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_an_observer_refuses_does_not_run_and_the_others_hear_it_ended() {
+        let store = Observed::ensure(Arc::new(MemoryStore::new()));
+        let hooks = store.hooks().unwrap();
+        let told = Arc::new(Told::default());
+        hooks.observe(told.clone());
+        hooks.observe(Arc::new(Refuses));
+        assert!(store.swap(b"T/1", Expect::Absent, Some(record(1))).await.is_err());
+        assert!(store
+            .doc_swap("reg", b"x", DocExpect::Absent, Some(Document::new(b"1".to_vec(), Vec::new())))
+            .await
+            .is_err());
+        assert!(store.home(b"0.NA/T", true).await.is_err());
+        let inner = store.beneath_hooks().unwrap();
+        assert_eq!(inner.get(b"T/1").await.unwrap(), None, "the refused write did not run");
+        assert_eq!(inner.doc_get("reg", b"x").await.unwrap(), None);
+        assert_eq!(*told.seen.lock(), [r#"handles [[84, 47, 49]] [] false"#, "doc reg false", "meta"]);
     }
 
     #[tokio::test]

@@ -13,14 +13,17 @@
 //!
 //! On several nodes sharing a store, a [`Coherence`] (`crate::cluster`) says
 //! when this node may answer from its cache at all (a live lease) and carries
-//! each write's [`Change`] to the peers before the write is answered.
+//! each write to the peers: what it may change before it runs (marked pending:
+//! neither answered nor filled, [`pending`]), what it changed before it is
+//! answered.
 
 pub mod keys;
+mod pending;
 
 use async_trait::async_trait;
 use handled_store::{
     CommitObserver, Committed, DocExpect, DocOutcome, Document, DocumentStore, HandleRecord, IndexHit, IndexMatch,
-    Observed, RecordStore, Store, StoreError,
+    Observed, RecordStore, Store, StoreError, Writing,
 };
 pub use keys::Change;
 use keys::{cached_collection, doc_change, Entry};
@@ -59,6 +62,13 @@ pub trait Coherence: Send + Sync + 'static {
     /// serving from it); returns when that is done. An error means it could
     /// not be made sure: the write must not be acknowledged as done.
     async fn publish(&self, change: &Change) -> Result<(), StoreError>;
+    /// Before a write runs: make every peer that may serve from its cache mark
+    /// `pending` (neither answer nor fill it) until [`Coherence::settle`]; an
+    /// error means it could not be made sure, and the write must not run.
+    async fn mark_pending(&self, pending: &Change) -> Result<(), StoreError>;
+    /// After it ran: lift the peers' mark of `pending` and drop `change`, as
+    /// [`Coherence::publish`] does.
+    async fn settle(&self, pending: &Change, change: &Change) -> Result<(), StoreError>;
     /// Figures for metrics.
     fn stats(&self) -> CoherenceStats;
     /// Stop serving from the cache and leave the cluster (a clean shutdown),
@@ -99,6 +109,8 @@ pub struct RecordCache {
     /// Bumped by every invalidation; a fill is dropped if it changed since its read.
     write_seq: AtomicU64,
     fill_lock: Mutex<()>,
+    /// Keys with a write in flight, here or on a peer.
+    pending: pending::Pending,
     capacity_bytes: u64,
     coherence: std::sync::OnceLock<Arc<dyn Coherence>>,
 }
@@ -115,6 +127,7 @@ impl RecordCache {
             invalidations: AtomicU64::new(0),
             write_seq: AtomicU64::new(0),
             fill_lock: Mutex::new(()),
+            pending: Default::default(),
             capacity_bytes,
             coherence: Default::default(),
         }
@@ -159,6 +172,12 @@ impl RecordCache {
     /// Drop what `change` names (a local write, or a peer's announcement).
     pub fn invalidate(&self, change: &Change) {
         let _guard = self.fill_lock.lock();
+        self.drop_locked(change);
+    }
+
+    /// Drop what `change` names; the caller holds `fill_lock`, so no read
+    /// that started before fills the cache after.
+    fn drop_locked(&self, change: &Change) {
         self.write_seq.fetch_add(1, Ordering::AcqRel);
         match change {
             Change::All => {
@@ -175,6 +194,21 @@ impl RecordCache {
         }
     }
 
+    /// A write that may change `pending` is about to run (here or on a peer):
+    /// drop it and neither answer nor fill it until [`RecordCache::settle`].
+    pub fn mark_pending(&self, pending: &Change) {
+        let _guard = self.fill_lock.lock();
+        self.pending.mark(pending);
+        self.drop_locked(pending);
+    }
+
+    /// That write ran: lift the mark of `pending`, drop what `change` names.
+    pub fn settle(&self, pending: &Change, change: &Change) {
+        let _guard = self.fill_lock.lock();
+        self.pending.lift(pending);
+        self.drop_locked(change);
+    }
+
     fn serving(&self) -> bool {
         self.coherence.get().is_none_or(|c| c.may_serve())
     }
@@ -185,7 +219,7 @@ impl RecordCache {
     where
         F: std::future::Future<Output = Result<Entry, StoreError>>,
     {
-        if !self.serving() {
+        if !self.serving() || self.pending.holds(&key) {
             return read.await;
         }
         if let Some(hit) = self.map.get(&key) {
@@ -194,6 +228,7 @@ impl RecordCache {
         let seq = self.write_seq.load(Ordering::Acquire);
         let entry = read.await?;
         let _guard = self.fill_lock.lock();
+        // A mark since the read bumped the sequence; one before it is seen above.
         if self.write_seq.load(Ordering::Acquire) == seq && self.serving() {
             self.map.insert(key, entry.clone());
         }
@@ -233,20 +268,55 @@ fn change_of(committed: &Committed<'_>) -> Change {
     }
 }
 
-/// After a write (whatever its outcome) and before its answer: drop what it
-/// changed here, then on the peers.
+/// What a write about to run may change, in cache keys: marked pending until
+/// it ran. A document write's index lookups are not named (its old index
+/// values are not known before it runs): only the document is marked.
+fn pending_of(writing: &Writing<'_>) -> Change {
+    match *writing {
+        Writing::Meta | Writing::Handles { meta: true, .. } => Change::All,
+        Writing::Handles { keys, .. } => Change::Keys(keys.iter().map(|k| keys::handle_key(k)).collect()),
+        Writing::Document { collection, id } if cached_collection(collection) => {
+            Change::Keys(vec![keys::doc_key(collection, id)])
+        }
+        Writing::Document { .. } => Change::Keys(Vec::new()),
+    }
+}
+
+/// Before a write: mark what it may change, here then on the peers (only in a
+/// cluster: a single node's reads and writes meet in its own store and cache,
+/// whose fills already lose to invalidations). After it (whatever its outcome)
+/// and before its answer: lift the mark and drop what it changed, here, then
+/// on the peers.
 #[async_trait]
 impl CommitObserver for RecordCache {
-    async fn committed(&self, committed: &Committed<'_>) -> Result<(), StoreError> {
-        let change = change_of(committed);
-        if change.is_empty() {
+    async fn writing(&self, writing: &Writing<'_>) -> Result<(), StoreError> {
+        let Some(c) = self.coherence.get() else { return Ok(()) };
+        let pending = pending_of(writing);
+        if pending.is_empty() {
             return Ok(());
         }
-        self.invalidate(&change);
-        if let Some(c) = self.coherence.get() {
-            c.publish(&change).await?;
+        self.mark_pending(&pending);
+        if let Err(e) = c.mark_pending(&pending).await {
+            self.settle(&pending, &Change::Keys(Vec::new()));
+            return Err(e);
         }
         Ok(())
+    }
+
+    async fn committed(&self, committed: &Committed<'_>) -> Result<(), StoreError> {
+        let change = change_of(committed);
+        let Some(c) = self.coherence.get() else {
+            if !change.is_empty() {
+                self.invalidate(&change);
+            }
+            return Ok(());
+        };
+        let pending = pending_of(&committed.writing());
+        if change.is_empty() && pending.is_empty() {
+            return Ok(());
+        }
+        self.settle(&pending, &change);
+        c.settle(&pending, &change).await
     }
 }
 

@@ -1,7 +1,8 @@
 //! The cluster channel: how a writer tells its peers what to drop from their
 //! caches, and learns that they did. TCP, one frame per message:
 //! `u32 length ‖ body ‖ HMAC-SHA256(key, body)`, body = `kind ‖ seq u64 ‖
-//! payload`; an invalidation is answered by an ack carrying its seq. The key is
+//! payload`; each message (an invalidation; a write's pending mark before it
+//! runs, and its settlement after) is answered by an ack carrying its seq. The key is
 //! derived from the site key (every node has it, no one outside the site), so
 //! nothing else can drop caches or fake acknowledgements; a frame with a bad
 //! tag closes the connection and drops nothing. Frames are bounded in bytes and
@@ -33,8 +34,18 @@ const TAG: usize = 32;
 pub const MAX_FRAME: usize = 256 << 10;
 /// Most keys in one frame; a larger change is sent as "everything".
 pub const MAX_KEYS: usize = 4096;
-const KIND_INVALIDATE: u8 = 1;
-const KIND_ACK: u8 = 2;
+/// What a frame asks of its peer (an ack answers each of the others).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Drop a change.
+    Invalidate = 1,
+    Ack = 2,
+    /// A write may change these keys: neither answer nor fill them until settled.
+    MarkPending = 3,
+    /// That write ran: lift its mark, drop what it changed.
+    Settle = 4,
+}
 /// An idle connection from a peer is closed after this long.
 const IDLE: Duration = Duration::from_secs(120);
 /// Kept connections per peer.
@@ -64,10 +75,12 @@ fn frame(key: &[u8; 32], kind: u8, seq: u64, payload: &[u8]) -> Vec<u8> {
     out
 }
 
-/// An invalidation's payload: `u8 all ‖ u32 count ‖ (u32 len ‖ key)*`.
+/// A change as an invalidation's or a mark's payload: `u8 all ‖ u32 count ‖
+/// (u32 len ‖ key)*`; "everything" when it does not fit half a frame (so that
+/// a settlement's two fit one, and a mark and its lift read alike).
 pub fn encode_change(change: &Change) -> Vec<u8> {
     let fits = |keys: &[Vec<u8>]| {
-        keys.len() <= MAX_KEYS && 5 + keys.iter().map(|k| 4 + k.len()).sum::<usize>() + 9 + TAG <= MAX_FRAME
+        keys.len() <= MAX_KEYS && 5 + keys.iter().map(|k| 4 + k.len()).sum::<usize>() + 4 <= (MAX_FRAME - 9 - TAG) / 2
     };
     match change {
         Change::Keys(keys) if fits(keys) => {
@@ -107,6 +120,21 @@ fn decode_change(mut b: &[u8]) -> Option<Change> {
     b.is_empty().then_some(Change::Keys(keys))
 }
 
+/// A settlement's payload: `u32 len ‖ the mark lifted ‖ the change dropped`.
+pub fn encode_settle(pending: &Change, change: &Change) -> Vec<u8> {
+    let lifted = encode_change(pending);
+    let mut out = (lifted.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(&lifted);
+    out.extend_from_slice(&encode_change(change));
+    out
+}
+
+fn decode_settle(b: &[u8]) -> Option<(Change, Change)> {
+    let n = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize;
+    let lifted = b.get(4..4usize.checked_add(n)?)?;
+    Some((decode_change(lifted)?, decode_change(&b[4 + n..])?))
+}
+
 /// Why no frame was read.
 enum NoFrame {
     /// Closed or timed out.
@@ -137,6 +165,24 @@ async fn read_frame(s: &mut TcpStream, key: &[u8; 32], first_byte: Duration) -> 
     mac.verify_slice(t).map_err(|_| NoFrame::Refused)?;
     let seq = u64::from_be_bytes(msg[1..9].try_into().expect("8 bytes"));
     Ok((msg[0], seq, msg[9..].to_vec()))
+}
+
+/// A message a peer acts on.
+enum Message {
+    Invalidate(Change),
+    MarkPending(Change),
+    Settle(Change, Change),
+}
+
+impl Message {
+    fn decode(kind: u8, payload: &[u8]) -> Option<Message> {
+        match kind {
+            k if k == Kind::Invalidate as u8 => decode_change(payload).map(Message::Invalidate),
+            k if k == Kind::MarkPending as u8 => decode_change(payload).map(Message::MarkPending),
+            k if k == Kind::Settle as u8 => decode_settle(payload).map(|(p, c)| Message::Settle(p, c)),
+            _ => None,
+        }
+    }
 }
 
 /// Counters of the channel (metrics).
@@ -170,23 +216,27 @@ pub async fn serve(listener: TcpListener, key: [u8; 32], cache: Arc<RecordCache>
             loop {
                 // A stranger gets a short deadline for its first frame; a peer may idle.
                 let wait = if slot.is_authenticated() { IDLE } else { FIRST_FRAME };
-                let change = match read_frame(&mut stream, &key, wait).await {
-                    Ok((KIND_INVALIDATE, seq, payload)) => decode_change(&payload).map(|c| (seq, c)),
-                    Ok(_) | Err(NoFrame::Refused) => None,
+                let message = match read_frame(&mut stream, &key, wait).await {
+                    Ok((kind, seq, payload)) => Message::decode(kind, &payload).map(|m| (seq, m)),
+                    Err(NoFrame::Refused) => None,
                     Err(NoFrame::Gone) => break,
                 };
-                let Some((seq, change)) = change else {
+                let Some((seq, message)) = message else {
                     stats.refused_frames.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    tracing::warn!(%peer, "cluster channel: a frame that is not a valid invalidation; closing");
+                    tracing::warn!(%peer, "cluster channel: a frame that is not a valid message; closing");
                     break;
                 };
                 if !slot.authenticate() {
                     tracing::warn!(%peer, "cluster channel: every authenticated slot is taken; closing");
                     break;
                 }
-                cache.invalidate(&change);
+                match message {
+                    Message::Invalidate(change) => cache.invalidate(&change),
+                    Message::MarkPending(pending) => cache.mark_pending(&pending),
+                    Message::Settle(pending, change) => cache.settle(&pending, &change),
+                }
                 stats.received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if stream.write_all(&frame(&key, KIND_ACK, seq, &[])).await.is_err() {
+                if stream.write_all(&frame(&key, Kind::Ack as u8, seq, &[])).await.is_err() {
                     break;
                 }
             }
@@ -206,11 +256,12 @@ impl Peers {
         Peers { key, idle: Mutex::new(HashMap::new()), seq: std::sync::atomic::AtomicU64::new(rand::random()) }
     }
 
-    /// Send an invalidation (an encoded [`Change`]) to `addr` and wait for its
-    /// ack, within `timeout` in all. `false`: no ack.
-    pub async fn invalidate(&self, addr: SocketAddr, payload: &[u8], timeout: Duration) -> bool {
+    /// Send a message of `kind` (its payload encoded by [`encode_change`] or
+    /// [`encode_settle`]) to `addr` and wait for its ack, within `timeout` in
+    /// all. `false`: no ack.
+    pub async fn send(&self, addr: SocketAddr, kind: Kind, payload: &[u8], timeout: Duration) -> bool {
         let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let msg = frame(&self.key, KIND_INVALIDATE, seq, payload);
+        let msg = frame(&self.key, kind as u8, seq, payload);
         let exchange = async {
             let kept = self.idle.lock().get_mut(&addr).and_then(Vec::pop);
             // A kept connection may have been closed by the peer: one fresh try then.
@@ -226,7 +277,7 @@ impl Peers {
                 let _ = stream.set_nodelay(true);
                 if stream.write_all(&msg).await.is_ok() {
                     match read_frame(&mut stream, &self.key, timeout).await {
-                        Ok((KIND_ACK, s, _)) if s == seq => {
+                        Ok((k, s, _)) if k == Kind::Ack as u8 && s == seq => {
                             let mut idle = self.idle.lock();
                             let pool = idle.entry(addr).or_default();
                             if pool.len() < POOL_PER_PEER {
@@ -269,7 +320,10 @@ mod tests {
         let server = tokio::spawn(serve(listener, key, cache.cache.clone(), stats.clone()));
         let payload = encode_change(&Change::All);
         let forger = Peers::new(channel_key(b"another site"));
-        assert!(!forger.invalidate(addr, &payload, Duration::from_millis(500)).await, "no ack to a forged frame");
+        assert!(
+            !forger.send(addr, Kind::Invalidate, &payload, Duration::from_millis(500)).await,
+            "no ack to a forged frame"
+        );
         assert_eq!(cache.cache_stats().entries, 1, "a forged frame drops nothing");
         // A truncated or oversized frame: refused too.
         let mut raw = TcpStream::connect(addr).await.unwrap();
@@ -278,9 +332,12 @@ mod tests {
         assert_eq!(raw.read(&mut buf).await.unwrap_or(0), 0, "closed");
         assert_eq!(cache.cache_stats().entries, 1);
         let site = Peers::new(key);
-        assert!(site.invalidate(addr, &payload, Duration::from_millis(500)).await);
+        assert!(site.send(addr, Kind::Invalidate, &payload, Duration::from_millis(500)).await);
         assert_eq!(cache.cache_stats().entries, 0, "the site's frame drops");
-        assert!(site.invalidate(addr, &payload, Duration::from_millis(500)).await, "over the kept connection");
+        assert!(
+            site.send(addr, Kind::Invalidate, &payload, Duration::from_millis(500)).await,
+            "over the kept connection"
+        );
         assert_eq!(stats.received.load(std::sync::atomic::Ordering::Relaxed), 2);
         assert_eq!(stats.refused_frames.load(std::sync::atomic::Ordering::Relaxed), 2, "the forged and the oversized");
         server.abort();
@@ -298,7 +355,10 @@ mod tests {
         let server = tokio::spawn(serve(listener, key, cache.cache.clone(), Arc::new(ChannelStats::default())));
         let site = Peers::new(key);
         let payload = encode_change(&Change::All);
-        assert!(site.invalidate(addr, &payload, Duration::from_millis(500)).await, "a pooled connection first");
+        assert!(
+            site.send(addr, Kind::Invalidate, &payload, Duration::from_millis(500)).await,
+            "a pooled connection first"
+        );
         let mut strangers = Vec::new();
         for i in 0..80u8 {
             let s = tokio::net::TcpSocket::new_v4().unwrap();
@@ -306,7 +366,10 @@ mod tests {
             strangers.push(s.connect(addr).await.unwrap());
         }
         for _ in 0..20 {
-            assert!(site.invalidate(addr, &payload, Duration::from_millis(500)).await, "the peer still gets through");
+            assert!(
+                site.send(addr, Kind::Invalidate, &payload, Duration::from_millis(500)).await,
+                "the peer still gets through"
+            );
         }
         // Past the first-frame deadline every stranger has been closed.
         tokio::time::sleep(FIRST_FRAME + Duration::from_millis(500)).await;
@@ -315,22 +378,28 @@ mod tests {
             let read = tokio::time::timeout(Duration::from_secs(1), s.read(&mut buf)).await;
             assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "a stranger's connection is still open: {read:?}");
         }
-        assert!(site.invalidate(addr, &payload, Duration::from_millis(500)).await);
+        assert!(site.send(addr, Kind::Invalidate, &payload, Duration::from_millis(500)).await);
         server.abort();
     }
 
     #[test]
     fn changes_round_trip_and_bad_payloads_are_refused() {
         let keys = Change::Keys(vec![b"habc".to_vec(), Vec::new()]);
-        assert_eq!(decode_change(&encode_change(&keys)), Some(keys));
+        assert_eq!(decode_change(&encode_change(&keys)), Some(keys.clone()));
         assert_eq!(decode_change(&encode_change(&Change::All)), Some(Change::All));
         let many = Change::Keys(vec![b"k".to_vec(); MAX_KEYS + 1]);
         assert_eq!(decode_change(&encode_change(&many)), Some(Change::All), "too many keys: everything");
         let big = Change::Keys(vec![vec![b'k'; 64 << 10]; 4]);
         let payload = encode_change(&big);
         assert!(payload.len() + 9 + TAG <= MAX_FRAME && decode_change(&payload) == Some(Change::All), "too big");
-        let fits = Change::Keys(vec![vec![b'k'; 60 << 10]; 4]);
-        assert_eq!(decode_change(&encode_change(&fits)), Some(fits));
+        let fits = Change::Keys(vec![vec![b'k'; 60 << 10]; 2]);
+        assert_eq!(decode_change(&encode_change(&fits)), Some(fits.clone()));
+        // A settlement carries two changes of up to half a frame each.
+        let settle = encode_settle(&fits, &fits);
+        assert!(settle.len() + 9 + TAG <= MAX_FRAME);
+        assert_eq!(decode_settle(&settle), Some((fits.clone(), fits)));
+        assert_eq!(decode_settle(&encode_settle(&keys, &Change::All)), Some((keys, Change::All)));
+        assert_eq!(decode_settle(&[0, 0, 0, 9, 0]), None, "a lift longer than the payload");
         assert_eq!(decode_change(&[0, 0, 0, 0, 1, 0, 0, 0, 9, 1]), None, "truncated");
         assert_eq!(decode_change(&[2, 0, 0, 0, 0]), None);
     }

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use handled_store::{DocumentStore, StoreError};
 use parking_lot::Mutex;
 
-use super::channel::{self, ChannelStats, Peers};
+use super::channel::{self, ChannelStats, Kind, Peers};
 use super::lease::{now_ms, Leases, Member, Renewal};
 use crate::cache::{Change, Coherence, CoherenceStats, RecordCache};
 
@@ -189,36 +189,15 @@ impl Coherence for Cluster {
     }
 
     async fn publish(&self, change: &Change) -> Result<(), StoreError> {
-        let peers = self.live_peers().await?;
-        if peers.is_empty() {
-            return Ok(());
-        }
-        let payload = channel::encode_change(change);
-        let acks = futures_util::future::join_all(
-            peers.iter().map(|m| self.peers.invalidate(m.addr, &payload, self.timings.ack_timeout)),
-        )
-        .await;
-        self.sent.fetch_add(peers.len() as u64, Ordering::Relaxed);
-        for (m, acked) in peers.iter().zip(acks) {
-            if acked {
-                continue;
-            }
-            // Stop it renewing, then wait until it has stopped serving (no
-            // row: it left cleanly, having stopped serving first).
-            let until = self.leases.fence(m.id).await.map_err(|e| {
-                StoreError::Backend(format!(
-                    "cluster node {} missed an invalidation and could not be fenced: {e}",
-                    m.addr
-                ))
-            })?;
-            if let Some(until) = until {
-                self.fences.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(node = format_args!("{:016x}", m.id), addr = %m.addr, "cluster node did not acknowledge an invalidation: fenced");
-                let wait = (until + ms(self.timings.margin)).saturating_sub(now_ms());
-                tokio::time::sleep(Duration::from_millis(wait)).await;
-            }
-        }
-        Ok(())
+        self.broadcast(Kind::Invalidate, &channel::encode_change(change)).await
+    }
+
+    async fn mark_pending(&self, pending: &Change) -> Result<(), StoreError> {
+        self.broadcast(Kind::MarkPending, &channel::encode_change(pending)).await
+    }
+
+    async fn settle(&self, pending: &Change, change: &Change) -> Result<(), StoreError> {
+        self.broadcast(Kind::Settle, &channel::encode_settle(pending, change)).await
     }
 
     async fn leave(&self) {
@@ -236,5 +215,41 @@ impl Coherence for Cluster {
             fences: self.fences.load(Ordering::Relaxed),
             lease_live: self.may_serve(),
         }
+    }
+}
+
+impl Cluster {
+    /// Send a message to every member with a live lease and wait for its ack;
+    /// a member that does not acknowledge is fenced and its lease waited out.
+    async fn broadcast(&self, kind: Kind, payload: &[u8]) -> Result<(), StoreError> {
+        let peers = self.live_peers().await?;
+        if peers.is_empty() {
+            return Ok(());
+        }
+        let acks = futures_util::future::join_all(
+            peers.iter().map(|m| self.peers.send(m.addr, kind, payload, self.timings.ack_timeout)),
+        )
+        .await;
+        self.sent.fetch_add(peers.len() as u64, Ordering::Relaxed);
+        for (m, acked) in peers.iter().zip(acks) {
+            if acked {
+                continue;
+            }
+            // Stop it renewing, then wait until it has stopped serving (no
+            // row: it left cleanly, having stopped serving first).
+            let until = self.leases.fence(m.id).await.map_err(|e| {
+                StoreError::Backend(format!(
+                    "cluster node {} missed a cache message and could not be fenced: {e}",
+                    m.addr
+                ))
+            })?;
+            if let Some(until) = until {
+                self.fences.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(node = format_args!("{:016x}", m.id), addr = %m.addr, "cluster node did not acknowledge a cache message: fenced");
+                let wait = (until + ms(self.timings.margin)).saturating_sub(now_ms());
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+            }
+        }
+        Ok(())
     }
 }

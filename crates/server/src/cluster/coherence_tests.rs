@@ -164,3 +164,96 @@ async fn a_node_that_cannot_renew_its_lease_stops_serving_from_its_cache() {
     assert_eq!(b.cache.cache_stats().entries, 0, "no renewal: cache dropped");
     assert!(b.cache.get(b"A/1").await.is_err(), "reads go to the (gone) store, not the cache");
 }
+
+/// A store whose record writes, once `hold` is set, take that long to return
+/// after they are done: as a Cassandra write whose answer is slow (a cut
+/// replica, the driver waiting) while its compare-and-set has committed.
+struct SlowAnswers {
+    inner: Arc<dyn Store>,
+    writes: SlowWrites,
+}
+
+struct SlowWrites {
+    inner: Arc<dyn Store>,
+    hold_ms: std::sync::atomic::AtomicU64,
+}
+
+impl SlowWrites {
+    async fn held<T>(&self, done: T) -> T {
+        let ms = self.hold_ms.load(std::sync::atomic::Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        done
+    }
+
+    async fn swap_with_docs(
+        &self,
+        key: &[u8],
+        expect: Expect,
+        new: Option<HandleRecord>,
+        docs: Vec<handled_store::DocWrite>,
+    ) -> Result<handled_store::SwapOutcome, handled_store::StoreError> {
+        self.held(self.inner.swap_with_docs(key, expect, new, docs).await).await
+    }
+
+    async fn put_many_with_docs(
+        &self,
+        records: Vec<(Vec<u8>, HandleRecord)>,
+        docs: Vec<handled_store::DocWrite>,
+    ) -> Result<(), handled_store::StoreError> {
+        self.held(self.inner.put_many_with_docs(records, docs).await).await
+    }
+
+    async fn meta_put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), handled_store::StoreError> {
+        self.held(self.inner.meta_put(key, value).await).await
+    }
+
+    async fn home(&self, prefix_handle: &[u8], homed: bool) -> Result<(), handled_store::StoreError> {
+        self.held(self.inner.home(prefix_handle, homed).await).await
+    }
+}
+
+handled_store::forward_store!(RecordStore for SlowAnswers => inner, writes writes);
+handled_store::forward_store!(DocumentStore for SlowAnswers => inner);
+handled_store::forward_store!(TxnLogStore for SlowAnswers => inner);
+handled_store::forward_store!(StoreAdmin for SlowAnswers => inner);
+
+/// docs/cluster.md, "Write pending": while A's write has committed in the
+/// store but not yet returned, a read through the store (on a node whose cache
+/// does not hold the key) already sees the new value; no node may then answer
+/// the old one from its cache — not B, which cached it before, nor A itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_committed_but_not_yet_answered_is_never_read_old_after_it_was_read_new() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let slow = Arc::new(SlowAnswers {
+        inner: store.clone(),
+        writes: SlowWrites { inner: store.clone(), hold_ms: Default::default() },
+    });
+    let slow_store: Arc<dyn Store> = slow.clone();
+    let (a, b) = (node(&slow_store).await, node(&store).await);
+    until_serving(&[&a, &b]).await;
+    for n in 1..=20u64 {
+        slow.writes.hold_ms.store(0, std::sync::atomic::Ordering::Relaxed);
+        a.cache.swap(b"A/1", Expect::Any, Some(record(n * 10))).await.unwrap();
+        // Both caches hold the value.
+        assert_eq!((handle_on(&a).await, handle_on(&b).await), (n * 10, n * 10));
+        assert_eq!((handle_on(&a).await, handle_on(&b).await), (n * 10, n * 10));
+        slow.writes.hold_ms.store(400, std::sync::atomic::Ordering::Relaxed);
+        let writer = {
+            let a_store = a.cache.store.clone();
+            tokio::spawn(async move { a_store.swap(b"A/1", Expect::Any, Some(record(n * 10 + 1))).await })
+        };
+        // Committed in the store (what a read through it on a third node sees)…
+        let start = Instant::now();
+        while store.get(b"A/1").await.unwrap() != Some(record(n * 10 + 1)) {
+            assert!(start.elapsed() < Duration::from_secs(5), "the write never committed");
+            tokio::task::yield_now().await;
+        }
+        // …so neither cache may answer the old value any more.
+        assert_eq!(handle_on(&b).await, n * 10 + 1, "round {n}: B answered the old value from its cache");
+        assert_eq!(handle_on(&a).await, n * 10 + 1, "round {n}: A answered the old value from its cache");
+        writer.await.unwrap().unwrap();
+        assert_eq!((handle_on(&a).await, handle_on(&b).await), (n * 10 + 1, n * 10 + 1));
+    }
+    let hits = b.cache.cache_stats().hits;
+    assert!(hits >= 20, "B answered from its cache between writes: {hits} hits");
+}
