@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use handled_client::{AdminSession, ConnectParams, Credentials, KeyChoice, Protocol};
+use handled_proto::request::RequestBody;
 use handled_server::config::Config;
 use handled_server::state::ServerState;
 use handled_server::BoundAddrs;
@@ -36,6 +37,14 @@ impl AdminServer {
         Credentials::load(&self.credentials, choice).expect("credentials file")
     }
 
+    /// The bootstrap admin's HS_SECKEY.
+    pub fn admin_secret(&self) -> Vec<u8> {
+        match self.creds(KeyChoice::Secret).key {
+            handled_client::credentials::Key::Secret(k) => k,
+            _ => unreachable!("asked for the secret key"),
+        }
+    }
+
     /// The bootstrap admin (TEST/ADMIN) over `p`.
     pub async fn admin(&self, p: Protocol, choice: KeyChoice, use_session: bool) -> AdminSession {
         AdminSession::open(self.params(p, use_session), self.creds(choice)).await.expect("admin session")
@@ -50,6 +59,19 @@ pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> AdminServer {
     let server = handled_testkit::start(tweak).await;
     let credentials = server.credentials.first().expect("admin credentials written").clone();
     AdminServer { addrs: server.addrs, credentials, state: server.state.clone(), _server: server }
+}
+
+/// VERIFY_CHALLENGE (201) for the bootstrap admin's HS_SECKEY (TEST/ADMIN,
+/// index 300): does `answer` answer `nonce` over `digest`?
+pub fn verify_admin_challenge(nonce: &[u8], digest: &[u8], answer: Vec<u8>) -> RequestBody {
+    RequestBody::VerifyChallenge(handled_proto::session::VerifyChallengeRequest {
+        handle: b"TEST/ADMIN".to_vec(),
+        index: 300,
+        nonce: nonce.to_vec(),
+        request_digest: digest.to_vec(),
+        digest_alg: None,
+        answer,
+    })
 }
 
 /// The request id of a unit or datagram (bytes 8..12 of the envelope).
