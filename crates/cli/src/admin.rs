@@ -51,6 +51,22 @@ pub struct Connect {
     timeout: f64,
 }
 
+/// The values `create`, `add-value` and `modify-value` write.
+#[derive(Args)]
+pub struct NewValues {
+    /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
+    values: Vec<String>,
+    /// Values as a JSON array in the REST API form (instead of / besides VALUES).
+    #[arg(long)]
+    json: Option<String>,
+}
+
+impl NewValues {
+    fn parse(&self) -> anyhow::Result<Vec<HandleValue>> {
+        values(&self.values, self.json.as_deref())
+    }
+}
+
 #[derive(Subcommand)]
 pub enum AdminCommand {
     /// Create a handle with the values given.
@@ -64,11 +80,8 @@ pub enum AdminCommand {
         connect: Connect,
         /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
         handle: String,
-        /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
-        values: Vec<String>,
-        /// Values as a JSON array in the REST API form (instead of / besides VALUES).
-        #[arg(long)]
-        json: Option<String>,
+        #[command(flatten)]
+        values: NewValues,
         /// Replace the handle if it exists.
         #[arg(long)]
         overwrite: bool,
@@ -89,11 +102,8 @@ pub enum AdminCommand {
         connect: Connect,
         /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
         handle: String,
-        /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
-        values: Vec<String>,
-        /// Values as a JSON array in the REST API form (instead of / besides VALUES).
-        #[arg(long)]
-        json: Option<String>,
+        #[command(flatten)]
+        values: NewValues,
         /// Replace values whose index is taken.
         #[arg(long)]
         overwrite: bool,
@@ -114,11 +124,8 @@ pub enum AdminCommand {
         connect: Connect,
         /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
         handle: String,
-        /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
-        values: Vec<String>,
-        /// Values as a JSON array in the REST API form (instead of / besides VALUES).
-        #[arg(long)]
-        json: Option<String>,
+        #[command(flatten)]
+        values: NewValues,
     },
     /// List the handles under a prefix (TEST or 0.NA/TEST).
     List {
@@ -277,17 +284,17 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<ExitCode> {
 
 async fn execute(admin: &mut AdminSession, command: AdminCommand) -> anyhow::Result<()> {
     match command {
-        AdminCommand::Create { handle, values: v, json, overwrite, mint, .. } => {
-            let created = admin.create_with(handle.as_bytes(), &values(&v, json.as_deref())?, overwrite, mint).await?;
+        AdminCommand::Create { handle, values, overwrite, mint, .. } => {
+            let created = admin.create_with(handle.as_bytes(), &values.parse()?, overwrite, mint).await?;
             println!("{}", String::from_utf8_lossy(&created));
         }
         AdminCommand::Delete { handle, .. } => admin.delete(handle.as_bytes()).await?,
-        AdminCommand::AddValue { handle, values: v, json, overwrite, .. } => {
-            admin.add_values(handle.as_bytes(), &non_empty(values(&v, json.as_deref())?)?, overwrite).await?
+        AdminCommand::AddValue { handle, values, overwrite, .. } => {
+            admin.add_values(handle.as_bytes(), &non_empty(values.parse()?)?, overwrite).await?
         }
         AdminCommand::RemoveValue { handle, indexes, .. } => admin.remove_values(handle.as_bytes(), &indexes).await?,
-        AdminCommand::ModifyValue { handle, values: v, json, .. } => {
-            admin.modify_values(handle.as_bytes(), &non_empty(values(&v, json.as_deref())?)?).await?
+        AdminCommand::ModifyValue { handle, values, .. } => {
+            admin.modify_values(handle.as_bytes(), &non_empty(values.parse()?)?).await?
         }
         AdminCommand::List { prefix, .. } => {
             for h in admin.list_handles(prefix.as_bytes()).await? {
