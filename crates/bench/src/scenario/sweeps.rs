@@ -1,6 +1,6 @@
 //! The scenarios with rate sweeps, several servers or several processes.
 
-use super::env::{report, Ctx, ScenarioEnv, ScenarioOutput, Server};
+use super::env::{one_section_output, report, Ctx, ScenarioEnv, ScenarioOutput, Server};
 use crate::coord::{coordinate, merge};
 use crate::html::{rate_charts, runs_section, Section};
 use crate::run::{run as run_model, Model};
@@ -139,13 +139,11 @@ pub(crate) async fn failover(env: &ScenarioEnv) -> Result<ScenarioOutput, String
         rate(first.unwrap_or(kill_at) + recovery.filter(|r| r.is_finite()).unwrap_or(0.0), s.elapsed_s)
     );
     let runs = vec![s];
-    let section = runs_section(
+    let section = (
         "Fail-over",
         "Recovery time: from the first failed request to the start of the first whole second without failures.",
-        &runs,
-        1,
     );
-    Ok(ScenarioOutput { report: report("failover", &table, vec![section]), table, runs })
+    Ok(one_section_output("failover", section, 1, table, runs))
 }
 
 pub(crate) async fn green_flag(ctx: &Ctx) -> Result<ScenarioOutput, String> {
