@@ -197,6 +197,25 @@ fn report(what: &str, n: u64, (mean, p50, p99, p999, gets): (f64, f64, f64, f64,
     );
 }
 
+/// Before a phase on a candidate's files `p`: out of the page cache when
+/// cold, read into it when warm.
+fn cold_or_warm(phase: &str, p: &Path) {
+    if phase == "cold" {
+        drop_cached(p);
+    } else {
+        preread(p);
+    }
+}
+
+/// `t` seconds of gets reported as `what`; when warm, a quarter of that
+/// first, not reported.
+fn measure(what: &str, warm: bool, n: u64, t: f64, mut get: impl FnMut(&[u8]) -> bool) {
+    if warm {
+        time_gets(n, t / 4.0, &mut get);
+    }
+    report(what, n, time_gets(n, t, &mut get));
+}
+
 fn main() {
     let args = BenchArgs::from_env();
     let (dir, n) = (&args.dir, args.n);
@@ -239,49 +258,28 @@ fn main() {
         for round in 0..if phase == "cold" { 1 } else { rounds } {
             let (t, label) = if phase == "cold" { (cold_secs, "cold") } else { (secs, "warm") };
             // redb, through the store.
-            if phase == "cold" {
-                drop_cached(&redb_file);
-            } else {
-                preread(&redb_file);
-            }
+            cold_or_warm(phase, &redb_file);
             // Cold is without the store's own warm-up (timed apart below).
             let opts = EmbeddedOptions { warm_on_open: phase == "warm", ..redb_opts.clone() };
             let store = EmbeddedStore::open(&redb_file, opts).unwrap();
-            let mut get = |k: &[u8]| rt.block_on(store.get(k)).unwrap().is_some();
-            if phase == "warm" {
-                time_gets(n, t / 4.0, &mut get);
-            }
-            report(&format!("redb-{cache_mb}MiB-{label}-{round}"), n, time_gets(n, t, &mut get));
+            let get = |k: &[u8]| rt.block_on(store.get(k)).unwrap().is_some();
+            measure(&format!("redb-{cache_mb}MiB-{label}-{round}"), phase == "warm", n, t, get);
             drop(store);
             // LMDB.
-            if phase == "cold" {
-                drop_cached(&lmdb_dir);
-            } else {
-                preread(&lmdb_dir);
-            }
+            cold_or_warm(phase, &lmdb_dir);
             let env = open_lmdb(&lmdb_dir, n);
             let db = lmdb_handles(&env);
-            let mut get = |k: &[u8]| {
+            let get = |k: &[u8]| {
                 let r = env.read_txn().unwrap();
                 db.get(&r, k).unwrap().map(|v| unseal_decode(k, v)).is_some()
             };
-            if phase == "warm" {
-                time_gets(n, t / 4.0, &mut get);
-            }
-            report(&format!("lmdb-{label}-{round}"), n, time_gets(n, t, &mut get));
+            measure(&format!("lmdb-{label}-{round}"), phase == "warm", n, t, get);
             drop(env);
             // Hash index over the log.
-            if phase == "cold" {
-                drop_cached(&log_file);
-            } else {
-                preread(&log_file);
-            }
+            cold_or_warm(phase, &log_file);
             let (map, index) = index_hash(&log_file, n);
-            let mut get = |k: &[u8]| hash_get(&map, &index, k).is_some();
-            if phase == "warm" {
-                time_gets(n, t / 4.0, &mut get);
-            }
-            report(&format!("hash-{label}-{round}"), n, time_gets(n, t, &mut get));
+            let get = |k: &[u8]| hash_get(&map, &index, k).is_some();
+            measure(&format!("hash-{label}-{round}"), phase == "warm", n, t, get);
         }
     }
 }
