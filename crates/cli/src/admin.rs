@@ -51,6 +51,15 @@ pub struct Connect {
     timeout: f64,
 }
 
+/// Where to connect, and the handle a command acts on.
+#[derive(Args)]
+pub struct OnHandle {
+    #[command(flatten)]
+    connect: Connect,
+    /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
+    handle: String,
+}
+
 /// The values `create`, `add-value` and `modify-value` write.
 #[derive(Args)]
 pub struct NewValues {
@@ -77,9 +86,7 @@ pub enum AdminCommand {
     /// '[{"index":100,"type":"HS_ADMIN","data":{"format":"admin","value":{"handle":"TEST/ADMIN","index":300,"permissions":"111111111111"}}}]'.
     Create {
         #[command(flatten)]
-        connect: Connect,
-        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
-        handle: String,
+        on: OnHandle,
         #[command(flatten)]
         values: NewValues,
         /// Replace the handle if it exists.
@@ -92,16 +99,12 @@ pub enum AdminCommand {
     /// Delete a handle.
     Delete {
         #[command(flatten)]
-        connect: Connect,
-        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
-        handle: String,
+        on: OnHandle,
     },
     /// Add values (INDEX:TYPE:DATA or --json).
     AddValue {
         #[command(flatten)]
-        connect: Connect,
-        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
-        handle: String,
+        on: OnHandle,
         #[command(flatten)]
         values: NewValues,
         /// Replace values whose index is taken.
@@ -111,9 +114,7 @@ pub enum AdminCommand {
     /// Remove values by index.
     RemoveValue {
         #[command(flatten)]
-        connect: Connect,
-        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
-        handle: String,
+        on: OnHandle,
         /// Indexes of the values to remove.
         #[arg(required = true)]
         indexes: Vec<i32>,
@@ -121,9 +122,7 @@ pub enum AdminCommand {
     /// Replace values by index (INDEX:TYPE:DATA or --json).
     ModifyValue {
         #[command(flatten)]
-        connect: Connect,
-        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
-        handle: String,
+        on: OnHandle,
         #[command(flatten)]
         values: NewValues,
     },
@@ -139,23 +138,23 @@ pub enum AdminCommand {
 impl AdminCommand {
     fn connect(&self) -> &Connect {
         match self {
-            AdminCommand::Create { connect, .. }
-            | AdminCommand::Delete { connect, .. }
-            | AdminCommand::AddValue { connect, .. }
-            | AdminCommand::RemoveValue { connect, .. }
-            | AdminCommand::ModifyValue { connect, .. }
-            | AdminCommand::List { connect, .. } => connect,
+            AdminCommand::Create { on, .. }
+            | AdminCommand::Delete { on }
+            | AdminCommand::AddValue { on, .. }
+            | AdminCommand::RemoveValue { on, .. }
+            | AdminCommand::ModifyValue { on, .. } => &on.connect,
+            AdminCommand::List { connect, .. } => connect,
         }
     }
 
     /// The handle (or prefix, for `list`) named, checked before anything is sent.
     fn check_syntax(&self) -> anyhow::Result<&str> {
         match self {
-            AdminCommand::Create { handle, mint, .. } => check_handle(handle, *mint).map(|_| handle.as_str()),
-            AdminCommand::Delete { handle, .. }
-            | AdminCommand::AddValue { handle, .. }
-            | AdminCommand::RemoveValue { handle, .. }
-            | AdminCommand::ModifyValue { handle, .. } => check_handle(handle, false).map(|_| handle.as_str()),
+            AdminCommand::Create { on, mint, .. } => check_handle(&on.handle, *mint).map(|_| on.handle.as_str()),
+            AdminCommand::Delete { on }
+            | AdminCommand::AddValue { on, .. }
+            | AdminCommand::RemoveValue { on, .. }
+            | AdminCommand::ModifyValue { on, .. } => check_handle(&on.handle, false).map(|_| on.handle.as_str()),
             AdminCommand::List { prefix, .. } => check_prefix(prefix).map(|_| prefix.as_str()),
         }
     }
@@ -284,17 +283,17 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<ExitCode> {
 
 async fn execute(admin: &mut AdminSession, command: AdminCommand) -> anyhow::Result<()> {
     match command {
-        AdminCommand::Create { handle, values, overwrite, mint, .. } => {
-            let created = admin.create_with(handle.as_bytes(), &values.parse()?, overwrite, mint).await?;
+        AdminCommand::Create { on, values, overwrite, mint } => {
+            let created = admin.create_with(on.handle.as_bytes(), &values.parse()?, overwrite, mint).await?;
             println!("{}", String::from_utf8_lossy(&created));
         }
-        AdminCommand::Delete { handle, .. } => admin.delete(handle.as_bytes()).await?,
-        AdminCommand::AddValue { handle, values, overwrite, .. } => {
-            admin.add_values(handle.as_bytes(), &non_empty(values.parse()?)?, overwrite).await?
+        AdminCommand::Delete { on } => admin.delete(on.handle.as_bytes()).await?,
+        AdminCommand::AddValue { on, values, overwrite } => {
+            admin.add_values(on.handle.as_bytes(), &non_empty(values.parse()?)?, overwrite).await?
         }
-        AdminCommand::RemoveValue { handle, indexes, .. } => admin.remove_values(handle.as_bytes(), &indexes).await?,
-        AdminCommand::ModifyValue { handle, values, .. } => {
-            admin.modify_values(handle.as_bytes(), &non_empty(values.parse()?)?).await?
+        AdminCommand::RemoveValue { on, indexes } => admin.remove_values(on.handle.as_bytes(), &indexes).await?,
+        AdminCommand::ModifyValue { on, values } => {
+            admin.modify_values(on.handle.as_bytes(), &non_empty(values.parse()?)?).await?
         }
         AdminCommand::List { prefix, .. } => {
             for h in admin.list_handles(prefix.as_bytes()).await? {
