@@ -60,9 +60,12 @@ pub struct OnHandle {
     handle: String,
 }
 
-/// The values `create`, `add-value` and `modify-value` write.
+/// The handle `create`, `add-value` and `modify-value` write to, and the
+/// values they write.
 #[derive(Args)]
 pub struct NewValues {
+    #[command(flatten)]
+    on: OnHandle,
     /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
     values: Vec<String>,
     /// Values as a JSON array in the REST API form (instead of / besides VALUES).
@@ -86,8 +89,6 @@ pub enum AdminCommand {
     /// '[{"index":100,"type":"HS_ADMIN","data":{"format":"admin","value":{"handle":"TEST/ADMIN","index":300,"permissions":"111111111111"}}}]'.
     Create {
         #[command(flatten)]
-        on: OnHandle,
-        #[command(flatten)]
         values: NewValues,
         /// Replace the handle if it exists.
         #[arg(long)]
@@ -103,8 +104,6 @@ pub enum AdminCommand {
     },
     /// Add values (INDEX:TYPE:DATA or --json).
     AddValue {
-        #[command(flatten)]
-        on: OnHandle,
         #[command(flatten)]
         values: NewValues,
         /// Replace values whose index is taken.
@@ -122,8 +121,6 @@ pub enum AdminCommand {
     /// Replace values by index (INDEX:TYPE:DATA or --json).
     ModifyValue {
         #[command(flatten)]
-        on: OnHandle,
-        #[command(flatten)]
         values: NewValues,
     },
     /// List the handles under a prefix (TEST or 0.NA/TEST).
@@ -138,11 +135,10 @@ pub enum AdminCommand {
 impl AdminCommand {
     fn connect(&self) -> &Connect {
         match self {
-            AdminCommand::Create { on, .. }
-            | AdminCommand::Delete { on }
-            | AdminCommand::AddValue { on, .. }
-            | AdminCommand::RemoveValue { on, .. }
-            | AdminCommand::ModifyValue { on, .. } => &on.connect,
+            AdminCommand::Create { values, .. }
+            | AdminCommand::AddValue { values, .. }
+            | AdminCommand::ModifyValue { values } => &values.on.connect,
+            AdminCommand::Delete { on } | AdminCommand::RemoveValue { on, .. } => &on.connect,
             AdminCommand::List { connect, .. } => connect,
         }
     }
@@ -150,11 +146,15 @@ impl AdminCommand {
     /// The handle (or prefix, for `list`) named, checked before anything is sent.
     fn check_syntax(&self) -> anyhow::Result<&str> {
         match self {
-            AdminCommand::Create { on, mint, .. } => check_handle(&on.handle, *mint).map(|_| on.handle.as_str()),
+            AdminCommand::Create { values: NewValues { on, .. }, mint, .. } => {
+                check_handle(&on.handle, *mint).map(|_| on.handle.as_str())
+            }
             AdminCommand::Delete { on }
-            | AdminCommand::AddValue { on, .. }
+            | AdminCommand::AddValue { values: NewValues { on, .. }, .. }
             | AdminCommand::RemoveValue { on, .. }
-            | AdminCommand::ModifyValue { on, .. } => check_handle(&on.handle, false).map(|_| on.handle.as_str()),
+            | AdminCommand::ModifyValue { values: NewValues { on, .. } } => {
+                check_handle(&on.handle, false).map(|_| on.handle.as_str())
+            }
             AdminCommand::List { prefix, .. } => check_prefix(prefix).map(|_| prefix.as_str()),
         }
     }
@@ -283,17 +283,17 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<ExitCode> {
 
 async fn execute(admin: &mut AdminSession, command: AdminCommand) -> anyhow::Result<()> {
     match command {
-        AdminCommand::Create { on, values, overwrite, mint } => {
-            let created = admin.create_with(on.handle.as_bytes(), &values.parse()?, overwrite, mint).await?;
+        AdminCommand::Create { values, overwrite, mint } => {
+            let created = admin.create_with(values.on.handle.as_bytes(), &values.parse()?, overwrite, mint).await?;
             println!("{}", String::from_utf8_lossy(&created));
         }
         AdminCommand::Delete { on } => admin.delete(on.handle.as_bytes()).await?,
-        AdminCommand::AddValue { on, values, overwrite } => {
-            admin.add_values(on.handle.as_bytes(), &non_empty(values.parse()?)?, overwrite).await?
+        AdminCommand::AddValue { values, overwrite } => {
+            admin.add_values(values.on.handle.as_bytes(), &non_empty(values.parse()?)?, overwrite).await?
         }
         AdminCommand::RemoveValue { on, indexes } => admin.remove_values(on.handle.as_bytes(), &indexes).await?,
-        AdminCommand::ModifyValue { on, values } => {
-            admin.modify_values(on.handle.as_bytes(), &non_empty(values.parse()?)?).await?
+        AdminCommand::ModifyValue { values } => {
+            admin.modify_values(values.on.handle.as_bytes(), &non_empty(values.parse()?)?).await?
         }
         AdminCommand::List { prefix, .. } => {
             for h in admin.list_handles(prefix.as_bytes()).await? {
