@@ -2,11 +2,14 @@
 //! `sql_postgres.rs` and `sql_mariadb.rs`, whose crate roots provide `store`
 //! and `options` for a fresh database, and `run_sql`): the store conformance
 //! suite, the operations in [`operations`], searches by value in [`search`],
-//! the transaction log (`replication_log`) in [`txn_log`].
+//! the transaction log (`replication_log`) in [`txn_log`] (its cost per
+//! write measured with [`write_rate`], shared with `cassandra.rs`).
 
 pub mod operations;
 pub mod search;
 pub mod txn_log;
+#[path = "../write_rate/mod.rs"]
+pub mod write_rate;
 
 use std::sync::Arc;
 
