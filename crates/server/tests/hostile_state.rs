@@ -131,7 +131,8 @@ async fn pbkdf2_answers_cannot_ask_for_unbounded_work() {
         let body =
             admin_common::verify_admin_challenge(&nonce, &digest, pbkdf2_answer(&secret, &nonce, &digest, iterations));
         let (unit, _) = encode_unit_with(&body, OpFlags::REC, iterations, UnitOptions::default());
-        let reply = admin_common::udp_ask(&udp, s.addrs.udp, &[unit], iterations, Duration::from_secs(2)).await;
+        let reply =
+            admin_common::Udp { socket: &udp, to: s.addrs.udp }.ask(&[unit], iterations, Duration::from_secs(2)).await;
         let r = decode_response(&reply, iterations).unwrap();
         assert_eq!(r.body, handled_proto::response::ResponseBody::VerifyResult { valid }, "{iterations} iterations");
     }
@@ -196,7 +197,8 @@ async fn unfinished_udp_requests_of_one_peer_leave_room_for_others() {
     let datagrams = udp_datagrams(&long_resolution(5000));
     assert!(datagrams.len() > 1);
     // Sent again while unanswered: the property is that it completes at all.
-    let reply = admin_common::udp_ask(&client, s.addrs.udp, &datagrams, 5000, Duration::from_secs(2)).await;
+    let reply =
+        admin_common::Udp { socket: &client, to: s.addrs.udp }.ask(&datagrams, 5000, Duration::from_secs(2)).await;
     assert_eq!(decode_response(&reply, 5000).unwrap().code(), ResponseCode::HANDLE_NOT_FOUND);
 }
 

@@ -91,6 +91,7 @@ async fn a_resent_udp_request_waits_for_its_original_answer() {
     let unit = encode_request(&body, OpFlags::REC.with(OpFlags::PO), 4242);
     let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     client.connect(s.addrs.udp).await.unwrap();
+    let udp = admin_common::Udp { socket: &client, to: s.addrs.udp };
     // The original waits in the queue; the client, hearing nothing, re-sends.
     client.send(&unit).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -101,14 +102,14 @@ async fn a_resent_udp_request_waits_for_its_original_answer() {
     drop(held);
     // Sent again only after TIMEOUT, when the original is surely answered (a
     // copy of one in progress would be counted as a duplicate below).
-    let answer = admin_common::udp_answer(&client, s.addrs.udp, std::slice::from_ref(&unit), 4242, TIMEOUT).await;
+    let answer = udp.answer(std::slice::from_ref(&unit), 4242, TIMEOUT).await;
     assert_eq!(decode_response(&answer, 4242).unwrap().code(), ResponseCode::SUCCESS);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(client.try_recv(&mut buf).is_err(), "answered twice: the copy was queued too");
     let (_, _, metrics) = http_get(s.addrs.http, "/metrics").await;
     assert!(metrics.lines().any(|l| l == "handled_udp_duplicates_dropped_total 1"), "{metrics}");
     // Answered: the same id is a new request again.
-    let answer = admin_common::udp_ask(&client, s.addrs.udp, &[unit], 4242, Duration::from_secs(2)).await;
+    let answer = udp.ask(&[unit], 4242, Duration::from_secs(2)).await;
     assert_eq!(decode_response(&answer, 4242).unwrap().code(), ResponseCode::SUCCESS);
 }
 
