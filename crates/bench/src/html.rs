@@ -284,31 +284,20 @@ pub fn series_charts(s: &Stats) -> Vec<String> {
         .collect();
     let max: Vec<(f64, f64)> =
         series.iter().enumerate().map(|(i, b)| (t(i), b.latency_max_us as f64 / 1000.0)).collect();
+    let over_time = |what: &str, y_label: &str, series: &[Series]| {
+        line_chart(&format!("{}: {what}", s.label), "seconds", y_label, series, false)
+    };
     let mut out = vec![
-        line_chart(
-            &format!("{}: requests per second (100 ms slices)", s.label),
-            "seconds",
+        over_time(
+            "requests per second (100 ms slices)",
             "requests/s",
             &[Series::new("answered", ok), Series::new("errors", err)],
-            false,
         ),
-        line_chart(
-            &format!("{}: latency over time", s.label),
-            "seconds",
-            "ms",
-            &[Series::new("mean", mean), Series::new("max", max)],
-            false,
-        ),
+        over_time("latency over time", "ms", &[Series::new("mean", mean), Series::new("max", max)]),
     ];
     if s.sockets_opened > 0 {
         let sockets: Vec<(f64, f64)> = series.iter().enumerate().map(|(i, b)| (t(i), b.sockets as f64)).collect();
-        out.push(line_chart(
-            &format!("{}: client sockets in use", s.label),
-            "seconds",
-            "sockets",
-            &[Series::new("in use", sockets)],
-            false,
-        ));
+        out.push(over_time("client sockets in use", "sockets", &[Series::new("in use", sockets)]));
     }
     out
 }

@@ -51,6 +51,34 @@ pub struct Connect {
     timeout: f64,
 }
 
+/// Where to connect, and the handle a command acts on.
+#[derive(Args)]
+pub struct OnHandle {
+    #[command(flatten)]
+    connect: Connect,
+    /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
+    handle: String,
+}
+
+/// The handle `create`, `add-value` and `modify-value` write to, and the
+/// values they write.
+#[derive(Args)]
+pub struct NewValues {
+    #[command(flatten)]
+    on: OnHandle,
+    /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
+    values: Vec<String>,
+    /// Values as a JSON array in the REST API form (instead of / besides VALUES).
+    #[arg(long)]
+    json: Option<String>,
+}
+
+impl NewValues {
+    fn parse(&self) -> anyhow::Result<Vec<HandleValue>> {
+        values(&self.values, self.json.as_deref())
+    }
+}
+
 #[derive(Subcommand)]
 pub enum AdminCommand {
     /// Create a handle with the values given.
@@ -61,14 +89,7 @@ pub enum AdminCommand {
     /// '[{"index":100,"type":"HS_ADMIN","data":{"format":"admin","value":{"handle":"TEST/ADMIN","index":300,"permissions":"111111111111"}}}]'.
     Create {
         #[command(flatten)]
-        connect: Connect,
-        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
-        handle: String,
-        /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
-        values: Vec<String>,
-        /// Values as a JSON array in the REST API form (instead of / besides VALUES).
-        #[arg(long)]
-        json: Option<String>,
+        values: NewValues,
         /// Replace the handle if it exists.
         #[arg(long)]
         overwrite: bool,
@@ -79,21 +100,12 @@ pub enum AdminCommand {
     /// Delete a handle.
     Delete {
         #[command(flatten)]
-        connect: Connect,
-        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
-        handle: String,
+        on: OnHandle,
     },
     /// Add values (INDEX:TYPE:DATA or --json).
     AddValue {
         #[command(flatten)]
-        connect: Connect,
-        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
-        handle: String,
-        /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
-        values: Vec<String>,
-        /// Values as a JSON array in the REST API form (instead of / besides VALUES).
-        #[arg(long)]
-        json: Option<String>,
+        values: NewValues,
         /// Replace values whose index is taken.
         #[arg(long)]
         overwrite: bool,
@@ -101,9 +113,7 @@ pub enum AdminCommand {
     /// Remove values by index.
     RemoveValue {
         #[command(flatten)]
-        connect: Connect,
-        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
-        handle: String,
+        on: OnHandle,
         /// Indexes of the values to remove.
         #[arg(required = true)]
         indexes: Vec<i32>,
@@ -111,14 +121,7 @@ pub enum AdminCommand {
     /// Replace values by index (INDEX:TYPE:DATA or --json).
     ModifyValue {
         #[command(flatten)]
-        connect: Connect,
-        /// The handle, PREFIX/SUFFIX (e.g. TEST/doc1).
-        handle: String,
-        /// Values as INDEX:TYPE:DATA, e.g. 1:URL:https://example.org.
-        values: Vec<String>,
-        /// Values as a JSON array in the REST API form (instead of / besides VALUES).
-        #[arg(long)]
-        json: Option<String>,
+        values: NewValues,
     },
     /// List the handles under a prefix (TEST or 0.NA/TEST).
     List {
@@ -132,23 +135,26 @@ pub enum AdminCommand {
 impl AdminCommand {
     fn connect(&self) -> &Connect {
         match self {
-            AdminCommand::Create { connect, .. }
-            | AdminCommand::Delete { connect, .. }
-            | AdminCommand::AddValue { connect, .. }
-            | AdminCommand::RemoveValue { connect, .. }
-            | AdminCommand::ModifyValue { connect, .. }
-            | AdminCommand::List { connect, .. } => connect,
+            AdminCommand::Create { values, .. }
+            | AdminCommand::AddValue { values, .. }
+            | AdminCommand::ModifyValue { values } => &values.on.connect,
+            AdminCommand::Delete { on } | AdminCommand::RemoveValue { on, .. } => &on.connect,
+            AdminCommand::List { connect, .. } => connect,
         }
     }
 
     /// The handle (or prefix, for `list`) named, checked before anything is sent.
     fn check_syntax(&self) -> anyhow::Result<&str> {
         match self {
-            AdminCommand::Create { handle, mint, .. } => check_handle(handle, *mint).map(|_| handle.as_str()),
-            AdminCommand::Delete { handle, .. }
-            | AdminCommand::AddValue { handle, .. }
-            | AdminCommand::RemoveValue { handle, .. }
-            | AdminCommand::ModifyValue { handle, .. } => check_handle(handle, false).map(|_| handle.as_str()),
+            AdminCommand::Create { values: NewValues { on, .. }, mint, .. } => {
+                check_handle(&on.handle, *mint).map(|_| on.handle.as_str())
+            }
+            AdminCommand::Delete { on }
+            | AdminCommand::AddValue { values: NewValues { on, .. }, .. }
+            | AdminCommand::RemoveValue { on, .. }
+            | AdminCommand::ModifyValue { values: NewValues { on, .. } } => {
+                check_handle(&on.handle, false).map(|_| on.handle.as_str())
+            }
             AdminCommand::List { prefix, .. } => check_prefix(prefix).map(|_| prefix.as_str()),
         }
     }
@@ -277,17 +283,17 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<ExitCode> {
 
 async fn execute(admin: &mut AdminSession, command: AdminCommand) -> anyhow::Result<()> {
     match command {
-        AdminCommand::Create { handle, values: v, json, overwrite, mint, .. } => {
-            let created = admin.create_with(handle.as_bytes(), &values(&v, json.as_deref())?, overwrite, mint).await?;
+        AdminCommand::Create { values, overwrite, mint } => {
+            let created = admin.create_with(values.on.handle.as_bytes(), &values.parse()?, overwrite, mint).await?;
             println!("{}", String::from_utf8_lossy(&created));
         }
-        AdminCommand::Delete { handle, .. } => admin.delete(handle.as_bytes()).await?,
-        AdminCommand::AddValue { handle, values: v, json, overwrite, .. } => {
-            admin.add_values(handle.as_bytes(), &non_empty(values(&v, json.as_deref())?)?, overwrite).await?
+        AdminCommand::Delete { on } => admin.delete(on.handle.as_bytes()).await?,
+        AdminCommand::AddValue { values, overwrite } => {
+            admin.add_values(values.on.handle.as_bytes(), &non_empty(values.parse()?)?, overwrite).await?
         }
-        AdminCommand::RemoveValue { handle, indexes, .. } => admin.remove_values(handle.as_bytes(), &indexes).await?,
-        AdminCommand::ModifyValue { handle, values: v, json, .. } => {
-            admin.modify_values(handle.as_bytes(), &non_empty(values(&v, json.as_deref())?)?).await?
+        AdminCommand::RemoveValue { on, indexes } => admin.remove_values(on.handle.as_bytes(), &indexes).await?,
+        AdminCommand::ModifyValue { values } => {
+            admin.modify_values(values.on.handle.as_bytes(), &non_empty(values.parse()?)?).await?
         }
         AdminCommand::List { prefix, .. } => {
             for h in admin.list_handles(prefix.as_bytes()).await? {

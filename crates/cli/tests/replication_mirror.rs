@@ -150,21 +150,35 @@ fn code_on(server: &Server, h: &str) -> ResponseCode {
     })
 }
 
+/// `s`'s site record (HS_SITE) as `/api/site` gives it: what a mirror's
+/// source file holds.
+fn site_record(s: &Server) -> serde_json::Value {
+    let site: serde_json::Value = serde_json::from_str(&http(&s.http_port, "GET", "/api/site", "").1).unwrap();
+    site["site"].clone()
+}
+
+/// A mirror of `p` over TCP, caught up: TEST/0 to TEST/`n - 1` and the
+/// prefix's records the same on both, and each saying in its site record
+/// whether it is a primary (issue 25: a mirror's said it was, and clients
+/// send administration to primary sites).
+fn caught_up_mirror(d: &Path, p: &Server, n: usize) -> Server {
+    let (m, _) = mirror(d, "m", &format!("127.0.0.1:{}", p.tcp_port), "", &[]);
+    caught_up(p, &m);
+    for (server, primary) in [(p, true), (&m, false)] {
+        let site = site_record(server);
+        assert_eq!(site["primarySite"], primary, "{site}");
+    }
+    let all = (0..n).map(|i| format!("TEST/{i}")).chain(["TEST/ADMIN".into(), "0.NA/TEST".into()]);
+    assert_eq!(block(same_records(p, &m, all)), n + 2);
+    m
+}
+
 #[test]
 fn a_mirror_dumps_pulls_every_change_and_refuses_administration() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let p = primary(d, 10_000);
-    let (m, _) = mirror(d, "m", &format!("127.0.0.1:{}", p.tcp_port), "", &[]);
-    caught_up(&p, &m);
-    // Issue 25: a mirror's site record said it was a primary (clients send
-    // administration to primary sites).
-    for (server, primary) in [(&p, true), (&m, false)] {
-        let site: serde_json::Value = serde_json::from_str(&http(&server.http_port, "GET", "/api/site", "").1).unwrap();
-        assert_eq!(site["site"]["primarySite"], primary, "{site}");
-    }
-    let all = (0..10_000).map(|i| format!("TEST/{i}")).chain(["TEST/ADMIN".into(), "0.NA/TEST".into()]);
-    assert_eq!(block(same_records(&p, &m, all)), 10_002);
+    let m = caught_up_mirror(d, &p, 10_000);
     assert_eq!(
         metric(&m, "handled_replication_dump_handles"),
         Some(10_003.0),
@@ -201,9 +215,7 @@ fn a_promoted_mirror_takes_writes_and_its_mirrors_go_on_without_a_redump() {
     let d = dir.path();
     let p = primary(d, 100);
     // The second mirror names its source by a site record file, rewritten below.
-    let (_, site) = http(&p.http_port, "GET", "/api/site", "");
-    let site: serde_json::Value = serde_json::from_str(&site).unwrap();
-    let site_file = write(d, "site.json", &site["site"].to_string());
+    let site_file = write(d, "site.json", &site_record(&p).to_string());
     let (mut m1, m1_config) = mirror(d, "m1", &format!("127.0.0.1:{}", p.tcp_port), "", &[]);
     let (m2, _) = mirror(d, "m2", path(&site_file), "replication_low_latency = true\n", &[]);
     block(async {
@@ -240,9 +252,7 @@ fn a_promoted_mirror_takes_writes_and_its_mirrors_go_on_without_a_redump() {
     );
 
     // m2 now pulls from m1 (the site record file names m1).
-    let (_, site) = http(&m1.http_port, "GET", "/api/site", "");
-    let site: serde_json::Value = serde_json::from_str(&site).unwrap();
-    std::fs::write(&site_file, site["site"].to_string()).unwrap();
+    std::fs::write(&site_file, site_record(&m1).to_string()).unwrap();
     wait_for("m2 to pull the write made on m1", Duration::from_secs(30), || {
         code_on(&m2, "TEST/after-promotion") == ResponseCode::SUCCESS
     });
@@ -401,11 +411,8 @@ fn a_source_whose_certificate_key_is_not_the_site_key_is_refused() {
     let p = primary(d, 10);
     let other = tempfile::tempdir().unwrap();
     let stranger = serve(other.path(), &[]);
-    let site = |s: &Server| -> serde_json::Value {
-        serde_json::from_str(&http(&s.http_port, "GET", "/api/site", "").1).unwrap()
-    };
-    let mut record = site(&p)["site"].clone();
-    record["servers"][0]["publicKey"] = site(&stranger)["site"]["servers"][0]["publicKey"].clone();
+    let mut record = site_record(&p);
+    record["servers"][0]["publicKey"] = site_record(&stranger)["servers"][0]["publicKey"].clone();
     let file = write(d, "wrong-key.json", &record.to_string());
     let (m, _) = mirror(d, "m", path(&file), "", &[]);
     wait_for("failed pulls", Duration::from_secs(30), || {
@@ -480,9 +487,7 @@ fn need_to_redump_is_followed_by_a_mark_and_sweep_redump() {
     let d2 = dir2.path();
     let p2 = primary(d2, 5);
     // Named by a site record file: a host:port source pins the first key it saw.
-    let (_, site) = http(&p2.http_port, "GET", "/api/site", "");
-    let site: serde_json::Value = serde_json::from_str(&site).unwrap();
-    let file = write(d2, "site.json", &site["site"].to_string());
+    let file = write(d2, "site.json", &site_record(&p2).to_string());
     std::fs::rename(d.join("m"), d2.join("m")).unwrap();
     let (m, _) = mirror(d2, "m", path(&file), "", &args);
     wait_for("the redump", Duration::from_secs(60), || {
@@ -531,16 +536,7 @@ fn a_mirror_pulls_from_a_source_on_cassandra() {
     );
     let data = d.join("primary-data");
     let p = serve(d, &["--config", path(&config), "--import", path(&import), "--data-dir", path(&data)]);
-    let (m, _) = mirror(d, "m", &format!("127.0.0.1:{}", p.tcp_port), "", &[]);
-    caught_up(&p, &m);
-    // Issue 25: a mirror's site record said it was a primary (clients send
-    // administration to primary sites).
-    for (server, primary) in [(&p, true), (&m, false)] {
-        let site: serde_json::Value = serde_json::from_str(&http(&server.http_port, "GET", "/api/site", "").1).unwrap();
-        assert_eq!(site["site"]["primarySite"], primary, "{site}");
-    }
-    let all = (0..300).map(|i| format!("TEST/{i}")).chain(["TEST/ADMIN".into(), "0.NA/TEST".into()]);
-    assert_eq!(block(same_records(&p, &m, all)), 302);
+    let m = caught_up_mirror(d, &p, 300);
 
     every_kind_of_change_pulled(d, &p, &m);
 }
@@ -610,9 +606,7 @@ fn a_redump_killed_midway_resumes_with_its_marks() {
     let p2 = primary(d2, n);
     let (p1_last, p2_last) = (metric(&p1, "handled_txn_log_last_id"), metric(&p2, "handled_txn_log_last_id"));
     assert!(p2_last < p1_last, "the new source's log must end first: {p2_last:?} {p1_last:?}");
-    let (_, site) = http(&p2.http_port, "GET", "/api/site", "");
-    let site: serde_json::Value = serde_json::from_str(&site).unwrap();
-    let file = write(d2, "site.json", &site["site"].to_string());
+    let file = write(d2, "site.json", &site_record(&p2).to_string());
     std::fs::rename(d.join("m"), d2.join("m")).unwrap();
     let (mut m, config) = mirror(d2, "m", path(&file), "", &args);
     let at = kill_between(&mut m, "handled_replication_dump_handles", 0.0, n as f64 + 3.0);

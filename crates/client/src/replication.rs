@@ -20,7 +20,7 @@ use handled_proto::digest::DigestAlg;
 use handled_proto::envelope::Version;
 use handled_proto::header::{OpFlags, ResponseCode};
 use handled_proto::replication::{
-    BlockVerifier, DumpStreamDecoder, DumpStreamItem, Framing, StreamError, StreamType, TxnStreamDecoder, TxnStreamItem,
+    BlockVerifier, DumpStreamDecoder, Framing, StreamDecoder, StreamGrammar, StreamType, TxnStreamDecoder,
 };
 use handled_proto::request::RequestBody;
 use std::net::SocketAddr;
@@ -199,33 +199,6 @@ pub struct ItemStream {
     chunk: Vec<u8>,
 }
 
-/// The two stream decoders, for [`ItemStream::next`].
-pub trait StreamDecoder {
-    type Item;
-    fn feed(&mut self, data: &[u8]);
-    fn next_item(&mut self) -> Result<Option<Self::Item>, StreamError>;
-}
-
-impl<V: BlockVerifier> StreamDecoder for TxnStreamDecoder<V> {
-    type Item = TxnStreamItem;
-    fn feed(&mut self, data: &[u8]) {
-        TxnStreamDecoder::feed(self, data)
-    }
-    fn next_item(&mut self) -> Result<Option<TxnStreamItem>, StreamError> {
-        TxnStreamDecoder::next_item(self)
-    }
-}
-
-impl<V: BlockVerifier> StreamDecoder for DumpStreamDecoder<V> {
-    type Item = DumpStreamItem;
-    fn feed(&mut self, data: &[u8]) {
-        DumpStreamDecoder::feed(self, data)
-    }
-    fn next_item(&mut self) -> Result<Option<DumpStreamItem>, StreamError> {
-        DumpStreamDecoder::next_item(self)
-    }
-}
-
 impl ItemStream {
     fn new(io: Box<dyn AsyncRead + Send + Unpin>, server: &SourceServer) -> Self {
         ItemStream {
@@ -261,7 +234,10 @@ impl ItemStream {
     }
 
     /// The next item, reading (each read within the timeout) as needed.
-    pub async fn next<D: StreamDecoder>(&mut self, decoder: &mut D) -> Result<D::Item, ReplicationError> {
+    pub async fn next<G: StreamGrammar, V: BlockVerifier>(
+        &mut self,
+        decoder: &mut StreamDecoder<G, V>,
+    ) -> Result<G::Item, ReplicationError> {
         loop {
             if let Some(item) = decoder.next_item().map_err(|e| ReplicationError::Stream(e.to_string()))? {
                 return Ok(item);

@@ -12,8 +12,8 @@ use handled_proto::envelope::Version;
 use handled_proto::header::{OpCode, ResponseCode};
 use handled_proto::message::{encode_message, parse_message, split_unit};
 use handled_proto::replication::{
-    BlockVerifier, DumpStreamDecoder, DumpStreamItem, Framing, Preamble, StreamError, TxnQuery, TxnStreamDecoder,
-    TxnStreamItem, DEFAULT_MAX_ITEM_LEN, NEXT_TXN_ID_HANDLE,
+    BlockVerifier, DumpStreamDecoder, DumpStreamItem, Framing, Preamble, StreamDecoder, StreamError, StreamGrammar,
+    TxnQuery, TxnStreamDecoder, TxnStreamItem, DEFAULT_MAX_ITEM_LEN, NEXT_TXN_ID_HANDLE,
 };
 use handled_proto::request::RequestBody;
 use handled_proto::response::{decode_response_body, ResponseBody};
@@ -108,64 +108,66 @@ fn response_and_stream(name: &str) -> (ResponseBody, Vec<u8>) {
 }
 
 /// Feed `blocks` one byte at a time (every truncation is a state we pass
-/// through: none may error or look finished); the items in `decoded.txt` form.
-fn txn_lines<V: BlockVerifier>(mut d: TxnStreamDecoder<V>, blocks: &[u8]) -> Vec<String> {
-    let mut out = Vec::new();
+/// through: none may error or look finished), handing each item to `each`;
+/// the stream ends with the last byte.
+fn byte_by_byte<G: StreamGrammar, V: BlockVerifier>(
+    mut d: StreamDecoder<G, V>,
+    blocks: &[u8],
+    mut each: impl FnMut(G::Item),
+) {
     for (i, b) in blocks.iter().enumerate() {
         assert!(!d.is_done(), "finished before byte {i}");
         d.feed(std::slice::from_ref(b));
         while let Some(item) = d.next_item().unwrap_or_else(|e| panic!("at byte {i}: {e}")) {
-            match item {
-                TxnStreamItem::Header { format, status } => assert_eq!((format, status), (1, 2)),
-                TxnStreamItem::Record(r) => {
-                    let action = match r.action.0 {
-                        1 => "create",
-                        2 => "delete",
-                        3 => "update",
-                        4 => "home",
-                        5 => "unhome",
-                        other => panic!("action {other}"),
-                    };
-                    out.push(format!(
-                        "txn {} {action} {} date={} values={}",
-                        r.txn_id,
-                        String::from_utf8_lossy(&r.handle),
-                        r.date_ms,
-                        values_line(r.values.as_deref())
-                    ));
-                }
-                TxnStreamItem::End { date_ms } => out.push(format!("end date={}", date_ms.unwrap())),
-                other => panic!("unexpected {other:?}"),
-            }
+            each(item);
         }
     }
     assert!(d.is_done());
+}
+
+/// The items of a transaction stream in `decoded.txt` form ([`byte_by_byte`]).
+fn txn_lines<V: BlockVerifier>(d: TxnStreamDecoder<V>, blocks: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    byte_by_byte(d, blocks, |item| match item {
+        TxnStreamItem::Header { format, status } => assert_eq!((format, status), (1, 2)),
+        TxnStreamItem::Record(r) => {
+            let action = match r.action.0 {
+                1 => "create",
+                2 => "delete",
+                3 => "update",
+                4 => "home",
+                5 => "unhome",
+                other => panic!("action {other}"),
+            };
+            out.push(format!(
+                "txn {} {action} {} date={} values={}",
+                r.txn_id,
+                String::from_utf8_lossy(&r.handle),
+                r.date_ms,
+                values_line(r.values.as_deref())
+            ));
+        }
+        TxnStreamItem::End { date_ms } => out.push(format!("end date={}", date_ms.unwrap())),
+        other => panic!("unexpected {other:?}"),
+    });
     out
 }
 
-fn dump_lines<V: BlockVerifier>(mut d: DumpStreamDecoder<V>, blocks: &[u8]) -> Vec<String> {
+/// The items of a dump stream in `decoded.txt` form ([`byte_by_byte`]).
+fn dump_lines<V: BlockVerifier>(d: DumpStreamDecoder<V>, blocks: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
-    for (i, b) in blocks.iter().enumerate() {
-        assert!(!d.is_done(), "finished before byte {i}");
-        d.feed(std::slice::from_ref(b));
-        while let Some(item) = d.next_item().unwrap_or_else(|e| panic!("at byte {i}: {e}")) {
-            match item {
-                DumpStreamItem::Header { version } => assert_eq!(version, 2),
-                DumpStreamItem::ThisServer { date_ms, last_txn_id } => {
-                    out.push(format!("this-server date={date_ms} lastTxnId={last_txn_id}"))
-                }
-                DumpStreamItem::Handle { handle, values } => out.push(format!(
-                    "handle {} values={}",
-                    String::from_utf8_lossy(&handle),
-                    values_line(Some(&values))
-                )),
-                DumpStreamItem::HomedPrefix(p) => out.push(format!("homed {}", String::from_utf8_lossy(&p))),
-                DumpStreamItem::Done => {}
-                other => panic!("unexpected {other:?}"),
-            }
+    byte_by_byte(d, blocks, |item| match item {
+        DumpStreamItem::Header { version } => assert_eq!(version, 2),
+        DumpStreamItem::ThisServer { date_ms, last_txn_id } => {
+            out.push(format!("this-server date={date_ms} lastTxnId={last_txn_id}"))
         }
-    }
-    assert!(d.is_done());
+        DumpStreamItem::Handle { handle, values } => {
+            out.push(format!("handle {} values={}", String::from_utf8_lossy(&handle), values_line(Some(&values))))
+        }
+        DumpStreamItem::HomedPrefix(p) => out.push(format!("homed {}", String::from_utf8_lossy(&p))),
+        DumpStreamItem::Done => {}
+        other => panic!("unexpected {other:?}"),
+    });
     out
 }
 

@@ -5,7 +5,7 @@
 
 mod admin_common;
 
-use handled_client::session::{encode_unit_with, UnitOptions};
+use handled_client::session::{encode_unit_with, ClientSession, UnitOptions};
 use handled_client::{decode_response, AdminError, AdminSession, Credentials, KeyChoice, Protocol, ResolveOptions};
 use handled_proto::codec::Codec;
 use handled_proto::data::admin::{AdminPermissions, AdminRecord};
@@ -174,6 +174,17 @@ fn resolution() -> RequestBody {
     RequestBody::Resolution(ResolutionRequest { handle: b"TEST/ADMIN".to_vec(), indexes: vec![], types: vec![] })
 }
 
+/// Options for a unit MACed with `session`, not encrypted.
+fn macs_with(session: &ClientSession) -> UnitOptions<'_> {
+    UnitOptions {
+        version: session.version,
+        session_id: session.id,
+        session: Some(session),
+        encrypt: false,
+        suggested: None,
+    }
+}
+
 #[tokio::test]
 async fn session_failures() {
     let s = admin_common::start().await;
@@ -182,13 +193,7 @@ async fn session_failures() {
                                                    // PO keeps the answers public, hence unencrypted, for `raw` to read.
     let flags = OpFlags::REC | OpFlags::CA | OpFlags::PO;
     let session = a.session().unwrap();
-    let opts = UnitOptions {
-        version: session.version,
-        session_id: session.id,
-        session: Some(session),
-        encrypt: false,
-        suggested: None,
-    };
+    let opts = macs_with(session);
     let (unit, _) = encode_unit_with(&resolution(), flags, 77, opts);
     let (tampered_unit, _) = encode_unit_with(&resolution(), flags, 78, opts);
     let (encrypted, _) = encode_unit_with(&resolution(), flags, 79, UnitOptions { encrypt: true, ..opts });
@@ -214,13 +219,7 @@ async fn expired_sessions_and_replayed_answers() {
     let mut a = s.admin(Protocol::Tcp, KeyChoice::Secret, true).await;
     a.create(b"TEST/e1", &[url(1)]).await.unwrap();
     let session = a.session().unwrap();
-    let opts = UnitOptions {
-        version: session.version,
-        session_id: session.id,
-        session: Some(session),
-        encrypt: false,
-        suggested: None,
-    };
+    let opts = macs_with(session);
     let (unit, _) = encode_unit_with(&resolution(), OpFlags::REC | OpFlags::CA | OpFlags::PO, 90, opts);
     tokio::time::sleep(Duration::from_millis(2100)).await;
     assert_eq!(raw(&mut a, &unit, 90).await, ResponseCode::SESSION_TIMEOUT, "idle past the timeout");
@@ -237,10 +236,7 @@ async fn expired_sessions_and_replayed_answers() {
     let handled_proto::response::ResponseBody::Challenge { nonce } = &challenge.body else { panic!() };
     let digest = challenge.digest.clone().unwrap();
     assert!(digest.matches(&hb));
-    let secret = match s.creds(KeyChoice::Secret).key {
-        handled_client::credentials::Key::Secret(k) => k,
-        _ => unreachable!(),
-    };
+    let secret = s.admin_secret();
     let alg = handled_proto::crypto::seckey::AnswerAlg::Pbkdf2HmacSha1 { iterations: 1000, key_bits: 160 };
     let answer = handled_proto::crypto::seckey::answer(alg, &secret, nonce, &digest.digest, &[5; 16]);
     let answer_body = RequestBody::ChallengeAnswer(handled_proto::request::ChallengeAnswer {
@@ -259,10 +255,7 @@ async fn expired_sessions_and_replayed_answers() {
 #[tokio::test]
 async fn verify_challenge_for_other_servers() {
     let s = admin_common::start().await;
-    let secret = match s.creds(KeyChoice::Secret).key {
-        handled_client::credentials::Key::Secret(k) => k,
-        _ => unreachable!(),
-    };
+    let secret = s.admin_secret();
     let (nonce, digest) = ([3u8; 16], [4u8; 32]);
     let mut conn =
         handled_client::Connection::open(Protocol::Tcp, s.addrs.tcp, Duration::from_secs(5), false).await.unwrap();
@@ -274,14 +267,7 @@ async fn verify_challenge_for_other_servers() {
             &digest,
             &[],
         );
-        let body = RequestBody::VerifyChallenge(handled_proto::session::VerifyChallengeRequest {
-            handle: b"TEST/ADMIN".to_vec(),
-            index: 300,
-            nonce: nonce.to_vec(),
-            request_digest: digest.to_vec(),
-            digest_alg: None,
-            answer: answer.to_vec(),
-        });
+        let body = admin_common::verify_admin_challenge(&nonce, &digest, answer.to_vec());
         let r = conn.request(&body, OpFlags::CT | OpFlags::RD).await.unwrap().remove(0);
         assert_eq!(r.code(), ResponseCode::SUCCESS);
         assert_eq!(r.body, handled_proto::response::ResponseBody::VerifyResult { valid });

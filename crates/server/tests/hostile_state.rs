@@ -111,14 +111,6 @@ async fn anonymous_session_setups_are_bounded_and_lock_nobody_out() {
     admin.create(b"TEST/f4-in-session", &[url(1)]).await.expect("others still set up sessions and authenticate");
 }
 
-/// The bootstrap admin's HS_SECKEY.
-fn admin_secret(s: &admin_common::AdminServer) -> Vec<u8> {
-    match s.creds(KeyChoice::Secret).key {
-        handled_client::credentials::Key::Secret(k) => k,
-        _ => unreachable!("asked for the secret key"),
-    }
-}
-
 fn pbkdf2_answer(secret: &[u8], nonce: &[u8], digest: &[u8], iterations: i32) -> Vec<u8> {
     use handled_proto::crypto::seckey::{answer, AnswerAlg};
     answer(AnswerAlg::Pbkdf2HmacSha1 { iterations, key_bits: 160 }, secret, nonce, digest, &[5; 16]).to_vec()
@@ -131,21 +123,16 @@ fn pbkdf2_answer(secret: &[u8], nonce: &[u8], digest: &[u8], iterations: i32) ->
 #[tokio::test]
 async fn pbkdf2_answers_cannot_ask_for_unbounded_work() {
     let s = admin_common::start().await;
-    let secret = admin_secret(&s);
+    let secret = s.admin_secret();
     // VERIFY_CHALLENGE over UDP with the right secret but more iterations than the cap.
     let udp = tokio::net::UdpSocket::bind("127.0.0.2:0").await.unwrap();
     let (nonce, digest) = ([3u8; 16], [4u8; 32]);
     for (iterations, valid) in [(20_000, false), (10_000, true)] {
-        let body = RequestBody::VerifyChallenge(handled_proto::session::VerifyChallengeRequest {
-            handle: b"TEST/ADMIN".to_vec(),
-            index: 300,
-            nonce: nonce.to_vec(),
-            request_digest: digest.to_vec(),
-            digest_alg: None,
-            answer: pbkdf2_answer(&secret, &nonce, &digest, iterations),
-        });
+        let body =
+            admin_common::verify_admin_challenge(&nonce, &digest, pbkdf2_answer(&secret, &nonce, &digest, iterations));
         let (unit, _) = encode_unit_with(&body, OpFlags::REC, iterations, UnitOptions::default());
-        let reply = admin_common::udp_ask(&udp, s.addrs.udp, &[unit], iterations, Duration::from_secs(2)).await;
+        let reply =
+            admin_common::Udp { socket: &udp, to: s.addrs.udp }.ask(&[unit], iterations, Duration::from_secs(2)).await;
         let r = decode_response(&reply, iterations).unwrap();
         assert_eq!(r.body, handled_proto::response::ResponseBody::VerifyResult { valid }, "{iterations} iterations");
     }
@@ -210,7 +197,8 @@ async fn unfinished_udp_requests_of_one_peer_leave_room_for_others() {
     let datagrams = udp_datagrams(&long_resolution(5000));
     assert!(datagrams.len() > 1);
     // Sent again while unanswered: the property is that it completes at all.
-    let reply = admin_common::udp_ask(&client, s.addrs.udp, &datagrams, 5000, Duration::from_secs(2)).await;
+    let reply =
+        admin_common::Udp { socket: &client, to: s.addrs.udp }.ask(&datagrams, 5000, Duration::from_secs(2)).await;
     assert_eq!(decode_response(&reply, 5000).unwrap().code(), ResponseCode::HANDLE_NOT_FOUND);
 }
 
@@ -221,7 +209,7 @@ async fn unfinished_udp_requests_of_one_peer_leave_room_for_others() {
 async fn a_value_over_a_mebibyte_is_a_client_error() {
     use base64::Engine;
     let s = admin_common::start_with(|c| c.access.allow_plain_http_admin = true).await;
-    let user = format!("300%3ATEST%2FADMIN:{}", String::from_utf8(admin_secret(&s)).unwrap());
+    let user = format!("300%3ATEST%2FADMIN:{}", String::from_utf8(s.admin_secret()).unwrap());
     let auth = base64::engine::general_purpose::STANDARD.encode(user);
     let body = format!(
         r#"{{"values":[{{"index":1,"type":"URL","data":{{"format":"string","value":"{}"}}}}]}}"#,

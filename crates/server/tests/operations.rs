@@ -32,14 +32,28 @@ async fn resolve_code(addr: std::net::SocketAddr, p: Protocol, handle: &[u8]) ->
     c.resolve(handle, &ResolveOptions::default()).await.unwrap().code()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refused_at_once_on_every_transport_when_busy_and_health_still_answers() {
+/// A server admitting one request at a time, that one held: later requests
+/// queue (`queue_length` of them, for `max_queue_wait_ms` if given) or are
+/// refused.
+async fn busy_server(
+    queue_length: usize,
+    max_queue_wait_ms: Option<u64>,
+) -> (admin_common::AdminServer, tokio::sync::OwnedSemaphorePermit) {
     let s = admin_common::start_with(|c| {
         c.admission.max_concurrent = 1;
-        c.admission.queue_length = 0;
+        c.admission.queue_length = queue_length;
+        if let Some(ms) = max_queue_wait_ms {
+            c.admission.max_queue_wait_ms = ms;
+        }
     })
     .await;
     let held = s.state.admission.admit().await.unwrap();
+    (s, held)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_at_once_on_every_transport_when_busy_and_health_still_answers() {
+    let (s, held) = busy_server(0, None).await;
     for p in [Protocol::Udp, Protocol::Tcp, Protocol::Http] {
         let t = Instant::now();
         assert_eq!(resolve_code(s.addr(p), p, b"TEST/ADMIN").await, ResponseCode::SERVER_TOO_BUSY, "{p:?}");
@@ -60,13 +74,7 @@ async fn refused_at_once_on_every_transport_when_busy_and_health_still_answers()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_longer_than_allowed_is_refused() {
-    let s = admin_common::start_with(|c| {
-        c.admission.max_concurrent = 1;
-        c.admission.queue_length = 8;
-        c.admission.max_queue_wait_ms = 100;
-    })
-    .await;
-    let held = s.state.admission.admit().await.unwrap();
+    let (s, held) = busy_server(8, Some(100)).await;
     let t = Instant::now();
     assert_eq!(resolve_code(s.addrs.tcp, Protocol::Tcp, b"TEST/ADMIN").await, ResponseCode::SERVER_TOO_BUSY);
     assert!(t.elapsed() >= Duration::from_millis(100));
@@ -77,18 +85,13 @@ async fn waiting_longer_than_allowed_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resent_udp_request_waits_for_its_original_answer() {
-    let s = admin_common::start_with(|c| {
-        c.admission.max_concurrent = 1;
-        c.admission.queue_length = 8;
-        c.admission.max_queue_wait_ms = 5000;
-    })
-    .await;
-    let held = s.state.admission.admit().await.unwrap();
+    let (s, held) = busy_server(8, Some(5000)).await;
     let body =
         RequestBody::Resolution(ResolutionRequest { handle: b"TEST/ADMIN".to_vec(), indexes: vec![], types: vec![] });
     let unit = encode_request(&body, OpFlags::REC.with(OpFlags::PO), 4242);
     let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     client.connect(s.addrs.udp).await.unwrap();
+    let udp = admin_common::Udp { socket: &client, to: s.addrs.udp };
     // The original waits in the queue; the client, hearing nothing, re-sends.
     client.send(&unit).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -99,14 +102,14 @@ async fn a_resent_udp_request_waits_for_its_original_answer() {
     drop(held);
     // Sent again only after TIMEOUT, when the original is surely answered (a
     // copy of one in progress would be counted as a duplicate below).
-    let answer = admin_common::udp_answer(&client, s.addrs.udp, std::slice::from_ref(&unit), 4242, TIMEOUT).await;
+    let answer = udp.answer(std::slice::from_ref(&unit), 4242, TIMEOUT).await;
     assert_eq!(decode_response(&answer, 4242).unwrap().code(), ResponseCode::SUCCESS);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(client.try_recv(&mut buf).is_err(), "answered twice: the copy was queued too");
     let (_, _, metrics) = http_get(s.addrs.http, "/metrics").await;
     assert!(metrics.lines().any(|l| l == "handled_udp_duplicates_dropped_total 1"), "{metrics}");
     // Answered: the same id is a new request again.
-    let answer = admin_common::udp_ask(&client, s.addrs.udp, &[unit], 4242, Duration::from_secs(2)).await;
+    let answer = udp.ask(&[unit], 4242, Duration::from_secs(2)).await;
     assert_eq!(decode_response(&answer, 4242).unwrap().code(), ResponseCode::SUCCESS);
 }
 

@@ -17,23 +17,13 @@
 //! [--secs S] [--rounds R] [--cold-secs S] [--compare-import]` (DIR is created
 //! and left for reruns: delete it afterwards).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use handled_store::{EmbeddedOptions, EmbeddedStore, RecordStore};
 
 mod bench_fixtures;
-use bench_fixtures::{drop_cached, put_in_key_order, time_gets};
-
-fn bytes_on_disk(p: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(m) = std::fs::metadata(p) else { return 0 };
-    if m.is_dir() {
-        std::fs::read_dir(p).unwrap().map(|e| bytes_on_disk(&e.unwrap().path())).sum()
-    } else {
-        m.blocks() * 512
-    }
-}
+use bench_fixtures::{bytes_on_disk, drop_cached, put_in_key_order, time_gets, BenchArgs};
 
 fn preread(p: &Path) {
     let _ = std::fs::read(p).map(|b| std::hint::black_box(b.len()));
@@ -85,20 +75,15 @@ fn timed_open(file: &Path, opts: EmbeddedOptions, what: &str) -> EmbeddedStore {
 }
 
 fn main() {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let dir = PathBuf::from(&argv[0]);
-    let n: u64 = argv[1].parse().unwrap();
-    let flag = |name: &str, d: f64| {
-        argv.iter().position(|x| x == name).and_then(|i| argv.get(i + 1)?.parse::<f64>().ok()).unwrap_or(d)
-    };
-    let (secs, rounds, cold_secs) = (flag("--secs", 4.0), flag("--rounds", 2.0) as usize, flag("--cold-secs", 2.0));
-    std::fs::create_dir_all(&dir).unwrap();
+    let args = BenchArgs::from_env();
+    let (dir, n) = (&args.dir, args.n);
+    let (secs, rounds, cold_secs) = args.timing();
     let file = dir.join("handles.redb");
     let segs = dir.join("handles.redb.keydir");
     if !file.exists() {
         load(&file, n, true);
     }
-    if argv.iter().any(|a| a == "--compare-import") {
+    if args.switch("--compare-import") {
         let other = dir.join("redb-only");
         std::fs::create_dir_all(&other).unwrap();
         load(&other.join("handles.redb"), n, false);

@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use handled_store::{EmbeddedOptions, EmbeddedStore, HandleRecord, RecordStore, StoreAdmin};
@@ -32,7 +32,7 @@ use heed::types::Bytes;
 use heed::{CommitOrAbort, EnvFlags, EnvOpenOptions, PutFlags, WithoutTls};
 
 mod bench_fixtures;
-use bench_fixtures::{drop_cached, key, key_order, put_in_key_order, record, time_gets};
+use bench_fixtures::{bytes_on_disk, drop_cached, key, key_order, put_in_key_order, record, time_gets, BenchArgs};
 
 /// The embedded store's stored value: `crc32(key ‖ payload) LE ‖ payload`.
 fn sealed(key: &[u8], payload: &[u8]) -> Vec<u8> {
@@ -75,16 +75,6 @@ impl Hasher for Identity {
 }
 type Index = HashMap<u64, u64, BuildHasherDefault<Identity>>;
 
-fn dir_bytes(p: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(p).unwrap();
-    if m.is_dir() {
-        std::fs::read_dir(p).unwrap().map(|e| dir_bytes(&e.unwrap().path())).sum()
-    } else {
-        m.blocks() * 512
-    }
-}
-
 /// Read `p` (a file, or the files of a directory) once in order, as the store's
 /// warm-up does: the OS page cache then holds it, as far as memory allows.
 fn preread(p: &Path) {
@@ -115,7 +105,7 @@ fn load_redb(file: &Path, n: u64) {
     let t = Instant::now();
     put_in_key_order(&s, n);
     drop(s);
-    println!("load redb: {n} in {:.1} s, {} B/handle", t.elapsed().as_secs_f64(), dir_bytes(file) / n);
+    println!("load redb: {n} in {:.1} s, {} B/handle", t.elapsed().as_secs_f64(), bytes_on_disk(file) / n);
 }
 
 fn open_lmdb(dir: &Path, n: u64) -> heed::Env<WithoutTls> {
@@ -148,7 +138,7 @@ fn load_lmdb(dir: &Path, n: u64) {
         }
         w.commit().unwrap();
     }
-    println!("load lmdb: {n} in {:.1} s, {} B/handle", t.elapsed().as_secs_f64(), dir_bytes(dir) / n);
+    println!("load lmdb: {n} in {:.1} s, {} B/handle", t.elapsed().as_secs_f64(), bytes_on_disk(dir) / n);
 }
 
 /// The log file: `u32 key length ‖ u32 value length ‖ key ‖ value`, appended.
@@ -164,7 +154,7 @@ fn load_hash(file: &Path, n: u64) {
         out.write_all(&v).unwrap();
     }
     out.into_inner().unwrap().sync_all().unwrap();
-    println!("load hash log: {n} in {:.1} s, {} B/handle", t.elapsed().as_secs_f64(), dir_bytes(file) / n);
+    println!("load hash log: {n} in {:.1} s, {} B/handle", t.elapsed().as_secs_f64(), bytes_on_disk(file) / n);
 }
 
 /// The in-memory index of a log (a Bitcask start without a hint file: one sequential read).
@@ -207,16 +197,30 @@ fn report(what: &str, n: u64, (mean, p50, p99, p999, gets): (f64, f64, f64, f64,
     );
 }
 
+/// Before a phase on a candidate's files `p`: out of the page cache when
+/// cold, read into it when warm.
+fn cold_or_warm(phase: &str, p: &Path) {
+    if phase == "cold" {
+        drop_cached(p);
+    } else {
+        preread(p);
+    }
+}
+
+/// `t` seconds of gets reported as `what`; when warm, a quarter of that
+/// first, not reported.
+fn measure(what: &str, warm: bool, n: u64, t: f64, mut get: impl FnMut(&[u8]) -> bool) {
+    if warm {
+        time_gets(n, t / 4.0, &mut get);
+    }
+    report(what, n, time_gets(n, t, &mut get));
+}
+
 fn main() {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let dir = PathBuf::from(&argv[0]);
-    let n: u64 = argv[1].parse().unwrap();
-    let flag = |name: &str, d: f64| {
-        argv.iter().position(|x| x == name).and_then(|i| argv.get(i + 1)?.parse::<f64>().ok()).unwrap_or(d)
-    };
-    let (secs, rounds, cold_secs) = (flag("--secs", 4.0), flag("--rounds", 2.0) as usize, flag("--cold-secs", 2.0));
-    let cache_mb = flag("--cache-mb", 64.0) as usize;
-    std::fs::create_dir_all(&dir).unwrap();
+    let args = BenchArgs::from_env();
+    let (dir, n) = (&args.dir, args.n);
+    let (secs, rounds, cold_secs) = args.timing();
+    let cache_mb = args.flag("--cache-mb", 64.0) as usize;
     let (redb_file, lmdb_dir, log_file) = (dir.join("handles.redb"), dir.join("lmdb"), dir.join("handles.log"));
     if !redb_file.exists() {
         load_redb(&redb_file, n);
@@ -229,14 +233,14 @@ fn main() {
     }
     println!(
         "on disk: redb {} B/handle, lmdb {} B/handle, hash log {} B/handle",
-        dir_bytes(&redb_file) / n,
-        dir_bytes(&lmdb_dir) / n,
-        dir_bytes(&log_file) / n
+        bytes_on_disk(&redb_file) / n,
+        bytes_on_disk(&lmdb_dir) / n,
+        bytes_on_disk(&log_file) / n
     );
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let redb_opts = EmbeddedOptions { cache_bytes: Some(cache_mb << 20), ..Default::default() };
-    if argv.iter().any(|a| a == "--warm-up") {
+    if args.switch("--warm-up") {
         // The store's warm-up after a cold start: how long, and the gets after it.
         drop_cached(&redb_file);
         let t = Instant::now();
@@ -249,54 +253,33 @@ fn main() {
         report(&format!("redb-{cache_mb}MiB-after-warm-up"), n, time_gets(n, cold_secs, &mut get));
         return;
     }
-    let phases: &[&str] = if argv.iter().any(|a| a == "--no-cold") { &["warm"] } else { &["cold", "warm"] };
+    let phases: &[&str] = if args.switch("--no-cold") { &["warm"] } else { &["cold", "warm"] };
     for &phase in phases {
         for round in 0..if phase == "cold" { 1 } else { rounds } {
             let (t, label) = if phase == "cold" { (cold_secs, "cold") } else { (secs, "warm") };
             // redb, through the store.
-            if phase == "cold" {
-                drop_cached(&redb_file);
-            } else {
-                preread(&redb_file);
-            }
+            cold_or_warm(phase, &redb_file);
             // Cold is without the store's own warm-up (timed apart below).
             let opts = EmbeddedOptions { warm_on_open: phase == "warm", ..redb_opts.clone() };
             let store = EmbeddedStore::open(&redb_file, opts).unwrap();
-            let mut get = |k: &[u8]| rt.block_on(store.get(k)).unwrap().is_some();
-            if phase == "warm" {
-                time_gets(n, t / 4.0, &mut get);
-            }
-            report(&format!("redb-{cache_mb}MiB-{label}-{round}"), n, time_gets(n, t, &mut get));
+            let get = |k: &[u8]| rt.block_on(store.get(k)).unwrap().is_some();
+            measure(&format!("redb-{cache_mb}MiB-{label}-{round}"), phase == "warm", n, t, get);
             drop(store);
             // LMDB.
-            if phase == "cold" {
-                drop_cached(&lmdb_dir);
-            } else {
-                preread(&lmdb_dir);
-            }
+            cold_or_warm(phase, &lmdb_dir);
             let env = open_lmdb(&lmdb_dir, n);
             let db = lmdb_handles(&env);
-            let mut get = |k: &[u8]| {
+            let get = |k: &[u8]| {
                 let r = env.read_txn().unwrap();
                 db.get(&r, k).unwrap().map(|v| unseal_decode(k, v)).is_some()
             };
-            if phase == "warm" {
-                time_gets(n, t / 4.0, &mut get);
-            }
-            report(&format!("lmdb-{label}-{round}"), n, time_gets(n, t, &mut get));
+            measure(&format!("lmdb-{label}-{round}"), phase == "warm", n, t, get);
             drop(env);
             // Hash index over the log.
-            if phase == "cold" {
-                drop_cached(&log_file);
-            } else {
-                preread(&log_file);
-            }
+            cold_or_warm(phase, &log_file);
             let (map, index) = index_hash(&log_file, n);
-            let mut get = |k: &[u8]| hash_get(&map, &index, k).is_some();
-            if phase == "warm" {
-                time_gets(n, t / 4.0, &mut get);
-            }
-            report(&format!("hash-{label}-{round}"), n, time_gets(n, t, &mut get));
+            let get = |k: &[u8]| hash_get(&map, &index, k).is_some();
+            measure(&format!("hash-{label}-{round}"), phase == "warm", n, t, get);
         }
     }
 }

@@ -11,6 +11,8 @@ use std::sync::Arc;
 use handled_store::conformance::{self, url_record};
 use handled_store::{CassandraOptions, CassandraStore, Expect, HandleRecord, Store, SwapOutcome};
 
+mod write_rate;
+
 fn contact_point() -> Option<String> {
     match std::env::var("HANDLED_TEST_CASSANDRA") {
         Ok(v) if !v.is_empty() => Some(v),
@@ -293,27 +295,13 @@ async fn txn_log_followed_while_three_nodes_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore]
 async fn txn_log_write_cost() {
-    use futures_util::StreamExt;
-    use std::time::Instant;
     let creates: usize = std::env::var("HANDLED_BENCH_CREATES").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
     let Some(base) = options("txnlog_cost") else { return };
     for round in 0..3 {
         for logged in [false, true] {
             let o = CassandraOptions { keyspace: fresh_keyspace("txnlog_cost"), txn_log: logged, ..base.clone() };
             let s: Arc<dyn Store> = Arc::new(CassandraStore::connect(&o).await.unwrap());
-            let started = Instant::now();
-            futures_util::stream::iter(0..creates)
-                .map(|i| {
-                    let s = s.clone();
-                    async move {
-                        let k = format!("B/{i}").into_bytes();
-                        s.swap(&k, Expect::Absent, Some(url_record("x"))).await.unwrap();
-                    }
-                })
-                .buffer_unordered(64)
-                .collect::<Vec<()>>()
-                .await;
-            let rate = creates as f64 / started.elapsed().as_secs_f64();
+            let rate = write_rate::creates_per_second(&s, creates, 64).await;
             eprintln!("round {round}: log {}: {creates} creates, {rate:.0}/s", if logged { "on " } else { "off" });
             if logged {
                 assert_eq!(s.txn_log_bounds().await.unwrap().last, creates as u64);

@@ -5,59 +5,13 @@
 //! Runs on a small tmpfs mounted for the test (needs root / CAP_SYS_ADMIN); skips
 //! with a message when mounting is not permitted. Always unmounts.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use handled_store::conformance::url_record;
 use handled_store::{EmbeddedOptions, EmbeddedStore, Expect, RecordStore, StoreAdmin, StoreError};
-
-/// A tmpfs of `mb` MiB at a fresh directory, unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(mb: u32) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().unwrap();
-        let out =
-            Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"]).arg(dir.path()).output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs { dir }),
-            Ok(o) => {
-                handled_testenv::skipped(&format!(
-                    "cannot mount a tmpfs ({}): run as root to test a full disk",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ));
-                None
-            }
-            Err(e) => {
-                handled_testenv::skipped(&format!("cannot run mount ({e}): run as root to test a full disk"));
-                None
-            }
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
-
-/// Fill the filesystem with a file until a write fails; returns its path.
-fn fill(dir: &Path) -> PathBuf {
-    use std::io::Write;
-    let path = dir.join("filler");
-    let mut f = std::fs::File::create(&path).unwrap();
-    let chunk = vec![0x55u8; 64 << 10];
-    while f.write_all(&chunk).and_then(|_| f.sync_data()).is_ok() {}
-    path
-}
+use handled_testenv::tmpfs::Tmpfs;
 
 /// Whether the store says it takes writes again within `limit` (readiness).
 async fn writable_within(s: &EmbeddedStore, limit: Duration) -> bool {
@@ -96,7 +50,7 @@ async fn full_disk_refuses_writes_then_recovers_without_restart() {
         acked.push(i);
     }
     assert!(s.writable().is_ok());
-    let filler = fill(fs.path());
+    let filler = fs.fill();
     // Writes now fail, with an error that says why; reads go on.
     let mut refused = None;
     for i in 200..400 {
@@ -162,7 +116,7 @@ fn replay_on_a_full_disk_says_what_it_needs() {
         .status()
         .unwrap();
     assert!(status.success(), "child failed: {status}");
-    let filler = fill(fs.path());
+    let filler = fs.fill();
     let e = match EmbeddedStore::open_dir(&data, no_checkpoint()) {
         Ok(_) => {
             handled_testenv::skipped("the replay fitted in the space left");

@@ -12,11 +12,11 @@ mod handle_net;
 #[path = "sql_mariadb/operations.rs"]
 mod operations;
 mod sql_common;
+use sql_common::store;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use handled_store::{SqlOptions, SqlStore, Store};
+use handled_store::SqlOptions;
 use sqlx::{Connection, Executor};
 
 /// The URL scheme of this database.
@@ -25,15 +25,11 @@ pub const SCHEME: &str = "mariadb";
 /// counts whole seconds: one at least).
 pub const SHORT_TIMEOUT: Duration = Duration::from_millis(1000);
 
+/// The first column of `handles` as its create statement declares it.
+pub const HANDLE_COLUMN: &str = "handle varchar(255) not null";
 /// Options for a fresh database with the tables created.
 pub async fn options(name: &str) -> Option<SqlOptions> {
-    let url = db::mariadb::database(name).await?;
-    Some(SqlOptions { url, create_schema: true, max_connections: 8, ..SqlOptions::default() })
-}
-
-pub async fn store(name: &str) -> Option<Arc<dyn Store>> {
-    let o = options(name).await?;
-    Some(Arc::new(SqlStore::connect(&o).await.expect("open the sql store")))
+    Some(sql_common::fresh_options(db::mariadb::database(name).await?))
 }
 
 /// `statements` through the `mariadb` client on the database of `url`.

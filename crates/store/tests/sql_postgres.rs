@@ -11,11 +11,11 @@ mod handle_net;
 mod operations;
 mod sql_common;
 use db::postgres as pg_server;
+use sql_common::store;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use handled_store::{SqlOptions, SqlStore, Store};
+use handled_store::SqlOptions;
 use sqlx::{Connection, Executor};
 
 /// The URL scheme of this database.
@@ -23,15 +23,11 @@ pub const SCHEME: &str = "postgres";
 /// A statement timeout short enough for a test to wait out.
 pub const SHORT_TIMEOUT: Duration = Duration::from_millis(300);
 
+/// The first column of `handles` as its create statement declares it.
+pub const HANDLE_COLUMN: &str = "handle bytea not null";
 /// Options for a fresh database with the tables created.
 pub async fn options(name: &str) -> Option<SqlOptions> {
-    let url = pg_server::database(name).await?;
-    Some(SqlOptions { url, create_schema: true, max_connections: 8, ..SqlOptions::default() })
-}
-
-pub async fn store(name: &str) -> Option<Arc<dyn Store>> {
-    let o = options(name).await?;
-    Some(Arc::new(SqlStore::connect(&o).await.expect("open the sql store")))
+    Some(sql_common::fresh_options(pg_server::database(name).await?))
 }
 
 /// Drops every index on `handles.data` there is (§8.2's).

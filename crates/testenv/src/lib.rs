@@ -1,9 +1,11 @@
 //! What tests find, or do not find, where they run: throwaway database
-//! servers ([`db`]), and how a test that cannot run here says so ([`skipped`]).
+//! servers ([`db`]), a small filesystem to fill ([`tmpfs`]), and how a test
+//! that cannot run here says so ([`skipped`]).
 //! Below every crate of the workspace (it depends on none of them), so the
 //! store's tests and the server's share one copy; `handled-testkit` re-exports it.
 
 pub mod db;
+pub mod tmpfs;
 
 /// A test that cannot run here (no database server, no Cassandra node, no
 /// root) says so rather than passing silently: on stderr, and as a line in

@@ -1,7 +1,7 @@
 //! What every scenario shares: where it runs (a given server or one it starts),
 //! its output, and the table pieces several scenarios print.
 
-use crate::html::{Report, Section};
+use crate::html::{runs_section, Report, Section};
 use crate::run::Plan;
 use crate::spec::{TargetSpec, Transport};
 use crate::stats::{Stats, BUCKET};
@@ -164,6 +164,19 @@ impl Ctx {
 
 pub(crate) fn report(name: &str, intro: &str, sections: Vec<Section>) -> Report {
     Report::new(format!("handled bench scenario {name}"), intro, sections)
+}
+
+/// The output of scenario `name` whose report is `table` and one section on
+/// `runs`: [`runs_section`]`(heading, text, &runs, series_of)`.
+pub(crate) fn one_section_output(
+    name: &str,
+    (heading, text): (&str, &str),
+    series_of: usize,
+    table: String,
+    runs: Vec<Stats>,
+) -> ScenarioOutput {
+    let section = runs_section(heading, text, &runs, series_of);
+    ScenarioOutput { report: report(name, &table, vec![section]), table, runs }
 }
 const WRK2_QUANTILES: [f64; 7] = [0.5, 0.75, 0.9, 0.99, 0.999, 0.9999, 1.0];
 

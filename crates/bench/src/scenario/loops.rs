@@ -2,7 +2,7 @@
 //! method, keep-alive vs close, the concurrency curve, wrk2's fixed rates and
 //! the admission-control surge.
 
-use super::env::{phase_rows, report, wrk2_block, Ctx, ScenarioOutput};
+use super::env::{one_section_output, phase_rows, report, wrk2_block, Ctx, ScenarioOutput};
 use crate::html::{concurrency_charts, runs_section};
 use crate::run::{concurrency_sweep, run as run_model, Model, Schedule};
 use crate::spec::Transport;
@@ -47,13 +47,11 @@ pub(super) async fn cnri(ctx: &Ctx) -> Result<ScenarioOutput, String> {
             per_core(s)
         );
     }
-    let section = runs_section(
+    let section = (
         "Closed loop per protocol",
         "Each thread sends its next request when the previous one is answered, then pauses.",
-        &runs,
-        3,
     );
-    Ok(ScenarioOutput { report: report("cnri", &table, vec![section]), table, runs })
+    Ok(one_section_output("cnri", section, 3, table, runs))
 }
 
 pub(super) async fn keepalive(ctx: &Ctx) -> Result<ScenarioOutput, String> {
@@ -97,13 +95,11 @@ pub(super) async fn keepalive(ctx: &Ctx) -> Result<ScenarioOutput, String> {
             s.error_count()
         );
     }
-    let section = runs_section(
+    let section = (
         "Socket reuse",
         "Sockets opened and in use by the bench; TIME_WAIT+ is the growth of TIME_WAIT sockets on the server port.",
-        &runs,
-        4,
     );
-    Ok(ScenarioOutput { report: report("keepalive", &table, vec![section]), table, runs })
+    Ok(one_section_output("keepalive", section, 4, table, runs))
 }
 
 pub(super) async fn concurrency(ctx: &Ctx) -> Result<ScenarioOutput, String> {
@@ -155,13 +151,9 @@ pub(super) async fn open_loop(ctx: &Ctx) -> Result<ScenarioOutput, String> {
         table += &format!("{}\n{}", s.label, wrk2_block(&s));
         runs.push(s);
     }
-    let section = runs_section(
-        "Fixed-rate runs",
-        "Corrected latency counts queueing behind slow answers; the bracketed figures do not.",
-        &runs,
-        runs.len(),
-    );
-    Ok(ScenarioOutput { report: report("open-loop", &table, vec![section]), table, runs })
+    let section =
+        ("Fixed-rate runs", "Corrected latency counts queueing behind slow answers; the bracketed figures do not.");
+    Ok(one_section_output("open-loop", section, runs.len(), table, runs))
 }
 
 pub(super) async fn surge(ctx: &Ctx) -> Result<ScenarioOutput, String> {
@@ -182,11 +174,6 @@ pub(super) async fn surge(ctx: &Ctx) -> Result<ScenarioOutput, String> {
     );
     table += &crate::report::table(std::slice::from_ref(&s));
     let runs = vec![s];
-    let section = runs_section(
-        "Surge",
-        "Requests due on a ramp whatever the answers; latency counted from when each was due.",
-        &runs,
-        1,
-    );
-    Ok(ScenarioOutput { report: report("surge", &table, vec![section]), table, runs })
+    let section = ("Surge", "Requests due on a ramp whatever the answers; latency counted from when each was due.");
+    Ok(one_section_output("surge", section, 1, table, runs))
 }

@@ -1,6 +1,6 @@
 //! The scenarios with rate sweeps, several servers or several processes.
 
-use super::env::{report, Ctx, ScenarioEnv, ScenarioOutput, Server};
+use super::env::{one_section_output, report, Ctx, ScenarioEnv, ScenarioOutput, Server};
 use crate::coord::{coordinate, merge};
 use crate::html::{rate_charts, runs_section, Section};
 use crate::run::{run as run_model, Model};
@@ -53,15 +53,21 @@ fn sweep_section(heading: &str, runs: &[Stats]) -> Section {
     s
 }
 
-pub(crate) async fn autobench(ctx: &Ctx) -> Result<ScenarioOutput, String> {
-    let sweep = RateSweep {
-        from: ctx.pick(2000.0, 100.0),
-        to: ctx.pick(20000.0, 300.0),
-        step: ctx.pick(2000.0, 100.0),
+/// autobench's sweep: 10 requests per connection, at most 1024 open, from
+/// `step` to `top` requests/s `step` apart (quick: 100 to 300).
+fn ten_per_connection(ctx: &Ctx, step: f64, top: f64) -> RateSweep {
+    RateSweep {
+        from: ctx.pick(step, 100.0),
+        to: ctx.pick(top, 300.0),
+        step: ctx.pick(step, 100.0),
         per_connection: 10,
         step_duration: Duration::from_secs_f64(ctx.pick(3.0, 0.6)),
         max_open: 1024,
-    };
+    }
+}
+
+pub(crate) async fn autobench(ctx: &Ctx) -> Result<ScenarioOutput, String> {
+    let sweep = ten_per_connection(ctx, 2000.0, 20000.0);
     let plan = ctx.plan("tunnel", &ctx.spec(Transport::Http))?;
     let runs = rate_sweep(&plan, &sweep).await?;
     let table = autobench_table(
@@ -75,14 +81,7 @@ pub(crate) async fn autobench(ctx: &Ctx) -> Result<ScenarioOutput, String> {
 pub(crate) async fn registry_get(ctx: &Ctx) -> Result<ScenarioOutput, String> {
     let url =
         ctx.env.url.clone().unwrap_or_else(|| format!("http://{}:{}/api/handles/{{handle}}", ctx.host, ctx.http_port));
-    let sweep = RateSweep {
-        from: ctx.pick(1000.0, 100.0),
-        to: ctx.pick(10000.0, 300.0),
-        step: ctx.pick(1000.0, 100.0),
-        per_connection: 10,
-        step_duration: Duration::from_secs_f64(ctx.pick(3.0, 0.6)),
-        max_open: 1024,
-    };
+    let sweep = ten_per_connection(ctx, 1000.0, 10000.0);
     let plan = ctx.plan("GET", &TargetSpec::get(&url))?;
     let runs = rate_sweep(&plan, &sweep).await?;
     let table = autobench_table(&format!("Registry GET sweep of {url} (10 requests per connection)"), &runs, 10);
@@ -140,13 +139,11 @@ pub(crate) async fn failover(env: &ScenarioEnv) -> Result<ScenarioOutput, String
         rate(first.unwrap_or(kill_at) + recovery.filter(|r| r.is_finite()).unwrap_or(0.0), s.elapsed_s)
     );
     let runs = vec![s];
-    let section = runs_section(
+    let section = (
         "Fail-over",
         "Recovery time: from the first failed request to the start of the first whole second without failures.",
-        &runs,
-        1,
     );
-    Ok(ScenarioOutput { report: report("failover", &table, vec![section]), table, runs })
+    Ok(one_section_output("failover", section, 1, table, runs))
 }
 
 pub(crate) async fn green_flag(ctx: &Ctx) -> Result<ScenarioOutput, String> {

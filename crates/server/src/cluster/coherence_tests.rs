@@ -43,6 +43,18 @@ async fn until_serving(nodes: &[&Node]) {
     }
 }
 
+/// `N` nodes on one fresh store (returned too), each serving from its cache.
+async fn serving_nodes<const N: usize>() -> (Arc<dyn Store>, [Node; N]) {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut nodes = Vec::with_capacity(N);
+    for _ in 0..N {
+        nodes.push(node(&store).await);
+    }
+    until_serving(&nodes.iter().collect::<Vec<_>>()).await;
+    let Ok(nodes) = nodes.try_into() else { unreachable!("N nodes made") };
+    (store, nodes)
+}
+
 fn record(n: u64) -> HandleRecord {
     HandleRecord::new(vec![HandleValue::new(1, "URL", n.to_string())])
 }
@@ -70,9 +82,7 @@ async fn users_on(node: &Node, user: u64) -> usize {
 /// documents and lookups, many rounds, B's cache holding the old answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_on_one_node_is_never_read_old_on_another() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let (a, b) = (node(&store).await, node(&store).await);
-    until_serving(&[&a, &b]).await;
+    let (_, [a, b]) = serving_nodes::<2>().await;
     a.cache.swap(b"A/1", Expect::Absent, Some(record(0))).await.unwrap();
     a.cache.doc_swap("reg", b"x", DocExpect::Absent, Some(doc(0))).await.unwrap();
     for n in 1..=300u64 {
@@ -101,9 +111,7 @@ async fn a_write_on_one_node_is_never_read_old_on_another() {
 /// at once, and the survivor's reads stay fresh.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_node_delays_writes_once_for_at_most_a_lease() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let (a, b, c) = (node(&store).await, node(&store).await, node(&store).await);
-    until_serving(&[&a, &b, &c]).await;
+    let (_, [a, b, c]) = serving_nodes::<3>().await;
     a.cache.swap(b"A/1", Expect::Absent, Some(record(0))).await.unwrap();
     assert_eq!(handle_on(&b).await, 0);
     c.cluster.stop();
@@ -128,9 +136,7 @@ async fn a_dead_node_delays_writes_once_for_at_most_a_lease() {
 /// wait for it, nor fence it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_leaving_cleanly_delays_no_write() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let (a, b) = (node(&store).await, node(&store).await);
-    until_serving(&[&a, &b]).await;
+    let (_, [a, b]) = serving_nodes::<2>().await;
     b.cache.leave_cluster().await;
     assert!(!b.cluster.may_serve());
     let started = Instant::now();
@@ -144,9 +150,7 @@ async fn a_node_leaving_cleanly_delays_no_write() {
 /// again only after a new lease has had time to reach every writer's view.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_cannot_renew_its_lease_stops_serving_from_its_cache() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let (a, b) = (node(&store).await, node(&store).await);
-    until_serving(&[&a, &b]).await;
+    let (store, [a, b]) = serving_nodes::<2>().await;
     a.cache.swap(b"A/1", Expect::Absent, Some(record(0))).await.unwrap();
     handle_on(&b).await;
     assert_eq!(b.cache.cache_stats().entries, 1);

@@ -108,11 +108,11 @@ pub async fn run(
             list(state, ctx, Box::pin(ops::list_handles(state, caller, prefix)).await?, reply)
         }
         RequestBody::HomeNa { prefix } => {
-            Box::pin(ops::home_prefix(state, caller, prefix)).await?;
+            Box::pin(ops::home_prefix(state, caller, prefix, true)).await?;
             one(ResponseBody::Empty, reply)
         }
         RequestBody::UnhomeNa { prefix } => {
-            Box::pin(ops::unhome_prefix(state, caller, prefix)).await?;
+            Box::pin(ops::home_prefix(state, caller, prefix, false)).await?;
             one(ResponseBody::Empty, reply)
         }
         RequestBody::ListHomedNas { .. } => {

@@ -68,22 +68,14 @@ async fn require_server_admin<'a>(state: &Directory, caller: &'a Caller) -> Resu
     }
 }
 
-/// Make this server responsible for `<prefix>/*`, persistently.
-pub async fn home_prefix(state: &Directory, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
+/// Make this server responsible for `<prefix>/*` (HOME_NA), or no longer
+/// (UNHOME_NA: `homed` false), persistently.
+pub async fn home_prefix(state: &Directory, caller: &Caller, h: &[u8], homed: bool) -> Result<(), OpError> {
     check_primary(state)?;
     let prefix_handle = prefix_handle_of(h)?;
     require_server_admin(state, caller).await?;
-    state.records().home(&prefix_handle, true).await?;
-    state.set_homed(prefix_handle, true);
-    Ok(())
-}
-
-pub async fn unhome_prefix(state: &Directory, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
-    check_primary(state)?;
-    let prefix_handle = prefix_handle_of(h)?;
-    require_server_admin(state, caller).await?;
-    state.records().home(&prefix_handle, false).await?;
-    state.set_homed(prefix_handle, false);
+    state.records().home(&prefix_handle, homed).await?;
+    state.set_homed(prefix_handle, homed);
     Ok(())
 }
 

@@ -12,7 +12,7 @@ pub mod status_handle;
 mod values;
 
 pub use create::{create_handle, CreateHandle, Created};
-pub use list::{home_prefix, list_handles, list_homed_prefixes, unhome_prefix};
+pub use list::{home_prefix, list_handles, list_homed_prefixes};
 pub use resolve::{resolve, resolve_with, select, Recurse, Resolve};
 pub use values::{add_values, delete_handle, modify_values, remove_values};
 

@@ -19,14 +19,22 @@ async fn replace(state: &Directory, key: &[u8], old: HandleRecord, new: Option<H
     Ok(matches!(state.records().swap(key, Expect::Present(old), new).await?, SwapOutcome::Done { .. }))
 }
 
+/// What every change to a handle checks first, in this order: this server
+/// takes writes, and the handle's prefix is homed here. The handle's
+/// canonical form.
+async fn homed_on_this_primary<'h>(state: &Directory, h: &'h [u8]) -> Result<std::borrow::Cow<'h, [u8]>, OpError> {
+    check_primary(state)?;
+    let canonical = handle::canonical(h);
+    check_homed(state, &canonical).await?;
+    Ok(canonical)
+}
+
 fn too_busy() -> OpError {
     OpError::new(ResponseCode::SERVER_TOO_BUSY, "Handle changed concurrently too often; try again")
 }
 
 pub async fn delete_handle(state: &Directory, caller: &Caller, h: &[u8]) -> Result<(), OpError> {
-    check_primary(state)?;
-    let canonical = handle::canonical(h);
-    check_homed(state, &canonical).await?;
+    let canonical = homed_on_this_primary(state, h).await?;
     let identity = require(caller)?;
     let key = state.storage_key(&canonical);
     for _ in 0..MAX_CAS_RETRIES {
@@ -48,9 +56,7 @@ pub async fn add_values(
     values: &[HandleValue],
     overwrite: bool,
 ) -> Result<bool, OpError> {
-    check_primary(state)?;
-    let canonical = handle::canonical(h);
-    check_homed(state, &canonical).await?;
+    let canonical = homed_on_this_primary(state, h).await?;
     let identity = require(caller)?;
     if values.is_empty() {
         return Err(OpError::new(ResponseCode::INVALID_VALUE, "Value list was empty"));
@@ -99,9 +105,7 @@ pub async fn add_values(
 }
 
 pub async fn remove_values(state: &Directory, caller: &Caller, h: &[u8], indexes: &[i32]) -> Result<(), OpError> {
-    check_primary(state)?;
-    let canonical = handle::canonical(h);
-    check_homed(state, &canonical).await?;
+    let canonical = homed_on_this_primary(state, h).await?;
     let identity = require(caller)?;
     let key = state.storage_key(&canonical);
     for _ in 0..MAX_CAS_RETRIES {
@@ -135,9 +139,7 @@ pub async fn modify_values(
     h: &[u8],
     values: &[HandleValue],
 ) -> Result<(), OpError> {
-    check_primary(state)?;
-    let canonical = handle::canonical(h);
-    check_homed(state, &canonical).await?;
+    let canonical = homed_on_this_primary(state, h).await?;
     let mut seen = std::collections::HashSet::new();
     if !values.iter().all(|v| seen.insert(v.index)) {
         return Err(OpError::new(ResponseCode::INVALID_VALUE, "Duplicate value indexes"));

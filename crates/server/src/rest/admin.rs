@@ -50,11 +50,7 @@ pub(super) async fn prefixes(rest: &Rest, req: &Req, raw: &str) -> Reply {
             if prefix.is_empty() {
                 return Reply::error(StatusCode::BAD_REQUEST, ResponseCode::INVALID_HANDLE, "Empty prefix invalid");
             }
-            let result = if req.method == Method::POST {
-                ops::home_prefix(&rest.ctx, &caller, &prefix).await
-            } else {
-                ops::unhome_prefix(&rest.ctx, &caller, &prefix).await
-            };
+            let result = ops::home_prefix(&rest.ctx, &caller, &prefix, req.method == Method::POST).await;
             match result {
                 Ok(()) => Reply::json(
                     StatusCode::OK,

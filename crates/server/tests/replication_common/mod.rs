@@ -18,7 +18,8 @@ use handled_proto::envelope::{Envelope, Version, ENVELOPE_LEN};
 use handled_proto::header::{OpFlags, ResponseCode};
 use handled_proto::replication::framing::Framing;
 use handled_proto::replication::{
-    BlockVerifier, DumpStreamDecoder, DumpStreamItem, Preamble, TxnStreamDecoder, TxnStreamItem, DEFAULT_MAX_ITEM_LEN,
+    BlockVerifier, DumpStreamDecoder, DumpStreamItem, Preamble, StreamDecoder, StreamGrammar, TxnStreamDecoder,
+    TxnStreamItem, DEFAULT_MAX_ITEM_LEN,
 };
 use handled_proto::request::{ChallengeAnswer, RequestBody, AUTH_TYPE_SECKEY};
 use handled_proto::response::ResponseBody;
@@ -70,6 +71,22 @@ pub fn site_key(site_bytes: &[u8]) -> PublicKey {
     PublicKey::decode_data(&site.servers[0].public_key).expect("HS_SITE key")
 }
 
+/// Every item of a whole `what` stream in `bytes`, which ends with `end`.
+fn all_items<G: StreamGrammar, V: BlockVerifier>(
+    mut decoder: StreamDecoder<G, V>,
+    bytes: &[u8],
+    what: &str,
+    end: &str,
+) -> Vec<G::Item> {
+    decoder.feed(bytes);
+    let mut items = Vec::new();
+    while let Some(item) = decoder.next_item().unwrap_or_else(|e| panic!("a well-formed {what}: {e}")) {
+        items.push(item);
+    }
+    assert!(decoder.is_done(), "the stream ends with {end}");
+    items
+}
+
 impl Puller {
     /// Send `body`; answer a challenge if the server asks for one. Returns the
     /// final response and the connection it came on (the stream follows there).
@@ -108,14 +125,7 @@ impl Puller {
         assert_eq!(response.code(), ResponseCode::SUCCESS, "{:?}", response.message());
         assert!(matches!(response.body, ResponseBody::RetrieveTxnLog { .. }), "{:?}", response.body);
         let (bytes, framing) = self.read_stream(tcp).await;
-        let mut decoder = TxnStreamDecoder::new(framing, DEFAULT_MAX_ITEM_LEN);
-        decoder.feed(&bytes);
-        let mut items = Vec::new();
-        while let Some(item) = decoder.next_item().expect("a well-formed transaction stream") {
-            items.push(item);
-        }
-        assert!(decoder.is_done(), "the stream ends with END");
-        items
+        all_items(TxnStreamDecoder::new(framing, DEFAULT_MAX_ITEM_LEN), &bytes, "transaction stream", "END")
     }
 
     /// The items of a DUMP_HANDLES answer.
@@ -123,14 +133,7 @@ impl Puller {
         let (response, tcp) = self.request(body).await;
         assert_eq!(response.code(), ResponseCode::SUCCESS, "{:?}", response.message());
         let (bytes, framing) = self.read_stream(tcp).await;
-        let mut decoder = DumpStreamDecoder::new(framing, DEFAULT_MAX_ITEM_LEN);
-        decoder.feed(&bytes);
-        let mut items = Vec::new();
-        while let Some(item) = decoder.next_item().expect("a well-formed dump stream") {
-            items.push(item);
-        }
-        assert!(decoder.is_done(), "the stream ends with ABSOLUTELY_DONE");
-        items
+        all_items(DumpStreamDecoder::new(framing, DEFAULT_MAX_ITEM_LEN), &bytes, "dump stream", "ABSOLUTELY_DONE")
     }
 
     /// Everything after the response: through TLS, or checked block by block.

@@ -1,13 +1,58 @@
 //! What the store's read-path examples share (`keydir_bench`, `read_path_bench`):
 //! the records and keys they load, the order a bulk load writes them in, dropping
-//! a file from the OS page cache, and timing uniform gets.
+//! a file from the OS page cache, timing uniform gets, the disk space a file takes, and
+//! their arguments.
 
 use handled_proto::HandleValue;
 use handled_store::{EmbeddedStore, HandleRecord, RecordStore};
 use rand::Rng;
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// The arguments both take: `DIR N` (created; N keys), then `--NAME VALUE`
+/// flags and bare switches.
+pub struct BenchArgs {
+    pub dir: PathBuf,
+    pub n: u64,
+    argv: Vec<String>,
+}
+
+impl BenchArgs {
+    pub fn from_env() -> BenchArgs {
+        let argv: Vec<String> = std::env::args().skip(1).collect();
+        let (dir, n) = (PathBuf::from(&argv[0]), argv[1].parse().unwrap());
+        std::fs::create_dir_all(&dir).unwrap();
+        BenchArgs { dir, n, argv }
+    }
+
+    /// The number after `name`, or `default`.
+    pub fn flag(&self, name: &str, default: f64) -> f64 {
+        let at = self.argv.iter().position(|x| x == name);
+        at.and_then(|i| self.argv.get(i + 1)?.parse::<f64>().ok()).unwrap_or(default)
+    }
+
+    pub fn switch(&self, name: &str) -> bool {
+        self.argv.iter().any(|a| a == name)
+    }
+
+    /// Seconds of gets per phase, rounds of phases, and seconds of cold gets.
+    pub fn timing(&self) -> (f64, usize, f64) {
+        (self.flag("--secs", 4.0), self.flag("--rounds", 2.0) as usize, self.flag("--cold-secs", 2.0))
+    }
+}
+
+/// The disk space `p` (a file, or the files of a directory) takes; 0 if it
+/// does not exist.
+pub fn bytes_on_disk(p: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::metadata(p) else { return 0 };
+    if m.is_dir() {
+        std::fs::read_dir(p).unwrap().map(|e| bytes_on_disk(&e.unwrap().path())).sum()
+    } else {
+        m.blocks() * 512
+    }
+}
 
 pub fn record(k: u64) -> HandleRecord {
     HandleRecord::new(vec![

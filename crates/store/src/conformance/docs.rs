@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::fixtures::url_record;
+use super::on_tasks;
 use crate::{
     DocExpect, DocOutcome, DocWrite, Document, Expect, IndexEntry, IndexHit, IndexMatch, Store, StoreError, SwapOutcome,
 };
@@ -198,26 +199,19 @@ pub async fn doc_concurrent_cas(s: Arc<dyn Store>) {
     let counter =
         |n: u64| Document::new(n.to_string().into_bytes(), vec![IndexEntry::new("n", n.to_be_bytes().to_vec())]);
     s.doc_swap("k", b"ctr", DocExpect::Absent, Some(counter(0))).await.unwrap();
-    let mut joins = Vec::new();
-    for _ in 0..8 {
-        let s = s.clone();
-        joins.push(tokio::spawn(async move {
-            for _ in 0..20 {
-                let mut cur = s.doc_get("k", b"ctr").await.unwrap().unwrap();
-                loop {
-                    let n: u64 = std::str::from_utf8(&cur.body).unwrap().parse().unwrap();
-                    match s.doc_swap("k", b"ctr", DocExpect::Present(cur.clone()), Some(counter(n + 1))).await.unwrap()
-                    {
-                        DocOutcome::Done { .. } => break,
-                        DocOutcome::Conflict { current } => cur = current.unwrap(),
-                    }
+    on_tasks(&s, 8, |s, _| async move {
+        for _ in 0..20 {
+            let mut cur = s.doc_get("k", b"ctr").await.unwrap().unwrap();
+            loop {
+                let n: u64 = std::str::from_utf8(&cur.body).unwrap().parse().unwrap();
+                match s.doc_swap("k", b"ctr", DocExpect::Present(cur.clone()), Some(counter(n + 1))).await.unwrap() {
+                    DocOutcome::Done { .. } => break,
+                    DocOutcome::Conflict { current } => cur = current.unwrap(),
                 }
             }
-        }));
-    }
-    for j in joins {
-        j.await.unwrap();
-    }
+        }
+    })
+    .await;
     assert_eq!(s.doc_get("k", b"ctr").await.unwrap(), Some(counter(160)));
     let hits = s.doc_lookup("k", "n", IndexMatch::Prefix(b""), None, 1000).await.unwrap();
     assert_eq!(hits, vec![IndexHit { key: 160u64.to_be_bytes().to_vec(), id: b"ctr".to_vec() }]);
@@ -292,21 +286,14 @@ pub async fn swap_with_docs_follows_the_handle(s: Arc<dyn Store>) {
 /// Concurrent writers of one handle: the document always matches the handle state
 /// that won, never a state that lost.
 pub async fn swap_with_docs_concurrent(s: Arc<dyn Store>) {
-    let mut tasks = Vec::new();
-    for t in 0..8u32 {
-        let s = s.clone();
-        tasks.push(tokio::spawn(async move {
-            for i in 0..25u32 {
-                let data = format!("{t}-{i}");
-                let docs =
-                    vec![DocWrite { collection: "derived".into(), id: b"T/c".to_vec(), doc: Some(doc(&data, &[])) }];
-                s.swap_with_docs(b"T/c", Expect::Any, Some(url_record(&data)), docs).await.unwrap();
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    on_tasks(&s, 8, |s, t| async move {
+        for i in 0..25u32 {
+            let data = format!("{t}-{i}");
+            let docs = vec![DocWrite { collection: "derived".into(), id: b"T/c".to_vec(), doc: Some(doc(&data, &[])) }];
+            s.swap_with_docs(b"T/c", Expect::Any, Some(url_record(&data)), docs).await.unwrap();
+        }
+    })
+    .await;
     let record = s.get(b"T/c").await.unwrap().unwrap();
     let body = s.doc_get("derived", b"T/c").await.unwrap().unwrap().body;
     assert_eq!(record, url_record(std::str::from_utf8(&body).unwrap()));

@@ -30,6 +30,26 @@ pub use fixtures::{rich_record, url_record};
 pub use records::*;
 pub use txnlog::*;
 
+/// Runs `task(store, t)` for each `t` in `0..tasks` at once, each on a tokio
+/// task of its own: what each returned, in the order of `t`. A panic in one
+/// fails the test.
+pub(crate) async fn on_tasks<T, Fut>(
+    s: &Arc<dyn Store>,
+    tasks: u32,
+    task: impl Fn(Arc<dyn Store>, u32) -> Fut,
+) -> Vec<T>
+where
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let joins: Vec<_> = (0..tasks).map(|t| tokio::spawn(task(s.clone(), t))).collect();
+    let mut out = Vec::with_capacity(joins.len());
+    for j in joins {
+        out.push(j.await.unwrap());
+    }
+    out
+}
+
 type Test = fn(Arc<dyn Store>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
 macro_rules! suite {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use handled_proto::HandleValue;
 
 use super::fixtures::{rich_record, url_record};
+use super::on_tasks;
 use crate::{Expect, HandleRecord, Store, StoreError, SwapOutcome};
 
 fn counter_record(n: u64) -> HandleRecord {
@@ -260,17 +261,11 @@ pub async fn put_many(s: Arc<dyn Store>) {
     assert!(out.is_done());
     assert_eq!(s.count().await.unwrap(), 1000);
     // Several put_many calls concurrently.
-    let mut tasks = Vec::new();
-    for t in 0..4u32 {
-        let s = s.clone();
-        tasks.push(tokio::spawn(async move {
-            let recs = (0..250u32).map(|i| (format!("20.6000/{t}/{i:03}").into_bytes(), url_record("c"))).collect();
-            s.put_many(recs).await.unwrap();
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    on_tasks(&s, 4, |s, t| async move {
+        let recs = (0..250u32).map(|i| (format!("20.6000/{t}/{i:03}").into_bytes(), url_record("c"))).collect();
+        s.put_many(recs).await.unwrap();
+    })
+    .await;
     assert_eq!(s.scan_keys(b"20.6000/", None, 10_000).await.unwrap().len(), 1000);
 }
 
@@ -309,22 +304,16 @@ pub async fn meta_ops(s: Arc<dyn Store>) {
 pub async fn concurrent_distinct_keys(s: Arc<dyn Store>) {
     let tasks = 64u32;
     let per = 40u32;
-    let mut joins = Vec::new();
-    for t in 0..tasks {
-        let s = s.clone();
-        joins.push(tokio::spawn(async move {
-            for i in 0..per {
-                let k = format!("20.5000/t{t}-{i}").into_bytes();
-                let out = s.swap(&k, Expect::Absent, Some(url_record(&format!("{t}-{i}")))).await.unwrap();
-                assert_eq!(out, SwapOutcome::Done { previous: None });
-                // Read-your-writes: acknowledged means visible.
-                assert_eq!(s.get(&k).await.unwrap(), Some(url_record(&format!("{t}-{i}"))));
-            }
-        }));
-    }
-    for j in joins {
-        j.await.unwrap();
-    }
+    on_tasks(&s, tasks, |s, t| async move {
+        for i in 0..per {
+            let k = format!("20.5000/t{t}-{i}").into_bytes();
+            let out = s.swap(&k, Expect::Absent, Some(url_record(&format!("{t}-{i}")))).await.unwrap();
+            assert_eq!(out, SwapOutcome::Done { previous: None });
+            // Read-your-writes: acknowledged means visible.
+            assert_eq!(s.get(&k).await.unwrap(), Some(url_record(&format!("{t}-{i}"))));
+        }
+    })
+    .await;
     assert_eq!(s.count().await.unwrap(), (tasks * per) as u64);
     for t in 0..tasks {
         for i in 0..per {
@@ -338,65 +327,52 @@ pub async fn concurrent_distinct_keys(s: Arc<dyn Store>) {
 pub async fn concurrent_same_key(s: Arc<dyn Store>) {
     let k: &'static [u8] = b"20.5000/counter";
     s.swap(k, Expect::Absent, Some(counter_record(0))).await.unwrap();
-    let tasks = 16u64;
-    let per = 25u64;
-    let mut joins = Vec::new();
-    for _ in 0..tasks {
-        let s = s.clone();
-        joins.push(tokio::spawn(async move {
-            let mut conflicts = 0u64;
-            let mut seen = s.get(k).await.unwrap().unwrap();
-            for _ in 0..per {
-                loop {
-                    let next = counter_record(counter_of(&seen) + 1);
-                    match s.swap(k, Expect::Present(seen.clone()), Some(next.clone())).await.unwrap() {
-                        SwapOutcome::Done { previous } => {
-                            assert_eq!(previous, Some(seen));
-                            seen = next;
-                            break;
-                        }
-                        SwapOutcome::Conflict { current } => {
-                            let current = current.expect("counter never deleted");
-                            assert!(counter_of(&current) > counter_of(&seen));
-                            conflicts += 1;
-                            seen = current;
-                        }
+    let tasks = 16u32;
+    let per = 25u32;
+    on_tasks(&s, tasks, |s, _| async move {
+        let mut seen = s.get(k).await.unwrap().unwrap();
+        for _ in 0..per {
+            loop {
+                let next = counter_record(counter_of(&seen) + 1);
+                match s.swap(k, Expect::Present(seen.clone()), Some(next.clone())).await.unwrap() {
+                    SwapOutcome::Done { previous } => {
+                        assert_eq!(previous, Some(seen));
+                        seen = next;
+                        break;
+                    }
+                    SwapOutcome::Conflict { current } => {
+                        let current = current.expect("counter never deleted");
+                        assert!(counter_of(&current) > counter_of(&seen));
+                        seen = current;
                     }
                 }
             }
-            conflicts
-        }));
-    }
-    for j in joins {
-        j.await.unwrap();
-    }
+        }
+    })
+    .await;
     let fin = s.get(k).await.unwrap().unwrap();
-    assert_eq!(counter_of(&fin), tasks * per);
+    assert_eq!(counter_of(&fin), u64::from(tasks * per));
 }
 
 /// Many tasks racing to create the same handles: exactly one wins each.
 pub async fn same_key_racing_creates(s: Arc<dyn Store>) {
     let keys = 20u32;
     let tasks = 16u32;
-    let mut joins = Vec::new();
-    for t in 0..tasks {
-        let s = s.clone();
-        joins.push(tokio::spawn(async move {
-            let mut won = Vec::new();
-            for i in 0..keys {
-                let k = format!("20.5000/race{i}").into_bytes();
-                match s.swap(&k, Expect::Absent, Some(url_record(&t.to_string()))).await.unwrap() {
-                    SwapOutcome::Done { previous: None } => won.push(i),
-                    SwapOutcome::Done { previous: Some(_) } => panic!("create replaced a record"),
-                    SwapOutcome::Conflict { current } => assert!(current.is_some()),
-                }
+    let wins = on_tasks(&s, tasks, |s, t| async move {
+        let mut won = Vec::new();
+        for i in 0..keys {
+            let k = format!("20.5000/race{i}").into_bytes();
+            match s.swap(&k, Expect::Absent, Some(url_record(&t.to_string()))).await.unwrap() {
+                SwapOutcome::Done { previous: None } => won.push(i),
+                SwapOutcome::Done { previous: Some(_) } => panic!("create replaced a record"),
+                SwapOutcome::Conflict { current } => assert!(current.is_some()),
             }
-            (t, won)
-        }));
-    }
+        }
+        (t, won)
+    })
+    .await;
     let mut winner = BTreeMap::new();
-    for j in joins {
-        let (t, won) = j.await.unwrap();
+    for (t, won) in wins {
         for i in won {
             assert!(winner.insert(i, t).is_none(), "two creates of race{i} succeeded");
         }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::url_record;
+use super::{on_tasks, url_record};
 use crate::{DocWrite, Document, Expect, ReplicatedChange, Store, TxnAction, TxnEntry, TxnLogBounds, TXN_LOG_READ_MAX};
 
 /// The whole transaction log, read a page at a time (also for the crash tests).
@@ -312,22 +312,16 @@ pub async fn txn_log_subscribe_wakes_on_commit(s: Arc<dyn Store>) {
 pub async fn txn_log_concurrent_ids_gap_free(s: Arc<dyn Store>) {
     const TASKS: u64 = 8;
     const EACH: u64 = 25;
-    let mut tasks = Vec::new();
-    for t in 0..TASKS {
-        let s = s.clone();
-        tasks.push(tokio::spawn(async move {
-            for i in 0..EACH {
-                let k = format!("20.5000/t{t}-{i}");
-                s.swap(k.as_bytes(), Expect::Absent, Some(url_record("1"))).await.unwrap();
-                s.swap(k.as_bytes(), Expect::Present(url_record("1")), Some(url_record("2"))).await.unwrap();
-                // A conflicting write from the same task: never logged.
-                s.swap(k.as_bytes(), Expect::Absent, Some(url_record("3"))).await.unwrap();
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    on_tasks(&s, TASKS as u32, |s, t| async move {
+        for i in 0..EACH {
+            let k = format!("20.5000/t{t}-{i}");
+            s.swap(k.as_bytes(), Expect::Absent, Some(url_record("1"))).await.unwrap();
+            s.swap(k.as_bytes(), Expect::Present(url_record("1")), Some(url_record("2"))).await.unwrap();
+            // A conflicting write from the same task: never logged.
+            s.swap(k.as_bytes(), Expect::Absent, Some(url_record("3"))).await.unwrap();
+        }
+    })
+    .await;
     let entries = read_whole_log(&*s).await;
     assert_eq!(entries.iter().map(|e| e.id).collect::<Vec<_>>(), (1..=TASKS * EACH * 2).collect::<Vec<_>>());
     assert_dates_never_decrease(&entries);

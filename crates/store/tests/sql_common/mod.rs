@@ -2,14 +2,39 @@
 //! `sql_postgres.rs` and `sql_mariadb.rs`, whose crate roots provide `store`
 //! and `options` for a fresh database, and `run_sql`): the store conformance
 //! suite, the operations in [`operations`], searches by value in [`search`],
-//! the transaction log (`replication_log`) in [`txn_log`].
+//! the transaction log (`replication_log`) in [`txn_log`] (its cost per
+//! write measured with [`write_rate`], shared with `cassandra.rs`).
 
 pub mod operations;
 pub mod search;
 pub mod txn_log;
+#[path = "../write_rate/mod.rs"]
+pub mod write_rate;
+
+use std::sync::Arc;
 
 use handled_proto::{HandleValue, TtlType, ValuePermissions, ValueReference};
-use handled_store::HandleRecord;
+use handled_store::{Expect, HandleRecord, RecordStore, SqlOptions, SqlStore, Store};
+
+/// Options for the fresh database at `url`, the tables created.
+pub fn fresh_options(url: String) -> SqlOptions {
+    SqlOptions { url, create_schema: true, max_connections: 8, ..SqlOptions::default() }
+}
+
+/// A store on a fresh database (the crate root's `options`).
+pub async fn store(name: &str) -> Option<Arc<dyn Store>> {
+    let o = crate::options(name).await?;
+    Some(Arc::new(SqlStore::connect(&o).await.expect("open the sql store")))
+}
+
+/// A fresh database on which the store wrote [`every_column_record`] as
+/// `TEST/1`: its options, to read the rows back as another program would.
+pub async fn every_column_record_written(name: &str) -> Option<SqlOptions> {
+    let o = crate::options(name).await?;
+    let s = SqlStore::connect(&o).await.unwrap();
+    s.swap(b"TEST/1", Expect::Absent, Some(every_column_record())).await.unwrap();
+    Some(o)
+}
 
 /// A record that sets every column of Handle.Net's row to something other
 /// than its default (`TEST/1`'s rows in each database's `handle_net` tests):

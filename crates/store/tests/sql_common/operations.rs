@@ -369,6 +369,19 @@ async fn unreachable_database_is_a_clear_error() {
     assert!(!e.contains("secret"), "{e}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn missing_tables_are_named_with_their_statements() {
+    let Some(o) = options("missing_tables").await else { return };
+    // Ours only when asked for: without it the server's own state is in its data directory.
+    let e = SqlStore::connect(&SqlOptions { create_schema: false, ..o.clone() }).await.err().unwrap().to_string();
+    assert!(e.contains("table(s) nas, handles missing"), "{e}");
+    let required = SqlOptions { create_schema: false, meta_table: handled_store::MetaTable::Required, ..o };
+    let e = SqlStore::connect(&required).await.err().unwrap().to_string();
+    assert!(e.contains("nas, handles, handled_meta"), "{e}");
+    assert!(e.contains(&format!("create table handles ({}", crate::HANDLE_COLUMN)), "{e}");
+    assert!(!e.contains("password"), "{e}");
+}
+
 /// Handle.Net's custom statements (§8.1.4) run in place of the built-in ones,
 /// each of them visibly different from the default here so that a built-in
 /// answer fails the test; and a statement of the wrong shape stops the start,

@@ -198,7 +198,6 @@ async fn the_log_asks_for_its_tables_and_refuses_what_it_cannot_keep() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore]
 async fn txn_log_write_cost() {
-    use futures_util::StreamExt;
     let creates: usize = std::env::var("HANDLED_BENCH_CREATES").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
     let writers: usize = std::env::var("HANDLED_BENCH_WRITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(16);
     let rounds: usize = std::env::var("HANDLED_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
@@ -208,19 +207,7 @@ async fn txn_log_write_cost() {
             let Some(o) = crate::options(&name).await else { return };
             let o = SqlOptions { txn_log: logged, max_connections: writers as u32, ..o };
             let s: Arc<dyn Store> = Arc::new(SqlStore::connect(&o).await.unwrap());
-            let started = Instant::now();
-            futures_util::stream::iter(0..creates)
-                .map(|i| {
-                    let s = s.clone();
-                    async move {
-                        let k = format!("B/{i}").into_bytes();
-                        s.swap(&k, Expect::Absent, Some(url_record("x"))).await.unwrap();
-                    }
-                })
-                .buffer_unordered(writers)
-                .collect::<Vec<()>>()
-                .await;
-            let rate = creates as f64 / started.elapsed().as_secs_f64();
+            let rate = super::write_rate::creates_per_second(&s, creates, writers).await;
             eprintln!(
                 "round {round}: log {}: {creates} creates, {writers} writers, {rate:.0}/s",
                 if logged { "on " } else { "off" }

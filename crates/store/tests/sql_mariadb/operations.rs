@@ -1,5 +1,5 @@
 //! MariaDB's own: handles as UTF-8 text matched by their bytes whatever the
-//! table's collation, its limits (`blob`), the statements a missing table needs.
+//! table's collation, its limits (`blob`).
 
 use handled_proto::HandleValue;
 use handled_store::conformance::{rich_record, url_record};
@@ -90,18 +90,6 @@ async fn values_round_trip_in_index_order() {
     assert!(e.to_string().contains("65535 bytes"), "{e}");
     assert_eq!(s.get(b"20.5000/huge").await.unwrap(), None);
     assert_eq!(s.count().await.unwrap(), 22);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn missing_tables_are_named_with_their_statements() {
-    let Some(o) = options("missing_tables").await else { return };
-    // Ours only when asked for: without it the server's own state is in its data directory.
-    let e = SqlStore::connect(&SqlOptions { create_schema: false, ..o.clone() }).await.err().unwrap().to_string();
-    assert!(e.contains("table(s) nas, handles missing"), "{e}");
-    let required = SqlOptions { create_schema: false, meta_table: handled_store::MetaTable::Required, ..o };
-    let e = SqlStore::connect(&required).await.err().unwrap().to_string();
-    assert!(e.contains("nas, handles, handled_meta"), "{e}");
-    assert!(e.contains("create table handles (handle varchar(255) not null"), "{e}");
 }
 
 /// S5: a handle the table takes for another (its collation: letter case and

@@ -52,10 +52,7 @@ async fn the_schema_is_handle_nets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rows_are_written_as_handle_net_writes_them() {
-    let Some(o) = options("rows_as_handle_net").await else { return };
-    let s = SqlStore::connect(&o).await.unwrap();
-    let rec = crate::sql_common::every_column_record();
-    s.swap(b"TEST/1", Expect::Absent, Some(rec)).await.unwrap();
+    let Some(o) = crate::sql_common::every_column_record_written("rows_as_handle_net").await else { return };
     let mut c = sqlx::PgConnection::connect(&o.url).await.unwrap();
     let rows = sqlx::query(
         "select idx, encode(type, 'escape'), encode(data, 'hex'), ttl_type, ttl, timestamp, refs, \
