@@ -12,8 +12,8 @@
 #   cassandra: the README's Cassandra cluster instead (tests/partition/cassandra.sh:
 #     3 Cassandra nodes, 3 `handled` nodes, the balancer), Cassandra started once;
 #     default one round of 30 s per nemesis; needs Java, Maven and haproxy too;
-#     --cache-mb N turns the nodes' coherent record cache on (docs/cluster.md:
-#     reads concurrent with a write are then not linearizable)
+#     --cache-mb N turns the nodes' coherent record cache on (docs/cluster.md,
+#     "Write pending": its marks keep reads concurrent with a write linearizable)
 #   --minutes N: each round N minutes (e.g. --minutes 5 --rounds 10 for the record)
 #   HANDLED: the binary (default $CARGO_TARGET_DIR/release/handled, else target/release/handled)
 # Needs root, iproute2, nftables, Go (builds tests/partition/checker) and Python 3;
