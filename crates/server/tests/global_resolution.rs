@@ -9,7 +9,7 @@
 
 mod global_common;
 
-use global_common::{flagged, http_get, native, put, site_of, url, without_rec, World};
+use global_common::{flagged, http_get, native, put, site_of, url, without_rec, World, WALK_TIMEOUT_MS};
 use handled_client::Protocol;
 use handled_proto::codec::Codec;
 use handled_proto::data::site::{ServerInfo, SiteAttribute, SiteInfo};
@@ -160,7 +160,8 @@ async fn the_cache_alone_never_waits_on_upstream() {
     let before = w.snapshot();
     let udp = w.resolver.addrs.udp;
     for _ in 0..20 {
-        assert_eq!(native(Protocol::Udp, udp, "P1/doc").await.1[0], "https://example.org/p1");
+        let (code, values) = native(Protocol::Udp, udp, "P1/doc").await;
+        assert_eq!(values.first().map(String::as_str), Some("https://example.org/p1"), "{code:?}");
     }
     let s = w.snapshot();
     assert_eq!((s.upstream_queries, s.hits - before.hits), (before.upstream_queries, 20), "{s:?}");
@@ -298,7 +299,7 @@ async fn sighup_reloads_the_resolver_table() {
     let file = dir.path().join("handled.toml");
     let write = |extra: &str| {
         let table = format!(
-            "[resolver]\nenabled = true\nallow_recursion = true\nroot_info = {:?}\n{extra}\n",
+            "[resolver]\nenabled = true\nallow_recursion = true\nroot_info = {:?}\ntimeout_ms = {WALK_TIMEOUT_MS}\n{extra}\n",
             w.root_info.display().to_string()
         );
         std::fs::write(&file, table).unwrap();
@@ -316,7 +317,8 @@ async fn sighup_reloads_the_resolver_table() {
     write("allow = [\"127.0.0.0/8\"]\ntrust = \"off\"");
     assert_eq!(reload(&w.resolver.state.reloadable(), Some(&file)).unwrap().resolver, Renewal::Renewed);
     assert_eq!(w.upstream_queries(), 0, "a new resolver");
-    assert_eq!(native(Protocol::Tcp, tcp, "P4/doc").await.1, ["https://example.org/p4"], "unchecked now");
+    let (code, values) = native(Protocol::Tcp, tcp, "P4/doc").await;
+    assert_eq!(values, ["https://example.org/p4"], "unchecked now: {code:?}");
 }
 
 /// DNR ("do not refer"): a root answers with what it holds instead of a

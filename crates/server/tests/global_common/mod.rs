@@ -111,6 +111,10 @@ impl World {
             c.resolver.enabled = true;
             c.resolver.allow_recursion = true;
             c.resolver.root_info = Some(root_info.clone());
+            // Walks of these tests take milliseconds; a debug build under a
+            // loaded test run must not turn one into a timeout (the tests about
+            // timeouts set their own).
+            c.resolver.timeout_ms = WALK_TIMEOUT_MS;
             tweak(c);
         })
         .await;
@@ -125,6 +129,9 @@ impl World {
         self.resolver.state.recursion.current().expect("recursion on").resolver.snapshot()
     }
 }
+
+/// The resolver's `timeout_ms` in a [`World`]: generous, see there.
+pub const WALK_TIMEOUT_MS: u64 = 30_000;
 
 /// A native resolution of `h` at `addr` (REC set, as the Java client sends),
 /// its code and URL data.
