@@ -39,7 +39,13 @@ struct Marks {
     all: Option<Mark>,
     /// The bounds were passed: everything counts as marked until then.
     overflow_until: Option<Instant>,
+    /// Lapsed marks are swept at most this often (a sweep walks every mark;
+    /// reads must not, while writes are in flight).
+    next_sweep: Option<Instant>,
 }
+
+/// How often lapsed marks are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy)]
 struct Mark {
@@ -135,8 +141,12 @@ impl Marks {
         }
     }
 
-    /// Drop what lapsed.
+    /// Drop what lapsed, at most once every [`SWEEP_EVERY`].
     fn sweep(&mut self, now: Instant) {
+        if self.next_sweep.is_some_and(|t| t > now) {
+            return;
+        }
+        self.next_sweep = Some(now + SWEEP_EVERY);
         if self.overflow_until.is_some_and(|t| t <= now) {
             self.overflow_until = None;
         }
@@ -200,5 +210,21 @@ mod tests {
         p.marks.lock().keys.get_mut(b"a".as_slice()).unwrap().until = Instant::now() - Duration::from_millis(1);
         assert!(!p.holds(b"a"));
         assert!(!p.any.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn lapsed_marks_are_swept_at_most_once_a_second_by_reads_of_other_keys() {
+        let p = Pending::default();
+        p.mark(&keys(&["a", "b", "c"]));
+        let lapse =
+            |k: &[u8]| p.marks.lock().keys.get_mut(k).unwrap().until = Instant::now() - Duration::from_millis(1);
+        lapse(b"b");
+        assert!(!p.holds(b"x"), "a sweep");
+        assert_eq!(p.marks.lock().keys.len(), 2, "b swept");
+        lapse(b"c");
+        assert!(!p.holds(b"x"), "no sweep so soon");
+        assert_eq!(p.marks.lock().keys.len(), 2, "c left until the next sweep");
+        assert!(!p.holds(b"c"), "but a lapsed mark never holds");
+        assert!(p.holds(b"a"));
     }
 }
