@@ -64,9 +64,17 @@ pub fn request_body(op: &Op) -> Result<(RequestBody, OpFlags), (String, bool)> {
 pub struct UnitCache {
     last: Option<(Op, Vec<u8>, Instant)>,
     next_id: i32,
+    /// Set KA: the units go over a TCP connection kept for the next request.
+    keep_alive: bool,
 }
 
 impl UnitCache {
+    /// Units asking the server to keep the connection open (KA), which a
+    /// server closes after each answer otherwise, as Handle.Net does.
+    pub fn keeping_alive() -> UnitCache {
+        UnitCache { keep_alive: true, ..UnitCache::default() }
+    }
+
     /// The unit for `op` with a fresh request id (positive, never 0).
     pub fn unit(&mut self, op: &Op) -> Result<(&[u8], i32), (String, bool)> {
         if self.next_id == 0 {
@@ -82,6 +90,7 @@ impl UnitCache {
         let fresh = matches!(&self.last, Some((last, _, at)) if last == op && at.elapsed() < UNIT_MAX_AGE);
         if !fresh {
             let (body, flags) = request_body(op)?;
+            let flags = flags.set(OpFlags::KA, self.keep_alive);
             self.last = Some((op.clone(), encode_request(&body, flags, id), Instant::now()));
         }
         let (_, unit, _) = self.last.as_mut().expect("set above");
@@ -171,7 +180,9 @@ impl WireConn {
                 return Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "the tunnel is not a wire connection"))
             }
         };
-        Ok(WireConn { io, units: UnitCache::default(), buffer: Vec::new(), held })
+        let units =
+            if protocol == Protocol::Tcp && persistent { UnitCache::keeping_alive() } else { UnitCache::default() };
+        Ok(WireConn { io, units, buffer: Vec::new(), held })
     }
 
     /// Give back the counted socket (at the end, or before failing over).

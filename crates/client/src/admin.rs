@@ -102,7 +102,7 @@ impl AdminSession {
         let rid = request_id();
         let (unit, hb) = encode_unit_with(
             &body,
-            OpFlags::CT | OpFlags::RD | OpFlags::REC | OpFlags::CA,
+            self.conn.keep_alive(OpFlags::CT | OpFlags::RD | OpFlags::REC | OpFlags::CA),
             rid,
             UnitOptions::default(),
         );
@@ -173,6 +173,7 @@ impl AdminSession {
             },
             None => UnitOptions::default(),
         };
+        let flags = self.conn.keep_alive(flags);
         let (unit, hb) = encode_unit_with(body, flags, rid, opts);
         let mut responses = self.send(&unit, rid, session).await?;
         if responses[0].code() == ResponseCode::AUTHENTICATION_NEEDED {

@@ -141,10 +141,16 @@ impl Connection {
             .map_err(|_| ClientError::Timeout(self.timeout))?
     }
 
+    /// `flags` with KA when this connection keeps its TCP stream for the next
+    /// request: a server closes after each answer otherwise, as Handle.Net does.
+    pub fn keep_alive(&self, flags: OpFlags) -> OpFlags {
+        flags.set(OpFlags::KA, self.transport.keeps_stream())
+    }
+
     /// Send one request and collect its response messages (several when CN is set).
     pub async fn request(&mut self, body: &RequestBody, flags: OpFlags) -> Result<Vec<Response>, ClientError> {
         let request_id = rand::random::<i32>() & 0x7fff_ffff | 1;
-        let unit = encode_request(body, flags, request_id);
+        let unit = encode_request(body, self.keep_alive(flags), request_id);
         let units = tokio::time::timeout(self.timeout, self.transport.exchange(&unit, request_id))
             .await
             .map_err(|_| ClientError::Timeout(self.timeout))??;

@@ -59,6 +59,11 @@ impl Transport {
         })
     }
 
+    /// A TCP connection kept for the next request.
+    pub(crate) fn keeps_stream(&self) -> bool {
+        matches!(self, Transport::Tcp { persistent: true, .. })
+    }
+
     pub(crate) fn connections_opened(&self) -> u64 {
         match self {
             Transport::Udp { .. } => 0,
@@ -73,15 +78,22 @@ impl Transport {
                 udp_exchange(socket, *retry_after, unit, request_id).await.map(|u| vec![u])
             }
             Transport::Tcp { addr, stream, persistent, opened } => {
-                let mut conn = match stream.take() {
-                    Some(s) => s,
-                    None => {
-                        *opened += 1;
-                        let s = TcpStream::connect(*addr).await?;
-                        s.set_nodelay(true)?;
-                        s
+                if let Some(mut kept) = stream.take() {
+                    match tcp_exchange(&mut kept, unit).await {
+                        Ok(units) => {
+                            *stream = Some(kept);
+                            return Ok(units);
+                        }
+                        // The server closed it between requests (its idle
+                        // timeout, or a request without KA before): it read
+                        // nothing of this one, so send it on a new connection.
+                        Err(Unanswered::Closed) => {}
+                        Err(Unanswered::Failed(e)) => return Err(e),
                     }
-                };
+                }
+                *opened += 1;
+                let mut conn = TcpStream::connect(*addr).await?;
+                conn.set_nodelay(true)?;
                 conn.write_all(unit).await?;
                 let units = read_units(&mut conn).await?;
                 if *persistent {
@@ -112,6 +124,31 @@ impl Transport {
     }
 }
 
+/// Why a TCP exchange got no answer.
+enum Unanswered {
+    /// The connection was closed (or reset) before any of an answer came.
+    Closed,
+    Failed(ClientError),
+}
+
+/// Write a request unit on a kept connection and read its answer's units.
+async fn tcp_exchange(conn: &mut TcpStream, unit: &[u8]) -> Result<Vec<Vec<u8>>, Unanswered> {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    let closed = |e: &std::io::Error| matches!(e.kind(), BrokenPipe | ConnectionReset | ConnectionAborted);
+    if let Err(e) = conn.write_all(unit).await {
+        return Err(if closed(&e) { Unanswered::Closed } else { Unanswered::Failed(e.into()) });
+    }
+    // The first byte tells a closed connection from an answer that broke off.
+    let mut first = [0u8; 1];
+    match conn.read(&mut first).await {
+        Ok(0) => return Err(Unanswered::Closed),
+        Ok(_) => {}
+        Err(e) if closed(&e) => return Err(Unanswered::Closed),
+        Err(e) => return Err(Unanswered::Failed(e.into())),
+    }
+    read_units_after(conn, first[0]).await.map_err(Unanswered::Failed)
+}
+
 /// Does this response unit say more messages follow (CN)?
 /// An encrypted unit's header can't be read here; it counts as the last one.
 fn continues(unit: &[u8]) -> bool {
@@ -122,10 +159,25 @@ fn continues(unit: &[u8]) -> bool {
 }
 
 pub(crate) async fn read_units(stream: &mut TcpStream) -> Result<Vec<Vec<u8>>, ClientError> {
+    let first = stream.read_u8().await?;
+    read_units_after(stream, first).await
+}
+
+/// [`read_units`] once the first byte has been read.
+async fn read_units_after(stream: &mut TcpStream, first: u8) -> Result<Vec<Vec<u8>>, ClientError> {
     let mut units = Vec::new();
+    let mut first = Some(first);
     loop {
         let mut unit = vec![0u8; ENVELOPE_LEN];
-        stream.read_exact(&mut unit).await?;
+        match first.take() {
+            Some(byte) => {
+                unit[0] = byte;
+                stream.read_exact(&mut unit[1..]).await?;
+            }
+            None => {
+                stream.read_exact(&mut unit).await?;
+            }
+        }
         let envelope = Envelope::read(&mut Reader::new(&unit))?;
         let length = envelope.check_message_length()?;
         unit.resize(ENVELOPE_LEN + length, 0);
