@@ -69,8 +69,8 @@ pub struct UnitCache {
 }
 
 impl UnitCache {
-    /// Units asking the server to keep the connection open (KA), which a
-    /// server closes after each answer otherwise, as Handle.Net does.
+    /// Units asking the server to keep the connection open (KA), as
+    /// handled-client's kept connections do.
     pub fn keeping_alive() -> UnitCache {
         UnitCache { keep_alive: true, ..UnitCache::default() }
     }

@@ -142,7 +142,8 @@ impl Connection {
     }
 
     /// `flags` with KA when this connection keeps its TCP stream for the next
-    /// request: a server closes after each answer otherwise, as Handle.Net does.
+    /// request, as RFC 3652 asks (Handle.Net closes after every answer all the
+    /// same, and `handled` keeps every connection).
     pub fn keep_alive(&self, flags: OpFlags) -> OpFlags {
         flags.set(OpFlags::KA, self.transport.keeps_stream())
     }

@@ -84,9 +84,9 @@ impl Transport {
                             *stream = Some(kept);
                             return Ok(units);
                         }
-                        // The server closed it between requests (its idle
-                        // timeout, or a request without KA before): it read
-                        // nothing of this one, so send it on a new connection.
+                        // Closed before any answer came: the server ended it
+                        // between requests (its idle timeout; Handle.Net closes
+                        // after every answer), so send on a new connection.
                         Err(Unanswered::Closed) => {}
                         Err(Unanswered::Failed(e)) => return Err(e),
                     }
@@ -146,7 +146,7 @@ async fn tcp_exchange(conn: &mut TcpStream, unit: &[u8]) -> Result<Vec<Vec<u8>>,
         Err(e) if closed(&e) => return Err(Unanswered::Closed),
         Err(e) => return Err(Unanswered::Failed(e.into())),
     }
-    read_units_after(conn, first[0]).await.map_err(Unanswered::Failed)
+    read_units_after(conn, Some(first[0])).await.map_err(Unanswered::Failed)
 }
 
 /// Does this response unit say more messages follow (CN)?
@@ -159,25 +159,22 @@ fn continues(unit: &[u8]) -> bool {
 }
 
 pub(crate) async fn read_units(stream: &mut TcpStream) -> Result<Vec<Vec<u8>>, ClientError> {
-    let first = stream.read_u8().await?;
-    read_units_after(stream, first).await
+    read_units_after(stream, None).await
 }
 
-/// [`read_units`] once the first byte has been read.
-async fn read_units_after(stream: &mut TcpStream, first: u8) -> Result<Vec<Vec<u8>>, ClientError> {
+/// [`read_units`] when the answer's first byte was read already.
+async fn read_units_after(stream: &mut TcpStream, mut first: Option<u8>) -> Result<Vec<Vec<u8>>, ClientError> {
     let mut units = Vec::new();
-    let mut first = Some(first);
     loop {
         let mut unit = vec![0u8; ENVELOPE_LEN];
-        match first.take() {
+        let start = match first.take() {
             Some(byte) => {
                 unit[0] = byte;
-                stream.read_exact(&mut unit[1..]).await?;
+                1
             }
-            None => {
-                stream.read_exact(&mut unit).await?;
-            }
-        }
+            None => 0,
+        };
+        stream.read_exact(&mut unit[start..]).await?;
         let envelope = Envelope::read(&mut Reader::new(&unit))?;
         let length = envelope.check_message_length()?;
         unit.resize(ENVELOPE_LEN + length, 0);

@@ -19,13 +19,11 @@ async fn server() -> handled_testkit::TestServer {
     handled_testkit::start(|c| c.transport.tcp_idle_timeout_secs = IDLE_SECS).await
 }
 
-/// Send a resolution request (with KA when `keep_alive`) and read its answer
-/// (any response code).
-async fn resolve(stream: &mut TcpStream, request_id: i32, keep_alive: bool) {
+/// Send a resolution request and read its answer (any response code).
+async fn resolve(stream: &mut TcpStream, request_id: i32) {
     let body =
         RequestBody::Resolution(ResolutionRequest { handle: b"TEST/none".to_vec(), indexes: vec![], types: vec![] });
-    let flags = OpFlags::REC.set(OpFlags::KA, keep_alive);
-    let unit = encode_unit_with(&body, flags, request_id, UnitOptions::default()).0;
+    let unit = encode_unit_with(&body, OpFlags::REC, request_id, UnitOptions::default()).0;
     stream.write_all(&unit).await.unwrap();
     let mut reply = vec![0u8; ENVELOPE_LEN];
     tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut reply)).await.expect("answered").unwrap();
@@ -41,12 +39,12 @@ async fn requests_sent_within_and_after_the_deferral_are_answered() {
     let mut soon = TcpStream::connect(s.addrs.tcp).await.unwrap();
     let mut late = TcpStream::connect(s.addrs.tcp).await.unwrap();
     tokio::time::sleep(DEFER_ACCEPT / 2).await;
-    resolve(&mut soon, 1, false).await;
+    resolve(&mut soon, 1).await;
     // Past the deferral the kernel hands the silent connection over anyway;
     // it is then an idle connection like any other, within its idle timeout.
     tokio::time::sleep(DEFER_ACCEPT).await;
-    resolve(&mut late, 2, true).await;
-    resolve(&mut late, 3, true).await; // and kept for a further request
+    resolve(&mut late, 2).await;
+    resolve(&mut late, 3).await; // and kept for a further request
 }
 
 #[tokio::test]
