@@ -14,6 +14,8 @@
 #     default one round of 30 s per nemesis; needs Java, Maven and haproxy too;
 #     --cache-mb N turns the nodes' coherent record cache on (docs/cluster.md,
 #     "Write pending": its marks keep reads concurrent with a write linearizable)
+#     HANDLED_PARTITION_TOML=TEXT is added to the nodes' configuration file, e.g.
+#     $'[cassandra]\nrequest_timeout_ms = 300' for many more lost answers
 #   --minutes N: each round N minutes (e.g. --minutes 5 --rounds 10 for the record)
 #   HANDLED: the binary (default $CARGO_TARGET_DIR/release/handled, else target/release/handled)
 # Needs root, iproute2, nftables, Go (builds tests/partition/checker) and Python 3;

@@ -158,7 +158,7 @@ for i in "${!names[@]}"; do
   log=$work/log-${names[$i]}
   echo
   echo "== ${names[$i]} failed: the lines of its log that say why (of $(wc -l < "$log") lines)"
-  grep -nE "panicked at|FAILED|^failures:|^error|Error:|assert|[Tt]imed? ?out|No space left" "$log" | tail -40
+  grep -nE "panicked at|FAILED|^failures:|^error|Error:|assert|[Tt]imed? ?out|No space left|NOT LINEARIZABLE|  why: " "$log" | tail -60
   echo "-- its last lines:"
   tail -15 "$log"
 done

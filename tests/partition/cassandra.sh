@@ -204,6 +204,8 @@ for nemesis in "${nemeses[@]}"; do
     echo
     echo "== cassandra $nemesis, round $r of $rounds ($seconds s), keyspace $keyspace"
     printf 'allow_plain_http_admin = true  # the JSON API clients, on the test bridge\n' > "$dir/node.toml"
+    # More of the nodes' configuration, e.g. HANDLED_PARTITION_TOML=$'[cassandra]\nrequest_timeout_ms = 300'.
+    printf '%s\n' "${HANDLED_PARTITION_TOML:-}" >> "$dir/node.toml"
     setup=ok
     start a && start b && start c && balancer || setup=failed
     specs=()

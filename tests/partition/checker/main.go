@@ -73,6 +73,7 @@ func main() {
 		case porcupine.Illegal:
 			fmt.Printf("NOT LINEARIZABLE %s (%d operations)\n", h, len(ops[h]))
 			status = 1
+			explain(ops[h], *timeout)
 			if *htmlDir != "" {
 				path := filepath.Join(*htmlDir, strings.NewReplacer("/", "_", ".", "_").Replace(h)+".html")
 				if err := porcupine.VisualizePath(registerModel, info, path); err == nil {
@@ -86,6 +87,9 @@ func main() {
 	}
 	os.Exit(status)
 }
+
+// unknownClients is the first client id given to operations of unknown outcome.
+const unknownClients = 1 << 20
 
 type counts struct{ total, ok, fail, info, droppedReads int }
 
@@ -129,7 +133,7 @@ func readHistory(path string) (map[string][]porcupine.Operation, counts, error) 
 	ops := map[string][]porcupine.Operation{}
 	// Indeterminate operations each get a client id of their own: porcupine
 	// (and its drawing) expect one client's operations not to overlap.
-	nextClient := 1 << 20
+	nextClient := unknownClients
 	for _, id := range order {
 		call := calls[id]
 		c.total++

@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -60,5 +61,33 @@ func TestRegisterModel(t *testing.T) {
 		if got := porcupine.CheckOperations(registerModel, c.ops); got != c.ok {
 			t.Errorf("%s: linearizable = %v, want %v", c.name, got, c.ok)
 		}
+	}
+}
+
+// The shortest failing prefix ends where the contradiction is complete: at the
+// read of a deleted value, not at the end of the history.
+func TestShortestFailingPrefix(t *testing.T) {
+	ops := []porcupine.Operation{
+		op(0, 0, 10, input{Op: "create", Value: "a"}, output{Ok: true}),
+		op(0, 11, 20, input{Op: "delete"}, output{Ok: true}),
+		op(1, 21, 30, input{Op: "read"}, output{Ok: true, Found: true, Value: "a"}),
+		op(1, 31, 40, input{Op: "read"}, output{Ok: true}),
+		op(2, 35, math.MaxInt64, input{Op: "put", Value: "b"}, output{Unknown: true}),
+	}
+	cut, prefix, found := shortestFailingPrefix(ops, time.Minute)
+	if !found || cut != 30 || len(prefix) != 3 {
+		t.Fatalf("cut %d, %d operations, found %v; want the prefix ending at the read at 30", cut, len(prefix), found)
+	}
+	if _, _, found := shortestFailingPrefix(ops[:2], time.Minute); found {
+		t.Fatal("a linearizable history has no failing prefix")
+	}
+	// An operation still open at the cut is unknown there, whatever it answered later.
+	late := []porcupine.Operation{
+		op(0, 0, 10, input{Op: "create", Value: "a"}, output{Ok: true}),
+		op(1, 5, 50, input{Op: "delete"}, output{Ok: false}),
+		op(2, 20, 30, input{Op: "read"}, output{Ok: true}),
+	}
+	if cut, prefix, _ := shortestFailingPrefix(late, time.Minute); cut != 50 || len(prefix) != 3 {
+		t.Fatalf("cut %d with %d operations; the refused delete makes it fail only once it returned", cut, len(prefix))
 	}
 }

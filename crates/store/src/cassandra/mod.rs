@@ -8,13 +8,14 @@
 //!   key (the reverse-lookup document) change in one conditional batch;
 //! * reads and writes run at the configured consistency (QUORUM by default), LWTs at
 //!   the serial one; a compare whose expectation fails is confirmed by a SERIAL read
-//!   before a conflict is reported, and a write whose outcome is unknown (timeout)
-//!   is settled by a SERIAL read of the version it would have made;
+//!   before a conflict is reported, and a write whose answer was lost (timeout) is
+//!   kept until a SERIAL read shows whether it applied (`lost.rs`);
 //! * statements are prepared, token-aware, and marked idempotent where they are, so
 //!   the driver may retry them on another node and speculate on slow reads.
 
 mod entries;
 mod key_locks;
+mod lost;
 mod options;
 mod rows;
 mod schema;
@@ -40,7 +41,8 @@ use scylla::response::query_result::QueryResult;
 pub use options::{parse_consistency, parse_serial_consistency, CassandraOptions};
 
 use entries::{Entry, EntryStatements};
-use rows::{RowStatements, RowWrite};
+use lost::{LostAttempt, LostAttempts, Verdict};
+use rows::{Cas, RowStatements, RowWrite};
 use schema::{HANDLE_COLL, LISTING_IDX};
 
 use crate::{
@@ -55,8 +57,16 @@ const NO_TXN_LOG: &str = "the transaction log (replication source) is off on thi
 
 /// Compare-and-set rounds before a write gives up on a hot row.
 const MAX_ROUNDS: u32 = 200;
+
+/// Lost compare-and-sets before a write gives up (its outcome then unknown).
+const MAX_LOST: usize = 3;
+
 /// Object reads in flight at once while checking a page of lookup hits.
 const CHECK_CONCURRENCY: usize = 64;
+
+fn unknown_outcome(why: &str) -> StoreError {
+    StoreError::Backend(format!("cassandra: outcome of a write unknown ({why}); it may have applied"))
+}
 
 pub(crate) fn backend_error(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(format!("cassandra: {what}: {e}"))
@@ -202,32 +212,33 @@ impl CassandraStore {
     }
 
     /// Entries first, then the compare-and-set, then the replaced state's entries
-    /// away (the order `entries.rs` relies on). `Ok(false)`: a row's version moved.
-    async fn commit(&self, id: &[u8], writes: &[RowWrite]) -> Result<bool, StoreError> {
-        let mut plans = Vec::with_capacity(writes.len());
+    /// away (the order `entries.rs` relies on; `entries_replaced` does the last step).
+    async fn commit(&self, id: &[u8], writes: &[RowWrite]) -> Result<Cas, StoreError> {
+        self.write_entries(id, writes, true).await?;
+        Ok(self.rows.compare_and_set(&self.session, &pk(id), writes).await)
+    }
+
+    /// After `writes` applied: remove the entries only the replaced state had.
+    async fn entries_replaced(&self, id: &[u8], writes: &[RowWrite]) -> Result<(), StoreError> {
+        self.write_entries(id, writes, false).await
+    }
+
+    /// Add the entries only the new states have, or remove those only the old ones had.
+    async fn write_entries(&self, id: &[u8], writes: &[RowWrite], add: bool) -> Result<(), StoreError> {
+        let mut changes = Vec::with_capacity(writes.len());
         for w in writes {
             let old = keyed(entries_of(&w.coll, w.old.body())?, id);
             let new = keyed(entries_of(&w.coll, w.new_body.as_deref())?, id);
-            let added: Vec<Entry> = new.iter().filter(|e| !old.contains(e)).cloned().collect();
-            let removed: Vec<Entry> = old.into_iter().filter(|e| !new.contains(e)).collect();
-            plans.push((w, added, removed));
+            let (from, other) = if add { (new, old) } else { (old, new) };
+            changes.push((w, from.into_iter().filter(|e| !other.contains(e)).collect::<Vec<Entry>>()));
         }
         try_join_all(
-            plans
+            changes
                 .iter()
-                .map(|(w, added, _)| self.entries.write(&self.session, &w.coll, id, added, w.new_version(), true)),
+                .map(|(w, entries)| self.entries.write(&self.session, &w.coll, id, entries, w.new_version(), add)),
         )
         .await?;
-        if !self.rows.compare_and_set(&self.session, &pk(id), writes).await? {
-            return Ok(false);
-        }
-        try_join_all(
-            plans
-                .iter()
-                .map(|(w, _, removed)| self.entries.write(&self.session, &w.coll, id, removed, w.new_version(), false)),
-        )
-        .await?;
-        Ok(true)
+        Ok(())
     }
 
     /// One compare-and-set write of a row group sharing partition `id`: `decide`
@@ -235,7 +246,8 @@ impl CassandraStore {
     /// for them), or an early answer. With `txn`, a write that logs takes its
     /// log entry before its transaction and settles it after (writer steps 1–4,
     /// `txn_log.rs`); an error in between leaves the entry pending for a reader
-    /// to settle.
+    /// to settle. A write whose answer was lost is kept until a read shows how
+    /// it ended (`lost.rs`).
     async fn cas_loop<T>(
         &self,
         id: &[u8],
@@ -245,28 +257,62 @@ impl CassandraStore {
         self.check_open()?;
         let _turn = self.key_locks.turn(id).await;
         let mut slot = None;
+        let mut lost = LostAttempts::new();
         for round in 0..MAX_ROUNDS {
             let serial = round > 0;
-            let partition = self.rows.read_partition(&self.session, &pk(id), serial).await?;
-            match decide(&partition, serial)? {
-                Decision::Answer(t) => {
-                    if let (Some(txn), Some(s)) = (txn, slot) {
-                        txn.finish(s, None, id).await?;
+            let partition = match self.rows.read_partition(&self.session, &pk(id), serial).await {
+                Ok(p) => p,
+                Err(e) if !lost.is_empty() => return Err(unknown_outcome(&e.to_string())),
+                Err(e) => return Err(e),
+            };
+            let applied = match lost.judge(&partition) {
+                Verdict::Applied(attempt) => {
+                    // Found later than the first read back, it is what the store
+                    // took for another writer's before lost.rs: worth seeing in the logs.
+                    if round > attempt.round + 1 {
+                        tracing::info!(
+                            "cassandra: a write whose answer was lost ({}) applied, seen {} reads later",
+                            attempt.error,
+                            round - attempt.round
+                        );
                     }
-                    return Ok(t);
+                    Some((attempt.writes, attempt.done, attempt.action))
                 }
-                Decision::Reread => continue,
-                Decision::Write(writes, done, action) => {
-                    if let (Some(txn), Some(a), None) = (txn, action, slot) {
-                        slot = Some(txn.begin(a, id).await?);
+                Verdict::Unknown(e) => return Err(unknown_outcome(&e)),
+                Verdict::Open => match decide(&partition, serial)? {
+                    // A lost attempt may still apply unless a commit on the row fences it.
+                    Decision::Answer(_) if !lost.is_empty() => {
+                        return Err(unknown_outcome("the row did not move after a lost write"))
                     }
-                    if self.commit(id, &writes).await? {
+                    Decision::Answer(t) => {
                         if let (Some(txn), Some(s)) = (txn, slot) {
-                            txn.finish(s, action, id).await?;
+                            txn.finish(s, None, id).await?;
                         }
-                        return Ok(done);
+                        return Ok(t);
                     }
+                    Decision::Reread => None,
+                    Decision::Write(writes, done, action) => {
+                        if let (Some(txn), Some(a), None) = (txn, action, slot) {
+                            slot = Some(txn.begin(a, id).await?);
+                        }
+                        match self.commit(id, &writes).await? {
+                            Cas::Applied => Some((writes, done, action)),
+                            Cas::Moved => None,
+                            Cas::Lost(e) if lost.len() + 1 >= MAX_LOST => return Err(unknown_outcome(&e)),
+                            Cas::Lost(error) => {
+                                lost.push(LostAttempt { writes, done, action, error, round });
+                                None
+                            }
+                        }
+                    }
+                },
+            };
+            if let Some((writes, done, action)) = applied {
+                self.entries_replaced(id, &writes).await?;
+                if let (Some(txn), Some(s)) = (txn, slot) {
+                    txn.finish(s, action, id).await?;
                 }
+                return Ok(done);
             }
             if round > 2 {
                 tokio::time::sleep(rand_jitter(round)).await;

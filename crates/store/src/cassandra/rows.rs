@@ -22,6 +22,11 @@ pub struct ObjectRow {
 }
 
 impl ObjectRow {
+    /// A row a read returned (a missing version reads as 0).
+    pub fn read(body: Option<Vec<u8>>, version: Option<i64>) -> Self {
+        ObjectRow { exists: true, body, version: version.unwrap_or(0) }
+    }
+
     pub fn body(&self) -> Option<&[u8]> {
         self.body.as_deref()
     }
@@ -45,6 +50,21 @@ impl Partition {
     pub fn row(&self, coll: &str) -> ObjectRow {
         self.0.get(coll).cloned().unwrap_or_default()
     }
+
+    #[cfg(test)]
+    pub fn of(rows: impl IntoIterator<Item = (String, ObjectRow)>) -> Self {
+        Partition(rows.into_iter().collect())
+    }
+}
+
+/// What a compare-and-set did.
+#[derive(Debug)]
+pub enum Cas {
+    Applied,
+    /// A row's version had moved: nothing written.
+    Moved,
+    /// No answer says (why, for the message): it may apply, now or later.
+    Lost(String),
 }
 
 /// One row of a compare-and-set: from `old` to `new_body` (`None`: deleted).
@@ -65,7 +85,6 @@ pub struct RowStatements {
     partition: PreparedStatement,
     partition_serial: PreparedStatement,
     row: PreparedStatement,
-    row_serial: PreparedStatement,
     cas: PreparedStatement,
     meta_get: PreparedStatement,
     meta_put: PreparedStatement,
@@ -83,8 +102,7 @@ impl RowStatements {
         Ok(RowStatements {
             partition: prep(partition.clone(), true, false).await?,
             partition_serial: prep(partition, true, true).await?,
-            row: prep(row.clone(), true, false).await?,
-            row_serial: prep(row, true, true).await?,
+            row: prep(row, true, false).await?,
             cas: prep(
                 format!("UPDATE {ks}.objects SET body = ?, version = ? WHERE pk = ? AND coll = ? IF version = ?"),
                 false,
@@ -109,39 +127,21 @@ impl RowStatements {
             session.execute_unpaged(stmt, (pk,)).await,
             "objects read",
         )?;
-        Ok(Partition(
-            rows.into_iter()
-                .map(|(coll, body, version)| (coll, ObjectRow { exists: true, body, version: version.unwrap_or(0) }))
-                .collect(),
-        ))
+        Ok(Partition(rows.into_iter().map(|(coll, body, version)| (coll, ObjectRow::read(body, version))).collect()))
     }
 
     pub async fn read_row(&self, session: &Session, pk: &[u8], coll: &str) -> Result<ObjectRow, StoreError> {
-        self.read_row_at(session, pk, coll, false).await
-    }
-
-    async fn read_row_at(
-        &self,
-        session: &Session,
-        pk: &[u8],
-        coll: &str,
-        serial: bool,
-    ) -> Result<ObjectRow, StoreError> {
-        let stmt = if serial { &self.row_serial } else { &self.row };
-        let rows =
-            rows_of::<(Option<Vec<u8>>, Option<i64>)>(session.execute_unpaged(stmt, (pk, coll)).await, "objects read")?;
-        Ok(rows
-            .into_iter()
-            .next()
-            .map(|(body, version)| ObjectRow { exists: true, body, version: version.unwrap_or(0) })
-            .unwrap_or_default())
+        let rows = rows_of::<(Option<Vec<u8>>, Option<i64>)>(
+            session.execute_unpaged(&self.row, (pk, coll)).await,
+            "objects read",
+        )?;
+        Ok(rows.into_iter().next().map(|(body, version)| ObjectRow::read(body, version)).unwrap_or_default())
     }
 
     /// One lightweight transaction over `writes` (rows of partition `pk`): each row
-    /// must still have the version it was read with. `Ok(false)`: one had moved.
-    /// A failure with an unknown outcome (e.g. a timeout) is settled by reading
-    /// the first row back at SERIAL.
-    pub async fn compare_and_set(&self, session: &Session, pk: &[u8], writes: &[RowWrite]) -> Result<bool, StoreError> {
+    /// must still have the version it was read with. A failure may have applied,
+    /// now or later: it is `Cas::Lost`, for the caller to settle (`lost.rs`).
+    pub async fn compare_and_set(&self, session: &Session, pk: &[u8], writes: &[RowWrite]) -> Cas {
         let values: Vec<_> = writes
             .iter()
             .map(|w| {
@@ -158,24 +158,12 @@ impl RowStatements {
             session.batch(&batch, &values).await
         };
         match rows_of::<Row>(result, "compare-and-set") {
-            Ok(rows) => {
-                let applied = rows.first().and_then(|r| r.columns.first()).cloned().flatten();
-                match applied {
-                    Some(CqlValue::Boolean(b)) => Ok(b),
-                    other => Err(StoreError::Backend(format!("cassandra: compare-and-set answered {other:?}"))),
-                }
-            }
-            Err(e) => {
-                let first = &writes[0];
-                let now = self.read_row_at(session, pk, &first.coll, true).await.map_err(|_| e.duplicate())?;
-                match settle(&now, first) {
-                    Settled::Applied => Ok(true),
-                    Settled::NotApplied => Ok(false),
-                    Settled::Unknown => Err(StoreError::Backend(format!(
-                        "cassandra: outcome of a write unknown ({e}); it may have applied"
-                    ))),
-                }
-            }
+            Ok(rows) => match rows.first().and_then(|r| r.columns.first()).cloned().flatten() {
+                Some(CqlValue::Boolean(true)) => Cas::Applied,
+                Some(CqlValue::Boolean(false)) => Cas::Moved,
+                other => Cas::Lost(format!("cassandra: compare-and-set answered {other:?}")),
+            },
+            Err(e) => Cas::Lost(e.to_string()),
         }
     }
 
@@ -220,54 +208,5 @@ impl RowStatements {
         let rows =
             rows_of::<(Option<scylla::value::Counter>,)>(session.execute_unpaged(&self.count_all, ()).await, "count")?;
         Ok(rows.into_iter().map(|(n,)| n.map_or(0, |c| c.0)).sum::<i64>().max(0) as u64)
-    }
-}
-
-/// How a compare-and-set whose answer was lost (a timeout) ended, judged from
-/// its first row read back at SERIAL.
-#[derive(Debug, PartialEq, Eq)]
-enum Settled {
-    Applied,
-    NotApplied,
-    Unknown,
-}
-
-/// Our version with our body is ours, but for a deletion's: every delete of
-/// one version leaves the same row (the next version, no body), so another
-/// writer's delete looks like ours, and taking it for ours acknowledged two
-/// deletes of one handle (found by the Cassandra partition test, docs/cluster.md).
-/// Then the outcome is unknown, as for any other row.
-fn settle(now: &ObjectRow, first: &RowWrite) -> Settled {
-    if now.version == first.new_version() && now.body == first.new_body && first.new_body.is_some() {
-        Settled::Applied
-    } else if now.version == first.old.version {
-        Settled::NotApplied
-    } else {
-        Settled::Unknown
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(body: Option<&[u8]>, version: i64) -> ObjectRow {
-        ObjectRow { exists: true, body: body.map(<[u8]>::to_vec), version }
-    }
-
-    #[test]
-    fn a_lost_answer_is_ours_only_when_no_other_writer_leaves_the_same_row() {
-        let put = RowWrite { coll: "\0TEST/x".into(), old: row(Some(b"a"), 3), new_body: Some(b"b".to_vec()) };
-        assert_eq!(settle(&row(Some(b"b"), 4), &put), Settled::Applied);
-        assert_eq!(settle(&row(Some(b"a"), 3), &put), Settled::NotApplied);
-        assert_eq!(settle(&row(Some(b"c"), 4), &put), Settled::Unknown, "another writer's version 4");
-        assert_eq!(settle(&row(None, 5), &put), Settled::Unknown);
-        // Two deletes of version 3: whichever applied, the row reads (4, no body).
-        let delete = RowWrite { new_body: None, ..put };
-        assert_eq!(settle(&row(None, 4), &delete), Settled::Unknown, "maybe another writer's delete");
-        assert_eq!(settle(&row(Some(b"a"), 3), &delete), Settled::NotApplied);
-        let create = RowWrite { coll: "\0TEST/x".into(), old: ObjectRow::default(), new_body: Some(b"v".to_vec()) };
-        assert_eq!(settle(&row(Some(b"v"), 1), &create), Settled::Applied);
-        assert_eq!(settle(&ObjectRow::default(), &create), Settled::NotApplied);
     }
 }
