@@ -141,26 +141,26 @@ impl TxnLog {
     }
 
     /// `UPDATE txn_log SET state = … IF state = pending`; a failure with an
-    /// unknown outcome is settled by reading the entry back at SERIAL.
+    /// unknown outcome is settled by reading the entry back at SERIAL. After
+    /// one, "not applied" may mean that ours applied meanwhile (its proposal
+    /// completed by the next try: `lost.rs`), so the entry is read then too.
     async fn set_state(&self, id: u64, state: EntryState, action: Option<TxnAction>) -> Result<bool, StoreError> {
         let values = (state as i32, action.map(|a| i32::from(a.code())), bucket_of(id), id as i64);
-        let mut last_error = None;
+        let mut lost = None;
         for _ in 0..3 {
             match applied(self.session.execute_unpaged(&self.st.finish, &values).await, "txn_log finish") {
-                Ok(b) => return Ok(b),
-                Err(e) => {
-                    let Ok(Some(row)) = self.st.one_serial(&self.session, id).await else {
-                        last_error = Some(e);
-                        continue;
-                    };
-                    match row.state {
-                        EntryState::Pending => last_error = Some(e),
-                        s => return Ok(s == state && row.action == action),
-                    }
+                Ok(true) => return Ok(true),
+                Ok(false) if lost.is_none() => return Ok(false),
+                Ok(false) => {}
+                Err(e) => lost = Some(e),
+            }
+            if let Ok(Some(row)) = self.st.one_serial(&self.session, id).await {
+                if row.state != EntryState::Pending {
+                    return Ok(row.state == state && row.action == action);
                 }
             }
         }
-        Err(last_error.unwrap_or_else(|| StoreError::Backend("cassandra: txn_log finish failed".into())))
+        Err(lost.unwrap_or_else(|| StoreError::Backend("cassandra: txn_log finish failed".into())))
     }
 
     /// A homed-prefix meta write (`meta_put` under `HOMED_META_PREFIX`), by
