@@ -160,6 +160,12 @@ pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if kind(db.as_ref()) == Kind::Unique)
 }
 
+/// A deadlock or serialization failure: the database rolled this
+/// transaction back for another's sake, which may still be running.
+pub(crate) fn is_lost_race(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if kind(db.as_ref()) == Kind::LostRace)
+}
+
 /// A write that lost a race and may be tried again: a unique violation
 /// (PostgreSQL), or a deadlock or serialization failure the database broke by
 /// rolling this transaction back. Never a refusal: it would be refused again.

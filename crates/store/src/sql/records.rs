@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use super::custom::Stmt;
 use super::db::Dialect;
 use super::db::{on_pool, Sql, Tx};
-use super::error::{backend, is_retryable_write, is_unique_violation};
+use super::error::{backend, is_lost_race, is_retryable_write, is_unique_violation};
 use super::layout::{Col, Queries};
 use super::values::{canonical, rows_of, ValueRow};
 use super::{mysql, postgres, SqlCore};
@@ -30,9 +30,18 @@ const PUT_CHUNK: usize = 500;
 /// Tries of a write that lost a race: an insert beaten by a writer that takes
 /// no lock of ours (Handle.Net, an application's own `insert`), or, on
 /// MariaDB, the deadlock by which InnoDB picks one of two racing creators
-/// (mysql.rs). A refusal (error.rs) is never tried again. Each lost try means another writer committed, so this bounds
-/// the writers racing for one handle, not the time.
+/// (mysql.rs). A refusal (error.rs) is never tried again. A lost insert means
+/// another writer committed, so this bounds the writers racing for one handle.
 pub(super) const WRITE_TRIES: usize = 32;
+/// How long a write that keeps losing deadlocks is tried again, its tries
+/// spent or not. A deadlock's loser is rolled back at once while the winner
+/// runs on, and InnoDB picks the transaction that has done least, so a loser
+/// that starts again before the winner commits loses again: bulk loads in
+/// neighbouring ranges under SERIALIZABLE (a writable view's custom
+/// statements, a statement per value) do so for as long as the winners ahead
+/// of it run, one after another, as lock waits would: 4 s for the last of
+/// four loads of 250 handles on a busy 2-core machine, 29 tries.
+const DEADLOCK_PATIENCE: Duration = Duration::from_secs(30);
 
 const COUNT_HANDLES: Sql = Sql {
     pg: "select count(distinct handle) from handles",
@@ -276,20 +285,24 @@ impl SqlCore {
     }
 }
 
-/// Run a write transaction, again after a lost race (a deadlock, a
-/// serialization failure, an insert beaten by another writer: [`WRITE_TRIES`];
-/// never after a refusal, error.rs)
-/// with a short, growing, jittered pause, so that racing writers do not meet
-/// again in step.
+/// Run a write transaction, again after a lost race (an insert beaten by
+/// another writer: [`WRITE_TRIES`]; a deadlock or a serialization failure:
+/// those tries or [`DEADLOCK_PATIENCE`], whichever lasts longer; never after a
+/// refusal, error.rs) with a short, growing, jittered pause, so that racing
+/// writers do not meet again in step.
 pub(super) async fn retrying_write<T, F, Fut>(mut once: F) -> Result<T, sqlx::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
 {
+    let started = Instant::now();
     let mut tries = 0;
     loop {
         match once().await {
-            Err(e) if is_retryable_write(&e) && tries + 1 < WRITE_TRIES => {
+            Err(e)
+                if is_retryable_write(&e)
+                    && (tries + 1 < WRITE_TRIES || is_lost_race(&e) && started.elapsed() < DEADLOCK_PATIENCE) =>
+            {
                 tries += 1;
                 let nanos = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
