@@ -211,10 +211,12 @@ impl EmbeddedStore {
         let path = if path.is_dir() { path.join(STORE_FILE_NAME) } else { path.to_path_buf() };
         let space = DiskSpace::new(&path, options.min_free_bytes);
         let (db, log, repaired, keydir) = open_file(&path, &options, &space)?;
-        // With a key directory lookups read its segments, not the store file: those first.
+        // With a key directory lookups read its segments, not the store file:
+        // those first, and readiness waits for them alone.
         let mut warm = keydir.as_ref().map(|k| k.segment_paths()).unwrap_or_default();
+        let serving = if warm.is_empty() { 1 } else { warm.len() };
         warm.push(path.clone());
-        let warmer = if options.warm_on_open { Warmer::start(&warm, None) } else { Warmer::done() };
+        let warmer = if options.warm_on_open { Warmer::start(&warm, serving, None) } else { Warmer::done() };
         let view = View::new(Arc::new(Snapshot::open(&db).map_err(|e| open_error(&path, e))?));
         let last_txn = txnlog::last(&view).map_err(|e| open_error(&path, e))?;
         let shared = Arc::new(Shared {

@@ -107,6 +107,8 @@ pub(super) struct Staged {
     seg: u32,
     start: u64,
     end: u64,
+    /// Records appended: at most this many new keys.
+    records: usize,
 }
 
 #[path = "embedded_keydir_hint.rs"]
@@ -117,6 +119,9 @@ pub(super) struct KeyDir {
     dir: PathBuf,
     inner: RwLock<Inner>,
     tail: Mutex<Tail>,
+    /// Held through an install: the hash grown beside the live one must not
+    /// miss another install's keys.
+    installing: Mutex<()>,
     /// The checkpoint generation of the last commit it took part in.
     gen: AtomicU64,
 }
@@ -263,7 +268,9 @@ impl KeyDir {
         entries: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
     ) -> Result<Option<Staged>, StoreError> {
         let mut buf = Vec::new();
+        let mut records = 0;
         for (key, value) in entries {
+            records += 1;
             let body = match value {
                 None => Body::Removed,
                 Some(sealed) => match format::unseal("handle", key, sealed) {
@@ -278,13 +285,15 @@ impl KeyDir {
         }
         let mut tail = self.tail.lock();
         let start = tail.append(&buf).map_err(|e| self.io(e))?;
-        Ok(Some(Staged { seg: tail.id, start, end: tail.written() }))
+        Ok(Some(Staged { seg: tail.id, start, end: tail.written(), records }))
     }
 
     /// Make the staged records visible: map them, point the hash at them.
     pub(super) fn install(&self, staged: Staged) -> Result<(), StoreError> {
+        let _one = self.installing.lock();
         self.tail.lock().committed_to(staged.end);
         let map = segments::map(&self.dir, staged.seg, staged.end).map_err(|e| self.io(e))?;
+        self.make_room(staged.records);
         let mut inner = self.inner.write();
         let old = inner.maps.set(staged.seg, map);
         let applied = inner.apply_range(staged.seg, staged.start, staged.end);
@@ -297,6 +306,28 @@ impl KeyDir {
                 self.dir.display()
             ))
         })
+    }
+
+    /// Grow the hash if `more` keys might not fit: a copy made under the read
+    /// lock (lookups go on), swapped in under the write lock. Grown in place,
+    /// under the write lock, every lookup would wait for the copy of every
+    /// entry (a doubling at 10M keys copies 16M buckets).
+    fn make_room(&self, more: usize) {
+        let grown = {
+            let inner = self.inner.read();
+            let index = &inner.dir.index;
+            if index.capacity() - index.len() >= more {
+                return;
+            }
+            // Doubled at least, as the table grows itself.
+            let want = (index.len() + more).max(index.capacity() + 1);
+            let mut grown = Index::with_capacity_and_hasher(want, Default::default());
+            grown.extend(index.iter().map(|(h, l)| (*h, *l)));
+            grown
+        };
+        let old = std::mem::replace(&mut self.inner.write().dir.index, grown);
+        // Freed outside the lock.
+        drop(old);
     }
 
     /// A durable commit recorded the directory at generation `gen`.
@@ -436,7 +467,13 @@ pub(super) fn open(db: &Database, store: &Path) -> Result<Result<KeyDir, String>
     if total >= REWRITE_MIN_BYTES && live < total / 2 {
         return Ok(Err(format!("{} of its {total} record bytes are dead", total - live)));
     }
-    Ok(Ok(KeyDir { dir, inner: RwLock::new(inner), tail: Mutex::new(tail), gen: AtomicU64::new(gen) }))
+    Ok(Ok(KeyDir {
+        dir,
+        inner: RwLock::new(inner),
+        tail: Mutex::new(tail),
+        installing: Mutex::new(()),
+        gen: AtomicU64::new(gen),
+    }))
 }
 
 /// Write the directory afresh from redb's handles (in key order), commit it

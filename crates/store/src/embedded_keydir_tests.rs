@@ -74,6 +74,30 @@ async fn reads_go_through_the_directory_and_survive_a_reopen() {
     assert_eq!(s.key_directory_stats().unwrap().keys, stats.keys);
 }
 
+/// Checkpoints that outgrow the hash grow it beside the live one (lookups go
+/// on meanwhile) and swap it in: no key is lost across the growths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hash_grows_across_checkpoints_without_losing_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    let capacity = |s: &EmbeddedStore| s.shared.keydir.load().as_ref().unwrap().inner.read().dir.index.capacity();
+    let first = capacity(&s);
+    let mut grew = 0;
+    for round in 0..20 {
+        let before = capacity(&s);
+        for i in round * 250..(round + 1) * 250 {
+            put(&s, i, &format!("v{i}")).await;
+        }
+        s.checkpoint().await.unwrap();
+        grew += usize::from(capacity(&s) > before);
+    }
+    assert!(grew >= 3, "grown {grew} times from a capacity of {first} to {}", capacity(&s));
+    for i in 0..5000 {
+        assert_eq!(value(&s, i).await, Some(format!("v{i}")), "{i}");
+    }
+    assert_eq!(s.key_directory_stats().unwrap().keys, 5000);
+}
+
 /// A damaged record is `Corrupt` on get (never a panic, never another
 /// record); at the next open the directory is rewritten from redb.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,6 +224,7 @@ fn colliding_keys_are_kept_apart() {
         dir: dir.path().into(),
         inner: RwLock::new(inner),
         tail: Mutex::new(Tail::open(dir.path(), 1, buf.len() as u64).unwrap()),
+        installing: Mutex::new(()),
         gen: AtomicU64::new(0),
     };
     let payload = |k: &[u8]| kd.get(k);

@@ -166,6 +166,7 @@ impl SqlStore {
             closed: AtomicBool::new(false),
             stats: StatCounters::default(),
             txn,
+            bulk: tokio::sync::Mutex::new(()),
         };
         Ok(SqlStore { core: std::sync::Arc::new(core) })
     }

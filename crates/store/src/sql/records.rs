@@ -196,6 +196,12 @@ impl SqlCore {
             rows.push((key, r));
         }
         for chunk in rows.chunks(PUT_CHUNK) {
+            // Bulk loads of one process take turns, a chunk each: together they
+            // would gain nothing but lock waits, each statement's counted against
+            // the statement timeout, and, through a writable view's custom
+            // statements (a statement per value, SERIALIZABLE), deadlocks for as
+            // long as the transactions ahead run.
+            let _turn = self.bulk.lock().await;
             let started = Instant::now();
             match retrying_write(|| self.put_chunk(chunk)).await {
                 Ok(()) => self.stats.committed(0, chunk.len() as u64, true, started.elapsed().as_micros() as u64),

@@ -18,6 +18,8 @@ pub struct SqlCore {
     pub(super) reads: std::sync::Arc<read_batch::ReadBatches>,
     /// Writes, several swaps a transaction under load (write_batch.rs).
     pub(super) writes: write_batch::WriteBatches,
+    /// Held by a bulk load's transaction (records.rs, `put_records`): one at a time.
+    pub(super) bulk: tokio::sync::Mutex<()>,
     pub(super) value_search: search::ValueSearch,
     /// The server's own metadata is in `handled_meta` (else in `local_meta`).
     pub(super) meta_in_table: bool,
