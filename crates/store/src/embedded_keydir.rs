@@ -34,7 +34,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 
 use super::format;
 use super::map_redb;
-use super::segments::{self, pack, record_at, unpack, Body, Tail};
+use super::segments::{self, pack, record_at, unpack, Body, Mapped, Tail};
 use super::wal::WAL_STATE;
 use crate::record::show_key;
 use crate::{HandleRecord, StoreError};
@@ -50,6 +50,9 @@ pub(super) const WAL_GEN_KEY: &str = "gen";
 const REWRITE_MIN_BYTES: u64 = 64 << 20;
 /// Encoded bytes written per append when rebuilding.
 const REBUILD_CHUNK: usize = 8 << 20;
+/// How far past its end the segment taking appends is mapped: past the
+/// length at which it takes no more, with room for a large last append.
+const TAIL_RESERVE: u64 = 2 * segments::SEGMENT_BYTES;
 
 fn seg_key(id: u32) -> String {
     format!("seg:{id:06}")
@@ -83,7 +86,7 @@ fn hash(key: &[u8]) -> u64 {
 
 /// The segments' maps, by segment id (0 unused; None: empty).
 #[derive(Default)]
-struct Maps(Vec<Option<memmap2::Mmap>>);
+struct Maps(Vec<Option<Mapped>>);
 
 /// The hash and its accounts.
 #[derive(Default)]
@@ -142,17 +145,17 @@ impl Maps {
     fn record(&self, loc: u64) -> Result<segments::Record<'_>, String> {
         let (seg, off) = unpack(loc);
         let map = self.0.get(seg as usize).and_then(Option::as_ref).ok_or("segment not mapped")?;
-        record_at(map, off as usize).map_err(|e| format!("segment {seg} at {off}: {e}"))
+        record_at(map.bytes(), off as usize).map_err(|e| format!("segment {seg} at {off}: {e}"))
     }
 
     /// (id, length) of every segment with records.
     fn lengths(&self) -> Vec<(u32, u64)> {
         let maps = self.0.iter().enumerate();
-        maps.filter_map(|(id, m)| Some((id as u32, m.as_ref()?.len() as u64))).collect()
+        maps.filter_map(|(id, m)| Some((id as u32, m.as_ref()?.len()))).collect()
     }
 
     /// Map segment `seg` anew; returns the map it replaces.
-    fn set(&mut self, seg: u32, map: Option<memmap2::Mmap>) -> Option<memmap2::Mmap> {
+    fn set(&mut self, seg: u32, map: Option<Mapped>) -> Option<Mapped> {
         let seg = seg as usize;
         if self.0.len() <= seg {
             self.0.resize_with(seg + 1, || None);
@@ -292,10 +295,32 @@ impl KeyDir {
     pub(super) fn install(&self, staged: Staged) -> Result<(), StoreError> {
         let _one = self.installing.lock();
         self.tail.lock().committed_to(staged.end);
-        let map = segments::map(&self.dir, staged.seg, staged.end).map_err(|e| self.io(e))?;
+        // Installs alone change the maps (one at a time), so what the read
+        // lock shows still holds under the write lock.
+        let reaches = {
+            let inner = self.inner.read();
+            let current = inner.maps.0.get(staged.seg as usize).and_then(Option::as_ref);
+            current.is_some_and(|m| m.reaches(staged.end))
+        };
+        let fresh = match reaches {
+            true => None,
+            false => Some(segments::map(&self.dir, staged.seg, staged.end, TAIL_RESERVE).map_err(|e| self.io(e))?),
+        };
         self.make_room(staged.records);
         let mut inner = self.inner.write();
-        let old = inner.maps.set(staged.seg, map);
+        let old = match fresh {
+            Some(map) => inner.maps.set(staged.seg, map),
+            None => {
+                let seg = inner.maps.0.get_mut(staged.seg as usize).and_then(Option::as_mut);
+                match seg.is_some_and(|m| m.extend_to(staged.end)) {
+                    true => None,
+                    false => {
+                        let map = segments::map(&self.dir, staged.seg, staged.end, TAIL_RESERVE);
+                        inner.maps.set(staged.seg, map.map_err(|e| self.io(e))?)
+                    }
+                }
+            }
+        };
         let applied = inner.apply_range(staged.seg, staged.start, staged.end);
         drop(inner);
         // Unmapped outside the lock (tearing down a large mapping takes a while).
@@ -449,7 +474,7 @@ pub(super) fn open(db: &Database, store: &Path) -> Result<Result<KeyDir, String>
     let tail = Tail::open(&dir, tail_id, tail_len)?;
     let mut inner = Inner::default();
     for &(id, len) in &segs {
-        inner.maps.set(id, segments::map(&dir, id, len)?);
+        inner.maps.set(id, segments::map(&dir, id, len, 0)?);
     }
     match hint::read(&dir, gen, &inner.maps.lengths()) {
         Ok(d) => inner.dir = d,

@@ -75,14 +75,23 @@ async fn reads_go_through_the_directory_and_survive_a_reopen() {
 }
 
 /// Checkpoints that outgrow the hash grow it beside the live one (lookups go
-/// on meanwhile) and swap it in: no key is lost across the growths.
+/// on meanwhile) and swap it in: no key is lost across the growths. The tail
+/// segment keeps its one map, each checkpoint's records taken in through it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hash_grows_across_checkpoints_without_losing_a_key() {
     let dir = tempfile::tempdir().unwrap();
     let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
     let capacity = |s: &EmbeddedStore| s.shared.keydir.load().as_ref().unwrap().inner.read().dir.index.capacity();
+    // Where the tail segment's records are mapped: one map for all its checkpoints.
+    let tail_map = |s: &EmbeddedStore| {
+        let kd = s.shared.keydir.load();
+        let inner = kd.as_ref().unwrap().inner.read();
+        let mut maps = inner.maps.0.iter().enumerate().filter_map(|(id, m)| Some((id, m.as_ref()?.bytes().as_ptr())));
+        maps.next_back().map(|(id, at)| (id, at as usize))
+    };
     let first = capacity(&s);
     let mut grew = 0;
+    let mut mapped = None;
     for round in 0..20 {
         let before = capacity(&s);
         for i in round * 250..(round + 1) * 250 {
@@ -90,6 +99,8 @@ async fn the_hash_grows_across_checkpoints_without_losing_a_key() {
         }
         s.checkpoint().await.unwrap();
         grew += usize::from(capacity(&s) > before);
+        let now = tail_map(&s).expect("a mapped tail");
+        assert_eq!(*mapped.get_or_insert(now), now, "the tail was mapped anew at round {round}");
     }
     assert!(grew >= 3, "grown {grew} times from a capacity of {first} to {}", capacity(&s));
     for i in 0..5000 {
@@ -212,7 +223,7 @@ fn colliding_keys_are_kept_apart() {
     let path = segments::seg_path(dir.path(), 1);
     std::fs::write(&path, &buf).unwrap();
     let mut inner = Inner::default();
-    inner.maps.set(1, segments::map(dir.path(), 1, buf.len() as u64).unwrap());
+    inner.maps.set(1, segments::map(dir.path(), 1, buf.len() as u64, 0).unwrap());
     inner.apply_range(1, 0, b_at as u64).unwrap();
     // Pretend "b" hashes where "a" is.
     let a = inner.dir.index.remove(&hash(b"a")).unwrap();

@@ -124,16 +124,52 @@ pub(super) fn list(dir: &Path) -> Result<Vec<u32>, StoreError> {
 
 /// Map `len` bytes of segment `id` (None for an empty one: a zero-length map
 /// is refused by the OS).
-pub(super) fn map(dir: &Path, id: u32, len: u64) -> Result<Option<memmap2::Mmap>, StoreError> {
+pub(super) fn map(dir: &Path, id: u32, len: u64, reserve: u64) -> Result<Option<Mapped>, StoreError> {
     if len == 0 {
         return Ok(None);
     }
     let file = File::open(seg_path(dir, id))?;
     // SAFETY: segments are only appended to (past `len`) by this process, and
-    // cut back only at open, before any map exists; the map covers bytes that
-    // were synced before they were committed.
-    let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map(&file)? };
-    Ok(Some(map))
+    // cut back only at open, before any map exists; only the first `len`
+    // bytes (synced before they were committed, inside the file) are ever
+    // read (`Mapped::bytes`), however far past the file's end the map runs.
+    let map = unsafe { memmap2::MmapOptions::new().len(len.max(reserve) as usize).map(&file)? };
+    Ok(Some(Mapped { map, len: len as usize }))
+}
+
+/// A segment's map, of which the first `len` bytes are committed records. A
+/// tail segment is mapped past its end ([`map`]'s `reserve`), so that the
+/// records each checkpoint appends are reached through the same map: a new
+/// map would cost the next lookups a page fault for every page they touch
+/// again, and its teardown the checkpoint a while.
+pub(super) struct Mapped {
+    map: memmap2::Mmap,
+    len: usize,
+}
+
+impl Mapped {
+    /// The committed records: the only bytes read.
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.map[..self.len]
+    }
+
+    pub(super) fn len(&self) -> u64 {
+        self.len as u64
+    }
+
+    /// Whether records up to `len` (committed since) can be taken in.
+    pub(super) fn reaches(&self, len: u64) -> bool {
+        usize::try_from(len).is_ok_and(|len| self.len <= len && len <= self.map.len())
+    }
+
+    /// Take records up to `len` in, if the map reaches that far.
+    pub(super) fn extend_to(&mut self, len: u64) -> bool {
+        if !self.reaches(len) {
+            return false;
+        }
+        self.len = len as usize;
+        true
+    }
 }
 
 /// fsync a directory, so that a created or removed segment's name is durable.
