@@ -144,8 +144,12 @@ pub struct KeyDirStats {
 impl Maps {
     fn record(&self, loc: u64) -> Result<segments::Record<'_>, String> {
         let (seg, off) = unpack(loc);
-        let map = self.0.get(seg as usize).and_then(Option::as_ref).ok_or("segment not mapped")?;
+        let map = self.get(seg).ok_or("segment not mapped")?;
         record_at(map.bytes(), off as usize).map_err(|e| format!("segment {seg} at {off}: {e}"))
+    }
+
+    fn get(&self, seg: u32) -> Option<&Mapped> {
+        self.0.get(seg as usize).and_then(Option::as_ref)
     }
 
     /// (id, length) of every segment with records.
@@ -295,30 +299,22 @@ impl KeyDir {
     pub(super) fn install(&self, staged: Staged) -> Result<(), StoreError> {
         let _one = self.installing.lock();
         self.tail.lock().committed_to(staged.end);
-        // Installs alone change the maps (one at a time), so what the read
-        // lock shows still holds under the write lock.
-        let reaches = {
-            let inner = self.inner.read();
-            let current = inner.maps.0.get(staged.seg as usize).and_then(Option::as_ref);
-            current.is_some_and(|m| m.reaches(staged.end))
-        };
+        // Installs alone change the maps (one at a time), so a tail map that
+        // reaches the new records under the read lock still does under the write lock.
+        let reaches = self.inner.read().maps.get(staged.seg).is_some_and(|m| m.reaches(staged.end));
         let fresh = match reaches {
             true => None,
-            false => Some(segments::map(&self.dir, staged.seg, staged.end, TAIL_RESERVE).map_err(|e| self.io(e))?),
+            false => segments::map(&self.dir, staged.seg, staged.end, TAIL_RESERVE).map_err(|e| self.io(e))?,
         };
         self.make_room(staged.records);
         let mut inner = self.inner.write();
         let old = match fresh {
-            Some(map) => inner.maps.set(staged.seg, map),
+            Some(map) => inner.maps.set(staged.seg, Some(map)),
             None => {
-                let seg = inner.maps.0.get_mut(staged.seg as usize).and_then(Option::as_mut);
-                match seg.is_some_and(|m| m.extend_to(staged.end)) {
-                    true => None,
-                    false => {
-                        let map = segments::map(&self.dir, staged.seg, staged.end, TAIL_RESERVE);
-                        inner.maps.set(staged.seg, map.map_err(|e| self.io(e))?)
-                    }
+                if let Some(m) = inner.maps.0.get_mut(staged.seg as usize).and_then(Option::as_mut) {
+                    m.extend_to(staged.end);
                 }
+                None
             }
         };
         let applied = inner.apply_range(staged.seg, staged.start, staged.end);

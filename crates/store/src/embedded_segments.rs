@@ -162,13 +162,12 @@ impl Mapped {
         usize::try_from(len).is_ok_and(|len| self.len <= len && len <= self.map.len())
     }
 
-    /// Take records up to `len` in, if the map reaches that far.
-    pub(super) fn extend_to(&mut self, len: u64) -> bool {
-        if !self.reaches(len) {
-            return false;
+    /// Take records up to `len` in (the caller saw that the map [`reaches`](Self::reaches) them).
+    pub(super) fn extend_to(&mut self, len: u64) {
+        debug_assert!(self.reaches(len));
+        if self.reaches(len) {
+            self.len = len as usize;
         }
-        self.len = len as usize;
-        true
     }
 }
 

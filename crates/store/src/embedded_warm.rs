@@ -11,11 +11,11 @@
 //!
 //! Two refinements make a restart's warm-up cost what the page cache lacks:
 //! a step whose pages the OS already holds (`mincore` on a read-only map of the
-//! file) is not read again, so a restart with the files cached is ready in
-//! milliseconds instead of the seconds a copy of every byte takes (4.9–5.1 s
-//! to ready at 10M handles); and readiness waits only for the files lookups
-//! read (the key directory's segments, when there is one), the rest (the store
-//! file, which then serves writes' reads) warming on behind it.
+//! file) is not read again, so a restart with the files cached is not held up
+//! copying every byte of them (4.9–5.1 s to ready at 10M handles before); and
+//! readiness waits only for the files lookups read (the key directory's
+//! segments, when there is one), the rest (the store file, which then serves
+//! writes' reads) warming on behind it.
 //!
 //! Warming is only an optimization: a read error ends it (logged), never the store.
 
@@ -217,9 +217,10 @@ mod tests {
         (dir, path)
     }
 
+    /// Until every file is read (readiness may come earlier: `progress`).
     fn wait_done(w: &Warmer) {
         let start = Instant::now();
-        while w.progress().is_some() {
+        while !w.state.done.load(Ordering::Acquire) {
             assert!(start.elapsed() < Duration::from_secs(30), "warm-up did not finish");
             std::thread::sleep(Duration::from_millis(5));
         }
