@@ -57,20 +57,17 @@ pub struct Server {
     listeners: Vec<JoinHandle<()>>,
 }
 
+/// Each bind failure names what could not be bound (e.g. "native TCP 127.0.0.1:2641").
+fn named(what: &'static str, addr: SocketAddr) -> impl FnOnce(std::io::Error) -> std::io::Error {
+    move |e| std::io::Error::new(e.kind(), format!("{what} {addr}: {e}"))
+}
+
 impl Server {
     /// Bind every listener of `config` (native UDP and TCP, HTTP, the registry's port).
     pub fn bind(mut config: Config) -> std::io::Result<Bound> {
-        // Each failure names what could not be bound (e.g. "native TCP 127.0.0.1:2641").
-        let named = |what: &'static str, addr: SocketAddr| {
-            move |e: std::io::Error| std::io::Error::new(e.kind(), format!("{what} {addr}: {e}"))
-        };
         let native = SocketAddr::new(config.listen, config.port);
-        let tcp = transport::tcp::bind_native(native).map_err(named("native TCP", native))?;
+        let (tcp, udp) = Self::bind_native(native, config.transport.udp_socket_count())?;
         let tcp_addr = tcp.local_addr()?;
-        // UDP shares the native port number with TCP (matters when it was 0).
-        let udp_at = SocketAddr::new(config.listen, tcp_addr.port());
-        let udp =
-            transport::udp::bind(udp_at, config.transport.udp_socket_count()).map_err(named("native UDP", udp_at))?;
         let udp_addr = udp[0].local_addr()?;
         let http_at = SocketAddr::new(config.listen, config.http_port);
         let http = transport::tcp::bind(http_at).map_err(named("HTTP", http_at))?;
@@ -89,6 +86,25 @@ impl Server {
         config.http_port = http_addr.port();
         config.registry.port = registry_addr.map(|a| a.port());
         Ok(Bound { config, addrs, udp, tcp, http, registry })
+    }
+
+    /// The native port, TCP and UDP on one number. With port 0 the number TCP
+    /// gets may be held for UDP (by another program, or a server of this
+    /// process still stopping): then another number is tried.
+    fn bind_native(
+        at: SocketAddr,
+        udp_sockets: usize,
+    ) -> std::io::Result<(tokio::net::TcpListener, Vec<std::net::UdpSocket>)> {
+        let mut tries = 0;
+        loop {
+            let tcp = transport::tcp::bind_native(at).map_err(named("native TCP", at))?;
+            let udp_at = SocketAddr::new(at.ip(), tcp.local_addr()?.port());
+            match transport::udp::bind(udp_at, udp_sockets) {
+                Ok(udp) => return Ok((tcp, udp)),
+                Err(e) if at.port() == 0 && e.kind() == std::io::ErrorKind::AddrInUse && tries < 64 => tries += 1,
+                Err(e) => return Err(named("native UDP", udp_at)(e)),
+            }
+        }
     }
 
     /// Resolves only if an accept loop ended while serving (a bug or a panic).

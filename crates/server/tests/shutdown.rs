@@ -100,3 +100,26 @@ async fn shutdown_under_load_ends_every_task_before_the_store_closes() {
     }
     store.close();
 }
+
+/// A server dropped without a shutdown serves on until its runtime ends (as
+/// a test's does), and then lets its UDP port go with its TCP port: else a
+/// server given that TCP port by the kernel would find the UDP half held (a
+/// CI run's stray 301 came from such a leftover answering for another server).
+#[test]
+fn a_dropped_server_releases_its_udp_port_when_its_runtime_ends() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let udp = runtime.block_on(async {
+        let server = handled_testkit::start(|_| {}).await;
+        let udp = server.addrs.udp;
+        drop(server);
+        let mut c = Connection::open(Protocol::Udp, udp, CLIENT_TIMEOUT, false).await.unwrap();
+        assert!(c.resolve(b"TEST/ADMIN", &ResolveOptions::default()).await.is_ok(), "serving on");
+        udp
+    });
+    drop(runtime);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::UdpSocket::bind(udp).is_err() {
+        assert!(std::time::Instant::now() < deadline, "UDP {udp} still held 30 s after the runtime ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

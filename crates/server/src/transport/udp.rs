@@ -25,6 +25,7 @@ use std::collections::HashSet;
 use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -49,9 +50,16 @@ const SOCKET_BUFFER: usize = 4 << 20;
 const STOP_CHECK: Duration = Duration::from_millis(100);
 
 /// Bind `count` blocking sockets to the same address with SO_REUSEPORT.
+/// Fails with `AddrInUse` when any socket holds the port already: SO_REUSEPORT
+/// would let ours join another's group (any socket of this user, e.g. a server
+/// of the same process still stopping), and the kernel would then hand each
+/// client's datagrams to one of them (a CI run saw a stopping root server
+/// answer 301 for a prefix server's port).
 pub fn bind(addr: SocketAddr, count: usize) -> std::io::Result<Vec<UdpSocket>> {
+    // A socket without SO_REUSEPORT binds only to a port nobody holds; the
+    // port it got (when `addr` said 0) is the one the group takes.
+    let mut addr = UdpSocket::bind(addr)?.local_addr()?;
     let mut sockets = Vec::with_capacity(count);
-    let mut addr = addr;
     for _ in 0..count.max(1) {
         let s = socket2::Socket::new(
             socket2::Domain::for_address(addr),
@@ -91,11 +99,44 @@ pub fn spawn<H: NativeHandler>(
     let socket = Arc::new(socket);
     let alive = stop.alive();
     let settings = settings.clone();
+    let ended = RuntimeEnded::watch(&runtime, &stop);
     std::thread::Builder::new().name("handled-udp".into()).spawn(move || {
         let _alive = alive;
-        let receiving = Receiving { handler, settings, metrics, socket, runtime, stop };
+        let receiving = Receiving { handler, settings, metrics, socket, runtime, stop, ended };
         receive_loop(&receiving)
     })
+}
+
+/// Set once the runtime of the server's tasks has ended. A server dropped
+/// without a shutdown serves on until then (its TCP tasks do), and so does
+/// the thread; without this it would outlive the runtime, holding a UDP port
+/// whose TCP half is free again (a dropped test server's did, and answered
+/// for the next server given that port).
+#[derive(Clone, Default)]
+struct RuntimeEnded(Arc<AtomicBool>);
+
+impl RuntimeEnded {
+    /// A task on `runtime` holding a guard until draining starts, or until the
+    /// runtime drops it as it ends.
+    fn watch(runtime: &tokio::runtime::Handle, stop: &Stop) -> RuntimeEnded {
+        struct Guard(RuntimeEnded);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                (self.0).0.store(true, Ordering::Relaxed);
+            }
+        }
+        let ended = RuntimeEnded::default();
+        let (guard, stop) = (Guard(ended.clone()), stop.clone());
+        runtime.spawn(async move {
+            let _guard = guard;
+            stop.draining().await;
+        });
+        ended
+    }
+
+    fn now(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// What a receiving thread works with.
@@ -106,6 +147,7 @@ struct Receiving<H> {
     socket: Arc<UdpSocket>,
     runtime: tokio::runtime::Handle,
     stop: Stop,
+    ended: RuntimeEnded,
 }
 
 /// One received datagram, copied out of the batch buffers.
@@ -117,7 +159,7 @@ pub struct Datagram {
 }
 
 fn receive_loop<H: NativeHandler>(receiving: &Receiving<H>) {
-    let Receiving { handler, settings, metrics, socket, runtime, stop } = receiving;
+    let Receiving { handler, settings, metrics, socket, runtime, stop, ended } = receiving;
     let mut receiver = BatchReceiver::new(socket);
     let mut pending = Reassemblies::new(crate::quota::Quota {
         max_bytes: settings.udp_reassembly_mb << 20,
@@ -134,7 +176,7 @@ fn receive_loop<H: NativeHandler>(receiving: &Receiving<H>) {
     let mut batches_without_pause = 0;
     let in_progress = InProgress::default();
     let answers = Arc::new(UdpAnswers::new(settings.udp_max_response_bytes, settings.udp_rate_limit_kb << 10));
-    while !stop.is_draining() {
+    while !stop.is_draining() && !ended.now() {
         let mut cheap = Vec::new();
         let mut refused = Vec::new();
         let refusing = Instant::now() < refusing_until;
@@ -405,6 +447,18 @@ pub fn send_batch(socket: &UdpSocket, replies: &[(SocketAddr, Vec<u8>)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Never a share of another group's datagrams: a port held by another
+    /// SO_REUSEPORT socket is refused, not joined.
+    #[test]
+    fn a_port_held_by_another_group_is_refused() {
+        let held = bind("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+        let at = held[0].local_addr().unwrap();
+        assert_eq!(bind(at, 1).unwrap_err().kind(), std::io::ErrorKind::AddrInUse);
+        let group = bind("127.0.0.1:0".parse().unwrap(), 3).unwrap();
+        let port = group[0].local_addr().unwrap().port();
+        assert!(port != at.port() && group.iter().all(|s| s.local_addr().unwrap().port() == port));
+    }
 
     #[test]
     fn arrival_is_the_kernel_stamp_not_the_read() {
