@@ -3,6 +3,7 @@
 
     python3 scripts/bench_capacity.py [--sizes 1000000,10000000] [--work DIR]
                                       [--seconds 5] [--bin target/release/handled]
+                                      [--key-directory] [--churn F] [--mirror] [--no-backup]
 
 For 10k handles and then each size (ascending), in one run on this box:
 * import: the records (TEST/<n>, a URL and an EMAIL value each, as
@@ -30,6 +31,9 @@ For 10k handles and then each size (ascending), in one run on this box:
 * a mirror (--mirror): a second `handled` with `replication_source` set to the
   first, its initial dump timed from start to the `pulling` phase, handles/s,
   the mirror's peak RSS, its bytes per handle.
+With --key-directory every `import` and `serve` runs with `store_key_directory =
+true` (the store's key directory, issue 45): the import writes the segments, and
+the store-alone reads (redb's) are skipped as not the path lookups take.
 Prints a markdown table per size and one JSON line per size to --json-out.
 A benchmark, not a test: nothing here asserts a figure.
 """
@@ -92,14 +96,15 @@ def peak_rss_mb(args):
     return secs, peak / 1024
 
 
-def import_store(bin_, work, data, n, slices):
+def import_store(bin_, work, data, n, slices, config=None):
     rates, total, peak = [], 0.0, 0.0
+    extra = ["--config", str(config)] if config else []
     per = max(1, n // slices)
     for s in range(slices):
         lo, hi = s * per, (n if s == slices - 1 else (s + 1) * per)
         src = work / "slice.jsonl"
         write_slice(src, n, lo, hi)
-        secs, mb = peak_rss_mb([bin_, "import", str(src), "--data-dir", str(data)])
+        secs, mb = peak_rss_mb([bin_, "import", str(src), "--data-dir", str(data)] + extra)
         src.unlink()
         rates.append(round((hi - lo) / secs))
         total += secs
@@ -255,23 +260,34 @@ def mirror_dump(bin_, work, creds, n):
     return res
 
 
-def primary_config(work, creds):
-    """The admin `serve` wrote may pull dumps (a mirror authenticates as it),
-    and may administer over plain HTTP (loopback: no TLS cost in the churn)."""
-    c = json.load(open(creds))
-    ids = sorted({f"{c[k]['index']}:{c['handle']}" for k in ("secret_key", "public_key")})
-    config = work / "primary.toml"
-    config.write_text("replication_admins = [%s]\nallow_plain_http_admin = true\n" % ", ".join(f'"{i}"' for i in ids))
+def store_config(work, key_directory):
+    """The store's options every import and serve of the run shares (None: defaults)."""
+    if not key_directory:
+        return None
+    config = work / "store.toml"
+    config.write_text("store_key_directory = true\n")
     return config
 
 
-def measure(bin_, work, data, n, seconds, churn_fraction=0.0, with_mirror=False):
+def primary_config(work, creds, store):
+    """The admin `serve` wrote may pull dumps (a mirror authenticates as it),
+    and may administer over plain HTTP (loopback: no TLS cost in the churn);
+    `store`: the run's store options, if any."""
+    c = json.load(open(creds))
+    ids = sorted({f"{c[k]['index']}:{c['handle']}" for k in ("secret_key", "public_key")})
+    config = work / "primary.toml"
+    shared = store.read_text() if store else ""
+    config.write_text(shared + "replication_admins = [%s]\nallow_plain_http_admin = true\n" % ", ".join(f'"{i}"' for i in ids))
+    return config
+
+
+def measure(bin_, work, data, n, seconds, churn_fraction=0.0, with_mirror=False, store=None, with_backup=True):
     creds = work / f"admin-{n}.json"
     creds.unlink(missing_ok=True)
     # The first start bootstraps the imported store (server key, admin
     # handle); the second is the one timed, as an operator's restart.
-    Server(bin_, data, creds).stop()
-    srv = Server(bin_, data, work / "unused.json", primary_config(work, creds))
+    Server(bin_, data, creds, store).stop()
+    srv = Server(bin_, data, work / "unused.json", primary_config(work, creds, store))
     pid = srv.proc.pid
     res = {"ready_ms": round(srv.ready_ms), "rss_rest_mb": srv.rss_mb()}
     keys = ["--key-prefix", "TEST", "--keys", str(n)]
@@ -290,13 +306,16 @@ def measure(bin_, work, data, n, seconds, churn_fraction=0.0, with_mirror=False)
     res["create"] = bench(bin_, pid, ["--port", str(PORT), "--transport", "tcp-persistent", "--ops", "create",
                                       "--credentials", str(creds)], seconds)
     backup = work / "backup.hdb"
-    secs, _ = run_child([bin_, "backup", str(backup), "--http-port", str(HTTP), "--credentials", str(creds),
-                         "--insecure", "--max-rate-mib", "0", "--force"])
+    if with_backup:
+        secs, _ = run_child([bin_, "backup", str(backup), "--http-port", str(HTTP), "--credentials", str(creds),
+                             "--insecure", "--max-rate-mib", "0", "--force"])
     if churn_fraction > 0:
         res.update(churn(creds, data, n, churn_fraction))
     if with_mirror:
         res.update(mirror_dump(bin_, work, creds, n))
     srv.stop()
+    if not with_backup:
+        return res
     size = backup.stat().st_size / 2**20
     res["backup_s"], res["backup_mb"] = round(secs, 1), round(size)
     restored = work / "restored"
@@ -305,6 +324,12 @@ def measure(bin_, work, data, n, seconds, churn_fraction=0.0, with_mirror=False)
     backup.unlink()
     shutil.rmtree(restored)
     return res
+
+
+def backup_cell(r):
+    if "backup_s" not in r:
+        return "not run"
+    return f"{r['backup_s']} s ({r['backup_mb']} MB), {r['restore_s']} s"
 
 
 def table(rows):
@@ -323,7 +348,7 @@ def table(rows):
               f"| {r['store_bytes_per_handle']}, {r['dir_bytes_per_handle']} | {r['ready_ms']} ms "
               f"| {r['rss_rest_mb']} / {r['rss_load_mb']} MB | {rel('udp')} | {rel('udp_zipf')} | {rel('json')} "
               f"| {rel('json_zipf')} | {r.get('udp_half_peak_p99_ms', '?')} ms | {r['hrls'].get('p99_ms', '?')} ms "
-              f"| {rel('create')} | {r['backup_s']} s ({r['backup_mb']} MB), {r['restore_s']} s |")
+              f"| {rel('create')} | {backup_cell(r)} |")
 
     if any("store_get_us" in r for r in rows):
         print()
@@ -356,9 +381,13 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep each size's data directory")
     ap.add_argument("--churn", type=float, default=0.1, help="fraction deleted and re-added (0: none)")
     ap.add_argument("--mirror", action="store_true", help="time a mirror's initial dump of each size")
+    ap.add_argument("--no-backup", action="store_true",
+                    help="skip backup and restore (at 30M they need twice the store's disk again)")
+    ap.add_argument("--key-directory", action="store_true", help="store_key_directory = true for every import and serve")
     a = ap.parse_args()
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
+    store = store_config(work, a.key_directory)
     rows = []
     for n in [10_000] + [int(s) for s in a.sizes.split(",")]:
         data = work / f"data-{n}"
@@ -366,11 +395,12 @@ def main():
             shutil.rmtree(data)
         free = shutil.disk_usage(work).free / 2**30
         print(f"# {n:,} handles ({free:.0f} GB free)", file=sys.stderr)
-        row = {"handles": n}
-        row.update(import_store(a.bin, work, data, n, a.slices if n > 10_000 else 1))
+        row = {"handles": n, "key_directory": a.key_directory}
+        row.update(import_store(a.bin, work, data, n, a.slices if n > 10_000 else 1, store))
         row.update(disk(data, n))
-        row.update(store_reads(a.bin, data, n, a.seconds))
-        row.update(measure(a.bin, work, data, n, a.seconds, a.churn, a.mirror))
+        if not a.key_directory:
+            row.update(store_reads(a.bin, data, n, a.seconds))
+        row.update(measure(a.bin, work, data, n, a.seconds, a.churn, a.mirror, store, not a.no_backup))
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
         if a.json_out:

@@ -30,7 +30,8 @@ make_work() {
   # so that the EXIT trap (cleanup_all) also runs when the run is interrupted
   trap 'exit 130' INT TERM
   # The namespace (start.sh makes it too, but handled may start first): loopback only.
-  ip netns list | grep -qw "$HS_NETNS" || ip netns add "$HS_NETNS"
+  MADE_NETNS=
+  ip netns list | grep -qw "$HS_NETNS" || { ip netns add "$HS_NETNS" && MADE_NETNS=1; }
   ip -n "$HS_NETNS" link set lo up
   if ip -n "$HS_NETNS" -o link show | grep -v ': lo:' | grep -q .; then
     die "netns $HS_NETNS has non-loopback interfaces; refusing"
@@ -253,6 +254,8 @@ cleanup_all() {
   local n
   for n in "$WORK"/*.ports; do [ -e "$n" ] && hn_stop "$(basename "$n" .ports)"; done
   for n in "${STARTED_PIDS[@]}"; do kill "$n" 2>/dev/null || true; done
+  # A namespace this run made goes with it (one made before is left as found).
+  if [ -n "${MADE_NETNS:-}" ]; then ip netns del "$HS_NETNS" 2>/dev/null || true; fi
   if [ "${KEEP_WORK:-0}" = 1 ]; then echo "work dir kept: $WORK"; else rm -rf "$WORK"; fi
 }
 
