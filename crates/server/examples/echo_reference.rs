@@ -5,7 +5,7 @@
 //!
 //! cargo run --release -p handled-server --example echo_reference -- 127.0.0.1 12700 18700
 
-use handled_server::transport::tcp::{bind as bind_tcp, bind_native};
+use handled_server::transport::tcp::{bind as bind_tcp, bind_native, ACCEPT_LOOPS};
 use handled_server::transport::udp::{bind as bind_udp, send_batch, BatchReceiver};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -32,56 +32,12 @@ async fn main() -> std::io::Result<()> {
         });
     }
 
-    // Accept deferred until the request arrived, as `handled`'s native port does.
-    let tcp = bind_native(SocketAddr::new(ip, port))?;
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = tcp.accept().await {
-            // TCP_NODELAY: inherited from the listener (bind_native) on Linux.
-            #[cfg(not(target_os = "linux"))]
-            let _ = stream.set_nodelay(true);
-            // As `handled` does (transport/tcp_early.rs): the first request,
-            // usually there already, is read and echoed right after accept.
-            let mut first = [0u8; 2048];
-            let n = (&*socket2::SockRef::from(&stream)).read(&mut first).unwrap_or(0);
-            let (mut carried, mut unsent) = (first[..n].to_vec(), Vec::new());
-            if let Some(len) = whole_unit(&carried) {
-                let sent = socket2::SockRef::from(&stream).send(&carried[..len]).unwrap_or(0);
-                unsent = carried[sent..len].to_vec();
-                carried.drain(..len);
-            }
-            tokio::spawn(async move {
-                if stream.write_all(&unsent).await.is_err() {
-                    return;
-                }
-                // What followed the first request (or its start) is read on from.
-                let mut unit = carried;
-                loop {
-                    let have = unit.len();
-                    if have < 20 {
-                        unit.resize(20, 0);
-                        if stream.read_exact(&mut unit[have..]).await.is_err() {
-                            // As `handled` does when the client closes first
-                            // (transport/tcp.rs): a reset, leaving no TIME_WAIT.
-                            let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
-                            return;
-                        }
-                    }
-                    let len = 20 + u32::from_be_bytes([unit[16], unit[17], unit[18], unit[19]]).min(262_144) as usize;
-                    let have = unit.len();
-                    if have < len {
-                        unit.resize(len, 0);
-                        if stream.read_exact(&mut unit[have..]).await.is_err() {
-                            return;
-                        }
-                    }
-                    if stream.write_all(&unit[..len]).await.is_err() {
-                        return;
-                    }
-                    unit.drain(..len);
-                }
-            });
-        }
-    });
+    // Accept deferred until the request arrived, as `handled`'s native port
+    // does, by as many accept loops (transport/tcp.rs, ACCEPT_LOOPS).
+    let tcp = std::sync::Arc::new(bind_native(SocketAddr::new(ip, port))?);
+    for _ in 0..ACCEPT_LOOPS {
+        tokio::spawn(accept_loop(tcp.clone()));
+    }
 
     let http = bind_tcp(SocketAddr::new(ip, http_port))?;
     tokio::spawn(async move {
@@ -102,6 +58,74 @@ async fn main() -> std::io::Result<()> {
     println!("ready");
     std::future::pending::<()>().await;
     Ok(())
+}
+
+async fn accept_loop(tcp: std::sync::Arc<tokio::net::TcpListener>) {
+    while let Ok((mut stream, _)) = tcp.accept().await {
+        // TCP_NODELAY: inherited from the listener (bind_native) on Linux.
+        #[cfg(not(target_os = "linux"))]
+        let _ = stream.set_nodelay(true);
+        // As `handled` does (transport/tcp_early.rs): the first request,
+        // usually there already, is read and echoed right after accept.
+        let mut first = [0u8; 2048];
+        let n = (&*socket2::SockRef::from(&stream)).read(&mut first).unwrap_or(0);
+        let (mut carried, mut unsent) = (first[..n].to_vec(), Vec::new());
+        if let Some(len) = whole_unit(&carried) {
+            let sent = socket2::SockRef::from(&stream).send(&carried[..len]).unwrap_or(0);
+            unsent = carried[sent..len].to_vec();
+            carried.drain(..len);
+            // As `handled` does without KA: once the client holds the whole
+            // answer, a reset ends the connection here, without a task.
+            let keep_alive = first.get(28..32).is_some_and(|f| u32::from_be_bytes(f.try_into().unwrap()) & KA != 0);
+            if !keep_alive && unsent.is_empty() && carried.is_empty() && all_acknowledged(&stream) {
+                let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
+                continue;
+            }
+        }
+        tokio::spawn(async move {
+            if stream.write_all(&unsent).await.is_err() {
+                return;
+            }
+            // What followed the first request (or its start) is read on from.
+            let mut unit = carried;
+            loop {
+                let have = unit.len();
+                if have < 20 {
+                    unit.resize(20, 0);
+                    if stream.read_exact(&mut unit[have..]).await.is_err() {
+                        // As `handled` does when the client closes first
+                        // (transport/tcp_reset.rs): a reset, leaving no TIME_WAIT.
+                        let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
+                        return;
+                    }
+                }
+                let len = 20 + u32::from_be_bytes([unit[16], unit[17], unit[18], unit[19]]).min(262_144) as usize;
+                let have = unit.len();
+                if have < len {
+                    unit.resize(len, 0);
+                    if stream.read_exact(&mut unit[have..]).await.is_err() {
+                        return;
+                    }
+                }
+                if stream.write_all(&unit[..len]).await.is_err() {
+                    return;
+                }
+                unit.drain(..len);
+            }
+        });
+    }
+}
+
+/// The KA op flag (RFC 3652), in the header's op flags (bytes 8..12 of the message).
+const KA: u32 = handled_proto::header::OpFlags::KA.0;
+
+/// Has the peer acknowledged everything written to `stream` (SIOCOUTQ = 0)?
+fn all_acknowledged(stream: &tokio::net::TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut queued: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (= TIOCOUTQ) writes one int to the pointer we pass; the fd is open.
+    let done = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+    done == 0 && queued == 0
 }
 
 /// The length of the unit at the start of `bytes`, when all of it is there.

@@ -1,7 +1,8 @@
 //! The native TCP listener defers accept until a request's first bytes arrive
 //! (transport/tcp.rs, `DEFER_ACCEPT`, issue 46). A client that connects and
 //! waits before sending is still answered; one that sends nothing is still
-//! closed, after the deferral and the idle timeout, not kept for ever.
+//! closed, after the deferral and the idle timeout, not kept for ever. A
+//! request without KA answered at once ends its connection with a reset.
 
 use handled_client::decode_response;
 use handled_client::session::{encode_unit_with, UnitOptions};
@@ -21,9 +22,13 @@ async fn server() -> handled_testkit::TestServer {
 
 /// Send a resolution request and read its answer (any response code).
 async fn resolve(stream: &mut TcpStream, request_id: i32) {
+    resolve_with(stream, request_id, OpFlags::REC).await
+}
+
+async fn resolve_with(stream: &mut TcpStream, request_id: i32, flags: OpFlags) {
     let body =
         RequestBody::Resolution(ResolutionRequest { handle: b"TEST/none".to_vec(), indexes: vec![], types: vec![] });
-    let unit = encode_unit_with(&body, OpFlags::REC, request_id, UnitOptions::default()).0;
+    let unit = encode_unit_with(&body, flags, request_id, UnitOptions::default()).0;
     stream.write_all(&unit).await.unwrap();
     let mut reply = vec![0u8; ENVELOPE_LEN];
     tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut reply)).await.expect("answered").unwrap();
@@ -43,7 +48,7 @@ async fn requests_sent_within_and_after_the_deferral_are_answered() {
     // Past the deferral the kernel hands the silent connection over anyway;
     // it is then an idle connection like any other, within its idle timeout.
     tokio::time::sleep(DEFER_ACCEPT).await;
-    resolve(&mut late, 2).await;
+    resolve_with(&mut late, 2, OpFlags::REC | OpFlags::KA).await;
     resolve(&mut late, 3).await; // and kept for a further request
 }
 
@@ -80,4 +85,25 @@ async fn a_kept_client_connection_is_reused_then_replaced_once_the_server_closed
     tokio::time::sleep(Duration::from_secs(IDLE_SECS) + Duration::from_secs(2)).await;
     conn.resolve(b"TEST/none", &options).await.expect("sent again on a new connection");
     assert_eq!(conn.connections_opened(), 2);
+}
+
+/// A request without KA (the Java client's: a connection per request) whose
+/// answer the client acknowledged at once (loopback) ends the connection with
+/// a reset right after the answer, not with a FIN after the idle timeout; with
+/// KA the connection is kept for the next request.
+#[tokio::test]
+async fn without_ka_an_acknowledged_answer_ends_the_connection_with_a_reset() {
+    let s = server().await;
+    let mut once = TcpStream::connect(s.addrs.tcp).await.unwrap();
+    resolve(&mut once, 1).await;
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(IDLE_SECS) / 2, once.read(&mut byte))
+        .await
+        .expect("ended before the idle timeout");
+    assert_eq!(read.map_err(|e| e.kind()), Err(std::io::ErrorKind::ConnectionReset), "a reset, not a FIN");
+
+    let mut kept = TcpStream::connect(s.addrs.tcp).await.unwrap();
+    resolve_with(&mut kept, 2, OpFlags::REC | OpFlags::KA).await;
+    resolve_with(&mut kept, 3, OpFlags::REC | OpFlags::KA).await;
+    resolve(&mut kept, 4).await;
 }

@@ -4,6 +4,7 @@
 use super::accept::Acceptor;
 use super::serve_parsed;
 use super::tcp_early::{first_request, Early, EarlyReply};
+use super::tcp_reset::reset_if_all_delivered;
 use crate::handler::{Answer, FollowOn, NativeHandler, Transport};
 use crate::lifecycle::Stop;
 use crate::metrics::Metrics;
@@ -81,7 +82,7 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// Accept loops (tasks sharing the listener) on the native port: a cheap first
 /// request is answered on the accepting task (tcp_early.rs), so with one loop
 /// every connection's first answer waited for one worker thread.
-const ACCEPT_LOOPS: usize = 2;
+pub const ACCEPT_LOOPS: usize = 2;
 
 /// What the native TCP port's connections share.
 pub struct NativePort<H> {
@@ -108,6 +109,9 @@ async fn accept_loop<H: NativeHandler>(port: Arc<NativePort<H>>, mut listener: A
         let (stream, peer, slot) = listener.next().await;
         let open = port.metrics.connection("tcp");
         let early = first_request(&port.handler, &stream, peer);
+        if early.finished {
+            continue; // dropped: closed with a reset (tcp_early.rs)
+        }
         let (port, draining) = (port.clone(), stop.clone());
         stop.spawn(async move {
             let _slot = slot;
@@ -171,7 +175,7 @@ async fn connection<H: NativeHandler>(
     stream.set_nodelay(true)?;
     let handler = &*port.handler;
     let idle = port.idle_timeout;
-    let Early { mut carried, reply } = early;
+    let Early { mut carried, reply, .. } = early;
     match reply {
         EarlyReply::Sent => {}
         EarlyReply::Unsent(rest) => stream.write_all(&rest).await?,
@@ -196,6 +200,7 @@ async fn connection<H: NativeHandler>(
         match next {
             Fill::Complete => {}
             Fill::Short(0) => {
+                // The peer closed between requests (tcp_reset.rs).
                 reset_if_all_delivered(&stream);
                 return Ok(());
             }
@@ -225,35 +230,6 @@ async fn connection<H: NativeHandler>(
             return follow_on.run(stream).await;
         }
     }
-}
-
-/// The peer closed between requests. When everything we sent has been
-/// acknowledged, close with a reset instead of a FIN: nothing can be lost,
-/// and the peer's socket is freed at once instead of waiting in TIME_WAIT.
-/// A client closing first otherwise keeps one TIME_WAIT socket per request,
-/// and a client making a connection per request (the Java library) then spent
-/// half of its CPU searching for a free port in connect() (BENCHMARKS.md,
-/// "TCP, a connection per request: where the time goes"). Handle.Net closes
-/// first, so its TIME_WAIT sockets are its own; a reset leaves none.
-fn reset_if_all_delivered(stream: &TcpStream) {
-    if unacknowledged_bytes(stream) == Some(0) {
-        let _ = socket2::SockRef::from(stream).set_linger(Some(Duration::ZERO));
-    }
-}
-
-/// Bytes written to `stream` that the peer has not acknowledged (SIOCOUTQ).
-#[cfg(target_os = "linux")]
-fn unacknowledged_bytes(stream: &TcpStream) -> Option<usize> {
-    use std::os::fd::AsRawFd;
-    let mut queued: libc::c_int = 0;
-    // SAFETY: SIOCOUTQ (= TIOCOUTQ) writes one int to the pointer we pass; the fd is open.
-    let done = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
-    (done == 0).then(|| usize::try_from(queued).ok()).flatten()
-}
-
-#[cfg(not(target_os = "linux"))]
-fn unacknowledged_bytes(_stream: &TcpStream) -> Option<usize> {
-    None
 }
 
 /// Send an answer's units; the stream that follows (replication), if any.

@@ -8,9 +8,12 @@
 //! (tcp.rs, `DEFER_ACCEPT`; BENCHMARKS.md, "TCP, a connection per request:
 //! where the time goes").
 
+use super::tcp_reset::reset_if_all_delivered;
 use crate::handler::{Answer, Mode, NativeHandler, Transport};
 use futures_util::FutureExt;
+use handled_proto::codec::{Codec, Reader};
 use handled_proto::envelope::{Envelope, ENVELOPE_LEN};
+use handled_proto::header::{Header, OpFlags, ResponseCode};
 use handled_proto::unit::Unit;
 use std::future::Future;
 use std::io::Read;
@@ -29,6 +32,8 @@ pub struct Early {
     /// answered here, or whatever followed the answered one.
     pub carried: Vec<u8>,
     pub reply: EarlyReply,
+    /// Answered, acknowledged, and to be closed with a reset: no task at all.
+    pub finished: bool,
 }
 
 pub enum EarlyReply {
@@ -43,7 +48,7 @@ pub enum EarlyReply {
 
 impl Early {
     fn nothing(carried: Vec<u8>) -> Early {
-        Early { carried, reply: EarlyReply::Sent }
+        Early { carried, reply: EarlyReply::Sent, finished: false }
     }
 }
 
@@ -59,6 +64,7 @@ pub fn first_request<H: NativeHandler>(handler: &Arc<H>, stream: &TcpStream, pee
     let read = &bytes[..n];
     let Some((envelope, len)) = whole_unit(read) else { return Early::nothing(read.to_vec()) };
     let (unit, rest) = (Unit::with_envelope(envelope, read[..len].to_vec()), &read[len..]);
+    let keep_alive = unit.header().is_some_and(|h| h.op_flags.contains(OpFlags::KA));
     // Only a turn free now: waiting in the admission queue is the task's business.
     let permit = match handler.is_cheap(&unit).then(|| handler.admission().try_now()).flatten() {
         Some(permit) => permit,
@@ -79,15 +85,29 @@ pub fn first_request<H: NativeHandler>(handler: &Arc<H>, stream: &TcpStream, pee
         answer
     });
     let Some(answer) = (&mut answer).now_or_never() else {
-        return Early { carried, reply: EarlyReply::Later(answer) };
+        return Early { carried, reply: EarlyReply::Later(answer), finished: false };
     };
     if answer.stream.is_some() {
-        return Early { carried, reply: EarlyReply::Later(Box::pin(async move { answer })) };
+        return Early { carried, reply: EarlyReply::Later(Box::pin(async move { answer })), finished: false };
     }
     let reply = answer.units.concat();
     let sent = socket2::SockRef::from(stream).send(&reply).unwrap_or(0);
-    let reply = if sent == reply.len() { EarlyReply::Sent } else { EarlyReply::Unsent(reply[sent..].to_vec()) };
-    Early { carried, reply }
+    if sent < reply.len() {
+        return Early { carried, reply: EarlyReply::Unsent(reply[sent..].to_vec()), finished: false };
+    }
+    // Without KA (RFC 3652: the Java client never sets it) the client sends
+    // nothing more; if it already holds the whole answer (acknowledged at
+    // once: loopback), the connection ends here with a reset, sparing both
+    // sides a FIN each and the server a task and a wake-up. A challenge (402)
+    // is answered on the same connection, so it is never ended here.
+    let finished = !keep_alive && carried.is_empty() && !is_challenge(&reply) && reset_if_all_delivered(stream);
+    Early { carried, reply: EarlyReply::Sent, finished }
+}
+
+/// Does the answer's first message ask the client to authenticate?
+fn is_challenge(reply: &[u8]) -> bool {
+    let header = reply.get(ENVELOPE_LEN..).map(|m| Header::read(&mut Reader::new(m)));
+    !matches!(header, Some(Ok(h)) if h.response_code != ResponseCode::AUTHENTICATION_NEEDED)
 }
 
 /// The envelope and length of the unit at the start of `bytes` when all of it
