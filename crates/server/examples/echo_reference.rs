@@ -6,6 +6,7 @@
 //! cargo run --release -p handled-server --example echo_reference -- 127.0.0.1 12700 18700
 
 use handled_server::transport::tcp::{bind as bind_tcp, bind_native, ACCEPT_LOOPS};
+use handled_server::transport::tcp_reset::reset_if_all_delivered;
 use handled_server::transport::udp::{bind as bind_udp, send_batch, BatchReceiver};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -77,8 +78,7 @@ async fn accept_loop(tcp: std::sync::Arc<tokio::net::TcpListener>) {
             // As `handled` does without KA: once the client holds the whole
             // answer, a reset ends the connection here, without a task.
             let keep_alive = first.get(28..32).is_some_and(|f| u32::from_be_bytes(f.try_into().unwrap()) & KA != 0);
-            if !keep_alive && unsent.is_empty() && carried.is_empty() && all_acknowledged(&stream) {
-                let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
+            if !keep_alive && unsent.is_empty() && carried.is_empty() && reset_if_all_delivered(&stream) {
                 continue;
             }
         }
@@ -93,9 +93,9 @@ async fn accept_loop(tcp: std::sync::Arc<tokio::net::TcpListener>) {
                 if have < 20 {
                     unit.resize(20, 0);
                     if stream.read_exact(&mut unit[have..]).await.is_err() {
-                        // As `handled` does when the client closes first
-                        // (transport/tcp_reset.rs): a reset, leaving no TIME_WAIT.
-                        let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
+                        // As `handled` does when the client closes first: a
+                        // reset, leaving no TIME_WAIT.
+                        reset_if_all_delivered(&stream);
                         return;
                     }
                 }
@@ -118,15 +118,6 @@ async fn accept_loop(tcp: std::sync::Arc<tokio::net::TcpListener>) {
 
 /// The KA op flag (RFC 3652), in the header's op flags (bytes 8..12 of the message).
 const KA: u32 = handled_proto::header::OpFlags::KA.0;
-
-/// Has the peer acknowledged everything written to `stream` (SIOCOUTQ = 0)?
-fn all_acknowledged(stream: &tokio::net::TcpStream) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut queued: libc::c_int = 0;
-    // SAFETY: SIOCOUTQ (= TIOCOUTQ) writes one int to the pointer we pass; the fd is open.
-    let done = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
-    done == 0 && queued == 0
-}
 
 /// The length of the unit at the start of `bytes`, when all of it is there.
 fn whole_unit(bytes: &[u8]) -> Option<usize> {

@@ -10,7 +10,7 @@ mod realtime;
 mod reassembly;
 pub mod tcp;
 mod tcp_early;
-mod tcp_reset;
+pub mod tcp_reset;
 pub mod timing;
 pub mod udp;
 mod udp_answers;

@@ -109,7 +109,7 @@ async fn accept_loop<H: NativeHandler>(port: Arc<NativePort<H>>, mut listener: A
         let (stream, peer, slot) = listener.next().await;
         let open = port.metrics.connection("tcp");
         let early = first_request(&port.handler, &stream, peer);
-        if early.finished {
+        if matches!(early.reply, EarlyReply::Reset) {
             continue; // dropped: closed with a reset (tcp_early.rs)
         }
         let (port, draining) = (port.clone(), stop.clone());
@@ -175,9 +175,10 @@ async fn connection<H: NativeHandler>(
     stream.set_nodelay(true)?;
     let handler = &*port.handler;
     let idle = port.idle_timeout;
-    let Early { mut carried, reply, .. } = early;
+    let Early { mut carried, reply } = early;
     match reply {
         EarlyReply::Sent => {}
+        EarlyReply::Reset => return Ok(()), // the accept loop drops these
         EarlyReply::Unsent(rest) => stream.write_all(&rest).await?,
         EarlyReply::Later(answer) => {
             if let Some(follow_on) = write_answer(&mut stream, answer.await).await? {

@@ -32,8 +32,6 @@ pub struct Early {
     /// answered here, or whatever followed the answered one.
     pub carried: Vec<u8>,
     pub reply: EarlyReply,
-    /// Answered, acknowledged, and to be closed with a reset: no task at all.
-    pub finished: bool,
 }
 
 pub enum EarlyReply {
@@ -44,11 +42,13 @@ pub enum EarlyReply {
     /// An answer that needs the connection's task: one still being worked
     /// out, or one that goes on with a replication stream.
     Later(Pin<Box<dyn Future<Output = Answer> + Send>>),
+    /// Answered, acknowledged, and closed with a reset once dropped: no task at all.
+    Reset,
 }
 
 impl Early {
     fn nothing(carried: Vec<u8>) -> Early {
-        Early { carried, reply: EarlyReply::Sent, finished: false }
+        Early { carried, reply: EarlyReply::Sent }
     }
 }
 
@@ -85,29 +85,30 @@ pub fn first_request<H: NativeHandler>(handler: &Arc<H>, stream: &TcpStream, pee
         answer
     });
     let Some(answer) = (&mut answer).now_or_never() else {
-        return Early { carried, reply: EarlyReply::Later(answer), finished: false };
+        return Early { carried, reply: EarlyReply::Later(answer) };
     };
     if answer.stream.is_some() {
-        return Early { carried, reply: EarlyReply::Later(Box::pin(async move { answer })), finished: false };
+        return Early { carried, reply: EarlyReply::Later(Box::pin(async move { answer })) };
     }
     let reply = answer.units.concat();
     let sent = socket2::SockRef::from(stream).send(&reply).unwrap_or(0);
     if sent < reply.len() {
-        return Early { carried, reply: EarlyReply::Unsent(reply[sent..].to_vec()), finished: false };
+        return Early { carried, reply: EarlyReply::Unsent(reply[sent..].to_vec()) };
     }
     // Without KA (RFC 3652: the Java client never sets it) the client sends
     // nothing more; if it already holds the whole answer (acknowledged at
     // once: loopback), the connection ends here with a reset, sparing both
     // sides a FIN each and the server a task and a wake-up. A challenge (402)
     // is answered on the same connection, so it is never ended here.
-    let finished = !keep_alive && carried.is_empty() && !is_challenge(&reply) && reset_if_all_delivered(stream);
-    Early { carried, reply: EarlyReply::Sent, finished }
+    let reset = !keep_alive && carried.is_empty() && ends_the_exchange(&reply) && reset_if_all_delivered(stream);
+    Early { carried, reply: if reset { EarlyReply::Reset } else { EarlyReply::Sent } }
 }
 
-/// Does the answer's first message ask the client to authenticate?
-fn is_challenge(reply: &[u8]) -> bool {
+/// Is the answer's first message one the client answers no further: any but
+/// a challenge (or one whose header does not decode)?
+fn ends_the_exchange(reply: &[u8]) -> bool {
     let header = reply.get(ENVELOPE_LEN..).map(|m| Header::read(&mut Reader::new(m)));
-    !matches!(header, Some(Ok(h)) if h.response_code != ResponseCode::AUTHENTICATION_NEEDED)
+    matches!(header, Some(Ok(h)) if h.response_code != ResponseCode::AUTHENTICATION_NEEDED)
 }
 
 /// The envelope and length of the unit at the start of `bytes` when all of it
