@@ -49,6 +49,11 @@ target_dir() {
     python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])'
 }
 
+# The cargo profile: release for campaigns; the smoke builds without the
+# optimiser (fuzz/Cargo.toml, [profile.smoke]): it only has to catch a target that
+# no longer builds or trips at once, and the optimised build is most of its time.
+profile=release
+
 # build [TARGET]: the instrumented binaries. `--target` keeps the flags off
 # build scripts and proc macros, which run on the host and must not need
 # libFuzzer's symbols.
@@ -56,7 +61,7 @@ build() {
   need_cxx
   local bins=()
   [ $# -gt 0 ] && bins=(--bin "$1")
-  RUSTFLAGS="$fuzz_rustflags" cargo build --manifest-path "$fuzz_dir/Cargo.toml" --locked --release \
+  RUSTFLAGS="$fuzz_rustflags" cargo build --manifest-path "$fuzz_dir/Cargo.toml" --locked --profile "$profile" \
     --target "$host" "${bins[@]}"
 }
 
@@ -65,7 +70,7 @@ run() {
   local name=$1 seconds=$2; shift 2
   local dir bin corpus artifacts
   dir=$(target_dir)
-  bin=$dir/$host/release/$name
+  bin=$dir/$host/$profile/$name
   corpus=$dir/fuzz-corpus/$name
   artifacts=$dir/fuzz-artifacts/$name/
   mkdir -p "$corpus" "$artifacts"
@@ -85,6 +90,7 @@ case $1 in
   --build) build ;;
   --smoke)
     seconds=${2:-15}
+    profile=smoke
     started=$SECONDS
     build
     echo "fuzz: built in $((SECONDS - started))s"
@@ -102,7 +108,7 @@ case $1 in
     [ $# -ge 3 ] || usage
     name=$2; shift 2
     build "$name"
-    "$(target_dir)/$host/release/$name" "$@"
+    "$(target_dir)/$host/$profile/$name" "$@"
     ;;
   -*) usage ;;
   *)

@@ -89,7 +89,7 @@ step cargo-test "cargo test (workspace) in a copy of the repository alone (no si
   scripts/test-standalone.sh
 # A target that stops building or trips at once is caught here; real campaigns
 # are longer (docs/fuzzing.md).
-step fuzz "every fuzz target for 12 s (scripts/fuzz.sh --smoke)" scripts/fuzz.sh --smoke 12
+step fuzz "every fuzz target for 6 s (scripts/fuzz.sh --smoke)" scripts/fuzz.sh --smoke 6
 step release-build "the release binary for the black-box suites ($BIN)" \
   cargo build --release --locked -p handled
 [ "${results[-1]}" = FAIL ] && release_built=no
