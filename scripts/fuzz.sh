@@ -49,9 +49,7 @@ target_dir() {
     python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])'
 }
 
-# The cargo profile: release for campaigns; the smoke builds without the
-# optimiser (fuzz/Cargo.toml, [profile.smoke]): it only has to catch a target that
-# no longer builds or trips at once, and the optimised build is most of its time.
+# The cargo profile: release for campaigns, smoke for --smoke (fuzz/Cargo.toml says why).
 profile=release
 
 # build [TARGET]: the instrumented binaries. `--target` keeps the flags off
