@@ -284,7 +284,7 @@ EOF
 # ---------------------------------------------------------------- start / stop
 
 cmd_start() {
-  local n=$1 d ip jmx pid t0 deadline flags
+  local n=$1 d ip jmx pid
   node_number "$n"
   d=$(node_dir "$n")
   ip=$(node_ip "$n")
@@ -314,6 +314,29 @@ cmd_start() {
   done
   write_config "$n"
   echo "$jmx" >"$d/jmx_port"
+  local attempt=1
+  while :; do
+    launch "$n" "$jmx" && break
+    # A joining node that heard from no seed in time (the ring delay is short
+    # with HANDLED_CASSANDRA_FAST, and the box may be loaded) exits before it
+    # takes a place in the ring; starting it again is what an operator does.
+    if [ "$attempt" -lt 3 ] &&
+       grep -Eq "Unable to contact any seeds|Unable to gossip with any peers" "$d/logs/stdout.log" 2>/dev/null; then
+      say "node$n heard from no seed in time (attempt $attempt); starting it again"
+      attempt=$((attempt + 1))
+      continue
+    fi
+    show_log "$n"
+    die "node$n died during startup; full log in $d/logs"
+  done
+}
+
+# launch N JMX: start node N's JVM and wait for "Startup complete" and its CQL
+# port. Returns 1 if the process exits first; dies on the start timeout.
+launch() {
+  local n=$1 jmx=$2 d ip pid t0 deadline flags
+  d=$(node_dir "$n")
+  ip=$(node_ip "$n")
   mapfile -t flags < <(server_flags "$n" "$jmx")
   # Keep the previous run's log (e.g. before a crash) as system.log.1.
   [ ! -s "$d/logs/system.log" ] || mv -f "$d/logs/system.log" "$d/logs/system.log.1"
@@ -327,8 +350,8 @@ cmd_start() {
   while :; do
     if ! kill -0 "$pid" 2>/dev/null; then
       rm -f "$d/pid"
-      show_log "$n"
-      die "node$n (pid $pid) died during startup; full log in $d/logs"
+      say "node$n (pid $pid) exited during startup"
+      return 1
     fi
     if grep -q "Startup complete" "$d/logs/system.log" 2>/dev/null && port_open "$ip" "$CQL_PORT"; then
       break
