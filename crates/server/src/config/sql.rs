@@ -19,7 +19,8 @@ pub struct SqlConfig {
     /// A file holding the password (Handle.Net's `sql_passwd`), trailing newline
     /// ignored; `HANDLED_SQL_PASSWORD` wins over it.
     pub password_file: Option<PathBuf>,
-    /// Most connections this server opens.
+    /// Most connections this server opens (on PostgreSQL, the lookups'
+    /// `read_statements` connections besides).
     pub max_connections: u32,
     /// Most handle lookups (point-read statements) in flight at once: more
     /// lookups than this wait and go together, one statement for many handles.

@@ -148,7 +148,8 @@ impl SqlStore {
         let value_search =
             search::ValueSearch::prepare(&pool, options.value_index, custom.is_view()).await.map_err(in_database)?;
         let queries = layout::Queries::new(pool.dialect(), options.layout);
-        let reads = read_batch::ReadBatches::new(pool.clone(), &queries, options.layout, options.read_lanes());
+        let read_pool = options.point_read_pool()?.unwrap_or_else(|| pool.clone());
+        let reads = read_batch::ReadBatches::new(read_pool, &queries, options.layout, options.read_lanes());
         let txn = match options.txn_log {
             true => Some(txn_log::SqlTxnLog::open(&pool, options.txn_poll_interval).await.map_err(in_database)?),
             false => None,
@@ -311,12 +312,16 @@ impl StoreAdmin for SqlStore {
             return;
         }
         // Closing waits for connections in use to come back: not on the caller.
-        let pool = self.pool.clone();
+        let pools = [self.pool.clone(), self.reads.pool().clone()];
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
-                rt.spawn(async move { pool.close().await });
+                rt.spawn(async move {
+                    for pool in pools {
+                        pool.close().await;
+                    }
+                });
             }
-            Err(_) => drop(pool), // connections close as the pool is dropped
+            Err(_) => drop(pools), // connections close as the pools are dropped
         }
     }
 }

@@ -38,7 +38,8 @@ pub struct SqlOptions {
     pub url: String,
     /// Overrides a password in the URL.
     pub password: Option<String>,
-    /// Most connections the pool opens.
+    /// Most connections the pool opens (on PostgreSQL, the lookups' own
+    /// pool of [`SqlOptions::read_lanes`] connections besides).
     pub max_connections: u32,
     /// Most handle lookups (point-read statements) in flight at once; lookups
     /// beyond wait and go together in the next statement (read_batch.rs).
@@ -157,16 +158,7 @@ impl SqlOptions {
         let bad_url = |e: sqlx::Error| StoreError::Backend(format!("sql: bad url {:?}: {e}", redact(&self.url)));
         match self.dialect()? {
             Dialect::Postgres => {
-                let mut connect: PgConnectOptions = self.url.parse().map_err(bad_url)?;
-                if let Some(p) = &self.password {
-                    connect = connect.password(p);
-                }
-                if let Some(ca) = &self.tls_ca_file {
-                    connect = connect.ssl_mode(PgSslMode::VerifyFull).ssl_root_cert(ca);
-                }
-                // A startup parameter, so every pooled connection (reconnects too) has it.
-                let ms = self.statement_timeout.as_millis().max(1).to_string();
-                connect = connect.options([("statement_timeout", ms.as_str())]).application_name("handled");
+                let connect = self.pg_connect()?;
                 Ok(Pool::Postgres(self.pool_options(PgPoolOptions::new()).connect_lazy_with(connect)))
             }
             Dialect::MySql => {
@@ -202,6 +194,46 @@ impl SqlOptions {
                 Ok(Pool::MySql(options.connect_lazy_with(connect)))
             }
         }
+    }
+
+    /// On PostgreSQL, the pool of the batched point reads (read_batch.rs): one
+    /// connection a lane, whose sessions plan a statement once. PostgreSQL
+    /// otherwise plans `handle = any($1)` again at every execution (the
+    /// custom plan of a short array looks cheaper than the generic one), and
+    /// planning cost it more than running it (measured: BENCHMARKS.md, "SQL
+    /// storage"). Only these sessions: a generic plan of a range scan with a
+    /// `limit $n` (listings) may choose worse. `None` on MariaDB/MySQL, whose
+    /// prepared statements are planned as they run anyway.
+    pub(crate) fn point_read_pool(&self) -> Result<Option<Pool>, StoreError> {
+        if self.dialect()? != Dialect::Postgres {
+            return Ok(None);
+        }
+        let connect = self.pg_connect()?;
+        let lanes = u32::try_from(self.read_lanes()).unwrap_or(u32::MAX);
+        let options = self.pool_options(PgPoolOptions::new()).max_connections(lanes).after_connect(|conn, _| {
+            Box::pin(async move {
+                // The setting exists from PostgreSQL 12; older servers plan as before.
+                if conn.server_version_num().is_some_and(|v| v >= 120_000) {
+                    conn.execute("set plan_cache_mode = force_generic_plan").await?;
+                }
+                Ok(())
+            })
+        });
+        Ok(Some(Pool::Postgres(options.connect_lazy_with(connect))))
+    }
+
+    fn pg_connect(&self) -> Result<PgConnectOptions, StoreError> {
+        let bad_url = |e: sqlx::Error| StoreError::Backend(format!("sql: bad url {:?}: {e}", redact(&self.url)));
+        let mut connect: PgConnectOptions = self.url.parse().map_err(bad_url)?;
+        if let Some(p) = &self.password {
+            connect = connect.password(p);
+        }
+        if let Some(ca) = &self.tls_ca_file {
+            connect = connect.ssl_mode(PgSslMode::VerifyFull).ssl_root_cert(ca);
+        }
+        // A startup parameter, so every pooled connection (reconnects too) has it.
+        let ms = self.statement_timeout.as_millis().max(1).to_string();
+        Ok(connect.options([("statement_timeout", ms.as_str())]).application_name("handled"))
     }
 
     fn pool_options<DB: sqlx::Database>(&self, o: PoolOptions<DB>) -> PoolOptions<DB> {

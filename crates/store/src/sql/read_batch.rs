@@ -115,6 +115,12 @@ impl ReadBatches {
         answer.await.unwrap_or_else(|_| Err(StoreError::Backend("sql: a batched read was dropped".into())))
     }
 
+    /// The pool the batched reads take their connections from (options.rs's
+    /// `point_read_pool` on PostgreSQL).
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
     pub(crate) fn counts(&self) -> LookupCounts {
         LookupCounts {
             lookups: self.lookups.load(Ordering::Relaxed),

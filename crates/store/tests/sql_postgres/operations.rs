@@ -2,7 +2,7 @@
 
 use handled_proto::HandleValue;
 use handled_store::conformance::{rich_record, url_record};
-use handled_store::{Expect, HandleRecord};
+use handled_store::{Expect, HandleRecord, RecordStore};
 
 use crate::store;
 
@@ -35,4 +35,41 @@ async fn values_round_trip_in_index_order() {
     assert!(e.to_string().contains("dataindex"), "{e}");
     assert_eq!(s.get(b"20.5000/huge").await.unwrap(), None);
     assert_eq!(s.count().await.unwrap(), 25);
+}
+
+/// A handle lookup is one statement for many keys (read_batch.rs), and
+/// PostgreSQL plans it once a session, not at every run: planning it cost the
+/// database more than running it (options.rs, `point_read_pool`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lookups_are_planned_once_a_session() {
+    let Some(o) = crate::options("lookups_planned_once").await else { return };
+    let o = handled_store::SqlOptions { read_statements: Some(2), ..o };
+    let s = std::sync::Arc::new(handled_store::SqlStore::connect(&o).await.unwrap());
+    // Rows as another program writes them, so that the only statements with
+    // `order by idx` are the lookups.
+    crate::run_sql(
+        &o.url,
+        "insert into handles select convert_to('T/' || i, 'UTF8'), 1, 'URL'::bytea, 'https://x'::bytea, \
+         0, 86400, 0, '', true, true, true, false from generate_series(0, 7) i",
+    )
+    .await;
+    for _ in 0..20 {
+        let gets: Vec<_> = (0..8)
+            .map(|n| {
+                let s = std::sync::Arc::clone(&s);
+                tokio::spawn(async move { s.get(format!("T/{n}").as_bytes()).await })
+            })
+            .collect();
+        for g in gets {
+            assert!(g.await.unwrap().unwrap().is_some());
+        }
+    }
+    let db = o.url.rsplit('/').next().unwrap();
+    let server = crate::pg_server::server().unwrap();
+    let (plans, calls) = match crate::pg_server::statement_counts(server, db, "order by idx") {
+        Ok(counts) => counts,
+        Err(why) => return handled_testenv::skipped(&format!("cannot count plans: {why}")),
+    };
+    assert!(calls >= 20, "{calls} lookup statements for 160 lookups in rounds of 8");
+    assert!(plans <= 2, "{plans} plans for {calls} lookup statements on at most 2 connections");
 }

@@ -42,15 +42,47 @@ fn start() -> Result<PgServer, String> {
     run(&bin, "initdb", &["-D", &data_s, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "-N"])?;
     let port = free_port();
     // fsync off: these databases are thrown away, and the box is shared.
-    let opts = format!(
+    let mut opts = format!(
         "-c listen_addresses=127.0.0.1 -p {port} -k {dir_s} -c fsync=off -c max_connections=300 \
          -c shared_buffers=32MB"
     );
+    // What the server plans and runs, for tests that count it (`statement_counts`).
+    if pg_stat_statements_here(&bin) {
+        opts.push_str(" -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on");
+    }
     let log = dir.join("server.log").to_string_lossy().into_owned();
     run(&bin, "pg_ctl", &["-D", &data_s, "-l", &log, "-w", "-t", "60", "-o", &opts, "start"])?;
     // Stop it (immediate shutdown) and clean up once this test binary is gone.
     watchdog(&format!("kill -QUIT $(head -1 {data_s}/postmaster.pid)"), &dir)?;
     Ok(PgServer { port, dir })
+}
+
+/// Whether this installation has the pg_stat_statements module (Debian's
+/// server package does), in the `lib` beside `bin`.
+fn pg_stat_statements_here(bin: &Path) -> bool {
+    bin.parent().is_some_and(|d| d.join("lib/pg_stat_statements.so").exists())
+}
+
+/// How often statements whose text contains `needle` were planned and run in
+/// database `db` since it was made: `(plans, calls)`, or why they cannot be
+/// counted here (no pg_stat_statements).
+pub fn statement_counts(server: &PgServer, db: &str, needle: &str) -> Result<(u64, u64), String> {
+    if !pg_stat_statements_here(&bin_dir()?) {
+        return Err("this PostgreSQL has no pg_stat_statements module".into());
+    }
+    psql(server, db, "create extension if not exists pg_stat_statements")?;
+    let sql = format!(
+        "select coalesce(sum(plans), 0) || ' ' || coalesce(sum(calls), 0) from pg_stat_statements \
+         where dbid = (select oid from pg_database where datname = current_database()) \
+         and strpos(query, '{}') > 0",
+        needle.replace('\'', "''")
+    );
+    let out = psql(server, db, &sql)?;
+    let mut n = out.split_whitespace().map(|w| w.parse::<u64>().map_err(|e| format!("{out:?}: {e}")));
+    match (n.next(), n.next()) {
+        (Some(plans), Some(calls)) => Ok((plans?, calls?)),
+        _ => Err(format!("unexpected answer {out:?}")),
+    }
 }
 
 /// The shared server, or why there is none.
