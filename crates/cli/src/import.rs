@@ -1,9 +1,10 @@
 //! `handled import FILE.jsonl`: bulk-load records into the data directory of a
 //! stopped server (offline: the store file directly, for bootstrapping), or with
-//! `--online` through a running one (`import_online`). Offline, the file is read
-//! twice: a check that writes nothing (bad lines, existing handles, prefixes not
-//! homed here), then the load, with a percentage and ETA (more than one sort
-//! group is first sorted through runs in the data directory: `import::runs`).
+//! `--online` through a running one (`import_online`). Offline, a check reads the
+//! file and writes nothing (bad lines, existing handles, prefixes not homed here),
+//! keeping what it parsed (more than one sort group sorted through runs in the
+//! data directory: `import::runs`), then the load stores that, with a percentage
+//! and ETA.
 
 use crate::bar::style;
 use crate::counted::plural;
@@ -11,7 +12,7 @@ use anyhow::Context;
 use clap::Args;
 use handled_server::bootstrap::open_store;
 use handled_server::config::Config;
-use handled_server::import::{check, Checked, ImportError, ImportOptions, Progress};
+use handled_server::import::{check, load, Checked, ImportError, ImportOptions, Parsed, Progress};
 use handled_store::Store;
 use indicatif::ProgressBar;
 use std::io::BufReader;
@@ -47,14 +48,20 @@ pub struct ImportArgs {
     connect: crate::admin::Connect,
 }
 
-/// [`check`] of a file, with a bar over its bytes; errors say nothing was imported.
-pub async fn check_file(store: &dyn Store, path: &Path, options: &ImportOptions) -> anyhow::Result<Checked> {
+/// [`check`] of a file, with a bar over its bytes; errors say nothing was
+/// imported. What it parsed is sorted in `spill_dir` if more than one group.
+pub async fn check_file(
+    store: &dyn Store,
+    path: &Path,
+    options: &ImportOptions,
+    spill_dir: Option<&Path>,
+) -> anyhow::Result<(Checked, Parsed)> {
     let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let bar = ProgressBar::new(file.metadata().map(|m| m.len()).unwrap_or(0));
     bar.set_style(style("checking {bytes}/{total_bytes} ({percent}%) eta {eta}"));
-    let checked = check(store, BufReader::new(file), options, |bytes| bar.set_position(bytes)).await;
+    let checked = check(store, BufReader::new(file), options, spill_dir, |bytes| bar.set_position(bytes)).await;
     bar.finish_and_clear();
-    let checked = checked.map_err(|e| match e {
+    let (checked, parsed) = checked.map_err(|e| match e {
         ImportError::Line { .. } => anyhow::anyhow!("{}: {e}; nothing imported", path.display()),
         other => anyhow::Error::new(other).context(format!("{}: nothing imported", path.display())),
     })?;
@@ -64,7 +71,19 @@ pub async fn check_file(store: &dyn Store, path: &Path, options: &ImportOptions)
             plural(*n, "handle")
         );
     }
-    Ok(checked)
+    Ok((checked, parsed))
+}
+
+/// [`load`] of what [`check_file`] parsed of `path`: the records loaded.
+pub async fn load_file(
+    store: &dyn Store,
+    parsed: Parsed,
+    path: &Path,
+    case_sensitive: bool,
+    progress: impl FnMut(Progress),
+) -> anyhow::Result<u64> {
+    let reread = || std::fs::File::open(path).map(BufReader::new);
+    Ok(load(store, parsed, reread, case_sensitive, progress).await?)
 }
 
 /// `imported 1 handle (2 replaced) from FILE`.
@@ -94,13 +113,12 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         replace: args.replace,
         ..ImportOptions::for_server(&config, &*store).await?
     };
-    let checked = check_file(&*store, &args.file, &options).await?;
-    let file = std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
+    let spill = handled_server::import::spill_dir(&config);
+    let (checked, parsed) = check_file(&*store, &args.file, &options, spill).await?;
     let bar = ProgressBar::new(checked.records);
     bar.set_style(style("{msg}{pos}/{len} handles stored ({percent}%) {rate} eta {eta}"));
     let started = Instant::now();
-    let spill = handled_server::import::spill_dir(&config);
-    let n = handled_server::import::import(&*store, BufReader::new(file), config.case_sensitive, spill, |p| match p {
+    let n = load_file(&*store, parsed, &args.file, config.case_sensitive, |p| match p {
         Progress::Sorted(n) => bar.set_message(format!("{n} sorted, ")),
         Progress::Stored(n) => {
             bar.set_message("");

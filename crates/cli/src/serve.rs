@@ -227,16 +227,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.import {
         // Loading before serving replaces what is there, as the flag always did.
         let options = ImportOptions { replace: true, ..ImportOptions::for_server(config, &*store).await? };
-        let checked = crate::import::check_file(&*store, path, &options).await?;
-        let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let n = handled_server::import::import(
-            &*store,
-            std::io::BufReader::new(file),
-            config.case_sensitive,
-            handled_server::import::spill_dir(config),
-            |_| {},
-        )
-        .await?;
+        let spill = handled_server::import::spill_dir(config);
+        let (checked, parsed) = crate::import::check_file(&*store, path, &options, spill).await?;
+        let n = crate::import::load_file(&*store, parsed, path, config.case_sensitive, |_| {}).await?;
         eprintln!("{}", crate::import::summary(n, &checked, path));
     }
     // Credentials an ephemeral server put in the temp directory die with it.

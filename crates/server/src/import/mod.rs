@@ -7,18 +7,28 @@
 //!
 //! [`check`] reads the whole input first and writes nothing, so that a bad
 //! line, a handle that exists (without `replace`) or a prefix not homed here
-//! (with `strict`) stops the import before anything is stored.
+//! (with `strict`) stops the import before anything is stored. It keeps what
+//! it parsed ([`Parsed`]: in memory, or sorted into runs on disk), and
+//! [`load`] stores that: each line is parsed once. While the store's writer
+//! commits one chunk, the next is encoded and indexed ([`store_sorted`]).
 
 use crate::config::Config;
-use crate::state::homed_in;
+use futures_util::StreamExt;
 use handled_proto::handle;
 use handled_proto::json::value_from_json;
 use handled_store::{HandleRecord, RecordStore, StoreError};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::io::{BufRead, Read};
+use std::iter::Peekable;
 use std::path::Path;
 
+mod check;
 mod runs;
+
+pub use check::{check, Checked, Parsed};
+
+/// A record and its key (the handle, normalized).
+type Keyed = (Vec<u8>, HandleRecord);
 
 /// Records sorted together in memory; a larger input is sorted in runs of
 /// this many on disk, then merged.
@@ -126,56 +136,36 @@ impl ImportOptions {
     }
 }
 
-/// What [`check`] found in the input.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Checked {
-    /// Records in the input.
-    pub records: u64,
-    /// Handles that exist already (with `replace`: to be overwritten).
-    pub existing: u64,
-    /// Records per prefix not homed here (without `strict`).
-    pub not_homed: BTreeMap<String, u64>,
+fn spill_error(dir: &Path, e: std::io::Error) -> ImportError {
+    ImportError::Io(std::io::Error::new(e.kind(), format!("sorting through runs in {}: {e}", dir.display())))
 }
 
-/// Read all of `input` and write nothing: every line must parse, and the
-/// options' rules hold. `progress` gets the bytes read so far.
-pub async fn check(
+fn unix_now() -> i32 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i32).unwrap_or(0)
+}
+
+/// Store what [`check`] parsed; `reread` opens the input again for
+/// [`Parsed::Reread`] (loaded then as [`import`] does, with `case_sensitive`).
+/// Returns the number of records loaded.
+pub async fn load<R: BufRead>(
     store: &dyn RecordStore,
-    input: impl BufRead,
-    options: &ImportOptions,
-    mut progress: impl FnMut(u64),
-) -> Result<Checked, ImportError> {
-    let mut checked = Checked::default();
-    let mut bytes = 0u64;
-    for line in lines(input) {
-        let (n, line) = line?;
-        bytes += line.len() as u64 + 1;
-        if n.is_multiple_of(4096) {
-            progress(bytes);
+    parsed: Parsed,
+    reread: impl FnOnce() -> std::io::Result<R>,
+    case_sensitive: bool,
+    mut progress: impl FnMut(Progress),
+) -> Result<u64, ImportError> {
+    let mut loaded = 0u64;
+    match parsed {
+        Parsed::Group(mut group) => store_sorted(store, sorted(&mut group), &mut loaded, &mut progress).await?,
+        Parsed::Runs(runs) => {
+            let dir = runs.dir().to_path_buf();
+            let merged = runs.merge().map_err(|e| spill_error(&dir, e))?;
+            store_sorted(store, merged.map(|e| e.map_err(|e| spill_error(&dir, e))), &mut loaded, &mut progress)
+                .await?;
         }
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = |message: String| ImportError::Line { line: n, message };
-        let (h, _) = parse_line(&line, 0).map_err(at)?;
-        checked.records += 1;
-        if !homed_in(&options.homed, &h) {
-            let prefix = String::from_utf8_lossy(handle::split(&h).0).into_owned();
-            if options.strict {
-                return Err(at(format!("prefix {prefix} is not homed here (--strict)")));
-            }
-            *checked.not_homed.entry(prefix).or_insert(0) += 1;
-        }
-        if store.get(&handle::normalize(&h, options.case_sensitive)).await?.is_some() {
-            if !options.replace {
-                let name = String::from_utf8_lossy(&h);
-                return Err(at(format!("{name} exists (--replace overwrites existing handles)")));
-            }
-            checked.existing += 1;
-        }
+        Parsed::Reread => return import(store, reread()?, case_sensitive, None, progress).await,
     }
-    progress(bytes);
-    Ok(checked)
+    Ok(loaded)
 }
 
 /// Where [`import`] sorts a large input for `config`'s store: beside the
@@ -207,12 +197,8 @@ pub async fn import(
     spill_dir: Option<&Path>,
     mut progress: impl FnMut(Progress),
 ) -> Result<u64, ImportError> {
-    let now =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i32).unwrap_or(0);
-    let spill = |e: std::io::Error| {
-        let dir = spill_dir.map(|d| d.display().to_string()).unwrap_or_default();
-        ImportError::Io(std::io::Error::new(e.kind(), format!("sorting through runs in {dir}: {e}")))
-    };
+    let now = unix_now();
+    let spill = |e: std::io::Error| spill_error(spill_dir.unwrap_or(Path::new("")), e);
     let mut group = Vec::with_capacity(CHUNK);
     let mut runs: Option<runs::Runs> = None;
     let (mut read, mut loaded) = (0u64, 0u64);
@@ -253,29 +239,54 @@ pub async fn import(
 
 /// `group` sorted by key, stably (of two records of one handle the later
 /// stays later, and the store keeps it), and emptied.
-fn sorted(
-    group: &mut Vec<(Vec<u8>, HandleRecord)>,
-) -> impl Iterator<Item = Result<(Vec<u8>, HandleRecord), ImportError>> {
+fn sorted(group: &mut Vec<Keyed>) -> impl Iterator<Item = Result<Keyed, ImportError>> {
     group.sort_by(|a, b| a.0.cmp(&b.0));
     std::mem::take(group).into_iter().map(Ok)
 }
 
-/// Store records given in key order, in transactions of `CHUNK` records.
+/// Store records given in key order, in transactions of about `CHUNK`
+/// records. Two chunks are in flight: the next is encoded and indexed here
+/// (the store's `put_many` does that on its caller) while the store's writer
+/// commits the one before.
 async fn store_sorted(
     store: &dyn RecordStore,
-    mut records: impl Iterator<Item = Result<(Vec<u8>, HandleRecord), ImportError>>,
+    records: impl Iterator<Item = Result<Keyed, ImportError>>,
     loaded: &mut u64,
     progress: &mut impl FnMut(Progress),
 ) -> Result<(), ImportError> {
-    loop {
-        let chunk = records.by_ref().take(CHUNK).collect::<Result<Vec<_>, _>>()?;
-        if chunk.is_empty() {
-            return Ok(());
-        }
-        *loaded += chunk.len() as u64;
-        store.put_many(chunk).await?;
+    let mut records = records.peekable();
+    let chunks = std::iter::from_fn(move || next_chunk(&mut records).transpose());
+    let mut stored = futures_util::stream::iter(chunks)
+        .map(|chunk| async move {
+            let chunk = chunk?;
+            let n = chunk.len() as u64;
+            store.put_many(chunk).await?;
+            Ok::<u64, ImportError>(n)
+        })
+        .buffered(2);
+    while let Some(n) = stored.next().await {
+        *loaded += n?;
         progress(Progress::Stored(*loaded));
     }
+    Ok(())
+}
+
+/// `CHUNK` records, and more while they have the last one's key: a handle's
+/// records are all in one chunk, so two chunks in flight never race on one.
+fn next_chunk(
+    records: &mut Peekable<impl Iterator<Item = Result<Keyed, ImportError>>>,
+) -> Result<Option<Vec<Keyed>>, ImportError> {
+    let mut chunk: Vec<Keyed> = Vec::with_capacity(CHUNK);
+    while let Some(next) = records.next() {
+        chunk.push(next?);
+        if chunk.len() >= CHUNK {
+            let last = &chunk[chunk.len() - 1].0;
+            if !matches!(records.peek(), Some(Ok((key, _))) if key == last) {
+                break;
+            }
+        }
+    }
+    Ok((!chunk.is_empty()).then_some(chunk))
 }
 
 #[cfg(test)]
@@ -297,6 +308,22 @@ mod tests {
         let dup =
             r#"{"handle":"T/1","values":[{"index":1,"type":"URL","data":"a"},{"index":1,"type":"URL","data":"b"}]}"#;
         assert!(parse_line(dup, 0).unwrap_err().contains("duplicate"));
+    }
+
+    /// A chunk ends after `CHUNK` records, but never between two records of
+    /// one handle: two chunks are in flight at once.
+    #[test]
+    fn chunks_never_split_a_handle() {
+        let key = |i: usize| format!("T/{i:06}").into_bytes();
+        let mut keys: Vec<Vec<u8>> = (0..CHUNK - 1).map(key).collect();
+        keys.extend([key(CHUNK), key(CHUNK), key(CHUNK)]);
+        keys.push(key(CHUNK + 1));
+        let mut records = keys.into_iter().map(|k| Ok((k, HandleRecord::default()))).peekable();
+        let first = next_chunk(&mut records).unwrap().unwrap();
+        assert_eq!(first.len(), CHUNK + 2);
+        let second = next_chunk(&mut records).unwrap().unwrap();
+        assert_eq!(second.len(), 1);
+        assert!(next_chunk(&mut records).unwrap().is_none());
     }
 
     /// Issue 25 R12: a line of any length was read whole (a 300 MB line cost

@@ -69,6 +69,11 @@ impl Runs {
         Ok(())
     }
 
+    /// Where the runs are.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// Every entry of every run in key order (equal keys in the order they
     /// were spilled), as (key, encoded record).
     pub fn merge(mut self) -> io::Result<MergedRuns> {
