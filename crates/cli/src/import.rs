@@ -12,7 +12,7 @@ use anyhow::Context;
 use clap::Args;
 use handled_server::bootstrap::open_store;
 use handled_server::config::Config;
-use handled_server::import::{check, load, Checked, ImportError, ImportOptions, Parsed, Progress};
+use handled_server::import::{check, load, Checked, ImportError, ImportOptions, Parsed};
 use handled_store::Store;
 use indicatif::ProgressBar;
 use std::io::BufReader;
@@ -74,13 +74,14 @@ pub async fn check_file(
     Ok((checked, parsed))
 }
 
-/// [`load`] of what [`check_file`] parsed of `path`: the records loaded.
+/// [`load`] of what [`check_file`] parsed of `path`: the records loaded
+/// (`progress` gets the records stored so far).
 pub async fn load_file(
     store: &dyn Store,
     parsed: Parsed,
     path: &Path,
     case_sensitive: bool,
-    progress: impl FnMut(Progress),
+    progress: impl FnMut(u64),
 ) -> anyhow::Result<u64> {
     let reread = || std::fs::File::open(path).map(BufReader::new);
     Ok(load(store, parsed, reread, case_sensitive, progress).await?)
@@ -116,16 +117,9 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     let spill = handled_server::import::spill_dir(&config);
     let (checked, parsed) = check_file(&*store, &args.file, &options, spill).await?;
     let bar = ProgressBar::new(checked.records);
-    bar.set_style(style("{msg}{pos}/{len} handles stored ({percent}%) {rate} eta {eta}"));
+    bar.set_style(style("{pos}/{len} handles stored ({percent}%) {rate} eta {eta}"));
     let started = Instant::now();
-    let n = load_file(&*store, parsed, &args.file, config.case_sensitive, |p| match p {
-        Progress::Sorted(n) => bar.set_message(format!("{n} sorted, ")),
-        Progress::Stored(n) => {
-            bar.set_message("");
-            bar.set_position(n)
-        }
-    })
-    .await?;
+    let n = load_file(&*store, parsed, &args.file, config.case_sensitive, |n| bar.set_position(n)).await?;
     bar.finish_and_clear();
     store.close();
     eprintln!(

@@ -20,15 +20,10 @@ struct Proxy {
 
 async fn start_with(tweak: impl FnOnce(&mut handled_server::config::Config)) -> (Proxy, std::sync::Arc<ServerState>) {
     let s = admin_common::start_with(tweak).await;
-    let n = handled_server::import::import(
-        s.state.records(),
-        std::io::BufReader::new(RECORDS.as_bytes()),
-        false,
-        None,
-        |_| {},
-    )
-    .await
-    .expect("seed records");
+    let n =
+        handled_server::import::import(s.state.records(), std::io::BufReader::new(RECORDS.as_bytes()), false, |_| {})
+            .await
+            .expect("seed records");
     assert_eq!(n as usize, RECORDS.lines().count());
     let state = s.state.clone();
     (Proxy { addr: s.addrs.http, _server: s }, state)

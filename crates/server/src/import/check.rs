@@ -29,14 +29,15 @@ pub enum Parsed {
     /// More than one group, sorted through runs on disk.
     Runs(runs::Runs),
     /// More than one group and no directory to sort in: [`super::load`] reads the
-    /// input again, as [`super::import`] does.
+    /// input again ([`super::import`]).
     Reread,
 }
 
 /// Read all of `input` and write nothing: every line must parse, and the
 /// options' rules hold. What it parsed is kept for [`super::load`]: up to one sort
-/// group in memory, more sorted through runs in `spill_dir` (see
-/// [`super::import`]). `progress` gets the bytes read so far.
+/// group in memory, more sorted through runs in `spill_dir` (about the
+/// records' encoded size, ~160 bytes for a two-value handle, held until the
+/// load ends). `progress` gets the bytes read so far.
 pub async fn check(
     store: &dyn RecordStore,
     input: impl BufRead,
@@ -158,34 +159,36 @@ impl Kept<'_> {
         // A full group is spilled when one more record comes: an input of
         // exactly one group stays in memory.
         if self.group.len() == self.group_size {
-            match self.spill_dir {
-                Some(dir) => {
-                    let runs = match &mut self.runs {
-                        Some(r) => r,
-                        None => self.runs.insert(runs::Runs::new(dir).map_err(|e| spill_error(dir, e))?),
-                    };
-                    runs.spill(&mut self.group).map_err(|e| spill_error(dir, e))?;
-                }
-                None => {
-                    self.group = Vec::new();
-                    self.reread = true;
-                    return Ok(());
-                }
+            if self.spill_dir.is_none() {
+                self.group = Vec::new();
+                self.reread = true;
+                return Ok(());
             }
+            self.spill()?;
         }
         self.group.push((key, record));
         Ok(())
     }
 
+    /// The group sorted into a run (the first one made in `spill_dir`).
+    fn spill(&mut self) -> Result<(), ImportError> {
+        let Some(dir) = self.spill_dir else { return Ok(()) };
+        let runs = match &mut self.runs {
+            Some(r) => r,
+            None => self.runs.insert(runs::Runs::new(dir).map_err(|e| spill_error(dir, e))?),
+        };
+        runs.spill(&mut self.group).map_err(|e| spill_error(dir, e))
+    }
+
     fn finish(mut self) -> Result<Parsed, ImportError> {
-        match (self.reread, self.runs, self.spill_dir) {
-            (true, _, _) => Ok(Parsed::Reread),
-            (false, Some(mut runs), Some(dir)) => {
-                runs.spill(&mut self.group).map_err(|e| spill_error(dir, e))?;
-                Ok(Parsed::Runs(runs))
-            }
-            _ => Ok(Parsed::Group(self.group)),
+        if self.reread {
+            return Ok(Parsed::Reread);
         }
+        if self.runs.is_none() {
+            return Ok(Parsed::Group(self.group));
+        }
+        self.spill()?;
+        Ok(Parsed::Runs(self.runs.expect("spilled before")))
     }
 }
 

@@ -145,14 +145,14 @@ fn unix_now() -> i32 {
 }
 
 /// Store what [`check`] parsed; `reread` opens the input again for
-/// [`Parsed::Reread`] (loaded then as [`import`] does, with `case_sensitive`).
-/// Returns the number of records loaded.
+/// [`Parsed::Reread`] (loaded then by [`import`], with `case_sensitive`).
+/// `progress` gets the records stored so far. Returns the number loaded.
 pub async fn load<R: BufRead>(
     store: &dyn RecordStore,
     parsed: Parsed,
     reread: impl FnOnce() -> std::io::Result<R>,
     case_sensitive: bool,
-    mut progress: impl FnMut(Progress),
+    mut progress: impl FnMut(u64),
 ) -> Result<u64, ImportError> {
     let mut loaded = 0u64;
     match parsed {
@@ -163,45 +163,32 @@ pub async fn load<R: BufRead>(
             store_sorted(store, merged.map(|e| e.map_err(|e| spill_error(&dir, e))), &mut loaded, &mut progress)
                 .await?;
         }
-        Parsed::Reread => return import(store, reread()?, case_sensitive, None, progress).await,
+        Parsed::Reread => return import(store, reread()?, case_sensitive, progress).await,
     }
     Ok(loaded)
 }
 
-/// Where [`import`] sorts a large input for `config`'s store: beside the
+/// Where [`check`] sorts a large input for `config`'s store: beside the
 /// embedded store file (whose B-tree is what wants key order; the other
 /// backends take records one by one).
 pub fn spill_dir(config: &Config) -> Option<&Path> {
     config.storage.store.in_data_dir().then_some(config.data_dir.as_path())
 }
 
-/// How far [`import`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    /// Records read and sorted into runs on disk (a large input, before any is stored).
-    Sorted(u64),
-    /// Records stored.
-    Stored(u64),
-}
-
-/// Load every line of `input` ([`check`] it first); `progress` is called as
-/// records are sorted and stored. Returns the number of records loaded. With
-/// `spill_dir`, an input of more than [`SORT_GROUP`] records is sorted through
-/// runs written there (about the records' encoded size, ~160 bytes for a
-/// two-value handle, held until the import ends); without it, each group is stored as it fills.
-/// A bad line stops the import before its chunk is written, naming the line.
+/// Load every line of `input` ([`check`] it first), a sort group at a time,
+/// each group stored as it fills: what [`load`] does with an input larger
+/// than one group that [`check`] had nowhere to sort. `progress` gets the
+/// records stored so far. Returns the number of records loaded. A bad line
+/// stops the import before its group is written, naming the line.
 pub async fn import(
     store: &dyn RecordStore,
     input: impl BufRead,
     case_sensitive: bool,
-    spill_dir: Option<&Path>,
-    mut progress: impl FnMut(Progress),
+    mut progress: impl FnMut(u64),
 ) -> Result<u64, ImportError> {
     let now = unix_now();
-    let spill = |e: std::io::Error| spill_error(spill_dir.unwrap_or(Path::new("")), e);
     let mut group = Vec::with_capacity(CHUNK);
-    let mut runs: Option<runs::Runs> = None;
-    let (mut read, mut loaded) = (0u64, 0u64);
+    let mut loaded = 0u64;
     for line in lines(input) {
         let (n, line) = line?;
         if line.trim().is_empty() {
@@ -210,30 +197,11 @@ pub async fn import(
         let (h, record) = parse_line(&line, now).map_err(|message| ImportError::Line { line: n, message })?;
         let key = handle::normalize(&h, case_sensitive);
         group.push((key.clone(), HandleRecord::named(record.values, &h, &key)));
-        read += 1;
         if group.len() == SORT_GROUP {
-            match (spill_dir, &mut runs) {
-                (None, _) => store_sorted(store, sorted(&mut group), &mut loaded, &mut progress).await?,
-                (Some(dir), runs) => {
-                    let runs = match runs {
-                        Some(r) => r,
-                        None => runs.insert(runs::Runs::new(dir).map_err(spill)?),
-                    };
-                    runs.spill(&mut group).map_err(spill)?;
-                    progress(Progress::Sorted(read));
-                }
-            }
+            store_sorted(store, sorted(&mut group), &mut loaded, &mut progress).await?;
         }
     }
-    match runs {
-        None => store_sorted(store, sorted(&mut group), &mut loaded, &mut progress).await?,
-        Some(mut runs) => {
-            runs.spill(&mut group).map_err(spill)?;
-            progress(Progress::Sorted(read));
-            let merged = runs.merge().map_err(spill)?;
-            store_sorted(store, merged.map(|e| e.map_err(spill)), &mut loaded, &mut progress).await?;
-        }
-    }
+    store_sorted(store, sorted(&mut group), &mut loaded, &mut progress).await?;
     Ok(loaded)
 }
 
@@ -252,7 +220,7 @@ async fn store_sorted(
     store: &dyn RecordStore,
     records: impl Iterator<Item = Result<Keyed, ImportError>>,
     loaded: &mut u64,
-    progress: &mut impl FnMut(Progress),
+    progress: &mut impl FnMut(u64),
 ) -> Result<(), ImportError> {
     let mut records = records.peekable();
     let chunks = std::iter::from_fn(move || next_chunk(&mut records).transpose());
@@ -266,7 +234,7 @@ async fn store_sorted(
         .buffered(2);
     while let Some(n) = stored.next().await {
         *loaded += n?;
-        progress(Progress::Stored(*loaded));
+        progress(*loaded);
     }
     Ok(())
 }
