@@ -31,6 +31,8 @@
 #   HANDLED_CASSANDRA_STOP_TIMEOUT   seconds to wait after SIGTERM before SIGKILL [60]
 #   HANDLED_CASSANDRA_MAVEN_REPO     Maven local repository for `fetch` [Maven's own, ~/.m2/repository]
 #   HANDLED_CASSANDRA_NETNS=1        the node runs in a network namespace of its own (tests/partition): any address
+#   HANDLED_CASSANDRA_JVM_OPTS       more JVM arguments, whitespace-separated (tests/partition's clock)
+#   HANDLED_CASSANDRA_CLASSPATH      put before the Cassandra jars on the class path (the same)
 set -euo pipefail
 
 VERSION=${HANDLED_CASSANDRA_VERSION:-5.0.9}
@@ -275,6 +277,8 @@ server_flags() {
 -Dcassandra-foreground=yes
 EOF
   module_flags
+  # shellcheck disable=SC2086  # whitespace-separated on purpose
+  [ -z "${HANDLED_CASSANDRA_JVM_OPTS:-}" ] || printf '%s\n' $HANDLED_CASSANDRA_JVM_OPTS
   if [ "${HANDLED_CASSANDRA_FAST:-0}" = 1 ]; then
     # Test-only: skip most of the 30 s gossip ring delay that dominates a fresh boot.
     printf '%s\n' -Dcassandra.ring_delay_ms=1000 -Dcassandra.skip_wait_for_gossip_to_settle=0
@@ -341,7 +345,8 @@ launch() {
   # Keep the previous run's log (e.g. before a crash) as system.log.1.
   [ ! -s "$d/logs/system.log" ] || mv -f "$d/logs/system.log" "$d/logs/system.log.1"
   t0=$(now)
-  nohup java "${flags[@]}" -cp "$d/conf:$LIB/*" org.apache.cassandra.service.CassandraDaemon \
+  nohup java "${flags[@]}" -cp "${HANDLED_CASSANDRA_CLASSPATH:+$HANDLED_CASSANDRA_CLASSPATH:}$d/conf:$LIB/*" \
+    org.apache.cassandra.service.CassandraDaemon \
     </dev/null >"$d/logs/stdout.log" 2>&1 &
   pid=$!
   echo "$pid" >"$d/pid"

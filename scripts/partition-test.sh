@@ -7,11 +7,13 @@
 # Usage: scripts/partition-test.sh [--minutes N] [--rounds R]
 #                                  [--nemesis partition|pause|kill|skew|all] [--out DIR] [HANDLED]
 #        scripts/partition-test.sh cassandra [--minutes N] [--rounds R]
-#                                  [--nemesis cass-cut|store-cut|lb-cut|pause|kill|all] [--out DIR] [HANDLED]
+#                                  [--nemesis cass-cut|store-cut|lb-cut|pause|kill|cass-skew|skew|all] [--out DIR] [HANDLED]
 #   default: one round of 45 s per nemesis (the short run scripts/test-all.sh makes)
 #   cassandra: the README's Cassandra cluster instead (tests/partition/cassandra.sh:
 #     3 Cassandra nodes, 3 `handled` nodes, the balancer), Cassandra started once;
 #     default one round of 30 s per nemesis; needs Java, Maven and haproxy too;
+#     `all` leaves out cass-skew (a Cassandra node's clock seconds off), whose
+#     replayed proposals are outside the promise (docs/cluster.md): asked by name;
 #     --cache-mb N turns the nodes' coherent record cache on (docs/cluster.md,
 #     "Write pending": its marks keep reads concurrent with a write linearizable)
 #     HANDLED_PARTITION_TOML=TEXT is added to the nodes' configuration file, e.g.
@@ -38,12 +40,12 @@ while [ $# -gt 0 ]; do
     --nemesis) nemesis=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --cache-mb) export HANDLED_PARTITION_CACHE_MB=$2; shift 2 ;;
-    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) bin=$1; shift ;;
   esac
 done
 if [ $mode = cassandra ]; then
-  [ "$nemesis" = all ] && nemeses=(cass-cut store-cut lb-cut pause kill) || nemeses=("$nemesis")
+  [ "$nemesis" = all ] && nemeses=(cass-cut store-cut lb-cut pause kill skew) || nemeses=("$nemesis")
 else
   [ "$nemesis" = all ] && nemeses=(partition pause kill skew) || nemeses=("$nemesis")
 fi

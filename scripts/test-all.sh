@@ -135,7 +135,7 @@ suite interop-java "net.handle:handle-client against the release binary" \
   tests/interop-java/run.sh "$BIN"
 suite partition "a multi-primary group of three and a proxied mirror, each in a network namespace, 45 s under each nemesis (partition, pause, kill -9, clock skew): porcupine per handle, convergence, no copy going back (scripts/partition-test.sh)" \
   scripts/partition-test.sh "$BIN"
-suite partition-cassandra "the README's Cassandra cluster (3 Cassandra nodes, 3 handled nodes, the balancer), each in a network namespace, 30 s under each nemesis (a Cassandra node cut off, a handled node cut from Cassandra, the balancer cut from a node, pause, kill -9): porcupine per handle across all nodes, convergence (scripts/partition-test.sh cassandra)" \
+suite partition-cassandra "the README's Cassandra cluster (3 Cassandra nodes, 3 handled nodes, the balancer), each in a network namespace, 30 s under each nemesis (a Cassandra node cut off, a handled node cut from Cassandra, the balancer cut from a node, pause, kill -9, a handled node's clock off): porcupine per handle across all nodes, convergence (scripts/partition-test.sh cassandra)" \
   scripts/partition-test.sh cassandra "$BIN"
 suite partition-cassandra-cache "the same with the nodes' coherent record cache on (64 MB): its write-pending marks keep reads concurrent with a write linearizable (docs/cluster.md)" \
   scripts/partition-test.sh cassandra --cache-mb 64 "$BIN"

@@ -18,7 +18,12 @@
 #            lb-cut (the balancer cut from a `handled` node, 10 s),
 #            pause (a `handled` or Cassandra node SIGSTOPped 8 s, four leases),
 #            kill (a `handled` node killed and restarted 2 s later, or a
-#                  Cassandra node killed and restarted on its data)
+#                  Cassandra node killed and restarted on its data),
+#            cass-skew (a Cassandra node's clock stepped 0.5-5 s ahead or back
+#                  for 15 s, then back: its Paxos ballots and write timestamps),
+#            skew (a `handled` node killed and restarted with its clock off by
+#                  up to 120 ms either way, so that two nodes stay within the
+#                  leases' 250 ms margin as docs/cluster.md asks)
 # One line per round in OUT_DIR/results.tsv. Exit 0 every round linearizable
 # and converged, 1 not, 77 cannot run here.
 set -euo pipefail
@@ -33,7 +38,7 @@ export HANDLED_PARTITION_TAG=${HANDLED_PARTITION_TAG:-hdc} HANDLED_PARTITION_NET
 . "$here/netns.sh"
 
 for n in "${nemeses[@]}"; do
-  case $n in cass-cut | store-cut | lb-cut | pause | kill) ;; *) echo "cassandra.sh: unknown nemesis $n" >&2; exit 2 ;; esac
+  case $n in cass-cut | store-cut | lb-cut | pause | kill | cass-skew | skew) ;; *) echo "cassandra.sh: unknown nemesis $n" >&2; exit 2 ;; esac
 done
 why=$(net_missing)
 [ -z "$why" ] || skip_suite "partition (cassandra)" "$why"
@@ -68,6 +73,17 @@ trap 'exit 130' INT TERM
 
 "$cass" fetch
 net_up c1 c2 c3 a b c lb   # c1..c3 get .1..3: scripts/cassandra.sh puts node N at NET.N
+# Cassandra's clock, shifted by the skew nemesis through a file per node
+# (tests/partition/skewed-clock); offset 0 until a strike writes one.
+clock_classes=$out/skewed-clock
+javac -d "$clock_classes" -cp "${HANDLED_CASSANDRA_HOME:-$HOME/.cache/handled/cassandra}/lib/*" \
+  "$here/skewed-clock/handled/partition/SkewedClock.java"
+export HANDLED_CASSANDRA_CLASSPATH=$clock_classes HANDLED_CASSANDRA_JVM_OPTS=-Dcassandra.clock=handled.partition.SkewedClock
+# cass_skew N MS: node N's clock MS ms off from now on (written whole: the node reads it every 100 ms).
+cass_skew() {
+  local file=$HANDLED_CASSANDRA_DATA/node$1/clock-offset-ms
+  echo "$2" > "$file.new" && mv -f "$file.new" "$file"
+}
 contact=$(node_ip c1):9042,$(node_ip c2):9042,$(node_ip c3):9042
 
 # cass_start N: Cassandra node N in cN's namespace, waits for CQL and "Startup complete".
@@ -90,16 +106,17 @@ for n in 1 2 3; do
 done
 echo "cassandra.sh: 3 Cassandra nodes up and normal in $((SECONDS - started)) s (heap $HANDLED_CASSANDRA_HEAP)"
 
-# start NAME: `handled serve` in NAME's namespace on this round's keyspace (its
-# pid in NAME.pid), waits for "ready". The first node bootstraps TEST.
+# start NAME [CLOCK_MS]: `handled serve` in NAME's namespace on this round's
+# keyspace (its pid in NAME.pid), its clock CLOCK_MS off (default 0), waits for
+# "ready". The first node bootstraps TEST.
 start() {
-  local name=$1 ip waited=0
+  local name=$1 clock_ms=${2:-0} ip waited=0
   ip=$(node_ip "$name")
   local cache=()
   [ "$CACHE_MB" = 0 ] || cache=(--cache-mb "$CACHE_MB" --cluster-listen "$ip:$CHANNEL")
   rm -f "$dir/$name.pid"
   HANDLED_STORE=cassandra HANDLED_CASSANDRA_CONTACT_POINTS=$contact HANDLED_CASSANDRA_KEYSPACE=$keyspace \
-    HANDLED_CASSANDRA_REPLICATION=3 \
+    HANDLED_CASSANDRA_REPLICATION=3 HANDLED_CLOCK_OFFSET_MS=$clock_ms \
     node_spawn "$name" "$dir/$name.pid" "$bin" serve --config "$dir/node.toml" --data-dir "$dir/data-$name" \
     --listen "$ip" --port $NATIVE --http-port $HTTP --public-address "$(node_ip lb)" \
     --prefix TEST --admin-credentials "$dir/creds-$name.json" \
@@ -110,6 +127,25 @@ start() {
     sleep 0.2
     waited=$((waited + 1))
     [ $waited -lt 600 ] || { echo "$name not ready after 120 s"; tail -20 "$dir/$name.log"; return 1; }
+  done
+}
+
+# restart NAME [CLOCK_MS]: kill NAME if it runs, start it again, and keep
+# trying for two minutes, as a supervisor would: a node exits at start when the
+# store cannot answer its bootstrap (e.g. through a Cassandra coordinator whose
+# clock is behind: the other nodes drop its requests as expired).
+restart() {
+  local try=0 pid
+  while :; do
+    pid=$(cat "$dir/$1.pid" 2>/dev/null || true)
+    if [ -n "$pid" ]; then
+      kill -9 "$pid" 2>/dev/null || true
+      while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    fi
+    [ $try = 0 ] || { echo "$1: start $try failed"; sleep 3; }
+    try=$((try + 1))
+    start "$@" && return 0
+    [ $try -lt 24 ] || return 1
   done
 }
 
@@ -173,12 +209,22 @@ strike() {
           ;;
         *)
           pid=$(cat "$dir/$target.pid")
-          kill -9 "$pid"
+          kill -9 "$pid" 2>/dev/null || true
           while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
           sleep 2
-          start "$target"
+          restart "$target"
           ;;
       esac ;;
+    cass-skew)
+      target=c$((RANDOM % 3 + 1))
+      n=$(( (RANDOM % 4501 + 500) * (RANDOM % 2 * 2 - 1) ))
+      echo "strike cass-skew $target at $((SECONDS - t0)) s: its clock $n ms off for 15 s"
+      cass_skew "${target#c}" "$n"; sleep 15; cass_skew "${target#c}" 0 ;;
+    skew)
+      target=$(printf 'a\nb\nc\n' | shuf -n 1)
+      n=$((RANDOM % 241 - 120))
+      echo "strike skew $target at $((SECONDS - t0)) s: killed, restarted with its clock $n ms off"
+      restart "$target" "$n" ;;
   esac
   echo "healed $target at $((SECONDS - t0)) s"
 }

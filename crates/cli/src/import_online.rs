@@ -230,7 +230,8 @@ pub async fn run(file: &Path, connect: &Connect, replace: bool, parallel: usize)
                     progress.limit = n + LIMIT_STEP;
                     write_progress(&progress_file, &progress)?;
                 }
-                let (handle, record) = parse_line(&line, now()).map_err(anyhow::Error::msg)?;
+                let (handle, record) =
+                    parse_line(&line, handled_store::clock::now_secs_i32()).map_err(anyhow::Error::msg)?;
                 next = Some(Job { n, handle, values: record.values, overwrite });
             }
         }
@@ -282,11 +283,6 @@ pub async fn run(file: &Path, connect: &Connect, replace: bool, parallel: usize)
         crate::counted::plural(parallel as u64, "session")
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// Seconds since the epoch, the timestamp of values that carry none.
-fn now() -> i32 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i32)
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ fn start(dir: &Path, name: &str, ports: (u16, u16), in_group: bool, resolver: u1
 }
 
 /// [`start`], with the member's clock `ahead_ms` ahead of the machine's
-/// (`HANDLED_CLOCK_OFFSET_MS`, the multi-primary dating's clock).
+/// (`HANDLED_CLOCK_OFFSET_MS`, the clock that dates its changes).
 fn start_with_clock(dir: &Path, name: &str, ports: (u16, u16), in_group: bool, resolver: u16, ahead_ms: i64) -> Server {
     let mut text =
         "server_admins = [\"300:TEST/ADMIN\"]\nreplication_admins = [\"300:TEST/ADMIN\", \"301:TEST/ADMIN\"]\n"

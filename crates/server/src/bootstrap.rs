@@ -156,7 +156,7 @@ async fn join_cluster(state: &ServerState, store: Arc<dyn Store>) -> Result<(), 
         }
         _ if store.capabilities().shared => {
             let rows = store.doc_scan(lease::COLLECTION, b"", None, 1024).await?;
-            let now = lease::now_ms();
+            let now = handled_store::clock::now_ms();
             let caching = rows.iter().filter_map(|(_, d)| lease::Member::of(d)).find(|m| m.lease_until > now);
             if let Some(m) = caching {
                 return Err(BootstrapError::Invalid(format!(
@@ -226,12 +226,8 @@ async fn read_u16(store: &dyn Store, key: &str) -> Result<Option<u16>, Bootstrap
     Ok(store.meta_get(key).await?.and_then(|b| <[u8; 2]>::try_from(b.as_slice()).ok()).map(u16::from_be_bytes))
 }
 
-fn now_secs() -> i32 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i32).unwrap_or(0)
-}
-
 fn stamped(mut v: HandleValue) -> HandleValue {
-    v.timestamp = now_secs();
+    v.timestamp = handled_store::clock::now_secs_i32();
     v
 }
 

@@ -18,6 +18,7 @@
 //! while [`LOCAL_PRIORITY_META_KEY`] is set, i.e. while the server is a
 //! multi-primary member.
 
+use crate::clock::now_ms;
 use crate::{StoreError, TxnAction, TxnEntry};
 
 /// Meta-key prefix of the dates: `replication/dates/h/<hex handle>` and
@@ -29,9 +30,6 @@ pub const LOCAL_PRIORITY_META_KEY: &str = "replication/multi-primary/priority";
 /// The latest date a change may carry: Java's dates are `long`s, so a later
 /// one reads negative at a Handle.Net peer (older than any change there).
 pub const MAX_DATE_MS: u64 = i64::MAX as u64;
-/// Shifts [`now_ms`] by this many ms (signed), for tests of a member whose
-/// clock is wrong; read once. Never set it in production.
-pub const CLOCK_OFFSET_ENV: &str = "HANDLED_CLOCK_OFFSET_MS";
 
 /// When a handle (or prefix) last changed, and by which primary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,15 +89,6 @@ pub fn date_meta_key(action: TxnAction, handle: &[u8]) -> String {
         key.push_str(&format!("{b:02x}"));
     }
     key
-}
-
-/// This server's clock for multi-primary dates, ms since the epoch: the wall
-/// clock, shifted by [`CLOCK_OFFSET_ENV`] when that is set (tests).
-pub fn now_ms() -> u64 {
-    static OFFSET_MS: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
-    let offset = *OFFSET_MS
-        .get_or_init(|| std::env::var(CLOCK_OFFSET_ENV).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0));
-    crate::txn_log::now_ms().saturating_add_signed(offset)
 }
 
 /// The local priority as stored under [`LOCAL_PRIORITY_META_KEY`].

@@ -32,6 +32,7 @@ mod cas;
 #[cfg(feature = "cassandra")]
 pub mod cassandra;
 pub mod change_dates;
+pub mod clock;
 pub mod conformance;
 mod documents;
 mod embedded;

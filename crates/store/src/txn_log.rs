@@ -13,6 +13,7 @@
 //! logs each change under the *source's* id, so a promoted mirror continues the
 //! old primary's sequence.
 
+use crate::clock::machine_ms;
 use crate::HandleRecord;
 
 /// Meta-table key prefix under which each homed prefix handle is recorded
@@ -162,11 +163,6 @@ impl ReplicatedChange {
     }
 }
 
-/// Wall clock, ms since the epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
 /// The counters of a log, kept by each backend next to its entries and changed
 /// in the same commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -183,7 +179,7 @@ impl TxnLogState {
     /// The entry for the next local change.
     pub(crate) fn next(&mut self, action: TxnAction, handle: &[u8]) -> TxnEntry {
         self.last += 1;
-        self.last_date_ms = self.last_date_ms.max(now_ms());
+        self.last_date_ms = self.last_date_ms.max(machine_ms());
         TxnEntry { id: self.last, date_ms: self.last_date_ms, action, handle: handle.to_vec() }
     }
 

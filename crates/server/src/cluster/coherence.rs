@@ -14,8 +14,9 @@ use handled_store::{DocumentStore, StoreError};
 use parking_lot::Mutex;
 
 use super::channel::{self, ChannelStats, Kind, Peers};
-use super::lease::{now_ms, Leases, Member, Renewal};
+use super::lease::{Leases, Member, Renewal};
 use crate::cache::{Change, Coherence, CoherenceStats, RecordCache};
+use handled_store::clock::now_ms;
 
 /// Timings (config keys `cluster_*`).
 #[derive(Debug, Clone, Copy)]

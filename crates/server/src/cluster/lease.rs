@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use handled_store::clock::now_ms;
 use handled_store::{DocExpect, DocOutcome, Document, DocumentStore, StoreError};
 use parking_lot::Mutex;
 
@@ -16,10 +17,6 @@ pub const COLLECTION: &str = crate::cache::keys::CLUSTER_NODES;
 const MAX_MEMBERS: usize = 1024;
 /// A row whose lease ended this long ago is removed by the next view refresh.
 const FORGET_AFTER_MS: u64 = 10 * 60 * 1000;
-
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
 
 /// One node's row.
 #[derive(Debug, Clone, PartialEq, Eq)]

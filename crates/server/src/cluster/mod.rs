@@ -13,9 +13,10 @@ pub mod channel_slots;
 pub mod coherence;
 pub mod lease;
 
+use handled_store::clock::now_ms;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use handled_store::{DocExpect, DocOutcome, Document, DocumentStore, IndexEntry, IndexHit, IndexMatch, StoreError};
 
@@ -24,10 +25,6 @@ const DUE_INDEX: &str = "due";
 const SWEEP_EVERY: u32 = 32;
 /// …at most this many at a time (bounded work per request).
 const SWEEP_BATCH: usize = 64;
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
 
 /// Short-lived entries keyed by id bytes, shared by all nodes through the store.
 pub struct SharedTable {

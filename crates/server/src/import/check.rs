@@ -3,7 +3,7 @@
 //! parsed kept for [`super::load`] ([`Parsed`]), so that each line is parsed
 //! once.
 
-use super::{parse_line, runs, spill_error, unix_now, ImportError, ImportOptions, Keyed, SORT_GROUP};
+use super::{parse_line, runs, spill_error, ImportError, ImportOptions, Keyed, SORT_GROUP};
 use crate::state::homed_in;
 use handled_proto::handle;
 use handled_store::{HandleRecord, RecordStore};
@@ -57,7 +57,7 @@ async fn check_in_groups(
     group_size: usize,
     mut progress: impl FnMut(u64),
 ) -> Result<(Checked, Parsed), ImportError> {
-    let now = unix_now();
+    let now = handled_store::clock::now_secs_i32();
     let mut checked = Checked::default();
     let mut kept = Kept { group: Vec::new(), group_size, runs: None, spill_dir, reread: false };
     let mut batch = Vec::with_capacity(PARSE_BATCH);

@@ -140,10 +140,6 @@ fn spill_error(dir: &Path, e: std::io::Error) -> ImportError {
     ImportError::Io(std::io::Error::new(e.kind(), format!("sorting through runs in {}: {e}", dir.display())))
 }
 
-fn unix_now() -> i32 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i32).unwrap_or(0)
-}
-
 /// Store what [`check`] parsed; `reread` opens the input again for
 /// [`Parsed::Reread`] (loaded then by [`import`], with `case_sensitive`).
 /// `progress` gets the records stored so far. Returns the number loaded.
@@ -186,7 +182,7 @@ pub async fn import(
     case_sensitive: bool,
     mut progress: impl FnMut(u64),
 ) -> Result<u64, ImportError> {
-    let now = unix_now();
+    let now = handled_store::clock::now_secs_i32();
     let mut group = Vec::with_capacity(CHUNK);
     let mut loaded = 0u64;
     for line in lines(input) {

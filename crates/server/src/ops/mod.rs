@@ -154,10 +154,6 @@ async fn load(state: &Directory, key: &[u8]) -> Result<Option<HandleRecord>, OpE
     Ok(state.record(key).await?)
 }
 
-fn now() -> i32 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i32).unwrap_or(0)
-}
-
 fn is_admin_value(v: &HandleValue) -> bool {
     v.is_type(types::HS_ADMIN)
 }
@@ -221,7 +217,7 @@ fn check_new_values(values: &[HandleValue]) -> Result<(), OpError> {
 /// `values` as stored: stamped now, except values identical to the one they
 /// replace, which keep their timestamp (§7.4).
 fn stamp(values: &[HandleValue], old: Option<&HandleRecord>) -> Vec<HandleValue> {
-    let t = now();
+    let t = handled_store::clock::now_secs_i32();
     values
         .iter()
         .map(|v| match old.and_then(|r| r.values.iter().find(|o| o.index == v.index)) {

@@ -82,9 +82,7 @@ struct PhaseLabels {
     phase: &'static str,
 }
 
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
+pub use handled_store::clock::machine_ms;
 
 impl MirrorStatus {
     pub fn new(source: String, promoted: bool) -> Self {
@@ -97,7 +95,7 @@ impl MirrorStatus {
                 last_txn_id: 0,
                 last_pull_ms: 0,
                 // Until a pull catches up, the lag counts from the start.
-                caught_up_ms: now_ms(),
+                caught_up_ms: machine_ms(),
                 dump_records: 0,
                 pull_errors: 0,
                 redumps: 0,
@@ -173,7 +171,7 @@ impl MirrorStatus {
         r.register(
             "replication_lag_seconds",
             "Seconds since a pull last found nothing more at the source",
-            float(self.lag_seconds(now_ms())),
+            float(self.lag_seconds(machine_ms())),
         );
         r.register(
             "replication_dump_handles",
@@ -213,9 +211,9 @@ mod tests {
         s.update(|x| {
             x.phase = Phase::Pulling;
             x.last_txn_id = 42;
-            x.caught_up_ms = now_ms() - 2_000;
+            x.caught_up_ms = machine_ms() - 2_000;
         });
-        assert!((1.9..5.0).contains(&s.lag_seconds(now_ms())));
+        assert!((1.9..5.0).contains(&s.lag_seconds(machine_ms())));
         let mut r = Registry::with_prefix("handled");
         s.register(&mut r);
         let mut text = String::new();
@@ -229,6 +227,6 @@ mod tests {
         }
         s.set_promoted();
         assert!(!s.is_read_only());
-        assert_eq!((s.snapshot().phase, s.lag_seconds(now_ms())), (Phase::Promoted, 0.0));
+        assert_eq!((s.snapshot().phase, s.lag_seconds(machine_ms())), (Phase::Promoted, 0.0));
     }
 }

@@ -15,7 +15,12 @@
 //!   attempt's answer;
 //! * the row still has the version they all expected: not yet; the operation
 //!   decides again, and the next commit on the row (ours or another's, at a
-//!   higher ballot) makes Cassandra drop the stale proposal for good;
+//!   higher ballot) makes Cassandra drop the stale proposal for good. Ballots
+//!   are dated by the coordinators' clocks, so "later" means "higher" only
+//!   while the Cassandra nodes' clocks agree: a stale proposal dated ahead
+//!   outranks the commits made within the skew after it, and is completed
+//!   over them (docs/cluster.md, "Clock skew"); not something a client can
+//!   prevent, as a lightweight transaction takes no timestamp of ours;
 //! * the row moved to a state none of them made, or the one every delete of
 //!   that version makes: unknown, as ours may have applied before it moved.
 

@@ -20,7 +20,8 @@ use scylla::client::session::Session;
 use tokio::sync::{mpsc, oneshot};
 
 use super::txn_tables::{applied, bucket_of, EntryState, TxnStatements};
-use crate::txn_log::{now_ms, TxnNotifier};
+use crate::clock::machine_ms;
+use crate::txn_log::TxnNotifier;
 use crate::{StoreError, TxnAction};
 
 /// Writers of one node served by one id transaction, at most.
@@ -259,8 +260,12 @@ async fn take_ids(
             Some(s) => s,
             None => st.seq(session).await?,
         };
-        let next =
-            super::txn_tables::Seq { last: seq.last + n, date_ms: seq.date_ms.max(now_ms()), owner: nonce(), ..seq };
+        let next = super::txn_tables::Seq {
+            last: seq.last + n,
+            date_ms: seq.date_ms.max(machine_ms()),
+            owner: nonce(),
+            ..seq
+        };
         let values = (next.last as i64, next.date_ms as i64, next.owner, seq.last as i64);
         match applied(session.execute_unpaged(&st.seq_take, values).await, "txn_seq") {
             Ok(true) => {
@@ -289,6 +294,6 @@ async fn take_ids(
 pub(super) fn nonce() -> i64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(Instant::now().elapsed().as_nanos() ^ u128::from(now_ms()));
+    h.write_u128(Instant::now().elapsed().as_nanos() ^ u128::from(machine_ms()));
     (h.finish() >> 1) as i64
 }

@@ -65,7 +65,7 @@ pub async fn dates_local_writes_move_forward(s: Arc<dyn Store>) {
     assert_eq!(date_of(&*s, TxnAction::Update, h).await, None, "no dating outside multi-primary");
     s.meta_put(LOCAL_PRIORITY_META_KEY, Some(3i32.to_be_bytes().to_vec())).await.unwrap();
     // A peer whose clock is an hour ahead changed it.
-    let ahead = crate::txn_log::now_ms() + 3_600_000;
+    let ahead = crate::clock::machine_ms() + 3_600_000;
     s.apply_replicated(vec![pulled(1, ahead, TxnAction::Update, h, Some("peer"), 1)], Vec::new()).await.unwrap();
     s.swap(h.as_bytes(), Expect::Any, Some(url_record("local"))).await.unwrap();
     let local = date_of(&*s, TxnAction::Update, h).await.unwrap();

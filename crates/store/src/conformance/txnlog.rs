@@ -37,7 +37,7 @@ fn assert_dates_never_decrease(entries: &[TxnEntry]) {
 
 pub async fn txn_log_local_writes(s: Arc<dyn Store>) {
     assert_eq!(s.txn_log_bounds().await.unwrap(), TxnLogBounds::default());
-    let before = crate::txn_log::now_ms();
+    let before = crate::clock::machine_ms();
     let k = b"20.5000/a";
     s.swap(k, Expect::Absent, Some(url_record("1"))).await.unwrap();
     s.swap(k, Expect::Present(url_record("1")), Some(url_record("2"))).await.unwrap();
@@ -70,7 +70,7 @@ pub async fn txn_log_local_writes(s: Arc<dyn Store>) {
             (7, Create, "20.5000/b".into()),
         ]
     );
-    let after = crate::txn_log::now_ms();
+    let after = crate::clock::machine_ms();
     assert!(entries.iter().all(|e| (before..=after).contains(&e.date_ms)), "{entries:?} not in {before}..={after}");
     assert_dates_never_decrease(&entries);
     let b = s.txn_log_bounds().await.unwrap();

@@ -212,7 +212,7 @@ impl SqlCore {
         if let Tx::Postgres(t) = tx {
             let last: i64 = sqlx::query_scalar(PG_LOG)
                 .bind(changes.len() as i64)
-                .bind(int(crate::txn_log::now_ms()))
+                .bind(int(crate::clock::machine_ms()))
                 .bind(changes.iter().map(|(a, _)| i16::from(a.code())).collect::<Vec<_>>())
                 .bind(changes.iter().map(|(_, h)| h.to_vec()).collect::<Vec<_>>())
                 .fetch_one(&mut **t)

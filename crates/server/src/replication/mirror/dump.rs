@@ -10,7 +10,7 @@ use super::marks::{self, Kind};
 use super::progress::{entry, DumpProgress, PullProgress, DUMP_KEY, PULL_KEY};
 use super::MirrorError;
 use crate::replication::ReplicationContext;
-use crate::replication_status::mirror::{now_ms, MirrorStatus, Phase};
+use crate::replication_status::mirror::{machine_ms, MirrorStatus, Phase};
 use handled_client::credentials::Credentials;
 use handled_client::replication::SourceServer;
 use handled_proto::replication::request::{RESUME_AFTER_HANDLE, RESUME_AFTER_NA};
@@ -42,7 +42,7 @@ pub async fn run(
             state.records().count().await.unwrap_or(0)
         );
         marks::clear(state).await?;
-        d = DumpProgress { redump: true, ..DumpProgress::new(&d.source, true, now_ms()) };
+        d = DumpProgress { redump: true, ..DumpProgress::new(&d.source, true, machine_ms()) };
     } else if d.records > 0 {
         tracing::info!("resuming the dump from {} after {} records", d.source, d.records);
     } else {
@@ -86,7 +86,7 @@ pub async fn run(
         "dump from {} done: {} records in {:.1} s; pulling transactions after {txn_id}",
         d.source,
         d.records,
-        now_ms().saturating_sub(d.started_ms) as f64 / 1000.0
+        machine_ms().saturating_sub(d.started_ms) as f64 / 1000.0
     );
     status.update(|s| {
         s.phase = Phase::Pulling;

@@ -18,7 +18,7 @@ pub use crate::replication_status::mirror::MirrorStatus;
 pub use settings::MirrorSettings;
 
 use crate::replication::ReplicationContext;
-use crate::replication_status::mirror::{now_ms, Phase};
+use crate::replication_status::mirror::{machine_ms, Phase};
 use handled_client::replication::ReplicationError;
 use progress::{decode, DumpProgress, PullProgress, DUMP_KEY, PROMOTED_KEY, PULL_KEY};
 use pull::PullOutcome;
@@ -111,7 +111,7 @@ pub async fn promote_if_unconfigured(
 /// The durable promotion flag (also what `handled promote` writes offline).
 /// An unfinished dump is dropped: a primary has nothing to resume it from.
 pub async fn write_promoted(store: &dyn handled_store::TxnLogStore) -> Result<(), handled_store::StoreError> {
-    let when = now_ms().to_string().into_bytes();
+    let when = machine_ms().to_string().into_bytes();
     store.apply_replicated(Vec::new(), vec![(PROMOTED_KEY.into(), Some(when)), (DUMP_KEY.into(), None)]).await
 }
 
@@ -121,7 +121,7 @@ async fn run(state: Arc<ReplicationContext>, settings: MirrorSettings, status: A
     while status.is_read_only() {
         let started = Instant::now();
         let outcome = cycle(&state, &settings, &status).await;
-        status.update(|s| s.last_pull_ms = now_ms());
+        status.update(|s| s.last_pull_ms = machine_ms());
         let pause = match outcome {
             Ok(Some(PullOutcome::Applied(n))) if settings.low_latency => {
                 failures = 0;
@@ -178,7 +178,7 @@ async fn cycle(
         return Ok(None);
     }
     let Some(raw) = store.meta_get(PULL_KEY).await? else {
-        let d = DumpProgress::new(&settings.source_text, false, now_ms());
+        let d = DumpProgress::new(&settings.source_text, false, machine_ms());
         dump::run(state, &source, creds, status, d).await?;
         return Ok(None);
     };

@@ -24,7 +24,7 @@ use super::MirrorError;
 use crate::replication::kept_queues;
 use crate::replication::multi_primary::future_dates::{self, Verdict};
 use crate::replication::ReplicationContext;
-use crate::replication_status::mirror::{now_ms, MirrorStatus, Phase};
+use crate::replication_status::mirror::{machine_ms, MirrorStatus, Phase};
 use handled_client::credentials::Credentials;
 use handled_client::replication::SourceServer;
 use handled_proto::envelope::Version;
@@ -213,7 +213,7 @@ pub async fn run(
     }
     if !held_any {
         future_dates::none_held(status);
-        status.update(|s| s.caught_up_ms = now_ms());
+        status.update(|s| s.caught_up_ms = machine_ms());
     }
     Ok(PullOutcome::Applied(applied))
 }

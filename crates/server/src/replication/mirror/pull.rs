@@ -9,7 +9,7 @@ use super::MirrorError;
 use crate::replication::kept_queues;
 use crate::replication::multi_primary::future_dates::{self, Verdict};
 use crate::replication::ReplicationContext;
-use crate::replication_status::mirror::{now_ms, MirrorStatus, Phase};
+use crate::replication_status::mirror::{machine_ms, MirrorStatus, Phase};
 use handled_client::credentials::Credentials;
 use handled_client::replication::SourceServer;
 use handled_proto::replication::txn_stream::STATUS_NEED_TO_REDUMP;
@@ -142,7 +142,7 @@ pub async fn run(
         return Ok(PullOutcome::Redump);
     }
     if redump {
-        let d = DumpProgress::new(&p.source, true, now_ms());
+        let d = DumpProgress::new(&p.source, true, machine_ms());
         // Whatever arrived before is dropped: the redump brings the current state.
         state.txn_log().apply_replicated(Vec::new(), vec![entry(DUMP_KEY, &d)]).await?;
         tracing::error!(
@@ -162,7 +162,7 @@ pub async fn run(
     status.update(|s| s.last_txn_id = p.last_txn_id);
     if !held {
         future_dates::none_held(status);
-        status.update(|s| s.caught_up_ms = now_ms());
+        status.update(|s| s.caught_up_ms = machine_ms());
     }
     Ok(PullOutcome::Applied(applied))
 }

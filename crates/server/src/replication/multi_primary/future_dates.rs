@@ -14,7 +14,8 @@
 
 use crate::replication_status::mirror::MirrorStatus;
 use handled_proto::replication::TxnRecord;
-use handled_store::change_dates::{now_ms, MAX_DATE_MS};
+use handled_store::change_dates::MAX_DATE_MS;
+use handled_store::clock::now_ms;
 
 /// One logged line a minute per peer at most: a flood of future-dated
 /// changes is re-met at every cycle.

@@ -23,7 +23,7 @@ use crate::replication::multi_primary::PULL_PREFIX;
 use crate::replication::ReplicationContext;
 use handled_proto::replication::txn_stream::{FORMAT_ALL_QUEUES, STATUS_NEED_TO_REDUMP, STATUS_SENDING};
 use handled_proto::replication::{MirrorLayout, ReplicationStateInfo, TxnStreamItem};
-use handled_store::txn_log::now_ms;
+use handled_store::clock::machine_ms;
 use std::io;
 
 const DAY_MS: i64 = 86_400_000;
@@ -100,7 +100,7 @@ pub async fn send(
     names.retain(|q| *q != own && !in_site(q, requester));
     names.truncate(kept_queues::MAX_QUEUES);
     let ours = |q: &str| positions.iter().find(|(n, _)| n == q).map(|(_, p)| p.clone());
-    let now = now_ms() as i64;
+    let now = machine_ms() as i64;
     for q in &names {
         let first = kept_queues::first(state.uncached_documents(), q).await.map_err(io::Error::other)?;
         let servers_last = ours(q).map_or(0, |p| p.last_txn_id.min(i64::MAX as u64) as i64);
@@ -122,7 +122,7 @@ pub async fn send(
     sink.send(&TxnStreamItem::Header { format: FORMAT_ALL_QUEUES, status: STATUS_SENDING }).await?;
     sink.send(&TxnStreamItem::QueueName(own.into_bytes())).await?;
     txn::forward(state, layout, None, (own_last, bounds.last), sink).await?;
-    sink.send(&TxnStreamItem::QueueEnd { date_ms: now_ms() }).await?;
+    sink.send(&TxnStreamItem::QueueEnd { date_ms: machine_ms() }).await?;
     for q in &names {
         let Some(p) = ours(q).filter(|p| p.last_query_date_ms > 0) else { continue };
         sink.send(&TxnStreamItem::QueueName(q.clone().into_bytes())).await?;

@@ -90,7 +90,7 @@ pub async fn answer(
     // A log the store cannot read is an error answer, not a stream cut short.
     let bounds = state.txn_log().txn_log_bounds().await?;
     if let Work::Dump(_, position) = &mut work {
-        *position = (bounds.last, handled_store::txn_log::now_ms());
+        *position = (bounds.last, handled_store::clock::machine_ms());
     }
     let source = &state.slots;
     let wait = match &work {

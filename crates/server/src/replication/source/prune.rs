@@ -4,7 +4,7 @@
 //! primaries' queues kept for proxied mirrors are pruned by the same rule.
 
 use crate::replication::ReplicationContext;
-use handled_store::txn_log::now_ms;
+use handled_store::clock::machine_ms;
 use handled_store::Capabilities;
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,7 +58,7 @@ pub fn prune_daily(state: Arc<ReplicationContext>) -> Option<impl std::future::F
         let mut every = tokio::time::interval(Duration::from_millis(DAY_MS));
         loop {
             every.tick().await;
-            let before = cutoff(now_ms(), days);
+            let before = cutoff(machine_ms(), days);
             match state.txn_log().txn_log_prune(before).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!("replication: pruned {n} transaction log entries older than {days} days"),

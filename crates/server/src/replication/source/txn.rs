@@ -21,7 +21,7 @@ use crate::site::SITE_INDEX;
 use handled_proto::replication::txn_stream::{FORMAT_ONE_QUEUE, STATUS_NEED_TO_REDUMP, STATUS_SENDING};
 use handled_proto::replication::{MirrorLayout, RetrieveTxnRequest, TxnAction, TxnQuery, TxnRecord, TxnStreamItem};
 use handled_store::change_dates::{decode_priority, LOCAL_PRIORITY_META_KEY};
-use handled_store::txn_log::now_ms;
+use handled_store::clock::machine_ms;
 use handled_store::TxnLogBounds;
 use std::io;
 use std::time::Duration;
@@ -93,7 +93,7 @@ pub async fn send(
         forward(state, layout, None, (mirror_last, bounds.last), sink).await?;
     }
     // The mirror's next lastQueryDate: unchanged while it must be dumped.
-    let date = if redump { last_query_date_ms } else { now_ms() };
+    let date = if redump { last_query_date_ms } else { machine_ms() };
     sink.send(&TxnStreamItem::End { date_ms: Some(date) }).await
 }
 
