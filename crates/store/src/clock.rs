@@ -25,7 +25,7 @@ pub fn now_ms() -> u64 {
 
 /// Milliseconds since the epoch by the machine's clock, never shifted: the
 /// transaction log's dates and the replication streams' positions. Shifted
-/// with the rest, a member's log dated 2 minutes off made the date rule
+/// with the rest, members' logs dated up to 2 minutes off made the date rule
 /// Handle.Net applies to relayed queues ask a proxied mirror to be dumped
 /// again (docs/multi-primary.md, "Clocks"); until that is looked into, the
 /// test setting leaves them alone.
