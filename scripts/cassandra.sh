@@ -7,6 +7,7 @@
 #
 # Usage: scripts/cassandra.sh COMMAND [ARGS]
 #   fetch            resolve cassandra-all and its runtime jars into the cache (once)
+#   lib              print the directory of those jars (to compile against them)
 #   start N          start node N in the background; wait for CQL and "Startup complete"
 #   up N             start nodes 1..N one after another (each joins once the previous is UN)
 #   stop N           stop node N (SIGTERM, SIGKILL after $HANDLED_CASSANDRA_STOP_TIMEOUT s)
@@ -525,6 +526,7 @@ cmd=${1:-}
 need_arg() { [ $# -ge 1 ] || die "'$cmd' needs a node number (see '$0 help')"; }
 case "$cmd" in
   fetch) cmd_fetch ;;
+  lib) echo "$LIB" ;;
   start) need_arg "$@"; cmd_start "$1" ;;
   up) need_arg "$@"; cmd_up "$1" ;;
   stop) need_arg "$@"; cmd_stop "$1" ;;

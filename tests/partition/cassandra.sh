@@ -73,12 +73,12 @@ trap 'exit 130' INT TERM
 
 "$cass" fetch
 net_up c1 c2 c3 a b c lb   # c1..c3 get .1..3: scripts/cassandra.sh puts node N at NET.N
-# Cassandra's clock, shifted by the skew nemesis through a file per node
-# (tests/partition/skewed-clock); offset 0 until a strike writes one.
-clock_classes=$out/skewed-clock
-javac -d "$clock_classes" -cp "${HANDLED_CASSANDRA_HOME:-$HOME/.cache/handled/cassandra}/lib/*" \
-  "$here/skewed-clock/handled/partition/SkewedClock.java"
-export HANDLED_CASSANDRA_CLASSPATH=$clock_classes HANDLED_CASSANDRA_JVM_OPTS=-Dcassandra.clock=handled.partition.SkewedClock
+# For cass-skew, Cassandra's clock is one the nemesis shifts through a file per
+# node (tests/partition/skewed-clock); offset 0 until a strike writes one.
+if [[ " ${nemeses[*]} " == *" cass-skew "* ]]; then
+  javac -d "$out/skewed-clock" -cp "$("$cass" lib)/*" "$here/skewed-clock/handled/partition/SkewedClock.java"
+  export HANDLED_CASSANDRA_CLASSPATH=$out/skewed-clock HANDLED_CASSANDRA_JVM_OPTS=-Dcassandra.clock=handled.partition.SkewedClock
+fi
 # cass_skew N MS: node N's clock MS ms off from now on (written whole: the node reads it every 100 ms).
 cass_skew() {
   local file=$HANDLED_CASSANDRA_DATA/node$1/clock-offset-ms
@@ -131,7 +131,7 @@ start() {
 }
 
 # restart NAME [CLOCK_MS]: kill NAME if it runs, start it again, and keep
-# trying for two minutes, as a supervisor would: a node exits at start when the
+# trying, 3 s apart, 24 times at most, as a supervisor would: a node exits at start when the
 # store cannot answer its bootstrap (e.g. through a Cassandra coordinator whose
 # clock is behind: the other nodes drop its requests as expired).
 restart() {

@@ -82,7 +82,7 @@ struct PhaseLabels {
     phase: &'static str,
 }
 
-pub use handled_store::clock::machine_ms;
+use handled_store::clock::machine_ms;
 
 impl MirrorStatus {
     pub fn new(source: String, promoted: bool) -> Self {

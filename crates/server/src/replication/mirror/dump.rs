@@ -10,12 +10,13 @@ use super::marks::{self, Kind};
 use super::progress::{entry, DumpProgress, PullProgress, DUMP_KEY, PULL_KEY};
 use super::MirrorError;
 use crate::replication::ReplicationContext;
-use crate::replication_status::mirror::{machine_ms, MirrorStatus, Phase};
+use crate::replication_status::mirror::{MirrorStatus, Phase};
 use handled_client::credentials::Credentials;
 use handled_client::replication::SourceServer;
 use handled_proto::replication::request::{RESUME_AFTER_HANDLE, RESUME_AFTER_NA};
 use handled_proto::replication::{DumpHandlesRequest, DumpStreamItem, MirrorLayout};
 use handled_proto::request::RequestBody;
+use handled_store::clock::machine_ms;
 use std::time::Duration;
 
 /// Attempts in a row that keep nothing before the dump is given up for this cycle.

@@ -18,8 +18,9 @@ pub use crate::replication_status::mirror::MirrorStatus;
 pub use settings::MirrorSettings;
 
 use crate::replication::ReplicationContext;
-use crate::replication_status::mirror::{machine_ms, Phase};
+use crate::replication_status::mirror::Phase;
 use handled_client::replication::ReplicationError;
+use handled_store::clock::machine_ms;
 use progress::{decode, DumpProgress, PullProgress, DUMP_KEY, PROMOTED_KEY, PULL_KEY};
 use pull::PullOutcome;
 use std::sync::Arc;

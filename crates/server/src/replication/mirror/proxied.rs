@@ -24,7 +24,7 @@ use super::MirrorError;
 use crate::replication::kept_queues;
 use crate::replication::multi_primary::future_dates::{self, Verdict};
 use crate::replication::ReplicationContext;
-use crate::replication_status::mirror::{machine_ms, MirrorStatus, Phase};
+use crate::replication_status::mirror::{MirrorStatus, Phase};
 use handled_client::credentials::Credentials;
 use handled_client::replication::SourceServer;
 use handled_proto::envelope::Version;
@@ -33,6 +33,7 @@ use handled_proto::replication::{
     MirrorLayout, ReplicationServerState, ReplicationStateInfo, RetrieveTxnRequest, TxnQuery, TxnStreamItem,
 };
 use handled_proto::request::RequestBody;
+use handled_store::clock::machine_ms;
 
 /// The priority of a queue's changes: the HS_SITE index in its name
 /// (`0:2:TEST/SITES` → 2), 0 when it has none (Java's `getIndexFromQueueName`).

@@ -9,12 +9,13 @@ use super::MirrorError;
 use crate::replication::kept_queues;
 use crate::replication::multi_primary::future_dates::{self, Verdict};
 use crate::replication::ReplicationContext;
-use crate::replication_status::mirror::{machine_ms, MirrorStatus, Phase};
+use crate::replication_status::mirror::{MirrorStatus, Phase};
 use handled_client::credentials::Credentials;
 use handled_client::replication::SourceServer;
 use handled_proto::replication::txn_stream::STATUS_NEED_TO_REDUMP;
 use handled_proto::replication::{MirrorLayout, RetrieveTxnRequest, TxnStreamItem};
 use handled_proto::request::RequestBody;
+use handled_store::clock::machine_ms;
 use std::time::Duration;
 
 /// Whose transactions a pull follows, and where its progress is kept.

@@ -190,7 +190,7 @@ async fn pull_peer(
     let keep_as = state.settings.replication.keep_other_transactions.then(|| peer.queue.clone());
     let queue = Queue { key, priority: Some(peer.priority), keep_as };
     pull::run(state, &peer.server, &settings.credentials, status, (&queue, progress), None).await?;
-    status.update(|s| s.last_pull_ms = crate::replication_status::mirror::machine_ms());
+    status.update(|s| s.last_pull_ms = handled_store::clock::machine_ms());
     Ok(())
 }
 
