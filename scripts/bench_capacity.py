@@ -3,7 +3,7 @@
 
     python3 scripts/bench_capacity.py [--sizes 1000000,10000000] [--work DIR]
                                       [--seconds 5] [--bin target/release/handled]
-                                      [--key-directory] [--churn F] [--mirror] [--no-backup]
+                                      [--no-key-directory] [--churn F] [--mirror] [--no-backup] [--cold]
 
 For 10k handles and then each size (ascending), in one run on this box:
 * import: the records (TEST/<n>, a URL and an EMAIL value each, as
@@ -12,11 +12,15 @@ For 10k handles and then each size (ascending), in one run on this box:
   growing store: the rate per slice is the curve of incremental loads): wall
   time, handles/s, peak RSS;
 * disk: bytes per handle (the store file, its log, the whole directory);
-* the store alone: point reads of uniform keys on one thread with the
-  server's default 64 MiB page cache (`store_bench --reads-on`, when the
-  example is built: `cargo build --release --examples`), the store's share of
-  a lookup without the network and the protocol;
-* `serve`: time to its "ready" line, RSS at rest, RSS after the load;
+* the store alone: point reads of uniform keys on one thread
+  (`keydir_bench`, when the example is built: `cargo build --release
+  --examples`), the store's share of a lookup without the network and the
+  protocol: through the key directory and through redb (the server's default
+  64 MiB page cache) on the same data directory, and after a restart with its
+  files dropped from the OS page cache; with --no-key-directory redb's alone
+  (`store_bench --reads-on`);
+* `serve`: time to its "ready" line and to `/readyz` answering 200 (a restart
+  with the files in the page cache), RSS at rest, RSS after the load;
 * resolution: UDP and the JSON API, keys uniform over all handles and Zipf
   (s = 1.0), req/s and req per server core-second (the ratio to the 10k figure
   is the result: the CPU-normalised figure stays meaningful on a busy box), and
@@ -30,10 +34,13 @@ For 10k handles and then each size (ascending), in one run on this box:
   and bytes per handle on disk after;
 * a mirror (--mirror): a second `handled` with `replication_source` set to the
   first, its initial dump timed from start to the `pulling` phase, handles/s,
-  the mirror's peak RSS, its bytes per handle.
-With --key-directory every `import` and `serve` runs with `store_key_directory =
-true` (the store's key directory, issue 45): the import writes the segments, and
-the store-alone reads (redb's) are skipped as not the path lookups take.
+  the mirror's peak RSS, its bytes per handle;
+* a cold start (--cold, as root): the OS page cache dropped
+  (`/proc/sys/vm/drop_caches`), `serve` started again: its "ready" line,
+  `/readyz` answering 200, and UDP uniform resolution in one-second windows
+  from the spawn on, each against the warm rate measured before.
+With --no-key-directory every `import` and `serve` runs with `store_key_directory
+= false` (the key directory, issue 45, is on by default): lookups walk redb's tree.
 Prints a markdown table per size and one JSON line per size to --json-out.
 A benchmark, not a test: nothing here asserts a figure.
 """
@@ -144,6 +151,7 @@ class Server:
         extra = ["--config", str(config)] if config else []
         if creds:
             extra += ["--prefix", "TEST", "--admin-credentials", str(creds)]
+        self.data = data
         self.proc = subprocess.Popen([bin_, "serve", "--data-dir", str(data), "--listen", "127.0.0.1", "--port", str(ports[0]),
                                       "--http-port", str(ports[1])] + extra,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -158,6 +166,17 @@ class Server:
         # Keep draining its output so that logging never blocks the server.
         threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
 
+    def readyz_ms(self, timeout=600):
+        """Poll `/readyz` until it answers 200: ms from the spawn (None: it never did)."""
+        while time.monotonic() - self.started < timeout and self.proc.poll() is None:
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{HTTP}/readyz", timeout=5).status == 200:
+                    return round((time.monotonic() - self.started) * 1000)
+            except OSError:
+                pass  # 503 while warming (HTTPError is an OSError), or not listening yet
+            time.sleep(0.05)
+        return None
+
     def rss_mb(self, field="VmRSS"):
         """Resident memory now (VmRSS) or at its peak so far (VmHWM), MB."""
         for line in open(f"/proc/{self.proc.pid}/status"):
@@ -169,8 +188,8 @@ class Server:
         self.proc.wait(timeout=60)
 
 
-def bench(bin_, pid, extra, seconds, clients=16):
-    out = subprocess.run([bin_, "bench", "-c", str(clients), "-d", str(seconds), "--warmup", "1", "--server-pid", str(pid),
+def bench(bin_, pid, extra, seconds, clients=16, warmup=1):
+    out = subprocess.run([bin_, "bench", "-c", str(clients), "-d", str(seconds), "--warmup", str(warmup), "--server-pid", str(pid),
                           "--json", "--quiet"] + extra, capture_output=True, text=True)
     if out.returncode != 0 or not out.stdout.strip():
         return {"error": out.stderr.strip()[-300:]}
@@ -262,10 +281,10 @@ def mirror_dump(bin_, work, creds, n):
 
 def store_config(work, key_directory):
     """The store's options every import and serve of the run shares (None: defaults)."""
-    if not key_directory:
+    if key_directory:
         return None
     config = work / "store.toml"
-    config.write_text("store_key_directory = true\n")
+    config.write_text("store_key_directory = false\n")
     return config
 
 
@@ -289,9 +308,9 @@ def measure(bin_, work, data, n, seconds, churn_fraction=0.0, with_mirror=False,
     Server(bin_, data, creds, store).stop()
     srv = Server(bin_, data, work / "unused.json", primary_config(work, creds, store))
     pid = srv.proc.pid
-    res = {"ready_ms": round(srv.ready_ms), "rss_rest_mb": srv.rss_mb()}
-    keys = ["--key-prefix", "TEST", "--keys", str(n)]
-    udp = ["--port", str(PORT), "--transport", "udp"] + keys
+    res = {"ready_ms": round(srv.ready_ms), "readyz_ms": srv.readyz_ms(), "rss_rest_mb": srv.rss_mb()}
+    udp = udp_args(n)
+    keys = udp[4:]
     json_api = ["--port", str(HTTP), "--transport", "json-api"] + keys
     res["udp"] = bench(bin_, pid, udp, seconds)
     res["udp_zipf"] = bench(bin_, pid, udp + ["--zipf", "1.0"], seconds)
@@ -326,6 +345,61 @@ def measure(bin_, work, data, n, seconds, churn_fraction=0.0, with_mirror=False,
     return res
 
 
+def udp_args(n):
+    return ["--port", str(PORT), "--transport", "udp", "--key-prefix", "TEST", "--keys", str(n)]
+
+
+def keydir_store_reads(bin_, data, n, seconds):
+    """The store alone with its key directory (`keydir_bench` on this data
+    directory, the server stopped): gets through the directory and through
+    redb, opens timed, and gets after a restart with the files dropped from the
+    OS page cache."""
+    exe = Path(bin_).parent / "examples" / "keydir_bench"
+    if not exe.exists():
+        print(f"# {exe} not built: no store-only reads", file=sys.stderr)
+        return {}
+    out = subprocess.run([str(exe), str(data), str(n), "--secs", str(seconds), "--rounds", "1", "--cold-secs", "3"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        return {"store_reads_error": out.stderr.strip()[-300:]}
+    res = {}
+    for line in out.stdout.splitlines():
+        r = json.loads(line)
+        if "candidate" in r:
+            name = {"keydir-warm-0": "keydir", "redb-warm-0": "redb", "keydir-after-cold-restart": "keydir_cold"}[r["candidate"]]
+            res[f"store_{name}_us"] = {k: r[k] for k in ("mean_us", "p50_us", "p99_us", "p999_us", "gets")}
+        elif "open" in r:
+            res[f"store_open_{r['open']}_s"] = r["secs"]
+        elif "keydir" in r:
+            res["keydir_memory_b_per_handle"] = r["memory_b_per_handle"]
+    return res
+
+
+def cold_start(bin_, work, data, n, store, warm_rps, seconds=15):
+    """`serve` restarted with the OS page cache dropped: ready line, `/readyz`,
+    and UDP uniform req/s in one-second windows from the spawn on."""
+    try:
+        subprocess.run(["sync"], check=True)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError as e:
+        print(f"# cold start skipped: cannot drop the page cache ({e})", file=sys.stderr)
+        return {}
+    srv = Server(bin_, data, work / "unused.json", store)
+    readyz = {}
+    poll = threading.Thread(target=lambda: readyz.update(ms=srv.readyz_ms()))
+    poll.start()
+    windows = []
+    while time.monotonic() - srv.started < seconds:
+        r = bench(bin_, srv.proc.pid, udp_args(n), 1, warmup=0)
+        at = round(time.monotonic() - srv.started, 1)
+        windows.append([at, r.get("rps", 0), round(r.get("rps", 0) / warm_rps, 2) if warm_rps else None])
+    poll.join()
+    srv.stop()
+    reached = next((at for at, _, share in windows if share and share >= 0.9), None)
+    return {"cold_ready_ms": round(srv.ready_ms), "cold_readyz_ms": readyz.get("ms"), "cold_windows": windows,
+            "cold_90pct_at_s": reached}
+
+
 def backup_cell(r):
     if "backup_s" not in r:
         return "not run"
@@ -358,6 +432,21 @@ def table(rows):
             per = r["udp"].get("per_core")
             print(f"| {r['handles']:,} | {r.get('store_get_us', '–')} ({r.get('store_get_p99_us', '–')}), "
                   f"{r.get('store_gets_per_s', 0):,} | {1e6 / per:.2f} |" if per else "| ? |")
+    if any("store_keydir_us" in r or "cold_windows" in r for r in rows):
+        print()
+        print("| handles | store alone µs p50 / p99 / p99.9: directory | redb | directory after a cold restart "
+              "| directory memory B/handle | restart: ready line, /readyz | cold: ready line, /readyz, ≥ 90% of warm UDP at "
+              "| cold UDP windows (s from spawn: share of warm) |")
+        print("|" + "---|" * 8)
+        for r in rows:
+            def us(k):
+                x = r.get(k)
+                return f"{x['p50_us']} / {x['p99_us']} / {x['p999_us']}" if x else "–"
+            windows = ", ".join(f"{at}: {share}" for at, _, share in r.get("cold_windows", []))
+            print(f"| {r['handles']:,} | {us('store_keydir_us')} | {us('store_redb_us')} | {us('store_keydir_cold_us')} "
+                  f"| {r.get('keydir_memory_b_per_handle', '–')} | {r['ready_ms']} ms, {r.get('readyz_ms')} ms "
+                  f"| {r.get('cold_ready_ms', '–')} ms, {r.get('cold_readyz_ms', '–')} ms, {r.get('cold_90pct_at_s', '–')} s "
+                  f"| {windows or '–'} |")
     if any("churn_handles" in r or "mirror_dump_s" in r for r in rows):
         print()
         print("| handles | deleted and re-added | delete /s | re-add /s | bytes/handle before → after (store; before: after the creates) "
@@ -383,7 +472,9 @@ def main():
     ap.add_argument("--mirror", action="store_true", help="time a mirror's initial dump of each size")
     ap.add_argument("--no-backup", action="store_true",
                     help="skip backup and restore (at 30M they need twice the store's disk again)")
-    ap.add_argument("--key-directory", action="store_true", help="store_key_directory = true for every import and serve")
+    ap.add_argument("--no-key-directory", dest="key_directory", action="store_false",
+                    help="store_key_directory = false for every import and serve")
+    ap.add_argument("--cold", action="store_true", help="restart with the OS page cache dropped (root) and time the recovery")
     a = ap.parse_args()
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -398,9 +489,13 @@ def main():
         row = {"handles": n, "key_directory": a.key_directory}
         row.update(import_store(a.bin, work, data, n, a.slices if n > 10_000 else 1, store))
         row.update(disk(data, n))
-        if not a.key_directory:
+        if a.key_directory:
+            row.update(keydir_store_reads(a.bin, data, n, a.seconds))
+        else:
             row.update(store_reads(a.bin, data, n, a.seconds))
         row.update(measure(a.bin, work, data, n, a.seconds, a.churn, a.mirror, store, not a.no_backup))
+        if a.cold:
+            row.update(cold_start(a.bin, work, data, n, store, row["udp"].get("rps")))
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
         if a.json_out:

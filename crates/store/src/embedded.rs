@@ -145,8 +145,13 @@ pub struct EmbeddedOptions {
     /// through `mmap`, and a hash of every key in memory points at them, so a
     /// get costs the same at 10M handles as at 10k, for ~20–40 bytes of memory
     /// per handle. redb keeps the records too. Opening a store that has no
-    /// (current) directory writes one from the store file first. Off by default.
+    /// (current) directory writes one from the store file first. On by default.
     pub key_directory: bool,
+    /// Size of the key directory's segment files. Replaced records leave dead
+    /// bytes behind; once they are a third of all, each checkpoint also copies
+    /// the live records of a slice of the oldest segment forward, and a segment
+    /// so emptied is deleted (`embedded_keydir_merge.rs`). Small sizes are for tests.
+    pub key_directory_segment_bytes: u64,
 }
 
 impl Default for EmbeddedOptions {
@@ -162,7 +167,8 @@ impl Default for EmbeddedOptions {
             checkpoint_log_bytes: 1 << 20,
             min_free_bytes: 64 << 20,
             warm_on_open: true,
-            key_directory: false,
+            key_directory: true,
+            key_directory_segment_bytes: keydir::DEFAULT_SEGMENT_BYTES,
         }
     }
 }
@@ -392,7 +398,7 @@ fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Resul
     // The key directory as the last checkpoint left it: the log's replay goes
     // through it, in the replay's own commit.
     let keydir = match options.key_directory {
-        true => Some(keydir::open(&db, &path).map_err(|e| open_error(&path, e))?),
+        true => Some(keydir::open(&db, &path, options.key_directory_segment_bytes).map_err(|e| open_error(&path, e))?),
         false => None,
     };
     let (mut staged, mut replay_gen) = (None, None);
@@ -434,7 +440,7 @@ fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Resul
         }
         Some(Err(why)) => {
             tracing::info!(path = %path.display(), "writing the key directory from the store file: {why}");
-            Some(keydir::rebuild(&db, &path).map_err(|e| open_error(&path, e))?)
+            Some(keydir::rebuild(&db, &path, options.key_directory_segment_bytes).map_err(|e| open_error(&path, e))?)
         }
     };
     Ok((db, log, repaired, keydir))

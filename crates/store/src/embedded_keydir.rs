@@ -20,22 +20,24 @@
 //! newest segment is cut back to its committed length (the log still holds
 //! what lay past it, and replay writes it again, through the directory).
 //!
+//! Replaced records are merged away a slice per checkpoint
+//! (`embedded_keydir_merge.rs`).
+//!
 //! Memory: the hash is `u64 → u64` in a SwissTable, 17 bytes a bucket at a load
 //! of 7/8 or less (19.4–39 B/handle), plus keys that collide in 64 bits (kept in
 //! a small exact map; none expected below billions of handles).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{TableDefinition, WriteTransaction};
 
 use super::format;
 use super::map_redb;
 use super::segments::{self, pack, record_at, unpack, Body, Mapped, Tail};
-use super::wal::WAL_STATE;
 use crate::record::show_key;
 use crate::{HandleRecord, StoreError};
 
@@ -46,13 +48,9 @@ const GEN_KEY: &str = "gen";
 /// The checkpoint generation, in the log's table: every durable commit that
 /// records a checkpoint (`wal::set_checkpoint`) counts it up.
 pub(super) const WAL_GEN_KEY: &str = "gen";
-/// Below this a directory is not rewritten for its dead records.
-const REWRITE_MIN_BYTES: u64 = 64 << 20;
+pub use segments::DEFAULT_SEGMENT_BYTES;
 /// Encoded bytes written per append when rebuilding.
 const REBUILD_CHUNK: usize = 8 << 20;
-/// How far past its end the segment taking appends is mapped: past the
-/// length at which it takes no more, with room for a large last append.
-const TAIL_RESERVE: u64 = 2 * segments::SEGMENT_BYTES;
 
 fn seg_key(id: u32) -> String {
     format!("seg:{id:06}")
@@ -112,10 +110,17 @@ pub(super) struct Staged {
     end: u64,
     /// Records appended: at most this many new keys.
     records: usize,
+    /// A segment the merge emptied: dropped by the same commit.
+    emptied: Option<merge::Emptied>,
 }
 
 #[path = "embedded_keydir_hint.rs"]
 mod hint;
+#[path = "embedded_keydir_merge.rs"]
+mod merge;
+#[path = "embedded_keydir_open.rs"]
+mod opening;
+pub(super) use opening::{open, rebuild};
 
 /// The key directory: see the module documentation.
 pub(super) struct KeyDir {
@@ -127,6 +132,9 @@ pub(super) struct KeyDir {
     installing: Mutex<()>,
     /// The checkpoint generation of the last commit it took part in.
     gen: AtomicU64,
+    /// Past this length a segment takes no more appends.
+    segment_bytes: u64,
+    merge: Mutex<merge::Cursor>,
 }
 
 /// Figures for benchmarks and logs.
@@ -177,6 +185,14 @@ impl Maps {
 }
 
 impl Dir {
+    /// Is `key`'s record the one at `loc`?
+    fn points_at(&self, key: &[u8], loc: u64) -> bool {
+        match self.collisions.get(key) {
+            Some(l) => *l == loc,
+            None => self.index.get(&hash(key)) == Some(&loc),
+        }
+    }
+
     /// Take the record at `loc` (already checked) into the directory.
     fn apply(&mut self, maps: &Maps, key: &[u8], removed: bool, len: usize, loc: u64) {
         self.total += len as u64;
@@ -268,13 +284,13 @@ impl KeyDir {
     }
 
     /// Append the handle entries of a checkpoint (`key` → sealed value, `None`:
-    /// removed) to the newest segment and sync them. Nothing changes for
-    /// readers until [`KeyDir::install`].
+    /// removed) to the newest segment, after the merge's copies if it is
+    /// merging, and sync them. Nothing changes for readers until [`KeyDir::install`].
     pub(super) fn stage<'a>(
         &self,
         entries: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
     ) -> Result<Option<Staged>, StoreError> {
-        let mut buf = Vec::new();
+        let mut own = Vec::new();
         let mut records = 0;
         for (key, value) in entries {
             records += 1;
@@ -285,14 +301,23 @@ impl KeyDir {
                     Err(_) => Body::Damaged,
                 },
             };
-            segments::encode(&mut buf, key, body);
-        }
-        if buf.is_empty() {
-            return Ok(None);
+            segments::encode(&mut own, key, body);
         }
         let mut tail = self.tail.lock();
+        // The copies first: a key the checkpoint writes ends on its own record.
+        let mut buf = Vec::new();
+        let (copied, emptied) = self.merge_slice(&mut buf, tail.id, merge::budget(self.segment_bytes, own.len()));
+        if buf.is_empty() {
+            buf = own;
+        } else {
+            buf.extend_from_slice(&own);
+        }
+        if buf.is_empty() {
+            let end = tail.written();
+            return Ok(emptied.map(|e| Staged { seg: tail.id, start: end, end, records: 0, emptied: Some(e) }));
+        }
         let start = tail.append(&buf).map_err(|e| self.io(e))?;
-        Ok(Some(Staged { seg: tail.id, start, end: tail.written(), records }))
+        Ok(Some(Staged { seg: tail.id, start, end: tail.written(), records: records + copied, emptied }))
     }
 
     /// Make the staged records visible: map them, point the hash at them.
@@ -304,7 +329,10 @@ impl KeyDir {
         let reaches = self.inner.read().maps.get(staged.seg).is_some_and(|m| m.reaches(staged.end));
         let fresh = match reaches {
             true => None,
-            false => segments::map(&self.dir, staged.seg, staged.end, TAIL_RESERVE).map_err(|e| self.io(e))?,
+            // Past the length at which it takes no more, with room for a large last append.
+            false => {
+                segments::map(&self.dir, staged.seg, staged.end, 2 * self.segment_bytes).map_err(|e| self.io(e))?
+            }
         };
         self.make_room(staged.records);
         let mut inner = self.inner.write();
@@ -318,9 +346,21 @@ impl KeyDir {
             }
         };
         let applied = inner.apply_range(staged.seg, staged.start, staged.end);
+        // Nothing points into an emptied segment any more: its copies were just applied.
+        let emptied = staged.emptied.map(|(seg, len)| {
+            inner.dir.total = inner.dir.total.saturating_sub(len);
+            inner.maps.set(seg, None)
+        });
         drop(inner);
         // Unmapped outside the lock (tearing down a large mapping takes a while).
         drop(old);
+        if let Some((seg, _)) = staged.emptied {
+            drop(emptied);
+            // A file left behind is deleted at the next open: the commit no longer lists it.
+            if let Err(e) = std::fs::remove_file(segments::seg_path(&self.dir, seg)) {
+                tracing::warn!(dir = %self.dir.display(), "merged key directory segment {seg} not deleted: {e}");
+            }
+        }
         applied.map_err(|e| {
             StoreError::Corrupt(format!(
                 "key directory {}: a record just written reads back damaged: {e}",
@@ -402,172 +442,12 @@ pub(super) fn record(txn: &WriteTransaction, staged: Option<&Staged>, gen: u64) 
     let mut t = txn.open_table(KEYDIR).map_err(|e| r(e.into()))?;
     if let Some(s) = staged {
         t.insert(seg_key(s.seg).as_str(), s.end).map_err(|e| r(e.into()))?;
+        if let Some((seg, _)) = s.emptied {
+            t.remove(seg_key(seg).as_str()).map_err(|e| r(e.into()))?;
+        }
     }
     t.insert(GEN_KEY, gen).map_err(|e| r(e.into()))?;
     Ok(())
-}
-
-/// (segment id, committed length), by id.
-type Segs = Vec<(u32, u64)>;
-
-/// The checkpoint generation redb holds (0 before the first).
-fn generation(db: &Database) -> Result<u64, StoreError> {
-    let txn = db.begin_read().map_err(|e| map_redb(e.into()))?;
-    let table = txn.open_table(WAL_STATE).map_err(|e| map_redb(e.into()))?;
-    let gen = table.get(WAL_GEN_KEY).map_err(|e| map_redb(e.into()))?.map(|g| g.value());
-    Ok(gen.unwrap_or(0))
-}
-
-/// The directory's table: generation and committed segment lengths (None if
-/// there is no table yet).
-fn committed(db: &Database) -> Result<Option<(u64, Segs)>, StoreError> {
-    let r = |e: redb::Error| map_redb(e);
-    let txn = db.begin_read().map_err(|e| r(e.into()))?;
-    let t = match txn.open_table(KEYDIR) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-        Err(e) => return Err(r(e.into())),
-    };
-    let mut gen = None;
-    let mut segs = Vec::new();
-    for item in t.iter().map_err(|e| r(e.into()))? {
-        let (k, v) = item.map_err(|e| r(e.into()))?;
-        match k.value() {
-            GEN_KEY => gen = Some(v.value()),
-            k => match k.strip_prefix("seg:").and_then(|id| id.parse::<u32>().ok()) {
-                Some(id) if id > 0 && id <= segments::MAX_SEGMENTS => segs.push((id, v.value())),
-                _ => return Err(StoreError::Corrupt(format!("key directory table: unknown entry {k:?}"))),
-            },
-        }
-    }
-    segs.sort_unstable();
-    Ok(gen.map(|g| (g, segs)))
-}
-
-/// Open the directory of the store at `store`, as redb's table describes it
-/// (before the log's replay: see `open_file`). `Err(reason)` inside `Ok`: it
-/// must be rebuilt from redb ([`rebuild`]).
-pub(super) fn open(db: &Database, store: &Path) -> Result<Result<KeyDir, String>, StoreError> {
-    let Some((gen, segs)) = committed(db)? else { return Ok(Err("no key directory yet".into())) };
-    let current = generation(db)?;
-    if gen != current {
-        return Ok(Err(format!("the store was checkpointed without it (generation {gen}, store {current})")));
-    }
-    let dir = segments::dir_for(store);
-    let Some(&(tail_id, tail_len)) = segs.last() else { return Ok(Err("no segments".into())) };
-    for &(id, len) in &segs {
-        let on_disk = std::fs::metadata(segments::seg_path(&dir, id)).map_or(None, |m| Some(m.len()));
-        if on_disk.is_none_or(|l| l < len) {
-            return Ok(Err(format!("segment {id} is missing or shorter than its committed {len} bytes")));
-        }
-    }
-    // Segments a checkpoint created but never committed.
-    for id in segments::list(&dir)? {
-        if !segs.iter().any(|s| s.0 == id) {
-            std::fs::remove_file(segments::seg_path(&dir, id))?;
-        }
-    }
-    let tail = Tail::open(&dir, tail_id, tail_len)?;
-    let mut inner = Inner::default();
-    for &(id, len) in &segs {
-        inner.maps.set(id, segments::map(&dir, id, len, 0)?);
-    }
-    match hint::read(&dir, gen, &inner.maps.lengths()) {
-        Ok(d) => inner.dir = d,
-        Err(why) => {
-            tracing::debug!(dir = %dir.display(), "key directory read from its segments: {why}");
-            for &(id, len) in &segs {
-                // One sequential read of each segment, which also warms it.
-                if let Err(e) = inner.apply_range(id, 0, len) {
-                    return Ok(Err(e));
-                }
-            }
-        }
-    }
-    let (total, live) = (inner.dir.total, inner.dir.live);
-    if total >= REWRITE_MIN_BYTES && live < total / 2 {
-        return Ok(Err(format!("{} of its {total} record bytes are dead", total - live)));
-    }
-    Ok(Ok(KeyDir {
-        dir,
-        inner: RwLock::new(inner),
-        tail: Mutex::new(tail),
-        installing: Mutex::new(()),
-        gen: AtomicU64::new(gen),
-    }))
-}
-
-/// Write the directory afresh from redb's handles (in key order), commit it
-/// at the store's current generation, then open it.
-pub(super) fn rebuild(db: &Database, store: &Path) -> Result<KeyDir, StoreError> {
-    let dir = segments::dir_for(store);
-    if dir.exists() {
-        for id in segments::list(&dir)? {
-            std::fs::remove_file(segments::seg_path(&dir, id))?;
-        }
-        let _ = std::fs::remove_file(dir.join(hint::NAME));
-    }
-    std::fs::create_dir_all(&dir)?;
-    let mut tail = Tail::open(&dir, 1, 0)?;
-    let mut lengths: Vec<(u32, u64)> = Vec::new();
-    let mut flush = |tail: &mut Tail, buf: &mut Vec<u8>| -> Result<(), StoreError> {
-        if !buf.is_empty() {
-            tail.append(buf)?;
-            tail.committed_to(tail.written());
-            match lengths.last_mut() {
-                Some(l) if l.0 == tail.id => l.1 = tail.written(),
-                _ => lengths.push((tail.id, tail.written())),
-            }
-            buf.clear();
-        }
-        Ok(())
-    };
-    let (mut buf, mut n) = (Vec::with_capacity(REBUILD_CHUNK + 4096), 0u64);
-    {
-        let r = |e: redb::Error| map_redb(e);
-        let txn = db.begin_read().map_err(|e| r(e.into()))?;
-        let handles = txn.open_table(super::HANDLES).map_err(|e| r(e.into()))?;
-        for item in handles.iter().map_err(|e| r(e.into()))? {
-            let (k, v) = item.map_err(|e| r(e.into()))?;
-            let key = k.value();
-            let body = format::unseal("handle", key, v.value()).map_or(Body::Damaged, Body::Value);
-            segments::encode(&mut buf, key, body);
-            n += 1;
-            if buf.len() >= REBUILD_CHUNK {
-                flush(&mut tail, &mut buf)?;
-            }
-        }
-    }
-    flush(&mut tail, &mut buf)?;
-    if lengths.is_empty() {
-        lengths.push((1, 0));
-    }
-    segments::sync_dir(&dir)?;
-    let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
-    txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
-    txn.set_two_phase_commit(true);
-    {
-        let mut t = txn.open_table(KEYDIR).map_err(|e| map_redb(e.into()))?;
-        t.retain(|_, _| false).map_err(|e| map_redb(e.into()))?;
-        for (id, len) in &lengths {
-            t.insert(seg_key(*id).as_str(), *len).map_err(|e| map_redb(e.into()))?;
-        }
-    }
-    let gen = {
-        let w = txn.open_table(WAL_STATE).map_err(|e| map_redb(e.into()))?;
-        let g = w.get(WAL_GEN_KEY).map_err(|e| map_redb(e.into()))?.map(|g| g.value());
-        g.unwrap_or(0)
-    };
-    record(&txn, None, gen)?;
-    txn.commit().map_err(|e| map_redb(e.into()))?;
-    tracing::info!(handles = n, dir = %dir.display(), "key directory written from the store file");
-    match open(db, store)? {
-        Ok(k) => Ok(k),
-        Err(why) => Err(StoreError::Corrupt(format!(
-            "key directory {}: just written, it reads back wrong: {why}",
-            dir.display()
-        ))),
-    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
 use std::io::Write;
+use std::path::Path;
 use std::time::Duration;
+
+use redb::Database;
 
 use super::super::{EmbeddedOptions, EmbeddedStore};
 use super::*;
@@ -155,7 +158,7 @@ async fn the_hint_is_used_only_while_current() {
     drop(s);
     let (gen, segs) = {
         let db = Database::open(dir.path().join(super::super::STORE_FILE_NAME)).unwrap();
-        committed(&db).unwrap().unwrap()
+        opening::committed(&db).unwrap().unwrap()
     };
     let d = hint::read(&seg_dir, gen, &segs).unwrap();
     assert_eq!(d.index.len(), 50);
@@ -234,9 +237,11 @@ fn colliding_keys_are_kept_apart() {
     let kd = KeyDir {
         dir: dir.path().into(),
         inner: RwLock::new(inner),
-        tail: Mutex::new(Tail::open(dir.path(), 1, buf.len() as u64).unwrap()),
+        tail: Mutex::new(Tail::open(dir.path(), 1, buf.len() as u64, DEFAULT_SEGMENT_BYTES).unwrap()),
         installing: Mutex::new(()),
         gen: AtomicU64::new(0),
+        segment_bytes: DEFAULT_SEGMENT_BYTES,
+        merge: Mutex::default(),
     };
     let payload = |k: &[u8]| kd.get(k);
     // "a" and "b" are not records that decode: a decode error means the key matched.
@@ -244,4 +249,59 @@ fn colliding_keys_are_kept_apart() {
     kd.inner.write().apply_range(1, b_end as u64, buf.len() as u64).unwrap();
     assert!(kd.inner.read().dir.collisions.is_empty());
     assert_eq!(payload(b"b").unwrap(), None);
+}
+
+/// Overwrites and removals leave dead records; with small segments the merge
+/// copies the live ones forward a slice per checkpoint and deletes the oldest
+/// segments, so the segments stay within a bound of the live bytes; every
+/// record reads the same before and after, and after reopens from the hint and
+/// from the segments alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merging_keeps_the_segments_near_the_live_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg_dir = segments::dir_for(&dir.path().join(super::super::STORE_FILE_NAME));
+    let small = EmbeddedOptions { key_directory_segment_bytes: 64 << 10, ..opts(true) };
+    let s = EmbeddedStore::open_dir(dir.path(), small.clone()).unwrap();
+    let want = |round: usize, i: usize| match i % 5 {
+        0 if round > 0 => None,
+        _ => Some(format!("r{round}-{i}-{}", "x".repeat(i % 40))),
+    };
+    let mut deleted = 0;
+    for round in 0..30 {
+        for i in 0..300 {
+            match want(round, i) {
+                Some(v) => put(&s, i, &v).await,
+                None => drop(s.swap(&key(i), Expect::Any, None).await.unwrap()),
+            }
+        }
+        s.checkpoint().await.unwrap();
+        let ids = segments::list(&seg_dir).unwrap();
+        deleted = deleted.max(ids[0] - 1);
+    }
+    let st = s.key_directory_stats().unwrap();
+    assert!(deleted >= 5, "the oldest segments were merged away: {deleted} deleted");
+    // 30 rounds of writes are ~30× the live bytes; merged, the segments hold a few times them.
+    assert!(st.segment_bytes < 4 * st.live_bytes + 3 * (64 << 10), "{st:?}");
+    let on_disk: u64 = segments::list(&seg_dir)
+        .unwrap()
+        .iter()
+        .map(|id| std::fs::metadata(segments::seg_path(&seg_dir, *id)).unwrap().len())
+        .sum();
+    assert_eq!(on_disk, st.segment_bytes, "the accounts are the files");
+    for i in 0..300 {
+        assert_eq!(value(&s, i).await, want(29, i), "{i}");
+    }
+    drop(s);
+    for from_hint in [true, false] {
+        if !from_hint {
+            std::fs::remove_file(seg_dir.join(hint::NAME)).unwrap();
+        }
+        let s = EmbeddedStore::open_dir(dir.path(), small.clone()).unwrap();
+        let kd = s.shared.keydir.load_full().unwrap();
+        for i in 0..300 {
+            let through = kd.get(&key(i)).unwrap().map(|r| String::from_utf8(r.values[0].data.to_vec()).unwrap());
+            assert_eq!(through, want(29, i), "{i}, directory from the hint: {from_hint}");
+        }
+        assert_eq!(s.key_directory_stats().unwrap().keys, 240);
+    }
 }

@@ -11,7 +11,8 @@
 //!
 //! Only checkpoints append, to the newest segment, and sync before the redb
 //! commit that records the segment's new committed length; a full segment
-//! (past [`SEGMENT_BYTES`]) is never written again, so its `mmap` never moves.
+//! (past its size, [`DEFAULT_SEGMENT_BYTES`] unless the store's options say
+//! otherwise) is never written again, so its `mmap` never moves.
 //! Every read is bounds-checked: a damaged file gives an error, never a panic.
 
 use std::fs::{File, OpenOptions};
@@ -20,8 +21,10 @@ use std::path::{Path, PathBuf};
 
 use crate::StoreError;
 
-/// A segment takes no more appends once it is this long.
-pub(super) const SEGMENT_BYTES: u64 = 512 << 20;
+/// A segment takes no more appends once it is this long (by default).
+pub const DEFAULT_SEGMENT_BYTES: u64 = 512 << 20;
+/// The smallest segment size taken (smaller ones are for tests).
+pub(super) const MIN_SEGMENT_BYTES: u64 = 16 << 10;
 /// Value length of a removed handle's record.
 pub(super) const TOMBSTONE: u32 = u32::MAX;
 /// Value length of a handle whose redb value was damaged at the rebuild.
@@ -186,20 +189,22 @@ pub(super) struct Tail {
     pub(super) committed: u64,
     /// Bytes written (past `committed` only between an append and its commit).
     written: u64,
+    /// Past this length a segment takes no more appends.
+    limit: u64,
 }
 
 impl Tail {
     /// Open segment `id` for appends, cut back to its `committed` length (what
     /// lies past it is from a checkpoint that never committed; the log still
     /// holds those writes).
-    pub(super) fn open(dir: &Path, id: u32, committed: u64) -> Result<Tail, StoreError> {
+    pub(super) fn open(dir: &Path, id: u32, committed: u64, limit: u64) -> Result<Tail, StoreError> {
         let path = seg_path(dir, id);
         let file = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
         if file.metadata()?.len() != committed {
             file.set_len(committed)?;
             file.sync_all()?;
         }
-        Ok(Tail { dir: dir.to_path_buf(), id, file, committed, written: committed })
+        Ok(Tail { dir: dir.to_path_buf(), id, file, committed, written: committed, limit })
     }
 
     /// Append `bytes` (whole records) and sync; returns the offset they start
@@ -210,7 +215,7 @@ impl Tail {
             self.file.set_len(self.committed)?;
             self.written = self.committed;
         }
-        if self.committed > 0 && self.committed + bytes.len() as u64 > SEGMENT_BYTES {
+        if self.committed > 0 && self.committed + bytes.len() as u64 > self.limit {
             self.roll()?;
         }
         let at = self.written;
@@ -240,7 +245,7 @@ impl Tail {
                 "the key directory has {MAX_SEGMENTS} segments; compact the store (handled compact)"
             )));
         }
-        let next = Tail::open(&self.dir, self.id + 1, 0)?;
+        let next = Tail::open(&self.dir, self.id + 1, 0, self.limit)?;
         sync_dir(&self.dir)?;
         *self = next;
         Ok(())

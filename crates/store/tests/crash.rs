@@ -3,7 +3,9 @@
 //! acknowledged write; the parent kills it with SIGKILL after a random short delay,
 //! reopens the store (redb repairs it) and checks that every acknowledged write is
 //! there, with its transaction-log entry (ids gap-free across the crashes and
-//! restarts). 3 rounds by default; set HANDLED_STORE_CRASH_RUNS for more.
+//! restarts). Some of the child's tasks overwrite a few handles over and over,
+//! so that the key directory's rounds (small segments) merge while they are
+//! killed. 4 rounds by default; set HANDLED_STORE_CRASH_RUNS for more.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -22,6 +24,11 @@ use rand::Rng;
 const CHILD_DIR: &str = "HANDLED_STORE_CRASH_CHILD";
 const CHILD_ROUND: &str = "HANDLED_STORE_CRASH_ROUND";
 const HOT: &[u8] = b"20.5000/hot";
+/// Handles overwritten over and over: `CHURN ‖ round-tN-j`, their value the
+/// task's count and a pad (large, so that their dead records soon outweigh the
+/// creates' live ones and the key directory's merge starts).
+const CHURN: &str = "20.5000/w";
+const PAD: usize = 8000;
 /// The child stops by itself after this long, should the parent fail to kill it.
 const CHILD_MAX: Duration = Duration::from_secs(20);
 
@@ -47,13 +54,15 @@ fn say(line: String) {
 /// Rounds 2 and 3 of every 4 run with the key directory (so kills also land
 /// between a checkpoint's segment append, its commit and the directory's update,
 /// and the reopen replays the log through it); the round after them opens a
-/// directory that rounds without it made stale, and rewrites it.
+/// directory that rounds without it made stale, and rewrites it. Its segments
+/// are small, so that the overwrites make the merge run (and get killed).
 fn options(round: u32) -> EmbeddedOptions {
     let mut o = EmbeddedOptions::default();
     if round % 2 == 1 {
         o.checkpoint_interval = Duration::from_millis(15);
     }
     o.key_directory = round % 4 >= 2;
+    o.key_directory_segment_bytes = 64 << 10;
     o
 }
 
@@ -89,6 +98,11 @@ async fn child(dir: &Path, round: u32) {
                             SwapOutcome::Conflict { current } => cur = current.unwrap(),
                         }
                     }
+                } else if t % 2 == 1 {
+                    let key = format!("{CHURN}{round}-t{t}-{}", i % 4);
+                    let value = format!("{i}-{}", "x".repeat(PAD));
+                    s.swap(key.as_bytes(), Expect::Any, Some(url_record(&value))).await.unwrap();
+                    say(format!("W {key} {i}"));
                 } else {
                     let key = format!("20.5000/r{round}-t{t}-{i}");
                     let doc =
@@ -120,6 +134,7 @@ fn acknowledged_writes_survive_sigkill() {
     let mut rng = rand::rng();
     let mut created: Vec<String> = Vec::new();
     let mut hot_acked = 0u64;
+    let mut churned = std::collections::HashMap::<String, u64>::new();
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 
     for round in 0..rounds {
@@ -173,6 +188,10 @@ fn acknowledged_writes_survive_sigkill() {
             } else if let Some(n) = line.strip_prefix("H ") {
                 hot_acked = hot_acked.max(n.parse().unwrap());
                 h += 1;
+            } else if let Some((k, n)) = line.strip_prefix("W ").and_then(|w| w.split_once(' ')) {
+                let n: u64 = n.parse().unwrap();
+                let acked = churned.entry(k.to_owned()).or_default();
+                *acked = (*acked).max(n);
             }
         }
         assert!(c > 0, "the child acknowledged nothing in {delay} ms");
@@ -184,6 +203,12 @@ fn acknowledged_writes_survive_sigkill() {
             for k in &created {
                 assert_eq!(s.get(k.as_bytes()).await.unwrap(), Some(url_record(k)), "acknowledged {k} lost");
                 assert_eq!(s.doc_get("idx", k.as_bytes()).await.unwrap(), Some(derived(k)), "document of {k} lost");
+            }
+            for (k, acked) in &churned {
+                let r = s.get(k.as_bytes()).await.unwrap().unwrap_or_else(|| panic!("overwritten {k} lost"));
+                let value = std::str::from_utf8(&r.values[0].data).unwrap();
+                let n: u64 = value.split('-').next().unwrap().parse().unwrap();
+                assert!(n >= *acked, "{k} holds {n}, but {acked} was acknowledged");
             }
             let hot = s.get(HOT).await.unwrap().expect("counter lost");
             let n: u64 = std::str::from_utf8(&hot.values[0].data).unwrap().parse().unwrap();
@@ -200,11 +225,19 @@ fn acknowledged_writes_survive_sigkill() {
         });
         eprintln!(
             "round {round}: killed after {delay} ms ({status}); {c} creates + {h} increments acknowledged, \
-             {} total verified; reopen {open_time:?}, repaired: {}",
+             {} total verified; reopen {open_time:?}, repaired: {}; oldest key directory segment: {}",
             created.len(),
-            s.was_repaired()
+            s.was_repaired(),
+            oldest_segment(dir.path()).map_or("none".into(), |id| id.to_string())
         );
     }
+}
+
+/// The id of the oldest key directory segment (above 1: the merge deleted some).
+fn oldest_segment(dir: &Path) -> Option<u32> {
+    let files = std::fs::read_dir(dir.join("handles.redb.keydir")).ok()?;
+    let ids = files.filter_map(|f| f.ok()?.file_name().to_str()?.strip_prefix("seg-")?.parse().ok());
+    ids.min()
 }
 
 /// The transaction log after a crash: ids 1..=last with no gap, one Create per
@@ -224,9 +257,11 @@ async fn check_log(s: &EmbeddedStore, created: &[String], counter: u64) {
     let hot: Vec<TxnAction> = entries.iter().filter(|e| e.handle == HOT).map(|e| e.action).collect();
     assert_eq!(hot.len() as u64, counter + 1, "the counter is at {counter}: its create and {counter} updates");
     assert!(hot[0] == TxnAction::Create && hot[1..].iter().all(|a| *a == TxnAction::Update), "{hot:?}");
-    // Every other entry is the create of a handle that is there.
+    // Every other entry is the create of a handle that is there (or an
+    // overwrite of one of the churned handles).
     for e in entries.iter().filter(|e| e.handle != HOT) {
-        assert_eq!(e.action, TxnAction::Create, "{e:?}");
-        assert!(s.get(&e.handle).await.unwrap().is_some(), "logged create of a handle that is not there: {e:?}");
+        let churned = e.handle.starts_with(CHURN.as_bytes());
+        assert!(e.action == TxnAction::Create || churned && e.action == TxnAction::Update, "{e:?}");
+        assert!(s.get(&e.handle).await.unwrap().is_some(), "logged change of a handle that is not there: {e:?}");
     }
 }

@@ -1,0 +1,186 @@
+//! Opening the key directory: as the last checkpoint left it (from the hint
+//! file, or by reading its segments), or written afresh from redb.
+
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+
+use parking_lot::{Mutex, RwLock};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable};
+
+use super::super::format;
+use super::super::map_redb;
+use super::super::wal::WAL_STATE;
+use super::segments::{self, Body, Tail};
+use super::{hint, record, seg_key, Inner, KeyDir, GEN_KEY, KEYDIR, REBUILD_CHUNK, WAL_GEN_KEY};
+use crate::StoreError;
+
+/// (segment id, committed length), by id.
+type Segs = Vec<(u32, u64)>;
+
+/// The checkpoint generation redb holds (0 before the first).
+fn generation(db: &Database) -> Result<u64, StoreError> {
+    let txn = db.begin_read().map_err(|e| map_redb(e.into()))?;
+    let table = txn.open_table(WAL_STATE).map_err(|e| map_redb(e.into()))?;
+    let gen = table.get(WAL_GEN_KEY).map_err(|e| map_redb(e.into()))?.map(|g| g.value());
+    Ok(gen.unwrap_or(0))
+}
+
+/// The directory's table: generation and committed segment lengths (None if
+/// there is no table yet).
+pub(super) fn committed(db: &Database) -> Result<Option<(u64, Segs)>, StoreError> {
+    let r = |e: redb::Error| map_redb(e);
+    let txn = db.begin_read().map_err(|e| r(e.into()))?;
+    let t = match txn.open_table(KEYDIR) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(r(e.into())),
+    };
+    let mut gen = None;
+    let mut segs = Vec::new();
+    for item in t.iter().map_err(|e| r(e.into()))? {
+        let (k, v) = item.map_err(|e| r(e.into()))?;
+        match k.value() {
+            GEN_KEY => gen = Some(v.value()),
+            k => match k.strip_prefix("seg:").and_then(|id| id.parse::<u32>().ok()) {
+                Some(id) if id > 0 && id <= segments::MAX_SEGMENTS => segs.push((id, v.value())),
+                _ => return Err(StoreError::Corrupt(format!("key directory table: unknown entry {k:?}"))),
+            },
+        }
+    }
+    segs.sort_unstable();
+    Ok(gen.map(|g| (g, segs)))
+}
+
+/// Open the directory of the store at `store`, as redb's table describes it
+/// (before the log's replay: see `open_file`). `Err(reason)` inside `Ok`: it
+/// must be rebuilt from redb ([`rebuild`]).
+pub(in super::super) fn open(
+    db: &Database,
+    store: &Path,
+    segment_bytes: u64,
+) -> Result<Result<KeyDir, String>, StoreError> {
+    let segment_bytes = segment_bytes.max(segments::MIN_SEGMENT_BYTES);
+    let Some((gen, segs)) = committed(db)? else { return Ok(Err("no key directory yet".into())) };
+    let current = generation(db)?;
+    if gen != current {
+        return Ok(Err(format!("the store was checkpointed without it (generation {gen}, store {current})")));
+    }
+    let dir = segments::dir_for(store);
+    let Some(&(tail_id, tail_len)) = segs.last() else { return Ok(Err("no segments".into())) };
+    for &(id, len) in &segs {
+        let on_disk = std::fs::metadata(segments::seg_path(&dir, id)).map_or(None, |m| Some(m.len()));
+        if on_disk.is_none_or(|l| l < len) {
+            return Ok(Err(format!("segment {id} is missing or shorter than its committed {len} bytes")));
+        }
+    }
+    // Segments a checkpoint created but never committed.
+    for id in segments::list(&dir)? {
+        if !segs.iter().any(|s| s.0 == id) {
+            std::fs::remove_file(segments::seg_path(&dir, id))?;
+        }
+    }
+    let tail = Tail::open(&dir, tail_id, tail_len, segment_bytes)?;
+    let mut inner = Inner::default();
+    for &(id, len) in &segs {
+        inner.maps.set(id, segments::map(&dir, id, len, 0)?);
+    }
+    match hint::read(&dir, gen, &inner.maps.lengths()) {
+        Ok(d) => inner.dir = d,
+        Err(why) => {
+            tracing::debug!(dir = %dir.display(), "key directory read from its segments: {why}");
+            for &(id, len) in &segs {
+                // One sequential read of each segment, which also warms it.
+                if let Err(e) = inner.apply_range(id, 0, len) {
+                    return Ok(Err(e));
+                }
+            }
+        }
+    }
+    let (total, live) = (inner.dir.total, inner.dir.live);
+    // The merge keeps up with writes; this is for a directory last run without it.
+    if total >= segment_bytes / 8 && live < total / 2 {
+        return Ok(Err(format!("{} of its {total} record bytes are dead", total - live)));
+    }
+    Ok(Ok(KeyDir {
+        dir,
+        inner: RwLock::new(inner),
+        tail: Mutex::new(tail),
+        installing: Mutex::new(()),
+        gen: AtomicU64::new(gen),
+        segment_bytes,
+        merge: Mutex::default(),
+    }))
+}
+
+/// Write the directory afresh from redb's handles (in key order), commit it
+/// at the store's current generation, then open it.
+pub(in super::super) fn rebuild(db: &Database, store: &Path, segment_bytes: u64) -> Result<KeyDir, StoreError> {
+    let dir = segments::dir_for(store);
+    if dir.exists() {
+        for id in segments::list(&dir)? {
+            std::fs::remove_file(segments::seg_path(&dir, id))?;
+        }
+        let _ = std::fs::remove_file(dir.join(hint::NAME));
+    }
+    std::fs::create_dir_all(&dir)?;
+    let mut tail = Tail::open(&dir, 1, 0, segment_bytes.max(segments::MIN_SEGMENT_BYTES))?;
+    let mut lengths: Vec<(u32, u64)> = Vec::new();
+    let mut flush = |tail: &mut Tail, buf: &mut Vec<u8>| -> Result<(), StoreError> {
+        if !buf.is_empty() {
+            tail.append(buf)?;
+            tail.committed_to(tail.written());
+            match lengths.last_mut() {
+                Some(l) if l.0 == tail.id => l.1 = tail.written(),
+                _ => lengths.push((tail.id, tail.written())),
+            }
+            buf.clear();
+        }
+        Ok(())
+    };
+    let (mut buf, mut n) = (Vec::with_capacity(REBUILD_CHUNK + 4096), 0u64);
+    {
+        let r = |e: redb::Error| map_redb(e);
+        let txn = db.begin_read().map_err(|e| r(e.into()))?;
+        let handles = txn.open_table(super::super::HANDLES).map_err(|e| r(e.into()))?;
+        for item in handles.iter().map_err(|e| r(e.into()))? {
+            let (k, v) = item.map_err(|e| r(e.into()))?;
+            let key = k.value();
+            let body = format::unseal("handle", key, v.value()).map_or(Body::Damaged, Body::Value);
+            segments::encode(&mut buf, key, body);
+            n += 1;
+            if buf.len() >= REBUILD_CHUNK {
+                flush(&mut tail, &mut buf)?;
+            }
+        }
+    }
+    flush(&mut tail, &mut buf)?;
+    if lengths.is_empty() {
+        lengths.push((1, 0));
+    }
+    segments::sync_dir(&dir)?;
+    let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
+    txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
+    txn.set_two_phase_commit(true);
+    {
+        let mut t = txn.open_table(KEYDIR).map_err(|e| map_redb(e.into()))?;
+        t.retain(|_, _| false).map_err(|e| map_redb(e.into()))?;
+        for (id, len) in &lengths {
+            t.insert(seg_key(*id).as_str(), *len).map_err(|e| map_redb(e.into()))?;
+        }
+    }
+    let gen = {
+        let w = txn.open_table(WAL_STATE).map_err(|e| map_redb(e.into()))?;
+        let g = w.get(WAL_GEN_KEY).map_err(|e| map_redb(e.into()))?.map(|g| g.value());
+        g.unwrap_or(0)
+    };
+    record(&txn, None, gen)?;
+    txn.commit().map_err(|e| map_redb(e.into()))?;
+    tracing::info!(handles = n, dir = %dir.display(), "key directory written from the store file");
+    match open(db, store, segment_bytes)? {
+        Ok(k) => Ok(k),
+        Err(why) => Err(StoreError::Corrupt(format!(
+            "key directory {}: just written, it reads back wrong: {why}",
+            dir.display()
+        ))),
+    }
+}
