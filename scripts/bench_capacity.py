@@ -151,7 +151,6 @@ class Server:
         extra = ["--config", str(config)] if config else []
         if creds:
             extra += ["--prefix", "TEST", "--admin-credentials", str(creds)]
-        self.data = data
         self.proc = subprocess.Popen([bin_, "serve", "--data-dir", str(data), "--listen", "127.0.0.1", "--port", str(ports[0]),
                                       "--http-port", str(ports[1])] + extra,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -310,7 +309,7 @@ def measure(bin_, work, data, n, seconds, churn_fraction=0.0, with_mirror=False,
     pid = srv.proc.pid
     res = {"ready_ms": round(srv.ready_ms), "readyz_ms": srv.readyz_ms(), "rss_rest_mb": srv.rss_mb()}
     udp = udp_args(n)
-    keys = udp[4:]
+    keys = key_args(n)
     json_api = ["--port", str(HTTP), "--transport", "json-api"] + keys
     res["udp"] = bench(bin_, pid, udp, seconds)
     res["udp_zipf"] = bench(bin_, pid, udp + ["--zipf", "1.0"], seconds)
@@ -345,8 +344,12 @@ def measure(bin_, work, data, n, seconds, churn_fraction=0.0, with_mirror=False,
     return res
 
 
+def key_args(n):
+    return ["--key-prefix", "TEST", "--keys", str(n)]
+
+
 def udp_args(n):
-    return ["--port", str(PORT), "--transport", "udp", "--key-prefix", "TEST", "--keys", str(n)]
+    return ["--port", str(PORT), "--transport", "udp"] + key_args(n)
 
 
 def keydir_store_reads(bin_, data, n, seconds):

@@ -397,8 +397,9 @@ fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Resul
 
     // The key directory as the last checkpoint left it: the log's replay goes
     // through it, in the replay's own commit.
+    let segment_bytes = options.key_directory_segment_bytes.max(segments::MIN_SEGMENT_BYTES);
     let keydir = match options.key_directory {
-        true => Some(keydir::open(&db, &path, options.key_directory_segment_bytes).map_err(|e| open_error(&path, e))?),
+        true => Some(keydir::open(&db, &path, segment_bytes).map_err(|e| open_error(&path, e))?),
         false => None,
     };
     let (mut staged, mut replay_gen) = (None, None);
@@ -440,7 +441,7 @@ fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Resul
         }
         Some(Err(why)) => {
             tracing::info!(path = %path.display(), "writing the key directory from the store file: {why}");
-            Some(keydir::rebuild(&db, &path, options.key_directory_segment_bytes).map_err(|e| open_error(&path, e))?)
+            Some(keydir::rebuild(&db, &path, segment_bytes).map_err(|e| open_error(&path, e))?)
         }
     };
     Ok((db, log, repaired, keydir))

@@ -53,13 +53,13 @@ pub(super) fn committed(db: &Database) -> Result<Option<(u64, Segs)>, StoreError
 
 /// Open the directory of the store at `store`, as redb's table describes it
 /// (before the log's replay: see `open_file`). `Err(reason)` inside `Ok`: it
-/// must be rebuilt from redb ([`rebuild`]).
+/// must be rebuilt from redb ([`rebuild`]). `segment_bytes` is at least
+/// `MIN_SEGMENT_BYTES` (the caller's options, checked).
 pub(in super::super) fn open(
     db: &Database,
     store: &Path,
     segment_bytes: u64,
 ) -> Result<Result<KeyDir, String>, StoreError> {
-    let segment_bytes = segment_bytes.max(segments::MIN_SEGMENT_BYTES);
     let Some((gen, segs)) = committed(db)? else { return Ok(Err("no key directory yet".into())) };
     let current = generation(db)?;
     if gen != current {
@@ -123,7 +123,7 @@ pub(in super::super) fn rebuild(db: &Database, store: &Path, segment_bytes: u64)
         let _ = std::fs::remove_file(dir.join(hint::NAME));
     }
     std::fs::create_dir_all(&dir)?;
-    let mut tail = Tail::open(&dir, 1, 0, segment_bytes.max(segments::MIN_SEGMENT_BYTES))?;
+    let mut tail = Tail::open(&dir, 1, 0, segment_bytes)?;
     let mut lengths: Vec<(u32, u64)> = Vec::new();
     let mut flush = |tail: &mut Tail, buf: &mut Vec<u8>| -> Result<(), StoreError> {
         if !buf.is_empty() {
