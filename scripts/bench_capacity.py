@@ -39,6 +39,12 @@ For 10k handles and then each size (ascending), in one run on this box:
   (`/proc/sys/vm/drop_caches`), `serve` started again: its "ready" line,
   `/readyz` answering 200, and UDP uniform resolution in one-second windows
   from the spawn on, each against the warm rate measured before.
+With --alternate K (after a run with --keep left the data directories): no
+import, only resolution, K rounds alternating 10k and each size, a fresh
+`serve` for each, UDP and the JSON API uniform and Zipf; per round the ratio
+of each size's per-core rate to the 10k one just before it, and the medians
+(on a shared box one pass of 5-s runs swings by ±20%); --pin keeps `serve`
+on CPU 0 and the load on CPU 1.
 With --no-key-directory every `import` and `serve` runs with `store_key_directory
 = false` (the key directory, issue 45, is on by default): lookups walk redb's tree.
 Prints a markdown table per size and one JSON line per size to --json-out.
@@ -151,7 +157,7 @@ class Server:
         extra = ["--config", str(config)] if config else []
         if creds:
             extra += ["--prefix", "TEST", "--admin-credentials", str(creds)]
-        self.proc = subprocess.Popen([bin_, "serve", "--data-dir", str(data), "--listen", "127.0.0.1", "--port", str(ports[0]),
+        self.proc = subprocess.Popen(SERVER_CPUS + [bin_, "serve", "--data-dir", str(data), "--listen", "127.0.0.1", "--port", str(ports[0]),
                                       "--http-port", str(ports[1])] + extra,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         said = []
@@ -187,8 +193,12 @@ class Server:
         self.proc.wait(timeout=60)
 
 
+# --pin: `serve` on CPU 0, `handled bench` on CPU 1 (less scheduling noise on a 2-core box).
+SERVER_CPUS, CLIENT_CPUS = [], []
+
+
 def bench(bin_, pid, extra, seconds, clients=16, warmup=1):
-    out = subprocess.run([bin_, "bench", "-c", str(clients), "-d", str(seconds), "--warmup", str(warmup), "--server-pid", str(pid),
+    out = subprocess.run(CLIENT_CPUS + [bin_, "bench", "-c", str(clients), "-d", str(seconds), "--warmup", str(warmup), "--server-pid", str(pid),
                           "--json", "--quiet"] + extra, capture_output=True, text=True)
     if out.returncode != 0 or not out.stdout.strip():
         return {"error": out.stderr.strip()[-300:]}
@@ -297,6 +307,39 @@ def primary_config(work, creds, store):
     shared = store.read_text() if store else ""
     config.write_text(shared + "replication_admins = [%s]\nallow_plain_http_admin = true\n" % ", ".join(f'"{i}"' for i in ids))
     return config
+
+
+def resolution_rates(bin_, work, data, n, seconds, store):
+    """Per server core-second: UDP and the JSON API, uniform and Zipf, on a fresh `serve`."""
+    srv = Server(bin_, data, work / "unused.json", store)
+    srv.readyz_ms()  # lookups at speed are promised from /readyz on, not from "ready"
+    udp, json_api = udp_args(n), ["--port", str(HTTP), "--transport", "json-api"] + key_args(n)
+    runs = {"udp": udp, "udp_zipf": udp + ["--zipf", "1.0"], "json": json_api, "json_zipf": json_api + ["--zipf", "1.0"]}
+    rates = {name: bench(bin_, srv.proc.pid, extra, seconds).get("per_core", 0) for name, extra in runs.items()}
+    srv.stop()
+    return rates
+
+
+def alternate(bin_, work, sizes, seconds, rounds, store):
+    """Ratios to 10k of kept data directories, `rounds` alternations: see --alternate."""
+    ratios = {n: [] for n in sizes}
+    for r in range(rounds):
+        base = None
+        for n in [10_000] + sizes:
+            data = work / f"data-{n}"
+            if not data.exists():
+                sys.exit(f"{data} is missing: run once with --keep and these --sizes first")
+            rates = resolution_rates(bin_, work, data, n, seconds, store)
+            if n == 10_000:
+                base = rates
+                print(f"# round {r + 1}: 10k {rates}", file=sys.stderr)
+                continue
+            ratio = {k: round(v / base[k], 3) if base[k] else None for k, v in rates.items()}
+            ratios[n].append(ratio)
+            print(f"# round {r + 1}: {n:,} {rates} ratio {ratio}", file=sys.stderr)
+    for n, rs in ratios.items():
+        med = {k: sorted(x[k] for x in rs if x[k] is not None)[len(rs) // 2] for k in rs[0]}
+        print(json.dumps({"handles": n, "rounds": rounds, "median_ratio_to_10k": med, "ratios": rs}))
 
 
 def measure(bin_, work, data, n, seconds, churn_fraction=0.0, with_mirror=False, store=None, with_backup=True):
@@ -478,10 +521,18 @@ def main():
     ap.add_argument("--no-key-directory", dest="key_directory", action="store_false",
                     help="store_key_directory = false for every import and serve")
     ap.add_argument("--cold", action="store_true", help="restart with the OS page cache dropped (root) and time the recovery")
+    ap.add_argument("--alternate", type=int, default=0, metavar="K",
+                    help="no import: K rounds of resolution alternating 10k and each size on kept data directories")
+    ap.add_argument("--pin", action="store_true", help="serve on CPU 0 and the load on CPU 1 (taskset)")
     a = ap.parse_args()
+    if a.pin:
+        SERVER_CPUS[:], CLIENT_CPUS[:] = ["taskset", "-c", "0"], ["taskset", "-c", "1"]
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     store = store_config(work, a.key_directory)
+    if a.alternate:
+        alternate(a.bin, work, [int(s) for s in a.sizes.split(",")], a.seconds, a.alternate, store)
+        return
     rows = []
     for n in [10_000] + [int(s) for s in a.sizes.split(",")]:
         data = work / f"data-{n}"

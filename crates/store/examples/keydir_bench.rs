@@ -14,8 +14,10 @@
 //!   cache, open timed, then `--cold-secs` of gets.
 //!
 //! `cargo run --release -p handled-store --example keydir_bench -- DIR N
-//! [--secs S] [--rounds R] [--cold-secs S] [--compare-import]` (DIR is created
-//! and left for reruns: delete it afterwards).
+//! [--secs S] [--rounds R] [--cold-secs S] [--compare-import] [--keydir-only]`
+//! (DIR is created and left for reruns: delete it afterwards; `--keydir-only`
+//! skips the redb-only gets, after which the next open must write the
+//! directory again).
 
 use std::path::Path;
 use std::time::Instant;
@@ -29,16 +31,17 @@ fn preread(p: &Path) {
     let _ = std::fs::read(p).map(|b| std::hint::black_box(b.len()));
 }
 
-/// (VmRSS, RssAnon) in MB.
-fn rss() -> (u64, u64) {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        s.lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .map_or(0, |kb| kb / 1024)
-    };
-    (field("VmRSS:"), field("RssAnon:"))
+/// A `name: N kB` line of a /proc file, in MB.
+fn proc_mb(file: &str, name: &str) -> u64 {
+    let s = std::fs::read_to_string(file).unwrap_or_default();
+    let line = s.lines().find(|l| l.starts_with(name));
+    line.and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()).map_or(0, |kb| kb / 1024)
+}
+
+/// (VmRSS, RssAnon, of it on transparent huge pages) in MB.
+fn rss() -> (u64, u64, u64) {
+    let status = |name| proc_mb("/proc/self/status", name);
+    (status("VmRSS:"), status("RssAnon:"), proc_mb("/proc/self/smaps_rollup", "AnonHugePages:"))
 }
 
 fn options(key_directory: bool, warm: bool) -> EmbeddedOptions {
@@ -60,10 +63,10 @@ fn load(file: &Path, n: u64, key_directory: bool) -> f64 {
 }
 
 fn report(what: &str, n: u64, (mean, p50, p99, p999, gets): (f64, f64, f64, f64, usize)) {
-    let (rss, anon) = rss();
+    let (rss, anon, huge) = rss();
     println!(
         "{{\"candidate\": \"{what}\", \"keys\": {n}, \"gets\": {gets}, \"mean_us\": {mean:.3}, \"p50_us\": {p50:.3}, \
-         \"p99_us\": {p99:.3}, \"p999_us\": {p999:.3}, \"rss_mb\": {rss}, \"rss_anon_mb\": {anon}}}"
+         \"p99_us\": {p99:.3}, \"p999_us\": {p999:.3}, \"rss_mb\": {rss}, \"rss_anon_mb\": {anon}, \"anon_huge_mb\": {huge}, \"file_pmd_mb\": {}}}", proc_mb("/proc/self/smaps_rollup", "FilePmdMapped:")
     );
 }
 
@@ -103,9 +106,9 @@ fn main() {
         drop(timed_open(&file, options(true, false), &format!("keydir-restart-hint-{round}")));
         // ... and one that reads the segments instead (after a crash, or a stale hint).
         let _ = std::fs::remove_file(segs.join("hint"));
-        let (rss0, anon0) = rss();
+        let (rss0, anon0, _) = rss();
         let store = timed_open(&file, options(true, false), &format!("keydir-restart-nohint-{round}"));
-        let (rss1, anon1) = rss();
+        let (rss1, anon1, _) = rss();
         let st = store.key_directory_stats().unwrap();
         println!(
             "{{\"keydir\": {n}, \"keys\": {}, \"memory_b_per_handle\": {:.1}, \"segment_bytes\": {}, \"live_bytes\": {}, \
@@ -121,6 +124,9 @@ fn main() {
         time_gets(n, secs / 4.0, &mut get);
         report(&format!("keydir-warm-{round}"), n, time_gets(n, secs, &mut get));
         drop(store);
+        if args.switch("--keydir-only") {
+            continue;
+        }
 
         preread(&file);
         let store = timed_open(&file, options(false, false), &format!("redb-{round}"));

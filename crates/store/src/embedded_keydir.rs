@@ -23,12 +23,13 @@
 //! Replaced records are merged away a slice per checkpoint
 //! (`embedded_keydir_merge.rs`).
 //!
-//! Memory: the hash is `u64 → u64` in a SwissTable, 17 bytes a bucket at a load
-//! of 7/8 or less (19.4–39 B/handle), plus keys that collide in 64 bits (kept in
-//! a small exact map; none expected below billions of handles).
+//! Memory: the hash is `u64 → u64` in 16-byte slots at a load of 3/4 or less
+//! (21.3–43 B/handle; `embedded_keydir_table.rs`, on huge pages), plus keys
+//! that collide in 64 bits (kept in a small exact map; none expected below
+//! billions of handles).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::Hasher;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -56,27 +57,9 @@ fn seg_key(id: u32) -> String {
     format!("seg:{id:06}")
 }
 
-/// The hash keys are hashes already.
-#[derive(Default)]
-struct Identity(u64);
-
-impl Hasher for Identity {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("only u64 keys")
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-type Index = HashMap<u64, u64, BuildHasherDefault<Identity>>;
-
 fn hash(key: &[u8]) -> u64 {
-    // SipHash-1-3 with fixed keys: the same on every run (the index is rebuilt
-    // from the segments, never stored).
+    // SipHash-1-3 with fixed keys: the same on every run (the hint file
+    // stores these hashes).
     let mut h = std::hash::DefaultHasher::new();
     h.write(key);
     h.finish()
@@ -89,7 +72,7 @@ struct Maps(Vec<Option<Mapped>>);
 /// The hash and its accounts.
 #[derive(Default)]
 struct Dir {
-    index: Index,
+    index: HashIndex,
     /// Keys whose 64-bit hash another key holds in `index`.
     collisions: HashMap<Box<[u8]>, u64>,
     /// Record bytes in the segments, and those still pointed at.
@@ -116,6 +99,11 @@ pub(super) struct Staged {
 
 #[path = "embedded_keydir_hint.rs"]
 mod hint;
+#[path = "embedded_keydir_huge_pages.rs"]
+mod huge_pages;
+#[path = "embedded_keydir_table.rs"]
+mod table;
+use table::HashIndex;
 #[path = "embedded_keydir_merge.rs"]
 mod merge;
 #[path = "embedded_keydir_open.rs"]
@@ -142,7 +130,7 @@ pub(super) struct KeyDir {
 pub struct KeyDirStats {
     /// Keys in the directory.
     pub keys: u64,
-    /// Memory its hash takes (buckets × 17 bytes, plus colliding keys).
+    /// Memory its hash takes (slots × 16 bytes, plus colliding keys).
     pub memory_bytes: u64,
     /// Record bytes in the segments, and those still pointed at.
     pub segment_bytes: u64,
@@ -189,7 +177,7 @@ impl Dir {
     fn points_at(&self, key: &[u8], loc: u64) -> bool {
         match self.collisions.get(key) {
             Some(l) => *l == loc,
-            None => self.index.get(&hash(key)) == Some(&loc),
+            None => self.index.get(hash(key)) == Some(loc),
         }
     }
 
@@ -206,11 +194,11 @@ impl Dir {
             }
             Some(old)
         } else {
-            match self.index.get(&h).copied() {
+            match self.index.get(h) {
                 // An unreadable record is kept apart rather than overwritten.
                 Some(o) if maps.key_at(o) == Some(key) => {
                     if removed {
-                        self.index.remove(&h);
+                        self.index.remove(h);
                     } else {
                         self.index.insert(h, loc);
                     }
@@ -260,8 +248,8 @@ impl KeyDir {
         let dir = &inner.dir;
         let loc = match dir.collisions.is_empty() {
             false if dir.collisions.contains_key(key) => dir.collisions[key],
-            _ => match dir.index.get(&hash(key)) {
-                Some(l) => *l,
+            _ => match dir.index.get(hash(key)) {
+                Some(l) => l,
                 None => return Ok(None),
             },
         };
@@ -382,8 +370,10 @@ impl KeyDir {
             }
             // Doubled at least, as the table grows itself.
             let want = (index.len() + more).max(index.capacity() + 1);
-            let mut grown = Index::with_capacity_and_hasher(want, Default::default());
-            grown.extend(index.iter().map(|(h, l)| (*h, *l)));
+            let mut grown = HashIndex::with_capacity(want);
+            for (h, l) in index.iter() {
+                grown.insert(h, l);
+            }
             grown
         };
         let old = std::mem::replace(&mut self.inner.write().dir.index, grown);
@@ -425,11 +415,10 @@ impl KeyDir {
     pub(super) fn stats(&self) -> KeyDirStats {
         let inner = self.inner.read();
         let dir = &inner.dir;
-        let buckets = (dir.index.capacity() as u64 * 8).div_ceil(7);
         let colliding: u64 = dir.collisions.keys().map(|k| k.len() as u64 + 40).sum();
         KeyDirStats {
             keys: (dir.index.len() + dir.collisions.len()) as u64,
-            memory_bytes: buckets * 17 + colliding,
+            memory_bytes: dir.index.memory_bytes() + colliding,
             segment_bytes: dir.total,
             live_bytes: dir.live,
         }

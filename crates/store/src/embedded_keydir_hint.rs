@@ -14,7 +14,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{Dir, Index};
+use super::{Dir, HashIndex};
 use crate::StoreError;
 
 const MAGIC: &[u8; 8] = b"HKDHINT1";
@@ -40,7 +40,7 @@ pub(super) fn write(seg_dir: &Path, gen: u64, segs: &[(u32, u64)], dir: &Dir) ->
     put(&dir.total.to_le_bytes())?;
     put(&dir.live.to_le_bytes())?;
     put(&(dir.index.len() as u64).to_le_bytes())?;
-    for (h, loc) in &dir.index {
+    for (h, loc) in dir.index.iter() {
         put(&h.to_le_bytes())?;
         put(&loc.to_le_bytes())?;
     }
@@ -80,7 +80,15 @@ impl Reader<'_> {
 /// The hash from the hint, if there is one for generation `gen` and these
 /// committed segments (`Err` says why not, for the log).
 pub(super) fn read(seg_dir: &Path, gen: u64, segs: &[(u32, u64)]) -> Result<Dir, String> {
-    let bytes = std::fs::read(seg_dir.join(NAME)).map_err(|e| format!("no hint ({e})"))?;
+    let file = std::fs::File::open(seg_dir.join(NAME)).map_err(|e| format!("no hint ({e})"))?;
+    // Mapped, not read into a buffer: at 30M handles the hint is 480 MB, and
+    // fresh memory that large cost a start seconds of page zeroing on a VM
+    // (BENCHMARKS.md, issue 45); the file's pages are in the page cache already.
+    // SAFETY: the hint is only ever replaced (written beside, then renamed
+    // over), never changed in place, so the mapped file does not change.
+    let bytes = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("hint not mapped ({e})"))?;
+    #[cfg(unix)]
+    let _ = bytes.advise(memmap2::Advice::Sequential);
     let (body, sum) = bytes.split_last_chunk::<4>().ok_or("hint too short")?;
     if crc32fast::hash(body) != u32::from_le_bytes(*sum) || !body.starts_with(MAGIC) {
         return Err("hint fails its checksum".into());
@@ -105,7 +113,7 @@ fn parse(body: &[u8], gen: u64, segs: &[(u32, u64)]) -> Option<Dir> {
     let (total, live) = (r.u64()?, r.u64()?);
     let n = r.u64()?;
     // Never trust a count for an allocation beyond what the file can hold.
-    let mut index = Index::with_capacity_and_hasher(usize::try_from(n).ok()?.min(r.0.len() / 16), Default::default());
+    let mut index = HashIndex::with_capacity(usize::try_from(n).ok()?.min(r.0.len() / 16));
     for _ in 0..n {
         let (h, loc) = (r.u64()?, r.u64()?);
         index.insert(h, loc);

@@ -229,11 +229,11 @@ fn colliding_keys_are_kept_apart() {
     inner.maps.set(1, segments::map(dir.path(), 1, buf.len() as u64, 0).unwrap());
     inner.apply_range(1, 0, b_at as u64).unwrap();
     // Pretend "b" hashes where "a" is.
-    let a = inner.dir.index.remove(&hash(b"a")).unwrap();
+    let a = inner.dir.index.remove(hash(b"a")).unwrap();
     inner.dir.index.insert(hash(b"b"), a);
     inner.apply_range(1, b_at as u64, b_end as u64).unwrap();
     assert_eq!(inner.dir.collisions.get(&b"b"[..]).copied(), Some(pack(1, b_at as u64)));
-    assert_eq!(inner.maps.key_at(inner.dir.index[&hash(b"b")]), Some(&b"a"[..]));
+    assert_eq!(inner.maps.key_at(inner.dir.index.get(hash(b"b")).unwrap()), Some(&b"a"[..]));
     let kd = KeyDir {
         dir: dir.path().into(),
         inner: RwLock::new(inner),
