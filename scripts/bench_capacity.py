@@ -56,6 +56,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import base64
@@ -313,9 +314,8 @@ def resolution_rates(bin_, work, data, n, seconds, store):
     """Per server core-second: UDP and the JSON API, uniform and Zipf, on a fresh `serve`."""
     srv = Server(bin_, data, work / "unused.json", store)
     srv.readyz_ms()  # lookups at speed are promised from /readyz on, not from "ready"
-    udp, json_api = udp_args(n), ["--port", str(HTTP), "--transport", "json-api"] + key_args(n)
-    runs = {"udp": udp, "udp_zipf": udp + ["--zipf", "1.0"], "json": json_api, "json_zipf": json_api + ["--zipf", "1.0"]}
-    rates = {name: bench(bin_, srv.proc.pid, extra, seconds).get("per_core", 0) for name, extra in runs.items()}
+    rates = {name: bench(bin_, srv.proc.pid, extra, seconds).get("per_core", 0)
+             for name, extra in resolution_runs(n).items()}
     srv.stop()
     return rates
 
@@ -338,7 +338,7 @@ def alternate(bin_, work, sizes, seconds, rounds, store):
             ratios[n].append(ratio)
             print(f"# round {r + 1}: {n:,} {rates} ratio {ratio}", file=sys.stderr)
     for n, rs in ratios.items():
-        med = {k: sorted(x[k] for x in rs if x[k] is not None)[len(rs) // 2] for k in rs[0]}
+        med = {k: statistics.median([x[k] for x in rs if x[k] is not None] or [0]) for k in rs[0]}
         print(json.dumps({"handles": n, "rounds": rounds, "median_ratio_to_10k": med, "ratios": rs}))
 
 
@@ -353,11 +353,8 @@ def measure(bin_, work, data, n, seconds, churn_fraction=0.0, with_mirror=False,
     res = {"ready_ms": round(srv.ready_ms), "readyz_ms": srv.readyz_ms(), "rss_rest_mb": srv.rss_mb()}
     udp = udp_args(n)
     keys = key_args(n)
-    json_api = ["--port", str(HTTP), "--transport", "json-api"] + keys
-    res["udp"] = bench(bin_, pid, udp, seconds)
-    res["udp_zipf"] = bench(bin_, pid, udp + ["--zipf", "1.0"], seconds)
-    res["json"] = bench(bin_, pid, json_api, seconds)
-    res["json_zipf"] = bench(bin_, pid, json_api + ["--zipf", "1.0"], seconds)
+    for name, extra in resolution_runs(n).items():
+        res[name] = bench(bin_, pid, extra, seconds)
     if res["udp"].get("rps"):
         half = bench(bin_, pid, udp + ["--rate", str(res["udp"]["rps"] // 2)], seconds)
         res["udp_half_peak_p99_ms"] = half.get("p99_ms")
@@ -389,6 +386,12 @@ def measure(bin_, work, data, n, seconds, churn_fraction=0.0, with_mirror=False,
 
 def key_args(n):
     return ["--key-prefix", "TEST", "--keys", str(n)]
+
+
+def resolution_runs(n):
+    """The four resolution loads, by result name: UDP and the JSON API, uniform and Zipf."""
+    udp, json_api = udp_args(n), ["--port", str(HTTP), "--transport", "json-api"] + key_args(n)
+    return {"udp": udp, "udp_zipf": udp + ["--zipf", "1.0"], "json": json_api, "json_zipf": json_api + ["--zipf", "1.0"]}
 
 
 def udp_args(n):
