@@ -21,7 +21,9 @@ pub const COLLECTION: &str = "hrls";
 const MAX_INDEXED_LEN: usize = handled_store::MAX_SEARCHED_LEN;
 
 /// Is `v` searchable: publicly readable, not a secret (even a publicly
-/// readable one, F12), not too long?
+/// readable one, F12), not too long? The index's documents are derived
+/// ([`ValueIndex::derived`]): a store finds the entries to remove by asking
+/// this of the replaced record, so changing the rule needs a reindex.
 pub fn indexed(v: &HandleValue) -> bool {
     v.permissions.public_read()
         && !is_secret_type(&v.value_type)
@@ -51,7 +53,7 @@ pub fn entries(record: Option<&HandleRecord>) -> BTreeSet<IndexEntry> {
 fn index_doc(key: &[u8], record: Option<&HandleRecord>) -> DocWrite {
     let index = entries(record);
     let doc = (!index.is_empty()).then(|| Document::new(Vec::new(), index.into_iter().collect()));
-    DocWrite { collection: COLLECTION.to_owned(), id: key.to_vec(), doc }
+    DocWrite::new(COLLECTION, key, doc)
 }
 
 /// Keeps the index: its document of a handle rides along with every write of the handle.
@@ -72,6 +74,11 @@ impl ValueIndex {
 impl DocContributor for ValueIndex {
     fn contribute(&self, key: &[u8], record: Option<&HandleRecord>, out: &mut Vec<DocWrite>) {
         out.push(index_doc(key, record));
+    }
+
+    /// Its documents are the record's searchable values, found only through the index.
+    fn derived(&self) -> bool {
+        true
     }
 }
 

@@ -16,11 +16,7 @@ fn key(i: usize) -> Vec<u8> {
 
 fn doc_for(i: usize) -> DocWrite {
     let k = key(i);
-    DocWrite {
-        collection: "rev".into(),
-        id: k.clone(),
-        doc: Some(Document::new(k.as_slice(), vec![IndexEntry::new("url", k.as_slice())])),
-    }
+    DocWrite::new("rev", k.clone(), Some(Document::new(k.as_slice(), vec![IndexEntry::new("url", k.as_slice())])))
 }
 
 /// Every read sees exactly the handles `live` (and their documents and log entries).

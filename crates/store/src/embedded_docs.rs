@@ -3,12 +3,17 @@
 //! removal of its old index entries and the insertion of its new ones commit in
 //! the same transaction as everything else of the batch).
 
+#[path = "embedded_docs_derived.rs"]
+mod derived;
+
+pub(super) use derived::{apply as apply_riding, Riding};
+
 use super::format;
 use super::view::{Tx, View};
 use super::wal::TableId;
 use super::{RawExpect, RawOutcome};
 use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
-use crate::{scan_start, DocExpect, DocOutcome, DocWrite, Document, IndexHit, IndexMatch, StoreError};
+use crate::{scan_start, DerivedFrom, DocExpect, DocOutcome, DocWrite, Document, IndexHit, IndexMatch, StoreError};
 
 /// A queued document swap, encoded on the caller so the writer thread only copies bytes.
 pub(super) struct DocOp {
@@ -18,9 +23,23 @@ pub(super) struct DocOp {
     expect: RawExpect,
     /// Stored form of the new document and the keys of its index entries.
     new: Option<(Vec<u8>, Vec<Vec<u8>>)>,
+    /// Set for a derived document: only its index entries are kept ([`derived`]).
+    derived: Option<DerivedFrom>,
 }
 
 impl DocOp {
+    /// The index keys of the document `old` this one replaces.
+    fn index_keys_of(&self, old: Result<Document, StoreError>) -> Vec<Vec<u8>> {
+        match old {
+            Ok(old) => old.index.iter().map(|e| index_key(&self.collection, e, &self.id)).collect(),
+            // Its entries cannot be found again; overwriting is still the right thing.
+            Err(e) => {
+                tracing::warn!("replacing an undecodable document: {e}");
+                Vec::new()
+            }
+        }
+    }
+
     pub(super) fn bytes(&self) -> usize {
         let new = self.new.as_ref().map_or(0, |(d, ks)| d.len() + ks.iter().map(Vec::len).sum::<usize>());
         let expect = if let RawExpect::Present(e) = &self.expect { e.len() } else { 0 };
@@ -39,7 +58,9 @@ pub(super) fn swap_op(
 
 /// A document write riding along with a handle write.
 pub(super) fn write_op(w: DocWrite) -> Result<DocOp, StoreError> {
-    doc_op(&w.collection, &w.id, DocExpect::Any, w.doc)
+    let mut op = doc_op(&w.collection, &w.id, DocExpect::Any, w.doc)?;
+    op.derived = w.derived;
+    Ok(op)
 }
 
 fn doc_op(collection: &str, id: &[u8], expect: DocExpect, new: Option<Document>) -> Result<DocOp, StoreError> {
@@ -56,7 +77,14 @@ fn doc_op(collection: &str, id: &[u8], expect: DocExpect, new: Option<Document>)
         DocExpect::Any => RawExpect::Any,
         DocExpect::Present(d) => RawExpect::Present(d.normalized().encode()),
     };
-    Ok(DocOp { collection: collection.to_owned(), id: id.to_vec(), key: doc_key(collection, id), expect, new })
+    Ok(DocOp {
+        collection: collection.to_owned(),
+        id: id.to_vec(),
+        key: doc_key(collection, id),
+        expect,
+        new,
+        derived: None,
+    })
 }
 
 /// Apply a document swap to the writer's batch.
@@ -79,14 +107,8 @@ pub(super) fn apply(tx: &mut Tx, op: &DocOp) -> Result<RawOutcome, StoreError> {
         return Ok(RawOutcome::Conflict { current });
     }
     if let Some(c) = &current {
-        match Document::decode(c) {
-            Ok(old) => {
-                for e in &old.index {
-                    tx.put(TableId::DocIndex, &index_key(&op.collection, e, &op.id), None);
-                }
-            }
-            // Its entries cannot be found again; overwriting is still the right thing.
-            Err(e) => tracing::warn!("replacing an undecodable document: {e}"),
+        for k in op.index_keys_of(Document::decode(c)) {
+            tx.put(TableId::DocIndex, &k, None);
         }
     }
     match &op.new {

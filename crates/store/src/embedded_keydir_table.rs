@@ -1,6 +1,6 @@
 //! The key directory's hash: 64-bit key hash → record location, open
 //! addressing with linear probing over 16-byte slots (hash, location), four to
-//! a cache line, in memory advised to use huge pages ([`HugePages`]).
+//! a cache line, in memory advised to use huge pages ([`Slots`]).
 //!
 //! Why not a SwissTable (`HashMap`): its lookup reads a control group and
 //! then, elsewhere in memory, the bucket: two cache misses per get once the
@@ -13,14 +13,13 @@
 //! Removal shifts the entries after the hole back (no tombstones), so probe
 //! lengths stay those of the live keys however many were removed.
 
-use allocator_api2::vec::Vec;
-
-use super::huge_pages::HugePages;
+use super::huge_pages::Slots;
 
 /// The hash of an empty slot; a key hashing to it is stored as [`ZERO_AS`]
 /// (a collision with a key hashing to that, which the directory resolves by
 /// comparing keys like any other).
 const EMPTY: u64 = 0;
+const _: () = assert!(EMPTY == 0, "a new table's zeroed slots are empty ones (Slots::empty)");
 const ZERO_AS: u64 = 1;
 /// Bytes a slot takes.
 pub(super) const SLOT_BYTES: u64 = 16;
@@ -36,7 +35,7 @@ fn stored(h: u64) -> u64 {
 pub(super) struct HashIndex {
     /// A power of two of them, never more than 3/4 full (so a probe always
     /// meets an empty slot).
-    slots: Vec<[u64; 2], HugePages>,
+    slots: Slots,
     len: usize,
 }
 
@@ -53,9 +52,7 @@ impl HashIndex {
     }
 
     fn with_slots(count: usize) -> HashIndex {
-        let mut slots = Vec::with_capacity_in(count, HugePages);
-        slots.resize(count, [EMPTY, 0]);
-        HashIndex { slots, len: 0 }
+        HashIndex { slots: Slots::empty(count), len: 0 }
     }
 
     /// Keys it holds before it grows.
@@ -174,9 +171,9 @@ mod tests {
             }
             assert_eq!(t.len(), m.len());
             if step.is_multiple_of(997) {
-                let mut all: std::vec::Vec<_> = t.iter().collect();
+                let mut all: Vec<_> = t.iter().collect();
                 all.sort_unstable();
-                let mut want: std::vec::Vec<_> = m.iter().map(|(h, l)| (*h, *l)).collect();
+                let mut want: Vec<_> = m.iter().map(|(h, l)| (*h, *l)).collect();
                 want.sort_unstable();
                 assert_eq!(all, want);
                 assert!(m.iter().all(|(h, l)| t.get(*h) == Some(*l)));
@@ -201,7 +198,7 @@ mod tests {
         let mut t = HashIndex::with_capacity(4);
         assert_eq!(t.insert(0, 7), None);
         assert_eq!(t.get(0), Some(7));
-        assert_eq!(t.iter().collect::<std::vec::Vec<_>>(), [(ZERO_AS, 7)]);
+        assert_eq!(t.iter().collect::<Vec<_>>(), [(ZERO_AS, 7)]);
         assert_eq!(t.remove(0), Some(7));
         assert_eq!(t.get(0), None);
     }

@@ -220,14 +220,26 @@ pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack,
             Ok(Ack::Unit)
         }
         LogOp::Replicated { changes, docs: doc_ops, progress } => {
+            let mut riding = docs::Riding::new(doc_ops);
             for (entry, write, priority) in changes {
                 if let Some(priority) = priority {
                     // Another primary's change: applied only if newer, never logged.
-                    let Some((key, value)) = date_pulled(entry, *priority, |k| get_meta(tx, k))? else { continue };
+                    let Some((key, value)) = date_pulled(entry, *priority, |k| get_meta(tx, k))? else {
+                        if let RawWrite::Handle(key, _) = write {
+                            riding.skipped(key);
+                        }
+                        continue;
+                    };
                     put_meta(tx, &key, Some(&value));
                 }
                 match write {
                     RawWrite::Handle(key, value) => {
+                        if riding.waits_for(key) {
+                            let replaced = tx.get(TableId::Handles, key)?;
+                            // A damaged record has no entries to find again; overwriting repairs it.
+                            let old = replaced.as_deref().and_then(|r| format::unseal("handle", key, r).ok());
+                            riding.written(tx, key, old)?;
+                        }
                         let sealed = value.as_deref().map(|v| format::seal(key, v));
                         tx.put(TableId::Handles, key, sealed.as_deref());
                     }
@@ -237,9 +249,7 @@ pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack,
                     log.replicated(tx, entry)?;
                 }
             }
-            for d in doc_ops {
-                docs::apply(tx, d)?;
-            }
+            riding.finish(tx)?;
             for (key, value) in progress {
                 put_meta(tx, key, value.as_deref());
             }

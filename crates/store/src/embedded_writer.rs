@@ -270,7 +270,7 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
                     LogTables::open_in(&mut log, tx)?.append(tx, action, key)?;
                 }
                 for d in doc_ops {
-                    docs::apply(tx, d)?;
+                    docs::apply_riding(tx, d, current.as_deref())?;
                 }
                 acks.push(Ack::Swap(match expect {
                     RawExpect::Present(_) => RawOutcome::DoneAsExpected,
@@ -289,15 +289,19 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
             }
             Op::Import { records, docs: doc_ops } => {
                 // Not logged: a batch with an import is a checkpoint.
+                let mut riding = docs::Riding::new(doc_ops);
                 for (k, v) in records {
-                    let existed = tx.get(TableId::Handles, k)?.is_some();
+                    let replaced = tx.get(TableId::Handles, k)?;
+                    if riding.waits_for(k) {
+                        // A damaged record has no entries to find again; overwriting repairs it.
+                        let old = replaced.as_deref().and_then(|r| format::unseal("handle", k, r).ok());
+                        riding.written(tx, k, old)?;
+                    }
                     tx.put(TableId::Handles, k, Some(&format::seal(k, v)));
-                    let action = if existed { TxnAction::Update } else { TxnAction::Create };
+                    let action = if replaced.is_some() { TxnAction::Update } else { TxnAction::Create };
                     LogTables::open_in(&mut log, tx)?.append(tx, action, k)?;
                 }
-                for d in doc_ops {
-                    docs::apply(tx, d)?;
-                }
+                riding.finish(tx)?;
                 acks.push(Ack::Unit);
             }
             Op::DocSwap(d) => acks.push(Ack::Swap(docs::apply(tx, d)?)),

@@ -40,6 +40,7 @@ mod memory;
 pub mod observe;
 mod open;
 mod record;
+mod riding;
 #[cfg(feature = "sql")]
 pub mod sql;
 pub mod traits;
@@ -50,7 +51,7 @@ pub use cassandra::{CassandraOptions, CassandraStore};
 pub use documents::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, IndexMatch, MAX_INDEX_KEY};
 pub use embedded::{EmbeddedOptions, EmbeddedRestore, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
 pub use memory::MemoryStore;
-pub use observe::{CommitObserver, Committed, DocContributor, Hooks, Observed, Writing};
+pub use observe::{CommitObserver, Committed, DerivedFrom, DocContributor, Hooks, Observed, Writing};
 pub use open::{open_store, StoreConfig};
 pub use record::{HandleRecord, InvalidRecord, RecordError};
 #[cfg(feature = "sql")]
@@ -107,6 +108,17 @@ pub struct DocWrite {
     pub collection: String,
     pub id: Vec<u8>,
     pub doc: Option<Document>,
+    /// Set (by [`Hooks`]) when the document is a function of the handle's record
+    /// alone: a store may then keep only its index entries and rebuild the
+    /// document it replaces from the record it replaces.
+    pub derived: Option<DerivedFrom>,
+}
+
+impl DocWrite {
+    /// A document write that the store keeps as it is.
+    pub fn new(collection: impl Into<String>, id: impl Into<Vec<u8>>, doc: Option<Document>) -> DocWrite {
+        DocWrite { collection: collection.into(), id: id.into(), doc, derived: None }
+    }
 }
 
 /// Storage failures.

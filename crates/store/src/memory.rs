@@ -8,6 +8,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::change_dates::{date_local, date_pulled, decode_priority, DateWrite, LOCAL_PRIORITY_META_KEY};
 use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
+use crate::riding::Riding;
 use crate::txn_log::{TxnLogState, TxnNotifier};
 use crate::{
     scan_start, Backup, Capabilities, DocExpect, DocOutcome, DocWrite, Document, DocumentStore, Expect, HandleRecord,
@@ -418,12 +419,21 @@ impl TxnLogStore for MemoryStore {
         let mut meta = self.meta.write();
         let mut docs = self.docs.write();
         let mut log = self.log.lock();
+        let mut riding = Riding::new(doc_writes);
         for (w, change) in writes {
             let entry = &change.entry;
+            let handle = match &w {
+                ReplicatedWrite::Handle(k, _) => Some(riding.take(k)),
+                ReplicatedWrite::Meta(..) => None,
+            };
             if let Some(priority) = change.priority {
-                // Another primary's change: applied only if newer, never logged.
+                // Another primary's change: applied only if newer, never logged
+                // (and the documents derived from it are dropped with it).
                 let Some((k, v)) = date_pulled(entry, priority, |k| Ok(meta.get(k).cloned()))? else { continue };
                 meta.insert(k, v);
+            }
+            for d in handle.into_iter().flatten() {
+                docs.write(&d.collection, &d.id, d.doc);
             }
             match w {
                 ReplicatedWrite::Handle(k, Some(r)) => drop(map.insert(k, r)),
@@ -437,7 +447,7 @@ impl TxnLogStore for MemoryStore {
                 }
             }
         }
-        for w in doc_writes {
+        for w in riding.kept() {
             docs.write(&w.collection, &w.id, w.doc);
         }
         for (k, v) in progress {

@@ -77,7 +77,49 @@ pub trait DocContributor: Send + Sync + 'static {
     /// Push to `out` the documents to write along with handle `key` becoming
     /// `record` (`None`: deleted).
     fn contribute(&self, key: &[u8], record: Option<&HandleRecord>, out: &mut Vec<DocWrite>);
+
+    /// True when `contribute` depends on the key and record alone, and its
+    /// documents are only ever found through their index (never read back by
+    /// id): a store may then keep their index entries only, and rebuild the
+    /// document a write replaces from the record it replaces ([`DerivedFrom`]).
+    /// What `contribute` indexes must then not change while a store holds
+    /// entries made by an earlier version of it.
+    fn derived(&self) -> bool {
+        false
+    }
 }
+
+/// Where a derived document came from: the handle it rides with and the
+/// contributor that made it, so a store can make the replaced one again.
+#[derive(Clone)]
+pub struct DerivedFrom {
+    pub handle: Vec<u8>,
+    contributor: Arc<dyn DocContributor>,
+}
+
+impl DerivedFrom {
+    /// The document (`collection`, `id`) that handle [`Self::handle`] had as
+    /// `record` (`None`: absent, or no such document).
+    pub fn document(&self, collection: &str, id: &[u8], record: Option<&HandleRecord>) -> Option<Document> {
+        let mut out = Vec::new();
+        self.contributor.contribute(&self.handle, record, &mut out);
+        out.into_iter().find(|w| w.collection == collection && w.id == id).and_then(|w| w.doc)
+    }
+}
+
+impl std::fmt::Debug for DerivedFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DerivedFrom").field("handle", &String::from_utf8_lossy(&self.handle)).finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for DerivedFrom {
+    fn eq(&self, other: &Self) -> bool {
+        self.handle == other.handle && Arc::ptr_eq(&self.contributor, &other.contributor)
+    }
+}
+
+impl Eq for DerivedFrom {}
 
 /// The registered contributors and observers of a store.
 #[derive(Default)]
@@ -108,7 +150,13 @@ impl Hooks {
         }
         for (key, record) in writes {
             for c in contributors.iter() {
+                let first = out.len();
                 c.contribute(key, record, out);
+                if c.derived() {
+                    for w in &mut out[first..] {
+                        w.derived = Some(DerivedFrom { handle: key.to_vec(), contributor: c.clone() });
+                    }
+                }
             }
         }
     }
@@ -315,7 +363,7 @@ mod tests {
     impl DocContributor for Counts {
         fn contribute(&self, key: &[u8], record: Option<&HandleRecord>, out: &mut Vec<DocWrite>) {
             let doc = record.map(|r| Document::new(r.values.len().to_string().into_bytes(), Vec::new()));
-            out.push(DocWrite { collection: "counts".into(), id: key.to_vec(), doc });
+            out.push(DocWrite::new("counts", key, doc));
         }
     }
 

@@ -14,10 +14,10 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use handled_store::conformance::url_record;
+use handled_store::conformance::{indexed_by_url, url_record, URL_INDEX};
 use handled_store::{
     DocWrite, Document, DocumentStore, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, RecordStore,
-    Store, SwapOutcome, TxnAction, TxnLogStore,
+    SwapOutcome, TxnAction, TxnLogStore,
 };
 use rand::Rng;
 
@@ -72,7 +72,8 @@ fn derived(key: &str) -> Document {
 }
 
 async fn child(dir: &Path, round: u32) {
-    let s: Arc<dyn Store> = Arc::new(EmbeddedStore::open_dir(dir, options(round)).unwrap());
+    // Every write also keeps a derived index (documents kept as index entries only).
+    let s = indexed_by_url(Arc::new(EmbeddedStore::open_dir(dir, options(round)).unwrap()));
     if s.get(HOT).await.unwrap().is_none() {
         s.swap(HOT, Expect::Absent, Some(url_record("0"))).await.unwrap();
     }
@@ -105,8 +106,7 @@ async fn child(dir: &Path, round: u32) {
                     say(format!("W {key} {i}"));
                 } else {
                     let key = format!("20.5000/r{round}-t{t}-{i}");
-                    let doc =
-                        DocWrite { collection: "idx".into(), id: key.clone().into_bytes(), doc: Some(derived(&key)) };
+                    let doc = DocWrite::new("idx", key.clone().into_bytes(), Some(derived(&key)));
                     let out = s
                         .swap_with_docs(key.as_bytes(), Expect::Absent, Some(url_record(&key)), vec![doc])
                         .await
@@ -218,6 +218,7 @@ fn acknowledged_writes_survive_sigkill() {
             let hits = s.doc_lookup("idx", "url", IndexMatch::Exact(last.as_bytes()), None, 2).await.unwrap();
             assert_eq!(hits.len(), 1, "index entry of {last}");
             check_log(&s, &created, n).await;
+            check_derived_index(&s).await;
             if let Some(kd) = s.key_directory_stats() {
                 // Opened with every write in redb: the directory holds exactly its handles.
                 assert_eq!(kd.keys, s.count().await.unwrap(), "key directory and store disagree");
@@ -230,6 +231,26 @@ fn acknowledged_writes_survive_sigkill() {
             s.was_repaired(),
             oldest_segment(dir.path()).map_or("none".into(), |id| id.to_string())
         );
+    }
+}
+
+/// The derived index after a crash: every handle (each has one URL value)
+/// found under exactly the URL its record holds: no entry of a replaced value
+/// left, none missing.
+async fn check_derived_index(s: &EmbeddedStore) {
+    let mut hits = Vec::new();
+    loop {
+        let after = hits.last().cloned();
+        let page = s.doc_lookup(URL_INDEX, "url", IndexMatch::Prefix(b""), after.as_ref(), 10_000).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        hits.extend(page);
+    }
+    assert_eq!(hits.len() as u64, s.count().await.unwrap(), "one index entry per handle");
+    for h in &hits {
+        let r = s.get(&h.id).await.unwrap().unwrap_or_else(|| panic!("an entry of a handle that is gone"));
+        assert_eq!(r.values[0].data, h.key, "{} found under a value it no longer has", String::from_utf8_lossy(&h.id));
     }
 }
 

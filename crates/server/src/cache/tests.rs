@@ -189,7 +189,7 @@ async fn ride_along_documents_and_uncached_collections() {
     store.doc_swap("reg", b"x", DocExpect::Absent, Some(doc("1", &["a"]))).await.unwrap();
     assert_eq!(body(&store, b"x").await.as_deref(), Some("1"));
     assert_eq!(ids(&store, "a").await, vec![b"x".to_vec()]);
-    let ride = DocWrite { collection: "reg".into(), id: b"x".to_vec(), doc: Some(doc("2", &["b"])) };
+    let ride = DocWrite::new("reg", b"x".to_vec(), Some(doc("2", &["b"])));
     store.swap_with_docs(b"A/1", Expect::Absent, Some(record(1)), vec![ride]).await.unwrap();
     assert_eq!(body(&store, b"x").await.as_deref(), Some("2"));
     assert!(ids(&store, "a").await.is_empty());

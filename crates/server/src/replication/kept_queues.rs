@@ -53,7 +53,7 @@ pub fn keep(queue: &str, record: &TxnRecord) -> Option<DocWrite> {
     body.extend_from_slice(&record.date_ms.to_be_bytes());
     body.extend_from_slice(&record.handle);
     let doc = Document::new(body, Vec::new());
-    Some(DocWrite { collection: COLLECTION.into(), id: id(queue, record.txn_id), doc: Some(doc) })
+    Some(DocWrite::new(COLLECTION, id(queue, record.txn_id), Some(doc)))
 }
 
 /// A kept entry: a log entry with the action's wire code (unknown codes kept raw).
@@ -136,7 +136,7 @@ pub async fn prune(docs: &dyn DocumentStore, log: &dyn TxnLogStore, cutoff_ms: u
             let old: Vec<DocWrite> = page
                 .iter()
                 .take_while(|e| e.date_ms < cutoff_ms)
-                .map(|e| DocWrite { collection: COLLECTION.into(), id: id(&queue, e.id), doc: None })
+                .map(|e| DocWrite::new(COLLECTION, id(&queue, e.id), None))
                 .collect();
             let whole_page = old.len() == page.len() && !page.is_empty();
             if old.is_empty() {

@@ -225,9 +225,9 @@ pub async fn doc_closed_refuses(s: Arc<dyn Store>) {
     assert!(matches!(r, Err(StoreError::Closed)), "{r:?}");
 }
 
-fn derived(id: &[u8], entries: &[(&str, &str)]) -> DocWrite {
+fn riding(id: &[u8], entries: &[(&str, &str)]) -> DocWrite {
     let d = (!entries.is_empty()).then(|| doc("", entries));
-    DocWrite { collection: "derived".into(), id: id.to_vec(), doc: d }
+    DocWrite::new("derived", id.to_vec(), d)
 }
 
 /// Documents riding along with a handle write are written when, and only when,
@@ -236,46 +236,40 @@ pub async fn swap_with_docs_follows_the_handle(s: Arc<dyn Store>) {
     let exact = |k: &'static str| IndexMatch::Exact(k.as_bytes());
     let r1 = url_record("one");
     let out = s
-        .swap_with_docs(b"T/1", Expect::Absent, Some(r1.clone()), vec![derived(b"T/1", &[("url", "one")])])
+        .swap_with_docs(b"T/1", Expect::Absent, Some(r1.clone()), vec![riding(b"T/1", &[("url", "one")])])
         .await
         .unwrap();
     assert!(out.is_done());
     assert_eq!(ids(&s, "derived", "url", exact("one")).await, ["T/1"]);
     // A conflicting write leaves the handle AND its document alone.
     let out = s
-        .swap_with_docs(b"T/1", Expect::Absent, Some(url_record("x")), vec![derived(b"T/1", &[("url", "x")])])
+        .swap_with_docs(b"T/1", Expect::Absent, Some(url_record("x")), vec![riding(b"T/1", &[("url", "x")])])
         .await
         .unwrap();
     assert_eq!(out, SwapOutcome::Conflict { current: Some(r1.clone()) });
     assert!(ids(&s, "derived", "url", exact("x")).await.is_empty());
     assert_eq!(ids(&s, "derived", "url", exact("one")).await, ["T/1"]);
     // Several documents in one step, and old entries go with the replaced document.
-    let two = vec![
-        derived(b"T/1", &[("url", "two")]),
-        DocWrite { collection: "other".into(), id: b"o".to_vec(), doc: Some(doc("b", &[])) },
-    ];
+    let two = vec![riding(b"T/1", &[("url", "two")]), DocWrite::new("other", b"o".to_vec(), Some(doc("b", &[])))];
     let out = s.swap_with_docs(b"T/1", Expect::Present(r1), Some(url_record("two")), two).await.unwrap();
     assert!(out.is_done());
     assert!(ids(&s, "derived", "url", exact("one")).await.is_empty());
     assert_eq!(ids(&s, "derived", "url", exact("two")).await, ["T/1"]);
     assert_eq!(s.doc_get("other", b"o").await.unwrap(), Some(doc("b", &[])));
     // Deleting the handle with a `None` document deletes both.
-    let out = s.swap_with_docs(b"T/1", Expect::Any, None, vec![derived(b"T/1", &[])]).await.unwrap();
+    let out = s.swap_with_docs(b"T/1", Expect::Any, None, vec![riding(b"T/1", &[])]).await.unwrap();
     assert!(out.is_done());
     assert_eq!(s.get(b"T/1").await.unwrap(), None);
     assert_eq!(s.doc_get("derived", b"T/1").await.unwrap(), None);
     assert!(ids(&s, "derived", "url", exact("two")).await.is_empty());
     // An invalid document refuses the whole write.
-    let bad = DocWrite {
-        collection: "derived".into(),
-        id: b"T/2".to_vec(),
-        doc: Some(doc("", &[("url", &"k".repeat(crate::MAX_INDEX_KEY + 1))])),
-    };
+    let bad =
+        DocWrite::new("derived", b"T/2".to_vec(), Some(doc("", &[("url", &"k".repeat(crate::MAX_INDEX_KEY + 1))])));
     assert!(s.swap_with_docs(b"T/2", Expect::Absent, Some(url_record("2")), vec![bad]).await.is_err());
     assert_eq!(s.get(b"T/2").await.unwrap(), None);
     // Bulk loads carry documents too.
     let records = vec![(b"T/3".to_vec(), url_record("3")), (b"T/4".to_vec(), url_record("4"))];
-    s.put_many_with_docs(records, vec![derived(b"T/3", &[("url", "3")]), derived(b"T/4", &[("url", "4")])])
+    s.put_many_with_docs(records, vec![riding(b"T/3", &[("url", "3")]), riding(b"T/4", &[("url", "4")])])
         .await
         .unwrap();
     assert_eq!(s.get(b"T/4").await.unwrap(), Some(url_record("4")));
@@ -289,7 +283,7 @@ pub async fn swap_with_docs_concurrent(s: Arc<dyn Store>) {
     on_tasks(&s, 8, |s, t| async move {
         for i in 0..25u32 {
             let data = format!("{t}-{i}");
-            let docs = vec![DocWrite { collection: "derived".into(), id: b"T/c".to_vec(), doc: Some(doc(&data, &[])) }];
+            let docs = vec![DocWrite::new("derived", b"T/c".to_vec(), Some(doc(&data, &[])))];
             s.swap_with_docs(b"T/c", Expect::Any, Some(url_record(&data)), docs).await.unwrap();
         }
     })

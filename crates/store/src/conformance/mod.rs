@@ -18,6 +18,7 @@ use crate::Store;
 
 mod admin;
 mod dates;
+pub(crate) mod derived;
 mod docs;
 mod fixtures;
 mod records;
@@ -25,6 +26,10 @@ mod txnlog;
 
 pub use admin::*;
 pub use dates::*;
+pub use derived::{
+    derived_documents_follow_pulled_changes, derived_documents_follow_the_handle,
+    derived_documents_of_a_losing_change_are_dropped, indexed_by_url, URL_INDEX,
+};
 pub use docs::*;
 pub use fixtures::{rich_record, url_record};
 pub use records::*;
@@ -125,6 +130,8 @@ macro_rules! conformance_documents {
             doc_closed_refuses,
             swap_with_docs_follows_the_handle,
             swap_with_docs_concurrent,
+            derived_documents_follow_the_handle,
+            derived_documents_follow_pulled_changes,
         }
     };
 }
@@ -168,6 +175,7 @@ macro_rules! conformance_change_dates {
             $($args)*
             dates_pulled_changes_settle_by_date_and_priority,
             dates_local_writes_move_forward,
+            derived_documents_of_a_losing_change_are_dropped,
         }
     };
 }

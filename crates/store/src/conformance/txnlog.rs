@@ -48,11 +48,7 @@ pub async fn txn_log_local_writes(s: Arc<dyn Store>) {
     // With documents riding along (where the store keeps them), the handle
     // write is logged just the same.
     let docs = match s.capabilities().documents {
-        true => vec![DocWrite {
-            collection: "c".into(),
-            id: b"d".to_vec(),
-            doc: Some(Document::new(b"x".to_vec(), vec![])),
-        }],
+        true => vec![DocWrite::new("c", b"d".to_vec(), Some(Document::new(b"x".to_vec(), vec![])))],
         false => Vec::new(),
     };
     s.swap_with_docs(b"20.5000/b", Expect::Absent, Some(url_record("b")), docs).await.unwrap();

@@ -238,6 +238,8 @@ const NOWHERE: &[(&str, &str)] = &[
     ("doc_closed_refuses", "no documents in Handle.Net's schema"),
     ("swap_with_docs_follows_the_handle", "no documents in Handle.Net's schema"),
     ("swap_with_docs_concurrent", "no documents in Handle.Net's schema"),
+    ("derived_documents_follow_the_handle", "no documents in Handle.Net's schema"),
+    ("derived_documents_follow_pulled_changes", "no documents in Handle.Net's schema"),
 ];
 
 /// Every suite test runs on this database or is listed, with a reason, as

@@ -147,7 +147,7 @@ async fn documents_and_txn_log_are_declined() {
     says(s.doc_get("hrls", b"x").await.unwrap_err(), "no documents");
     says(s.doc_swap("site", b"k", DocExpect::Absent, None).await.unwrap_err(), "no documents");
     says(s.doc_scan("lease", b"", None, 10).await.unwrap_err(), "no documents");
-    let doc = handled_store::DocWrite { collection: "hrls".into(), id: b"T/1".to_vec(), doc: None };
+    let doc = handled_store::DocWrite::new("hrls", b"T/1".to_vec(), None);
     says(s.swap_with_docs(b"T/1", Expect::Any, Some(url_record("x")), vec![doc]).await.unwrap_err(), "no documents");
     assert_eq!(s.get(b"T/1").await.unwrap(), None, "declined before writing the handle");
     says(s.txn_log_read(0, 10).await.unwrap_err(), "no transaction log");

@@ -179,7 +179,7 @@ async fn the_log_asks_for_its_tables_and_refuses_what_it_cannot_keep() {
     crate::run_sql(&s_url, insert).await;
     assert!(s.get(b"T/sql").await.unwrap().is_some());
     assert_eq!(s.txn_log_bounds().await.unwrap().last, 0, "a row written by plain SQL is not logged");
-    let doc = handled_store::DocWrite { collection: "hrls".into(), id: b"T/1".to_vec(), doc: None };
+    let doc = handled_store::DocWrite::new("hrls", b"T/1".to_vec(), None);
     let e = s.apply_replicated_with_docs(Vec::new(), Vec::new(), vec![doc]).await.unwrap_err();
     assert!(e.to_string().contains("no documents"), "{e}");
     let dated = handled_store::ReplicatedChange {

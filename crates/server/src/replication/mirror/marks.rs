@@ -28,7 +28,7 @@ fn id(kind: Kind, key: &[u8]) -> Vec<u8> {
 
 /// The write that marks `key` as seen (for [`super::apply::Batch::mark`]).
 pub fn mark(kind: Kind, key: &[u8]) -> DocWrite {
-    DocWrite { collection: SEEN.into(), id: id(kind, key), doc: Some(Document::new(Vec::new(), Vec::new())) }
+    DocWrite::new(SEEN, id(kind, key), Some(Document::new(Vec::new(), Vec::new())))
 }
 
 /// Was `key` seen by the redump under way?
@@ -45,7 +45,7 @@ pub async fn clear(state: &ReplicationContext) -> Result<u64, StoreError> {
             return Ok(removed);
         }
         removed += page.len() as u64;
-        let deletes = page.into_iter().map(|(id, _)| DocWrite { collection: SEEN.into(), id, doc: None }).collect();
+        let deletes = page.into_iter().map(|(id, _)| DocWrite::new(SEEN, id, None)).collect();
         state.txn_log().apply_replicated_with_docs(Vec::new(), Vec::new(), deletes).await?;
     }
 }
