@@ -23,7 +23,8 @@ const MAX_INDEXED_LEN: usize = handled_store::MAX_SEARCHED_LEN;
 /// Is `v` searchable: publicly readable, not a secret (even a publicly
 /// readable one, F12), not too long? The index's documents are derived
 /// ([`ValueIndex::derived`]): a store finds the entries to remove by asking
-/// this of the replaced record, so changing the rule needs a reindex.
+/// this of the replaced record: a change to this rule must come with a way
+/// to rebuild the index of existing stores (there is none yet).
 pub fn indexed(v: &HandleValue) -> bool {
     v.permissions.public_read()
         && !is_secret_type(&v.value_type)
