@@ -60,14 +60,16 @@ impl<'a> Riding<'a> {
         self.0.waits_for(handle)
     }
 
-    /// `handle` is being written, replacing `replaced`: apply the derived
-    /// documents of this write.
+    /// `handle` is being written over `replaced` (its stored bytes, sealed):
+    /// apply the derived documents of this write.
     pub(in crate::embedded) fn written(
         &mut self,
         tx: &mut Tx,
         handle: &[u8],
         replaced: Option<&[u8]>,
     ) -> Result<(), StoreError> {
+        // A damaged record has no entries to find again; overwriting repairs it.
+        let replaced = replaced.and_then(|r| format::unseal("handle", handle, r).ok());
         for op in self.0.take(handle) {
             apply(tx, op, replaced)?;
         }

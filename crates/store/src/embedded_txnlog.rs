@@ -236,9 +236,7 @@ pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack,
                     RawWrite::Handle(key, value) => {
                         if riding.waits_for(key) {
                             let replaced = tx.get(TableId::Handles, key)?;
-                            // A damaged record has no entries to find again; overwriting repairs it.
-                            let old = replaced.as_deref().and_then(|r| format::unseal("handle", key, r).ok());
-                            riding.written(tx, key, old)?;
+                            riding.written(tx, key, replaced.as_deref())?;
                         }
                         let sealed = value.as_deref().map(|v| format::seal(key, v));
                         tx.put(TableId::Handles, key, sealed.as_deref());

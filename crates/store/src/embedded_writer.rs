@@ -292,11 +292,7 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
                 let mut riding = docs::Riding::new(doc_ops);
                 for (k, v) in records {
                     let replaced = tx.get(TableId::Handles, k)?;
-                    if riding.waits_for(k) {
-                        // A damaged record has no entries to find again; overwriting repairs it.
-                        let old = replaced.as_deref().and_then(|r| format::unseal("handle", k, r).ok());
-                        riding.written(tx, k, old)?;
-                    }
+                    riding.written(tx, k, replaced.as_deref())?;
                     tx.put(TableId::Handles, k, Some(&format::seal(k, v)));
                     let action = if replaced.is_some() { TxnAction::Update } else { TxnAction::Create };
                     LogTables::open_in(&mut log, tx)?.append(tx, action, k)?;
