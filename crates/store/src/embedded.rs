@@ -69,6 +69,8 @@ mod seams;
 mod segments;
 #[path = "embedded_space.rs"]
 mod space;
+#[path = "embedded_tx.rs"]
+mod tx;
 #[path = "embedded_txnlog.rs"]
 mod txnlog;
 #[path = "embedded_view.rs"]

@@ -34,9 +34,10 @@ use redb::{Database, Durability};
 
 use super::keydir::{self, KeyDir, Staged};
 use super::space::DiskSpace;
+use super::tx::{RawTables, Tx};
 use super::txnlog;
-use super::view::{Layer, Tx, View};
-use super::wal::{self, RawTables, RetiredLog, TableId, Wal};
+use super::view::{Layer, View};
+use super::wal::{self, RetiredLog, TableId, Wal};
 use super::writer::{apply, Ack, Commit, Op, Pending};
 use super::{map_redb, EmbeddedOptions, Shared, Snapshot};
 use crate::StoreError;
@@ -236,18 +237,18 @@ impl Committer {
             self.finish_checkpoint(db)?;
         }
         let view = self.view(db)?;
-        let mut tx = Tx::new(&view);
-        let acks = apply(&mut tx, batch)?;
         if forced {
-            self.commit_durably(db, &view, &tx)?;
-            return Ok((acks, true));
+            return Ok((self.commit_direct(db, &view, batch)?, true));
         }
-        if tx.redo.is_empty() {
+        let mut tx = Tx::logged(&view);
+        let acks = apply(&mut tx, batch)?;
+        let (writes, redo) = tx.into_logged();
+        if redo.is_empty() {
             return Ok((acks, false));
         }
         // On failure nothing was applied anywhere.
-        self.wal.append(&tx.redo)?;
-        let next = view.with(&tx.writes);
+        self.wal.append(&redo)?;
+        let next = view.with(&writes);
         let due = self.running.is_none()
             // The log file holds every batch of the active layer, so its size bounds the layer's.
             && (next.active_bytes >= MAX_ACTIVE_BYTES
@@ -341,28 +342,25 @@ impl Committer {
         Ok(())
     }
 
-    /// A batch with an import or an explicit checkpoint: one durable commit of
-    /// the active layer and the batch, and the log emptied.
-    fn commit_durably(&mut self, db: &Database, view: &View, tx: &Tx) -> Result<(), StoreError> {
-        let batch = || tx.writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref()));
-        // Later entries of a key win in the key directory: the batch after the layer.
+    /// A batch with an import or an explicit checkpoint: applied straight into
+    /// one durable commit with the active layer (not logged), and the log emptied.
+    fn commit_direct(&mut self, db: &Database, view: &View, batch: &[Pending]) -> Result<Vec<Ack>, StoreError> {
         let keydir = self.shared.keydir.load_full();
-        let staged = stage(keydir.as_deref(), layer_entries(&view.active).chain(batch()))?;
-        let gen = durable_commit(
-            db,
-            self.opts.quick_repair,
-            self.wal.last_seq(),
-            keydir.is_some(),
-            staged.as_ref(),
-            |txn| {
-                write(txn, layer_entries(&view.active))?;
-                write(txn, batch())
-            },
-        )?;
+        let mut acks = Vec::new();
+        let (seq, quick_repair) = (self.wal.last_seq(), self.opts.quick_repair);
+        let (gen, staged) = durable_commit(db, quick_repair, seq, keydir.is_some(), |txn| {
+            write(txn, layer_entries(&view.active))?;
+            let mut tx = Tx::direct(txn)?;
+            acks = apply(&mut tx, batch)?;
+            let written = tx.into_handles();
+            // Later entries of a key win in the key directory: the batch after the layer.
+            let written = written.iter().map(|(k, v)| (k.as_slice(), v.as_deref()));
+            stage_handles(keydir.as_deref(), layer_handles(&view.active).chain(written))
+        })?;
         self.install(keydir.as_deref(), staged, gen)?;
         self.checkpointed();
         self.publish_snapshot(db);
-        Ok(())
+        Ok(acks)
     }
 
     /// Point the key directory at what a durable commit just recorded; if it
@@ -389,15 +387,12 @@ impl Committer {
         self.finish_checkpoint(&db)?;
         let active = self.view.as_ref().map(|v| v.active.clone()).unwrap_or_default();
         let keydir = self.shared.keydir.load_full();
-        let staged = stage(keydir.as_deref(), layer_entries(&active))?;
-        let gen = durable_commit(
-            &db,
-            self.opts.quick_repair,
-            self.wal.last_seq(),
-            keydir.is_some(),
-            staged.as_ref(),
-            |txn| write(txn, layer_entries(&active)),
-        )?;
+        let staged = stage_handles(keydir.as_deref(), layer_handles(&active))?;
+        let (gen, staged) =
+            durable_commit(&db, self.opts.quick_repair, self.wal.last_seq(), keydir.is_some(), |txn| {
+                write(txn, layer_entries(&active))?;
+                Ok(staged)
+            })?;
         self.install(keydir.as_deref(), staged, gen)?;
         self.checkpointed();
         self.publish_snapshot(&db);
@@ -429,9 +424,10 @@ fn checkpoint_layer(
     let started = Instant::now();
     // The key directory's records are synced before the commit that counts them,
     // and pointed at after it, before the writer drops the frozen layer.
-    let staged = stage(keydir, layer_entries(layer))?;
-    let gen = durable_commit(db, quick_repair, seq, keydir.is_some(), staged.as_ref(), |txn| {
-        write(txn, layer_entries(layer))
+    let staged = stage_handles(keydir, layer_handles(layer))?;
+    let (gen, staged) = durable_commit(db, quick_repair, seq, keydir.is_some(), |txn| {
+        write(txn, layer_entries(layer))?;
+        Ok(staged)
     })?;
     if let Some(k) = keydir {
         k.set_generation(gen);
@@ -513,45 +509,50 @@ impl Commit for Committer {
 
 /// One durable redb commit of what `fill` writes, recording log sequence
 /// `seq` as covered (a checkpoint), and with a key directory (`keyed`) what
-/// was staged in it and the checkpoint generation it now matches.
+/// `fill` staged in it (its records are synced before the commit that counts
+/// them) and the checkpoint generation it now matches. Returns that
+/// generation and what was staged.
 fn durable_commit(
     db: &Database,
     quick_repair: bool,
     seq: u64,
     keyed: bool,
-    staged: Option<&Staged>,
-    fill: impl FnOnce(&redb::WriteTransaction) -> Result<(), StoreError>,
-) -> Result<u64, StoreError> {
+    fill: impl FnOnce(&redb::WriteTransaction) -> Result<Option<Staged>, StoreError>,
+) -> Result<(u64, Option<Staged>), StoreError> {
     let mut txn = db.begin_write().map_err(|e| map_redb(e.into()))?;
     txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
     txn.set_two_phase_commit(true);
     txn.set_quick_repair(quick_repair);
-    fill(&txn)?;
+    let staged = fill(&txn)?;
     let gen = wal::set_checkpoint(&txn, seq)?;
     if keyed {
-        keydir::record(&txn, staged, gen)?;
+        keydir::record(&txn, staged.as_ref(), gen)?;
     }
     txn.commit().map_err(|e| map_redb(e.into()))?;
-    Ok(gen)
+    Ok((gen, staged))
 }
 
-/// Append the handle entries among `entries` (`table ‖ key` → value) to the
-/// key directory, if there is one, and sync them.
-fn stage<'a>(
+/// Append handle entries (key → value) to the key directory, if there is one,
+/// and sync them.
+fn stage_handles<'a>(
     keydir: Option<&KeyDir>,
-    entries: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+    handles: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
 ) -> Result<Option<Staged>, StoreError> {
-    let Some(k) = keydir else { return Ok(None) };
-    let handles = TableId::Handles as u8;
-    k.stage(entries.filter(|(key, _)| key.first() == Some(&handles)).map(|(key, v)| (&key[1..], v)))
+    keydir.map_or(Ok(None), |k| k.stage(handles))
 }
 
 fn layer_entries(layer: &Layer) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
     layer.iter().map(|(k, v)| (&k[..], v.as_deref()))
 }
 
+/// The handle entries of `layer` (key → value).
+fn layer_handles(layer: &Layer) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+    let handles = TableId::Handles as u8;
+    layer_entries(layer).filter(move |(key, _)| key.first() == Some(&handles)).map(|(key, v)| (&key[1..], v))
+}
+
 /// Write `entries` (`table byte ‖ key` → value, `None`: remove) inside `txn`.
-pub(super) fn write<'a>(
+fn write<'a>(
     txn: &redb::WriteTransaction,
     entries: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
 ) -> Result<(), StoreError> {

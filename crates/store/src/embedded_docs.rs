@@ -9,7 +9,8 @@ mod derived;
 pub(super) use derived::{apply as apply_riding, Riding};
 
 use super::format;
-use super::view::{Tx, View};
+use super::tx::Tx;
+use super::view::View;
 use super::wal::TableId;
 use super::{RawExpect, RawOutcome};
 use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
@@ -21,7 +22,8 @@ pub(super) struct DocOp {
     id: Vec<u8>,
     key: Vec<u8>,
     expect: RawExpect,
-    /// Stored form of the new document and the keys of its index entries.
+    /// Stored form of the new document (empty for a derived one, never stored)
+    /// and the keys of its index entries.
     new: Option<(Vec<u8>, Vec<Vec<u8>>)>,
     /// Set for a derived document: only its index entries are kept ([`derived`]).
     derived: Option<DerivedFrom>,
@@ -53,22 +55,29 @@ pub(super) fn swap_op(
     expect: DocExpect,
     new: Option<Document>,
 ) -> Result<super::Op, StoreError> {
-    doc_op(collection, id, expect, new).map(super::Op::DocSwap)
+    doc_op(collection, id, expect, new, true).map(super::Op::DocSwap)
 }
 
 /// A document write riding along with a handle write.
 pub(super) fn write_op(w: DocWrite) -> Result<DocOp, StoreError> {
-    let mut op = doc_op(&w.collection, &w.id, DocExpect::Any, w.doc)?;
+    let mut op = doc_op(&w.collection, &w.id, DocExpect::Any, w.doc, w.derived.is_none())?;
     op.derived = w.derived;
     Ok(op)
 }
 
-fn doc_op(collection: &str, id: &[u8], expect: DocExpect, new: Option<Document>) -> Result<DocOp, StoreError> {
+/// `stored`: the document's body is written (false for a derived one: its keys alone).
+fn doc_op(
+    collection: &str,
+    id: &[u8],
+    expect: DocExpect,
+    new: Option<Document>,
+    stored: bool,
+) -> Result<DocOp, StoreError> {
     let new = match new.map(Document::normalized) {
         Some(d) => {
             d.validate()?;
             let keys = d.index.iter().map(|e| index_key(collection, e, id)).collect();
-            Some((d.encode(), keys))
+            Some((if stored { d.encode() } else { Vec::new() }, keys))
         }
         None => None,
     };
@@ -108,18 +117,18 @@ pub(super) fn apply(tx: &mut Tx, op: &DocOp) -> Result<RawOutcome, StoreError> {
     }
     if let Some(c) = &current {
         for k in op.index_keys_of(Document::decode(c)) {
-            tx.put(TableId::DocIndex, &k, None);
+            tx.put(TableId::DocIndex, &k, None)?;
         }
     }
     match &op.new {
         Some((doc, keys)) => {
             let sealed = format::seal(&op.key, doc);
-            tx.put(TableId::Docs, &op.key, Some(&sealed));
+            tx.put(TableId::Docs, &op.key, Some(&sealed))?;
             for k in keys {
-                tx.put(TableId::DocIndex, k, Some(&[]));
+                tx.put(TableId::DocIndex, k, Some(&[]))?;
             }
         }
-        None => tx.put(TableId::Docs, &op.key, None),
+        None => tx.put(TableId::Docs, &op.key, None)?,
     }
     Ok(RawOutcome::Done { previous: current })
 }

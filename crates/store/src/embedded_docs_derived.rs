@@ -5,20 +5,31 @@
 //! issue 45). A document kept by an earlier version is still found, and
 //! removed, at its handle's next write.
 
-use super::super::view::Tx;
+use std::collections::HashMap;
+use std::ops::Bound;
+
+use super::super::tx::Tx;
 use super::super::wal::TableId;
 use super::{format, DocOp};
+use crate::documents::doc_key;
 use crate::{Document, HandleRecord, StoreError};
 
 /// Apply `op`, riding with a write of its handle that replaces `replaced` (the
 /// record's bytes, unsealed; `None`: absent).
 pub(in crate::embedded) fn apply(tx: &mut Tx, op: &DocOp, replaced: Option<&[u8]>) -> Result<(), StoreError> {
+    apply_with(tx, op, replaced, true)
+}
+
+/// [`apply`], where `stored` says whether the documents table may hold a
+/// document of `op`'s collection (one stored by an earlier version).
+fn apply_with(tx: &mut Tx, op: &DocOp, replaced: Option<&[u8]>, stored: bool) -> Result<(), StoreError> {
     let Some(from) = &op.derived else {
         return super::apply(tx, op).map(drop);
     };
-    let old = match tx.get(TableId::Docs, &op.key)? {
+    let kept = if stored { tx.get(TableId::Docs, &op.key)? } else { None };
+    let old = match kept {
         Some(kept) => {
-            tx.put(TableId::Docs, &op.key, None);
+            tx.put(TableId::Docs, &op.key, None)?;
             op.index_keys_of(format::unseal("document", &op.key, &kept).and_then(Document::decode))
         }
         None => {
@@ -27,10 +38,10 @@ pub(in crate::embedded) fn apply(tx: &mut Tx, op: &DocOp, replaced: Option<&[u8]
         }
     };
     for k in old {
-        tx.put(TableId::DocIndex, &k, None);
+        tx.put(TableId::DocIndex, &k, None)?;
     }
     for k in op.new.iter().flat_map(|(_, keys)| keys) {
-        tx.put(TableId::DocIndex, k, Some(&[]));
+        tx.put(TableId::DocIndex, k, Some(&[]))?;
     }
     Ok(())
 }
@@ -47,17 +58,37 @@ impl crate::riding::RidingDoc for &DocOp {
 
 /// The documents riding with a batch of handle writes (an import, pulled
 /// changes), each derived one applied with the write of its handle.
-pub(in crate::embedded) struct Riding<'a>(crate::riding::Riding<&'a DocOp>);
+pub(in crate::embedded) struct Riding<'a> {
+    docs: crate::riding::Riding<&'a DocOp>,
+    /// Per collection: may the documents table hold one of its documents?
+    /// Asked once a batch rather than once a write (an import's writes would
+    /// each look one up, in a table that mostly holds none).
+    stored: HashMap<&'a str, bool>,
+}
 
 impl<'a> Riding<'a> {
     pub(in crate::embedded) fn new(ops: &'a [DocOp]) -> Self {
-        Riding(crate::riding::Riding::new(ops))
+        Riding { docs: crate::riding::Riding::new(ops), stored: HashMap::new() }
+    }
+
+    /// Does the documents table hold any document of `collection` (the
+    /// batch's writes so far included)? Only the batch's derived documents
+    /// write there before [`Self::finish`], and they only remove.
+    fn has_stored(&mut self, tx: &Tx, collection: &'a str) -> Result<bool, StoreError> {
+        if let Some(&stored) = self.stored.get(collection) {
+            return Ok(stored);
+        }
+        let prefix = doc_key(collection, b"");
+        let first = tx.range(TableId::Docs, Bound::Included(&prefix))?.next().transpose()?;
+        let stored = first.is_some_and(|(k, _)| k.starts_with(&prefix));
+        self.stored.insert(collection, stored);
+        Ok(stored)
     }
 
     /// Does a write of `handle` carry derived documents (so that the record it
     /// replaces must be read)?
     pub(in crate::embedded) fn waits_for(&self, handle: &[u8]) -> bool {
-        self.0.waits_for(handle)
+        self.docs.waits_for(handle)
     }
 
     /// `handle` is being written over `replaced` (its stored bytes, sealed):
@@ -70,20 +101,21 @@ impl<'a> Riding<'a> {
     ) -> Result<(), StoreError> {
         // A damaged record has no entries to find again; overwriting repairs it.
         let replaced = replaced.and_then(|r| format::unseal("handle", handle, r).ok());
-        for op in self.0.take(handle) {
-            apply(tx, op, replaced)?;
+        for op in self.docs.take(handle) {
+            let stored = self.has_stored(tx, &op.collection)?;
+            apply_with(tx, op, replaced, stored)?;
         }
         Ok(())
     }
 
     /// A write of `handle` did not happen: its derived documents go with it.
     pub(in crate::embedded) fn skipped(&mut self, handle: &[u8]) {
-        self.0.take(handle);
+        self.docs.take(handle);
     }
 
     /// Apply the documents that are not derived, after the writes.
     pub(in crate::embedded) fn finish(self, tx: &mut Tx) -> Result<(), StoreError> {
-        for op in self.0.kept() {
+        for op in self.docs.kept() {
             super::apply(tx, op)?;
         }
         Ok(())
@@ -108,20 +140,25 @@ mod tests {
         let open =
             || -> Arc<dyn Store> { Arc::new(EmbeddedStore::open_dir(dir.path(), EmbeddedOptions::default()).unwrap()) };
         let plain = open();
-        let kept = Document::new(Vec::new(), vec![IndexEntry::new("url", "a")]);
-        let ride = DocWrite::new(URL_INDEX, b"T/1".to_vec(), Some(kept));
-        plain.swap_with_docs(b"T/1", Expect::Absent, Some(url_record("a")), vec![ride]).await.unwrap();
+        for (handle, url) in [("T/1", "a"), ("T/3", "d")] {
+            let kept = Document::new(Vec::new(), vec![IndexEntry::new("url", url)]);
+            let ride = DocWrite::new(URL_INDEX, handle.as_bytes().to_vec(), Some(kept));
+            plain.swap_with_docs(handle.as_bytes(), Expect::Absent, Some(url_record(url)), vec![ride]).await.unwrap();
+        }
         assert!(plain.doc_get(URL_INDEX, b"T/1").await.unwrap().is_some());
         let s = indexed_by_url(plain);
-        assert_eq!(found(&s, &["a"]).await, ["T/1"]);
+        assert_eq!(found(&s, &["a", "d"]).await, ["T/1", "T/3"]);
         assert!(s.swap(b"T/1", Expect::Any, Some(url_record("b"))).await.unwrap().is_done());
         assert!(s.swap(b"T/2", Expect::Absent, Some(url_record("c"))).await.unwrap().is_done());
         assert_eq!(found(&s, &["a", "b", "c"]).await, ["-", "T/1", "T/2"]);
+        // An import finds a kept document too (the table is asked once a batch).
+        s.put_many(vec![(b"T/3".to_vec(), url_record("e")), (b"T/5".to_vec(), url_record("f"))]).await.unwrap();
+        assert_eq!(found(&s, &["d", "e", "f"]).await, ["-", "T/3", "T/5"]);
         assert_eq!(s.doc_scan(URL_INDEX, b"", None, 10).await.unwrap(), Vec::new(), "no document is stored");
         s.close();
         drop(s);
         let s = indexed_by_url(open());
-        assert_eq!(found(&s, &["a", "b", "c"]).await, ["-", "T/1", "T/2"]);
+        assert_eq!(found(&s, &["a", "b", "c", "d", "e", "f"]).await, ["-", "T/1", "T/2", "-", "T/3", "T/5"]);
         assert!(s.swap(b"T/1", Expect::Any, None).await.unwrap().is_done());
         assert_eq!(found(&s, &["b", "c"]).await, ["-", "T/2"]);
     }

@@ -19,7 +19,8 @@ use redb::TableDefinition;
 
 use super::docs::{self, DocOp};
 use super::format;
-use super::view::{Tx, View};
+use super::tx::Tx;
+use super::view::View;
 use super::wal::TableId;
 use super::writer::Ack;
 use crate::change_dates::{date_local, date_pulled, decode_priority, LOCAL_PRIORITY_META_KEY};
@@ -146,7 +147,7 @@ impl LogTables {
     pub(super) fn append(&mut self, tx: &mut Tx, action: TxnAction, handle: &[u8]) -> Result<(), StoreError> {
         let entry = match date_local(self.priority, action, handle, |k| get_meta(tx, k))? {
             Some((date, (key, value))) => {
-                put_meta(tx, &key, Some(&value));
+                put_meta(tx, &key, Some(&value))?;
                 self.state.next_dated(action, handle, date)
             }
             None => self.state.next(action, handle),
@@ -165,14 +166,15 @@ impl LogTables {
     fn insert(&mut self, tx: &mut Tx, entry: &TxnEntry) -> Result<(), StoreError> {
         let key = entry.id.to_be_bytes();
         let sealed = format::seal(&key, &entry.encode_body());
-        tx.put(TableId::TxnLog, &key, Some(&sealed));
+        tx.put(TableId::TxnLog, &key, Some(&sealed))?;
         self.dirty = true;
         Ok(())
     }
 
-    fn remove(&mut self, tx: &mut Tx, id: u64) {
-        tx.put(TableId::TxnLog, &id.to_be_bytes(), None);
+    fn remove(&mut self, tx: &mut Tx, id: u64) -> Result<(), StoreError> {
+        tx.put(TableId::TxnLog, &id.to_be_bytes(), None)?;
         self.dirty = true;
+        Ok(())
     }
 
     /// Up to `max` entries from the start with `keep(entry)` false, by id.
@@ -190,11 +192,12 @@ impl LogTables {
     }
 
     /// Write the counters back if the batch moved them.
-    pub(super) fn finish(self, tx: &mut Tx) {
+    pub(super) fn finish(self, tx: &mut Tx) -> Result<(), StoreError> {
         if self.dirty {
             let sealed = format::seal(STATE_KEY.as_bytes(), &self.state.encode());
-            tx.put(TableId::TxnState, STATE_KEY.as_bytes(), Some(&sealed));
+            tx.put(TableId::TxnState, STATE_KEY.as_bytes(), Some(&sealed))?;
         }
+        Ok(())
     }
 }
 
@@ -204,7 +207,7 @@ pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack,
         LogOp::Prune { before_ms } => {
             let ids = LogTables::leading(tx, PRUNE_CHUNK, |e| e.date_ms >= *before_ms)?;
             for &id in &ids {
-                log.remove(tx, id);
+                log.remove(tx, id)?;
             }
             if let Some(&highest) = ids.last() {
                 log.state.floor = log.state.floor.max(highest);
@@ -215,7 +218,7 @@ pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack,
             log.state.reset(*id);
             log.dirty = true;
             for old in LogTables::leading(tx, usize::MAX, |_| false)? {
-                log.remove(tx, old);
+                log.remove(tx, old)?;
             }
             Ok(Ack::Unit)
         }
@@ -230,7 +233,7 @@ pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack,
                         }
                         continue;
                     };
-                    put_meta(tx, &key, Some(&value));
+                    put_meta(tx, &key, Some(&value))?;
                 }
                 match write {
                     RawWrite::Handle(key, value) => {
@@ -239,9 +242,9 @@ pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack,
                             riding.written(tx, key, replaced.as_deref())?;
                         }
                         let sealed = value.as_deref().map(|v| format::seal(key, v));
-                        tx.put(TableId::Handles, key, sealed.as_deref());
+                        tx.put(TableId::Handles, key, sealed.as_deref())?;
                     }
-                    RawWrite::Meta(key, value) => put_meta(tx, key, value.as_deref()),
+                    RawWrite::Meta(key, value) => put_meta(tx, key, value.as_deref())?,
                 }
                 if priority.is_none() {
                     log.replicated(tx, entry)?;
@@ -249,7 +252,7 @@ pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack,
             }
             riding.finish(tx)?;
             for (key, value) in progress {
-                put_meta(tx, key, value.as_deref());
+                put_meta(tx, key, value.as_deref())?;
             }
             Ok(Ack::Unit)
         }
@@ -264,9 +267,9 @@ fn get_meta(tx: &Tx, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
     }
 }
 
-fn put_meta(tx: &mut Tx, key: &str, value: Option<&[u8]>) {
+fn put_meta(tx: &mut Tx, key: &str, value: Option<&[u8]>) -> Result<(), StoreError> {
     let sealed = value.map(|v| format::seal(key.as_bytes(), v));
-    tx.put(TableId::Meta, key.as_bytes(), sealed.as_deref());
+    tx.put(TableId::Meta, key.as_bytes(), sealed.as_deref())
 }
 
 fn decode(key: &[u8], sealed: &[u8]) -> Result<TxnEntry, StoreError> {

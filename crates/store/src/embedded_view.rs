@@ -15,9 +15,9 @@ use std::iter::Peekable;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use redb::{ReadOnlyTable, ReadableTableMetadata};
+use redb::{ReadableTable, ReadableTableMetadata};
 
-use super::wal::{Redo, TableId};
+use super::wal::TableId;
 use super::{map_redb, Snapshot};
 use crate::StoreError;
 
@@ -26,9 +26,9 @@ pub(super) type Layer = imbl::OrdMap<Arc<[u8]>, Option<Arc<[u8]>>>;
 
 /// One table entry of a range read: key and stored (sealed) value.
 pub(super) type Item = Result<(Vec<u8>, Vec<u8>), StoreError>;
-type Items<'a> = Box<dyn Iterator<Item = Item> + 'a>;
+pub(super) type Items<'a> = Box<dyn Iterator<Item = Item> + 'a>;
 
-fn overlay_key(table: TableId, key: &[u8]) -> Vec<u8> {
+pub(super) fn overlay_key(table: TableId, key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + key.len());
     k.push(table as u8);
     k.extend_from_slice(key);
@@ -36,7 +36,7 @@ fn overlay_key(table: TableId, key: &[u8]) -> Vec<u8> {
 }
 
 /// The overlay keys of `table` from `from` on.
-fn overlay_bounds(table: TableId, from: Bound<&[u8]>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+pub(super) fn overlay_bounds(table: TableId, from: Bound<&[u8]>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     let lower = match from {
         Bound::Included(k) => Bound::Included(overlay_key(table, k)),
         Bound::Excluded(k) => Bound::Excluded(overlay_key(table, k)),
@@ -73,22 +73,17 @@ impl View {
     /// The stored (sealed) value of `key` in `table`.
     pub(super) fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         if let Some(v) = self.overlaid(table, key) {
-            return Ok(v.map(<[u8]>::to_vec));
+            return Ok(v.map(|v| v.to_vec()));
         }
-        let e = |e: redb::StorageError| map_redb(e.into());
         let s = &self.snap;
-        let value = match table {
-            TableId::Handles => s.handles.get(key).map_err(e)?.map(|g| g.value().to_vec()),
-            TableId::Docs => s.docs.get(key).map_err(e)?.map(|g| g.value().to_vec()),
-            TableId::TxnLog => s.txn_log.get(key).map_err(e)?.map(|g| g.value().to_vec()),
-            TableId::DocIndex => s.doc_index.get(key).map_err(e)?.map(|_| Vec::new()),
-            TableId::Meta | TableId::TxnState => {
-                let Ok(key) = std::str::from_utf8(key) else { return Ok(None) };
-                let t = if table == TableId::Meta { &s.meta } else { &s.txn_state };
-                t.get(key).map_err(e)?.map(|g| g.value().to_vec())
-            }
-        };
-        Ok(value)
+        match table {
+            TableId::Handles => table_get(&s.handles, key, |v| v.to_vec()),
+            TableId::Docs => table_get(&s.docs, key, |v| v.to_vec()),
+            TableId::TxnLog => table_get(&s.txn_log, key, |v| v.to_vec()),
+            TableId::DocIndex => table_get(&s.doc_index, key, |()| Vec::new()),
+            TableId::Meta => text_get(&s.meta, key),
+            TableId::TxnState => text_get(&s.txn_state, key),
+        }
     }
 
     /// The entries of `table` from `from` on, in key order.
@@ -96,8 +91,8 @@ impl View {
         let mut items = snapshot_range(&self.snap, table, from)?;
         for layer in [&self.frozen, &self.active] {
             if !layer.is_empty() {
-                let over = layer_range(layer, table, from).map(|(k, v)| (k[1..].to_vec(), v.map(<[u8]>::to_vec)));
-                items = Box::new(Merge { base: items.peekable(), over: over.peekable() });
+                let over = layer_range(layer, table, from).map(|(k, v)| (k[1..].to_vec(), v.map(|v| v.to_vec())));
+                items = merged(items, over);
             }
         }
         Ok(items)
@@ -152,39 +147,67 @@ fn layer_range<'a>(
 }
 
 fn snapshot_range<'a>(s: &'a Snapshot, table: TableId, from: Bound<&[u8]>) -> Result<Items<'a>, StoreError> {
-    fn bytes<'a, V: redb::Value + 'static>(
-        t: &'a ReadOnlyTable<&'static [u8], V>,
-        from: Bound<&[u8]>,
-        value: fn(V::SelfType<'_>) -> Vec<u8>,
-    ) -> Result<Items<'a>, StoreError> {
-        let e = |e: redb::StorageError| map_redb(e.into());
-        let range = t.range::<&[u8]>((from, Bound::Unbounded)).map_err(e)?;
-        Ok(Box::new(range.map(move |item| {
-            let (k, v) = item.map_err(e)?;
-            Ok((k.value().to_vec(), value(v.value())))
-        })))
-    }
-    fn text<'a>(
-        t: &'a ReadOnlyTable<&'static str, &'static [u8]>,
-        from: Bound<&[u8]>,
-    ) -> Result<Items<'a>, StoreError> {
-        let e = |e: redb::StorageError| map_redb(e.into());
-        // Keys are UTF-8; a bound that is not compares as its lossy form.
-        let from = from.map(|k| String::from_utf8_lossy(k).into_owned());
-        let range = t.range::<&str>((from.as_ref().map(String::as_str), Bound::Unbounded)).map_err(e)?;
-        Ok(Box::new(range.map(move |item| {
-            let (k, v) = item.map_err(e)?;
-            Ok((k.value().as_bytes().to_vec(), v.value().to_vec()))
-        })))
-    }
     match table {
-        TableId::Handles => bytes(&s.handles, from, |v| v.to_vec()),
-        TableId::Docs => bytes(&s.docs, from, |v| v.to_vec()),
-        TableId::TxnLog => bytes(&s.txn_log, from, |v| v.to_vec()),
-        TableId::DocIndex => bytes(&s.doc_index, from, |()| Vec::new()),
-        TableId::Meta => text(&s.meta, from),
-        TableId::TxnState => text(&s.txn_state, from),
+        TableId::Handles => table_range(&s.handles, from, |v| v.to_vec()),
+        TableId::Docs => table_range(&s.docs, from, |v| v.to_vec()),
+        TableId::TxnLog => table_range(&s.txn_log, from, |v| v.to_vec()),
+        TableId::DocIndex => table_range(&s.doc_index, from, |()| Vec::new()),
+        TableId::Meta => text_range(&s.meta, from),
+        TableId::TxnState => text_range(&s.txn_state, from),
     }
+}
+
+/// The stored value of `key` in a table keyed by bytes (a snapshot's or a write
+/// transaction's), through `value`.
+pub(super) fn table_get<V: redb::Value + 'static>(
+    t: &impl ReadableTable<&'static [u8], V>,
+    key: &[u8],
+    value: fn(V::SelfType<'_>) -> Vec<u8>,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    Ok(t.get(key).map_err(|e| map_redb(e.into()))?.map(|g| value(g.value())))
+}
+
+/// [`table_get`] in a table keyed by text (a key that is not UTF-8 is in none).
+pub(super) fn text_get(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let Ok(key) = std::str::from_utf8(key) else { return Ok(None) };
+    Ok(t.get(key).map_err(|e| map_redb(e.into()))?.map(|g| g.value().to_vec()))
+}
+
+/// The entries of a table keyed by bytes from `from` on, values through `value`.
+pub(super) fn table_range<'a, V: redb::Value + 'static>(
+    t: &'a impl ReadableTable<&'static [u8], V>,
+    from: Bound<&[u8]>,
+    value: fn(V::SelfType<'_>) -> Vec<u8>,
+) -> Result<Items<'a>, StoreError> {
+    let e = |e: redb::StorageError| map_redb(e.into());
+    let range = t.range::<&[u8]>((from, Bound::Unbounded)).map_err(e)?;
+    Ok(Box::new(range.map(move |item| {
+        let (k, v) = item.map_err(e)?;
+        Ok((k.value().to_vec(), value(v.value())))
+    })))
+}
+
+/// [`table_range`] of a table keyed by text.
+pub(super) fn text_range<'a>(
+    t: &'a impl ReadableTable<&'static str, &'static [u8]>,
+    from: Bound<&[u8]>,
+) -> Result<Items<'a>, StoreError> {
+    let e = |e: redb::StorageError| map_redb(e.into());
+    // Keys are UTF-8; a bound that is not compares as its lossy form.
+    let from = from.map(|k| String::from_utf8_lossy(k).into_owned());
+    let range = t.range::<&str>((from.as_ref().map(String::as_str), Bound::Unbounded)).map_err(e)?;
+    Ok(Box::new(range.map(move |item| {
+        let (k, v) = item.map_err(e)?;
+        Ok((k.value().as_bytes().to_vec(), v.value().to_vec()))
+    })))
+}
+
+/// `over` (key order; `None`: removed) merged over `base` (key order).
+pub(super) fn merged<'a>(base: Items<'a>, over: impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> + 'a) -> Items<'a> {
+    Box::new(Merge { base: base.peekable(), over: over.peekable() })
 }
 
 /// `over` (key order; `None`: removed) merged over `base` (key order).
@@ -214,42 +237,6 @@ impl<B: Iterator<Item = Item>, O: Iterator<Item = (Vec<u8>, Option<Vec<u8>>)>> I
                 return Some(Ok((k, v)));
             }
         }
-    }
-}
-
-/// One batch being applied over a view: its reads see its own earlier writes,
-/// its writes are kept (for the active layer, or a durable commit) and recorded in the
-/// redo record (for the log).
-pub(super) struct Tx<'v> {
-    view: &'v View,
-    pub(super) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    pub(super) redo: Redo,
-}
-
-impl<'v> Tx<'v> {
-    pub(super) fn new(view: &'v View) -> Self {
-        Tx { view, writes: BTreeMap::new(), redo: Redo::default() }
-    }
-
-    pub(super) fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        match self.writes.get(&overlay_key(table, key)) {
-            Some(v) => Ok(v.clone()),
-            None => self.view.get(table, key),
-        }
-    }
-
-    /// Set `key` to `value` (`None`: remove it) in `table`.
-    pub(super) fn put(&mut self, table: TableId, key: &[u8], value: Option<&[u8]>) {
-        self.redo.record(table, key, value);
-        self.writes.insert(overlay_key(table, key), value.map(<[u8]>::to_vec));
-    }
-
-    /// The entries of `table` from `from` on, this batch's writes included.
-    pub(super) fn range(&self, table: TableId, from: Bound<&[u8]>) -> Result<Items<'_>, StoreError> {
-        let base = self.view.range(table, from)?;
-        let (lo, hi) = overlay_bounds(table, from);
-        let over = self.writes.range((lo, hi)).map(|(k, v)| (k[1..].to_vec(), v.clone()));
-        Ok(Box::new(Merge { base: base.peekable(), over: over.peekable() }))
     }
 }
 

@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 
 use super::keydir::WAL_GEN_KEY;
-use super::txnlog::{TXN_LOG, TXN_STATE};
-use super::{map_redb, DOCS, DOC_INDEX, HANDLES, META};
+use super::map_redb;
+use super::tx::RawTables;
 use crate::StoreError;
 
 /// Called with the replay's commit before it is made: its generation and the
@@ -457,61 +457,6 @@ fn replay(txn: &WriteTransaction, mut entries: &[u8], handles: &mut HandleEntrie
         }
     }
     Ok(())
-}
-
-/// Every table of a write transaction, written entry by entry (replay, and the
-/// checkpoints of the writer's layers).
-pub(super) struct RawTables<'txn> {
-    handles: redb::Table<'txn, &'static [u8], &'static [u8]>,
-    meta: redb::Table<'txn, &'static str, &'static [u8]>,
-    docs: redb::Table<'txn, &'static [u8], &'static [u8]>,
-    index: redb::Table<'txn, &'static [u8], ()>,
-    txn_log: redb::Table<'txn, &'static [u8], &'static [u8]>,
-    txn_state: redb::Table<'txn, &'static str, &'static [u8]>,
-}
-
-impl<'txn> RawTables<'txn> {
-    pub(super) fn open(txn: &'txn WriteTransaction) -> Result<Self, StoreError> {
-        let e = |e: redb::TableError| map_redb(e.into());
-        Ok(RawTables {
-            handles: txn.open_table(HANDLES).map_err(e)?,
-            meta: txn.open_table(META).map_err(e)?,
-            docs: txn.open_table(DOCS).map_err(e)?,
-            index: txn.open_table(DOC_INDEX).map_err(e)?,
-            txn_log: txn.open_table(TXN_LOG).map_err(e)?,
-            txn_state: txn.open_table(TXN_STATE).map_err(e)?,
-        })
-    }
-
-    /// Set `key` to `value` (`None`: remove it) in `table`.
-    pub(super) fn put(&mut self, table: TableId, key: &[u8], value: Option<&[u8]>) -> Result<(), String> {
-        let e = |e: redb::StorageError| e.to_string();
-        match (table, value) {
-            (TableId::Handles, Some(v)) => drop(self.handles.insert(key, v).map_err(e)?),
-            (TableId::Handles, None) => drop(self.handles.remove(key).map_err(e)?),
-            (TableId::Docs, Some(v)) => drop(self.docs.insert(key, v).map_err(e)?),
-            (TableId::Docs, None) => drop(self.docs.remove(key).map_err(e)?),
-            (TableId::DocIndex, Some(_)) => drop(self.index.insert(key, ()).map_err(e)?),
-            (TableId::DocIndex, None) => drop(self.index.remove(key).map_err(e)?),
-            (TableId::TxnLog, Some(v)) => drop(self.txn_log.insert(key, v).map_err(e)?),
-            (TableId::TxnLog, None) => drop(self.txn_log.remove(key).map_err(e)?),
-            (TableId::Meta, v) => {
-                let key = std::str::from_utf8(key).map_err(|_| "meta key is not UTF-8")?;
-                match v {
-                    Some(v) => drop(self.meta.insert(key, v).map_err(e)?),
-                    None => drop(self.meta.remove(key).map_err(e)?),
-                }
-            }
-            (TableId::TxnState, v) => {
-                let key = std::str::from_utf8(key).map_err(|_| "log state key is not UTF-8")?;
-                match v {
-                    Some(v) => drop(self.txn_state.insert(key, v).map_err(e)?),
-                    None => drop(self.txn_state.remove(key).map_err(e)?),
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 fn take<'a>(b: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {

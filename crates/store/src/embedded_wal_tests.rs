@@ -1,4 +1,5 @@
 use super::*;
+use crate::embedded::META;
 
 fn record(seq: u64, entries: &[u8]) -> Vec<u8> {
     let mut payload = seq.to_le_bytes().to_vec();

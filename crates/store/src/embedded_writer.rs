@@ -12,8 +12,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::docs::{self, DocOp};
 use super::format;
+use super::tx::Tx;
 use super::txnlog::{self, LogOp, LogTables};
-use super::view::Tx;
 use super::wal::TableId;
 use super::{EmbeddedOptions, Shared};
 use crate::cas::Precondition;
@@ -265,7 +265,7 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
                     continue;
                 }
                 let sealed = new.as_deref().map(|v| format::seal(key, v));
-                tx.put(TableId::Handles, key, sealed.as_deref());
+                tx.put(TableId::Handles, key, sealed.as_deref())?;
                 if let Some(action) = TxnAction::of_handle_write(existed, new.is_some()) {
                     LogTables::open_in(&mut log, tx)?.append(tx, action, key)?;
                 }
@@ -284,7 +284,7 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
                     LogTables::open_in(&mut log, tx)?.append(tx, action, &handle)?;
                 }
                 let sealed = value.as_deref().map(|v| format::seal(key.as_bytes(), v));
-                tx.put(TableId::Meta, key.as_bytes(), sealed.as_deref());
+                tx.put(TableId::Meta, key.as_bytes(), sealed.as_deref())?;
                 acks.push(Ack::Unit);
             }
             Op::Import { records, docs: doc_ops } => {
@@ -293,7 +293,7 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
                 for (k, v) in records {
                     let replaced = tx.get(TableId::Handles, k)?;
                     riding.written(tx, k, replaced.as_deref())?;
-                    tx.put(TableId::Handles, k, Some(&format::seal(k, v)));
+                    tx.put(TableId::Handles, k, Some(&format::seal(k, v)))?;
                     let action = if replaced.is_some() { TxnAction::Update } else { TxnAction::Create };
                     LogTables::open_in(&mut log, tx)?.append(tx, action, k)?;
                 }
@@ -308,14 +308,13 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
         }
     }
     if let Some(l) = log {
-        l.finish(tx);
+        l.finish(tx)?;
     }
     Ok(acks)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::committer::write;
     use super::super::view::View;
     use super::super::{ensure_tables, Snapshot, HANDLES, META};
     use super::*;
@@ -328,11 +327,10 @@ mod tests {
 
     /// One durable commit, no log (the log has tests of its own).
     fn commit_durably(db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
-        let view = View::new(Arc::new(Snapshot::open(db).unwrap()));
-        let mut tx = Tx::new(&view);
-        let acks = apply(&mut tx, batch)?;
         let txn = db.begin_write().unwrap();
-        write(&txn, tx.writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref()))).unwrap();
+        let mut tx = Tx::direct(&txn)?;
+        let acks = apply(&mut tx, batch)?;
+        drop(tx);
         txn.commit().unwrap();
         Ok((acks, true))
     }

@@ -83,7 +83,8 @@ pub trait DocContributor: Send + Sync + 'static {
     /// id): a store may then keep their index entries only, and rebuild the
     /// document a write replaces from the record it replaces ([`DerivedFrom`]).
     /// What `contribute` indexes must then not change while a store holds
-    /// entries made by an earlier version of it.
+    /// entries made by an earlier version of it. A derived document exists
+    /// only while its handle does: one given for a deleted handle is dropped.
     fn derived(&self) -> bool {
         false
     }
@@ -99,10 +100,11 @@ pub struct DerivedFrom {
 
 impl DerivedFrom {
     /// The document (`collection`, `id`) that handle [`Self::handle`] had as
-    /// `record` (`None`: absent, or no such document).
+    /// `record` (`None`: absent, so none, or no such document).
     pub fn document(&self, collection: &str, id: &[u8], record: Option<&HandleRecord>) -> Option<Document> {
+        let record = record?;
         let mut out = Vec::new();
-        self.contributor.contribute(&self.handle, record, &mut out);
+        self.contributor.contribute(&self.handle, Some(record), &mut out);
         out.into_iter().find(|w| w.collection == collection && w.id == id).and_then(|w| w.doc)
     }
 }
@@ -155,6 +157,9 @@ impl Hooks {
                 if c.derived() {
                     for w in &mut out[first..] {
                         w.derived = Some(DerivedFrom { handle: key.to_vec(), contributor: c.clone() });
+                        if record.is_none() {
+                            w.doc = None;
+                        }
                     }
                 }
             }

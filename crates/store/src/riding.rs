@@ -6,7 +6,12 @@
 //! primary). A batch may write one handle twice; its documents then come in
 //! the same order as its writes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+
+use smallvec::SmallVec;
+
+/// The documents of one write (mostly one: allocated only beyond that).
+pub(crate) type Docs<T> = SmallVec<[T; 1]>;
 
 /// What [`Riding`] needs to know of a document write.
 pub(crate) trait RidingDoc {
@@ -29,16 +34,17 @@ impl RidingDoc for crate::DocWrite {
 /// The documents of a batch: derived ones queued by handle, the rest kept
 /// for after the writes.
 pub(crate) struct Riding<T> {
-    derived: HashMap<Vec<u8>, VecDeque<T>>,
+    derived: HashMap<Vec<u8>, Docs<T>>,
     kept: Vec<T>,
 }
 
 impl<T: RidingDoc> Riding<T> {
     pub(crate) fn new(docs: impl IntoIterator<Item = T>) -> Self {
-        let mut riding = Riding { derived: HashMap::new(), kept: Vec::new() };
+        let docs = docs.into_iter();
+        let mut riding = Riding { derived: HashMap::with_capacity(docs.size_hint().0), kept: Vec::new() };
         for d in docs {
             match d.derived_from().map(<[u8]>::to_vec) {
-                Some(handle) => riding.derived.entry(handle).or_default().push_back(d),
+                Some(handle) => riding.derived.entry(handle).or_default().push(d),
                 None => riding.kept.push(d),
             }
         }
@@ -52,19 +58,16 @@ impl<T: RidingDoc> Riding<T> {
 
     /// The derived documents of the next write of `handle`: the first queued
     /// of each document.
-    pub(crate) fn take(&mut self, handle: &[u8]) -> Vec<T> {
-        let Some(queue) = self.derived.get_mut(handle) else { return Vec::new() };
-        let mut out: Vec<T> = Vec::new();
-        while let Some(d) = queue.front() {
-            if out.iter().any(|o| o.same_document(d)) {
-                break;
-            }
-            out.extend(queue.pop_front());
+    pub(crate) fn take(&mut self, handle: &[u8]) -> Docs<T> {
+        let Some(queue) = self.derived.get_mut(handle) else { return Docs::new() };
+        let mut n = 0;
+        while n < queue.len() && !queue[..n].iter().any(|o| o.same_document(&queue[n])) {
+            n += 1;
         }
-        if queue.is_empty() {
-            self.derived.remove(handle);
+        if n == queue.len() {
+            return self.derived.remove(handle).unwrap_or_default();
         }
-        out
+        queue.drain(..n).collect()
     }
 
     /// The documents that are not derived. Derived ones whose handle was never
@@ -103,8 +106,8 @@ mod tests {
         ];
         let mut r = Riding::new(docs);
         assert!(r.waits_for(b"h") && r.waits_for(b"g") && !r.waits_for(b"x"));
-        assert_eq!(r.take(b"h"), [D("a", Some("h"), 1), D("b", Some("h"), 1)]);
-        assert_eq!(r.take(b"h"), [D("a", Some("h"), 2), D("b", Some("h"), 2)]);
+        assert_eq!(r.take(b"h")[..], [D("a", Some("h"), 1), D("b", Some("h"), 1)]);
+        assert_eq!(r.take(b"h")[..], [D("a", Some("h"), 2), D("b", Some("h"), 2)]);
         assert!(r.take(b"h").is_empty() && !r.waits_for(b"h"));
         assert!(r.waits_for(b"g"), "a write never made keeps its documents queued until dropped");
         assert_eq!(r.kept(), [D("k", None, 0)]);

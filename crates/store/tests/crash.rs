@@ -5,7 +5,9 @@
 //! there, with its transaction-log entry (ids gap-free across the crashes and
 //! restarts). Some of the child's tasks overwrite a few handles over and over,
 //! so that the key directory's rounds (small segments) merge while they are
-//! killed. 4 rounds by default; set HANDLED_STORE_CRASH_RUNS for more.
+//! killed; one of them by imports (`put_many`), whose batches the writer applies
+//! straight into their commit. 4 rounds by default; set HANDLED_STORE_CRASH_RUNS
+//! for more.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -99,6 +101,18 @@ async fn child(dir: &Path, round: u32) {
                             SwapOutcome::Conflict { current } => cur = current.unwrap(),
                         }
                     }
+                } else if t == 2 {
+                    // Imports overwriting a few handles: each batch a checkpoint
+                    // of its own, applied straight into its redb commit.
+                    let keys: Vec<String> =
+                        (0..8).map(|j| format!("{CHURN}{round}-imp-{}", (i * 3 + j) % 16)).collect();
+                    let value = format!("{i}-imported");
+                    s.put_many(keys.iter().map(|k| (k.clone().into_bytes(), url_record(&value))).collect())
+                        .await
+                        .unwrap();
+                    for k in keys {
+                        say(format!("W {k} {i}"));
+                    }
                 } else if t % 2 == 1 {
                     let key = format!("{CHURN}{round}-t{t}-{}", i % 4);
                     let value = format!("{i}-{}", "x".repeat(PAD));
@@ -180,7 +194,7 @@ fn acknowledged_writes_survive_sigkill() {
         let status = child.wait().unwrap();
         reader.join().unwrap();
         // Every complete line printed before the kill is an acknowledged write.
-        let (mut c, mut h) = (0usize, 0usize);
+        let (mut c, mut h, mut imported) = (0usize, 0usize, 0usize);
         for line in early.into_iter().chain(rx.try_iter()) {
             if let Some(k) = line.strip_prefix("C ") {
                 created.push(k.to_owned());
@@ -190,6 +204,7 @@ fn acknowledged_writes_survive_sigkill() {
                 h += 1;
             } else if let Some((k, n)) = line.strip_prefix("W ").and_then(|w| w.split_once(' ')) {
                 let n: u64 = n.parse().unwrap();
+                imported += usize::from(k.contains("-imp-"));
                 let acked = churned.entry(k.to_owned()).or_default();
                 *acked = (*acked).max(n);
             }
@@ -225,8 +240,9 @@ fn acknowledged_writes_survive_sigkill() {
             }
         });
         eprintln!(
-            "round {round}: killed after {delay} ms ({status}); {c} creates + {h} increments acknowledged, \
-             {} total verified; reopen {open_time:?}, repaired: {}; oldest key directory segment: {}",
+            "round {round}: killed after {delay} ms ({status}); {c} creates + {h} increments + {imported} \
+             imported acknowledged, {} total verified; reopen {open_time:?}, repaired: {}; \
+             oldest key directory segment: {}",
             created.len(),
             s.was_repaired(),
             oldest_segment(dir.path()).map_or("none".into(), |id| id.to_string())

@@ -19,17 +19,25 @@ use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::thread::JoinHandle;
 
 /// Runs merged at once; more are first merged into one run (each open run
 /// holds a file descriptor and a read buffer).
 const MAX_OPEN_RUNS: usize = 128;
 const READ_BUFFER: usize = 256 << 10;
 
-/// Sorted runs in a temporary directory, removed when this is dropped.
+type Keyed = (Vec<u8>, HandleRecord);
+
+/// Sorted runs in a temporary directory, removed when this is dropped. Each
+/// group is sorted and written on a thread of its own while the check parses
+/// the next one (the sort and the write took a third of a check's time, on the
+/// thread that also parses); a group waits while the one before is written, so
+/// at most two are held.
 pub struct Runs {
-    dir: tempfile::TempDir,
-    files: Vec<PathBuf>,
-    written: usize,
+    dir: Option<tempfile::TempDir>,
+    queue: Option<SyncSender<Vec<Keyed>>>,
+    writing: Option<JoinHandle<io::Result<Vec<PathBuf>>>>,
 }
 
 impl Runs {
@@ -37,12 +45,65 @@ impl Runs {
     pub fn new(parent: &Path) -> io::Result<Runs> {
         std::fs::create_dir_all(parent)?;
         let dir = tempfile::Builder::new().prefix(".import-runs-").tempdir_in(parent)?;
-        Ok(Runs { dir, files: Vec::new(), written: 0 })
+        let mut writer = RunWriter { dir: dir.path().to_path_buf(), files: Vec::new(), written: 0 };
+        let (queue, groups) = sync_channel::<Vec<Keyed>>(0);
+        let writing = std::thread::Builder::new().name("import-runs".into()).spawn(move || {
+            for mut group in groups {
+                writer.spill(&mut group)?;
+            }
+            Ok(writer.files)
+        })?;
+        Ok(Runs { dir: Some(dir), queue: Some(queue), writing: Some(writing) })
     }
 
     /// Write `group`, sorted by key (stably: of equal keys the later stays
     /// later), as one run, and empty it.
-    pub fn spill(&mut self, group: &mut Vec<(Vec<u8>, HandleRecord)>) -> io::Result<()> {
+    pub fn spill(&mut self, group: &mut Vec<Keyed>) -> io::Result<()> {
+        match self.queue.as_ref().map(|q| q.send(std::mem::take(group))) {
+            Some(Ok(())) => Ok(()),
+            // The writing thread stopped: its error says why.
+            _ => Err(self.finish().err().unwrap_or_else(|| io::Error::other("the run writer stopped"))),
+        }
+    }
+
+    /// Wait until every group is written: the runs' files.
+    fn finish(&mut self) -> io::Result<Vec<PathBuf>> {
+        self.queue = None;
+        match self.writing.take() {
+            Some(w) => w.join().unwrap_or_else(|_| Err(io::Error::other("the run writer panicked"))),
+            None => Err(io::Error::other("the runs were already finished")),
+        }
+    }
+
+    /// Where the runs are.
+    pub fn dir(&self) -> &Path {
+        self.dir.as_ref().expect("the directory is kept until merged").path()
+    }
+
+    /// Every entry of every run in key order (equal keys in the order they
+    /// were spilled), as (key, encoded record).
+    pub fn merge(mut self) -> io::Result<MergedRuns> {
+        let merge = Merge::open(self.finish()?)?;
+        Ok(MergedRuns { merge, _dir: self.dir.take() })
+    }
+}
+
+impl Drop for Runs {
+    /// The writing thread ends before the directory goes.
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+/// Writes groups as sorted runs, on [`Runs`]' thread.
+struct RunWriter {
+    dir: PathBuf,
+    files: Vec<PathBuf>,
+    written: usize,
+}
+
+impl RunWriter {
+    fn spill(&mut self, group: &mut Vec<Keyed>) -> io::Result<()> {
         group.sort_by(|a, b| a.0.cmp(&b.0));
         let entries = group.drain(..).map(|(k, r)| Ok((k, r.encode())));
         self.write_run(entries)?;
@@ -54,7 +115,7 @@ impl Runs {
     }
 
     fn write_run(&mut self, entries: impl Iterator<Item = io::Result<(Vec<u8>, Vec<u8>)>>) -> io::Result<()> {
-        let path = self.dir.path().join(format!("run-{}", self.written));
+        let path = self.dir.join(format!("run-{}", self.written));
         self.written += 1;
         let mut out = BufWriter::with_capacity(READ_BUFFER, File::create(&path)?);
         for entry in entries {
@@ -68,24 +129,12 @@ impl Runs {
         self.files.push(path);
         Ok(())
     }
-
-    /// Where the runs are.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Every entry of every run in key order (equal keys in the order they
-    /// were spilled), as (key, encoded record).
-    pub fn merge(mut self) -> io::Result<MergedRuns> {
-        let merge = Merge::open(std::mem::take(&mut self.files))?;
-        Ok(MergedRuns { merge, _dir: self.dir })
-    }
 }
 
 /// [`Runs::merge`]: keeps the directory until the last entry is read.
 pub struct MergedRuns {
     merge: Merge,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Iterator for MergedRuns {
@@ -191,16 +240,32 @@ mod tests {
     #[test]
     fn many_runs_are_merged_in_steps() {
         let dir = tempfile::tempdir().unwrap();
-        let mut runs = Runs::new(dir.path()).unwrap();
         let n = MAX_OPEN_RUNS * 2 + 3;
+        let group = |i: usize| vec![(format!("{i:05}").into_bytes(), record((i % 251) as u8))];
+        let mut writer = RunWriter { dir: dir.path().to_path_buf(), files: Vec::new(), written: 0 };
         for i in (0..n).rev() {
-            let mut group = vec![(format!("{i:05}").into_bytes(), record((i % 251) as u8))];
-            runs.spill(&mut group).unwrap();
-            assert!(runs.files.len() <= MAX_OPEN_RUNS);
+            writer.spill(&mut group(i)).unwrap();
+            assert!(writer.files.len() <= MAX_OPEN_RUNS);
+        }
+        let mut runs = Runs::new(dir.path()).unwrap();
+        for i in (0..n).rev() {
+            runs.spill(&mut group(i)).unwrap();
         }
         let keys: Vec<Vec<u8>> = runs.merge().unwrap().map(|e| e.unwrap().0).collect();
         assert_eq!(keys.len(), n);
         assert!(keys.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    /// A run that cannot be written fails the next spill (or the merge), and
+    /// dropping the runs waits for their thread.
+    #[test]
+    fn a_failed_run_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut runs = Runs::new(dir.path()).unwrap();
+        std::fs::remove_dir_all(runs.dir()).unwrap();
+        let _ = runs.spill(&mut vec![(b"a".to_vec(), record(1))]);
+        let failed = runs.spill(&mut vec![(b"b".to_vec(), record(1))]).err().or_else(|| runs.merge().err());
+        assert!(failed.is_some(), "a run written into a removed directory fails");
     }
 
     #[test]

@@ -1,0 +1,184 @@
+//! A batch being applied by the writer ([`Tx`]): its reads see its own
+//! earlier writes. A logged batch keeps its writes in an overlay over the
+//! published view (they become the active layer, and a redo record for the
+//! log). A batch committed to the store file at once (an import, a log
+//! checkpoint) writes straight into the redb write transaction of that commit:
+//! sorting an import's entries into an overlay and then copying them into the
+//! file took about a fifth of the writer's time (issue 45).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use redb::WriteTransaction;
+
+use super::txnlog::{TXN_LOG, TXN_STATE};
+use super::view::{merged, overlay_bounds, overlay_key, table_get, table_range, text_get, text_range, Items, View};
+use super::wal::{Redo, TableId};
+use super::{map_redb, DOCS, DOC_INDEX, HANDLES, META};
+use crate::StoreError;
+
+/// One batch being applied: see the module documentation.
+pub(super) struct Tx<'v>(Base<'v>);
+
+enum Base<'v> {
+    Overlay {
+        view: &'v View,
+        writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+        redo: Redo,
+    },
+    /// `handles`: the handle entries written, in order (for the key directory).
+    /// The tables are boxed: six redb table handles, once a batch.
+    Direct {
+        tables: Box<RawTables<'v>>,
+        handles: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    },
+}
+
+impl<'v> Tx<'v> {
+    /// A logged batch over `view`.
+    pub(super) fn logged(view: &'v View) -> Self {
+        Tx(Base::Overlay { view, writes: BTreeMap::new(), redo: Redo::default() })
+    }
+
+    /// A batch written straight into `txn`, which holds everything the
+    /// published view does.
+    pub(super) fn direct(txn: &'v WriteTransaction) -> Result<Self, StoreError> {
+        Ok(Tx(Base::Direct { tables: Box::new(RawTables::open(txn)?), handles: Vec::new() }))
+    }
+
+    /// The stored (sealed) value of `key` in `table`.
+    pub(super) fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        match &self.0 {
+            Base::Overlay { view, writes, .. } => match writes.get(&overlay_key(table, key)) {
+                Some(v) => Ok(v.clone()),
+                None => view.get(table, key),
+            },
+            Base::Direct { tables, .. } => tables.get(table, key),
+        }
+    }
+
+    /// Set `key` to `value` (`None`: remove it) in `table`.
+    pub(super) fn put(&mut self, table: TableId, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
+        match &mut self.0 {
+            Base::Overlay { writes, redo, .. } => {
+                redo.record(table, key, value);
+                writes.insert(overlay_key(table, key), value.map(|v| v.to_vec()));
+            }
+            Base::Direct { tables, handles } => {
+                tables.put(table, key, value).map_err(StoreError::Backend)?;
+                if table == TableId::Handles {
+                    handles.push((key.to_vec(), value.map(|v| v.to_vec())));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The entries of `table` from `from` on, this batch's writes included.
+    pub(super) fn range(&self, table: TableId, from: Bound<&[u8]>) -> Result<Items<'_>, StoreError> {
+        match &self.0 {
+            Base::Overlay { view, writes, .. } => {
+                let (lo, hi) = overlay_bounds(table, from);
+                let over = writes.range((lo, hi)).map(|(k, v)| (k[1..].to_vec(), v.clone()));
+                Ok(merged(view.range(table, from)?, over))
+            }
+            Base::Direct { tables, .. } => tables.range(table, from),
+        }
+    }
+
+    /// A logged batch's writes (`table ‖ key` → value) and redo record
+    /// (none for a direct batch: it is in its transaction).
+    pub(super) fn into_logged(self) -> (BTreeMap<Vec<u8>, Option<Vec<u8>>>, Redo) {
+        match self.0 {
+            Base::Overlay { writes, redo, .. } => (writes, redo),
+            Base::Direct { .. } => (BTreeMap::new(), Redo::default()),
+        }
+    }
+
+    /// A direct batch's handle entries, in the order written (a key written
+    /// twice comes twice, the later last).
+    pub(super) fn into_handles(self) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        match self.0 {
+            Base::Overlay { .. } => Vec::new(),
+            Base::Direct { handles, .. } => handles,
+        }
+    }
+}
+
+/// Every table of a write transaction, entry by entry (replay, the
+/// checkpoints of the writer's layers, and direct batches).
+pub(super) struct RawTables<'txn> {
+    handles: redb::Table<'txn, &'static [u8], &'static [u8]>,
+    meta: redb::Table<'txn, &'static str, &'static [u8]>,
+    docs: redb::Table<'txn, &'static [u8], &'static [u8]>,
+    index: redb::Table<'txn, &'static [u8], ()>,
+    txn_log: redb::Table<'txn, &'static [u8], &'static [u8]>,
+    txn_state: redb::Table<'txn, &'static str, &'static [u8]>,
+}
+
+impl<'txn> RawTables<'txn> {
+    pub(super) fn open(txn: &'txn WriteTransaction) -> Result<Self, StoreError> {
+        let e = |e: redb::TableError| map_redb(e.into());
+        Ok(RawTables {
+            handles: txn.open_table(HANDLES).map_err(e)?,
+            meta: txn.open_table(META).map_err(e)?,
+            docs: txn.open_table(DOCS).map_err(e)?,
+            index: txn.open_table(DOC_INDEX).map_err(e)?,
+            txn_log: txn.open_table(TXN_LOG).map_err(e)?,
+            txn_state: txn.open_table(TXN_STATE).map_err(e)?,
+        })
+    }
+
+    /// Set `key` to `value` (`None`: remove it) in `table`.
+    pub(super) fn put(&mut self, table: TableId, key: &[u8], value: Option<&[u8]>) -> Result<(), String> {
+        let e = |e: redb::StorageError| e.to_string();
+        match (table, value) {
+            (TableId::Handles, Some(v)) => drop(self.handles.insert(key, v).map_err(e)?),
+            (TableId::Handles, None) => drop(self.handles.remove(key).map_err(e)?),
+            (TableId::Docs, Some(v)) => drop(self.docs.insert(key, v).map_err(e)?),
+            (TableId::Docs, None) => drop(self.docs.remove(key).map_err(e)?),
+            (TableId::DocIndex, Some(_)) => drop(self.index.insert(key, ()).map_err(e)?),
+            (TableId::DocIndex, None) => drop(self.index.remove(key).map_err(e)?),
+            (TableId::TxnLog, Some(v)) => drop(self.txn_log.insert(key, v).map_err(e)?),
+            (TableId::TxnLog, None) => drop(self.txn_log.remove(key).map_err(e)?),
+            (TableId::Meta, v) => {
+                let key = std::str::from_utf8(key).map_err(|_| "meta key is not UTF-8")?;
+                match v {
+                    Some(v) => drop(self.meta.insert(key, v).map_err(e)?),
+                    None => drop(self.meta.remove(key).map_err(e)?),
+                }
+            }
+            (TableId::TxnState, v) => {
+                let key = std::str::from_utf8(key).map_err(|_| "log state key is not UTF-8")?;
+                match v {
+                    Some(v) => drop(self.txn_state.insert(key, v).map_err(e)?),
+                    None => drop(self.txn_state.remove(key).map_err(e)?),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The stored value of `key` in `table`.
+    fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        match table {
+            TableId::Handles => table_get(&self.handles, key, |v| v.to_vec()),
+            TableId::Docs => table_get(&self.docs, key, |v| v.to_vec()),
+            TableId::TxnLog => table_get(&self.txn_log, key, |v| v.to_vec()),
+            TableId::DocIndex => table_get(&self.index, key, |()| Vec::new()),
+            TableId::Meta => text_get(&self.meta, key),
+            TableId::TxnState => text_get(&self.txn_state, key),
+        }
+    }
+
+    fn range(&self, table: TableId, from: Bound<&[u8]>) -> Result<Items<'_>, StoreError> {
+        match table {
+            TableId::Handles => table_range(&self.handles, from, |v| v.to_vec()),
+            TableId::Docs => table_range(&self.docs, from, |v| v.to_vec()),
+            TableId::TxnLog => table_range(&self.txn_log, from, |v| v.to_vec()),
+            TableId::DocIndex => table_range(&self.index, from, |()| Vec::new()),
+            TableId::Meta => text_range(&self.meta, from),
+            TableId::TxnState => text_range(&self.txn_state, from),
+        }
+    }
+}
