@@ -17,7 +17,9 @@
 //!   write-ahead log (`embedded_wal.rs`) — and visible, and only then answers
 //!   every operation. If that fails, every operation of the batch fails: nothing
 //!   unwritten is ever acknowledged. Checkpoints (durable redb commits, after
-//!   which the log can go) run beside the writes (`embedded_committer.rs`).
+//!   which the log can go) run beside the writes (`embedded_committer.rs`). A
+//!   batch with an import or a log checkpoint is not logged: it is applied
+//!   straight into its own durable redb commit (`embedded_tx.rs`).
 //!
 //! Batching needs no timer: while one sync runs, the next batch queues up.
 //!
