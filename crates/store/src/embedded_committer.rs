@@ -349,13 +349,14 @@ impl Committer {
         let mut acks = Vec::new();
         let (seq, quick_repair) = (self.wal.last_seq(), self.opts.quick_repair);
         let (gen, staged) = durable_commit(db, quick_repair, seq, keydir.is_some(), |txn| {
-            write(txn, layer_entries(&view.active))?;
-            let mut tx = Tx::direct(txn)?;
+            let mut tx = Tx::direct(txn, keydir.is_some())?;
+            // The layer first: the batch's later entries of a key win.
+            for (k, v) in layer_entries(&view.active) {
+                tx.put(table_of(k)?, &k[1..], v)?;
+            }
             acks = apply(&mut tx, batch)?;
-            let written = tx.into_handles();
-            // Later entries of a key win in the key directory: the batch after the layer.
-            let written = written.iter().map(|(k, v)| (k.as_slice(), v.as_deref()));
-            stage_handles(keydir.as_deref(), layer_handles(&view.active).chain(written))
+            let written = tx.into_handles()?;
+            stage_handles(keydir.as_deref(), written.iter().map(|(k, v)| (k.as_slice(), v.as_deref())))
         })?;
         self.install(keydir.as_deref(), staged, gen)?;
         self.checkpointed();
@@ -558,10 +559,17 @@ fn write<'a>(
 ) -> Result<(), StoreError> {
     let mut tables = RawTables::open(txn)?;
     for (k, v) in entries {
-        let table = TableId::from_byte(k[0]).ok_or_else(|| StoreError::Backend("internal: unknown table".into()))?;
-        tables.put(table, &k[1..], v).map_err(StoreError::Backend)?;
+        tables.put(table_of(k)?, &k[1..], v).map_err(StoreError::Backend)?;
     }
     Ok(())
+}
+
+/// The table of a layer's entry (`table byte ‖ key`).
+fn table_of(entry_key: &[u8]) -> Result<TableId, StoreError> {
+    entry_key
+        .first()
+        .and_then(|&b| TableId::from_byte(b))
+        .ok_or_else(|| StoreError::Backend("internal: unknown table".into()))
 }
 
 #[cfg(test)]

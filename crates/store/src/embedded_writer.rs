@@ -328,9 +328,9 @@ mod tests {
     /// One durable commit, no log (the log has tests of its own).
     fn commit_durably(db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
         let txn = db.begin_write().unwrap();
-        let mut tx = Tx::direct(&txn)?;
+        let mut tx = Tx::direct(&txn, false)?;
         let acks = apply(&mut tx, batch)?;
-        drop(tx);
+        tx.into_handles()?;
         txn.commit().unwrap();
         Ok((acks, true))
     }
