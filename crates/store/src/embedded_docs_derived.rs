@@ -74,7 +74,7 @@ impl<'a> Riding<'a> {
     /// Does the documents table hold any document of `collection` (the
     /// batch's writes so far included)? Only the batch's derived documents
     /// write there before [`Self::finish`], and they only remove.
-    fn has_stored(&mut self, tx: &Tx, collection: &'a str) -> Result<bool, StoreError> {
+    fn has_stored(&mut self, tx: &mut Tx, collection: &'a str) -> Result<bool, StoreError> {
         if let Some(&stored) = self.stored.get(collection) {
             return Ok(stored);
         }

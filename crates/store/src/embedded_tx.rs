@@ -60,19 +60,14 @@ impl<'v> Tx<'v> {
     }
 
     /// The stored (sealed) value of `key` in `table`.
-    pub(super) fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    pub(super) fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.insert_held_index_before(table)?;
         match &self.0 {
             Base::Overlay { view, writes, .. } => match writes.get(&overlay_key(table, key)) {
                 Some(v) => Ok(v.clone()),
                 None => view.get(table, key),
             },
-            Base::Direct { tables, index, .. } => {
-                let held = if table == TableId::DocIndex { index.iter().rev().find(|(k, _)| k == key) } else { None };
-                match held {
-                    Some((_, present)) => Ok(present.then(Vec::new)),
-                    None => tables.get(table, key),
-                }
-            }
+            Base::Direct { tables, .. } => tables.get(table, key),
         }
     }
 
@@ -95,22 +90,13 @@ impl<'v> Tx<'v> {
     }
 
     /// The entries of `table` from `from` on, this batch's writes included.
-    pub(super) fn range(&self, table: TableId, from: Bound<&[u8]>) -> Result<Items<'_>, StoreError> {
+    pub(super) fn range(&mut self, table: TableId, from: Bound<&[u8]>) -> Result<Items<'_>, StoreError> {
+        self.insert_held_index_before(table)?;
         match &self.0 {
             Base::Overlay { view, writes, .. } => {
                 let (lo, hi) = overlay_bounds(table, from);
                 let over = writes.range((lo, hi)).map(|(k, v)| (k[1..].to_vec(), v.clone()));
                 Ok(merged(view.range(table, from)?, over))
-            }
-            Base::Direct { tables, index, .. } if table == TableId::DocIndex && !index.is_empty() => {
-                // The held-back entries over the table's. Not on any path today
-                // (nothing reads the index while writing it): correct, not fast.
-                let held: BTreeMap<Vec<u8>, Option<Vec<u8>>> =
-                    index.iter().map(|(k, present)| (k.clone(), present.then(Vec::new))).collect();
-                let from = from.map(<[u8]>::to_vec);
-                let over: Vec<_> =
-                    held.range((from.clone(), Bound::Unbounded)).map(|(k, v)| (k.clone(), v.clone())).collect();
-                Ok(merged(tables.range(table, from.as_ref().map(Vec::as_slice))?, over.into_iter()))
             }
             Base::Direct { tables, .. } => tables.range(table, from),
         }
@@ -129,17 +115,21 @@ impl<'v> Tx<'v> {
     /// entries in the order written (a key written twice comes twice, the
     /// later last).
     pub(super) fn into_handles(mut self) -> Result<HandleEntries, StoreError> {
-        self.insert_held_index()?;
+        self.insert_held_index_before(TableId::DocIndex)?;
         match self.0 {
             Base::Overlay { .. } => Ok(Vec::new()),
             Base::Direct { handles, .. } => Ok(handles.unwrap_or_default()),
         }
     }
 
-    /// A direct batch's held-back index entries inserted, in key order; the
+    /// Before the index is read (nothing does so today) or the batch ends, a
+    /// direct batch's held-back index entries are inserted, in key order; the
     /// sort is stable, so a key's later entry still wins.
-    fn insert_held_index(&mut self) -> Result<(), StoreError> {
+    fn insert_held_index_before(&mut self, read: TableId) -> Result<(), StoreError> {
         let Base::Direct { tables, index, .. } = &mut self.0 else { return Ok(()) };
+        if read != TableId::DocIndex {
+            return Ok(());
+        }
         index.sort_by(|a, b| a.0.cmp(&b.0));
         for (key, present) in index.drain(..) {
             tables.put(TableId::DocIndex, &key, present.then_some(&[][..])).map_err(StoreError::Backend)?;

@@ -122,7 +122,7 @@ pub(super) struct LogTables {
 }
 
 impl LogTables {
-    pub(super) fn open(tx: &Tx) -> Result<Self, StoreError> {
+    pub(super) fn open(tx: &mut Tx) -> Result<Self, StoreError> {
         let state = match tx.get(TableId::TxnState, STATE_KEY.as_bytes())? {
             Some(v) => TxnLogState::decode(format::unseal("transaction log state", STATE_KEY.as_bytes(), &v)?)?,
             None => TxnLogState::default(),
@@ -135,7 +135,7 @@ impl LogTables {
     }
 
     /// The log counters of `slot`, read there on first use.
-    pub(super) fn open_in<'s>(slot: &'s mut Option<LogTables>, tx: &Tx) -> Result<&'s mut LogTables, StoreError> {
+    pub(super) fn open_in<'s>(slot: &'s mut Option<LogTables>, tx: &mut Tx) -> Result<&'s mut LogTables, StoreError> {
         if slot.is_none() {
             *slot = Some(LogTables::open(tx)?);
         }
@@ -178,7 +178,7 @@ impl LogTables {
     }
 
     /// Up to `max` entries from the start with `keep(entry)` false, by id.
-    fn leading(tx: &Tx, max: usize, keep: impl Fn(&TxnEntry) -> bool) -> Result<Vec<u64>, StoreError> {
+    fn leading(tx: &mut Tx, max: usize, keep: impl Fn(&TxnEntry) -> bool) -> Result<Vec<u64>, StoreError> {
         let mut out = Vec::new();
         for item in tx.range(TableId::TxnLog, Bound::Unbounded)? {
             let (k, v) = item?;
@@ -260,7 +260,7 @@ pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack,
     }
 }
 
-fn get_meta(tx: &Tx, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+fn get_meta(tx: &mut Tx, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
     match tx.get(TableId::Meta, key.as_bytes())? {
         Some(v) => Ok(Some(format::unseal("meta", key.as_bytes(), &v)?.to_vec())),
         None => Ok(None),
