@@ -70,6 +70,23 @@ for st in streams:
     for piece in (255, 3):
         add("replication", bytes([kind, piece]) + bytes.fromhex(st["stream_hex"]))
 
+# Stored handle records (fuzz_targets/record.rs): the capacity benchmark's two-value
+# record in the compact form (crates/store/src/record_compact.rs), the same in the
+# wire form written before it, and a compact record with a spelled-out type, explicit
+# TTL and permissions, references and a name.
+def small(n):
+    return bytes([n]) if n < 255 else b"\xff" + n.to_bytes(4, "big")
+def sized(b):
+    return small(len(b)) + b
+url, mail, ts = b"https://example.org/objects/1", b"owner1@example.org", (1_700_000_000).to_bytes(4, "big")
+add("record", b"\xc5\x01\x02" + ts + b"\x01\x07\x00" + sized(url) + b"\x02\x07\x01" + sized(mail))
+def wire_value(index, typ, data):
+    b4 = lambda n: n.to_bytes(4, "big", signed=True)
+    return b4(index) + ts + b"\x00" + b4(86400) + b"\x0e" + b4(len(typ)) + typ + b4(len(data)) + data + b4(0)
+add("record", (2).to_bytes(4, "big") + wire_value(1, b"URL", url) + wire_value(2, b"EMAIL", mail))
+add("record", b"\xc5\x03\x01" + ts + small(300) + b"\x08" + b"\x01" + (60).to_bytes(4, "big") + b"\x0f"
+    + sized(b"x-type") + sized(b"data") + small(1) + sized(b"20.5000/ref") + small(2) + sized(b"TEST/doc1"))
+
 # The refs column as Handle.Net 9 wrote it on PostgreSQL (tests/sql-handle-net),
 # and as other programs write it (raw tabs).
 for refs in ["1:TEST/ADMIN%0009300:TEST/ADMIN", "1:A/b%00092:C/%00E9", "1:A/b\t2:C/d",

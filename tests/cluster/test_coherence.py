@@ -11,6 +11,7 @@ through tests/cluster/suites.sh); skips without it. Run alone:
 import json
 import os
 import re
+import shutil
 import socket
 import sys
 import tempfile
@@ -48,6 +49,7 @@ def site():
     yield c
     c.terminate()
     c.wait(timeout=20)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def http(c, i):

@@ -37,10 +37,15 @@ done
 . "$repo/tests/handle-net-peer.sh"
 if find_handle_net_peer java ss curl bc; then export HANDLE_NET_PEER=$PEER; else export HANDLE_NET_WHY; unset HANDLE_NET_PEER; fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/global-resolution.XXXXXX")
-echo "global-resolution: logs in $work"
+echo "global-resolution: logs in $work (kept if it fails)"
 if [ -z "${HANDLED_IN_NETNS:-}" ]; then
   unshare -rn true 2>/dev/null || skip_suite global-resolution "no unprivileged network namespace (unshare -rn)"
-  exec env HANDLED_IN_NETNS=1 unshare -rn sh -c 'ip link set lo up && exec python3 "$0" "$@"' \
-    "$here/world.py" "$bin" "$cp" "$work"
+  rc=0
+  env HANDLED_IN_NETNS=1 unshare -rn sh -c 'ip link set lo up && exec python3 "$0" "$@"' \
+    "$here/world.py" "$bin" "$cp" "$work" || rc=$?
+else
+  rc=0
+  python3 "$here/world.py" "$bin" "$cp" "$work" || rc=$?
 fi
-exec python3 "$here/world.py" "$bin" "$cp" "$work"
+case $rc in 0|77) rm -rf "$work" ;; esac
+exit "$rc"

@@ -1,10 +1,12 @@
 """Starts one `handled serve --ephemeral` for the suite and hands tests its
 addresses and admin credentials (the file `--admin-credentials` writes)."""
+import atexit
 import json
 import sys
 import uuid
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -37,6 +39,8 @@ class Server:
 def start(extra_args=(), config_text=None, env=None):
     binary = os.environ.get("HANDLED_BIN", os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "handled"))
     tmp = tempfile.mkdtemp(prefix="handled-rest-")
+    # Its data directories and logs go when the test run ends (servers are stopped by then).
+    atexit.register(shutil.rmtree, tmp, True)
     creds_path = os.path.join(tmp, "admin.json")
     if cluster.nodes() > 1:
         proc = cluster.Cluster(binary, tmp, cluster.nodes(), config_text, env, creds_path=creds_path)

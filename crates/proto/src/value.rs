@@ -57,7 +57,8 @@ pub enum TtlType {
 }
 
 impl TtlType {
-    fn code(self) -> u8 {
+    /// Its byte in the value record.
+    pub fn code(self) -> u8 {
         match self {
             TtlType::Relative => 0,
             TtlType::Absolute => 1,

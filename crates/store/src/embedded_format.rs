@@ -7,8 +7,11 @@
 //! their keys are derived from the documents and rebuilt when those are written.)
 //!
 //! Format versions (in the `format` table): none = version 1, values stored bare;
-//! 2 = checksummed. Opening a version-1 store seals every value once, in one
-//! durable transaction.
+//! 2 = checksummed; 3 = handle records written in the compact form (`record.rs`),
+//! those written before it still read as they are. Opening a version-1 store seals
+//! every value once, in one durable transaction; a version-2 store just records 3,
+//! so that an earlier server, which cannot read the compact form, refuses the file
+//! instead of answering its new records as damaged.
 
 use std::ops::Bound;
 
@@ -21,7 +24,7 @@ use crate::StoreError;
 const FORMAT: TableDefinition<&str, u64> = TableDefinition::new("format");
 const VERSION_KEY: &str = "version";
 /// The format this code writes.
-pub(super) const VERSION: u64 = 2;
+pub(super) const VERSION: u64 = 3;
 const SEAL: usize = 4;
 /// Entries rewritten per step of the upgrade (bounds the memory it takes).
 const UPGRADE_CHUNK: usize = 4096;
@@ -79,11 +82,13 @@ pub(super) fn upgrade(db: &Database) -> Result<(), StoreError> {
     let mut txn = db.begin_write().map_err(|e| r(e.into()))?;
     txn.set_durability(Durability::Immediate).map_err(|e| StoreError::Backend(e.to_string()))?;
     txn.set_two_phase_commit(true);
-    let sealed = seal_all(&txn, HANDLES)? + seal_all(&txn, DOCS)? + seal_meta(&txn)?;
+    let sealed = if version < 2 { seal_all(&txn, HANDLES)? + seal_all(&txn, DOCS)? + seal_meta(&txn)? } else { 0 };
     txn.open_table(FORMAT).map_err(|e| r(e.into()))?.insert(VERSION_KEY, VERSION).map_err(|e| r(e.into()))?;
     txn.commit().map_err(|e| r(e.into()))?;
     if sealed > 0 {
         tracing::info!(values = sealed, "store upgraded to format version {VERSION} (checksummed values)");
+    } else {
+        tracing::info!("store upgraded to format version {VERSION} (compact handle records from now on)");
     }
     Ok(())
 }

@@ -17,7 +17,7 @@ use super::txnlog::{self, LogOp, LogTables};
 use super::wal::TableId;
 use super::{EmbeddedOptions, Shared};
 use crate::cas::Precondition;
-use crate::{StoreError, TxnAction};
+use crate::{HandleRecord, StoreError, TxnAction};
 
 pub(super) enum RawExpect {
     Absent,
@@ -28,12 +28,21 @@ pub(super) enum RawExpect {
 impl RawExpect {
     /// Whether the stored bytes `current` meet this ([`crate::cas::holds`]).
     pub(super) fn holds(&self, current: Option<&[u8]>) -> bool {
-        let expect = match self {
+        crate::cas::holds(self.precondition(), current, |e, c| e == c)
+    }
+
+    /// [`Self::holds`] for a handle record, which may be stored in the form written
+    /// before the compact one (`record.rs`): equal bytes, or the same record.
+    fn holds_record(&self, current: Option<&[u8]>) -> bool {
+        crate::cas::holds(self.precondition(), current, |e, c| e == c || HandleRecord::same_in_other_forms(e, c))
+    }
+
+    fn precondition(&self) -> Precondition<'_, [u8]> {
+        match self {
             RawExpect::Absent => Precondition::Absent,
             RawExpect::Present(e) => Precondition::Present(e.as_slice()),
             RawExpect::Any => Precondition::Any,
-        };
-        crate::cas::holds(expect, current, |e, c| e == c)
+        }
     }
 }
 
@@ -260,7 +269,7 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
                         }
                     },
                 };
-                if !expect.holds(current.as_deref()) {
+                if !expect.holds_record(current.as_deref()) {
                     acks.push(Ack::Swap(RawOutcome::Conflict { current }));
                     continue;
                 }
@@ -382,6 +391,39 @@ mod tests {
         let stored = t.get(k.as_slice()).unwrap().unwrap();
         assert_eq!(format::unseal("handle", k, stored.value()).unwrap(), rec("c").as_slice());
         assert_eq!(t.len().unwrap(), 1);
+    }
+
+    /// A record stored before the compact form meets an expectation of the same
+    /// record (written compact), and only of that record.
+    #[test]
+    fn a_record_in_the_earlier_form_meets_its_compact_form() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        ensure_tables(&db).unwrap();
+        let k = b"20.5000/old";
+        let old = HandleRecord::new(vec![handled_proto::HandleValue::new(1, "URL", "a")]);
+        {
+            let txn = db.begin_write().unwrap();
+            txn.open_table(HANDLES)
+                .unwrap()
+                .insert(k.as_slice(), format::seal(k, &old.encode_wire()).as_slice())
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let batch = vec![
+            swap(k, RawExpect::Present(rec("other")), Some(rec("x"))), // Conflict(a, as stored)
+            swap(k, RawExpect::Present(old.encode()), Some(rec("b"))), // Done
+        ];
+        let acks = commit_durably(&db, &batch).unwrap().0;
+        assert!(
+            matches!(outcome(&acks[0]), RawOutcome::Conflict { current: Some(c) } if *c == old.encode_wire()),
+            "another record does not meet it"
+        );
+        assert!(matches!(outcome(&acks[1]), RawOutcome::DoneAsExpected));
+        let txn = db.begin_read().unwrap();
+        let t = txn.open_table(HANDLES).unwrap();
+        let stored = t.get(k.as_slice()).unwrap().unwrap();
+        assert_eq!(format::unseal("handle", k, stored.value()).unwrap(), rec("b").as_slice());
     }
 
     fn unit(key: &str) -> (Pending, oneshot::Receiver<Result<(), StoreError>>) {

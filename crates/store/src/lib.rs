@@ -40,6 +40,7 @@ mod memory;
 pub mod observe;
 mod open;
 mod record;
+mod record_compact;
 mod riding;
 #[cfg(feature = "sql")]
 pub mod sql;

@@ -1,10 +1,13 @@
-//! The stored form of one handle: its values, encoded as `u32 count ‖ value records`
-//! (each value in the §2.2 wire form of `handled_proto::HandleValue`), then,
-//! when the handle's spelling differs from its storage key, `u32 length ‖ name`.
+//! The stored form of one handle. Written in the compact form
+//! (`record_compact.rs`); read in it or in the form written before it: the values
+//! as `u32 count ‖ value records` (each in the §2.2 wire form of
+//! `handled_proto::HandleValue`), then, when the handle's spelling differs from its
+//! storage key, `u32 length ‖ name`. The first byte tells the two apart.
 
 use handled_proto::codec::{put_bytes, put_u32, MAX_ARRAY_LEN};
 use handled_proto::{Codec, DecodeError, HandleValue, Reader};
 
+use crate::record_compact;
 use crate::StoreError;
 
 /// Smallest encoded value record: index, timestamp, ttl type, ttl, permissions,
@@ -48,37 +51,56 @@ impl HandleRecord {
         self.name.as_deref().unwrap_or(key)
     }
 
-    /// Encoded length, without encoding.
+    /// Length of the §2.2 wire form ([`Self::encode_wire`]), without encoding: a
+    /// measure of the record's size in memory.
     pub fn encoded_len(&self) -> usize {
         4 + self.values.iter().map(HandleValue::encoded_len).sum::<usize>()
             + self.name.as_ref().map_or(0, |n| 4 + n.len())
     }
 
-    /// Append the stored form to `out`.
+    /// Append the stored form (compact) to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
-        put_u32(out, self.values.len() as u32);
-        for v in &self.values {
-            v.encode(out);
-        }
-        if let Some(name) = &self.name {
-            put_bytes(out, name);
-        }
+        record_compact::encode(self, out);
     }
 
-    /// The stored form.
+    /// The stored form (compact).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.encoded_len());
         self.encode_into(&mut out);
         out
     }
 
-    /// Decode a stored form; trailing bytes are an error. Never panics.
+    /// The form written before the compact one, values in their §2.2 wire form: what
+    /// the Cassandra backend still writes, so that nodes of an earlier version read
+    /// its rows during a rolling upgrade.
+    pub fn encode_wire(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        put_u32(&mut out, self.values.len() as u32);
+        for v in &self.values {
+            v.encode(&mut out);
+        }
+        if let Some(name) = &self.name {
+            put_bytes(&mut out, name);
+        }
+        out
+    }
+
+    /// Decode a stored form, either; trailing bytes are an error. Never panics.
     pub fn decode(buf: &[u8]) -> Result<Self, RecordError> {
+        if buf.first() == Some(&record_compact::TAG) {
+            return Ok(record_compact::decode(buf)?);
+        }
         let mut r = Reader::new(buf);
         let values = r.list("handle record values", MIN_VALUE_LEN, HandleValue::read)?;
         let name = if r.remaining() > 0 { Some(r.bytes("handle record name")?.to_vec()) } else { None };
         r.expect_end("handle record")?;
         Ok(HandleRecord { values, name })
+    }
+
+    /// Are two stored forms whose bytes differ the same record, one written in the
+    /// compact form and one before it? (Decodes only when their first bytes differ.)
+    pub(crate) fn same_in_other_forms(a: &[u8], b: &[u8]) -> bool {
+        a.first() != b.first() && matches!((Self::decode(a), Self::decode(b)), (Ok(x), Ok(y)) if x == y)
     }
 
     /// Decode a stored form read under `key`, mapping failure to [`StoreError::Corrupt`].
@@ -135,17 +157,19 @@ mod tests {
     }
 
     #[test]
-    fn round_trip() {
-        let r = sample();
-        let b = r.encode();
-        assert_eq!(b.len(), r.encoded_len());
-        assert_eq!(HandleRecord::decode(&b).unwrap(), r);
-        let empty = HandleRecord::default();
-        assert_eq!(HandleRecord::decode(&empty.encode()).unwrap(), empty);
+    fn round_trip_in_both_forms() {
         let named = HandleRecord::named(sample().values, b"TEST/doc1", b"TEST/DOC1");
-        let b = named.encode();
-        assert_eq!(b.len(), named.encoded_len());
-        assert_eq!(HandleRecord::decode(&b).unwrap().name_or(b"TEST/DOC1"), b"TEST/doc1");
+        for r in [sample(), HandleRecord::default(), named] {
+            let wire = r.encode_wire();
+            assert_eq!(wire.len(), r.encoded_len());
+            assert_eq!(wire[0], 0, "the wire form never starts with the compact form's tag");
+            assert_eq!(HandleRecord::decode(&wire).unwrap(), r, "records written before the compact form");
+            let compact = r.encode();
+            assert_eq!(compact[0], record_compact::TAG);
+            assert_eq!(HandleRecord::decode(&compact).unwrap(), r);
+        }
+        let named = HandleRecord::named(sample().values, b"TEST/doc1", b"TEST/DOC1");
+        assert_eq!(HandleRecord::decode(&named.encode()).unwrap().name_or(b"TEST/DOC1"), b"TEST/doc1");
         assert_eq!(HandleRecord::named(vec![], b"TEST/A", b"TEST/A").name, None, "no copy of the key");
     }
 
@@ -156,21 +180,21 @@ mod tests {
 
     #[test]
     fn every_truncation_and_extension_is_an_error() {
-        let b = sample().encode();
-        for n in 0..b.len() {
-            assert!(HandleRecord::decode(&b[..n]).is_err(), "prefix {n}");
+        for b in [sample().encode_wire(), sample().encode()] {
+            for n in 0..b.len() {
+                assert!(HandleRecord::decode(&b[..n]).is_err(), "prefix {n}");
+            }
+            let mut longer = b.clone();
+            longer.push(0);
+            assert!(HandleRecord::decode(&longer).is_err());
         }
-        let mut longer = b.clone();
-        longer.push(0);
-        assert!(HandleRecord::decode(&longer).is_err());
     }
 
     #[test]
     fn garbage_never_panics() {
-        // A cheap deterministic fuzz: flip bytes and lengths of a valid record.
-        let b = sample().encode();
+        // A cheap deterministic fuzz: flip bytes and lengths of a valid record, in both forms.
         let mut x: u32 = 12345;
-        for _ in 0..20_000 {
+        for b in [sample().encode_wire(), sample().encode()].iter().cycle().take(40_000) {
             let mut c = b.clone();
             for _ in 0..3 {
                 x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);

@@ -165,6 +165,59 @@ fn damaged_page_after_an_unclean_shutdown_refuses_to_open() {
     assert!(m.contains(&file.display().to_string()) && m.contains("backup"), "{m}");
 }
 
+/// Stores of format 2 (checksummed, records in the wire form, written before the
+/// compact form) open as they are, with and without the key directory: their records
+/// read, a compare-and-set expecting one of them holds, and what is written from
+/// then on is compact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn format_2_store_reads_its_records_as_they_are() {
+    let handles: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new(handled_store::HANDLES_TABLE);
+    let format: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("format");
+    let sealed = |key: &[u8], payload: &[u8]| {
+        let mut h = crc32fast::Hasher::new();
+        h.update(key);
+        h.update(payload);
+        [h.finalize().to_le_bytes().as_slice(), payload].concat()
+    };
+    for key_directory in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(STORE_FILE_NAME);
+        {
+            let db = redb::Database::create(&file).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut t = txn.open_table(handles).unwrap();
+                for i in 0..3000 {
+                    let k = imported_key(i);
+                    t.insert(k.as_slice(), sealed(&k, &url_record(&imported_data(i)).encode_wire()).as_slice())
+                        .unwrap();
+                }
+                txn.open_table(format).unwrap().insert("version", 2).unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let opts = EmbeddedOptions { key_directory, ..options() };
+        let s = EmbeddedStore::open_dir(dir.path(), opts.clone()).unwrap();
+        assert_eq!(s.count().await.unwrap(), 3000);
+        for i in [0, 1500, 2999] {
+            assert_eq!(s.get(&imported_key(i)).await.unwrap(), Some(url_record(&imported_data(i))));
+        }
+        let (k, old, new) = (imported_key(7), url_record(&imported_data(7)), url_record("https://example.org/new"));
+        let done = s.swap(&k, Expect::Present(old), Some(new.clone())).await.unwrap();
+        assert!(matches!(done, handled_store::SwapOutcome::Done { .. }), "key directory {key_directory}: {done:?}");
+        handled_store::StoreAdmin::close(&s);
+        drop(s);
+        let db = redb::Database::open(&file).unwrap();
+        let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+        assert_eq!(txn.open_table(format).unwrap().get("version").unwrap().unwrap().value(), 3);
+        let t = txn.open_table(handles).unwrap();
+        assert_eq!(t.get(k.as_slice()).unwrap().unwrap().value(), sealed(&k, &new.encode()).as_slice(), "compact");
+        let untouched = imported_key(8);
+        let kept = sealed(&untouched, &url_record(&imported_data(8)).encode_wire());
+        assert_eq!(t.get(untouched.as_slice()).unwrap().unwrap().value(), kept.as_slice(), "left as it was");
+    }
+}
+
 /// Stores written before values were checksummed (format 1: bare values, no
 /// `format` table) are sealed once when opened, and read as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,7 +231,7 @@ async fn format_1_store_is_upgraded_on_open() {
             let handles: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new(handled_store::HANDLES_TABLE);
             let mut t = txn.open_table(handles).unwrap();
             for i in 0..5000 {
-                t.insert(imported_key(i).as_slice(), url_record(&imported_data(i)).encode().as_slice()).unwrap();
+                t.insert(imported_key(i).as_slice(), url_record(&imported_data(i)).encode_wire().as_slice()).unwrap();
             }
             let meta: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new(handled_store::META_TABLE);
             txn.open_table(meta).unwrap().insert("site/serial", [0u8, 7].as_slice()).unwrap();

@@ -160,9 +160,14 @@ async fn corrupt_records_are_errors_not_panics() {
     let mut trailing = url_record("x").encode();
     trailing.push(0);
     bad_values.push(trailing);
-    let mut bad_ttl = url_record("x").encode();
-    bad_ttl[4 + 8] = 9; // TTL type byte of the first value
+    let mut bad_ttl = url_record("x").encode_wire();
+    bad_ttl[4 + 8] = 9; // TTL type byte of the first value, in the form written before the compact one
     bad_values.push(bad_ttl);
+    let mut wire_trailing = url_record("x").encode_wire();
+    wire_trailing.push(0);
+    bad_values.push(wire_trailing);
+    bad_values.push(vec![0xc5, 0x01, 1, 0, 0, 0, 0]); // compact: one value announced, none there
+    bad_values.push(vec![0xc5, 0x80, 0]); // compact: an unknown flag
     for (i, v) in bad_values.iter().enumerate() {
         inject_raw(&file, format!("20.5000/bad{i}").as_bytes(), v);
     }

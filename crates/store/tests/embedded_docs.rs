@@ -78,7 +78,7 @@ async fn store_without_document_tables_is_upgraded() {
         let txn = db.begin_write().unwrap();
         {
             let mut h = txn.open_table(redb::TableDefinition::<&[u8], &[u8]>::new(HANDLES_TABLE)).unwrap();
-            h.insert(&b"20.5000/old"[..], url_record("old").encode().as_slice()).unwrap();
+            h.insert(&b"20.5000/old"[..], url_record("old").encode_wire().as_slice()).unwrap();
             txn.open_table(redb::TableDefinition::<&str, &[u8]>::new(META_TABLE)).unwrap();
         }
         txn.commit().unwrap();

@@ -457,7 +457,7 @@ impl CassandraStore {
                 foreign.push(d)
             }
         }
-        let new_body = new.as_ref().map(HandleRecord::encode);
+        let new_body = new.as_ref().map(HandleRecord::encode_wire);
         let txn = self.txn.as_deref().filter(|_| logged);
         let outcome = self
             .cas_loop(key, txn, |partition, serial| {
