@@ -87,6 +87,15 @@ add("record", (2).to_bytes(4, "big") + wire_value(1, b"URL", url) + wire_value(2
 add("record", b"\xc5\x03\x01" + ts + small(300) + b"\x08" + b"\x01" + (60).to_bytes(4, "big") + b"\x0f"
     + sized(b"x-type") + sized(b"data") + small(1) + sized(b"20.5000/ref") + small(2) + sized(b"TEST/doc1"))
 
+# Stored transaction log entries (fuzz_targets/txn_log_entry.rs): the id of the last
+# change, then one change (date, action, handle) or a run of an import's changes
+# (action | 0x80, each handle as the bytes it shares with the one before and the rest;
+# crates/store/src/embedded_txnlog_entry.rs).
+date = (1_700_000_000_000).to_bytes(8, "big")
+add("txn_log_entry", (7).to_bytes(8, "big") + date + b"\x01" + b"TEST/1")
+add("txn_log_entry", (30).to_bytes(8, "big") + date + b"\x81" + b"\x00" + sized(b"30M/000000001")
+    + b"\x0c\x012" + b"\x0b\x0210" + b"\x00" + sized(b"TEST/" + b"x" * 300))
+
 # The refs column as Handle.Net 9 wrote it on PostgreSQL (tests/sql-handle-net),
 # and as other programs write it (raw tabs).
 for refs in ["1:TEST/ADMIN%0009300:TEST/ADMIN", "1:A/b%00092:C/%00E9", "1:A/b\t2:C/d",

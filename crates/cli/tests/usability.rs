@@ -171,6 +171,25 @@ fn bench_stops_when_the_server_cannot_be_reached() {
     }
 }
 
+/// The servers a scenario starts leave nothing in the temp directory: the one
+/// stopped (SIGTERM) removes its admin credentials, and those of the one the
+/// fail-over scenario kills (-9) are removed by `bench`.
+#[test]
+fn bench_scenarios_leave_no_credentials_behind() {
+    let (tmp, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_handled"))
+        .args(["bench", "scenario", "failover", "--quick"])
+        .env("TMPDIR", tmp.path())
+        // Where the scenario writes its report.
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("primary killed (SIGKILL)"), "{}", text(&o.stdout));
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "left in the temp directory: {left:?}");
+}
+
 /// `import` checks the whole file before writing: a bad line, a handle that
 /// exists (without --replace) or a prefix not homed (with --strict) imports
 /// nothing and says so with the line; counts are in words.

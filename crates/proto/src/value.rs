@@ -64,6 +64,11 @@ impl TtlType {
             TtlType::Absolute => 1,
         }
     }
+
+    /// The TTL type of a byte [`TtlType::code`] writes; `None` for any other.
+    pub fn from_code(code: u8) -> Option<TtlType> {
+        [TtlType::Relative, TtlType::Absolute].into_iter().find(|t| t.code() == code)
+    }
 }
 
 /// A reference to a value of another handle (`utf8 handle ‖ i32 index`).
@@ -158,11 +163,9 @@ impl Codec for HandleValue {
     fn read(r: &mut Reader<'_>) -> DecodeResult<Self> {
         let index = r.i32("value index")?;
         let timestamp = r.i32("value timestamp")?;
-        let ttl_type = match r.u8("value TTL type")? {
-            0 => TtlType::Relative,
-            1 => TtlType::Absolute,
-            other => return Err(DecodeError::Invalid { what: "value TTL type", detail: format!("{other}") }),
-        };
+        let code = r.u8("value TTL type")?;
+        let ttl_type = TtlType::from_code(code)
+            .ok_or_else(|| DecodeError::Invalid { what: "value TTL type", detail: format!("{code}") })?;
         let ttl = r.i32("value TTL")?;
         let permissions = ValuePermissions(r.u8("value permissions")?);
         let value_type = r.bytes("value type")?.to_vec();

@@ -75,6 +75,9 @@ mod space;
 mod tx;
 #[path = "embedded_txnlog.rs"]
 mod txnlog;
+/// The transaction log's stored entries, for the fuzz target `txn_log_entry`.
+#[doc(hidden)]
+pub use txnlog::entry::{decode as fuzz_decode_txn_log_entry, encode_run as fuzz_encode_txn_log_run};
 #[path = "embedded_view.rs"]
 mod view;
 #[path = "embedded_wal.rs"]

@@ -8,10 +8,11 @@
 //!
 //! Format versions (in the `format` table): none = version 1, values stored bare;
 //! 2 = checksummed; 3 = handle records written in the compact form (`record.rs`),
-//! those written before it still read as they are. Opening a version-1 store seals
-//! every value once, in one durable transaction; a version-2 store just records 3,
-//! so that an earlier server, which cannot read the compact form, refuses the file
-//! instead of answering its new records as damaged.
+//! those written before it still read as they are; 4 = an import's changes logged
+//! in runs (`embedded_txnlog_entry.rs`). Opening a version-1 store seals every
+//! value once, in one durable transaction; a version-2 or 3 store just records 4,
+//! so that an earlier server, which cannot read what came after its version,
+//! refuses the file instead of answering its new records or log as damaged.
 
 use std::ops::Bound;
 
@@ -24,7 +25,7 @@ use crate::StoreError;
 const FORMAT: TableDefinition<&str, u64> = TableDefinition::new("format");
 const VERSION_KEY: &str = "version";
 /// The format this code writes.
-pub(super) const VERSION: u64 = 3;
+pub(super) const VERSION: u64 = 4;
 const SEAL: usize = 4;
 /// Entries rewritten per step of the upgrade (bounds the memory it takes).
 const UPGRADE_CHUNK: usize = 4096;
@@ -88,7 +89,7 @@ pub(super) fn upgrade(db: &Database) -> Result<(), StoreError> {
     if sealed > 0 {
         tracing::info!(values = sealed, "store upgraded to format version {VERSION} (checksummed values)");
     } else {
-        tracing::info!("store upgraded to format version {VERSION} (compact handle records from now on)");
+        tracing::info!("store upgraded to format version {VERSION} (from {version}: nothing rewritten)");
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! The transaction log on the embedded store (see `txn_log.rs` for what it is).
 //!
-//! Two tables: `txnlog.v1` (id as 8 bytes big-endian → `date ‖ action ‖ handle`,
-//! sealed like every other value) and `txnlog_state.v1` (one row: floor, last id,
+//! Two tables: `txnlog.v1` (the last id an entry holds, 8 bytes big-endian → one
+//! change, or a run of an import's changes: `embedded_txnlog_entry.rs`; sealed
+//! like every other value) and `txnlog_state.v1` (one row: floor, last id,
 //! last date). The writer thread assigns ids while it applies a batch, in
 //! arrival order, and writes the entries and the counters in the batch's own
 //! write transaction; their effects go into the batch's redo record like any
@@ -17,6 +18,9 @@ use std::ops::Bound;
 
 use redb::TableDefinition;
 
+#[path = "embedded_txnlog_entry.rs"]
+pub(super) mod entry;
+
 use super::docs::{self, DocOp};
 use super::format;
 use super::tx::Tx;
@@ -27,7 +31,7 @@ use crate::change_dates::{date_local, date_pulled, decode_priority, LOCAL_PRIORI
 use crate::txn_log::TxnLogState;
 use crate::{ReplicatedChange, ReplicatedWrite, StoreError, TxnAction, TxnEntry, TxnLogBounds};
 
-/// redb table of log entries: id (u64 BE) → sealed `TxnEntry` body.
+/// redb table of log entries: last id (u64 BE) → sealed entry (`entry.rs`).
 pub const TXN_LOG_TABLE: &str = "txnlog.v1";
 /// redb table of the log's counters: [`STATE_KEY`] → sealed `TxnLogState`.
 pub const TXN_STATE_TABLE: &str = "txnlog_state.v1";
@@ -155,6 +159,27 @@ impl LogTables {
         self.insert(tx, &entry)
     }
 
+    /// Log an import's changes, in order: each run of one action in one
+    /// entry, unless the multi-primary rule dates each change.
+    pub(super) fn append_imported(&mut self, tx: &mut Tx, changes: &[(TxnAction, &[u8])]) -> Result<(), StoreError> {
+        if self.priority.is_some() {
+            for (action, handle) in changes {
+                self.append(tx, *action, handle)?;
+            }
+            return Ok(());
+        }
+        for run in entry::runs(changes) {
+            if let [(action, handle)] = run {
+                self.append(tx, *action, handle)?;
+                continue;
+            }
+            let (last, date_ms) = self.state.next_run(run.len() as u64);
+            let handles: Vec<&[u8]> = run.iter().map(|(_, h)| *h).collect();
+            self.put(tx, last, &entry::encode_run(date_ms, run[0].0, &handles))?;
+        }
+        Ok(())
+    }
+
     /// Log a replicated change under its source id (unless already covered).
     fn replicated(&mut self, tx: &mut Tx, entry: &TxnEntry) -> Result<(), StoreError> {
         match self.state.replicated(entry) {
@@ -164,29 +189,35 @@ impl LogTables {
     }
 
     fn insert(&mut self, tx: &mut Tx, entry: &TxnEntry) -> Result<(), StoreError> {
-        let key = entry.id.to_be_bytes();
-        let sealed = format::seal(&key, &entry.encode_body());
-        tx.put(TableId::TxnLog, &key, Some(&sealed))?;
+        self.put(tx, entry.id, &entry::encode_one(entry))
+    }
+
+    fn put(&mut self, tx: &mut Tx, last: u64, body: &[u8]) -> Result<(), StoreError> {
+        let key = last.to_be_bytes();
+        tx.put(TableId::TxnLog, &key, Some(&format::seal(&key, body)))?;
         self.dirty = true;
         Ok(())
     }
 
-    fn remove(&mut self, tx: &mut Tx, id: u64) -> Result<(), StoreError> {
-        tx.put(TableId::TxnLog, &id.to_be_bytes(), None)?;
+    fn remove(&mut self, tx: &mut Tx, last: u64) -> Result<(), StoreError> {
+        tx.put(TableId::TxnLog, &last.to_be_bytes(), None)?;
         self.dirty = true;
         Ok(())
     }
 
-    /// Up to `max` entries from the start with `keep(entry)` false, by id.
-    fn leading(tx: &mut Tx, max: usize, keep: impl Fn(&TxnEntry) -> bool) -> Result<Vec<u64>, StoreError> {
-        let mut out = Vec::new();
+    /// The stored entries from the start whose first change has `keep` false,
+    /// until they hold `max` changes or more: (last id, changes held) each.
+    fn leading(tx: &mut Tx, max: u64, keep: impl Fn(&TxnEntry) -> bool) -> Result<Vec<(u64, u64)>, StoreError> {
+        let (mut out, mut changes) = (Vec::new(), 0);
         for item in tx.range(TableId::TxnLog, Bound::Unbounded)? {
             let (k, v) = item?;
-            let entry = decode(&k, &v)?;
-            if out.len() >= max || keep(&entry) {
+            let held = decode(&k, &v)?;
+            if changes >= max || held.first().is_none_or(&keep) {
                 break;
             }
-            out.push(entry.id);
+            let last = held.last().expect("not empty").id;
+            out.push((last, held.len() as u64));
+            changes += held.len() as u64;
         }
         Ok(out)
     }
@@ -205,20 +236,20 @@ impl LogTables {
 pub(super) fn apply(op: &LogOp, tx: &mut Tx, log: &mut LogTables) -> Result<Ack, StoreError> {
     match op {
         LogOp::Prune { before_ms } => {
-            let ids = LogTables::leading(tx, PRUNE_CHUNK, |e| e.date_ms >= *before_ms)?;
-            for &id in &ids {
-                log.remove(tx, id)?;
+            let entries = LogTables::leading(tx, PRUNE_CHUNK as u64, |e| e.date_ms >= *before_ms)?;
+            for &(last, _) in &entries {
+                log.remove(tx, last)?;
             }
-            if let Some(&highest) = ids.last() {
+            if let Some(&(highest, _)) = entries.last() {
                 log.state.floor = log.state.floor.max(highest);
             }
-            Ok(Ack::Count(ids.len() as u64))
+            Ok(Ack::Count(entries.iter().map(|(_, changes)| changes).sum()))
         }
         LogOp::Reset { id } => {
             log.state.reset(*id);
             log.dirty = true;
-            for old in LogTables::leading(tx, usize::MAX, |_| false)? {
-                log.remove(tx, old)?;
+            for (last, _) in LogTables::leading(tx, u64::MAX, |_| false)? {
+                log.remove(tx, last)?;
             }
             Ok(Ack::Unit)
         }
@@ -272,11 +303,12 @@ fn put_meta(tx: &mut Tx, key: &str, value: Option<&[u8]>) -> Result<(), StoreErr
     tx.put(TableId::Meta, key.as_bytes(), sealed.as_deref())
 }
 
-fn decode(key: &[u8], sealed: &[u8]) -> Result<TxnEntry, StoreError> {
-    let id = u64::from_be_bytes(
+/// The changes a stored entry holds, by id.
+fn decode(key: &[u8], sealed: &[u8]) -> Result<Vec<TxnEntry>, StoreError> {
+    let last = u64::from_be_bytes(
         key.try_into().map_err(|_| StoreError::Corrupt("transaction log: malformed entry key".into()))?,
     );
-    TxnEntry::decode_body(id, format::unseal("transaction log entry", key, sealed)?)
+    entry::decode(last, format::unseal("transaction log entry", key, sealed)?)
 }
 
 fn state(view: &View) -> Result<TxnLogState, StoreError> {
@@ -295,10 +327,15 @@ pub(super) fn read(view: &View, after: u64, limit: usize) -> Result<Vec<TxnEntry
     let mut out = Vec::new();
     let Some(from) = after.checked_add(1) else { return Ok(out) };
     let from = from.to_be_bytes();
-    let range = view.range(TableId::TxnLog, Bound::Included(from.as_slice()))?;
-    for item in range.take(limit.min(crate::TXN_LOG_READ_MAX)) {
+    let limit = limit.min(crate::TXN_LOG_READ_MAX);
+    // The first entry at or past `from` holds it, if the log still does.
+    for item in view.range(TableId::TxnLog, Bound::Included(from.as_slice()))? {
+        if out.len() >= limit {
+            break;
+        }
         let (k, v) = item?;
-        out.push(decode(&k, &v)?);
+        let left = limit - out.len();
+        out.extend(decode(&k, &v)?.into_iter().filter(|e| e.id > after).take(left));
     }
     Ok(out)
 }
@@ -308,7 +345,7 @@ pub(super) fn bounds(view: &View) -> Result<TxnLogBounds, StoreError> {
     let first = match view.range(TableId::TxnLog, Bound::Unbounded)?.next() {
         Some(item) => {
             let (k, v) = item?;
-            Some(decode(&k, &v)?.date_ms)
+            decode(&k, &v)?.first().map(|e| e.date_ms)
         }
         None => None,
     };

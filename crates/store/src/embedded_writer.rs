@@ -299,13 +299,15 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
             Op::Import { records, docs: doc_ops } => {
                 // Not logged: a batch with an import is a checkpoint.
                 let mut riding = docs::Riding::new(doc_ops);
+                let mut changes = Vec::with_capacity(records.len());
                 for (k, v) in records {
                     let replaced = tx.get(TableId::Handles, k)?;
                     riding.written(tx, k, replaced.as_deref())?;
                     tx.put(TableId::Handles, k, Some(&format::seal(k, v)))?;
                     let action = if replaced.is_some() { TxnAction::Update } else { TxnAction::Create };
-                    LogTables::open_in(&mut log, tx)?.append(tx, action, k)?;
+                    changes.push((action, k.as_slice()));
                 }
+                LogTables::open_in(&mut log, tx)?.append_imported(tx, &changes)?;
                 riding.finish(tx)?;
                 acks.push(Ack::Unit);
             }

@@ -65,6 +65,9 @@ pub use txn_log::{
     TXN_LOG_READ_MAX,
 };
 
+#[doc(hidden)]
+pub use embedded::{fuzz_decode_txn_log_entry, fuzz_encode_txn_log_run};
+
 // For `forward_store!` in other crates.
 #[doc(hidden)]
 pub use async_trait::async_trait as __async_trait;

@@ -78,7 +78,8 @@ fn put_small(out: &mut Vec<u8>, n: u32) {
     }
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+/// A length (one byte, or 255 ‖ u32 from 255 on) and the bytes.
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_small(out, b.len() as u32);
     out.extend_from_slice(b);
 }
@@ -101,7 +102,7 @@ fn read_len(r: &mut Reader<'_>, what: &'static str) -> DecodeResult<usize> {
     Ok(n)
 }
 
-fn read_bytes<'a>(r: &mut Reader<'a>, what: &'static str) -> DecodeResult<&'a [u8]> {
+pub(crate) fn read_bytes<'a>(r: &mut Reader<'a>, what: &'static str) -> DecodeResult<&'a [u8]> {
     let n = read_len(r, what)?;
     r.take(n, what)
 }
@@ -208,11 +209,8 @@ fn read_value(r: &mut Reader<'_>, shared: Option<i32>) -> DecodeResult<HandleVal
     let (ttl_type, ttl) = if vflags & DEFAULT_TTL_FLAG != 0 {
         (TtlType::Relative, DEFAULT_TTL)
     } else {
-        let t = match r.u8("value TTL type")? {
-            0 => TtlType::Relative,
-            1 => TtlType::Absolute,
-            other => return Err(invalid("value TTL type", format!("{other}"))),
-        };
+        let code = r.u8("value TTL type")?;
+        let t = TtlType::from_code(code).ok_or_else(|| invalid("value TTL type", format!("{code}")))?;
         let ttl = r.i32("value TTL")?;
         if t == TtlType::Relative && ttl == DEFAULT_TTL {
             return Err(invalid("value TTL", "the default written out".into()));

@@ -89,27 +89,6 @@ pub struct TxnEntry {
     pub handle: Vec<u8>,
 }
 
-impl TxnEntry {
-    /// Stored form (the id is the key): `date_ms: u64 BE ‖ action: u8 ‖ handle`.
-    pub(crate) fn encode_body(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(9 + self.handle.len());
-        out.extend_from_slice(&self.date_ms.to_be_bytes());
-        out.push(self.action.code());
-        out.extend_from_slice(&self.handle);
-        out
-    }
-
-    pub(crate) fn decode_body(id: u64, body: &[u8]) -> Result<TxnEntry, crate::StoreError> {
-        let bad = || crate::StoreError::Corrupt(format!("transaction log entry {id}: malformed"));
-        if body.len() < 9 {
-            return Err(bad());
-        }
-        let date_ms = u64::from_be_bytes(body[..8].try_into().expect("8 bytes"));
-        let action = TxnAction::from_code(body[8]).ok_or_else(bad)?;
-        Ok(TxnEntry { id, date_ms, action, handle: body[9..].to_vec() })
-    }
-}
-
 /// The extent of the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TxnLogBounds {
@@ -178,9 +157,16 @@ impl TxnLogState {
 
     /// The entry for the next local change.
     pub(crate) fn next(&mut self, action: TxnAction, handle: &[u8]) -> TxnEntry {
-        self.last += 1;
+        let (id, date_ms) = self.next_run(1);
+        TxnEntry { id, date_ms, action, handle: handle.to_vec() }
+    }
+
+    /// The last id and the date of the next `count` local changes, logged
+    /// together (an import's run).
+    pub(crate) fn next_run(&mut self, count: u64) -> (u64, u64) {
+        self.last += count;
         self.last_date_ms = self.last_date_ms.max(machine_ms());
-        TxnEntry { id: self.last, date_ms: self.last_date_ms, action, handle: handle.to_vec() }
+        (self.last, self.last_date_ms)
     }
 
     /// The entry for the next local change, dated `date_ms` by the

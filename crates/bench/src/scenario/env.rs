@@ -10,6 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Where a scenario runs.
 #[derive(Debug, Clone)]
@@ -39,12 +40,18 @@ pub struct ScenarioOutput {
     pub runs: Vec<Stats>,
 }
 
-/// A `handled serve --ephemeral` child on OS-chosen ports; killed on drop.
+/// A `handled serve --ephemeral` child on OS-chosen ports; stopped on drop.
 pub struct Server {
     child: Child,
     pub native: SocketAddr,
     pub http: SocketAddr,
+    /// Admin credentials an ephemeral server wrote to the temp directory: it
+    /// removes them when it stops, but not when a scenario kills it (-9).
+    temporary_files: Vec<PathBuf>,
 }
+
+/// How long a stopped server may take to exit before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
 impl Server {
     pub fn spawn(bin: &Path) -> Result<Server, String> {
@@ -63,11 +70,16 @@ impl Server {
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
         let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
+        let ephemeral = args.contains(&"--ephemeral");
+        let mut temporary_files = Vec::new();
         // "handled serving TEST on udp A tcp B http C"
         let found = loop {
             let Some(Ok(line)) = lines.next() else {
                 break None;
             };
+            if let Some(path) = credentials_written(&line).filter(|_| ephemeral) {
+                temporary_files.push(path);
+            }
             if let Some(rest) = line.split_once(" on udp ").map(|x| x.1) {
                 let words: Vec<&str> = rest.split_whitespace().collect();
                 if let (Some(tcp), Some(http)) = (words.get(2), words.get(4)) {
@@ -77,10 +89,9 @@ impl Server {
         };
         std::thread::spawn(move || for _ in lines.by_ref() {});
         match found {
-            Some((native, http)) => Ok(Server { child, native, http }),
+            Some((native, http)) => Ok(Server { child, native, http, temporary_files }),
             None => {
-                let _ = child.kill();
-                let _ = child.wait();
+                stop(&mut child, &temporary_files);
                 Err("the server did not report its addresses".into())
             }
         }
@@ -93,9 +104,33 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop(&mut self.child, &self.temporary_files);
     }
+}
+
+/// SIGTERM, so that the server shuts down as an operator's would (and removes
+/// its temporary files); killed if it has not exited within [`STOP_GRACE`].
+/// What a server killed (here or by a scenario) left behind is removed.
+fn stop(child: &mut Child, temporary_files: &[PathBuf]) {
+    // SAFETY: kill(2) on our own child, not yet reaped (`wait` below does), so
+    // its pid cannot be another process's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + STOP_GRACE;
+    while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    for path in temporary_files {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// The file named by `handled serve`'s "admin credentials written to PATH
+/// (keep this file secret)" line.
+fn credentials_written(line: &str) -> Option<PathBuf> {
+    let rest = line.strip_prefix("admin credentials written to ")?;
+    Some(PathBuf::from(rest.strip_suffix(" (keep this file secret)")?))
 }
 
 /// The server under test: started here or given.

@@ -150,6 +150,7 @@ macro_rules! conformance_txn_log {
             txn_log_local_writes,
             txn_log_no_ops_and_conflicts_log_nothing,
             txn_log_put_many,
+            txn_log_large_import_reads_from_anywhere,
             txn_log_read_paging,
             txn_log_prune_raises_floor,
             txn_log_reset,

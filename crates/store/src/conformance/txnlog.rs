@@ -114,6 +114,41 @@ pub async fn txn_log_put_many(s: Arc<dyn Store>) {
     );
 }
 
+/// A larger import, of creates and updates mixed and handles of many lengths
+/// (the embedded store logs its runs in shared entries): gap-free ids, each
+/// change once, and a read from any id with any limit gives the same changes.
+pub async fn txn_log_large_import_reads_from_anywhere(s: Arc<dyn Store>) {
+    let handle = |i: usize| format!("20.5000/{}{i:04}", "x".repeat(i % 37));
+    for i in (0..400).filter(|i| i % 5 == 0 || (100..130).contains(i)) {
+        s.swap(handle(i).as_bytes(), Expect::Absent, Some(url_record("old"))).await.unwrap();
+    }
+    let before = s.txn_log_bounds().await.unwrap().last;
+    s.put_many((0..400).map(|i| (handle(i).into_bytes(), url_record("new"))).collect()).await.unwrap();
+    let all = read_whole_log(&*s).await;
+    let imported = &all[before as usize..];
+    assert_eq!(imported.iter().map(|e| e.id).collect::<Vec<_>>(), (before + 1..=before + 400).collect::<Vec<_>>());
+    let mut got: Vec<_> = summary(imported).into_iter().map(|(_, a, h)| (h, a.code())).collect();
+    got.sort();
+    let mut want: Vec<_> = (0..400)
+        .map(|i| {
+            let existed = i % 5 == 0 || (100..130).contains(&i);
+            (handle(i), if existed { TxnAction::Update } else { TxnAction::Create }.code())
+        })
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+    assert_dates_never_decrease(&all);
+    for limit in [1, 3, 64] {
+        for after in 0..=all.len() {
+            let page = s.txn_log_read(after as u64, limit).await.unwrap();
+            assert_eq!(page, all[after..(after + limit).min(all.len())], "after {after}, limit {limit}");
+        }
+    }
+    // A prune takes the import whole (its changes share a date at most).
+    assert_eq!(s.txn_log_prune(u64::MAX).await.unwrap(), all.len() as u64);
+    assert_eq!(s.txn_log_bounds().await.unwrap().floor, before + 400);
+}
+
 pub async fn txn_log_read_paging(s: Arc<dyn Store>) {
     for i in 0..25 {
         s.swap(format!("20.5000/{i:02}").as_bytes(), Expect::Absent, Some(url_record("x"))).await.unwrap();
