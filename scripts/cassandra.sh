@@ -272,6 +272,7 @@ server_flags() {
 -Dcom.sun.management.jmxremote.authenticate=false
 -Dlogback.configurationFile=file://$d/conf/logback.xml
 -Dcassandra.logdir=$d/logs
+-Djava.io.tmpdir=$d/tmp
 -Dcassandra.storagedir=$d
 -Dcassandra.triggers_dir=$d/triggers
 -Dcassandra.config=file://$d/conf/cassandra.yaml
@@ -345,6 +346,9 @@ launch() {
   mapfile -t flags < <(server_flags "$n" "$jmx")
   # Keep the previous run's log (e.g. before a crash) as system.log.1.
   [ ! -s "$d/logs/system.log" ] || mv -f "$d/logs/system.log" "$d/logs/system.log.1"
+  # The native libraries the JVM unpacks (lz4, snappy) go with the node, not into
+  # the machine's /tmp, where every node of every run left two behind.
+  mkdir -p "$d/tmp"
   t0=$(now)
   nohup java "${flags[@]}" -cp "${HANDLED_CASSANDRA_CLASSPATH:+$HANDLED_CASSANDRA_CLASSPATH:}$d/conf:$LIB/*" \
     org.apache.cassandra.service.CassandraDaemon \
