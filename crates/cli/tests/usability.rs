@@ -171,9 +171,9 @@ fn bench_stops_when_the_server_cannot_be_reached() {
     }
 }
 
-/// The servers a scenario starts leave nothing in the temp directory: the one
-/// stopped (SIGTERM) removes its admin credentials, and those of the one the
-/// fail-over scenario kills (-9) are removed by `bench`.
+/// The servers a scenario starts leave nothing in the temp directory: `bench`
+/// gives each a directory of its own for its admin credentials and removes it,
+/// though it kills the servers (the fail-over scenario's primary with -9).
 #[test]
 fn bench_scenarios_leave_no_credentials_behind() {
     let (tmp, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

@@ -107,14 +107,15 @@ pub fn decode(last: u64, body: &[u8]) -> Result<Vec<TxnEntry>, StoreError> {
 mod tests {
     use super::*;
 
-    fn run_of(handles: &[&str]) -> Vec<&'static [u8]> {
-        handles.iter().map(|h| h.to_string().leak().as_bytes()).collect()
+    fn run_of<'a>(handles: &[&'a str]) -> Vec<&'a [u8]> {
+        handles.iter().map(|h| h.as_bytes()).collect()
     }
 
     #[test]
     fn a_run_decodes_to_its_changes() {
         let long = "P/".to_owned() + &"x".repeat(300);
-        let handles = run_of(&["P/100", "P/101", "P/1010", "P/2", "Q/2", "", &long, &(long.clone() + "y"), "P/100"]);
+        let longer = long.clone() + "y";
+        let handles = run_of(&["P/100", "P/101", "P/1010", "P/2", "Q/2", "", &long, &longer, "P/100"]);
         let body = encode_run(7, TxnAction::Create, &handles);
         let entries = decode(20, &body).unwrap();
         let ids: Vec<u64> = entries.iter().map(|e| e.id).collect();

@@ -297,7 +297,7 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
                 acks.push(Ack::Unit);
             }
             Op::Import { records, docs: doc_ops } => {
-                // Not logged: a batch with an import is a checkpoint.
+                // Not in the write-ahead log: a batch with an import is a checkpoint.
                 let mut riding = docs::Riding::new(doc_ops);
                 let mut changes = Vec::with_capacity(records.len());
                 for (k, v) in records {

@@ -10,7 +10,6 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// Where a scenario runs.
 #[derive(Debug, Clone)]
@@ -40,22 +39,25 @@ pub struct ScenarioOutput {
     pub runs: Vec<Stats>,
 }
 
-/// A `handled serve --ephemeral` child on OS-chosen ports; stopped on drop.
+/// A `handled serve --ephemeral` child on OS-chosen ports; killed on drop.
 pub struct Server {
     child: Child,
     pub native: SocketAddr,
     pub http: SocketAddr,
-    /// Admin credentials an ephemeral server wrote to the temp directory: it
-    /// removes them when it stops, but not when a scenario kills it (-9).
-    temporary_files: Vec<PathBuf>,
+    /// Where an ephemeral server writes its admin credentials: a directory of
+    /// ours, removed on drop, since a server killed (here, or -9 by a scenario)
+    /// cannot remove the file it would otherwise leave in the temp directory.
+    _credentials_dir: Option<tempfile::TempDir>,
 }
-
-/// How long a stopped server may take to exit before it is killed.
-const STOP_GRACE: Duration = Duration::from_secs(10);
 
 impl Server {
     pub fn spawn(bin: &Path) -> Result<Server, String> {
-        Server::spawn_with(bin, &["--ephemeral"])
+        let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
+        let credentials = dir.path().join("admin.json");
+        let credentials = credentials.to_str().ok_or("the temporary directory's path is not UTF-8")?;
+        let mut server = Server::spawn_with(bin, &["--ephemeral", "--admin-credentials", credentials])?;
+        server._credentials_dir = Some(dir);
+        Ok(server)
     }
 
     /// `handled serve` on OS-chosen ports with further arguments (a data directory, ...).
@@ -70,16 +72,11 @@ impl Server {
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
         let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
-        let ephemeral = args.contains(&"--ephemeral");
-        let mut temporary_files = Vec::new();
         // "handled serving TEST on udp A tcp B http C"
         let found = loop {
             let Some(Ok(line)) = lines.next() else {
                 break None;
             };
-            if let Some(path) = credentials_written(&line).filter(|_| ephemeral) {
-                temporary_files.push(path);
-            }
             if let Some(rest) = line.split_once(" on udp ").map(|x| x.1) {
                 let words: Vec<&str> = rest.split_whitespace().collect();
                 if let (Some(tcp), Some(http)) = (words.get(2), words.get(4)) {
@@ -89,9 +86,10 @@ impl Server {
         };
         std::thread::spawn(move || for _ in lines.by_ref() {});
         match found {
-            Some((native, http)) => Ok(Server { child, native, http, temporary_files }),
+            Some((native, http)) => Ok(Server { child, native, http, _credentials_dir: None }),
             None => {
-                stop(&mut child, &temporary_files);
+                let _ = child.kill();
+                let _ = child.wait();
                 Err("the server did not report its addresses".into())
             }
         }
@@ -104,33 +102,9 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        stop(&mut self.child, &self.temporary_files);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
-}
-
-/// SIGTERM, so that the server shuts down as an operator's would (and removes
-/// its temporary files); killed if it has not exited within [`STOP_GRACE`].
-/// What a server killed (here or by a scenario) left behind is removed.
-fn stop(child: &mut Child, temporary_files: &[PathBuf]) {
-    // SAFETY: kill(2) on our own child, not yet reaped (`wait` below does), so
-    // its pid cannot be another process's.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let deadline = Instant::now() + STOP_GRACE;
-    while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    for path in temporary_files {
-        let _ = std::fs::remove_file(path);
-    }
-}
-
-/// The file named by `handled serve`'s "admin credentials written to PATH
-/// (keep this file secret)" line.
-fn credentials_written(line: &str) -> Option<PathBuf> {
-    let rest = line.strip_prefix("admin credentials written to ")?;
-    Some(PathBuf::from(rest.strip_suffix(" (keep this file secret)")?))
 }
 
 /// The server under test: started here or given.

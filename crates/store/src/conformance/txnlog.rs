@@ -144,7 +144,7 @@ pub async fn txn_log_large_import_reads_from_anywhere(s: Arc<dyn Store>) {
             assert_eq!(page, all[after..(after + limit).min(all.len())], "after {after}, limit {limit}");
         }
     }
-    // A prune takes the import whole (its changes share a date at most).
+    // A prune of everything counts every change, those sharing an entry included.
     assert_eq!(s.txn_log_prune(u64::MAX).await.unwrap(), all.len() as u64);
     assert_eq!(s.txn_log_bounds().await.unwrap().floor, before + 400);
 }
