@@ -5,7 +5,9 @@
 //! index entries, under keys built here:
 //!
 //! * document: `comp(collection) ‖ id`
-//! * index entry: `comp(collection) ‖ comp(index) ‖ comp(key) ‖ id` (no value)
+//! * index entry: `comp(collection) ‖ comp(index) ‖ comp(key) ‖ id` (no value;
+//!   the embedded store may write a byte for `comp(collection) ‖ comp(index)`,
+//!   see `embedded_docs_names.rs`)
 //!
 //! `comp(x)` escapes every `0x00` of `x` as `0x00 0xff` and ends with `0x00 0x01`.
 //! That keeps bytewise order of `(key, id)` pairs, lets arbitrary bytes (including
@@ -179,17 +181,46 @@ pub(crate) fn doc_key_prefix_len(collection: &str) -> usize {
     doc_key(collection, b"").len()
 }
 
-fn index_prefix(collection: &str, index: &str) -> Vec<u8> {
+/// `comp(collection) ‖ comp(index)`: the names that begin an index entry's key
+/// (the embedded store may replace them by a code, `embedded_docs_names.rs`).
+pub(crate) fn spelled_names(collection: &str, index: &str) -> Vec<u8> {
     let mut k = Vec::new();
     push_comp(&mut k, collection.as_bytes());
     push_comp(&mut k, index.as_bytes());
     k
 }
 
+/// The length of `comp(x)` at the start of `bytes` (`None`: none is there).
+fn comp_len(bytes: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    loop {
+        match bytes.get(i..)? {
+            [0, 1, ..] => return Some(i + 2),
+            [0, 0xff, ..] => i += 2,
+            [b, ..] if *b != 0 => i += 1,
+            _ => return None,
+        }
+    }
+}
+
+/// The length of the spelled names that begin the index entry key `key`
+/// (`None`: it does not begin with two).
+pub(crate) fn spelled_names_len(key: &[u8]) -> Option<usize> {
+    let collection = comp_len(key)?;
+    Some(collection + comp_len(&key[collection..])?)
+}
+
 /// Key of one index entry.
 pub(crate) fn index_key(collection: &str, entry: &IndexEntry, id: &[u8]) -> Vec<u8> {
-    let mut k = index_prefix(collection, &entry.name);
-    push_comp(&mut k, &entry.key);
+    index_key_under(&spelled_names(collection, &entry.name), &entry.key, id)
+}
+
+/// Key of an index entry `key` of document `id`, under `names` (the spelled
+/// names of its collection and index, or what stands for them).
+pub(crate) fn index_key_under(names: &[u8], key: &[u8], id: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(names.len() + key.len() + 2 + id.len());
+    k.extend_from_slice(names);
+    push_comp(&mut k, key);
     k.extend_from_slice(id);
     k
 }
@@ -204,13 +235,18 @@ pub(crate) struct LookupRange {
 
 impl LookupRange {
     pub fn new(collection: &str, index: &str, m: IndexMatch<'_>, start_after: Option<&IndexHit>) -> Self {
-        let mut prefix = index_prefix(collection, index);
-        let head = prefix.len();
+        Self::under(spelled_names(collection, index), m, start_after)
+    }
+
+    /// The lookup among the entries whose keys begin with `names`.
+    pub fn under(names: Vec<u8>, m: IndexMatch<'_>, start_after: Option<&IndexHit>) -> Self {
+        let after = start_after.map(|h| index_key_under(&names, &h.key, &h.id));
+        let head = names.len();
+        let mut prefix = names;
         match m {
             IndexMatch::Exact(k) => push_comp(&mut prefix, k),
             IndexMatch::Prefix(p) => push_escaped(&mut prefix, p),
         }
-        let after = start_after.map(|h| index_key(collection, &IndexEntry::new(index, h.key.clone()), &h.id));
         LookupRange { prefix, after, head }
     }
 
@@ -246,6 +282,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn spelled_names_are_measured_whatever_their_bytes() {
+        for (c, i) in [("", ""), ("\0", "a\0"), ("hrls", "URL"), ("\0\0x", "")] {
+            let key = index_key(c, &IndexEntry::new(i, vec![0, 1, 0]), b"id");
+            assert_eq!(spelled_names_len(&key), Some(spelled_names(c, i).len()), "{c:?} {i:?}");
+        }
+        for bad in [&b""[..], b"abc", b"a\0\x01b", b"a\0\x02\0\x01"] {
+            assert_eq!(spelled_names_len(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
     fn document_round_trip() {
         let d = Document::new(
             vec![0, 1, 2],
@@ -276,6 +323,7 @@ mod tests {
         assert_eq!(sorted, enc, "encoding must keep (key, id) order");
         let r = LookupRange::new("c", "i", IndexMatch::Prefix(b""), None);
         for (e, (k, id)) in enc.iter().zip(&pairs) {
+            assert_eq!(spelled_names_len(e), Some(spelled_names("c", "i").len()));
             assert_eq!(r.parse(e).unwrap(), IndexHit { key: k.clone(), id: id.clone() });
         }
         // Prefix "a" covers exactly the keys starting with "a".

@@ -435,6 +435,7 @@ fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Resul
     })?;
     let repaired = repaired || replayed > 0;
     format::upgrade(&db).map_err(|e| open_error(&path, e))?;
+    docs::code_if_empty(&db).map_err(|e| open_error(&path, e))?;
     let keydir = match keydir {
         None => None,
         Some(Ok(k)) => {

@@ -5,7 +5,8 @@
 //! blocks neither the writer nor readers (redb keeps the pages it sees until it
 //! ends, so the file may grow while a backup runs). Each value's checksum is
 //! checked on the way out. A restore writes a new store file from a backup's
-//! entries, sealing them again.
+//! entries, sealing them again (and giving the index's names codes where the
+//! backup spelled them out: `embedded_docs_names.rs`).
 
 use std::ops::Bound;
 use std::path::Path;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use redb::{Database, Durability};
 
+use super::docs::Recoder;
 use super::view::View;
 use super::wal::TableId;
 use super::{ensure_tables, format, map_redb, DOCS, DOC_INDEX, HANDLES, META, TXN_LOG, TXN_STATE};
@@ -108,6 +110,7 @@ pub struct EmbeddedRestore {
     pending: Vec<ExportEntry>,
     pending_bytes: usize,
     entries: u64,
+    index: Recoder,
 }
 
 impl EmbeddedRestore {
@@ -121,7 +124,7 @@ impl EmbeddedRestore {
         }
         let db = Database::create(path).map_err(|e| map_redb(e.into()))?;
         ensure_tables(&db)?;
-        Ok(EmbeddedRestore { db, pending: Vec::new(), pending_bytes: 0, entries: 0 })
+        Ok(EmbeddedRestore { db, pending: Vec::new(), pending_bytes: 0, entries: 0, index: Recoder::default() })
     }
 
     pub fn add(&mut self, entry: ExportEntry) -> Result<(), StoreError> {
@@ -154,7 +157,11 @@ impl EmbeddedRestore {
                 match e.table {
                     BackupTable::Handles => drop(handles.insert(e.key.as_slice(), sealed.as_slice()).map_err(storage)?),
                     BackupTable::Docs => drop(docs.insert(e.key.as_slice(), sealed.as_slice()).map_err(storage)?),
-                    BackupTable::DocIndex => drop(index.insert(e.key.as_slice(), ()).map_err(storage)?),
+                    BackupTable::DocIndex => {
+                        for row in self.index.rows(e.key)? {
+                            index.insert(row.as_slice(), ()).map_err(storage)?;
+                        }
+                    }
                     BackupTable::TxnLog => drop(log.insert(e.key.as_slice(), sealed.as_slice()).map_err(storage)?),
                     BackupTable::Meta | BackupTable::TxnState => {
                         let key = std::str::from_utf8(&e.key)
@@ -164,6 +171,9 @@ impl EmbeddedRestore {
                     }
                 }
                 self.entries += 1;
+            }
+            if let Some(row) = self.index.last_row().filter(|_| last) {
+                index.insert(row.as_slice(), ()).map_err(storage)?;
             }
         }
         if last {

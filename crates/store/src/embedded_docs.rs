@@ -5,16 +5,21 @@
 
 #[path = "embedded_docs_derived.rs"]
 mod derived;
+#[path = "embedded_docs_names.rs"]
+mod names;
 
 pub(super) use derived::{apply as apply_riding, Riding};
+pub(super) use names::{code_if_empty, BatchNames, Recoder};
 
 use super::format;
 use super::tx::Tx;
 use super::view::View;
 use super::wal::TableId;
 use super::{RawExpect, RawOutcome};
-use crate::documents::{doc_key, doc_key_prefix_len, index_key, LookupRange};
-use crate::{scan_start, DerivedFrom, DocExpect, DocOutcome, DocWrite, Document, IndexHit, IndexMatch, StoreError};
+use crate::documents::{doc_key, doc_key_prefix_len, index_key_under, LookupRange};
+use crate::{
+    scan_start, DerivedFrom, DocExpect, DocOutcome, DocWrite, Document, IndexEntry, IndexHit, IndexMatch, StoreError,
+};
 
 /// A queued document swap, encoded on the caller so the writer thread only copies bytes.
 pub(super) struct DocOp {
@@ -23,27 +28,60 @@ pub(super) struct DocOp {
     key: Vec<u8>,
     expect: RawExpect,
     /// Stored form of the new document (empty for a derived one, never stored)
-    /// and the keys of its index entries.
-    new: Option<(Vec<u8>, Vec<Vec<u8>>)>,
+    /// and its index entries (their keys are made by the writer, which knows
+    /// the names' codes: `embedded_docs_names.rs`).
+    new: Option<(Vec<u8>, Vec<IndexEntry>)>,
     /// Set for a derived document: only its index entries are kept ([`derived`]).
     derived: Option<DerivedFrom>,
 }
 
 impl DocOp {
+    /// The keys of this document's `entries`; `give`: they are being written
+    /// (their names get a code if they have none).
+    fn keys(
+        &self,
+        tx: &mut Tx,
+        names: &mut BatchNames,
+        entries: &[IndexEntry],
+        give: bool,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        let mut keys = Vec::with_capacity(entries.len());
+        for e in entries {
+            if let Some(under) = names.names(tx, &self.collection, &e.name, give)? {
+                keys.push(index_key_under(&under, &e.key, &self.id));
+            }
+        }
+        Ok(keys)
+    }
+
+    /// The index keys of this document.
+    fn new_keys(&self, tx: &mut Tx, names: &mut BatchNames) -> Result<Vec<Vec<u8>>, StoreError> {
+        match &self.new {
+            Some((_, entries)) => self.keys(tx, names, entries, true),
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// The index keys of the document `old` this one replaces.
-    fn index_keys_of(&self, old: Result<Document, StoreError>) -> Vec<Vec<u8>> {
+    fn index_keys_of(
+        &self,
+        tx: &mut Tx,
+        names: &mut BatchNames,
+        old: Result<Document, StoreError>,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
         match old {
-            Ok(old) => old.index.iter().map(|e| index_key(&self.collection, e, &self.id)).collect(),
+            Ok(old) => self.keys(tx, names, &old.index, false),
             // Its entries cannot be found again; overwriting is still the right thing.
             Err(e) => {
                 tracing::warn!("replacing an undecodable document: {e}");
-                Vec::new()
+                Ok(Vec::new())
             }
         }
     }
 
     pub(super) fn bytes(&self) -> usize {
-        let new = self.new.as_ref().map_or(0, |(d, ks)| d.len() + ks.iter().map(Vec::len).sum::<usize>());
+        let entry = |e: &IndexEntry| e.name.len() + e.key.len() + self.id.len();
+        let new = self.new.as_ref().map_or(0, |(d, es)| d.len() + es.iter().map(entry).sum::<usize>());
         let expect = if let RawExpect::Present(e) = &self.expect { e.len() } else { 0 };
         self.key.len() + new + expect
     }
@@ -76,8 +114,8 @@ fn doc_op(
     let new = match new.map(Document::normalized) {
         Some(d) => {
             d.validate()?;
-            let keys = d.index.iter().map(|e| index_key(collection, e, id)).collect();
-            Some((if stored { d.encode() } else { Vec::new() }, keys))
+            let body = if stored { d.encode() } else { Vec::new() };
+            Some((body, d.index))
         }
         None => None,
     };
@@ -97,7 +135,7 @@ fn doc_op(
 }
 
 /// Apply a document swap to the writer's batch.
-pub(super) fn apply(tx: &mut Tx, op: &DocOp) -> Result<RawOutcome, StoreError> {
+pub(super) fn apply(tx: &mut Tx, op: &DocOp, names: &mut BatchNames) -> Result<RawOutcome, StoreError> {
     let current = match tx.get(TableId::Docs, &op.key)? {
         None => None,
         Some(v) => match format::unseal("document", &op.key, &v) {
@@ -116,16 +154,16 @@ pub(super) fn apply(tx: &mut Tx, op: &DocOp) -> Result<RawOutcome, StoreError> {
         return Ok(RawOutcome::Conflict { current });
     }
     if let Some(c) = &current {
-        for k in op.index_keys_of(Document::decode(c)) {
+        for k in op.index_keys_of(tx, names, Document::decode(c))? {
             tx.put(TableId::DocIndex, &k, None)?;
         }
     }
     match &op.new {
-        Some((doc, keys)) => {
+        Some((doc, _)) => {
             let sealed = format::seal(&op.key, doc);
             tx.put(TableId::Docs, &op.key, Some(&sealed))?;
-            for k in keys {
-                tx.put(TableId::DocIndex, k, Some(&[]))?;
+            for k in op.new_keys(tx, names)? {
+                tx.put(TableId::DocIndex, &k, Some(&[]))?;
             }
         }
         None => tx.put(TableId::Docs, &op.key, None)?,
@@ -159,8 +197,9 @@ pub(super) fn lookup(
     start_after: Option<&IndexHit>,
     limit: usize,
 ) -> Result<Vec<IndexHit>, StoreError> {
-    let range = LookupRange::new(collection, index, key, start_after);
     let mut out = Vec::new();
+    let Some(under) = names::names_in(view, collection, index)? else { return Ok(out) };
+    let range = LookupRange::under(under, key, start_after);
     if limit == 0 {
         return Ok(out);
     }

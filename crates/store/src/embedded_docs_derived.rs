@@ -10,38 +10,51 @@ use std::ops::Bound;
 
 use super::super::tx::Tx;
 use super::super::wal::TableId;
-use super::{format, DocOp};
+use super::{format, BatchNames, DocOp};
 use crate::documents::doc_key;
 use crate::{Document, HandleRecord, StoreError};
 
 /// Apply `op`, riding with a write of its handle that replaces `replaced` (the
 /// record's bytes, unsealed; `None`: absent).
-pub(in crate::embedded) fn apply(tx: &mut Tx, op: &DocOp, replaced: Option<&[u8]>) -> Result<(), StoreError> {
-    apply_with(tx, op, replaced, true)
+pub(in crate::embedded) fn apply(
+    tx: &mut Tx,
+    op: &DocOp,
+    replaced: Option<&[u8]>,
+    names: &mut BatchNames,
+) -> Result<(), StoreError> {
+    apply_with(tx, op, replaced, true, names)
 }
 
 /// [`apply`], where `stored` says whether the documents table may hold a
 /// document of `op`'s collection (one stored by an earlier version).
-fn apply_with(tx: &mut Tx, op: &DocOp, replaced: Option<&[u8]>, stored: bool) -> Result<(), StoreError> {
+fn apply_with(
+    tx: &mut Tx,
+    op: &DocOp,
+    replaced: Option<&[u8]>,
+    stored: bool,
+    names: &mut BatchNames,
+) -> Result<(), StoreError> {
     let Some(from) = &op.derived else {
-        return super::apply(tx, op).map(drop);
+        return super::apply(tx, op, names).map(drop);
     };
     let kept = if stored { tx.get(TableId::Docs, &op.key)? } else { None };
     let old = match kept {
         Some(kept) => {
             tx.put(TableId::Docs, &op.key, None)?;
-            op.index_keys_of(format::unseal("document", &op.key, &kept).and_then(Document::decode))
+            let kept = format::unseal("document", &op.key, &kept).and_then(Document::decode);
+            op.index_keys_of(tx, names, kept)?
         }
         None => {
             let record = replaced.map(|b| HandleRecord::decode_stored(&from.handle, b)).transpose();
-            op.index_keys_of(record.map(|r| from.document(&op.collection, &op.id, r.as_ref()).unwrap_or_default()))
+            let made = record.map(|r| from.document(&op.collection, &op.id, r.as_ref()).unwrap_or_default());
+            op.index_keys_of(tx, names, made)?
         }
     };
     for k in old {
         tx.put(TableId::DocIndex, &k, None)?;
     }
-    for k in op.new.iter().flat_map(|(_, keys)| keys) {
-        tx.put(TableId::DocIndex, k, Some(&[]))?;
+    for k in op.new_keys(tx, names)? {
+        tx.put(TableId::DocIndex, &k, Some(&[]))?;
     }
     Ok(())
 }
@@ -64,11 +77,12 @@ pub(in crate::embedded) struct Riding<'a> {
     /// Asked once a batch rather than once a write (an import's writes would
     /// each look one up, in a table that mostly holds none).
     stored: HashMap<&'a str, bool>,
+    names: BatchNames,
 }
 
 impl<'a> Riding<'a> {
     pub(in crate::embedded) fn new(ops: &'a [DocOp]) -> Self {
-        Riding { docs: crate::riding::Riding::new(ops), stored: HashMap::new() }
+        Riding { docs: crate::riding::Riding::new(ops), stored: HashMap::new(), names: BatchNames::default() }
     }
 
     /// Does the documents table hold any document of `collection` (the
@@ -103,7 +117,7 @@ impl<'a> Riding<'a> {
         let replaced = replaced.and_then(|r| format::unseal("handle", handle, r).ok());
         for op in self.docs.take(handle) {
             let stored = self.has_stored(tx, &op.collection)?;
-            apply_with(tx, op, replaced, stored)?;
+            apply_with(tx, op, replaced, stored, &mut self.names)?;
         }
         Ok(())
     }
@@ -114,9 +128,9 @@ impl<'a> Riding<'a> {
     }
 
     /// Apply the documents that are not derived, after the writes.
-    pub(in crate::embedded) fn finish(self, tx: &mut Tx) -> Result<(), StoreError> {
+    pub(in crate::embedded) fn finish(mut self, tx: &mut Tx) -> Result<(), StoreError> {
         for op in self.docs.kept() {
-            super::apply(tx, op)?;
+            super::apply(tx, op, &mut self.names)?;
         }
         Ok(())
     }

@@ -9,10 +9,12 @@
 //! Format versions (in the `format` table): none = version 1, values stored bare;
 //! 2 = checksummed; 3 = handle records written in the compact form (`record.rs`),
 //! those written before it still read as they are; 4 = an import's changes logged
-//! in runs (`embedded_txnlog_entry.rs`). Opening a version-1 store seals every
-//! value once, in one durable transaction; a version-2 or 3 store just records 4,
-//! so that an earlier server, which cannot read what came after its version,
-//! refuses the file instead of answering its new records or log as damaged.
+//! in runs (`embedded_txnlog_entry.rs`); 5 = index keys with a code for their
+//! collection and index (`embedded_docs_names.rs`), in a store whose index was
+//! empty. Opening a version-1 store seals every value once, in one durable
+//! transaction; a version-2 to 4 store just records 5, so that an earlier server,
+//! which cannot read what came after its version, refuses the file instead of
+//! answering its new records, log or index as damaged (or missing).
 
 use std::ops::Bound;
 
@@ -25,7 +27,7 @@ use crate::StoreError;
 const FORMAT: TableDefinition<&str, u64> = TableDefinition::new("format");
 const VERSION_KEY: &str = "version";
 /// The format this code writes.
-pub(super) const VERSION: u64 = 4;
+pub(super) const VERSION: u64 = 5;
 const SEAL: usize = 4;
 /// Entries rewritten per step of the upgrade (bounds the memory it takes).
 const UPGRADE_CHUNK: usize = 4096;

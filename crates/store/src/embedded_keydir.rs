@@ -46,6 +46,8 @@ use crate::{HandleRecord, StoreError};
 /// segments match; "seg:NNNNNN" → a segment's committed length.
 pub(super) const KEYDIR: TableDefinition<&str, u64> = TableDefinition::new("keydir.v1");
 const GEN_KEY: &str = "gen";
+/// The form of the segments' records ([`segments::RECORDS_FORM`]; none: the first).
+const RECORDS_KEY: &str = "records";
 /// The checkpoint generation, in the log's table: every durable commit that
 /// records a checkpoint (`wal::set_checkpoint`) counts it up.
 pub(super) const WAL_GEN_KEY: &str = "gen";
@@ -436,6 +438,7 @@ pub(super) fn record(txn: &WriteTransaction, staged: Option<&Staged>, gen: u64) 
         }
     }
     t.insert(GEN_KEY, gen).map_err(|e| r(e.into()))?;
+    t.insert(RECORDS_KEY, segments::RECORDS_FORM).map_err(|e| r(e.into()))?;
     Ok(())
 }
 

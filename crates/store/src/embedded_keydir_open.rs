@@ -11,7 +11,7 @@ use super::super::format;
 use super::super::map_redb;
 use super::super::wal::WAL_STATE;
 use super::segments::{self, Body, Tail};
-use super::{hint, record, seg_key, Inner, KeyDir, GEN_KEY, KEYDIR, REBUILD_CHUNK, WAL_GEN_KEY};
+use super::{hint, record, seg_key, Inner, KeyDir, GEN_KEY, KEYDIR, REBUILD_CHUNK, RECORDS_KEY, WAL_GEN_KEY};
 use crate::StoreError;
 
 /// (segment id, committed length), by id.
@@ -25,9 +25,16 @@ fn generation(db: &Database) -> Result<u64, StoreError> {
     Ok(gen.unwrap_or(0))
 }
 
-/// The directory's table: generation and committed segment lengths (None if
-/// there is no table yet).
-pub(super) fn committed(db: &Database) -> Result<Option<(u64, Segs)>, StoreError> {
+/// What the directory's table says.
+pub(super) struct Committed {
+    pub(super) gen: u64,
+    /// The segments' record form (1 where none is written).
+    pub(super) records: u64,
+    pub(super) segs: Segs,
+}
+
+/// The directory's table (None if there is no table yet).
+pub(super) fn committed(db: &Database) -> Result<Option<Committed>, StoreError> {
     let r = |e: redb::Error| map_redb(e);
     let txn = db.begin_read().map_err(|e| r(e.into()))?;
     let t = match txn.open_table(KEYDIR) {
@@ -35,12 +42,13 @@ pub(super) fn committed(db: &Database) -> Result<Option<(u64, Segs)>, StoreError
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
         Err(e) => return Err(r(e.into())),
     };
-    let mut gen = None;
+    let (mut gen, mut records) = (None, 1);
     let mut segs = Vec::new();
     for item in t.iter().map_err(|e| r(e.into()))? {
         let (k, v) = item.map_err(|e| r(e.into()))?;
         match k.value() {
             GEN_KEY => gen = Some(v.value()),
+            RECORDS_KEY => records = v.value(),
             k => match k.strip_prefix("seg:").and_then(|id| id.parse::<u32>().ok()) {
                 Some(id) if id > 0 && id <= segments::MAX_SEGMENTS => segs.push((id, v.value())),
                 _ => return Err(StoreError::Corrupt(format!("key directory table: unknown entry {k:?}"))),
@@ -48,7 +56,7 @@ pub(super) fn committed(db: &Database) -> Result<Option<(u64, Segs)>, StoreError
         }
     }
     segs.sort_unstable();
-    Ok(gen.map(|g| (g, segs)))
+    Ok(gen.map(|gen| Committed { gen, records, segs }))
 }
 
 /// Open the directory of the store at `store`, as redb's table describes it
@@ -60,7 +68,12 @@ pub(in super::super) fn open(
     store: &Path,
     segment_bytes: u64,
 ) -> Result<Result<KeyDir, String>, StoreError> {
-    let Some((gen, segs)) = committed(db)? else { return Ok(Err("no key directory yet".into())) };
+    let Some(Committed { gen, records, segs }) = committed(db)? else {
+        return Ok(Err("no key directory yet".into()));
+    };
+    if records != segments::RECORDS_FORM {
+        return Ok(Err(format!("its records are in form {records}; this version writes {}", segments::RECORDS_FORM)));
+    }
     let current = generation(db)?;
     if gen != current {
         return Ok(Err(format!("the store was checkpointed without it (generation {gen}, store {current})")));

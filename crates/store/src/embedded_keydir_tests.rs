@@ -158,7 +158,8 @@ async fn the_hint_is_used_only_while_current() {
     drop(s);
     let (gen, segs) = {
         let db = Database::open(dir.path().join(super::super::STORE_FILE_NAME)).unwrap();
-        opening::committed(&db).unwrap().unwrap()
+        let c = opening::committed(&db).unwrap().unwrap();
+        (c.gen, c.segs)
     };
     let d = hint::read(&seg_dir, gen, &segs).unwrap();
     assert_eq!(d.index.len(), 50);
@@ -304,4 +305,60 @@ async fn merging_keeps_the_segments_near_the_live_records() {
         }
         assert_eq!(s.key_directory_stats().unwrap().keys, 240);
     }
+}
+
+/// Segments written in the records' earlier form (`crc ‖ u32 ‖ u32 ‖ key ‖
+/// value`, before 2026-12-05) are never read as the current form: a table that
+/// names no form has them written afresh from redb at open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn segments_of_the_earlier_record_form_are_written_afresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    for i in 0..20 {
+        put(&s, i, &format!("v{i}")).await;
+    }
+    drop(s);
+    // What a server of the earlier form left: its records, and no form in the table.
+    let seg = only_segment(dir.path());
+    let mut earlier = Vec::new();
+    let mut at = 0;
+    let bytes = std::fs::read(&seg).unwrap();
+    while at < bytes.len() {
+        let r = segments::record_at(&bytes, at).unwrap();
+        let Body::Value(v) = r.body else { panic!("only values were written") };
+        let mut rest = Vec::new();
+        rest.extend_from_slice(&(r.key.len() as u32).to_le_bytes());
+        rest.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        rest.extend_from_slice(r.key);
+        rest.extend_from_slice(v);
+        earlier.extend_from_slice(&crc32fast::hash(&rest).to_le_bytes());
+        earlier.extend_from_slice(&rest);
+        at += r.len;
+    }
+    std::fs::write(&seg, &earlier).unwrap();
+    {
+        let db = Database::open(dir.path().join(super::super::STORE_FILE_NAME)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut t = txn.open_table(KEYDIR).unwrap();
+            t.remove(RECORDS_KEY).unwrap();
+            let len = earlier.len() as u64;
+            let id = segments::list(&segments::dir_for(&dir.path().join(super::super::STORE_FILE_NAME))).unwrap()[0];
+            t.insert(seg_key(id).as_str(), len).unwrap();
+        }
+        txn.commit().unwrap();
+        let c = opening::committed(&db).unwrap().unwrap();
+        assert_eq!(c.records, 1);
+        let store = dir.path().join(super::super::STORE_FILE_NAME);
+        let why = opening::open(&db, &store, segments::MIN_SEGMENT_BYTES).unwrap().err().unwrap();
+        assert!(why.contains("in form 1"), "{why}");
+    }
+    let s = EmbeddedStore::open_dir(dir.path(), opts(true)).unwrap();
+    for i in 0..20 {
+        assert_eq!(value(&s, i).await.as_deref(), Some(format!("v{i}").as_str()));
+    }
+    drop(s);
+    let db = Database::open(dir.path().join(super::super::STORE_FILE_NAME)).unwrap();
+    assert_eq!(opening::committed(&db).unwrap().unwrap().records, segments::RECORDS_FORM);
+    assert!(std::fs::read(only_segment(dir.path())).unwrap().len() < earlier.len(), "six bytes a record fewer");
 }

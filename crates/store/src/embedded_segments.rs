@@ -1,13 +1,16 @@
 //! The key directory's record files (`embedded_keydir.rs`): append-only
 //! segments `seg-NNNNNN` in `<store file>.keydir/`, each a run of records
 //!
-//! `crc32(rest): u32 LE ‖ key len: u32 LE ‖ value len: u32 LE ‖ key ‖ value`
+//! `crc32(rest): u32 LE ‖ key length ‖ value code ‖ key ‖ value`
 //!
 //! where the value is a handle record's stored payload (without the redb
-//! table's own seal: the record's crc covers key and value). Two value lengths
-//! carry no value: [`TOMBSTONE`] (the handle was removed) and [`DAMAGED`] (its
-//! value in redb failed its checksum when the directory was rebuilt; a get
-//! answers `Corrupt`, as the redb path would).
+//! table's own seal: the record's crc covers key and value). Lengths and codes
+//! are one byte below 255, else 255 and a u32 (the compact records' numbers); the
+//! value code is its length plus 2, or [`TOMBSTONE`] (the handle was removed) or
+//! [`DAMAGED`] (its value in redb failed its checksum when the directory was
+//! rebuilt; a get answers `Corrupt`, as the redb path would). Records were
+//! `crc ‖ u32 ‖ u32 ‖ key ‖ value` until 2026-12-05 (issue 45: 6 bytes a handle
+//! more); segments in that form are written afresh at open ([`RECORDS_FORM`]).
 //!
 //! Only checkpoints append, to the newest segment, and sync before the redb
 //! commit that records the segment's new committed length; a full segment
@@ -19,18 +22,22 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use handled_proto::Reader;
+
+use crate::record_compact::{put_small, read_small};
 use crate::StoreError;
 
 /// A segment takes no more appends once it is this long (by default).
 pub const DEFAULT_SEGMENT_BYTES: u64 = 512 << 20;
 /// The smallest segment size taken (smaller ones are for tests).
 pub(super) const MIN_SEGMENT_BYTES: u64 = 16 << 10;
-/// Value length of a removed handle's record.
-pub(super) const TOMBSTONE: u32 = u32::MAX;
-/// Value length of a handle whose redb value was damaged at the rebuild.
-pub(super) const DAMAGED: u32 = u32::MAX - 1;
-/// Header bytes before the key.
-pub(super) const HEADER: usize = 12;
+/// Value code of a removed handle's record.
+const TOMBSTONE: u32 = 0;
+/// Value code of a handle whose redb value was damaged at the rebuild.
+const DAMAGED: u32 = 1;
+/// The record form this code writes, recorded in the directory's table.
+pub(super) const RECORDS_FORM: u64 = 2;
+const CRC: usize = 4;
 /// Offsets are 48 bits of a packed location, segment ids the other 16.
 const OFFSET_BITS: u32 = 48;
 pub(super) const MAX_SEGMENTS: u32 = (1 << 16) - 1;
@@ -60,45 +67,43 @@ pub(super) struct Record<'a> {
     pub(super) len: usize,
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
 /// The record at `at` in `bytes`, its crc checked. `Err` says what is wrong
 /// (the caller names the file).
 pub(super) fn record_at(bytes: &[u8], at: usize) -> Result<Record<'_>, &'static str> {
-    let header = at.checked_add(HEADER).and_then(|end| bytes.get(at..end)).ok_or("truncated record header")?;
-    let (crc, klen, vlen) = (u32_at(header, 0), u32_at(header, 4), u32_at(header, 8));
-    let body_len = if vlen >= DAMAGED { 0 } else { vlen as usize };
-    let end = (at + HEADER).checked_add(klen as usize).and_then(|e| e.checked_add(body_len)).ok_or("bad length")?;
-    let rest = bytes.get(at + 4..end).ok_or("record runs past the end of its segment")?;
-    if crc32fast::hash(rest) != crc {
-        return Err("record fails its checksum");
-    }
-    let key = &bytes[at + HEADER..at + HEADER + klen as usize];
-    let body = match vlen {
+    let start = at.checked_add(CRC).filter(|&s| s <= bytes.len()).ok_or("truncated record header")?;
+    let crc = u32::from_le_bytes(bytes[at..start].try_into().expect("4 bytes"));
+    let mut r = Reader::new(&bytes[start..]);
+    let short = |_| "record runs past the end of its segment";
+    let klen = read_small(&mut r, "key length").map_err(short)?;
+    let code = read_small(&mut r, "value code").map_err(short)?;
+    let key = r.take(klen as usize, "key").map_err(short)?;
+    let body = match code {
         TOMBSTONE => Body::Removed,
         DAMAGED => Body::Damaged,
-        _ => Body::Value(&bytes[at + HEADER + klen as usize..end]),
+        n => Body::Value(r.take((n - 2) as usize, "value").map_err(short)?),
     };
+    let end = start + r.position();
+    if crc32fast::hash(&bytes[start..end]) != crc {
+        return Err("record fails its checksum");
+    }
     Ok(Record { key, body, len: end - at })
 }
 
 /// Append the encoded record to `out`.
 pub(super) fn encode(out: &mut Vec<u8>, key: &[u8], body: Body<'_>) {
-    let (vlen, value): (u32, &[u8]) = match body {
-        Body::Value(v) => (v.len() as u32, v),
+    let (code, value): (u32, &[u8]) = match body {
+        Body::Value(v) => (v.len() as u32 + 2, v),
         Body::Removed => (TOMBSTONE, &[]),
         Body::Damaged => (DAMAGED, &[]),
     };
     let start = out.len();
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-    out.extend_from_slice(&vlen.to_le_bytes());
+    out.extend_from_slice(&[0; CRC]);
+    put_small(out, key.len() as u32);
+    put_small(out, code);
     out.extend_from_slice(key);
     out.extend_from_slice(value);
-    let crc = crc32fast::hash(&out[start + 4..]);
-    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32fast::hash(&out[start + CRC..]);
+    out[start..start + CRC].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// The segments' directory beside the store file.
@@ -279,9 +284,20 @@ mod tests {
             assert!(record_at(&b[..cut], 0).is_err());
         }
         let mut d = b.clone();
-        d[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        d[4..9].copy_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff]);
         assert!(record_at(&d, 0).is_err());
         assert!(record_at(&b, usize::MAX - 3).is_err());
+        // Six bytes before the key where they fit in one, the wide form past them.
+        assert_eq!(r.len, 4 + 1 + 1 + 9 + 5);
+        let (long_key, long_value) = (vec![b'k'; 300], vec![b'v'; 70_000]);
+        let mut w = Vec::new();
+        encode(&mut w, &long_key, Body::Value(&long_value));
+        assert_eq!(w.len(), 4 + 5 + 5 + 300 + 70_000);
+        let r = record_at(&w, 0).unwrap();
+        assert_eq!((r.key, r.body, r.len), (&long_key[..], Body::Value(&long_value[..]), w.len()));
+        for cut in [0, 3, 4, 5, 8, 9, 13, 14, 313, w.len() - 1] {
+            assert!(record_at(&w[..cut], 0).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]

@@ -246,6 +246,7 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
     let mut acks = Vec::with_capacity(batch.len());
     // The transaction log's counters, read by the first change to log.
     let mut log: Option<LogTables> = None;
+    let mut names = docs::BatchNames::default();
     for p in batch {
         match &p.op {
             Op::Swap { key, expect, new, docs: doc_ops } => {
@@ -279,7 +280,7 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
                     LogTables::open_in(&mut log, tx)?.append(tx, action, key)?;
                 }
                 for d in doc_ops {
-                    docs::apply_riding(tx, d, current.as_deref())?;
+                    docs::apply_riding(tx, d, current.as_deref(), &mut names)?;
                 }
                 acks.push(Ack::Swap(match expect {
                     RawExpect::Present(_) => RawOutcome::DoneAsExpected,
@@ -311,7 +312,7 @@ pub(super) fn apply(tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Ack>, StoreErr
                 riding.finish(tx)?;
                 acks.push(Ack::Unit);
             }
-            Op::DocSwap(d) => acks.push(Ack::Swap(docs::apply(tx, d)?)),
+            Op::DocSwap(d) => acks.push(Ack::Swap(docs::apply(tx, d, &mut names)?)),
             Op::TxnLog(op) => {
                 let l = LogTables::open_in(&mut log, tx)?;
                 acks.push(txnlog::apply(op, tx, l)?);

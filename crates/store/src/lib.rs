@@ -50,7 +50,9 @@ pub mod txn_log;
 #[cfg(feature = "cassandra")]
 pub use cassandra::{CassandraOptions, CassandraStore};
 pub use documents::{DocExpect, DocOutcome, Document, IndexEntry, IndexHit, IndexMatch, MAX_INDEX_KEY};
-pub use embedded::{EmbeddedOptions, EmbeddedRestore, EmbeddedStore, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME};
+pub use embedded::{
+    EmbeddedOptions, EmbeddedRestore, EmbeddedStore, DOC_INDEX_TABLE, HANDLES_TABLE, META_TABLE, STORE_FILE_NAME,
+};
 pub use memory::MemoryStore;
 pub use observe::{CommitObserver, Committed, DerivedFrom, DocContributor, Hooks, Observed, Writing};
 pub use open::{open_store, StoreConfig};

@@ -69,7 +69,8 @@ const MIN_VALUE_LEN: usize = 4;
 /// Fewest bytes a reference takes: an empty handle and an index.
 const MIN_REF_LEN: usize = 2;
 
-fn put_small(out: &mut Vec<u8>, n: u32) {
+/// A number, one byte below 255, else 255 ‖ u32 (also the key directory's record lengths).
+pub(crate) fn put_small(out: &mut Vec<u8>, n: u32) {
     if n < WIDE as u32 {
         out.push(n as u8);
     } else {
@@ -84,7 +85,7 @@ pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
-fn read_small(r: &mut Reader<'_>, what: &'static str) -> DecodeResult<u32> {
+pub(crate) fn read_small(r: &mut Reader<'_>, what: &'static str) -> DecodeResult<u32> {
     match r.u8(what)? {
         WIDE => match r.u32(what)? {
             n if n < WIDE as u32 => Err(DecodeError::Invalid { what, detail: format!("{n} written wide") }),

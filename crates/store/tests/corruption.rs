@@ -209,7 +209,7 @@ async fn format_2_store_reads_its_records_as_they_are() {
         drop(s);
         let db = redb::Database::open(&file).unwrap();
         let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
-        assert_eq!(txn.open_table(format).unwrap().get("version").unwrap().unwrap().value(), 4);
+        assert_eq!(txn.open_table(format).unwrap().get("version").unwrap().unwrap().value(), 5);
         let t = txn.open_table(handles).unwrap();
         assert_eq!(t.get(k.as_slice()).unwrap().unwrap().value(), sealed(&k, &new.encode()).as_slice(), "compact");
         let untouched = imported_key(8);
