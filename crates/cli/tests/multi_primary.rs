@@ -19,16 +19,35 @@ use std::time::{Duration, Instant};
 
 const SITES: &str = "TEST/SITES";
 
-/// A native port free for both TCP and UDP, and an HTTP port.
+/// A native port free for both TCP and UDP, and an HTTP port. The ports are
+/// written into the group's sites record before the members start, and a
+/// member restarts on its own, so they are taken below the kernel's ephemeral
+/// range (which every `bind(0)` of this and any other process draws from) and
+/// handed out once per process: nothing else can take them between the check
+/// and the member's bind.
 fn free_ports() -> (u16, u16) {
-    loop {
-        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = tcp.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            let http = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-            return (port, http);
+    (free_port(true), free_port(false))
+}
+
+fn free_port(with_udp: bool) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    let low = ephemeral_low.saturating_sub(12_000).max(1024);
+    let span = ephemeral_low.saturating_sub(low).max(1);
+    // Each test process starts elsewhere in the range, so two at once rarely meet.
+    let start = std::process::id().wrapping_mul(7919) % span;
+    for _ in 0..span {
+        let port = (low + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span) as u16;
+        let tcp_free = TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if tcp_free && (!with_udp || UdpSocket::bind(("127.0.0.1", port)).is_ok()) {
+            return port;
         }
     }
+    panic!("no free port below the ephemeral range from {low}");
 }
 
 /// Member `name` on `ports`, with its data in `dir/name`; `in_group`: with
