@@ -198,11 +198,11 @@ pub(super) fn lookup(
     limit: usize,
 ) -> Result<Vec<IndexHit>, StoreError> {
     let mut out = Vec::new();
-    let Some(under) = names::names_in(view, collection, index)? else { return Ok(out) };
-    let range = LookupRange::under(under, key, start_after);
     if limit == 0 {
         return Ok(out);
     }
+    let Some(under) = names::names_in(view, collection, index)? else { return Ok(out) };
+    let range = LookupRange::under(under, key, start_after);
     for item in view.range(TableId::DocIndex, range.start())? {
         let (k, _) = item?;
         if !k.starts_with(&range.prefix) {

@@ -22,7 +22,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use handled_proto::Reader;
+use handled_proto::{DecodeError, Reader};
 
 use crate::record_compact::{put_small, read_small};
 use crate::StoreError;
@@ -73,7 +73,10 @@ pub(super) fn record_at(bytes: &[u8], at: usize) -> Result<Record<'_>, &'static 
     let start = at.checked_add(CRC).filter(|&s| s <= bytes.len()).ok_or("truncated record header")?;
     let crc = u32::from_le_bytes(bytes[at..start].try_into().expect("4 bytes"));
     let mut r = Reader::new(&bytes[start..]);
-    let short = |_| "record runs past the end of its segment";
+    let short = |e| match e {
+        DecodeError::Invalid { .. } => "record has a length written wide that fits in a byte",
+        _ => "record runs past the end of its segment",
+    };
     let klen = read_small(&mut r, "key length").map_err(short)?;
     let code = read_small(&mut r, "value code").map_err(short)?;
     let key = r.take(klen as usize, "key").map_err(short)?;
@@ -298,6 +301,11 @@ mod tests {
         for cut in [0, 3, 4, 5, 8, 9, 13, 14, 313, w.len() - 1] {
             assert!(record_at(&w[..cut], 0).is_err(), "cut at {cut}");
         }
+        // A short key length written wide is said to be so, not taken for a cut.
+        let mut wide = vec![0; CRC];
+        wide.extend_from_slice(&[0xff, 0, 0, 0, 9]);
+        wide.extend_from_slice(&b[CRC + 1..record_at(&b, 0).unwrap().len]);
+        assert_eq!(record_at(&wide, 0).err(), Some("record has a length written wide that fits in a byte"));
     }
 
     #[test]
