@@ -9,15 +9,17 @@
 //! * per round: open with the directory (written from redb if the store was
 //!   last checkpointed without it: "first"), two restarts timed (from the hint
 //!   file the close wrote; without it, reading the segments), warm gets; then the same store opened
-//!   without the directory (redb's B-tree, the file read once first), warm gets;
+//!   without the directory (redb's B-tree, the file read once first; that open
+//!   first moves every record the directory holds back into redb, and is timed
+//!   with it), warm gets;
 //! * at the end a cold restart: segments and redb file dropped from the page
 //!   cache, open timed, then `--cold-secs` of gets.
 //!
 //! `cargo run --release -p handled-store --example keydir_bench -- DIR N
 //! [--secs S] [--rounds R] [--cold-secs S] [--compare-import] [--keydir-only]`
 //! (DIR is created and left for reruns: delete it afterwards; `--keydir-only`
-//! skips the redb-only gets, after which the next open must write the
-//! directory again).
+//! skips the redb-only gets, which leave the records in redb and the directory
+//! to be written again by the next open).
 
 use std::path::Path;
 use std::time::Instant;

@@ -151,8 +151,11 @@ pub struct EmbeddedOptions {
     /// each checkpoint also appends its handle records to segment files read
     /// through `mmap`, and a hash of every key in memory points at them, so a
     /// get costs the same at 10M handles as at 10k, for ~20–40 bytes of memory
-    /// per handle. redb keeps the records too. Opening a store that has no
-    /// (current) directory writes one from the store file first. On by default.
+    /// per handle. redb keeps every key, and for the records checkpointed with
+    /// the directory their locations in it rather than a copy
+    /// (`embedded_keydir_locations.rs`). Opening a store that has no (current)
+    /// directory writes one from the store file first; opening one without the
+    /// option moves its records back into the store file. On by default.
     pub key_directory: bool,
     /// Size of the key directory's segment files. Replaced records leave dead
     /// bytes behind; once they are a third of all, each checkpoint also copies
@@ -230,7 +233,7 @@ impl EmbeddedStore {
         let serving = if warm.is_empty() { 1 } else { warm.len() };
         warm.push(path.clone());
         let warmer = if options.warm_on_open { Warmer::start(&warm, serving, None) } else { Warmer::done() };
-        let view = View::new(Arc::new(Snapshot::open(&db).map_err(|e| open_error(&path, e))?));
+        let view = View::new(Arc::new(Snapshot::open(&db, keydir.as_ref()).map_err(|e| open_error(&path, e))?));
         let last_txn = txnlog::last(&view).map_err(|e| open_error(&path, e))?;
         let shared = Arc::new(Shared {
             stats: StatCounters::default(),
@@ -238,7 +241,7 @@ impl EmbeddedStore {
             fatal: Mutex::new(None),
             db: Mutex::new(Some(Arc::new(db))),
             txn_notifier: TxnNotifier::new(last_txn),
-            keydir: ArcSwapOption::new(keydir.map(Arc::new)),
+            keydir: ArcSwapOption::new(keydir),
         });
         let (tx, rx) = mpsc::channel(options.queue_depth.max(1));
         let writer = {
@@ -352,7 +355,10 @@ impl EmbeddedStore {
     fn snapshot(&self) -> Result<Arc<View>, StoreError> {
         match self.shared.snapshot.load_full() {
             Some(s) => Ok(s),
-            None => Ok(Arc::new(View::new(Arc::new(Snapshot::open(&*self.database()?)?)))),
+            None => {
+                let keydir = self.shared.keydir.load_full();
+                Ok(Arc::new(View::new(Arc::new(Snapshot::open(&*self.database()?, keydir.as_ref())?))))
+            }
         }
     }
 }
@@ -368,7 +374,7 @@ impl Drop for EmbeddedStore {
 
 /// What [`open_file`] opened: the database, its log, whether it had to be
 /// repaired, and its key directory if it has one.
-type Opened = (Database, Wal, bool, Option<KeyDir>);
+type Opened = (Database, Wal, bool, Option<Arc<KeyDir>>);
 
 /// Open the database file, replay its log and bring it to the current format,
 /// and open (or write) the key directory if it has one. (Also how the writer
@@ -413,6 +419,7 @@ fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Resul
     let mut hook = |txn: &redb::WriteTransaction, gen: u64, handles: &wal::HandleEntries| -> Result<(), StoreError> {
         if let Some(Ok(k)) = &keydir {
             staged = k.stage(handles.iter().map(|(k, v)| (k.as_slice(), v.as_deref())))?;
+            keydir::write_locations(txn, staged.as_ref())?;
             keydir::record(txn, staged.as_ref(), gen)?;
             replay_gen = Some(gen);
         }
@@ -436,6 +443,9 @@ fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Resul
     let repaired = repaired || replayed > 0;
     format::upgrade(&db).map_err(|e| open_error(&path, e))?;
     docs::code_if_empty(&db).map_err(|e| open_error(&path, e))?;
+    if !options.key_directory {
+        keydir::inline_values(&db, &path).map_err(|e| open_error(&path, e))?;
+    }
     let keydir = match keydir {
         None => None,
         Some(Ok(k)) => {
@@ -452,12 +462,14 @@ fn open_file(path: &Path, options: &EmbeddedOptions, space: &DiskSpace) -> Resul
             Some(keydir::rebuild(&db, &path, segment_bytes).map_err(|e| open_error(&path, e))?)
         }
     };
-    Ok((db, log, repaired, keydir))
+    Ok((db, log, repaired, keydir.map(Arc::new)))
 }
 
-/// Both tables in one read transaction.
+/// Every table in one read transaction, and what reads the handle values that
+/// are locations in the key directory (`embedded_keydir_locations.rs`).
 struct Snapshot {
     handles: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    resolver: Option<keydir::Resolver>,
     meta: ReadOnlyTable<&'static str, &'static [u8]>,
     docs: ReadOnlyTable<&'static [u8], &'static [u8]>,
     doc_index: ReadOnlyTable<&'static [u8], ()>,
@@ -466,10 +478,14 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    fn open(db: &Database) -> Result<Snapshot, StoreError> {
+    fn open(db: &Database, keydir: Option<&Arc<KeyDir>>) -> Result<Snapshot, StoreError> {
+        // The segments mapped before the snapshot: any it names that a merge
+        // drops later stay readable through these.
+        let resolver = keydir.map(|k| k.resolver());
         let txn = db.begin_read().map_err(|e| map_redb(e.into()))?;
         Ok(Snapshot {
             handles: txn.open_table(HANDLES).map_err(|e| map_redb(e.into()))?,
+            resolver,
             meta: txn.open_table(META).map_err(|e| map_redb(e.into()))?,
             docs: txn.open_table(DOCS).map_err(|e| map_redb(e.into()))?,
             doc_index: txn.open_table(DOC_INDEX).map_err(|e| map_redb(e.into()))?,
@@ -546,5 +562,16 @@ fn map_redb(e: redb::Error) -> StoreError {
             "table {table} has key type {key:?} and value type {value:?}: not a handled store?"
         )),
         other => StoreError::Backend(other.to_string()),
+    }
+}
+
+impl Snapshot {
+    /// The stored (sealed) value of handle `key`, read through the key
+    /// directory if redb holds its location.
+    fn handle(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        match self.handles.get(key).map_err(|e| map_redb(e.into()))? {
+            Some(g) => keydir::resolve(self.resolver.as_ref(), key, g.value().to_vec()).map(Some),
+            None => Ok(None),
+        }
     }
 }

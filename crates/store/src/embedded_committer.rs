@@ -171,12 +171,13 @@ impl Committer {
         self.view = None;
         self.shared.snapshot.store(None);
         self.shared.db.lock().take();
-        let reopened = super::open_file(&self.path, &self.opts, &self.space)
-            .and_then(|(db, wal, _, keydir)| Ok((View::new(Arc::new(Snapshot::open(&db)?)), db, wal, keydir)));
+        let reopened = super::open_file(&self.path, &self.opts, &self.space).and_then(|(db, wal, _, keydir)| {
+            Ok((View::new(Arc::new(Snapshot::open(&db, keydir.as_ref())?)), db, wal, keydir))
+        });
         match reopened {
             Ok((view, db, wal, keydir)) => {
                 self.wal = wal;
-                self.shared.keydir.store(keydir.map(Arc::new));
+                self.shared.keydir.store(keydir);
                 self.last_checkpoint = Instant::now();
                 *self.shared.db.lock() = Some(Arc::new(db));
                 self.publish(view);
@@ -193,7 +194,8 @@ impl Committer {
     /// is in redb then, see [`Self::publish_snapshot`]).
     fn view(&mut self, db: &Database) -> Result<Arc<View>, StoreError> {
         if self.view.is_none() {
-            self.publish(View::new(Arc::new(Snapshot::open(db)?)));
+            let keydir = self.shared.keydir.load_full();
+            self.publish(View::new(Arc::new(Snapshot::open(db, keydir.as_ref())?)));
         }
         self.view.clone().ok_or(StoreError::Closed)
     }
@@ -214,7 +216,7 @@ impl Committer {
     /// snapshot of `db` with no layers. Should that fail, reads (and the next
     /// batch) open their own.
     fn publish_snapshot(&mut self, db: &Database) {
-        match Snapshot::open(db) {
+        match Snapshot::open(db, self.shared.keydir.load_full().as_ref()) {
             Ok(snap) => self.publish(View::new(Arc::new(snap))),
             Err(e) => {
                 tracing::warn!("could not open a read snapshot after a commit: {e}");
@@ -287,7 +289,7 @@ impl Committer {
         let keydir = self.shared.keydir.load_full();
         let thread = std::thread::Builder::new()
             .name("store-checkpoint".into())
-            .spawn(move || checkpoint_layer(&db, &layer, seq, quick_repair, keydir.as_deref(), log))?;
+            .spawn(move || checkpoint_layer(&db, &layer, seq, quick_repair, keydir.as_ref(), log))?;
         self.running = Some(Running { thread, retired, log_bytes });
         self.publish(frozen);
         Ok(())
@@ -327,7 +329,8 @@ impl Committer {
             log_reset_us = done.log_empty.as_micros() as u64,
             "store checkpoint"
         );
-        let snap = match done.snap.map_or_else(|| Snapshot::open(db).map(Arc::new), Ok) {
+        let keydir = self.shared.keydir.load_full();
+        let snap = match done.snap.map_or_else(|| Snapshot::open(db, keydir.as_ref()).map(Arc::new), Ok) {
             Ok(snap) => snap,
             Err(e) => {
                 // The view must not lose its active layer nor keep a frozen one
@@ -349,14 +352,16 @@ impl Committer {
         let mut acks = Vec::new();
         let (seq, quick_repair) = (self.wal.last_seq(), self.opts.quick_repair);
         let (gen, staged) = durable_commit(db, quick_repair, seq, keydir.is_some(), |txn| {
-            let mut tx = Tx::direct(txn, keydir.is_some())?;
+            let mut tx = Tx::direct(txn, keydir.as_ref().map(|k| k.resolver()))?;
             // The layer first: the batch's later entries of a key win.
             for (k, v) in layer_entries(&view.active) {
                 tx.put(table_of(k)?, &k[1..], v)?;
             }
             acks = apply(&mut tx, batch)?;
             let written = tx.into_handles()?;
-            stage_handles(keydir.as_deref(), written.iter().map(|(k, v)| (k.as_slice(), v.as_deref())))
+            let staged = stage_handles(keydir.as_deref(), written.iter().map(|(k, v)| (k.as_slice(), v.as_deref())))?;
+            keydir::write_locations(txn, staged.as_ref())?;
+            Ok(staged)
         })?;
         self.install(keydir.as_deref(), staged, gen)?;
         self.checkpointed();
@@ -391,7 +396,8 @@ impl Committer {
         let staged = stage_handles(keydir.as_deref(), layer_handles(&active))?;
         let (gen, staged) =
             durable_commit(&db, self.opts.quick_repair, self.wal.last_seq(), keydir.is_some(), |txn| {
-                write(txn, layer_entries(&active))?;
+                write(txn, layer_entries(&active), keydir.is_some())?;
+                keydir::write_locations(txn, staged.as_ref())?;
                 Ok(staged)
             })?;
         self.install(keydir.as_deref(), staged, gen)?;
@@ -417,7 +423,7 @@ fn checkpoint_layer(
     layer: &Layer,
     seq: u64,
     quick_repair: bool,
-    keydir: Option<&KeyDir>,
+    keydir: Option<&Arc<KeyDir>>,
     log: std::io::Result<RetiredLog>,
 ) -> Result<Checkpointed, StoreError> {
     #[cfg(test)]
@@ -425,9 +431,10 @@ fn checkpoint_layer(
     let started = Instant::now();
     // The key directory's records are synced before the commit that counts them,
     // and pointed at after it, before the writer drops the frozen layer.
-    let staged = stage_handles(keydir, layer_handles(layer))?;
+    let staged = stage_handles(keydir.map(|k| &**k), layer_handles(layer))?;
     let (gen, staged) = durable_commit(db, quick_repair, seq, keydir.is_some(), |txn| {
-        write(txn, layer_entries(layer))?;
+        write(txn, layer_entries(layer), keydir.is_some())?;
+        keydir::write_locations(txn, staged.as_ref())?;
         Ok(staged)
     })?;
     if let Some(k) = keydir {
@@ -436,7 +443,7 @@ fn checkpoint_layer(
             k.install(s)?;
         }
     }
-    let snap = match Snapshot::open(db) {
+    let snap = match Snapshot::open(db, keydir) {
         Ok(s) => Some(Arc::new(s)),
         Err(e) => {
             tracing::warn!("could not open a read snapshot after a checkpoint: {e}");
@@ -552,14 +559,20 @@ fn layer_handles(layer: &Layer) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> 
     layer_entries(layer).filter(move |(key, _)| key.first() == Some(&handles)).map(|(key, v)| (&key[1..], v))
 }
 
-/// Write `entries` (`table byte ‖ key` → value, `None`: remove) inside `txn`.
+/// Write `entries` (`table byte ‖ key` → value, `None`: remove) inside `txn`;
+/// `keyed`: not the handle entries, which the key directory's locations stand
+/// for (`keydir::write_locations`).
 fn write<'a>(
     txn: &redb::WriteTransaction,
     entries: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+    keyed: bool,
 ) -> Result<(), StoreError> {
     let mut tables = RawTables::open(txn)?;
     for (k, v) in entries {
-        tables.put(table_of(k)?, &k[1..], v).map_err(StoreError::Backend)?;
+        let table = table_of(k)?;
+        if !(keyed && table == TableId::Handles) {
+            tables.put(table, &k[1..], v).map_err(StoreError::Backend)?;
+        }
     }
     Ok(())
 }

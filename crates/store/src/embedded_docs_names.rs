@@ -210,7 +210,7 @@ mod tests {
         code_if_empty(&db).unwrap();
         let txn = db.begin_write().unwrap();
         {
-            let mut tx = Tx::direct(&txn, false).unwrap();
+            let mut tx = Tx::direct(&txn, None).unwrap();
             let (mut a, mut b) = (BatchNames::default(), BatchNames::default());
             assert_eq!(a.names(&mut tx, "c", "x", false).unwrap(), None, "no code, no entries");
             assert_eq!(a.names(&mut tx, "c", "x", true).unwrap(), Some(vec![1]));

@@ -11,8 +11,10 @@
 //! those written before it still read as they are; 4 = an import's changes logged
 //! in runs (`embedded_txnlog_entry.rs`); 5 = index keys with a code for their
 //! collection and index (`embedded_docs_names.rs`), in a store whose index was
-//! empty. Opening a version-1 store seals every value once, in one durable
-//! transaction; a version-2 to 4 store just records 5, so that an earlier server,
+//! empty; 6 = handle values that name their record in the key directory's
+//! segments (`embedded_keydir_locations.rs`; the table's `locations` entry says
+//! whether any may). Opening a version-1 store seals every value once, in one durable
+//! transaction; a version-2 to 5 store just records 6, so that an earlier server,
 //! which cannot read what came after its version, refuses the file instead of
 //! answering its new records, log or index as damaged (or missing).
 
@@ -27,8 +29,11 @@ use crate::StoreError;
 const FORMAT: TableDefinition<&str, u64> = TableDefinition::new("format");
 const VERSION_KEY: &str = "version";
 /// The format this code writes.
-pub(super) const VERSION: u64 = 5;
-const SEAL: usize = 4;
+pub(super) const VERSION: u64 = 6;
+/// Bytes of the checksum before a stored value's payload.
+pub(super) const SEAL: usize = 4;
+/// Present (1) once a commit wrote a handle value as a location.
+const LOCATIONS_KEY: &str = "locations";
 /// Entries rewritten per step of the upgrade (bounds the memory it takes).
 const UPGRADE_CHUNK: usize = 4096;
 
@@ -141,4 +146,26 @@ fn seal_meta(txn: &WriteTransaction) -> Result<u64, StoreError> {
         table.insert(k.as_str(), seal(k.as_bytes(), v).as_slice()).map_err(r)?;
     }
     Ok(all.len() as u64)
+}
+
+/// Record in `txn` whether handle values may be locations in the key directory.
+pub(super) fn set_locations(txn: &WriteTransaction, on: bool) -> Result<(), StoreError> {
+    let r = |e: redb::Error| map_redb(e);
+    let mut t = txn.open_table(FORMAT).map_err(|e| r(e.into()))?;
+    match on {
+        true => drop(t.insert(LOCATIONS_KEY, 1).map_err(|e| r(e.into()))?),
+        false => drop(t.remove(LOCATIONS_KEY).map_err(|e| r(e.into()))?),
+    }
+    Ok(())
+}
+
+/// Whether a commit wrote handle values as locations in the key directory.
+pub(super) fn holds_locations(db: &Database) -> Result<bool, StoreError> {
+    let r = |e: redb::Error| map_redb(e);
+    let txn = db.begin_read().map_err(|e| r(e.into()))?;
+    match txn.open_table(FORMAT) {
+        Ok(t) => Ok(t.get(LOCATIONS_KEY).map_err(|e| r(e.into()))?.is_some_and(|v| v.value() == 1)),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(false),
+        Err(e) => Err(r(e.into())),
+    }
 }

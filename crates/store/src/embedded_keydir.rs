@@ -5,16 +5,21 @@
 //! answers is one hash probe and one read of the record (its key compared, its
 //! crc checked: a failure is `StoreError::Corrupt`), not a walk of redb's tree.
 //!
-//! redb keeps the records too, and stays the source of truth: ranges, counts,
-//! backups, mirrors' dumps and the writer's compare-and-set reads go on reading
-//! it. The directory is derived data, so whatever is wrong with it at open (no
-//! table yet, a store checkpointed without it, a short or damaged segment, most
-//! of it dead) is answered by rebuilding it from redb in one ordered pass.
+//! redb keeps every key, and for each record it checkpointed with the
+//! directory the record's location in the segments rather than a copy
+//! (`embedded_keydir_locations.rs`): ranges, counts, backups, mirrors' dumps
+//! and the writer's compare-and-set read redb and follow the locations. Values
+//! redb holds inline (written without the directory, or before locations) are
+//! copied into the segments too; while every value is inline, whatever is wrong
+//! with the directory at open (no table yet, a store checkpointed without it, a
+//! short or damaged segment, most of it dead) is answered by rebuilding it from
+//! redb in one ordered pass. Once a location exists the segments are the only
+//! copy of those records, and such damage is an error at open.
 //!
 //! Ordering, as for the layers: a checkpoint appends the frozen layer's handle
 //! entries (tombstones for removals) and syncs them, then its redb commit
-//! records each segment's committed length and the checkpoint generation the
-//! directory matches; only then is the directory updated, and the writer
+//! writes their locations and records each segment's committed length and the
+//! checkpoint generation the directory matches; only then is the directory updated, and the writer
 //! publishes the view without the frozen layer after that. A reader finds a
 //! record in a layer or through the directory, never in neither. At open the
 //! newest segment is cut back to its committed length (the log still holds
@@ -32,6 +37,7 @@ use std::collections::HashMap;
 use std::hash::Hasher;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use redb::{TableDefinition, WriteTransaction};
@@ -69,7 +75,7 @@ fn hash(key: &[u8]) -> u64 {
 
 /// The segments' maps, by segment id (0 unused; None: empty).
 #[derive(Default)]
-struct Maps(Vec<Option<Mapped>>);
+struct Maps(Vec<Option<Arc<Mapped>>>);
 
 /// The hash and its accounts.
 #[derive(Default)]
@@ -97,6 +103,10 @@ pub(super) struct Staged {
     records: usize,
     /// A segment the merge emptied: dropped by the same commit.
     emptied: Option<merge::Emptied>,
+    /// The handles appended, in order (the merge's copies, then the commit's
+    /// own), with their records' offsets in `seg` (`None`: removed), for the
+    /// commit to write as their values (`embedded_keydir_locations.rs`).
+    handles: Vec<(Vec<u8>, Option<u64>)>,
 }
 
 #[path = "embedded_keydir_hint.rs"]
@@ -110,7 +120,11 @@ use table::HashIndex;
 mod merge;
 #[path = "embedded_keydir_open.rs"]
 mod opening;
+use opening::committed;
 pub(super) use opening::{open, rebuild};
+#[path = "embedded_keydir_locations.rs"]
+mod locations;
+pub(super) use locations::{inline_values, resolve, write_locations, Resolver};
 
 /// The key directory: see the module documentation.
 pub(super) struct KeyDir {
@@ -147,7 +161,7 @@ impl Maps {
     }
 
     fn get(&self, seg: u32) -> Option<&Mapped> {
-        self.0.get(seg as usize).and_then(Option::as_ref)
+        self.0.get(seg as usize).and_then(Option::as_deref)
     }
 
     /// (id, length) of every segment with records.
@@ -157,12 +171,12 @@ impl Maps {
     }
 
     /// Map segment `seg` anew; returns the map it replaces.
-    fn set(&mut self, seg: u32, map: Option<Mapped>) -> Option<Mapped> {
+    fn set(&mut self, seg: u32, map: Option<Mapped>) -> Option<Arc<Mapped>> {
         let seg = seg as usize;
         if self.0.len() <= seg {
             self.0.resize_with(seg + 1, || None);
         }
-        std::mem::replace(&mut self.0[seg], map)
+        std::mem::replace(&mut self.0[seg], map.map(Arc::new))
     }
 
     fn key_at(&self, loc: u64) -> Option<&[u8]> {
@@ -281,9 +295,8 @@ impl KeyDir {
         entries: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
     ) -> Result<Option<Staged>, StoreError> {
         let mut own = Vec::new();
-        let mut records = 0;
+        let mut own_handles = Vec::new();
         for (key, value) in entries {
-            records += 1;
             let body = match value {
                 None => Body::Removed,
                 Some(sealed) => match format::unseal("handle", key, sealed) {
@@ -291,12 +304,16 @@ impl KeyDir {
                     Err(_) => Body::Damaged,
                 },
             };
+            own_handles.push((key.to_vec(), value.map(|_| own.len() as u64)));
             segments::encode(&mut own, key, body);
         }
+        let records = own_handles.len();
         let mut tail = self.tail.lock();
         // The copies first: a key the checkpoint writes ends on its own record.
-        let mut buf = Vec::new();
-        let (copied, emptied) = self.merge_slice(&mut buf, tail.id, merge::budget(self.segment_bytes, own.len()));
+        let (mut buf, mut handles) = (Vec::new(), Vec::new());
+        let budget = merge::budget(self.segment_bytes, own.len());
+        let (copied, emptied) = self.merge_slice(&mut buf, &mut handles, tail.id, budget);
+        let copies_len = buf.len() as u64;
         if buf.is_empty() {
             buf = own;
         } else {
@@ -304,10 +321,23 @@ impl KeyDir {
         }
         if buf.is_empty() {
             let end = tail.written();
-            return Ok(emptied.map(|e| Staged { seg: tail.id, start: end, end, records: 0, emptied: Some(e) }));
+            return Ok(emptied.map(|e| Staged {
+                seg: tail.id,
+                start: end,
+                end,
+                records: 0,
+                emptied: Some(e),
+                handles: Vec::new(),
+            }));
         }
         let start = tail.append(&buf).map_err(|e| self.io(e))?;
-        Ok(Some(Staged { seg: tail.id, start, end: tail.written(), records: records + copied, emptied }))
+        handles.extend(own_handles.into_iter().map(|(k, at)| (k, at.map(|at| at + copies_len))));
+        for (_, at) in &mut handles {
+            if let Some(at) = at {
+                *at += start;
+            }
+        }
+        Ok(Some(Staged { seg: tail.id, start, end: tail.written(), records: records + copied, emptied, handles }))
     }
 
     /// Make the staged records visible: map them, point the hash at them.
@@ -329,7 +359,7 @@ impl KeyDir {
         let old = match fresh {
             Some(map) => inner.maps.set(staged.seg, Some(map)),
             None => {
-                if let Some(m) = inner.maps.0.get_mut(staged.seg as usize).and_then(Option::as_mut) {
+                if let Some(m) = inner.maps.get(staged.seg) {
                     m.extend_to(staged.end);
                 }
                 None

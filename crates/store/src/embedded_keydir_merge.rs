@@ -17,8 +17,10 @@
 //! Why only the oldest: its tombstones can be left behind, since no older
 //! segment holds a record they would hide from a rebuild that reads the
 //! segments in order. A kill at any point is safe: copies are just newer
-//! records with the same values, and a segment is gone only once a durable
-//! commit says so (a file left behind is deleted at the next open).
+//! records with the same values, the commit that counts them also writes their
+//! locations in redb (`embedded_keydir_locations.rs`), and a segment is gone
+//! only once a durable commit says so (a file left behind is deleted at the
+//! next open; snapshots taken before hold its map, so they read on).
 
 use super::segments::{self, pack, Body};
 use super::{Inner, KeyDir};
@@ -51,8 +53,15 @@ pub(super) fn worth_it(inner: &Inner, segment_bytes: u64) -> bool {
 impl KeyDir {
     /// Copy the live records of the next slice of the oldest segment (never
     /// `tail`, the one taking appends) into `out`, up to `budget` scanned
-    /// bytes; returns the segment if the scan reached its end.
-    pub(super) fn merge_slice(&self, out: &mut Vec<u8>, tail: u32, budget: u64) -> (usize, Option<Emptied>) {
+    /// bytes, each key with its copy's offset in `out` into `copies`; returns
+    /// the segment if the scan reached its end.
+    pub(super) fn merge_slice(
+        &self,
+        out: &mut Vec<u8>,
+        copies: &mut Vec<(Vec<u8>, Option<u64>)>,
+        tail: u32,
+        budget: u64,
+    ) -> (usize, Option<Emptied>) {
         let mut cur = self.merge.lock();
         let inner = self.inner.read();
         if cur.stopped {
@@ -83,6 +92,7 @@ impl KeyDir {
                 }
             };
             if r.body != Body::Removed && inner.dir.points_at(r.key, loc) {
+                copies.push((r.key.to_vec(), Some(out.len() as u64)));
                 segments::encode(out, r.key, r.body);
                 copied += 1;
             }

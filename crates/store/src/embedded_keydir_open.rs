@@ -61,12 +61,32 @@ pub(super) fn committed(db: &Database) -> Result<Option<Committed>, StoreError> 
 
 /// Open the directory of the store at `store`, as redb's table describes it
 /// (before the log's replay: see `open_file`). `Err(reason)` inside `Ok`: it
-/// must be rebuilt from redb ([`rebuild`]). `segment_bytes` is at least
+/// must be rebuilt from redb ([`rebuild`]); never once redb holds locations in
+/// it (`embedded_keydir_locations.rs`): its segments are then the records' only
+/// copy, and what would have it rebuilt is an error. `segment_bytes` is at least
 /// `MIN_SEGMENT_BYTES` (the caller's options, checked).
 pub(in super::super) fn open(
     db: &Database,
     store: &Path,
     segment_bytes: u64,
+) -> Result<Result<KeyDir, String>, StoreError> {
+    let located = format::holds_locations(db)?;
+    match open_as_committed(db, store, segment_bytes, located)? {
+        Err(why) if located => Err(StoreError::Corrupt(format!(
+            "key directory {}: {why}; it holds the store's handle records, so it cannot be written \
+             afresh from the store file (if the store was last opened without the key directory, \
+             open it so once more: that moves the records back into the store file)",
+            segments::dir_for(store).display()
+        ))),
+        opened => Ok(opened),
+    }
+}
+
+fn open_as_committed(
+    db: &Database,
+    store: &Path,
+    segment_bytes: u64,
+    located: bool,
 ) -> Result<Result<KeyDir, String>, StoreError> {
     let Some(Committed { gen, records, segs }) = committed(db)? else {
         return Ok(Err("no key directory yet".into()));
@@ -110,8 +130,9 @@ pub(in super::super) fn open(
         }
     }
     let (total, live) = (inner.dir.total, inner.dir.live);
-    // The merge keeps up with writes; this is for a directory last run without it.
-    if total >= segment_bytes / 8 && live < total / 2 {
+    // The merge keeps up with writes; this is for a directory last run without
+    // it (with locations the merge alone can shrink it).
+    if !located && total >= segment_bytes / 8 && live < total / 2 {
         return Ok(Err(format!("{} of its {total} record bytes are dead", total - live)));
     }
     Ok(Ok(KeyDir {

@@ -12,7 +12,8 @@ impl RecordStore for EmbeddedStore {
         let view = match guard.as_deref() {
             Some(s) => s,
             None => {
-                fallback = View::new(Arc::new(Snapshot::open(&*self.database()?)?));
+                let keydir = self.shared.keydir.load_full();
+                fallback = View::new(Arc::new(Snapshot::open(&*self.database()?, keydir.as_ref())?));
                 &fallback
             }
         };
@@ -28,15 +29,15 @@ impl RecordStore for EmbeddedStore {
         if guard.is_some() {
             if let Some(kd) = &*self.shared.keydir.load() {
                 match kd.get(key) {
-                    // redb holds the same record (no layer has a newer one): a
-                    // damaged segment costs the lookup its speed, not its answer.
-                    Err(StoreError::Corrupt(m)) => tracing::warn!("{m}; answered from the store file"),
+                    // redb holds the same record (no layer has a newer one), or
+                    // its location, which gives the same error.
+                    Err(StoreError::Corrupt(m)) => tracing::warn!("{m}; read again through the store file"),
                     other => return other,
                 }
             }
         }
-        match view.snap.handles.get(key).map_err(|e| map_redb(e.into()))? {
-            Some(g) => HandleRecord::decode_stored(key, format::unseal("handle", key, g.value())?).map(Some),
+        match view.snap.handle(key)? {
+            Some(v) => HandleRecord::decode_stored(key, format::unseal("handle", key, &v)?).map(Some),
             None => Ok(None),
         }
     }

@@ -21,6 +21,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use handled_proto::{DecodeError, Reader};
 
@@ -145,39 +146,41 @@ pub(super) fn map(dir: &Path, id: u32, len: u64, reserve: u64) -> Result<Option<
     // bytes (synced before they were committed, inside the file) are ever
     // read (`Mapped::bytes`), however far past the file's end the map runs.
     let map = unsafe { memmap2::MmapOptions::new().len(len.max(reserve) as usize).map(&file)? };
-    Ok(Some(Mapped { map, len: len as usize }))
+    Ok(Some(Mapped { map, len: AtomicUsize::new(len as usize) }))
 }
 
 /// A segment's map, of which the first `len` bytes are committed records. A
 /// tail segment is mapped past its end ([`map`]'s `reserve`), so that the
 /// records each checkpoint appends are reached through the same map: a new
 /// map would cost the next lookups a page fault for every page they touch
-/// again, and its teardown the checkpoint a while.
+/// again, and its teardown the checkpoint a while. Shared (`Arc`) between the
+/// directory and the snapshots that may read records through it, so its
+/// length grows in place.
 pub(super) struct Mapped {
     map: memmap2::Mmap,
-    len: usize,
+    len: AtomicUsize,
 }
 
 impl Mapped {
     /// The committed records: the only bytes read.
     pub(super) fn bytes(&self) -> &[u8] {
-        &self.map[..self.len]
+        &self.map[..self.len.load(Ordering::Acquire)]
     }
 
     pub(super) fn len(&self) -> u64 {
-        self.len as u64
+        self.len.load(Ordering::Acquire) as u64
     }
 
     /// Whether records up to `len` (committed since) can be taken in.
     pub(super) fn reaches(&self, len: u64) -> bool {
-        usize::try_from(len).is_ok_and(|len| self.len <= len && len <= self.map.len())
+        usize::try_from(len).is_ok_and(|len| self.len.load(Ordering::Acquire) <= len && len <= self.map.len())
     }
 
     /// Take records up to `len` in (the caller saw that the map [`reaches`](Self::reaches) them).
-    pub(super) fn extend_to(&mut self, len: u64) {
+    pub(super) fn extend_to(&self, len: u64) {
         debug_assert!(self.reaches(len));
         if self.reaches(len) {
-            self.len = len as usize;
+            self.len.store(len as usize, Ordering::Release);
         }
     }
 }

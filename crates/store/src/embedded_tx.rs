@@ -8,13 +8,16 @@
 //! holds its reverse-lookup index entries back and inserts them in key order
 //! at its end: an import's records come in handle order, their index keys in
 //! no order at all, and inserted as they came each one walked to a different
-//! leaf of the tree.
+//! leaf of the tree. With the key directory a direct batch also holds its
+//! handle entries back (its reads see them): the commit appends them to the
+//! directory's segments and writes their locations in redb, not the values.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use redb::WriteTransaction;
 
+use super::keydir::{resolve, Resolver};
 use super::txnlog::{TXN_LOG, TXN_STATE};
 use super::view::{merged, overlay_bounds, overlay_key, table_get, table_range, text_get, text_range, Items, View};
 use super::wal::{Redo, TableId};
@@ -23,6 +26,9 @@ use crate::StoreError;
 
 /// Handle entries (key → value, `None`: removed), in the order written.
 pub(super) type HandleEntries = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// A direct batch's handle entries, held for the key directory (`None`: removed).
+type Held = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
 /// One batch being applied: see the module documentation.
 pub(super) struct Tx<'v>(Base<'v>);
@@ -33,13 +39,15 @@ enum Base<'v> {
         writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
         redo: Redo,
     },
-    /// `handles`: the handle entries written, in order, when a key directory
-    /// takes them (else `None`).
+    /// `keyed`: a key directory takes the handle entries, which are held
+    /// here (key → value, `None`: removed) and not written to redb, whose
+    /// handle values are then their records' locations
+    /// (`embedded_keydir_locations.rs`).
     /// `index`: the index entries not yet inserted (key, present), in order.
     /// The tables are boxed: six redb table handles, once a batch.
     Direct {
         tables: Box<RawTables<'v>>,
-        handles: Option<HandleEntries>,
+        keyed: Option<(Resolver, Held)>,
         index: Vec<(Vec<u8>, bool)>,
     },
 }
@@ -51,12 +59,13 @@ impl<'v> Tx<'v> {
     }
 
     /// A batch written straight into `txn`, which holds everything the
-    /// published view does; `keep_handles`: its handle entries are kept for
-    /// [`Tx::into_handles`] (a key directory takes them). It must end with
+    /// published view does; `keyed` (the key directory's resolver): its handle
+    /// entries are kept for [`Tx::into_handles`]. It must end with
     /// [`Tx::into_handles`], which inserts its held-back index entries.
-    pub(super) fn direct(txn: &'v WriteTransaction, keep_handles: bool) -> Result<Self, StoreError> {
+    pub(super) fn direct(txn: &'v WriteTransaction, keyed: Option<Resolver>) -> Result<Self, StoreError> {
         let tables = Box::new(RawTables::open(txn)?);
-        Ok(Tx(Base::Direct { tables, handles: keep_handles.then(Vec::new), index: Vec::new() }))
+        let keyed = keyed.map(|r| (r, BTreeMap::new()));
+        Ok(Tx(Base::Direct { tables, keyed, index: Vec::new() }))
     }
 
     /// The stored (sealed) value of `key` in `table`.
@@ -67,6 +76,15 @@ impl<'v> Tx<'v> {
                 Some(v) => Ok(v.clone()),
                 None => view.get(table, key),
             },
+            Base::Direct { tables, keyed: Some((resolver, held)), .. } if table == TableId::Handles => {
+                match held.get(key) {
+                    Some(v) => Ok(v.clone()),
+                    None => match tables.get(table, key)? {
+                        Some(v) => resolve(Some(resolver), key, v).map(Some),
+                        None => Ok(None),
+                    },
+                }
+            }
             Base::Direct { tables, .. } => tables.get(table, key),
         }
     }
@@ -79,12 +97,10 @@ impl<'v> Tx<'v> {
                 writes.insert(overlay_key(table, key), value.map(|v| v.to_vec()));
             }
             Base::Direct { index, .. } if table == TableId::DocIndex => index.push((key.to_vec(), value.is_some())),
-            Base::Direct { tables, handles, .. } => {
-                tables.put(table, key, value).map_err(StoreError::Backend)?;
-                if let Some(handles) = handles.as_mut().filter(|_| table == TableId::Handles) {
-                    handles.push((key.to_vec(), value.map(|v| v.to_vec())));
-                }
+            Base::Direct { keyed: Some((_, held)), .. } if table == TableId::Handles => {
+                held.insert(key.to_vec(), value.map(|v| v.to_vec()));
             }
+            Base::Direct { tables, .. } => tables.put(table, key, value).map_err(StoreError::Backend)?,
         }
         Ok(())
     }
@@ -97,6 +113,15 @@ impl<'v> Tx<'v> {
                 let (lo, hi) = overlay_bounds(table, from);
                 let over = writes.range((lo, hi)).map(|(k, v)| (k[1..].to_vec(), v.clone()));
                 Ok(merged(view.range(table, from)?, over))
+            }
+            Base::Direct { tables, keyed: Some((resolver, held)), .. } if table == TableId::Handles => {
+                let resolved = tables.range(table, from)?.map(move |item| {
+                    let (k, v) = item?;
+                    let v = resolve(Some(resolver), &k, v)?;
+                    Ok((k, v))
+                });
+                let over = held.range::<[u8], _>((from, Bound::Unbounded)).map(|(k, v)| (k.clone(), v.clone()));
+                Ok(merged(Box::new(resolved), over))
             }
             Base::Direct { tables, .. } => tables.range(table, from),
         }
@@ -111,14 +136,13 @@ impl<'v> Tx<'v> {
         }
     }
 
-    /// End a direct batch: its held-back index entries inserted, its handle
-    /// entries in the order written (a key written twice comes twice, the
-    /// later last).
+    /// End a direct batch: its held-back index entries inserted; the handle
+    /// entries it kept for a key directory, in key order (a key's last value).
     pub(super) fn into_handles(mut self) -> Result<HandleEntries, StoreError> {
         self.insert_held_index_before(TableId::DocIndex)?;
         match self.0 {
-            Base::Overlay { .. } => Ok(Vec::new()),
-            Base::Direct { handles, .. } => Ok(handles.unwrap_or_default()),
+            Base::Direct { keyed: Some((_, held)), .. } => Ok(held.into_iter().collect()),
+            _ => Ok(Vec::new()),
         }
     }
 
@@ -232,7 +256,7 @@ mod tests {
         ensure_tables(&db).unwrap();
         let txn = db.begin_write().unwrap();
         {
-            let mut tx = Tx::direct(&txn, false).unwrap();
+            let mut tx = Tx::direct(&txn, None).unwrap();
             for key in [&b"c"[..], b"gone", b"a"] {
                 tx.put(TableId::DocIndex, key, Some(&[])).unwrap();
             }
@@ -242,7 +266,7 @@ mod tests {
 
         let txn = db.begin_write().unwrap();
         {
-            let mut tx = Tx::direct(&txn, true).unwrap();
+            let mut tx = Tx::direct(&txn, Some(Resolver::without_segments())).unwrap();
             tx.put(TableId::DocIndex, b"b", Some(&[])).unwrap();
             tx.put(TableId::DocIndex, b"gone", None).unwrap();
             tx.put(TableId::DocIndex, b"a", None).unwrap();

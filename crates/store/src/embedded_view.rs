@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use redb::{ReadableTable, ReadableTableMetadata};
 
+use super::keydir;
 use super::wal::TableId;
 use super::{map_redb, Snapshot};
 use crate::StoreError;
@@ -77,7 +78,7 @@ impl View {
         }
         let s = &self.snap;
         match table {
-            TableId::Handles => table_get(&s.handles, key, |v| v.to_vec()),
+            TableId::Handles => s.handle(key),
             TableId::Docs => table_get(&s.docs, key, |v| v.to_vec()),
             TableId::TxnLog => table_get(&s.txn_log, key, |v| v.to_vec()),
             TableId::DocIndex => table_get(&s.doc_index, key, |()| Vec::new()),
@@ -148,7 +149,15 @@ fn layer_range<'a>(
 
 fn snapshot_range<'a>(s: &'a Snapshot, table: TableId, from: Bound<&[u8]>) -> Result<Items<'a>, StoreError> {
     match table {
-        TableId::Handles => table_range(&s.handles, from, |v| v.to_vec()),
+        TableId::Handles => {
+            let resolver = s.resolver.as_ref();
+            let items = table_range(&s.handles, from, |v| v.to_vec())?;
+            Ok(Box::new(items.map(move |item| {
+                let (k, v) = item?;
+                let v = keydir::resolve(resolver, &k, v)?;
+                Ok((k, v))
+            })))
+        }
         TableId::Docs => table_range(&s.docs, from, |v| v.to_vec()),
         TableId::TxnLog => table_range(&s.txn_log, from, |v| v.to_vec()),
         TableId::DocIndex => table_range(&s.doc_index, from, |()| Vec::new()),

@@ -340,7 +340,7 @@ mod tests {
     /// One durable commit, no log (the log has tests of its own).
     fn commit_durably(db: &Database, batch: &[Pending]) -> Result<(Vec<Ack>, bool), StoreError> {
         let txn = db.begin_write().unwrap();
-        let mut tx = Tx::direct(&txn, false)?;
+        let mut tx = Tx::direct(&txn, None)?;
         let acks = apply(&mut tx, batch)?;
         tx.into_handles()?;
         txn.commit().unwrap();
@@ -438,7 +438,7 @@ mod tests {
     fn test_shared(db: &Arc<Database>) -> Arc<Shared> {
         Arc::new(Shared {
             stats: StatCounters::default(),
-            snapshot: ArcSwapOption::from_pointee(View::new(Arc::new(Snapshot::open(db).unwrap()))),
+            snapshot: ArcSwapOption::from_pointee(View::new(Arc::new(Snapshot::open(db, None).unwrap()))),
             fatal: Mutex::new(None),
             db: Mutex::new(Some(db.clone())),
             txn_notifier: crate::txn_log::TxnNotifier::new(0),

@@ -16,10 +16,11 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use handled_store::backup::BackupTable;
 use handled_store::conformance::{indexed_by_url, url_record, URL_INDEX};
 use handled_store::{
-    DocWrite, Document, DocumentStore, EmbeddedOptions, EmbeddedStore, Expect, IndexEntry, IndexMatch, RecordStore,
-    SwapOutcome, TxnAction, TxnLogStore,
+    DocWrite, Document, DocumentStore, EmbeddedOptions, EmbeddedStore, Expect, HandleRecord, IndexEntry, IndexMatch,
+    RecordStore, StoreAdmin, SwapOutcome, TxnAction, TxnLogStore,
 };
 use rand::Rng;
 
@@ -234,6 +235,7 @@ fn acknowledged_writes_survive_sigkill() {
             assert_eq!(hits.len(), 1, "index entry of {last}");
             check_log(&s, &created, n).await;
             check_derived_index(&s).await;
+            check_export(&s, &created).await;
             if let Some(kd) = s.key_directory_stats() {
                 // Opened with every write in redb: the directory holds exactly its handles.
                 assert_eq!(kd.keys, s.count().await.unwrap(), "key directory and store disagree");
@@ -247,6 +249,28 @@ fn acknowledged_writes_survive_sigkill() {
             s.was_repaired(),
             oldest_segment(dir.path()).map_or("none".into(), |id| id.to_string())
         );
+    }
+}
+
+/// Every handle read again as a backup reads them, through redb (where, with
+/// the key directory, values are their records' locations in its segments):
+/// the same records `get` gave, as many as `count` says.
+async fn check_export(s: &EmbeddedStore, created: &[String]) {
+    let mut export = s.export().unwrap();
+    let mut handles = std::collections::HashMap::new();
+    loop {
+        let entries = export.next_entries(1 << 20).unwrap();
+        if entries.is_empty() {
+            break;
+        }
+        for e in entries.into_iter().filter(|e| e.table == BackupTable::Handles) {
+            let record = HandleRecord::decode_stored(&e.key, &e.payload).unwrap();
+            handles.insert(e.key, record);
+        }
+    }
+    assert_eq!(handles.len() as u64, s.count().await.unwrap(), "handles exported");
+    for k in created {
+        assert_eq!(handles.get(k.as_bytes()), Some(&url_record(k)), "{k} as exported");
     }
 }
 

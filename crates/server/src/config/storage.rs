@@ -35,11 +35,14 @@ pub struct StorageConfig {
     pub warm_on_start: bool,
     /// Serve handle lookups from the embedded store through a key directory
     /// (a hash of every key in memory pointing into append-only record files
-    /// read through `mmap`; ~20–40 bytes of memory and ~160 bytes of disk per
-    /// handle): a lookup stays flat as the store grows (at 30M handles, 0.77 of
-    /// the 10k rate against 0.26 without). The first start with it writes the
-    /// directory from the store file (docs/architecture.md, BENCHMARKS.md). On
-    /// by default; off saves that memory and disk where the store is small.
+    /// read through `mmap`; ~20–40 bytes of memory per handle, and on disk
+    /// ~105 bytes of its files against ~65 fewer in the store file): a lookup
+    /// stays flat as the store grows (at 30M handles, 0.77 of the 10k rate
+    /// against 0.26 without). The first start with it writes the directory
+    /// from the store file, and records written with it are kept there alone
+    /// (the store file holds their locations); a start with it off moves them
+    /// back into the store file first (docs/architecture.md, BENCHMARKS.md). On
+    /// by default; off saves the memory where the store is small.
     #[serde(rename = "store_key_directory")]
     pub key_directory: bool,
     /// Byte budget of the record cache in MiB; 0 (the default) switches it off.
