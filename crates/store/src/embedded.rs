@@ -493,6 +493,15 @@ impl Snapshot {
             txn_state: txn.open_table(TXN_STATE).map_err(|e| map_redb(e.into()))?,
         })
     }
+
+    /// The stored (sealed) value of handle `key`, read through the key
+    /// directory if redb holds its location.
+    fn handle(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        match self.handles.get(key).map_err(|e| map_redb(e.into()))? {
+            Some(g) => keydir::resolve(self.resolver.as_ref(), key, g.value().to_vec()).map(Some),
+            None => Ok(None),
+        }
+    }
 }
 
 /// Create the tables if this is a new file (a no-op read otherwise).
@@ -562,16 +571,5 @@ fn map_redb(e: redb::Error) -> StoreError {
             "table {table} has key type {key:?} and value type {value:?}: not a handled store?"
         )),
         other => StoreError::Backend(other.to_string()),
-    }
-}
-
-impl Snapshot {
-    /// The stored (sealed) value of handle `key`, read through the key
-    /// directory if redb holds its location.
-    fn handle(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        match self.handles.get(key).map_err(|e| map_redb(e.into()))? {
-            Some(g) => keydir::resolve(self.resolver.as_ref(), key, g.value().to_vec()).map(Some),
-            None => Ok(None),
-        }
     }
 }

@@ -19,11 +19,12 @@
 //! Ordering, as for the layers: a checkpoint appends the frozen layer's handle
 //! entries (tombstones for removals) and syncs them, then its redb commit
 //! writes their locations and records each segment's committed length and the
-//! checkpoint generation the directory matches; only then is the directory updated, and the writer
-//! publishes the view without the frozen layer after that. A reader finds a
-//! record in a layer or through the directory, never in neither. At open the
-//! newest segment is cut back to its committed length (the log still holds
-//! what lay past it, and replay writes it again, through the directory).
+//! checkpoint generation the directory matches; only then is the directory
+//! updated, and the writer publishes the view without the frozen layer after
+//! that. A reader finds a record in a layer or through the directory, never in
+//! neither. At open the newest segment is cut back to its committed length (the
+//! log still holds what lay past it, and replay writes it again, through the
+//! directory).
 //!
 //! Replaced records are merged away a slice per checkpoint
 //! (`embedded_keydir_merge.rs`).
@@ -99,13 +100,12 @@ pub(super) struct Staged {
     seg: u32,
     start: u64,
     end: u64,
-    /// Records appended: at most this many new keys.
-    records: usize,
     /// A segment the merge emptied: dropped by the same commit.
     emptied: Option<merge::Emptied>,
     /// The handles appended, in order (the merge's copies, then the commit's
     /// own), with their records' offsets in `seg` (`None`: removed), for the
-    /// commit to write as their values (`embedded_keydir_locations.rs`).
+    /// commit to write as their values (`embedded_keydir_locations.rs`); at
+    /// most this many new keys.
     handles: Vec<(Vec<u8>, Option<u64>)>,
 }
 
@@ -307,12 +307,11 @@ impl KeyDir {
             own_handles.push((key.to_vec(), value.map(|_| own.len() as u64)));
             segments::encode(&mut own, key, body);
         }
-        let records = own_handles.len();
         let mut tail = self.tail.lock();
         // The copies first: a key the checkpoint writes ends on its own record.
         let (mut buf, mut handles) = (Vec::new(), Vec::new());
         let budget = merge::budget(self.segment_bytes, own.len());
-        let (copied, emptied) = self.merge_slice(&mut buf, &mut handles, tail.id, budget);
+        let emptied = self.merge_slice(&mut buf, &mut handles, tail.id, budget);
         let copies_len = buf.len() as u64;
         if buf.is_empty() {
             buf = own;
@@ -325,7 +324,6 @@ impl KeyDir {
                 seg: tail.id,
                 start: end,
                 end,
-                records: 0,
                 emptied: Some(e),
                 handles: Vec::new(),
             }));
@@ -337,7 +335,7 @@ impl KeyDir {
                 *at += start;
             }
         }
-        Ok(Some(Staged { seg: tail.id, start, end: tail.written(), records: records + copied, emptied, handles }))
+        Ok(Some(Staged { seg: tail.id, start, end: tail.written(), emptied, handles }))
     }
 
     /// Make the staged records visible: map them, point the hash at them.
@@ -354,7 +352,7 @@ impl KeyDir {
                 segments::map(&self.dir, staged.seg, staged.end, 2 * self.segment_bytes).map_err(|e| self.io(e))?
             }
         };
-        self.make_room(staged.records);
+        self.make_room(staged.handles.len());
         let mut inner = self.inner.write();
         let old = match fresh {
             Some(map) => inner.maps.set(staged.seg, Some(map)),

@@ -61,11 +61,11 @@ impl KeyDir {
         copies: &mut Vec<(Vec<u8>, Option<u64>)>,
         tail: u32,
         budget: u64,
-    ) -> (usize, Option<Emptied>) {
+    ) -> Option<Emptied> {
         let mut cur = self.merge.lock();
         let inner = self.inner.read();
         if cur.stopped {
-            return (0, None);
+            return None;
         }
         if cur.seg == 0 {
             let oldest = inner.maps.0.iter().position(Option::is_some).map(|id| id as u32);
@@ -73,14 +73,14 @@ impl KeyDir {
                 Some(id) if id != tail && worth_it(&inner, self.segment_bytes) => {
                     *cur = Cursor { seg: id, at: 0, stopped: false }
                 }
-                _ => return (0, None),
+                _ => return None,
             }
         }
         let Some(len) = inner.maps.get(cur.seg).map(|m| m.len()) else {
             cur.seg = 0;
-            return (0, None);
+            return None;
         };
-        let (start, mut copied) = (cur.at, 0);
+        let start = cur.at;
         while cur.at < len && cur.at - start < budget {
             let loc = pack(cur.seg, cur.at);
             let r = match inner.maps.record(loc) {
@@ -88,21 +88,20 @@ impl KeyDir {
                 Err(e) => {
                     tracing::warn!(dir = %self.dir.display(), "key directory merge stopped: {e}");
                     cur.stopped = true;
-                    return (copied, None);
+                    return None;
                 }
             };
             if r.body != Body::Removed && inner.dir.points_at(r.key, loc) {
                 copies.push((r.key.to_vec(), Some(out.len() as u64)));
                 segments::encode(out, r.key, r.body);
-                copied += 1;
             }
             cur.at += r.len as u64;
         }
         if cur.at < len {
-            return (copied, None);
+            return None;
         }
         let emptied = (cur.seg, len);
         *cur = Cursor::default();
-        (copied, Some(emptied))
+        Some(emptied)
     }
 }

@@ -19,7 +19,9 @@ use redb::WriteTransaction;
 
 use super::keydir::{resolve, Resolver};
 use super::txnlog::{TXN_LOG, TXN_STATE};
-use super::view::{merged, overlay_bounds, overlay_key, table_get, table_range, text_get, text_range, Items, View};
+use super::view::{
+    merged, overlay_bounds, overlay_key, resolved, table_get, table_range, text_get, text_range, Items, View,
+};
 use super::wal::{Redo, TableId};
 use super::{map_redb, DOCS, DOC_INDEX, HANDLES, META};
 use crate::StoreError;
@@ -115,13 +117,8 @@ impl<'v> Tx<'v> {
                 Ok(merged(view.range(table, from)?, over))
             }
             Base::Direct { tables, keyed: Some((resolver, held)), .. } if table == TableId::Handles => {
-                let resolved = tables.range(table, from)?.map(move |item| {
-                    let (k, v) = item?;
-                    let v = resolve(Some(resolver), &k, v)?;
-                    Ok((k, v))
-                });
                 let over = held.range::<[u8], _>((from, Bound::Unbounded)).map(|(k, v)| (k.clone(), v.clone()));
-                Ok(merged(Box::new(resolved), over))
+                Ok(merged(resolved(Some(resolver), tables.range(table, from)?), over))
             }
             Base::Direct { tables, .. } => tables.range(table, from),
         }

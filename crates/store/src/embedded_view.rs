@@ -149,15 +149,7 @@ fn layer_range<'a>(
 
 fn snapshot_range<'a>(s: &'a Snapshot, table: TableId, from: Bound<&[u8]>) -> Result<Items<'a>, StoreError> {
     match table {
-        TableId::Handles => {
-            let resolver = s.resolver.as_ref();
-            let items = table_range(&s.handles, from, |v| v.to_vec())?;
-            Ok(Box::new(items.map(move |item| {
-                let (k, v) = item?;
-                let v = keydir::resolve(resolver, &k, v)?;
-                Ok((k, v))
-            })))
-        }
+        TableId::Handles => Ok(resolved(s.resolver.as_ref(), table_range(&s.handles, from, |v| v.to_vec())?)),
         TableId::Docs => table_range(&s.docs, from, |v| v.to_vec()),
         TableId::TxnLog => table_range(&s.txn_log, from, |v| v.to_vec()),
         TableId::DocIndex => table_range(&s.doc_index, from, |()| Vec::new()),
@@ -212,6 +204,16 @@ pub(super) fn text_range<'a>(
         let (k, v) = item.map_err(e)?;
         Ok((k.value().as_bytes().to_vec(), v.value().to_vec()))
     })))
+}
+
+/// Handle entries as redb holds them, with the values that are locations
+/// read through the key directory (`embedded_keydir_locations.rs`).
+pub(super) fn resolved<'a>(resolver: Option<&'a keydir::Resolver>, items: Items<'a>) -> Items<'a> {
+    Box::new(items.map(move |item| {
+        let (k, v) = item?;
+        let v = keydir::resolve(resolver, &k, v)?;
+        Ok((k, v))
+    }))
 }
 
 /// `over` (key order; `None`: removed) merged over `base` (key order).
